@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libroshm: one-sided WRITE / READ / atomics against named memory regions of
+ * other pods, through the node's roshmd. The API has the shape of liburing:
+ *
+ *	struct roshm_sqe *sqe = roshm_get_sqe(r);
+ *	roshm_prep_write(sqe, handle, off, arena_off, len);
+ *	roshm_sqe_set_data(sqe, cookie);
+ *	roshm_submit(r);
+ *	roshm_wait_cqe(r, &cqe);  ... roshm_cqe_seen(r, cqe);
+ *
+ * Data moves between a region and this client's arena (roshm_arena()), which
+ * roshmd maps too: no copy in the library. Every int-returning function
+ * returns >= 0 on success or -errno; the library never sets errno, never
+ * prints and never exits. A struct roshm is not thread-safe: use one per
+ * thread, as with an io_uring.
+ */
+#ifndef ROSHM_H
+#define ROSHM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <errno.h>
+
+#include "roshm/abi.h"
+#include "roshm/ctl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Submission ring, client side. khead/ktail point into shared memory. */
+struct roshm_sq {
+	uint32_t *khead;        /* consumer index, written by roshmd */
+	uint32_t *ktail;        /* producer index, written by us */
+	uint32_t *kflags;       /* ROSHM_SQ_NEED_WAKEUP */
+	struct roshm_sqe *sqes;
+	uint32_t mask;
+	uint32_t entries;
+	uint32_t sqe_head;      /* first local SQE not yet published */
+	uint32_t sqe_tail;      /* next local SQE to hand out */
+};
+
+struct roshm_cq {
+	uint32_t *khead;        /* consumer index, written by us */
+	uint32_t *ktail;        /* producer index, written by roshmd */
+	uint32_t *kflags;       /* ROSHM_CQ_NEED_WAKEUP */
+	struct roshm_cqe *cqes;
+	uint32_t mask;
+	uint32_t entries;
+};
+
+struct roshm {
+	struct roshm_sq sq;
+	struct roshm_cq cq;
+	void *chan;
+	size_t chan_size;
+	uint8_t *arena;
+	size_t arena_size;
+	int sock_fd;
+	int sq_event_fd;
+	int cq_event_fd;
+	uint32_t client_id;
+	uint32_t spin_us;
+	uint64_t submitted;     /* SQEs published */
+	uint64_t reaped;        /* CQEs consumed */
+	struct roshm_owned *owned; /* regions this client created (mapped) */
+	char node[ROSHM_NAME_MAX];
+};
+
+/* Options for roshm_open(); zero-initialise and set what you need. */
+struct roshm_params {
+	const char *sock_path;  /* NULL: $ROSHM_SOCK or ROSHM_DEFAULT_SOCK */
+	const char *tenant;     /* NULL: $ROSHM_TENANT or "default" */
+	const char *token;      /* NULL: $ROSHM_TOKEN or "" */
+	uint32_t sq_entries;    /* 0: roshmd's default; rounded up to a power of two */
+	uint32_t cq_entries;    /* 0: roshmd's default (>= sq_entries) */
+	uint64_t arena_size;    /* 0: roshmd's default */
+	uint32_t spin_us;       /* roshm_wait_cqe spins this long before sleeping; 0: 50 */
+};
+
+/* Options for roshm_region_create(). */
+struct roshm_region_opts {
+	enum roshm_policy policy;          /* default ROSHM_POLICY_TENANT */
+	uint32_t ntenants;                 /* ROSHM_POLICY_LIST: number of tenants */
+	const char *tenants[ROSHM_POLICY_TENANTS_MAX];
+	uint32_t txn_slots;                /* transaction staging log (0: none) */
+	uint32_t slot_size;
+};
+
+/*
+ * roshm_open() - attach to roshmd.
+ * Returns a handle, or NULL with *err set to: -ENOENT / -ECONNREFUSED (no
+ * roshmd at the socket), -EACCES (bad tenant or token), -EPROTO (ABI
+ * mismatch or malformed reply), -EINVAL (bad params), -ENOMEM, or another
+ * -errno from socket, mmap or recvmsg.
+ */
+struct roshm *roshm_open(const struct roshm_params *p, int *err);
+
+/* roshm_close() - detach; closes every handle and frees created regions. */
+void roshm_close(struct roshm *r);
+
+/*
+ * roshm_region_create() - create region "name" of @size data bytes owned by
+ * this client, publish it as "<tenant>/<name>", map it here and return its
+ * handle in *handle. Returns 0, -EINVAL (bad name, size, options), -EEXIST
+ * (name taken), -ENOMEM / -ENOSPC (roshmd limits), -EPROTO, -ECONNRESET.
+ */
+int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
+			const struct roshm_region_opts *opts, uint32_t *handle);
+
+/*
+ * roshm_region_data() - the owner's mapping of a region it created: plain
+ * loads and stores. Returns NULL if @handle is not a region this client created.
+ */
+void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size);
+
+/*
+ * roshm_region_open() - open "<tenant>/<name>" (or "<name>" in our tenant).
+ * Returns 0 with *handle and *size set, -ENOENT (no such region), -EACCES
+ * (policy forbids it), -EMFILE (handle table full), -EINVAL, -EPROTO, -ECONNRESET.
+ */
+int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle,
+		      uint64_t *size);
+
+/*
+ * roshm_region_close() - release a handle. Closing a region this client
+ * created unpublishes it; peers' operations then complete with -ESTALE.
+ * Returns 0, -EBADF (unknown handle), -EPROTO, -ECONNRESET.
+ */
+int roshm_region_close(struct roshm *r, uint32_t handle);
+
+/* roshm_arena() - this client's data arena (shared with roshmd). */
+static inline void *roshm_arena(struct roshm *r, size_t *size)
+{
+	if (size)
+		*size = r->arena_size;
+	return r->arena;
+}
+
+/*
+ * roshm_get_sqe() - next free SQE, or NULL when the SQ is full (not an
+ * error: submit and reap). Only bumps a local tail; nothing is visible to
+ * roshmd until roshm_submit().
+ */
+static inline struct roshm_sqe *roshm_get_sqe(struct roshm *r)
+{
+	struct roshm_sq *sq = &r->sq;
+	/* Acquire pairs with roshmd's release of the SQ head (poller R1). */
+	uint32_t head = __atomic_load_n(sq->khead, __ATOMIC_ACQUIRE);
+
+	if (sq->sqe_tail - head >= sq->entries)
+		return NULL;
+	return &sq->sqes[sq->sqe_tail++ & sq->mask];
+}
+
+static inline void roshm_prep_rw(struct roshm_sqe *sqe, uint8_t op, uint32_t handle,
+				 uint64_t off, uint64_t arena_off, uint32_t len)
+{
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = op;
+	sqe->handle = handle;
+	sqe->off = off;
+	sqe->arena_off = arena_off;
+	sqe->len = len;
+}
+
+static inline void roshm_prep_nop(struct roshm_sqe *sqe)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_NOP, 0, 0, 0, 0);
+}
+
+/* WRITE @len bytes from arena[@arena_off] to region @handle at @off. */
+static inline void roshm_prep_write(struct roshm_sqe *sqe, uint32_t handle,
+				    uint64_t off, uint64_t arena_off, uint32_t len)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_WRITE, handle, off, arena_off, len);
+}
+
+/* READ @len bytes from region @handle at @off into arena[@arena_off]. */
+static inline void roshm_prep_read(struct roshm_sqe *sqe, uint32_t handle,
+				   uint64_t off, uint64_t arena_off, uint32_t len)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_READ, handle, off, arena_off, len);
+}
+
+/* Atomic 64-bit add at @off (8-byte aligned); cqe->result is the old value. */
+static inline void roshm_prep_fetch_add(struct roshm_sqe *sqe, uint32_t handle,
+					uint64_t off, uint64_t add)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_FETCH_ADD, handle, off, 0, 8);
+	sqe->operand1 = add;
+}
+
+/* Atomic compare-and-swap at @off; cqe->result is the old value (swapped iff == @expect). */
+static inline void roshm_prep_cmp_swap(struct roshm_sqe *sqe, uint32_t handle,
+				       uint64_t off, uint64_t expect, uint64_t desired)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_CMP_SWAP, handle, off, 0, 8);
+	sqe->operand1 = expect;
+	sqe->operand2 = desired;
+}
+
+/* Staged write of a transaction on @handle (transactions: DESIGN section 6). */
+static inline void roshm_prep_txn_write(struct roshm_sqe *sqe, uint32_t handle,
+					uint64_t off, uint64_t arena_off, uint32_t len)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_TXN_WRITE, handle, off, arena_off, len);
+}
+
+static inline void roshm_prep_txn_commit(struct roshm_sqe *sqe, uint32_t handle)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_TXN_COMMIT, handle, 0, 0, 0);
+}
+
+/* FENCE: SQEs after it start only once every SQE before it has completed. */
+static inline void roshm_prep_fence(struct roshm_sqe *sqe)
+{
+	roshm_prep_rw(sqe, ROSHM_OP_FENCE, 0, 0, 0, 0);
+}
+
+static inline void roshm_sqe_set_data(struct roshm_sqe *sqe, uint64_t data)
+{
+	sqe->user_data = data;
+}
+
+static inline void roshm_sqe_set_flags(struct roshm_sqe *sqe, uint8_t flags)
+{
+	sqe->flags = flags;
+}
+
+/*
+ * roshm_submit() - publish every SQE obtained since the last submit (one
+ * store-release) and wake roshmd if it sleeps. Returns the number published.
+ */
+int roshm_submit(struct roshm *r);
+
+/*
+ * roshm_peek_cqe() - the next completion without waiting: 0 with *cqe set,
+ * or -EAGAIN when the CQ is empty.
+ */
+static inline int roshm_peek_cqe(struct roshm *r, struct roshm_cqe **cqe)
+{
+	struct roshm_cq *cq = &r->cq;
+	uint32_t head = *cq->khead;
+	/* Acquire pairs with the poller's release of the CQ tail (poller R2). */
+	uint32_t tail = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE);
+
+	if (head == tail)
+		return -EAGAIN;
+	*cqe = &cq->cqes[head & cq->mask];
+	return 0;
+}
+
+/* roshm_cqe_seen() - mark the CQE from peek/wait consumed. */
+static inline void roshm_cqe_seen(struct roshm *r, struct roshm_cqe *cqe)
+{
+	(void)cqe;
+	/* Release: our reads of the CQE happen before roshmd may reuse it. */
+	__atomic_store_n(r->cq.khead, *r->cq.khead + 1, __ATOMIC_RELEASE);
+	r->reaped++;
+}
+
+/*
+ * roshm_wait_cqe() - wait for the next completion: spins spin_us, then
+ * sleeps on the CQ eventfd. Returns 0 with *cqe set, -ECONNRESET if roshmd
+ * went away, -EINTR.
+ */
+int roshm_wait_cqe(struct roshm *r, struct roshm_cqe **cqe);
+
+/* roshm_wait_cqe_timeout() - as roshm_wait_cqe(); -ETIME after @timeout_ms. */
+int roshm_wait_cqe_timeout(struct roshm *r, struct roshm_cqe **cqe, int timeout_ms);
+
+/* Number of submitted SQEs whose CQE was not consumed yet. */
+static inline uint64_t roshm_inflight(const struct roshm *r)
+{
+	return r->submitted - r->reaped;
+}
+
+/*
+ * Blocking conveniences: submit one operation and wait for its completion.
+ * They need an idle ring (-EBUSY if any operation is in flight) and return
+ * the operation's status (0 or its -errno), or a roshm_wait_cqe error.
+ */
+int roshm_nop_sync(struct roshm *r);
+int roshm_write_sync(struct roshm *r, uint32_t handle, uint64_t off,
+		     uint64_t arena_off, uint32_t len);
+int roshm_read_sync(struct roshm *r, uint32_t handle, uint64_t off,
+		    uint64_t arena_off, uint32_t len);
+int roshm_fetch_add_sync(struct roshm *r, uint32_t handle, uint64_t off,
+			 uint64_t add, uint64_t *old);
+int roshm_cmp_swap_sync(struct roshm *r, uint32_t handle, uint64_t off,
+			uint64_t expect, uint64_t desired, uint64_t *old);
+
+/*
+ * roshm_admin() - run an admin command ("status", "clients", "regions",
+ * "stats") on the roshmd at @sock_path (NULL: default) without attaching.
+ * On success returns 0 and *json holds a malloc'd JSON document the caller
+ * frees. -EPERM if the caller's uid may not administer roshmd.
+ */
+int roshm_admin(const char *sock_path, const char *cmd, char **json);
+
+/* roshm_strerror() - a short description of a roshm -errno status. */
+const char *roshm_strerror(int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ROSHM_H */

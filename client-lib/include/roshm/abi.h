@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * roshm shared-memory ABI: channel header, SPSC rings, SQE/CQE, region header.
+ *
+ * This header is the one definition shared by libroshm and roshmd. Every
+ * struct here lives in memory that both sides map; fixed-width types,
+ * explicit padding and static asserts pin the layout. Bump ROSHM_ABI_VERSION
+ * on any change.
+ */
+#ifndef ROSHM_ABI_H
+#define ROSHM_ABI_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define ROSHM_ABI_VERSION 1u
+#define ROSHM_CHAN_MAGIC 0x4d48534fu /* "OSHM" */
+#define ROSHM_REGION_MAGIC 0x4e474552u /* "REGN" */
+#define ROSHM_CACHELINE 64
+
+/* Opcodes (struct roshm_sqe.opcode). */
+enum roshm_op {
+	ROSHM_OP_NOP = 0,
+	ROSHM_OP_WRITE = 1,      /* arena[arena_off..+len] -> region[off..+len] */
+	ROSHM_OP_READ = 2,       /* region[off..+len] -> arena[arena_off..+len] */
+	ROSHM_OP_FETCH_ADD = 3,  /* u64 at region[off] += operand1; result = old */
+	ROSHM_OP_CMP_SWAP = 4,   /* if u64 == operand1 then = operand2; result = old */
+	ROSHM_OP_TXN_WRITE = 5,  /* stage a write of a transaction (issue 4) */
+	ROSHM_OP_TXN_COMMIT = 6, /* commit the staged writes (issue 4) */
+	ROSHM_OP_FENCE = 7,      /* later SQEs start after all earlier ones completed */
+	ROSHM_OP__MAX
+};
+
+/* SQE flags. */
+#define ROSHM_SQE_F_FENCE (1u << 0) /* this SQE waits for all earlier ones */
+#define ROSHM_SQE_F_VALID_MASK (ROSHM_SQE_F_FENCE)
+
+/* Submission queue entry: 64 bytes, written by the client, untrusted. */
+struct roshm_sqe {
+	uint8_t opcode;
+	uint8_t flags;
+	uint16_t rsvd0;      /* must be 0 */
+	uint32_t handle;     /* index | generation << 16 into the client's handle table */
+	uint64_t off;        /* offset in the target region's data area */
+	uint64_t arena_off;  /* offset in this channel's arena */
+	uint32_t len;        /* bytes for WRITE/READ; 8 for atomics (or 0) */
+	uint32_t rsvd1;      /* must be 0 */
+	uint64_t operand1;   /* FETCH_ADD addend, CMP_SWAP compare value */
+	uint64_t operand2;   /* CMP_SWAP swap value */
+	uint64_t user_data;  /* returned untouched in the CQE */
+	uint64_t rsvd2;      /* must be 0 */
+};
+
+/* Completion queue entry: 32 bytes, written by roshmd. */
+struct roshm_cqe {
+	uint64_t user_data;
+	int32_t status;      /* 0 or -errno */
+	uint32_t flags;
+	uint64_t result;     /* old value of an atomic; bytes moved for WRITE/READ */
+	uint64_t rsvd;
+};
+
+_Static_assert(sizeof(struct roshm_sqe) == 64, "SQE is 64 bytes");
+_Static_assert(sizeof(struct roshm_cqe) == 32, "CQE is 32 bytes");
+_Static_assert(offsetof(struct roshm_sqe, user_data) == 48, "SQE layout");
+_Static_assert(offsetof(struct roshm_cqe, result) == 16, "CQE layout");
+
+/*
+ * Ring indices. The producer index and the consumer index each sit on
+ * their own cache line so that the two sides never false-share. Indices
+ * are free-running u32, masked on access; full when tail - head == entries.
+ */
+struct roshm_ring_idx {
+	uint32_t head;              /* written by the consumer only */
+	uint8_t pad0[ROSHM_CACHELINE - 4];
+	uint32_t tail;              /* written by the producer only */
+	uint8_t pad1[ROSHM_CACHELINE - 4];
+};
+_Static_assert(sizeof(struct roshm_ring_idx) == 2 * ROSHM_CACHELINE, "ring idx");
+_Static_assert(offsetof(struct roshm_ring_idx, tail) == ROSHM_CACHELINE, "ring idx");
+
+/* Channel header flags (chan_hdr.sq_flags, written by roshmd). */
+#define ROSHM_SQ_NEED_WAKEUP (1u << 0) /* poller sleeps: ring the eventfd after submit */
+/* chan_hdr.cq_flags, written by the client. */
+#define ROSHM_CQ_NEED_WAKEUP (1u << 0) /* client sleeps: poller signals the CQ eventfd */
+
+/*
+ * Channel memory: [header | SQ idx | SQEs | CQ idx | CQEs | arena].
+ * All offsets are from the start of the channel mapping. roshmd fills the
+ * header before it passes the memfd and never trusts it afterwards: it keeps
+ * its own copy of every size and offset.
+ */
+struct roshm_chan_hdr {
+	uint32_t magic;
+	uint32_t abi_version;
+	uint32_t client_id;
+	uint32_t rsvd0;
+	uint64_t total_size;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint64_t sq_idx_off;
+	uint64_t sq_off;
+	uint64_t cq_idx_off;
+	uint64_t cq_off;
+	uint64_t arena_off;
+	uint64_t arena_size;
+	uint8_t pad0[ROSHM_CACHELINE * 2 - 80];
+	uint32_t sq_flags;          /* roshmd -> client (NEED_WAKEUP) */
+	uint8_t pad1[ROSHM_CACHELINE - 4];
+	uint32_t cq_flags;          /* client -> roshmd (NEED_WAKEUP) */
+	uint8_t pad2[ROSHM_CACHELINE - 4];
+};
+_Static_assert(sizeof(struct roshm_chan_hdr) == 4 * ROSHM_CACHELINE, "chan hdr");
+_Static_assert(offsetof(struct roshm_chan_hdr, sq_flags) == 2 * ROSHM_CACHELINE, "chan hdr");
+
+#define ROSHM_CHAN_HDR_SIZE 4096u
+
+/*
+ * Region memory: [header (4 KiB) | txn staging log | data area].
+ * The owner maps all of it; SQE offsets are data-area offsets.
+ */
+struct roshm_region_hdr {
+	uint32_t magic;
+	uint32_t abi_version;
+	uint64_t epoch;
+	uint64_t data_size;
+	uint64_t data_off;
+	uint32_t txn_slots;
+	uint32_t slot_size;
+	uint64_t txn_log_off;
+	uint64_t txn_tail;          /* FETCH_ADD target for reservations */
+	uint64_t txn_applied;       /* next sequence to apply */
+	uint64_t seqlock;           /* odd while the owner's roshmd applies */
+	uint8_t pad[ROSHM_CACHELINE - 8];
+};
+_Static_assert(sizeof(struct roshm_region_hdr) == 128, "region hdr");
+#define ROSHM_REGION_HDR_SIZE 4096u
+
+#endif /* ROSHM_ABI_H */

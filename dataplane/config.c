@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: MIT
+/*
+ * roshmd configuration: libconfig file checked against a schema. Every key
+ * in config/roshmd.conf appears in schema[] below; anything else is an error
+ * naming file:line, as are wrong types and out-of-range values.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libconfig.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+enum kind { K_INT, K_STR, K_GROUP, K_STRARR, K_INTARR, K_LIST };
+
+struct key {
+	const char *path;  /* "*" stands for a list element */
+	enum kind kind;
+	int64_t min, max;  /* K_INT range; K_STR/K_STRARR: max length */
+};
+
+#define SZ_MAX_ARENA (1ll << 32)
+static const struct key schema[] = {
+	{ "node", K_STR, 0, ROSHM_NAME_MAX - 1 },
+	{ "socket", K_STR, 1, 107 },
+	{ "eal", K_STRARR, 0, 255 },
+	{ "dataplane", K_GROUP, 0, 0 },
+	{ "dataplane.lcore", K_INT, -1, 1023 },
+	{ "dataplane.idle", K_STR, 0, 15 },
+	{ "dataplane.idle_spin_us", K_INT, 0, 10000000 },
+	{ "dataplane.burst", K_INT, 1, 1024 },
+	{ "channel", K_GROUP, 0, 0 },
+	{ "channel.sq_entries", K_INT, 2, 65536 },
+	{ "channel.cq_entries", K_INT, 2, 131072 },
+	{ "channel.max_sq_entries", K_INT, 2, 65536 },
+	{ "channel.arena_size", K_INT, 4096, SZ_MAX_ARENA },
+	{ "channel.max_arena_size", K_INT, 4096, SZ_MAX_ARENA },
+	{ "channel.hugepages", K_STR, 0, 15 },
+	{ "limits", K_GROUP, 0, 0 },
+	{ "limits.max_clients", K_INT, 1, 65536 },
+	{ "limits.max_handles", K_INT, 1, 65536 },
+	{ "limits.max_regions", K_INT, 1, 1 << 20 },
+	{ "limits.max_region_size", K_INT, 4096, 1ll << 40 },
+	{ "registry", K_GROUP, 0, 0 },
+	{ "registry.backend", K_STR, 0, 15 },
+	{ "registry.dir", K_STR, 1, RD_PATH_MAX - 1 },
+	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
+	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
+	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
+	{ "admin", K_GROUP, 0, 0 },
+	{ "admin.uids", K_INTARR, 0, UINT32_MAX },
+	{ "log", K_GROUP, 0, 0 },
+	{ "log.level", K_STR, 0, 15 },
+};
+
+struct ctx {
+	const char *file;
+	char *err;
+	size_t errlen;
+};
+
+static int fail(struct ctx *c, const config_setting_t *s, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	const char *f = s ? config_setting_source_file(s) : NULL;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(c->err, c->errlen, "%s:%d: %s", f ? f : c->file,
+		 s ? (int)config_setting_source_line(s) : 0, msg);
+	return -1;
+}
+
+static const struct key *find_key(const char *path)
+{
+	for (size_t i = 0; i < sizeof(schema) / sizeof(schema[0]); i++)
+		if (!strcmp(schema[i].path, path))
+			return &schema[i];
+	return NULL;
+}
+
+static bool is_int(const config_setting_t *s)
+{
+	int t = config_setting_type(s);
+
+	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+}
+
+static int check(struct ctx *c, const config_setting_t *s, const char *prefix);
+
+static int check_one(struct ctx *c, const config_setting_t *s, const char *path)
+{
+	const struct key *k = find_key(path);
+	int n, t = config_setting_type(s);
+
+	if (!k)
+		return fail(c, s, "unknown key '%s'", path);
+	switch (k->kind) {
+	case K_INT: {
+		if (!is_int(s))
+			return fail(c, s, "'%s' must be an integer", path);
+		long long v = config_setting_get_int64(s);
+
+		if (v < k->min || v > k->max)
+			return fail(c, s, "'%s' = %lld is out of range [%lld, %lld]", path, v,
+				    (long long)k->min, (long long)k->max);
+		return 0;
+	}
+	case K_STR: {
+		if (t != CONFIG_TYPE_STRING)
+			return fail(c, s, "'%s' must be a string", path);
+		size_t len = strlen(config_setting_get_string(s));
+
+		if ((int64_t)len < k->min || (int64_t)len > k->max)
+			return fail(c, s, "'%s' must be %lld to %lld characters", path,
+				    (long long)k->min, (long long)k->max);
+		return 0;
+	}
+	case K_GROUP:
+		if (t != CONFIG_TYPE_GROUP)
+			return fail(c, s, "'%s' must be a group { ... }", path);
+		return check(c, s, path);
+	case K_STRARR:
+	case K_INTARR:
+		if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+			return fail(c, s, "'%s' must be an array [ ... ]", path);
+		n = config_setting_length(s);
+		if (n > RD_EAL_ARGS_MAX - 8)
+			return fail(c, s, "'%s' has too many elements", path);
+		for (int i = 0; i < n; i++) {
+			const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+
+			if (k->kind == K_STRARR ? config_setting_type(e) != CONFIG_TYPE_STRING
+						: !is_int(e))
+				return fail(c, e, "'%s' element %d must be a%s", path, i,
+					    k->kind == K_STRARR ? " string" : "n integer");
+			if (k->kind == K_INTARR && (config_setting_get_int64(e) < k->min ||
+						    config_setting_get_int64(e) > k->max))
+				return fail(c, e, "'%s' element %d is out of range", path, i);
+		}
+		return 0;
+	case K_LIST: {
+		char sub[200];
+
+		if (t != CONFIG_TYPE_LIST)
+			return fail(c, s, "'%s' must be a list ( ... )", path);
+		n = config_setting_length(s);
+		if (n > k->max)
+			return fail(c, s, "'%s' has more than %lld entries", path, (long long)k->max);
+		snprintf(sub, sizeof(sub), "%s.*", path);
+		for (int i = 0; i < n; i++) {
+			const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+
+			if (config_setting_type(e) != CONFIG_TYPE_GROUP)
+				return fail(c, e, "'%s' entries must be groups { ... }", path);
+			if (check(c, e, sub))
+				return -1;
+		}
+		return 0;
+	}
+	}
+	return 0;
+}
+
+static int check(struct ctx *c, const config_setting_t *grp, const char *prefix)
+{
+	int n = config_setting_length(grp);
+
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *s = config_setting_get_elem(grp, (unsigned)i);
+		const char *name = config_setting_name(s);
+		char path[160];
+
+		if (!name)
+			return fail(c, s, "unnamed setting");
+		if (*prefix)
+			snprintf(path, sizeof(path), "%s.%s", prefix, name);
+		else
+			snprintf(path, sizeof(path), "%s", name);
+		if (check_one(c, s, path))
+			return -1;
+	}
+	return 0;
+}
+
+static void set_eal_default(struct rd_config *cfg)
+{
+	static const char *const dflt[] = { "--no-huge", "-m", "256", "--no-pci",
+					    "--no-shconf", "--file-prefix", "roshmd" };
+
+	cfg->eal_argc = 0;
+	for (size_t i = 0; i < sizeof(dflt) / sizeof(dflt[0]); i++)
+		cfg->eal_argv[cfg->eal_argc++] = strdup(dflt[i]);
+}
+
+void rd_config_defaults(struct rd_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	if (gethostname(cfg->node, sizeof(cfg->node) - 1) != 0 || !cfg->node[0])
+		strcpy(cfg->node, "node");
+	snprintf(cfg->socket, sizeof(cfg->socket), "%s", ROSHM_DEFAULT_SOCK);
+	set_eal_default(cfg);
+	cfg->lcore = -1;
+	cfg->idle = RD_IDLE_ADAPTIVE;
+	cfg->idle_spin_us = 200;
+	cfg->burst = 32;
+	cfg->sq_entries = 256;
+	cfg->cq_entries = 512;
+	cfg->max_sq_entries = 4096;
+	cfg->arena_size = 4ull << 20;
+	cfg->max_arena_size = 256ull << 20;
+	cfg->hugepages = RD_HUGE_AUTO;
+	cfg->max_clients = 256;
+	cfg->max_handles = 1024;
+	cfg->max_regions = 4096;
+	cfg->max_region_size = 1ull << 30;
+	strcpy(cfg->registry_backend, "file");
+	strcpy(cfg->registry_dir, "/run/roshm/registry");
+	cfg->ntenants = 1;
+	strcpy(cfg->tenants[0].name, "default");
+	cfg->nadmin_uids = 0;
+	strcpy(cfg->log_level, "info");
+}
+
+void rd_config_free(struct rd_config *cfg)
+{
+	for (int i = 0; i < cfg->eal_argc; i++)
+		free(cfg->eal_argv[i]);
+	cfg->eal_argc = 0;
+}
+
+static bool power_of_two(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+bool rd_valid_name(const char *s)
+{
+	if (!*s || *s == '.')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t errlen)
+{
+	struct ctx c = { .file = path, .err = err, .errlen = errlen };
+	config_t lc;
+	const config_setting_t *s, *root;
+	long long v;
+	const char *str;
+	int ret = -1;
+
+	rd_config_defaults(cfg);
+	config_init(&lc);
+	if (!config_read_file(&lc, path)) {
+		if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
+			snprintf(err, errlen, "%s:0: cannot read file", path);
+		else
+			snprintf(err, errlen, "%s:%d: %s",
+				 config_error_file(&lc) ? config_error_file(&lc) : path,
+				 config_error_line(&lc), config_error_text(&lc));
+		goto out;
+	}
+	root = config_root_setting(&lc);
+	if (check(&c, root, ""))
+		goto out;
+
+#define GET_INT(p, dst) do { if ((s = config_lookup(&lc, p))) { v = config_setting_get_int64(s); (dst) = (__typeof__(dst))v; } } while (0)
+#define GET_STR(p, dst) do { if ((s = config_lookup(&lc, p))) snprintf((dst), sizeof(dst), "%s", config_setting_get_string(s)); } while (0)
+
+	GET_STR("node", cfg->node);
+	if ((s = config_lookup(&lc, "node")) && !rd_valid_name(cfg->node)) {
+		fail(&c, s, "'node' must be letters, digits, '-', '_' or '.'");
+		goto out;
+	}
+	GET_STR("socket", cfg->socket);
+	if ((s = config_lookup(&lc, "eal"))) {
+		rd_config_free(cfg);
+		for (int i = 0; i < config_setting_length(s); i++)
+			cfg->eal_argv[cfg->eal_argc++] =
+				strdup(config_setting_get_string_elem(s, (unsigned)i));
+	}
+	GET_INT("dataplane.lcore", cfg->lcore);
+	if ((s = config_lookup(&lc, "dataplane.idle"))) {
+		str = config_setting_get_string(s);
+		if (!strcmp(str, "busy"))
+			cfg->idle = RD_IDLE_BUSY;
+		else if (!strcmp(str, "adaptive"))
+			cfg->idle = RD_IDLE_ADAPTIVE;
+		else {
+			fail(&c, s, "'dataplane.idle' must be \"busy\" or \"adaptive\", not \"%s\"", str);
+			goto out;
+		}
+	}
+	GET_INT("dataplane.idle_spin_us", cfg->idle_spin_us);
+	GET_INT("dataplane.burst", cfg->burst);
+	GET_INT("channel.sq_entries", cfg->sq_entries);
+	GET_INT("channel.cq_entries", cfg->cq_entries);
+	GET_INT("channel.max_sq_entries", cfg->max_sq_entries);
+	GET_INT("channel.arena_size", cfg->arena_size);
+	GET_INT("channel.max_arena_size", cfg->max_arena_size);
+	if ((s = config_lookup(&lc, "channel.hugepages"))) {
+		str = config_setting_get_string(s);
+		if (!strcmp(str, "auto"))
+			cfg->hugepages = RD_HUGE_AUTO;
+		else if (!strcmp(str, "on"))
+			cfg->hugepages = RD_HUGE_ON;
+		else if (!strcmp(str, "off"))
+			cfg->hugepages = RD_HUGE_OFF;
+		else {
+			fail(&c, s, "'channel.hugepages' must be \"auto\", \"on\" or \"off\", not \"%s\"", str);
+			goto out;
+		}
+	}
+	static const char *const pow2[] = { "channel.sq_entries", "channel.cq_entries",
+					    "channel.max_sq_entries" };
+	for (size_t i = 0; i < 3; i++)
+		if ((s = config_lookup(&lc, pow2[i])) &&
+		    !power_of_two((uint64_t)config_setting_get_int64(s))) {
+			fail(&c, s, "'%s' must be a power of two", pow2[i]);
+			goto out;
+		}
+	if (cfg->sq_entries > cfg->max_sq_entries || cfg->cq_entries < cfg->sq_entries) {
+		s = config_lookup(&lc, "channel");
+		fail(&c, s, "need sq_entries <= max_sq_entries and cq_entries >= sq_entries");
+		goto out;
+	}
+	if (cfg->arena_size > cfg->max_arena_size || cfg->arena_size % 4096 ||
+	    cfg->max_arena_size % 4096) {
+		s = config_lookup(&lc, "channel");
+		fail(&c, s, "arena sizes must be multiples of 4096 and arena_size <= max_arena_size");
+		goto out;
+	}
+	GET_INT("limits.max_clients", cfg->max_clients);
+	GET_INT("limits.max_handles", cfg->max_handles);
+	GET_INT("limits.max_regions", cfg->max_regions);
+	GET_INT("limits.max_region_size", cfg->max_region_size);
+	GET_STR("registry.backend", cfg->registry_backend);
+	if ((s = config_lookup(&lc, "registry.backend")) && strcmp(cfg->registry_backend, "file")) {
+		fail(&c, s, "'registry.backend' must be \"file\" (etcd arrives with the cross-node issue)");
+		goto out;
+	}
+	GET_STR("registry.dir", cfg->registry_dir);
+	if ((s = config_lookup(&lc, "tenants"))) {
+		cfg->ntenants = config_setting_length(s);
+		for (int i = 0; i < cfg->ntenants; i++) {
+			const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+			const char *name = NULL, *tok = "";
+
+			if (!config_setting_lookup_string(e, "name", &name)) {
+				fail(&c, e, "tenant entry without a name");
+				goto out;
+			}
+			if (!rd_valid_name(name)) {
+				fail(&c, e, "tenant name '%s' must be letters, digits, '-', '_' or '.'", name);
+				goto out;
+			}
+			config_setting_lookup_string(e, "token", &tok);
+			for (int j = 0; j < i; j++)
+				if (!strcmp(cfg->tenants[j].name, name)) {
+					fail(&c, e, "tenant '%s' defined twice", name);
+					goto out;
+				}
+			snprintf(cfg->tenants[i].name, sizeof(cfg->tenants[i].name), "%s", name);
+			snprintf(cfg->tenants[i].token, sizeof(cfg->tenants[i].token), "%s", tok);
+		}
+	}
+	if ((s = config_lookup(&lc, "admin.uids"))) {
+		cfg->nadmin_uids = config_setting_length(s);
+		if (cfg->nadmin_uids > RD_ADMIN_UIDS_MAX) {
+			fail(&c, s, "'admin.uids' has more than %d entries", RD_ADMIN_UIDS_MAX);
+			goto out;
+		}
+		for (int i = 0; i < cfg->nadmin_uids; i++)
+			cfg->admin_uids[i] = (uint32_t)config_setting_get_int64_elem(s, (unsigned)i);
+	}
+	GET_STR("log.level", cfg->log_level);
+	if ((s = config_lookup(&lc, "log.level")) && strcmp(cfg->log_level, "debug") &&
+	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "notice") &&
+	    strcmp(cfg->log_level, "warning") && strcmp(cfg->log_level, "error")) {
+		fail(&c, s, "'log.level' must be debug, info, notice, warning or error");
+		goto out;
+	}
+	ret = 0;
+out:
+	config_destroy(&lc);
+	return ret;
+}
+
+const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name)
+{
+	for (int i = 0; i < cfg->ntenants; i++)
+		if (!strcmp(cfg->tenants[i].name, name))
+			return &cfg->tenants[i];
+	return NULL;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RD_CONFIG_H
+#define RD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "roshm/ctl.h"
+
+#define RD_EAL_ARGS_MAX 64
+#define RD_TENANTS_MAX 64
+#define RD_ADMIN_UIDS_MAX 16
+#define RD_PATH_MAX 256
+
+enum rd_idle { RD_IDLE_ADAPTIVE, RD_IDLE_BUSY };
+enum rd_hugepages { RD_HUGE_AUTO, RD_HUGE_ON, RD_HUGE_OFF };
+
+struct rd_tenant_cfg {
+	char name[ROSHM_NAME_MAX];
+	char token[ROSHM_TOKEN_MAX];
+};
+
+struct rd_config {
+	char node[ROSHM_NAME_MAX];
+	char socket[RD_PATH_MAX];
+	int eal_argc;
+	char *eal_argv[RD_EAL_ARGS_MAX];
+	/* dataplane */
+	int lcore;               /* -1: the first worker lcore */
+	enum rd_idle idle;
+	uint32_t idle_spin_us;
+	uint32_t burst;
+	/* channel */
+	uint32_t sq_entries, cq_entries, max_sq_entries;
+	uint64_t arena_size, max_arena_size;
+	enum rd_hugepages hugepages;
+	/* limits */
+	uint32_t max_clients, max_handles, max_regions;
+	uint64_t max_region_size;
+	/* registry */
+	char registry_backend[16];
+	char registry_dir[RD_PATH_MAX];
+	/* tenants */
+	int ntenants;
+	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];
+	int nadmin_uids;
+	uint32_t admin_uids[RD_ADMIN_UIDS_MAX];
+	char log_level[16];
+};
+
+/*
+ * Load and validate @path. On error returns -1 and writes "file:line: what"
+ * into @err. Unknown keys, wrong types and out-of-range values are errors.
+ */
+int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t errlen);
+void rd_config_defaults(struct rd_config *cfg);
+void rd_config_free(struct rd_config *cfg);
+/* Names of nodes, tenants and regions: [A-Za-z0-9._-]+, not starting with a dot. */
+bool rd_valid_name(const char *s);
+const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name);
+
+#endif

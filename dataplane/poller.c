@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The poller: the only thread on the data path. Each round it applies
+ * control commands, then serves every client round-robin: up to `burst`
+ * SQEs each, copied out of shared memory before validation, handed to the
+ * transport of the target region, completions posted to the client's CQ.
+ * Shared indices are published once per client per round.
+ *
+ * Barrier pairs (see roshm.h / roshm.c for the client side):
+ *   R0  client store-release SQ tail  -> poller load-acquire SQ tail
+ *   R1  poller store-release SQ head  -> client load-acquire in get_sqe
+ *   R2  poller store-release CQ tail  -> client load-acquire in peek_cqe
+ *   R3  client store-release CQ head  -> poller load-acquire CQ head
+ *   W0/W1  client submit vs poller going to sleep (SQ_NEED_WAKEUP)
+ *   W2/W3  client going to sleep vs poller posting (CQ_NEED_WAKEUP)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "roshmd.h"
+#include "sqe.h"
+#include "transport/transport.h"
+
+int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	memset(p, 0, sizeof(*p));
+	p->cfg = cfg;
+	p->epfd = p->cmd_efd = p->ev_efd = -1;
+	p->cmd_ring = rte_ring_create("roshm_cmd", 1024, SOCKET_ID_ANY, RING_F_SC_DEQ);
+	p->ev_ring = rte_ring_create_elem("roshm_ev", sizeof(struct rd_event), 1024,
+					  SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	p->clients = calloc(cfg->max_clients, sizeof(*p->clients));
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	p->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->ev_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!p->cmd_ring || !p->ev_ring || !p->clients || p->epfd < 0 || p->cmd_efd < 0 ||
+	    p->ev_efd < 0) {
+		rd_poller_fini(p);
+		return -ENOMEM;
+	}
+	ev.data.fd = p->cmd_efd;
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->cmd_efd, &ev) < 0) {
+		rd_poller_fini(p);
+		return -errno;
+	}
+	return 0;
+}
+
+void rd_poller_fini(struct rd_poller *p)
+{
+	rte_ring_free(p->cmd_ring);
+	rte_ring_free(p->ev_ring);
+	free(p->clients);
+	if (p->epfd >= 0)
+		close(p->epfd);
+	if (p->cmd_efd >= 0)
+		close(p->cmd_efd);
+	if (p->ev_efd >= 0)
+		close(p->ev_efd);
+	p->cmd_ring = p->ev_ring = NULL;
+	p->clients = NULL;
+	p->epfd = p->cmd_efd = p->ev_efd = -1;
+}
+
+static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
+
+static void kick(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+
+	(void)n; /* EAGAIN: the counter is already non-zero, a wakeup is pending */
+}
+
+int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
+{
+	struct timespec ts = { 0, 20000 };
+
+	atomic_store_explicit(&cmd->done, 0, memory_order_relaxed);
+	if (!atomic_load(&p->running)) {
+		/* Before launch or after the poller lcore returned, the control
+		 * thread is the only thread: apply in place. */
+		apply_cmd(p, cmd);
+		return 0;
+	}
+	if (rte_ring_mp_enqueue(p->cmd_ring, cmd) != 0)
+		return -ENOBUFS;
+	kick(p->cmd_efd);
+	/* Commands are rare (attach, open, close); a short sleep-wait keeps the
+	 * control thread simple. Acquire pairs with the poller's release. */
+	for (int i = 0; i < 500000; i++) {
+		if (atomic_load_explicit(&cmd->done, memory_order_acquire))
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	RD_LOG(ERR, "poller did not apply command %d in 10 s", cmd->type);
+	return -ETIMEDOUT;
+}
+
+static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
+{
+	struct rd_client *c = cmd->client;
+	uint32_t idx = cmd->handle & 0xffffu;
+
+	switch (cmd->type) {
+	case RD_CMD_CLIENT_ADD:
+		p->clients[p->nclients++] = c;
+		break;
+	case RD_CMD_CLIENT_DEL:
+		for (uint32_t i = 0; i < p->nclients; i++)
+			if (p->clients[i] == c) {
+				p->clients[i] = p->clients[--p->nclients];
+				break;
+			}
+		break;
+	case RD_CMD_HANDLE_SET:
+		c->dp_handles[idx].region = cmd->region;
+		c->dp_handles[idx].gen = (uint16_t)(cmd->handle >> 16);
+		break;
+	case RD_CMD_HANDLE_CLEAR:
+		c->dp_handles[idx].region = NULL;
+		break;
+	case RD_CMD_REGION_DEAD:
+		cmd->region->dead = true;
+		break;
+	}
+	atomic_store_explicit(&cmd->done, 1, memory_order_release);
+}
+
+static void drain_cmds(struct rd_poller *p)
+{
+	void *obj;
+
+	while (rte_ring_sc_dequeue(p->cmd_ring, &obj) == 0)
+		apply_cmd(p, obj);
+}
+
+static void client_corrupt(struct rd_poller *p, struct rd_client *c, const char *why)
+{
+	struct rd_event ev = { .type = RD_EV_CLIENT_CORRUPT, .client_id = c->id };
+
+	c->dead = true;
+	RD_STAT_ADD(p->stats.corrupt_clients, 1);
+	strncpy(ev.why, why, sizeof(ev.why) - 1);
+	/* The control thread disconnects the client and frees its state. */
+	if (rte_ring_sp_enqueue_elem(p->ev_ring, &ev, sizeof(ev)) == 0)
+		kick(p->ev_efd);
+}
+
+static inline void cq_post(struct rd_client *c, uint64_t user_data, int32_t status,
+			   uint64_t result)
+{
+	struct roshm_cqe *cqe = &c->cqes[c->cq_tail & c->cq_mask];
+
+	cqe->user_data = user_data;
+	cqe->status = status;
+	cqe->flags = 0;
+	cqe->result = result;
+	cqe->rsvd = 0;
+	c->cq_tail++;
+}
+
+static inline unsigned batch_bucket(unsigned n)
+{
+	unsigned b = 0;
+
+	while (n > 1 && b < RD_BATCH_BUCKETS - 1) {
+		n >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* Serve one client: returns SQEs consumed. */
+static unsigned client_round(struct rd_poller *p, struct rd_client *c)
+{
+	uint32_t sq_tail, avail, cq_head, used, room, n, i;
+	unsigned done = 0;
+	uint64_t bytes = 0, errors = 0;
+	struct rd_op op;
+
+	if (c->dead)
+		return 0;
+	/* R0 */
+	sq_tail = __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE);
+	avail = sq_tail - c->sq_head;
+	if (avail > c->sq_entries) {
+		client_corrupt(p, c, "SQ tail out of range");
+		return 0;
+	}
+	if (!avail)
+		return 0;
+	/* R3 */
+	cq_head = __atomic_load_n(c->cq_khead, __ATOMIC_ACQUIRE);
+	used = c->cq_tail - cq_head;
+	if (used > c->cq_entries) {
+		client_corrupt(p, c, "CQ head out of range");
+		return 0;
+	}
+	room = c->cq_entries - used - c->inflight;
+	n = avail < p->cfg->burst ? avail : p->cfg->burst;
+	if (n > room)
+		n = room;
+
+	for (i = 0; i < n; i++) {
+		/* Copy before validating: the client may rewrite the SQE under
+		 * us, and we must check and use one and the same value. */
+		memcpy(&op.sqe, &c->sqes[c->sq_head & c->sq_mask], sizeof(op.sqe));
+		__asm__ volatile("" ::: "memory");
+		if ((op.sqe.opcode == ROSHM_OP_FENCE || (op.sqe.flags & ROSHM_SQE_F_FENCE)) &&
+		    c->inflight)
+			break; /* earlier work still in flight: come back next round */
+		c->sq_head++;
+		done++;
+
+		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
+				       &op.region);
+		if (ret) {
+			cq_post(c, op.sqe.user_data, ret, 0);
+			errors++;
+			continue;
+		}
+		if (!op.region) { /* NOP, FENCE */
+			cq_post(c, op.sqe.user_data, 0, 0);
+			continue;
+		}
+		op.client = c;
+		if (op.region->xport->ops->submit(op.region->xport, &op)) {
+			cq_post(c, op.sqe.user_data, op.status, op.result);
+			if (op.status)
+				errors++;
+			else if (op.sqe.opcode <= ROSHM_OP_READ)
+				bytes += op.sqe.len;
+		} else {
+			c->inflight++;
+		}
+	}
+	if (!done)
+		return 0;
+	/* R1: the client may reuse these SQE slots. */
+	__atomic_store_n(c->sq_khead, c->sq_head, __ATOMIC_RELEASE);
+	/* R2: CQE contents before the new tail. */
+	__atomic_store_n(c->cq_ktail, c->cq_tail, __ATOMIC_RELEASE);
+	/* W3: pairs with the client's W2 before it sleeps. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->hdr->cq_flags, __ATOMIC_RELAXED) & ROSHM_CQ_NEED_WAKEUP)
+		kick(c->cq_efd);
+
+	RD_STAT_ADD(c->stats.sqes, done);
+	RD_STAT_ADD(c->stats.errors, errors);
+	RD_STAT_ADD(c->stats.bytes, bytes);
+	RD_STAT_ADD(p->stats.sqes, done);
+	RD_STAT_ADD(p->stats.errors, errors);
+	RD_STAT_ADD(p->stats.batch_hist[batch_bucket(done)], 1);
+	return done;
+}
+
+unsigned rd_poller_round(struct rd_poller *p)
+{
+	unsigned total = 0, n = p->nclients;
+
+	if (rte_ring_count(p->cmd_ring))
+		drain_cmds(p);
+	if (n) {
+		uint32_t start = p->rr++ % n;
+
+		for (unsigned i = 0; i < n; i++)
+			total += client_round(p, p->clients[(start + i) % n]);
+	}
+	RD_STAT_ADD(p->stats.rounds, 1);
+	if (total)
+		RD_STAT_ADD(p->stats.busy_rounds, 1);
+	return total;
+}
+
+static bool work_pending(struct rd_poller *p)
+{
+	if (rte_ring_count(p->cmd_ring))
+		return true;
+	for (uint32_t i = 0; i < p->nclients; i++) {
+		struct rd_client *c = p->clients[i];
+
+		if (!c->dead && __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) != c->sq_head)
+			return true;
+	}
+	return false;
+}
+
+static void set_need_wakeup(struct rd_poller *p, bool on)
+{
+	for (uint32_t i = 0; i < p->nclients; i++)
+		__atomic_store_n(&p->clients[i]->hdr->sq_flags, on ? ROSHM_SQ_NEED_WAKEUP : 0,
+				 __ATOMIC_RELAXED);
+}
+
+/* Adaptive idle: announce NEED_WAKEUP, look once more, then sleep in epoll. */
+static void poller_sleep(struct rd_poller *p)
+{
+	struct epoll_event evs[32];
+	int n;
+
+	set_need_wakeup(p, true);
+	/* W1: pairs with the client's W0 in roshm_submit(). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!work_pending(p) && !atomic_load(&p->stop)) {
+		RD_STAT_ADD(p->stats.sleeps, 1);
+		n = epoll_wait(p->epfd, evs, 32, 200);
+		for (int i = 0; i < n; i++) {
+			uint64_t v;
+			ssize_t r = read(evs[i].data.fd, &v, sizeof(v));
+
+			(void)r;
+		}
+	}
+	set_need_wakeup(p, false);
+}
+
+int rd_poller_main(void *arg)
+{
+	struct rd_poller *p = arg;
+	uint64_t hz = rte_get_timer_hz();
+	uint64_t spin = hz / 1000000 * p->cfg->idle_spin_us;
+	uint64_t idle_since = 0;
+
+	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
+	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
+	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+		if (rd_poller_round(p)) {
+			idle_since = 0;
+			continue;
+		}
+		if (p->cfg->idle == RD_IDLE_BUSY) {
+			rte_pause();
+			continue;
+		}
+		uint64_t now = rte_get_timer_cycles();
+
+		if (!idle_since)
+			idle_since = now;
+		else if (now - idle_since >= spin) {
+			poller_sleep(p);
+			idle_since = 0;
+		} else {
+			rte_pause();
+		}
+	}
+	drain_cmds(p);
+	atomic_store(&p->running, false);
+	drain_cmds(p); /* anything enqueued while we were stopping */
+	RD_LOG(INFO, "poller stopped");
+	return 0;
+}

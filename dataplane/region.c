@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+/* Region memory: [header | txn staging log | data area], sealed memfd. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "roshmd.h"
+
+int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots,
+		    uint32_t slot_size, enum rd_hugepages huge)
+{
+	uint64_t log_size = (uint64_t)txn_slots * slot_size;
+	uint64_t data_off = ROSHM_REGION_HDR_SIZE + ((log_size + 4095) & ~4095ull);
+	size_t size;
+	struct roshm_region_hdr *h;
+	int fd;
+
+	if (data_size > (1ull << 40) || log_size > (1ull << 32))
+		return -EINVAL;
+	size = (size_t)(data_off + data_size);
+	fd = rd_memfd_create("roshm-region", &size, huge, &rg->hugetlb);
+	if (fd < 0)
+		return fd;
+	rg->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (rg->map == MAP_FAILED) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	rg->fd = fd;
+	rg->map_size = size;
+	h = rg->map;
+	memset(h, 0, sizeof(*h));
+	h->magic = ROSHM_REGION_MAGIC;
+	h->abi_version = ROSHM_ABI_VERSION;
+	h->epoch = rg->epoch;
+	h->data_size = data_size;
+	h->data_off = data_off;
+	h->txn_slots = txn_slots;
+	h->slot_size = slot_size;
+	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	rg->data = (uint8_t *)rg->map + data_off;
+	rg->data_size = data_size;
+	return 0;
+}
+
+void rd_region_free(struct rd_region *rg)
+{
+	if (rg->map)
+		munmap(rg->map, rg->map_size);
+	if (rg->fd >= 0)
+		close(rg->fd);
+	rg->map = NULL;
+	rg->fd = -1;
+}

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+/* SQE validation: everything in an SQE is untrusted client input. */
+#include <errno.h>
+
+#include "sqe.h"
+
+/* off + len <= size without overflow */
+static inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
+		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg)
+{
+	const struct rd_handle *h;
+	uint32_t idx;
+
+	*rg = NULL;
+	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) ||
+	    s->rsvd0 || s->rsvd1 || s->rsvd2)
+		return -EINVAL;
+	if (s->opcode == ROSHM_OP_NOP || s->opcode == ROSHM_OP_FENCE)
+		return 0;
+
+	idx = s->handle & 0xffffu;
+	if (idx >= nhandles)
+		return -EBADF;
+	h = &handles[idx];
+	if (!h->region || h->gen != (uint16_t)(s->handle >> 16))
+		return -EBADF;
+	if (h->region->dead)
+		return -ESTALE;
+
+	switch (s->opcode) {
+	case ROSHM_OP_WRITE:
+	case ROSHM_OP_READ:
+		if (!in_bounds(s->off, s->len, h->region->data_size) ||
+		    !in_bounds(s->arena_off, s->len, arena_size))
+			return -EFAULT;
+		break;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		if (s->len != 8 || (s->off & 7))
+			return -EINVAL;
+		if (!in_bounds(s->off, 8, h->region->data_size))
+			return -EFAULT;
+		break;
+	case ROSHM_OP_TXN_WRITE:
+	case ROSHM_OP_TXN_COMMIT:
+		/* Transactions (DESIGN section 6) run in a later issue. */
+		return -EOPNOTSUPP;
+	default:
+		return -EINVAL;
+	}
+	*rg = h->region;
+	return 0;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RD_SQE_H
+#define RD_SQE_H
+
+#include "roshmd.h"
+
+/*
+ * Validate an SQE that was already copied out of shared memory. Returns 0
+ * and the target region in *rg (NULL for NOP/FENCE), or the -errno the
+ * client gets in its CQE:
+ *   -EINVAL      unknown opcode, unknown flag, reserved field set, bad length
+ *                or misaligned atomic offset
+ *   -EBADF       handle not open in this client's table (or stale generation)
+ *   -ESTALE      the region was closed by its owner
+ *   -EFAULT      offset/length outside the region's data area or the arena
+ *   -EOPNOTSUPP  transaction opcode on a region without a staging log
+ */
+int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
+		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg);
+
+/* Handles: index in the low 16 bits, generation in the high 16. */
+static inline uint32_t rd_handle_make(uint32_t idx, uint16_t gen)
+{
+	return idx | ((uint32_t)gen << 16);
+}
+
+#endif
