@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Two pods on one node through a real roshmd: every opcode, concurrent
+ * FETCH_ADD, COMPARE_SWAP lock contention, access policy, region close.
+ * Each pod is its own process. Runs once per configuration: 4 KiB pages,
+ * and hugetlb pages when the machine has them reserved.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "roshm.h"
+#include "harness.h"
+
+static struct th_daemon daemon_;
+static const char *cfg_name;
+
+#define REGION_SIZE (1u << 20)
+
+static struct roshm *attach(const char *tenant, const char *token)
+{
+	struct roshm_params p = { .sock_path = daemon_.sock, .tenant = tenant, .token = token };
+	int err;
+	struct roshm *r = roshm_open(&p, &err);
+
+	if (!r)
+		fprintf(stderr, "attach as %s: %s\n", tenant, roshm_strerror(err));
+	return r;
+}
+
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); return 1; } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a != _b) { fprintf(stderr, "%s:%d: %s = %lld, expected %lld\n", __FILE__, __LINE__, #a, _a, _b); return 1; } } while (0)
+
+/* ---- every opcode: owner A, user B ---- */
+
+struct ops_ctx {
+	struct th_chan a_ready, b_done;
+	char name[64];
+};
+
+static int owner_a(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm *r = attach("default", "");
+	uint32_t h;
+	uint64_t size;
+	uint8_t *d;
+
+	CHECK(r);
+	CHECK_EQ(roshm_region_create(r, x->name, REGION_SIZE, NULL, &h), 0);
+	d = roshm_region_data(r, h, &size);
+	CHECK(d);
+	CHECK_EQ(size, REGION_SIZE);
+	for (int i = 0; i < 4096; i++)
+		d[8192 + i] = (uint8_t)(0xA5 ^ i);
+	th_chan_send(&x->a_ready, 1);
+	CHECK_EQ(th_chan_recv(&x->b_done), 1);
+	/* B's writes are visible through our own mapping. */
+	for (int i = 0; i < 1000; i++)
+		CHECK_EQ(d[i], (uint8_t)(i * 7));
+	for (uint32_t i = 0; i < 512 * 1024; i += 4096)
+		CHECK_EQ(d[REGION_SIZE / 2 + i], (uint8_t)(i >> 12));
+	CHECK_EQ(*(uint64_t *)(d + 16384), 10);
+	CHECK_EQ(*(uint64_t *)(d + 16392), 7);
+	roshm_close(r);
+	return 0;
+}
+
+static int user_b(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm *r = attach("default", "");
+	struct roshm_sqe *sqe;
+	struct roshm_cqe *cqe;
+	uint32_t h;
+	uint64_t size, old;
+	uint8_t *arena;
+	char full[160];
+
+	CHECK(r);
+	CHECK_EQ(th_chan_recv(&x->a_ready), 1);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(roshm_region_open(r, full, &h, &size), 0);
+	CHECK_EQ(size, REGION_SIZE);
+	arena = roshm_arena(r, NULL);
+
+	/* NOP and FENCE */
+	CHECK_EQ(roshm_nop_sync(r), 0);
+	sqe = roshm_get_sqe(r);
+	CHECK(sqe);
+	roshm_prep_fence(sqe);
+	roshm_sqe_set_data(sqe, 77);
+	CHECK_EQ(roshm_submit(r), 1);
+	CHECK_EQ(roshm_wait_cqe(r, &cqe), 0);
+	CHECK_EQ(cqe->user_data, 77);
+	CHECK_EQ(cqe->status, 0);
+	roshm_cqe_seen(r, cqe);
+
+	/* WRITE 1000 bytes */
+	for (int i = 0; i < 1000; i++)
+		arena[i] = (uint8_t)(i * 7);
+	CHECK_EQ(roshm_write_sync(r, h, 0, 0, 1000), 0);
+	/* READ what A put there */
+	memset(arena + 65536, 0, 4096);
+	CHECK_EQ(roshm_read_sync(r, h, 8192, 65536, 4096), 0);
+	for (int i = 0; i < 4096; i++)
+		CHECK_EQ(arena[65536 + i], (uint8_t)(0xA5 ^ i));
+	/* A 512 KiB WRITE */
+	for (uint32_t i = 0; i < 512 * 1024; i++)
+		arena[1048576 + i] = (uint8_t)(i >> 12);
+	CHECK_EQ(roshm_write_sync(r, h, REGION_SIZE / 2, 1048576, 512 * 1024), 0);
+	/* FETCH_ADD returns the old value */
+	CHECK_EQ(roshm_fetch_add_sync(r, h, 16384, 5, &old), 0);
+	CHECK_EQ(old, 0);
+	CHECK_EQ(roshm_fetch_add_sync(r, h, 16384, 5, &old), 0);
+	CHECK_EQ(old, 5);
+	/* COMPARE_SWAP: succeeds once, then fails and reports the current value */
+	CHECK_EQ(roshm_cmp_swap_sync(r, h, 16392, 0, 7, &old), 0);
+	CHECK_EQ(old, 0);
+	CHECK_EQ(roshm_cmp_swap_sync(r, h, 16392, 0, 9, &old), 0);
+	CHECK_EQ(old, 7);
+	/* The last bytes of the region are reachable, one past is not */
+	CHECK_EQ(roshm_write_sync(r, h, REGION_SIZE - 8, 0, 8), 0);
+	CHECK_EQ(roshm_write_sync(r, h, REGION_SIZE - 7, 0, 8), -EFAULT);
+	/* Transactions are not served yet on this node: a clear status */
+	sqe = roshm_get_sqe(r);
+	CHECK(sqe);
+	roshm_prep_txn_commit(sqe, h);
+	roshm_submit(r);
+	CHECK_EQ(roshm_wait_cqe(r, &cqe), 0);
+	CHECK_EQ(cqe->status, -EOPNOTSUPP);
+	roshm_cqe_seen(r, cqe);
+	th_chan_send(&x->b_done, 1);
+	roshm_close(r);
+	return 0;
+}
+
+static void test_every_opcode(void **state)
+{
+	struct ops_ctx x;
+
+	(void)state;
+	th_chan_init(&x.a_ready);
+	th_chan_init(&x.b_done);
+	snprintf(x.name, sizeof(x.name), "ops-%s", cfg_name);
+	pid_t a = th_spawn(owner_a, &x), b = th_spawn(user_b, &x);
+
+	assert_int_equal(th_wait(b), 0);
+	assert_int_equal(th_wait(a), 0);
+	assert_true(th_daemon_alive(&daemon_));
+}
+
+/* ---- concurrent FETCH_ADD from two clients ---- */
+
+#define FA_PER_CLIENT 20000
+struct fa_ctx {
+	struct th_chan ready;
+	uint32_t *seen;     /* shared: how often each old value came back */
+	char name[64];
+};
+
+static int fa_client(void *arg)
+{
+	struct fa_ctx *x = arg;
+	struct roshm *r = attach("default", "");
+	uint32_t h;
+	int sent = 0, got = 0;
+	char full[160];
+
+	CHECK(r);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(roshm_region_open(r, full, &h, NULL), 0);
+	while (got < FA_PER_CLIENT) {
+		struct roshm_sqe *sqe;
+		struct roshm_cqe *cqe;
+
+		while (sent < FA_PER_CLIENT && sent - got < 64 && (sqe = roshm_get_sqe(r))) {
+			roshm_prep_fetch_add(sqe, h, 64, 1);
+			roshm_sqe_set_data(sqe, (uint64_t)sent++);
+		}
+		roshm_submit(r);
+		CHECK_EQ(roshm_wait_cqe(r, &cqe), 0);
+		do {
+			CHECK_EQ(cqe->status, 0);
+			CHECK(cqe->result < 2 * FA_PER_CLIENT);
+			__atomic_fetch_add(&x->seen[cqe->result], 1, __ATOMIC_RELAXED);
+			roshm_cqe_seen(r, cqe);
+			got++;
+		} while (roshm_peek_cqe(r, &cqe) == 0);
+	}
+	roshm_close(r);
+	return 0;
+}
+
+static void test_concurrent_fetch_add(void **state)
+{
+	struct fa_ctx x;
+	struct roshm *owner;
+	uint32_t h;
+	uint64_t *d;
+
+	(void)state;
+	x.seen = mmap(NULL, 2 * FA_PER_CLIENT * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_ptr_not_equal(x.seen, MAP_FAILED);
+	snprintf(x.name, sizeof(x.name), "fa-%s", cfg_name);
+	owner = attach("default", "");
+	assert_non_null(owner);
+	assert_int_equal(roshm_region_create(owner, x.name, 4096, NULL, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	pid_t p1 = th_spawn(fa_client, &x), p2 = th_spawn(fa_client, &x);
+
+	assert_int_equal(th_wait(p1), 0);
+	assert_int_equal(th_wait(p2), 0);
+	assert_int_equal(d[8], 2 * FA_PER_CLIENT);
+	/* Every old value 0 .. 2N-1 came back exactly once: the adds were atomic. */
+	for (int i = 0; i < 2 * FA_PER_CLIENT; i++)
+		if (x.seen[i] != 1)
+			fail_msg("old value %d returned %u times", i, x.seen[i]);
+	roshm_close(owner);
+	munmap(x.seen, 2 * FA_PER_CLIENT * sizeof(uint32_t));
+}
+
+/* ---- COMPARE_SWAP spin lock protecting a read-modify-write ---- */
+
+#define LOCK_ITERS 300
+struct lock_ctx {
+	char name[64];
+	uint64_t id;
+};
+
+static int lock_client(void *arg)
+{
+	struct lock_ctx *x = arg;
+	struct roshm *r = attach("default", "");
+	uint8_t *arena;
+	uint32_t h;
+	uint64_t old;
+	char full[160];
+
+	CHECK(r);
+	arena = roshm_arena(r, NULL);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(roshm_region_open(r, full, &h, NULL), 0);
+	for (int i = 0; i < LOCK_ITERS; i++) {
+		do
+			CHECK_EQ(roshm_cmp_swap_sync(r, h, 0, 0, x->id, &old), 0);
+		while (old != 0);
+		/* critical section: non-atomic read-modify-write of the counter */
+		CHECK_EQ(roshm_read_sync(r, h, 8, 0, 8), 0);
+		(*(uint64_t *)arena)++;
+		CHECK_EQ(roshm_write_sync(r, h, 8, 0, 8), 0);
+		CHECK_EQ(roshm_cmp_swap_sync(r, h, 0, x->id, 0, &old), 0);
+		CHECK_EQ(old, x->id); /* nobody else held it */
+	}
+	roshm_close(r);
+	return 0;
+}
+
+static void test_cmp_swap_lock(void **state)
+{
+	struct lock_ctx x1, x2;
+	struct roshm *owner;
+	uint32_t h;
+	uint64_t *d;
+
+	(void)state;
+	owner = attach("default", "");
+	assert_non_null(owner);
+	snprintf(x1.name, sizeof(x1.name), "lock-%s", cfg_name);
+	x2 = x1;
+	x1.id = 101;
+	x2.id = 202;
+	assert_int_equal(roshm_region_create(owner, x1.name, 4096, NULL, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	pid_t p1 = th_spawn(lock_client, &x1), p2 = th_spawn(lock_client, &x2);
+
+	assert_int_equal(th_wait(p1), 0);
+	assert_int_equal(th_wait(p2), 0);
+	assert_int_equal(d[1], 2 * LOCK_ITERS); /* no lost update */
+	assert_int_equal(d[0], 0);
+	roshm_close(owner);
+}
+
+/* ---- access policy ---- */
+
+static void test_access_policy(void **state)
+{
+	struct roshm *a, *a2, *b, *bad;
+	struct roshm_region_opts own = { .policy = ROSHM_POLICY_OWNER };
+	struct roshm_region_opts list = { .policy = ROSHM_POLICY_LIST, .ntenants = 1,
+					  .tenants = { "blue" } };
+	struct roshm_params p = { .sock_path = daemon_.sock, .tenant = "blue", .token = "wrong" };
+	uint32_t h1, h2, h3, hx;
+	int err;
+
+	(void)state;
+	a = attach("default", "");
+	a2 = attach("default", "");
+	b = attach("blue", "blue-secret");
+	assert_non_null(a);
+	assert_non_null(a2);
+	assert_non_null(b);
+	bad = roshm_open(&p, &err);
+	assert_null(bad);
+	assert_int_equal(err, -EACCES);
+	p.tenant = "nosuch";
+	p.token = "";
+	assert_null(roshm_open(&p, &err));
+	assert_int_equal(err, -EACCES);
+
+	assert_int_equal(roshm_region_create(a, "pol-tenant", 4096, NULL, &h1), 0);
+	assert_int_equal(roshm_region_create(a, "pol-owner", 4096, &own, &h2), 0);
+	assert_int_equal(roshm_region_create(a, "pol-list", 4096, &list, &h3), 0);
+	assert_int_equal(roshm_region_create(a, "pol-tenant", 4096, NULL, &hx), -EEXIST);
+	assert_int_equal(roshm_region_create(a, "../etc", 4096, NULL, &hx), -EINVAL);
+	assert_int_equal(roshm_region_create(a, "zero", 0, NULL, &hx), -EINVAL);
+
+	/* same tenant, other client */
+	assert_int_equal(roshm_region_open(a2, "default/pol-tenant", &hx, NULL), 0);
+	assert_int_equal(roshm_region_open(a2, "pol-tenant", &hx, NULL), 0);
+	assert_int_equal(roshm_region_open(a2, "default/pol-owner", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open(a, "default/pol-owner", &hx, NULL), 0);
+	/* other tenant */
+	assert_int_equal(roshm_region_open(b, "default/pol-tenant", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open(b, "default/pol-owner", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open(b, "default/pol-list", &hx, NULL), 0);
+	assert_int_equal(roshm_region_open(b, "default/nosuch", &hx, NULL), -ENOENT);
+	/* "blue" sees its own namespace: pol-tenant does not exist there */
+	assert_int_equal(roshm_region_open(b, "pol-tenant", &hx, NULL), -ENOENT);
+	roshm_close(b);
+	roshm_close(a2);
+	roshm_close(a);
+}
+
+/* ---- owner closes: users get -ESTALE, name disappears ---- */
+
+static void test_region_close(void **state)
+{
+	struct roshm *a = attach("default", ""), *b = attach("default", "");
+	uint32_t ha, hb;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(roshm_region_create(a, "closing", 8192, NULL, &ha), 0);
+	assert_int_equal(roshm_region_open(b, "default/closing", &hb, NULL), 0);
+	assert_int_equal(roshm_write_sync(b, hb, 0, 0, 64), 0);
+	assert_int_equal(roshm_region_close(a, ha), 0);
+	assert_int_equal(roshm_write_sync(b, hb, 0, 0, 64), -ESTALE);
+	assert_int_equal(roshm_region_open(b, "default/closing", &hb, NULL), -ENOENT);
+	assert_int_equal(roshm_region_close(a, ha), -EBADF);
+	/* the name can be created again, with a new epoch */
+	assert_int_equal(roshm_region_create(a, "closing", 8192, NULL, &ha), 0);
+	roshm_close(b);
+	roshm_close(a);
+}
+
+static const char *tenants_conf =
+	"tenants = ( { name = \"default\"; token = \"\"; },\n"
+	"            { name = \"blue\"; token = \"blue-secret\"; } );\n";
+
+static int setup_4k(void **state)
+{
+	char extra[512];
+
+	(void)state;
+	cfg_name = "4k";
+	snprintf(extra, sizeof(extra), "%schannel: { hugepages = \"off\"; };\n", tenants_conf);
+	return th_daemon_start(&daemon_, "ops4k", extra) ? -1 : 0;
+}
+
+static int setup_huge(void **state)
+{
+	char extra[512];
+
+	(void)state;
+	cfg_name = "huge";
+	snprintf(extra, sizeof(extra), "%schannel: { hugepages = \"on\"; arena_size = 2097152; };\n",
+		 tenants_conf);
+	return th_daemon_start(&daemon_, "opshuge", extra) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	int st;
+
+	(void)state;
+	st = th_daemon_stop(&daemon_);
+	if (st != 0) {
+		fprintf(stderr, "roshmd exit status %d, expected 0\n", st);
+		th_daemon_dump_log(&daemon_);
+		return -1;
+	}
+	return 0;
+}
+
+static long free_hugepages(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long n = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "HugePages_Free: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_opcode),
+		cmocka_unit_test(test_concurrent_fetch_add),
+		cmocka_unit_test(test_cmp_swap_lock),
+		cmocka_unit_test(test_access_policy),
+		cmocka_unit_test(test_region_close),
+	};
+	int fails = cmocka_run_group_tests_name("local_ops_4k_pages", tests, setup_4k, teardown);
+
+	/* Each client channel is 2 huge pages with a 2 MiB arena, each region one. */
+	if (free_hugepages() >= 32)
+		fails += cmocka_run_group_tests_name("local_ops_hugetlb", tests, setup_huge, teardown);
+	else
+		printf("local_ops_hugetlb: skipped: fewer than 32 free 2 MiB huge pages "
+		       "(echo 256 > /proc/sys/vm/nr_hugepages as root to run it)\n");
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifndef ROSHMD_PATH
+#error "ROSHMD_PATH must point to the built roshmd"
+#endif
+
+int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	FILE *f;
+	int fd;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/roshm-test-%s-XXXXXX", name);
+	if (!mkdtemp(d->dir))
+		return -errno;
+	snprintf(d->sock, sizeof(d->sock), "%s/roshmd.sock", d->dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/roshmd.conf", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
+	f = fopen(d->conf, "w");
+	if (!f)
+		return -errno;
+	fprintf(f,
+		"node = \"%s\";\n"
+		"socket = \"%s\";\n"
+		"eal = [ \"--no-huge\", \"-m\", \"128\", \"--no-pci\", \"--no-shconf\",\n"
+		"        \"--file-prefix\", \"th-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
+		"        \"--no-telemetry\" ];\n"
+		"registry: { dir = \"%s/registry\"; };\n"
+		"%s\n",
+		name, d->sock, name, (int)getpid(), d->dir, extra ? extra : "");
+	fclose(f);
+
+	d->pid = fork();
+	if (d->pid < 0)
+		return -errno;
+	if (d->pid == 0) {
+		int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (lfd >= 0) {
+			dup2(lfd, 1);
+			dup2(lfd, 2);
+		}
+		execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
+		_exit(127);
+	}
+	strcpy(sa.sun_path, d->sock);
+	for (int i = 0; i < 1000; i++) { /* 10 s */
+		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(fd);
+			return 0;
+		}
+		close(fd);
+		if (!th_daemon_alive(d)) {
+			th_daemon_dump_log(d);
+			return -ECHILD;
+		}
+		usleep(10000);
+	}
+	th_daemon_dump_log(d);
+	return -ETIMEDOUT;
+}
+
+bool th_daemon_alive(struct th_daemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return false;
+	return waitpid(d->pid, &st, WNOHANG) == 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int th_daemon_stop(struct th_daemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !getenv("ROSHM_TEST_KEEP"))
+				nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		}
+		usleep(10000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	return -1;
+}
+
+void th_daemon_dump_log(struct th_daemon *d)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open(d->log, O_RDONLY);
+
+	if (fd < 0)
+		return;
+	fprintf(stderr, "---- %s ----\n", d->log);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, (size_t)n, stderr);
+	fprintf(stderr, "---- end ----\n");
+	close(fd);
+}
+
+pid_t th_spawn(int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		fflush(stdout);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+int th_wait(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void th_chan_init(struct th_chan *c)
+{
+	if (pipe(c->fd))
+		abort();
+}
+
+void th_chan_send(struct th_chan *c, uint64_t v)
+{
+	if (write(c->fd[1], &v, sizeof(v)) != sizeof(v))
+		abort();
+}
+
+uint64_t th_chan_recv(struct th_chan *c)
+{
+	struct pollfd p = { .fd = c->fd[0], .events = POLLIN };
+	uint64_t v;
+
+	if (poll(&p, 1, 10000) != 1 || read(c->fd[0], &v, sizeof(v)) != sizeof(v))
+		return UINT64_MAX;
+	return v;
+}

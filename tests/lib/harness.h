@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* Test harness: real roshmd processes with a throwaway config and directory. */
+#ifndef TH_HARNESS_H
+#define TH_HARNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct th_daemon {
+	pid_t pid;
+	char dir[256];
+	char sock[300];
+	char conf[300];
+	char log[300];
+};
+
+/* Start roshmd with the default test settings plus @extra (libconfig text,
+ * may be NULL). Waits until it accepts connections. 0 or -errno. */
+int th_daemon_start(struct th_daemon *d, const char *name, const char *extra);
+/* SIGTERM and wait; returns roshmd's exit status, or -1 if it died by a signal. */
+int th_daemon_stop(struct th_daemon *d);
+bool th_daemon_alive(struct th_daemon *d);
+/* Print the daemon log (on failure). */
+void th_daemon_dump_log(struct th_daemon *d);
+
+/* Fork a child that runs fn(arg) and exits with its return value. */
+pid_t th_spawn(int (*fn)(void *), void *arg);
+/* Wait for a child; returns its exit status, or 128 + signal. */
+int th_wait(pid_t pid);
+
+/* Tiny pipe-based barrier between processes. */
+struct th_chan {
+	int fd[2];
+};
+void th_chan_init(struct th_chan *c);
+void th_chan_send(struct th_chan *c, uint64_t v);
+uint64_t th_chan_recv(struct th_chan *c); /* 5 s timeout: returns UINT64_MAX */
+
+#endif
