@@ -23,7 +23,7 @@
 #include "control.h"
 #include "roshmd.h"
 
-int rd_logtype;
+
 
 static void usage(FILE *f)
 {

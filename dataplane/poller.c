@@ -33,6 +33,8 @@
 #include "sqe.h"
 #include "transport/transport.h"
 
+int rd_logtype = RTE_LOGTYPE_USER1;
+
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 {
 	struct epoll_event ev = { .events = EPOLLIN };

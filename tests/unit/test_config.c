@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/* Config loading: each kind of error is reported with file:line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "config.h"
+
+static char path[64];
+
+static int load(const char *text, struct rd_config *cfg, char *err, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	err[0] = 0;
+	return rd_config_load(cfg, path, err, len);
+}
+
+/* Expect an error at @line whose message contains @needle. */
+static void expect_error(const char *text, int line, const char *needle)
+{
+	struct rd_config cfg;
+	char err[512], want[128];
+
+	if (load(text, &cfg, err, sizeof(err)) == 0)
+		fail_msg("config accepted, expected an error at line %d:\n%s", line, text);
+	snprintf(want, sizeof(want), "%s:%d: ", path, line);
+	if (strncmp(err, want, strlen(want)) || !strstr(err, needle))
+		fail_msg("got \"%s\", expected \"%s...%s\"", err, want, needle);
+	rd_config_free(&cfg);
+}
+
+static void test_sample_config_is_valid(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	/* The documented sample must load and say what its comments say. */
+	assert_int_equal(rd_config_load(&cfg, SAMPLE_CONF, err, sizeof(err)), 0);
+	assert_int_equal(cfg.burst, 32);
+	assert_int_equal(cfg.sq_entries, 256);
+	assert_int_equal(cfg.idle, RD_IDLE_ADAPTIVE);
+	assert_string_equal(cfg.registry_backend, "file");
+	assert_true(cfg.eal_argc > 0);
+	rd_config_free(&cfg);
+}
+
+static void test_defaults_and_values(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	assert_int_equal(load("", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.burst, 32);
+	assert_int_equal(cfg.max_handles, 1024);
+	rd_config_free(&cfg);
+	assert_int_equal(load("node = \"n1\";\ndataplane: { idle = \"busy\"; burst = 64; };\n"
+			      "channel: { arena_size = 8388608; };\n"
+			      "tenants = ( { name = \"a\"; token = \"t\"; } );\n", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.node, "n1");
+	assert_int_equal(cfg.idle, RD_IDLE_BUSY);
+	assert_int_equal(cfg.burst, 64);
+	assert_int_equal(cfg.arena_size, 8388608);
+	assert_int_equal(cfg.ntenants, 1);
+	assert_string_equal(cfg.tenants[0].token, "t");
+	rd_config_free(&cfg);
+}
+
+static void test_syntax_error(void **st)
+{
+	(void)st;
+	expect_error("node = \"a\";\n\ndataplane: { burst = ; };\n", 3, "syntax error");
+}
+
+static void test_unknown_key(void **st)
+{
+	(void)st;
+	expect_error("node = \"a\";\nnodes = \"b\";\n", 2, "unknown key 'nodes'");
+	expect_error("dataplane: {\n  burst = 8;\n  brust = 9;\n};\n", 3, "unknown key 'dataplane.brust'");
+	expect_error("tenants = (\n { name = \"a\";\n   tokn = \"x\"; }\n);\n", 3,
+		     "unknown key 'tenants.*.tokn'");
+}
+
+static void test_wrong_type(void **st)
+{
+	(void)st;
+	expect_error("\ndataplane: { burst = \"32\"; };\n", 2, "must be an integer");
+	expect_error("node = 5;\n", 1, "must be a string");
+	expect_error("dataplane = 5;\n", 1, "must be a group");
+	expect_error("eal = [ 1, 2 ];\n", 1, "must be a string");
+	expect_error("\n\ntenants = { name = \"a\"; };\n", 3, "must be a list");
+}
+
+static void test_out_of_range(void **st)
+{
+	(void)st;
+	expect_error("dataplane: {\n burst = 0;\n};\n", 2, "out of range");
+	expect_error("channel: {\n\n sq_entries = 100;\n};\n", 3, "power of two");
+	expect_error("limits: { max_clients = 1000000; };\n", 1, "out of range");
+	expect_error("dataplane: { idle = \"lazy\"; };\n", 1, "\"busy\" or \"adaptive\"");
+	expect_error("channel: { hugepages = \"maybe\"; };\n", 1, "\"auto\", \"on\" or \"off\"");
+	expect_error("\nnode = \"a/b\";\n", 2, "letters, digits");
+	expect_error("tenants = ( { name = \"a\"; }, \n { name = \"a\"; } );\n", 2, "defined twice");
+	expect_error("registry: { backend = \"zookeeper\"; };\n", 1, "must be \"file\"");
+}
+
+static void test_missing_file(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	assert_int_equal(rd_config_load(&cfg, "/nonexistent/roshmd.conf", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent/roshmd.conf:0: cannot read"));
+	rd_config_free(&cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sample_config_is_valid),
+		cmocka_unit_test(test_defaults_and_values),
+		cmocka_unit_test(test_syntax_error),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_wrong_type),
+		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_missing_file),
+	};
+	int fd;
+
+	strcpy(path, "/tmp/roshm-config-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return 1;
+	close(fd);
+	int ret = cmocka_run_group_tests_name("config", tests, NULL, NULL);
+
+	unlink(path);
+	return ret;
+}

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+/* SQE validation: one case per invalid field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "roshm.h"
+#include "sqe.h"
+
+#define ARENA 65536u
+static struct rd_region rg = { .data_size = 4096 };
+static struct rd_region dead = { .data_size = 4096, .dead = true };
+static struct rd_handle handles[4] = { { NULL, 0 }, { &rg, 3 }, { &dead, 0 }, { NULL, 5 } };
+static const uint32_t H = (3u << 16) | 1; /* index 1, generation 3 */
+
+static int check(const struct roshm_sqe *s)
+{
+	struct rd_region *out = (void *)1;
+	int ret = rd_sqe_check(s, handles, 4, ARENA, &out);
+
+	if (ret == 0 && s->opcode != ROSHM_OP_NOP && s->opcode != ROSHM_OP_FENCE)
+		assert_ptr_equal(out, &rg);
+	return ret;
+}
+
+static void test_valid(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	roshm_prep_nop(&s);
+	assert_int_equal(check(&s), 0);
+	roshm_prep_fence(&s);
+	assert_int_equal(check(&s), 0);
+	roshm_prep_write(&s, H, 0, 0, 4096);
+	assert_int_equal(check(&s), 0);
+	roshm_prep_read(&s, H, 4095, ARENA - 1, 1);
+	assert_int_equal(check(&s), 0);
+	roshm_prep_write(&s, H, 4096, 0, 0); /* empty at the end: allowed */
+	assert_int_equal(check(&s), 0);
+	roshm_prep_fetch_add(&s, H, 4088, 1);
+	assert_int_equal(check(&s), 0);
+	roshm_prep_cmp_swap(&s, H, 0, 1, 2);
+	s.flags = ROSHM_SQE_F_FENCE;
+	assert_int_equal(check(&s), 0);
+}
+
+static void test_opcode(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	roshm_prep_write(&s, H, 0, 0, 8);
+	s.opcode = ROSHM_OP__MAX;
+	assert_int_equal(check(&s), -EINVAL);
+	s.opcode = 255;
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_txn_commit(&s, H);
+	assert_int_equal(check(&s), -EOPNOTSUPP);
+}
+
+static void test_flags_and_reserved(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	roshm_prep_write(&s, H, 0, 0, 8);
+	s.flags = 0x40;
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_write(&s, H, 0, 0, 8);
+	s.rsvd0 = 1;
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_write(&s, H, 0, 0, 8);
+	s.rsvd1 = 1;
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_nop(&s);
+	s.rsvd2 = 1;
+	assert_int_equal(check(&s), -EINVAL);
+}
+
+static void test_handle(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	roshm_prep_write(&s, 0, 0, 0, 8);                 /* empty slot */
+	assert_int_equal(check(&s), -EBADF);
+	roshm_prep_write(&s, 1, 0, 0, 8);                 /* wrong generation */
+	assert_int_equal(check(&s), -EBADF);
+	roshm_prep_write(&s, (3u << 16) | 4, 0, 0, 8);    /* index past table */
+	assert_int_equal(check(&s), -EBADF);
+	roshm_prep_write(&s, 0xffffffffu, 0, 0, 8);
+	assert_int_equal(check(&s), -EBADF);
+	roshm_prep_write(&s, (5u << 16) | 3, 0, 0, 8);    /* closed slot, old gen */
+	assert_int_equal(check(&s), -EBADF);
+	roshm_prep_write(&s, 2, 0, 0, 8);                 /* region closed by owner */
+	assert_int_equal(check(&s), -ESTALE);
+}
+
+static void test_offset_and_length(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	roshm_prep_write(&s, H, 4097, 0, 0);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_write(&s, H, 4000, 0, 97);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_read(&s, H, 0, 0, 4097);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_read(&s, H, 0, ARENA - 8, 9);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_read(&s, H, 0, ARENA + 1, 0);
+	assert_int_equal(check(&s), -EFAULT);
+}
+
+static void test_overflow(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	/* off + len wraps to a small number: must still be rejected */
+	roshm_prep_write(&s, H, UINT64_MAX - 7, 0, 16);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_write(&s, H, 0, UINT64_MAX - 7, 16);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_fetch_add(&s, H, 0xfffffffffffffff8ull, 1);
+	assert_int_equal(check(&s), -EFAULT);
+}
+
+static void test_alignment(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	for (uint64_t off = 1; off < 8; off++) {
+		roshm_prep_fetch_add(&s, H, off, 1);
+		assert_int_equal(check(&s), -EINVAL);
+		roshm_prep_cmp_swap(&s, H, 64 + off, 1, 2);
+		assert_int_equal(check(&s), -EINVAL);
+	}
+	roshm_prep_fetch_add(&s, H, 0, 1);
+	s.len = 4;
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_fetch_add(&s, H, 4096, 1); /* aligned but past the end */
+	assert_int_equal(check(&s), -EFAULT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_valid),
+		cmocka_unit_test(test_opcode),
+		cmocka_unit_test(test_flags_and_reserved),
+		cmocka_unit_test(test_handle),
+		cmocka_unit_test(test_offset_and_length),
+		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_alignment),
+	};
+
+	return cmocka_run_group_tests_name("sqe_validation", tests, NULL, NULL);
+}
