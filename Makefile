@@ -1,0 +1,35 @@
+# roshm: thin wrapper over meson. Every target does its own prerequisites, so
+# on a fresh Debian 12 machine `make demo` and `make test` alone work.
+BUILD ?= build
+MESON_TEST_ARGS ?=
+
+# Debian 12 packages the build, the tests and the demo need.
+DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
+        libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
+        iproute2 procps
+
+.PHONY: all deps build test demo bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh $(DEPS)
+
+build: deps
+	@if [ ! -f $(BUILD)/build.ninja ]; then meson setup $(BUILD); fi
+	@ninja -C $(BUILD)
+
+test: build
+	@scripts/host-setup.sh
+	@cd $(BUILD) && meson test --print-errorlogs --num-processes 1 $(MESON_TEST_ARGS)
+
+demo: build
+	@scripts/host-setup.sh
+	@scripts/demo.sh $(BUILD)
+
+bench: build
+	@scripts/host-setup.sh
+	@perf/bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
