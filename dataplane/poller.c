@@ -26,6 +26,7 @@
 #include <rte_cycles.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
+#include <rte_prefetch.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
@@ -218,6 +219,12 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	if (n > room)
 		n = room;
 
+	/* The SQEs were written by the client's core and the CQE slots were
+	 * last read there: start the cache-line transfers for the whole burst. */
+	for (i = 0; i < n; i++) {
+		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
+		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
+	}
 	for (i = 0; i < n; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
 		 * us, and we must check and use one and the same value. */

@@ -264,6 +264,35 @@ static inline void roshm_cqe_seen(struct roshm *r, struct roshm_cqe *cqe)
 }
 
 /*
+ * roshm_peek_batch_cqe() - up to @count completions without waiting, in
+ * order, into @cqes; returns how many. Mark them consumed with
+ * roshm_cq_advance(). One acquire load for the whole batch.
+ */
+static inline unsigned roshm_peek_batch_cqe(struct roshm *r, struct roshm_cqe **cqes,
+					    unsigned count)
+{
+	struct roshm_cq *cq = &r->cq;
+	uint32_t head = *cq->khead;
+	/* R2 */
+	uint32_t ready = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE) - head;
+
+	if (count > ready)
+		count = ready;
+	for (unsigned i = 0; i < count; i++)
+		cqes[i] = &cq->cqes[(head + i) & cq->mask];
+	return count;
+}
+
+/* roshm_cq_advance() - mark @n CQEs from roshm_peek_batch_cqe() consumed. */
+static inline void roshm_cq_advance(struct roshm *r, unsigned n)
+{
+	if (!n)
+		return;
+	__atomic_store_n(r->cq.khead, *r->cq.khead + n, __ATOMIC_RELEASE);
+	r->reaped += n;
+}
+
+/*
  * roshm_wait_cqe() - wait for the next completion: spins spin_us, then
  * sleeps on the CQ eventfd. Returns 0 with *cqe set, -ECONNRESET if roshmd
  * went away, -EINTR.
