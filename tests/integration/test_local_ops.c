@@ -387,6 +387,17 @@ static int setup_huge(void **state)
 	return th_daemon_start(&daemon_, "opshuge", extra) ? -1 : 0;
 }
 
+static int setup_busy(void **state)
+{
+	char extra[512];
+
+	(void)state;
+	cfg_name = "busy";
+	snprintf(extra, sizeof(extra), "%schannel: { hugepages = \"off\"; };\n"
+		 "dataplane: { idle = \"busy\"; burst = 4; };\n", tenants_conf);
+	return th_daemon_start(&daemon_, "opsbusy", extra) ? -1 : 0;
+}
+
 static int teardown(void **state)
 {
 	int st;
@@ -426,6 +437,9 @@ int main(void)
 		cmocka_unit_test(test_region_close),
 	};
 	int fails = cmocka_run_group_tests_name("local_ops_4k_pages", tests, setup_4k, teardown);
+
+	/* busy polling with a small burst: round-robin across clients matters */
+	fails += cmocka_run_group_tests_name("local_ops_busy_burst4", tests, setup_busy, teardown);
 
 	/* Each client channel is 2 huge pages with a 2 MiB arena, each region one. */
 	if (free_hugepages() >= 32)
