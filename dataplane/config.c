@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include "config.h"
 
-enum kind { K_INT, K_STR, K_GROUP, K_STRARR, K_INTARR, K_LIST };
+enum kind { K_INT, K_STR, K_BOOL, K_GROUP, K_STRARR, K_INTARR, K_LIST };
 
 struct key {
 	const char *path;  /* "*" stands for a list element */
@@ -48,6 +49,20 @@ static const struct key schema[] = {
 	{ "registry", K_GROUP, 0, 0 },
 	{ "registry.backend", K_STR, 0, 15 },
 	{ "registry.dir", K_STR, 1, RD_PATH_MAX - 1 },
+	{ "registry.endpoints", K_STR, 1, RD_PATH_MAX - 1 },
+	{ "registry.prefix", K_STR, 1, 63 },
+	{ "registry.lease_ttl", K_INT, 2, 3600 },
+	{ "registry.revalidate_ms", K_INT, 50, 60000 },
+	{ "transport", K_GROUP, 0, 0 },
+	{ "transport.tcp", K_GROUP, 0, 0 },
+	{ "transport.tcp.enabled", K_BOOL, 0, 0 },
+	{ "transport.tcp.listen", K_STR, 1, 63 },
+	{ "transport.tcp.port", K_INT, 1, 65535 },
+	{ "transport.tcp.advertise", K_STR, 0, 63 },
+	{ "transport.tcp.secret_file", K_STR, 1, RD_PATH_MAX - 1 },
+	{ "transport.tcp.max_msg", K_INT, 4096, 64 << 20 },
+	{ "transport.tcp.max_inflight", K_INT, 1, 65536 },
+	{ "transport.tcp.connect_timeout_ms", K_INT, 10, 60000 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
@@ -122,6 +137,10 @@ static int check_one(struct ctx *c, const config_setting_t *s, const char *path)
 				    (long long)k->min, (long long)k->max);
 		return 0;
 	}
+	case K_BOOL:
+		if (t != CONFIG_TYPE_BOOL)
+			return fail(c, s, "'%s' must be true or false", path);
+		return 0;
 	case K_GROUP:
 		if (t != CONFIG_TYPE_GROUP)
 			return fail(c, s, "'%s' must be a group { ... }", path);
@@ -222,6 +241,17 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->max_region_size = 1ull << 30;
 	strcpy(cfg->registry_backend, "file");
 	strcpy(cfg->registry_dir, "/run/roshm/registry");
+	strcpy(cfg->etcd_endpoints, "http://127.0.0.1:2379");
+	strcpy(cfg->etcd_prefix, "/roshm/v1");
+	cfg->lease_ttl_s = 5;
+	cfg->revalidate_ms = 1000;
+	cfg->tcp_enabled = false;
+	strcpy(cfg->tcp_listen, "0.0.0.0");
+	cfg->tcp_port = 7471;
+	strcpy(cfg->tcp_secret_file, "/etc/roshm/cluster.secret");
+	cfg->tcp_max_msg = 1u << 20;
+	cfg->tcp_max_inflight = 1024;
+	cfg->tcp_connect_timeout_ms = 2000;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
 	cfg->nadmin_uids = 0;
@@ -346,11 +376,57 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("limits.max_regions", cfg->max_regions);
 	GET_INT("limits.max_region_size", cfg->max_region_size);
 	GET_STR("registry.backend", cfg->registry_backend);
-	if ((s = config_lookup(&lc, "registry.backend")) && strcmp(cfg->registry_backend, "file")) {
-		fail(&c, s, "'registry.backend' must be \"file\" (etcd arrives with the cross-node issue)");
+	if ((s = config_lookup(&lc, "registry.backend")) && strcmp(cfg->registry_backend, "file") &&
+	    strcmp(cfg->registry_backend, "etcd")) {
+		fail(&c, s, "'registry.backend' must be \"file\" or \"etcd\"");
 		goto out;
 	}
 	GET_STR("registry.dir", cfg->registry_dir);
+	GET_STR("registry.endpoints", cfg->etcd_endpoints);
+	if ((s = config_lookup(&lc, "registry.endpoints")) &&
+	    strncmp(cfg->etcd_endpoints, "http://", 7) && strncmp(cfg->etcd_endpoints, "https://", 8)) {
+		fail(&c, s, "'registry.endpoints' must be http:// or https:// URLs");
+		goto out;
+	}
+	GET_STR("registry.prefix", cfg->etcd_prefix);
+	if ((s = config_lookup(&lc, "registry.prefix")) && cfg->etcd_prefix[0] != '/') {
+		fail(&c, s, "'registry.prefix' must start with '/'");
+		goto out;
+	}
+	GET_INT("registry.lease_ttl", cfg->lease_ttl_s);
+	GET_INT("registry.revalidate_ms", cfg->revalidate_ms);
+	if ((s = config_lookup(&lc, "transport.tcp.enabled")))
+		cfg->tcp_enabled = config_setting_get_bool(s);
+	GET_STR("transport.tcp.listen", cfg->tcp_listen);
+	GET_INT("transport.tcp.port", cfg->tcp_port);
+	GET_STR("transport.tcp.advertise", cfg->tcp_advertise);
+	GET_STR("transport.tcp.secret_file", cfg->tcp_secret_file);
+	GET_INT("transport.tcp.max_msg", cfg->tcp_max_msg);
+	GET_INT("transport.tcp.max_inflight", cfg->tcp_max_inflight);
+	GET_INT("transport.tcp.connect_timeout_ms", cfg->tcp_connect_timeout_ms);
+	{
+		struct in_addr a;
+
+		if ((s = config_lookup(&lc, "transport.tcp.listen")) &&
+		    inet_pton(AF_INET, cfg->tcp_listen, &a) != 1) {
+			fail(&c, s, "'transport.tcp.listen' must be an IPv4 address");
+			goto out;
+		}
+		if ((s = config_lookup(&lc, "transport.tcp.advertise")) && cfg->tcp_advertise[0] &&
+		    inet_pton(AF_INET, cfg->tcp_advertise, &a) != 1) {
+			fail(&c, s, "'transport.tcp.advertise' must be an IPv4 address");
+			goto out;
+		}
+		if (cfg->tcp_enabled && !cfg->tcp_advertise[0]) {
+			if (strcmp(cfg->tcp_listen, "0.0.0.0")) {
+				snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", cfg->tcp_listen);
+			} else {
+				s = config_lookup(&lc, "transport.tcp");
+				fail(&c, s, "'transport.tcp.advertise' is needed when listening on 0.0.0.0");
+				goto out;
+			}
+		}
+	}
 	if ((s = config_lookup(&lc, "tenants"))) {
 		cfg->ntenants = config_setting_length(s);
 		for (int i = 0; i < cfg->ntenants; i++) {

@@ -39,6 +39,19 @@ struct rd_config {
 	/* registry */
 	char registry_backend[16];
 	char registry_dir[RD_PATH_MAX];
+	char etcd_endpoints[RD_PATH_MAX]; /* comma-separated http://host:port */
+	char etcd_prefix[64];
+	uint32_t lease_ttl_s;
+	uint32_t revalidate_ms;
+	/* transport.tcp */
+	bool tcp_enabled;
+	char tcp_listen[64];
+	uint32_t tcp_port;
+	char tcp_advertise[64];
+	char tcp_secret_file[RD_PATH_MAX];
+	uint32_t tcp_max_msg;
+	uint32_t tcp_max_inflight;
+	uint32_t tcp_connect_timeout_ms;
 	/* tenants */
 	int ntenants;
 	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];

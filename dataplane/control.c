@@ -36,6 +36,7 @@
 #endif
 
 struct rd_conn {
+	struct rd_ep_tag tag;         /* RD_EP_CONN */
 	int fd;
 	pid_t pid;
 	uid_t uid;
@@ -43,10 +44,10 @@ struct rd_conn {
 	struct rd_conn *next;
 };
 
-/* epoll tags for the non-connection fds */
-static char tag_listen, tag_sig, tag_ev;
+/* epoll tags for the fds that are not connections */
+static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
 
-static uint64_t mono_ns(void)
+uint64_t rd_mono_ns(void)
 {
 	struct timespec ts;
 
@@ -70,6 +71,23 @@ static void random_bytes(void *buf, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+}
+
+int rd_control_cmd(struct rd_control *ctl, struct rd_cmd *cmd)
+{
+	return rd_poller_cmd(ctl->poller, cmd);
+}
+
+void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void rd_control_epoll_del(struct rd_control *ctl, int fd)
+{
+	epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
 /* ---- replies ------------------------------------------------------------ */
@@ -124,17 +142,14 @@ static int send_status(int fd, uint16_t type, int status)
 static struct rd_region *find_region(struct rd_control *ctl, const char *tenant, const char *name)
 {
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
-		if (rg->owner && !strcmp(rg->tenant, tenant) && !strcmp(rg->name, name))
+		if (!rg->remote && rg->owner && !strcmp(rg->tenant, tenant) && !strcmp(rg->name, name))
 			return rg;
 	return NULL;
 }
 
 static struct rd_region *find_region_id(struct rd_control *ctl, uint32_t id)
 {
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
-		if (rg->id == id)
-			return rg;
-	return NULL;
+	return id && id <= ctl->cfg->max_regions ? ctl->slots[id] : NULL;
 }
 
 static void region_put(struct rd_control *ctl, struct rd_region *rg)
@@ -148,6 +163,13 @@ static void region_put(struct rd_control *ctl, struct rd_region *rg)
 			*pp = rg->next;
 			break;
 		}
+	if (rg->remote) {
+		rd_peers_region_free(ctl, rg);
+		free(rg);
+		return;
+	}
+	if (ctl->slots[rg->id] == rg)
+		ctl->slots[rg->id] = NULL;
 	rd_region_free(rg);
 	free(rg);
 	ctl->nregions--;
@@ -161,7 +183,10 @@ static void region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	memcpy(rec->tenant, rg->tenant, sizeof(rec->tenant));
 	memcpy(rec->name, rg->name, sizeof(rec->name));
 	snprintf(rec->state, sizeof(rec->state), "%s", state);
-	snprintf(rec->endpoint, sizeof(rec->endpoint), "local:%.100s", ctl->cfg->socket);
+	if (ctl->tcp_endpoint[0])
+		snprintf(rec->endpoint, sizeof(rec->endpoint), "%s", ctl->tcp_endpoint);
+	else
+		snprintf(rec->endpoint, sizeof(rec->endpoint), "local:%.100s", ctl->cfg->socket);
 	rec->region_id = rg->id;
 	rec->key = rg->key;
 	rec->epoch = rg->epoch;
@@ -459,21 +484,25 @@ err:
 	return ret;
 }
 
+/* Tenant-level policy (the owner-only case is decided by the caller). */
+bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
+		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant)
+{
+	if (!strcmp(owner_tenant, tenant))
+		return true;
+	if (policy != ROSHM_POLICY_LIST)
+		return false;
+	for (uint32_t i = 0; i < ntenants && i < ROSHM_POLICY_TENANTS_MAX; i++)
+		if (!strcmp(tenants[i], tenant))
+			return true;
+	return false;
+}
+
 static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 {
-	switch (rg->policy) {
-	case ROSHM_POLICY_OWNER:
+	if (rg->policy == ROSHM_POLICY_OWNER)
 		return rg->owner == c;
-	case ROSHM_POLICY_LIST:
-		if (!strcmp(rg->tenant, c->tenant))
-			return true;
-		for (uint32_t i = 0; i < rg->ntenants; i++)
-			if (!strcmp(rg->tenants[i], c->tenant))
-				return true;
-		return false;
-	default:
-		return !strcmp(rg->tenant, c->tenant);
-	}
+	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
 static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
@@ -512,11 +541,20 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	if (ret == 0 && strcmp(rec.node, cfg->node))
 		return -EEXIST; /* published by another node */
 
+	uint32_t id = 0;
+
+	for (uint32_t i = 1; i <= cfg->max_regions && !id; i++)
+		if (!ctl->slots[(ctl->next_region_id + i - 1) % cfg->max_regions + 1])
+			id = (ctl->next_region_id + i - 1) % cfg->max_regions + 1;
+	if (!id)
+		return -ENOSPC;
+	ctl->next_region_id = id; /* next search starts after it: ids are not reused at once */
 	rg = calloc(1, sizeof(*rg));
 	if (!rg)
 		return -ENOMEM;
 	rg->fd = -1;
-	rg->id = ++ctl->next_region_id;
+	rg->id = id;
+	snprintf(rg->node, sizeof(rg->node), "%s", cfg->node);
 	do
 		random_bytes(&rg->epoch, sizeof(rg->epoch));
 	while (!rg->epoch);
@@ -535,6 +573,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	rg->owner = c;
 	rg->next = ctl->regions;
 	ctl->regions = rg;
+	ctl->slots[id] = rg;
 	ctl->nregions++;
 	ret = handle_alloc(ctl, c, rg, &hv);
 	if (ret) {
@@ -544,6 +583,11 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 		return ret;
 	}
 	rg->owner_handle = hv;
+	if (ctl->poller->tcp) {
+		struct rd_cmd ex = { .type = RD_CMD_REGION_EXPORT, .region = rg };
+
+		rd_poller_cmd(ctl->poller, &ex);
+	}
 	region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
 	ret = ctl->reg.ops->put_region(&ctl->reg, &rec);
 	if (ret) {
@@ -605,9 +649,21 @@ static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const vo
 	if (ret)
 		return ret == -EBADMSG ? -ENOENT : ret;
 	if (strcmp(rec.node, ctl->cfg->node)) {
-		RD_LOG(INFO, "open %s/%s: region is on node %s and this roshmd has no transport to it",
-		       tenant, name, rec.node);
-		return -EHOSTUNREACH;
+		/* Remote: the policy is checked here, by the requester's roshmd,
+		 * which is the one that authenticated the client's tenant. */
+		if (rec.policy == ROSHM_POLICY_OWNER ||
+		    !rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
+				      (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant)) {
+			RD_LOG(NOTICE, "open %s/%s refused for client %u (tenant %s): policy", tenant,
+			       name, c->id, c->tenant);
+			return -EACCES;
+		}
+		if (strcmp(rec.state, RD_STATE_ACTIVE))
+			return -EAGAIN;
+		ret = rd_peers_open_remote(ctl, &rec, &rg);
+		if (ret)
+			return ret;
+		goto grant;
 	}
 	rg = find_region_id(ctl, rec.region_id);
 	if (!rg || !rg->owner || rg->epoch != rec.epoch || strcmp(rg->tenant, tenant) ||
@@ -618,9 +674,15 @@ static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const vo
 		       c->id, c->tenant);
 		return -EACCES;
 	}
+grant:
 	ret = handle_alloc(ctl, c, rg, &hv);
-	if (ret)
+	if (ret) {
+		if (rg->remote && !rg->refs) {
+			rg->refs = 1;
+			region_put(ctl, rg);
+		}
 		return ret;
+	}
 	memset(&rep, 0, sizeof(rep));
 	reply_hdr(&rep.hdr, ROSHM_CTL_REGION_OPEN, sizeof(rep), 0);
 	rep.handle = hv;
@@ -686,11 +748,13 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "version", json_string(ROSHM_VERSION));
 		json_object_set_new(o, "pid", json_integer(getpid()));
 		json_object_set_new(o, "uptime_s",
-				    json_integer((json_int_t)((mono_ns() - ctl->start_ns) / 1000000000ull)));
+				    json_integer((json_int_t)((rd_mono_ns() - ctl->start_ns) / 1000000000ull)));
 		json_object_set_new(o, "clients", json_integer(ctl->nclients));
 		json_object_set_new(o, "regions", json_integer(ctl->nregions));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
-		json_object_set_new(o, "transports", json_string("local"));
+		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : "local"));
+		if (ctl->tcp_endpoint[0])
+			json_object_set_new(o, "endpoint", json_string(ctl->tcp_endpoint));
 		json_object_set_new(o, "idle", json_string(ctl->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive"));
 		json_object_set_new(o, "socket", json_string(ctl->cfg->socket));
 		return o;
@@ -719,6 +783,8 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 		}
 		return o;
 	}
+	if (!strcmp(cmd, "peers"))
+		return rd_peers_json(ctl);
 	if (!strcmp(cmd, "regions")) {
 		o = json_array();
 		ctl->reg.ops->list_regions(&ctl->reg, list_cb, o);
@@ -813,6 +879,7 @@ static void conn_accept(struct rd_control *ctl)
 		close(fd);
 		return;
 	}
+	conn->tag.kind = RD_EP_CONN;
 	conn->fd = fd;
 	conn->pid = cr.pid;
 	conn->uid = cr.uid;
@@ -901,8 +968,10 @@ static void poller_events(struct rd_control *ctl)
 
 	(void)r;
 	while (rte_ring_sc_dequeue_elem(ctl->poller->ev_ring, &ev, sizeof(ev)) == 0) {
-		if (ev.type != RD_EV_CLIENT_CORRUPT)
+		if (ev.type != RD_EV_CLIENT_CORRUPT) {
+			rd_peers_event(ctl, &ev);
 			continue;
+		}
 		for (struct rd_conn *conn = ctl->conns; conn; conn = conn->next) {
 			if (conn->client && conn->client->id == ev.client_id) {
 				ev.why[sizeof(ev.why) - 1] = 0;
@@ -962,6 +1031,30 @@ static int listen_socket(const char *path)
 	return fd;
 }
 
+static int publish_node(struct rd_control *ctl)
+{
+	struct rd_node_rec n = { .pid = (uint32_t)getpid() };
+
+	snprintf(n.node, sizeof(n.node), "%s", ctl->cfg->node);
+	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->tcp_endpoint);
+	return ctl->reg.ops->put_node(&ctl->reg, &n);
+}
+
+/* The registry lost our lease (and with it our records): publish again. */
+static void republish(struct rd_control *ctl)
+{
+	struct rd_region_rec rec;
+
+	publish_node(ctl);
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+		if (rg->remote || !rg->owner)
+			continue;
+		region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
+		ctl->reg.ops->put_region(&ctl->reg, &rec);
+	}
+	RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+}
+
 static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 {
 	struct rd_control *ctl = arg;
@@ -983,14 +1076,35 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->cfg = cfg;
 	ctl->poller = p;
 	ctl->listen_fd = ctl->epfd = ctl->sig_fd = -1;
+	ctl->tcp_listen_fd = -1;
 	ctl->local.ops = &rd_local_transport_ops;
-	ctl->start_ns = mono_ns();
-	ret = rd_registry_file_open(&ctl->reg, cfg->registry_dir, cfg->node);
-	if (ret) {
-		RD_LOG(ERR, "registry directory %s: %s", cfg->registry_dir, strerror(-ret));
-		return ret;
+	ctl->start_ns = rd_mono_ns();
+	ctl->slots = calloc(cfg->max_regions + 1, sizeof(*ctl->slots));
+	if (!ctl->slots)
+		return -ENOMEM;
+	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctl->epfd < 0)
+		return -errno;
+	if (!strcmp(cfg->registry_backend, "etcd")) {
+		ret = rd_registry_etcd_open(&ctl->reg, cfg);
+		if (ret)
+			return ret;
+	} else {
+		ret = rd_registry_file_open(&ctl->reg, cfg->registry_dir, cfg->node);
+		if (ret) {
+			RD_LOG(ERR, "registry directory %s: %s", cfg->registry_dir, strerror(-ret));
+			return ret;
+		}
 	}
 	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);
+	ret = rd_peers_init(ctl);
+	if (ret)
+		return ret;
+	ret = publish_node(ctl);
+	if (ret) {
+		RD_LOG(ERR, "registry: publishing node %s: %s", cfg->node, strerror(-ret));
+		return ret;
+	}
 	for (int i = 0; i < cfg->ntenants; i++)
 		if (!cfg->tenants[i].token[0])
 			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
@@ -1008,8 +1122,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	ctl->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (ctl->sig_fd < 0 || ctl->epfd < 0)
+	if (ctl->sig_fd < 0)
 		return -errno;
 	ev.data.ptr = &tag_listen;
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->listen_fd, &ev);
@@ -1027,12 +1140,18 @@ int rd_control_run(struct rd_control *ctl)
 	struct epoll_event evs[64];
 
 	while (!ctl->stop) {
-		int n = epoll_wait(ctl->epfd, evs, 64, 1000);
+		int n = epoll_wait(ctl->epfd, evs, 64, 100);
 
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
+			enum rd_ep_kind kind = ((struct rd_ep_tag *)tag)->kind;
 
-			if (tag == &tag_listen) {
+			if (kind == RD_EP_TCP_LISTEN) {
+				rd_peers_accept(ctl);
+			} else if (kind == RD_EP_TCP_ACCEPT) {
+				if (rd_peers_acc_live(ctl, tag))
+					rd_peers_accept_step(ctl, tag);
+			} else if (tag == &tag_listen) {
 				conn_accept(ctl);
 			} else if (tag == &tag_sig) {
 				struct signalfd_siginfo si;
@@ -1056,6 +1175,9 @@ int rd_control_run(struct rd_control *ctl)
 					conn_readable(ctl, conn);
 			}
 		}
+		if (ctl->reg.ops->tick && ctl->reg.ops->tick(&ctl->reg) == 1)
+			republish(ctl);
+		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
 	}
 	return 0;
 }
@@ -1072,6 +1194,10 @@ void rd_control_fini(struct rd_control *ctl)
 		close(ctl->sig_fd);
 	if (ctl->epfd >= 0)
 		close(ctl->epfd);
-	if (ctl->reg.ops)
+	rd_peers_fini(ctl);
+	if (ctl->reg.ops) {
+		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node);
 		ctl->reg.ops->close(&ctl->reg);
+	}
+	free(ctl->slots);
 }

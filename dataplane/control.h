@@ -5,8 +5,23 @@
 #include "roshmd.h"
 #include "registry/registry.h"
 #include "transport/transport.h"
+#include "transport/tcp.h"
 
 struct rd_conn;
+struct json_t;
+
+/* What an epoll event of the control thread points at. */
+enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT };
+struct rd_ep_tag {
+	enum rd_ep_kind kind;
+};
+
+struct rd_acc {
+	struct rd_ep_tag tag;         /* RD_EP_TCP_ACCEPT */
+	struct rd_tcp_accept a;
+	char addr[64];
+	struct rd_acc *next;
+};
 
 struct rd_control {
 	const struct rd_config *cfg;
@@ -23,6 +38,14 @@ struct rd_control {
 	struct rd_client *clients;
 	struct rd_region *regions;
 	struct rd_conn *conns;
+	struct rd_region **slots;     /* local regions by id (1..max_regions) */
+	/* tcp transport, control side (peers.c) */
+	struct rd_peer *peers;
+	struct rd_acc *accepting;
+	struct rd_tcp_secret secret;
+	int tcp_listen_fd;
+	char tcp_endpoint[96];        /* what peers connect to: "tcp:ADDR:PORT" */
+	uint64_t next_revalidate_ns;
 	uint64_t start_ns;
 	volatile int stop;
 };
@@ -32,5 +55,26 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 int rd_control_run(struct rd_control *ctl);
 /* Release every client and region (after the poller stopped). */
 void rd_control_fini(struct rd_control *ctl);
+
+/* Shared with peers.c */
+uint64_t rd_mono_ns(void);
+int rd_control_cmd(struct rd_control *ctl, struct rd_cmd *cmd);
+void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag);
+void rd_control_epoll_del(struct rd_control *ctl, int fd);
+bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
+		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant);
+
+/* peers.c: the tcp transport's control side */
+int rd_peers_init(struct rd_control *ctl);
+void rd_peers_fini(struct rd_control *ctl);
+void rd_peers_accept(struct rd_control *ctl);
+void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc);
+int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec,
+			 struct rd_region **out);
+void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
+void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
+void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);
+struct json_t *rd_peers_json(struct rd_control *ctl);
+bool rd_peers_acc_live(struct rd_control *ctl, struct rd_acc *acc);
 
 #endif

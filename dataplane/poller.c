@@ -33,6 +33,7 @@
 #include "roshmd.h"
 #include "sqe.h"
 #include "transport/transport.h"
+#include "transport/tcp.h"
 
 int rd_logtype = RTE_LOGTYPE_USER1;
 
@@ -60,11 +61,31 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 		rd_poller_fini(p);
 		return -errno;
 	}
+	if (cfg->tcp_enabled) {
+		int ret;
+
+		p->tcp = calloc(1, sizeof(*p->tcp));
+		if (!p->tcp) {
+			rd_poller_fini(p);
+			return -ENOMEM;
+		}
+		ret = rd_tcp_init(p->tcp, p, cfg->max_regions);
+		if (ret) {
+			rd_poller_fini(p);
+			return ret;
+		}
+	}
 	return 0;
 }
 
 void rd_poller_fini(struct rd_poller *p)
 {
+	if (p->tcp) {
+		rd_tcp_close_all(p->tcp);
+		rd_tcp_fini(p->tcp);
+		free(p->tcp);
+		p->tcp = NULL;
+	}
 	rte_ring_free(p->cmd_ring);
 	rte_ring_free(p->ev_ring);
 	free(p->clients);
@@ -94,11 +115,12 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	struct timespec ts = { 0, 20000 };
 
 	atomic_store_explicit(&cmd->done, 0, memory_order_relaxed);
+	cmd->result = 0;
 	if (!atomic_load(&p->running)) {
 		/* Before launch or after the poller lcore returned, the control
 		 * thread is the only thread: apply in place. */
 		apply_cmd(p, cmd);
-		return 0;
+		return cmd->result;
 	}
 	if (rte_ring_mp_enqueue(p->cmd_ring, cmd) != 0)
 		return -ENOBUFS;
@@ -107,7 +129,7 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	 * control thread simple. Acquire pairs with the poller's release. */
 	for (int i = 0; i < 500000; i++) {
 		if (atomic_load_explicit(&cmd->done, memory_order_acquire))
-			return 0;
+			return cmd->result;
 		nanosleep(&ts, NULL);
 	}
 	RD_LOG(ERR, "poller did not apply command %d in 10 s", cmd->type);
@@ -129,6 +151,8 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 				p->clients[i] = p->clients[--p->nclients];
 				break;
 			}
+		if (p->tcp)
+			rd_tcp_client_gone(p->tcp, c);
 		break;
 	case RD_CMD_HANDLE_SET:
 		c->dp_handles[idx].region = cmd->region;
@@ -139,6 +163,26 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		break;
 	case RD_CMD_REGION_DEAD:
 		cmd->region->dead = true;
+		if (p->tcp && !cmd->region->remote)
+			rd_tcp_export(p->tcp, cmd->region, false);
+		break;
+	case RD_CMD_REGION_EXPORT:
+	case RD_CMD_REGION_UNEXPORT:
+		if (p->tcp)
+			rd_tcp_export(p->tcp, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
+		break;
+	case RD_CMD_PEER_UP:
+		if (p->tcp)
+			rd_tcp_peer_up(p->tcp, cmd->peer, cmd->fd);
+		else
+			cmd->result = -EOPNOTSUPP;
+		break;
+	case RD_CMD_PEER_DOWN:
+		if (p->tcp)
+			rd_tcp_peer_down(p->tcp, cmd->peer, -EHOSTUNREACH, "registry: node gone");
+		break;
+	case RD_CMD_INBOUND_ADD:
+		cmd->result = p->tcp ? rd_tcp_inbound_add(p->tcp, cmd->fd, cmd->node) : -EOPNOTSUPP;
 		break;
 	}
 	atomic_store_explicit(&cmd->done, 1, memory_order_release);
@@ -175,6 +219,34 @@ static inline void cq_post(struct rd_client *c, uint64_t user_data, int32_t stat
 	cqe->result = result;
 	cqe->rsvd = 0;
 	c->cq_tail++;
+}
+
+void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result)
+{
+	/* The CQ slot was reserved when the SQE was consumed (inflight). */
+	cq_post(c, user_data, status, result);
+	c->inflight--;
+	if (status)
+		RD_STAT_ADD(c->stats.errors, 1);
+}
+
+/* Make this round's progress visible to the client, and wake it if it sleeps. */
+static inline void client_publish(struct rd_client *c)
+{
+	if (c->sq_head != c->sq_pub) {
+		/* R1: the client may reuse these SQE slots. */
+		__atomic_store_n(c->sq_khead, c->sq_head, __ATOMIC_RELEASE);
+		c->sq_pub = c->sq_head;
+	}
+	if (c->cq_tail == c->cq_pub)
+		return;
+	/* R2: CQE contents before the new tail. */
+	__atomic_store_n(c->cq_ktail, c->cq_tail, __ATOMIC_RELEASE);
+	c->cq_pub = c->cq_tail;
+	/* W3: pairs with the client's W2 before it sleeps. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->hdr->cq_flags, __ATOMIC_RELAXED) & ROSHM_CQ_NEED_WAKEUP)
+		kick(c->cq_efd);
 }
 
 static inline unsigned batch_bucket(unsigned n)
@@ -233,41 +305,36 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		if ((op.sqe.opcode == ROSHM_OP_FENCE || (op.sqe.flags & ROSHM_SQE_F_FENCE)) &&
 		    c->inflight)
 			break; /* earlier work still in flight: come back next round */
-		c->sq_head++;
-		done++;
 
 		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
 				       &op.region);
 		if (ret) {
 			cq_post(c, op.sqe.user_data, ret, 0);
 			errors++;
-			continue;
-		}
-		if (!op.region) { /* NOP, FENCE */
+		} else if (!op.region) { /* NOP, FENCE */
 			cq_post(c, op.sqe.user_data, 0, 0);
-			continue;
-		}
-		op.client = c;
-		if (op.region->xport->ops->submit(op.region->xport, &op)) {
-			cq_post(c, op.sqe.user_data, op.status, op.result);
-			if (op.status)
-				errors++;
-			else if (op.sqe.opcode <= ROSHM_OP_READ)
-				bytes += op.sqe.len;
 		} else {
-			c->inflight++;
+			op.client = c;
+			ret = op.region->xport->ops->submit(op.region->xport, &op);
+			if (ret < 0)
+				break; /* transport full: the SQE stays, next round */
+			if (ret) {
+				cq_post(c, op.sqe.user_data, op.status, op.result);
+				if (op.status)
+					errors++;
+				else if (op.sqe.opcode <= ROSHM_OP_READ)
+					bytes += op.sqe.len;
+			} else {
+				c->inflight++;
+				if (op.sqe.opcode <= ROSHM_OP_READ)
+					bytes += op.sqe.len;
+			}
 		}
+		c->sq_head++;
+		done++;
 	}
 	if (!done)
 		return 0;
-	/* R1: the client may reuse these SQE slots. */
-	__atomic_store_n(c->sq_khead, c->sq_head, __ATOMIC_RELEASE);
-	/* R2: CQE contents before the new tail. */
-	__atomic_store_n(c->cq_ktail, c->cq_tail, __ATOMIC_RELEASE);
-	/* W3: pairs with the client's W2 before it sleeps. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&c->hdr->cq_flags, __ATOMIC_RELAXED) & ROSHM_CQ_NEED_WAKEUP)
-		kick(c->cq_efd);
 
 	RD_STAT_ADD(c->stats.sqes, done);
 	RD_STAT_ADD(c->stats.errors, errors);
@@ -284,12 +351,19 @@ unsigned rd_poller_round(struct rd_poller *p)
 
 	if (rte_ring_count(p->cmd_ring))
 		drain_cmds(p);
+	if (p->tcp)
+		total += p->tcp->base.ops->poll(&p->tcp->base, p->cfg->burst);
 	if (n) {
 		uint32_t start = p->rr++ % n;
 
 		for (unsigned i = 0; i < n; i++)
 			total += client_round(p, p->clients[(start + i) % n]);
+		for (unsigned i = 0; i < n; i++)
+			if (!p->clients[i]->dead)
+				client_publish(p->clients[i]);
 	}
+	if (p->tcp)
+		p->tcp->base.ops->flush(&p->tcp->base);
 	RD_STAT_ADD(p->stats.rounds, 1);
 	if (total)
 		RD_STAT_ADD(p->stats.busy_rounds, 1);
@@ -300,6 +374,14 @@ static bool work_pending(struct rd_poller *p)
 {
 	if (rte_ring_count(p->cmd_ring))
 		return true;
+	if (p->tcp) {
+		for (uint32_t i = 0; i < p->tcp->nout; i++)
+			if (p->tcp->out[i]->tx_tail != p->tcp->out[i]->tx_head)
+				return true;
+		for (uint32_t i = 0; i < p->tcp->nin; i++)
+			if (p->tcp->in[i]->tx_tail != p->tcp->in[i]->tx_head || p->tcp->in[i]->blocked)
+				return true;
+	}
 	for (uint32_t i = 0; i < p->nclients; i++) {
 		struct rd_client *c = p->clients[i];
 

@@ -13,6 +13,7 @@
 #define ROSHMD_H
 
 #include <stdatomic.h>
+#include <rte_log.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -29,8 +30,14 @@ extern int rd_logtype;
 #define RD_STAT_ADD(x, n) __atomic_store_n(&(x), (x) + (n), __ATOMIC_RELAXED)
 #define RD_STAT_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
+struct rd_peer;
+
 struct rd_region {
-	uint32_t id;                  /* node-local, never reused while roshmd runs */
+	uint32_t id;                  /* local: slot in the export table (1..max_regions);
+					 remote: the owner node's region id */
+	bool remote;                  /* lives on another node, reached through @peer */
+	struct rd_peer *peer;
+	char node[ROSHM_NAME_MAX];    /* owning node */
 	char tenant[ROSHM_NAME_MAX];
 	char name[ROSHM_NAME_MAX];
 	uint64_t epoch;
@@ -49,7 +56,61 @@ struct rd_region {
 	uint32_t owner_handle;
 	uint32_t refs;                /* control view: owner + open handles */
 	bool dead;                    /* poller view: set by RD_CMD_REGION_DEAD */
+	bool ctl_dead;                /* control view of the same */
 	struct rd_region *next;       /* control's list */
+};
+
+/*
+ * A connection of the tcp transport. Outbound connections carry this node's
+ * requests to a peer (one per peer node, shared by every local client);
+ * inbound connections carry a peer's requests to our regions.
+ */
+struct rd_tcp_pend {
+	struct rd_client *client;     /* NULL once the client detached */
+	uint64_t user_data;
+	uint64_t arena_off;
+	uint32_t len;
+	uint32_t gen;
+	uint8_t opcode;
+	bool used;
+};
+
+struct rd_tcp_conn {
+	int fd;
+	bool up;
+	bool inbound;
+	bool blocked;                 /* inbound: a response did not fit in tx */
+	struct rd_peer *peer;         /* outbound */
+	char node[ROSHM_NAME_MAX];    /* the node at the other end */
+	/* rx: bytes [rx_start, rx_end) of rx_buf are unparsed */
+	uint8_t *rx_buf;
+	uint32_t rx_start, rx_end;
+	int rx_state;                 /* 0: header, 1: payload */
+	uint8_t *rx_dst;              /* payload destination, NULL: discard */
+	uint32_t rx_left;
+	uint8_t rx_hdr[64];           /* the header whose payload is being received */
+	/* tx ring */
+	uint8_t *tx;
+	uint32_t tx_size;             /* power of two */
+	uint64_t tx_head, tx_tail;
+	/* outbound: operations waiting for a response, by tag */
+	struct rd_tcp_pend *pend;
+	uint32_t npend;
+	uint32_t *free_ids;
+	uint32_t nfree;
+	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+};
+
+struct rd_peer {
+	char node[ROSHM_NAME_MAX];
+	char endpoint[128];
+	struct rd_tcp_conn conn;      /* outbound, poller-owned while up */
+	/* control view */
+	bool ctl_up;
+	uint32_t refs;                /* remote regions that point here */
+	uint64_t retry_ns;
+	int last_err;
+	struct rd_peer *next;
 };
 
 struct rd_handle {
@@ -97,6 +158,7 @@ struct rd_client {
 	uint32_t sq_head;             /* local copy; the shared one is never read back */
 	uint32_t cq_tail;
 	uint32_t inflight;            /* consumed SQEs without a posted CQE */
+	uint32_t sq_pub, cq_pub;      /* indices last published */
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
 	bool dead;                    /* poller: ring corrupted, no more service */
 	struct rd_client_stats stats; /* poller writes, control reads */
@@ -109,6 +171,11 @@ enum rd_cmd_type {
 	RD_CMD_HANDLE_SET,
 	RD_CMD_HANDLE_CLEAR,
 	RD_CMD_REGION_DEAD,
+	RD_CMD_REGION_EXPORT,         /* local region reachable by peers (by id) */
+	RD_CMD_REGION_UNEXPORT,
+	RD_CMD_PEER_UP,               /* outbound connection of @peer is @fd */
+	RD_CMD_PEER_DOWN,             /* fail everything on it (registry says it is gone) */
+	RD_CMD_INBOUND_ADD,           /* an authenticated peer connection: @fd, @node */
 };
 
 struct rd_cmd {
@@ -116,16 +183,24 @@ struct rd_cmd {
 	struct rd_client *client;
 	struct rd_region *region;
 	uint32_t handle;
+	struct rd_peer *peer;
+	int fd;
+	const char *node;
+	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };
 
 enum rd_event_type {
 	RD_EV_CLIENT_CORRUPT,         /* poller gave up on a client's rings */
+	RD_EV_PEER_DOWN,              /* outbound connection lost: @peer */
+	RD_EV_INBOUND_DOWN,           /* inbound connection from @node closed */
 };
 
 struct rd_event {
 	enum rd_event_type type;
 	uint32_t client_id;
+	struct rd_peer *peer;
+	char node[ROSHM_NAME_MAX];
 	char why[64];
 };
 
@@ -140,6 +215,7 @@ struct rd_poller_stats {
 };
 
 struct rte_ring;
+struct rd_tcp;
 struct rd_poller {
 	const struct rd_config *cfg;
 	struct rte_ring *cmd_ring;    /* control -> poller */
@@ -152,8 +228,12 @@ struct rd_poller {
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
 	struct rd_client **clients;   /* poller's active set, max_clients */
+	struct rd_tcp *tcp;           /* NULL when the tcp transport is off */
 	struct rd_poller_stats stats;
 };
+
+/* Post a completion for an operation a transport had queued (poller only). */
+void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result);
 
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg);
 void rd_poller_fini(struct rd_poller *p);

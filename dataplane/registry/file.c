@@ -173,6 +173,85 @@ static int file_list_regions(struct rd_registry *r,
 	return count;
 }
 
+static int node_path(struct rd_registry *r, const char *node, char *out, size_t cap)
+{
+	if (!rd_valid_name(node))
+		return -EINVAL;
+	if (snprintf(out, cap, "%s/nodes/%s.json", r->dir, node) >= (int)cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int write_atomic(const char *dir, const char *path, const char *base, const char *text)
+{
+	char tmp[600];
+	size_t len = strlen(text);
+	int fd, ret = mkdirs(dir);
+
+	if (ret)
+		return ret;
+	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, base, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
+		close(fd);
+		unlink(tmp);
+		return -EIO;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		ret = -errno;
+		unlink(tmp);
+	}
+	return ret;
+}
+
+static int file_put_node(struct rd_registry *r, const struct rd_node_rec *rec)
+{
+	char path[512], dir[512];
+	char *json = rd_node_rec_to_json(rec);
+	int ret = json ? node_path(r, rec->node, path, sizeof(path)) : -ENOMEM;
+
+	if (!ret) {
+		snprintf(dir, sizeof(dir), "%s/nodes", r->dir);
+		ret = write_atomic(dir, path, rec->node, json);
+	}
+	free(json);
+	return ret;
+}
+
+static int file_get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
+{
+	char path[512], buf[4096];
+	int ret = node_path(r, node, path, sizeof(path)), fd;
+	ssize_t n;
+
+	if (ret)
+		return ret;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n < 0 || n == (ssize_t)sizeof(buf))
+		return -EBADMSG;
+	ret = rd_node_rec_from_json(buf, (size_t)n, rec);
+	if (!ret && strcmp(rec->node, node))
+		ret = -EBADMSG;
+	return ret;
+}
+
+static int file_del_node(struct rd_registry *r, const char *node)
+{
+	char path[512];
+	int ret = node_path(r, node, path, sizeof(path));
+
+	if (ret)
+		return ret;
+	return unlink(path) < 0 ? -errno : 0;
+}
+
 static void file_close(struct rd_registry *r)
 {
 	(void)r;
@@ -184,6 +263,9 @@ static const struct rd_registry_ops file_ops = {
 	.get_region = file_get_region,
 	.del_region = file_del_region,
 	.list_regions = file_list_regions,
+	.put_node = file_put_node,
+	.get_node = file_get_node,
+	.del_node = file_del_node,
 	.close = file_close,
 };
 

@@ -128,3 +128,31 @@ out:
 	json_decref(o);
 	return ret;
 }
+
+char *rd_node_rec_to_json(const struct rd_node_rec *rec)
+{
+	json_t *o = json_object();
+	char *s;
+
+	json_object_set_new(o, "node", json_string(rec->node));
+	json_object_set_new(o, "endpoint", json_string(rec->endpoint));
+	json_object_set_new(o, "pid", json_integer(rec->pid));
+	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
+}
+
+int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	int ret = -EBADMSG;
+
+	memset(rec, 0, sizeof(*rec));
+	if (json_is_object(o) && !get_str(o, "node", rec->node, sizeof(rec->node), true) &&
+	    !get_str(o, "endpoint", rec->endpoint, sizeof(rec->endpoint), false) &&
+	    !get_u32(o, "pid", &rec->pid))
+		ret = 0;
+	json_decref(o);
+	return ret;
+}

@@ -9,7 +9,9 @@
 #ifndef RD_REGISTRY_H
 #define RD_REGISTRY_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include "roshm/ctl.h"
 
 #define RD_STATE_ACTIVE "active"
@@ -32,6 +34,12 @@ struct rd_region_rec {
 	char tenants[ROSHM_POLICY_TENANTS_MAX][ROSHM_NAME_MAX];
 };
 
+struct rd_node_rec {
+	char node[ROSHM_NAME_MAX];
+	char endpoint[128];          /* "tcp:ADDR:PORT", or "" without a network transport */
+	uint32_t pid;
+};
+
 struct rd_registry;
 
 struct rd_registry_ops {
@@ -44,6 +52,17 @@ struct rd_registry_ops {
 	/* Calls @fn for each well-formed record; returns the count or -errno. */
 	int (*list_regions)(struct rd_registry *r,
 			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg);
+	int (*put_node)(struct rd_registry *r, const struct rd_node_rec *rec);
+	int (*get_node)(struct rd_registry *r, const char *node, struct rd_node_rec *rec);
+	int (*del_node)(struct rd_registry *r, const char *node);
+	/*
+	 * Called from the control loop every ~100 ms: keep the lease alive,
+	 * pump the watch. Returns 1 when the lease was lost and a new one taken:
+	 * the caller then publishes its node and regions again. May be NULL.
+	 */
+	int (*tick)(struct rd_registry *r);
+	/* True once after the registry saw a change under its prefix. May be NULL. */
+	bool (*changed)(struct rd_registry *r);
 	void (*close)(struct rd_registry *r);
 };
 
@@ -51,9 +70,14 @@ struct rd_registry {
 	const struct rd_registry_ops *ops;
 	char node[ROSHM_NAME_MAX];
 	char dir[256];
+	void *priv;
 };
 
+struct rd_config;
 int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node);
+int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg);
+char *rd_node_rec_to_json(const struct rd_node_rec *rec);
+int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec);
 
 /* JSON encoding shared by every backend (record.c). */
 char *rd_region_rec_to_json(const struct rd_region_rec *rec);

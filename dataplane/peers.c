@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Control side of the tcp transport: the listening socket and the
+ * responder half of the handshake (non-blocking), outbound connections to
+ * peer nodes (one per node, made on first use, retried while regions need
+ * them), remote regions and their revalidation against the registry.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control.h"
+
+#define ACCEPT_TIMEOUT_NS (2000000000ull)
+#define RETRY_NS (1000000000ull)
+
+int rd_peers_init(struct rd_control *ctl)
+{
+	static struct rd_ep_tag listen_tag = { RD_EP_TCP_LISTEN };
+	const struct rd_config *cfg = ctl->cfg;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->tcp_port) };
+	char err[300];
+	int fd, one = 1, ret;
+
+	ctl->tcp_listen_fd = -1;
+	if (!cfg->tcp_enabled)
+		return 0;
+	ret = rd_tcp_secret_load(&ctl->secret, cfg->tcp_secret_file, err, sizeof(err));
+	if (ret) {
+		RD_LOG(ERR, "%s", err);
+		return ret;
+	}
+	inet_pton(AF_INET, cfg->tcp_listen, &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		ret = -errno;
+		RD_LOG(ERR, "tcp transport: listen on %s:%u: %s", cfg->tcp_listen, cfg->tcp_port,
+		       strerror(errno));
+		close(fd);
+		return ret;
+	}
+	ctl->tcp_listen_fd = fd;
+	snprintf(ctl->tcp_endpoint, sizeof(ctl->tcp_endpoint), "tcp:%s:%u", cfg->tcp_advertise,
+		 cfg->tcp_port);
+	rd_control_epoll_add(ctl, fd, &listen_tag);
+	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
+	       cfg->tcp_port, ctl->tcp_endpoint);
+	return 0;
+}
+
+static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
+{
+	struct rd_acc **pp;
+
+	rd_control_epoll_del(ctl, acc->a.fd);
+	if (close_fd)
+		close(acc->a.fd);
+	for (pp = &ctl->accepting; *pp; pp = &(*pp)->next)
+		if (*pp == acc) {
+			*pp = acc->next;
+			break;
+		}
+	free(acc);
+}
+
+bool rd_peers_acc_live(struct rd_control *ctl, struct rd_acc *acc)
+{
+	for (struct rd_acc *a = ctl->accepting; a; a = a->next)
+		if (a == acc)
+			return true;
+	return false;
+}
+
+void rd_peers_fini(struct rd_control *ctl)
+{
+	while (ctl->accepting)
+		acc_free(ctl, ctl->accepting, true);
+	if (ctl->tcp_listen_fd >= 0)
+		close(ctl->tcp_listen_fd);
+	ctl->tcp_listen_fd = -1;
+	while (ctl->peers) {
+		struct rd_peer *p = ctl->peers;
+
+		ctl->peers = p->next;
+		rd_tcp_conn_free(&p->conn);
+		free(p);
+	}
+}
+
+void rd_peers_accept(struct rd_control *ctl)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	struct rd_acc *acc;
+	int fd;
+
+	while ((fd = accept4(ctl->tcp_listen_fd, (struct sockaddr *)&sa, &sl,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		acc = calloc(1, sizeof(*acc));
+		if (!acc) {
+			close(fd);
+			continue;
+		}
+		acc->tag.kind = RD_EP_TCP_ACCEPT;
+		acc->a.fd = fd;
+		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
+		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
+			 ntohs(sa.sin_port));
+		acc->next = ctl->accepting;
+		ctl->accepting = acc;
+		rd_control_epoll_add(ctl, fd, acc);
+		sl = sizeof(sa);
+	}
+}
+
+void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc)
+{
+	char node[ROSHM_NAME_MAX];
+	int ret = rd_tcp_accept_step(&acc->a, ctl->cfg->node, &ctl->secret, node);
+
+	if (ret == 0)
+		return;
+	if (ret < 0) {
+		RD_LOG(WARNING, "tcp: connection from %s refused: %s", acc->addr,
+		       ret == -EACCES ? "peer failed the cluster-secret challenge" :
+		       ret == -EPROTO ? "not a roshm peer" : strerror(-ret));
+		acc_free(ctl, acc, true);
+		return;
+	}
+	int fd = acc->a.fd;
+	struct rd_cmd cmd = { .type = RD_CMD_INBOUND_ADD, .fd = fd, .node = node };
+
+	acc_free(ctl, acc, false);
+	ret = rd_control_cmd(ctl, &cmd);
+	if (ret) {
+		RD_LOG(WARNING, "tcp: inbound connection from node %s dropped: %s", node, strerror(-ret));
+		close(fd);
+		return;
+	}
+	RD_LOG(INFO, "tcp: node %s connected to us", node);
+}
+
+static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint)
+{
+	struct rd_peer *p;
+
+	for (p = ctl->peers; p; p = p->next)
+		if (!strcmp(p->node, node)) {
+			if (!p->ctl_up && strcmp(p->endpoint, endpoint))
+				snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
+			return p;
+		}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	if (rd_tcp_conn_alloc(&p->conn, ctl->cfg->tcp_max_msg, ctl->cfg->tcp_max_inflight, false)) {
+		free(p);
+		return NULL;
+	}
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
+	p->next = ctl->peers;
+	ctl->peers = p;
+	return p;
+}
+
+static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms)
+{
+	char node[ROSHM_NAME_MAX];
+	int fd = rd_tcp_connect(p->endpoint, ctl->cfg->node, &ctl->secret, timeout_ms, node);
+
+	if (fd < 0) {
+		if (fd != p->last_err)
+			RD_LOG(WARNING, "tcp: connecting to node %s at %s: %s", p->node, p->endpoint,
+			       fd == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-fd));
+		p->last_err = fd;
+		p->retry_ns = rd_mono_ns() + RETRY_NS;
+		return fd;
+	}
+	if (strcmp(node, p->node)) {
+		RD_LOG(WARNING, "tcp: %s answered as node %s, expected %s", p->endpoint, node, p->node);
+		close(fd);
+		p->retry_ns = rd_mono_ns() + RETRY_NS;
+		return -EHOSTUNREACH;
+	}
+	struct rd_cmd cmd = { .type = RD_CMD_PEER_UP, .peer = p, .fd = fd };
+	int ret = rd_control_cmd(ctl, &cmd);
+
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	p->ctl_up = true;
+	p->last_err = 0;
+	RD_LOG(INFO, "tcp: connected to node %s at %s", p->node, p->endpoint);
+	return 0;
+}
+
+int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec,
+			 struct rd_region **out)
+{
+	struct rd_peer *p;
+	struct rd_region *rg;
+	int ret;
+
+	if (!ctl->cfg->tcp_enabled || strncmp(rec->endpoint, "tcp:", 4)) {
+		RD_LOG(INFO, "open %s/%s: region is on node %s (%s), no transport to it", rec->tenant,
+		       rec->name, rec->node, rec->endpoint);
+		return -EHOSTUNREACH;
+	}
+	p = peer_get(ctl, rec->node, rec->endpoint);
+	if (!p)
+		return -ENOMEM;
+	if (!p->ctl_up) {
+		ret = peer_connect(ctl, p, (int)ctl->cfg->tcp_connect_timeout_ms);
+		if (ret)
+			return ret == -EACCES ? -EACCES : -EHOSTUNREACH;
+	}
+	for (rg = ctl->regions; rg; rg = rg->next)
+		if (rg->remote && !rg->ctl_dead && rg->peer == p && rg->id == rec->region_id &&
+		    rg->epoch == rec->epoch)
+			break;
+	if (!rg) {
+		rg = calloc(1, sizeof(*rg));
+		if (!rg)
+			return -ENOMEM;
+		rg->fd = -1;
+		rg->remote = true;
+		rg->peer = p;
+		rg->id = rec->region_id;
+		rg->epoch = rec->epoch;
+		rg->key = rec->key;
+		rg->data_size = rec->data_size;
+		rg->policy = rec->policy;
+		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
+		memcpy(rg->name, rec->name, sizeof(rg->name));
+		memcpy(rg->node, rec->node, sizeof(rg->node));
+		rg->xport = &ctl->poller->tcp->base;
+		rg->next = ctl->regions;
+		ctl->regions = rg;
+		p->refs++;
+	}
+	*out = rg;
+	return 0;
+}
+
+void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg)
+{
+	(void)ctl;
+	if (rg->peer)
+		rg->peer->refs--;
+}
+
+static void region_gone(struct rd_control *ctl, struct rd_region *rg, const char *why)
+{
+	struct rd_cmd cmd = { .type = RD_CMD_REGION_DEAD, .region = rg };
+
+	rd_control_cmd(ctl, &cmd);
+	rg->ctl_dead = true;
+	RD_LOG(INFO, "remote region %s/%s on node %s: %s; its handles now fail with ESTALE",
+	       rg->tenant, rg->name, rg->node, why);
+}
+
+void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
+{
+	uint64_t now = rd_mono_ns();
+	struct rd_region_rec rec;
+	struct rd_node_rec nrec;
+
+	for (struct rd_acc *a = ctl->accepting, *next; a; a = next) {
+		next = a->next;
+		if (now >= a->a.deadline_ns) {
+			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);
+			acc_free(ctl, a, true);
+		}
+	}
+	if (!registry_changed && now < ctl->next_revalidate_ns)
+		goto reconnect;
+	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;
+	/* Remote regions whose record went away or changed epoch are stale. */
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+		if (!rg->remote || rg->ctl_dead)
+			continue;
+		int ret = ctl->reg.ops->get_region(&ctl->reg, rg->tenant, rg->name, &rec);
+
+		if (ret == -ENOENT)
+			region_gone(ctl, rg, "record removed");
+		else if (ret == 0 && (rec.epoch != rg->epoch || rec.region_id != rg->id ||
+				      strcmp(rec.node, rg->node)))
+			region_gone(ctl, rg, "re-created with a new epoch");
+	}
+	/* A peer whose node record is gone (lease expired) is down, even if
+	 * its TCP connection has not noticed yet (a stopped process). */
+	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
+		if (!p->ctl_up || !ctl->reg.ops->get_node)
+			continue;
+		if (ctl->reg.ops->get_node(&ctl->reg, p->node, &nrec) == -ENOENT) {
+			struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p };
+
+			RD_LOG(WARNING, "node %s left the registry: failing its operations", p->node);
+			rd_control_cmd(ctl, &cmd);
+			p->ctl_up = false;
+			p->retry_ns = now + RETRY_NS;
+		}
+	}
+reconnect:
+	for (struct rd_peer *p = ctl->peers; p; p = p->next)
+		if (!p->ctl_up && p->refs && now >= p->retry_ns) {
+			/* Re-read the endpoint: a restarted node may listen elsewhere. */
+			if (ctl->reg.ops->get_node && ctl->reg.ops->get_node(&ctl->reg, p->node, &nrec) == 0 &&
+			    nrec.endpoint[0])
+				snprintf(p->endpoint, sizeof(p->endpoint), "%s", nrec.endpoint);
+			peer_connect(ctl, p, 500);
+		}
+}
+
+void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
+{
+	if (ev->type == RD_EV_INBOUND_DOWN) {
+		RD_LOG(INFO, "tcp: inbound connection from node %.63s closed: %.63s", ev->node, ev->why);
+		return;
+	}
+	for (struct rd_peer *p = ctl->peers; p; p = p->next)
+		if (p == ev->peer) {
+			if (p->ctl_up)
+				RD_LOG(WARNING, "tcp: connection to node %s lost: %.63s; operations in "
+				       "flight failed with ECONNRESET", p->node, ev->why);
+			p->ctl_up = false;
+			p->retry_ns = rd_mono_ns() + RETRY_NS;
+		}
+}
+
+struct json_t *rd_peers_json(struct rd_control *ctl)
+{
+	json_t *a = json_array();
+
+	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "node", json_string(p->node));
+		json_object_set_new(o, "endpoint", json_string(p->endpoint));
+		json_object_set_new(o, "transport", json_string("tcp"));
+		json_object_set_new(o, "up", json_boolean(p->ctl_up));
+		json_object_set_new(o, "regions", json_integer(p->refs));
+		json_object_set_new(o, "frames_tx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_tx)));
+		json_object_set_new(o, "frames_rx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_rx)));
+		json_array_append_new(a, o);
+	}
+	return a;
+}

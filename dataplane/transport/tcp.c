@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `tcp` transport, poller side: software one-sided RDMA between roshmd
+ * instances. Requests of every local client to one peer node share one
+ * outbound connection; frames are appended to the connection's tx ring during
+ * a poll round and written with one writev per connection per round (the
+ * doorbell). The responder side applies WRITE / READ / atomics to its own
+ * regions after the checks a NIC makes: region id, epoch, key, bounds.
+ *
+ * Everything here is non-blocking; the only syscalls are epoll_wait(0),
+ * read() on readable connections and writev() of pending tx.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <rte_log.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "tcp.h"
+
+#define RX_BUF (256u * 1024)
+#define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */
+#define RX_BUDGET (4u << 20)         /* bytes per connection per round */
+
+static uint32_t pow2(uint32_t v)
+{
+	uint32_t p = 1;
+
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_inflight, bool inbound)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->inbound = inbound;
+	c->tx_size = pow2(2 * (max_msg + (uint32_t)sizeof(struct roshm_tcp_req)));
+	c->tx = malloc(c->tx_size);
+	c->rx_buf = malloc(RX_BUF);
+	if (!inbound) {
+		c->npend = max_inflight;
+		c->pend = calloc(max_inflight, sizeof(*c->pend));
+		c->free_ids = malloc(sizeof(uint32_t) * max_inflight);
+	}
+	if (!c->tx || !c->rx_buf || (!inbound && (!c->pend || !c->free_ids))) {
+		rd_tcp_conn_free(c);
+		return -ENOMEM;
+	}
+	if (!inbound)
+		for (uint32_t i = 0; i < max_inflight; i++)
+			c->free_ids[c->nfree++] = max_inflight - 1 - i;
+	return 0;
+}
+
+void rd_tcp_conn_free(struct rd_tcp_conn *c)
+{
+	free(c->tx);
+	free(c->rx_buf);
+	free(c->pend);
+	free(c->free_ids);
+	c->tx = c->rx_buf = NULL;
+	c->pend = NULL;
+	c->free_ids = NULL;
+}
+
+int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	memset(t, 0, sizeof(*t));
+	t->base.ops = &rd_tcp_transport_ops;
+	t->base.priv = t;
+	t->poller = p;
+	t->max_msg = p->cfg->tcp_max_msg;
+	t->max_inflight = p->cfg->tcp_max_inflight;
+	t->nexported = max_regions + 1;
+	t->exported = calloc(t->nexported, sizeof(*t->exported));
+	t->scratch = malloc(RX_BUF);
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!t->exported || !t->scratch || t->epfd < 0)
+		return -ENOMEM;
+	/* The poller sleeps on its own epfd: nest ours so that traffic wakes it. */
+	ev.data.fd = t->epfd;
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, t->epfd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+void rd_tcp_fini(struct rd_tcp *t)
+{
+	free(t->exported);
+	free(t->scratch);
+	if (t->epfd >= 0)
+		close(t->epfd);
+}
+
+static void post_event(struct rd_tcp *t, struct rd_event *ev)
+{
+	uint64_t one = 1;
+
+	if (rte_ring_sp_enqueue_elem(t->poller->ev_ring, ev, sizeof(*ev)) == 0) {
+		ssize_t w = write(t->poller->ev_efd, &one, sizeof(one));
+
+		(void)w;
+	}
+}
+
+/* ---- tx ring ---- */
+
+static inline uint32_t tx_space(const struct rd_tcp_conn *c)
+{
+	return c->tx_size - (uint32_t)(c->tx_tail - c->tx_head);
+}
+
+static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
+{
+	uint32_t pos = (uint32_t)c->tx_tail & (c->tx_size - 1);
+	uint32_t first = c->tx_size - pos < len ? c->tx_size - pos : len;
+
+	memcpy(c->tx + pos, src, first);
+	memcpy(c->tx, (const uint8_t *)src + first, len - first);
+	c->tx_tail += len;
+}
+
+/* ---- connection lifecycle ---- */
+
+static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	c->fd = fd;
+	c->up = true;
+	c->blocked = false;
+	c->rx_start = c->rx_end = 0;
+	c->rx_state = 0;
+	c->tx_head = c->tx_tail = 0;
+	epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void list_del(struct rd_tcp_conn **list, uint32_t *n, struct rd_tcp_conn *c)
+{
+	for (uint32_t i = 0; i < *n; i++)
+		if (list[i] == c) {
+			list[i] = list[--*n];
+			return;
+		}
+}
+
+static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const char *why)
+{
+	struct rd_event ev = { 0 };
+
+	if (!c->up)
+		return;
+	epoll_ctl(t->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	c->up = false;
+	snprintf(ev.node, sizeof(ev.node), "%s", c->node);
+	snprintf(ev.why, sizeof(ev.why), "%s", why);
+	if (c->inbound) {
+		list_del(t->in, &t->nin, c);
+		ev.type = RD_EV_INBOUND_DOWN;
+		post_event(t, &ev);
+		rd_tcp_conn_free(c);
+		free(c);
+		return;
+	}
+	/* Every operation in flight on it fails to its client, exactly once. */
+	for (uint32_t i = 0; i < c->npend; i++) {
+		struct rd_tcp_pend *pd = &c->pend[i];
+
+		if (!pd->used)
+			continue;
+		if (pd->client)
+			rd_op_complete(pd->client, pd->user_data, status, 0);
+		pd->used = false;
+		c->free_ids[c->nfree++] = i;
+	}
+	list_del(t->out, &t->nout, c);
+	ev.type = RD_EV_PEER_DOWN;
+	ev.peer = c->peer;
+	post_event(t, &ev);
+}
+
+void rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd)
+{
+	struct rd_tcp_conn *c = &peer->conn;
+
+	c->peer = peer;
+	snprintf(c->node, sizeof(c->node), "%s", peer->node);
+	conn_install(t, c, fd);
+	t->out[t->nout++] = c;
+}
+
+void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why)
+{
+	conn_down(t, &peer->conn, status, why);
+}
+
+int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node)
+{
+	struct rd_tcp_conn *c;
+
+	if (t->nin >= RD_TCP_INBOUND_MAX)
+		return -EMFILE;
+	c = malloc(sizeof(*c));
+	if (!c || rd_tcp_conn_alloc(c, t->max_msg, 0, true)) {
+		free(c);
+		return -ENOMEM;
+	}
+	snprintf(c->node, sizeof(c->node), "%s", node);
+	conn_install(t, c, fd);
+	t->in[t->nin++] = c;
+	return 0;
+}
+
+void rd_tcp_client_gone(struct rd_tcp *t, struct rd_client *cl)
+{
+	for (uint32_t k = 0; k < t->nout; k++) {
+		struct rd_tcp_conn *c = t->out[k];
+
+		/* A READ response being received into its arena goes nowhere now. */
+		if (c->rx_state == 1 && c->rx_dst >= cl->arena &&
+		    c->rx_dst < cl->arena + cl->arena_size)
+			c->rx_dst = NULL;
+		for (uint32_t i = 0; i < c->npend; i++)
+			if (c->pend[i].used && c->pend[i].client == cl)
+				c->pend[i].client = NULL; /* its response is discarded */
+	}
+}
+
+void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on)
+{
+	if (rg->id < t->nexported && (on || t->exported[rg->id] == rg))
+		t->exported[rg->id] = on ? rg : NULL;
+	if (on)
+		return;
+	/* A WRITE payload streaming into this region is discarded from here on:
+	 * the control thread frees the memory once we acknowledge. */
+	for (uint32_t k = 0; k < t->nin; k++) {
+		struct rd_tcp_conn *c = t->in[k];
+
+		if (c->rx_state == 1 && c->rx_dst >= rg->data && c->rx_dst < rg->data + rg->data_size)
+			c->rx_dst = NULL;
+	}
+}
+
+void rd_tcp_close_all(struct rd_tcp *t)
+{
+	while (t->nin)
+		conn_down(t, t->in[0], -ECONNRESET, "roshmd stopping");
+	while (t->nout)
+		conn_down(t, t->out[0], -ECONNRESET, "roshmd stopping");
+}
+
+/* ---- requester: submit ---- */
+
+static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
+{
+	struct rd_tcp *t = xt->priv;
+	struct rd_region *rg = op->region;
+	struct rd_tcp_conn *c = &rg->peer->conn;
+	const struct roshm_sqe *s = &op->sqe;
+	uint32_t payload = s->opcode == ROSHM_OP_WRITE ? s->len : 0;
+	struct roshm_tcp_req req;
+	struct rd_tcp_pend *pd;
+	uint32_t id;
+
+	if (!c->up) {
+		op->status = -EHOSTUNREACH;
+		return 1;
+	}
+	if (s->len > t->max_msg) {
+		op->status = -EMSGSIZE;
+		return 1;
+	}
+	if (!c->nfree || tx_space(c) < sizeof(req) + payload)
+		return -EBUSY;
+	id = c->free_ids[--c->nfree];
+	pd = &c->pend[id];
+	pd->used = true;
+	pd->gen++;
+	pd->client = op->client;
+	pd->user_data = s->user_data;
+	pd->arena_off = s->arena_off;
+	pd->len = s->len;
+	pd->opcode = s->opcode;
+	memset(&req, 0, sizeof(req));
+	req.opcode = s->opcode;
+	req.len = s->len;
+	req.region_id = rg->id;
+	req.key = rg->key;
+	req.epoch = rg->epoch;
+	req.off = s->off;
+	req.operand1 = s->operand1;
+	req.operand2 = s->operand2;
+	req.tag = (uint64_t)id | ((uint64_t)pd->gen << 32);
+	tx_put(c, &req, sizeof(req));
+	if (payload)
+		tx_put(c, op->client->arena + s->arena_off, payload);
+	c->frames_tx++;
+	return 0;
+}
+
+/* ---- flush: one writev per connection per round ---- */
+
+static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	while (c->up && c->tx_tail != c->tx_head) {
+		uint32_t pos = (uint32_t)c->tx_head & (c->tx_size - 1);
+		uint32_t len = (uint32_t)(c->tx_tail - c->tx_head);
+		struct iovec iov[2];
+		int n = 1;
+
+		iov[0].iov_base = c->tx + pos;
+		iov[0].iov_len = c->tx_size - pos < len ? c->tx_size - pos : len;
+		if (iov[0].iov_len < len) {
+			iov[1].iov_base = c->tx;
+			iov[1].iov_len = len - iov[0].iov_len;
+			n = 2;
+		}
+		ssize_t w = writev(c->fd, iov, n);
+
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return; /* the socket is full; next round */
+			conn_down(t, c, -ECONNRESET, "write failed");
+			return;
+		}
+		c->tx_head += (uint64_t)w;
+		c->bytes_tx += (uint64_t)w;
+		if ((size_t)w < len)
+			return;
+	}
+}
+
+static void tcp_flush(struct rd_transport *xt)
+{
+	struct rd_tcp *t = xt->priv;
+
+	for (uint32_t i = 0; i < t->nout; i++)
+		conn_flush(t, t->out[i]);
+	for (uint32_t i = 0; i < t->nin; i++)
+		conn_flush(t, t->in[i]);
+}
+
+/* ---- responder: apply a request to our region ---- */
+
+static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out)
+{
+	struct rd_region *rg;
+
+	*out = NULL;
+	rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
+	if (!rg || rg->dead || rg->epoch != q->epoch)
+		return -ESTALE;
+	if (rg->key != q->key)
+		return -EACCES;
+	if (q->off > rg->data_size || q->len > rg->data_size - q->off)
+		return -EFAULT;
+	*out = rg;
+	return 0;
+}
+
+/* A malformed frame: the peer is not speaking our protocol. */
+static bool req_malformed(struct rd_tcp *t, const struct roshm_tcp_req *q)
+{
+	if (q->rsvd[0] || q->rsvd[1] || q->rsvd[2] || q->len > t->max_msg)
+		return true;
+	switch (q->opcode) {
+	case ROSHM_OP_WRITE:
+	case ROSHM_OP_READ:
+		return false;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		return q->len != 8 || (q->off & 7);
+	default:
+		return true;
+	}
+}
+
+static void respond(struct rd_tcp_conn *c, uint64_t tag, int32_t status, uint64_t result,
+		    const uint8_t *data, uint32_t len)
+{
+	struct roshm_tcp_resp r = { .tag = tag, .status = status, .len = data ? len : 0,
+				    .result = result };
+
+	tx_put(c, &r, sizeof(r));
+	if (data)
+		tx_put(c, data, len);
+	c->frames_tx++;
+}
+
+/* ---- rx: parse frames from the buffer ---- */
+
+/* Bytes needed for the header of the next frame on this connection. */
+static inline uint32_t hdr_size(const struct rd_tcp_conn *c)
+{
+	return c->inbound ? sizeof(struct roshm_tcp_req) : sizeof(struct roshm_tcp_resp);
+}
+
+/* Complete the frame whose payload just ended (or had none). */
+static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	if (c->inbound) {
+		struct roshm_tcp_req q;
+		struct rd_region *rg;
+
+		memcpy(&q, c->rx_hdr, sizeof(q));
+		if (q.opcode == ROSHM_OP_WRITE) {
+			int st = check_req(t, &q, &rg);
+
+			respond(c, q.tag, st, st ? 0 : q.len, NULL, 0);
+		}
+		return 0;
+	}
+	struct roshm_tcp_resp r;
+	struct rd_tcp_pend *pd;
+
+	memcpy(&r, c->rx_hdr, sizeof(r));
+	pd = &c->pend[(uint32_t)r.tag];
+	if (pd->client)
+		rd_op_complete(pd->client, pd->user_data, r.status,
+			       r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
+	pd->used = false;
+	c->free_ids[c->nfree++] = (uint32_t)r.tag;
+	return 0;
+}
+
+/*
+ * A header is complete at rx_buf + rx_start. Returns 1 consumed, 0 blocked
+ * (response does not fit yet), -1 protocol violation.
+ */
+static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	const uint8_t *h = c->rx_buf + c->rx_start;
+
+	if (c->inbound) {
+		struct roshm_tcp_req q;
+		struct rd_region *rg;
+		int st;
+
+		memcpy(&q, h, sizeof(q));
+		if (req_malformed(t, &q))
+			return -1;
+		uint32_t need = sizeof(struct roshm_tcp_resp) + (q.opcode == ROSHM_OP_READ ? q.len : 0);
+
+		if (tx_space(c) < need) {
+			c->blocked = true;
+			return 0;
+		}
+		c->blocked = false;
+		c->rx_start += sizeof(q);
+		st = check_req(t, &q, &rg);
+		switch (q.opcode) {
+		case ROSHM_OP_WRITE:
+			memcpy(c->rx_hdr, &q, sizeof(q));
+			c->rx_dst = st ? NULL : rg->data + q.off;
+			c->rx_left = q.len;
+			c->rx_state = 1;
+			if (!q.len)
+				frame_done(t, c), c->rx_state = 0;
+			return 1;
+		case ROSHM_OP_READ:
+			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : rg->data + q.off, q.len);
+			return 1;
+		case ROSHM_OP_FETCH_ADD:
+			respond(c, q.tag, st,
+				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(rg->data + q.off),
+							    q.operand1, __ATOMIC_SEQ_CST), NULL, 0);
+			return 1;
+		default: { /* CMP_SWAP */
+			uint64_t expect = q.operand1;
+
+			if (!st)
+				__atomic_compare_exchange_n((uint64_t *)(void *)(rg->data + q.off), &expect,
+							    q.operand2, false, __ATOMIC_SEQ_CST,
+							    __ATOMIC_SEQ_CST);
+			respond(c, q.tag, st, st ? 0 : expect, NULL, 0);
+			return 1;
+		}
+		}
+	}
+	struct roshm_tcp_resp r;
+	struct rd_tcp_pend *pd;
+	uint32_t id;
+
+	memcpy(&r, h, sizeof(r));
+	id = (uint32_t)r.tag;
+	if (id >= c->npend)
+		return -1;
+	pd = &c->pend[id];
+	if (!pd->used || pd->gen != (uint32_t)(r.tag >> 32))
+		return -1;
+	if (r.len && (r.status || pd->opcode != ROSHM_OP_READ || r.len != pd->len))
+		return -1;
+	if (!r.status && pd->opcode == ROSHM_OP_READ && r.len != pd->len)
+		return -1;
+	c->rx_start += sizeof(r);
+	memcpy(c->rx_hdr, &r, sizeof(r));
+	if (r.len) {
+		/* The arena offset was checked at submission; a client that left
+		 * gets nothing written. */
+		c->rx_dst = pd->client ? pd->client->arena + pd->arena_off : NULL;
+		c->rx_left = r.len;
+		c->rx_state = 1;
+		return 1;
+	}
+	frame_done(t, c);
+	return 1;
+}
+
+static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	uint32_t budget = RX_BUDGET;
+
+	while (c->up) {
+		/* Parse what is buffered. */
+		for (;;) {
+			uint32_t avail = c->rx_end - c->rx_start;
+
+			if (c->rx_state == 1) {
+				uint32_t n = avail < c->rx_left ? avail : c->rx_left;
+
+				if (n) {
+					if (c->rx_dst) {
+						memcpy(c->rx_dst, c->rx_buf + c->rx_start, n);
+						c->rx_dst += n;
+					}
+					c->rx_start += n;
+					c->rx_left -= n;
+				}
+				if (c->rx_left)
+					break;
+				c->rx_state = 0;
+				frame_done(t, c);
+				c->frames_rx++;
+				continue;
+			}
+			if (avail < hdr_size(c))
+				break;
+			int r = frame_header(t, c);
+
+			if (r < 0) {
+				conn_down(t, c, -ECONNRESET, "malformed or oversized frame");
+				return;
+			}
+			if (r == 0)
+				return; /* blocked on tx space: leave the rest in the socket */
+			if (c->rx_state == 0)
+				c->frames_rx++;
+		}
+		if (!budget)
+			return;
+		/* Large payload remainder with an empty buffer: read straight into place. */
+		if (c->rx_state == 1 && c->rx_start == c->rx_end && c->rx_left >= DIRECT_MIN) {
+			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
+			uint32_t want = c->rx_left;
+
+			if (!c->rx_dst && want > RX_BUF)
+				want = RX_BUF;
+			ssize_t n = read(c->fd, dst, want);
+
+			if (n <= 0) {
+				if (n < 0 && (errno == EAGAIN || errno == EINTR))
+					return;
+				conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
+				return;
+			}
+			if (c->rx_dst)
+				c->rx_dst += n;
+			c->rx_left -= (uint32_t)n;
+			c->bytes_rx += (uint64_t)n;
+			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
+			if (!c->rx_left) {
+				c->rx_state = 0;
+				frame_done(t, c);
+				c->frames_rx++;
+			}
+			continue;
+		}
+		/* Compact, then fill the buffer. */
+		if (c->rx_start) {
+			memmove(c->rx_buf, c->rx_buf + c->rx_start, c->rx_end - c->rx_start);
+			c->rx_end -= c->rx_start;
+			c->rx_start = 0;
+		}
+		ssize_t n = read(c->fd, c->rx_buf + c->rx_end, RX_BUF - c->rx_end);
+
+		if (n <= 0) {
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
+			return;
+		}
+		c->rx_end += (uint32_t)n;
+		c->bytes_rx += (uint64_t)n;
+		budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
+	}
+}
+
+static unsigned tcp_poll(struct rd_transport *xt, unsigned budget)
+{
+	struct rd_tcp *t = xt->priv;
+	struct epoll_event evs[64];
+	int n;
+
+	(void)budget;
+	if (!t->nin && !t->nout)
+		return 0;
+	/* Inbound connections blocked on tx space resume once flush made room. */
+	for (uint32_t i = 0; i < t->nin; i++)
+		if (t->in[i]->blocked)
+			conn_rx(t, t->in[i]);
+	n = epoll_wait(t->epfd, evs, 64, 0);
+	for (int i = 0; i < n; i++) {
+		struct rd_tcp_conn *c = evs[i].data.ptr;
+
+		/* A connection may have gone down earlier in this batch. */
+		bool live = false;
+
+		for (uint32_t k = 0; k < t->nin && !live; k++)
+			live = t->in[k] == c;
+		for (uint32_t k = 0; k < t->nout && !live; k++)
+			live = t->out[k] == c;
+		if (live && !c->blocked)
+			conn_rx(t, c);
+	}
+	return (unsigned)(n > 0 ? n : 0);
+}
+
+const struct rd_transport_ops rd_tcp_transport_ops = {
+	.name = "tcp",
+	.submit = tcp_submit,
+	.flush = tcp_flush,
+	.poll = tcp_poll,
+};

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef RD_TCP_H
+#define RD_TCP_H
+
+#include "transport.h"
+#include "roshm/wire.h"
+
+#define RD_TCP_INBOUND_MAX 256
+
+/* Poller-side state of the tcp transport. */
+struct rd_tcp {
+	struct rd_transport base;     /* base.priv == this */
+	struct rd_poller *poller;
+	uint32_t max_msg;
+	uint32_t max_inflight;
+	int epfd;                     /* every up connection; nested in the poller's epfd */
+	struct rd_region **exported;  /* by region id; poller view */
+	uint32_t nexported;
+	struct rd_tcp_conn *out[RD_TCP_INBOUND_MAX];   /* up outbound connections */
+	uint32_t nout;
+	struct rd_tcp_conn *in[RD_TCP_INBOUND_MAX];    /* inbound connections */
+	uint32_t nin;
+	uint8_t *scratch;             /* discard buffer */
+};
+
+int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions);
+void rd_tcp_fini(struct rd_tcp *t);
+/* Buffers of a connection (control thread, before it is handed over). */
+int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_inflight, bool inbound);
+void rd_tcp_conn_free(struct rd_tcp_conn *c);
+
+/* Poller commands (poller.c's apply_cmd calls these). */
+void rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd);
+void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why);
+int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node);
+void rd_tcp_client_gone(struct rd_tcp *t, struct rd_client *c);
+void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on);
+/* Close everything (poller stopped). */
+void rd_tcp_close_all(struct rd_tcp *t);
+
+/* Handshake (tcp_auth.c), control thread. */
+struct rd_tcp_secret {
+	uint8_t key[256];
+	size_t len;
+};
+int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, size_t errlen);
+/* Connect to "tcp:ADDR:PORT", authenticate both ways; returns a non-blocking fd. */
+int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_secret *sec,
+		   int timeout_ms, char *peer_node);
+
+/* Server side: a step-by-step handshake driven by the control thread's epoll. */
+struct rd_tcp_accept {
+	int fd;
+	int state;                    /* 0: want hello1, 1: want hello3 */
+	uint32_t have;
+	uint8_t buf[sizeof(struct roshm_tcp_hello2)];
+	struct roshm_tcp_hello1 h1;
+	uint8_t nonce[ROSHM_TCP_NONCE];
+	uint64_t deadline_ns;
+	struct rd_tcp_accept *next;
+};
+/* Returns 1 when authenticated (node name in @node), 0 to wait for more, -errno to drop. */
+int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct rd_tcp_secret *sec,
+		       char *node);
+
+extern const struct rd_transport_ops rd_tcp_transport_ops;
+
+#endif

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tcp transport handshake: mutual HMAC-SHA256 challenge over the cluster
+ * secret (see roshm/wire.h). Runs in the control thread: the requester side
+ * blocks with a timeout (region open waits for it anyway), the responder
+ * side is a non-blocking state machine so that a slow or hostile peer never
+ * stalls the control thread.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../config.h"
+#include "tcp.h"
+
+int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f) {
+		snprintf(err, errlen, "cluster secret %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = fread(s->key, 1, sizeof(s->key), f);
+	fclose(f);
+	while (n && (s->key[n - 1] == '\n' || s->key[n - 1] == '\r'))
+		n--;
+	if (n < 16) {
+		snprintf(err, errlen, "cluster secret %s: need at least 16 bytes", path);
+		return -EINVAL;
+	}
+	s->len = n;
+	return 0;
+}
+
+static void mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
+		const uint8_t *n2, const char *node1, const char *node2, uint8_t *out)
+{
+	uint8_t msg[16 + 2 * ROSHM_TCP_NONCE + 2 * ROSHM_NAME_MAX];
+	unsigned int len = 0;
+	size_t o = 0;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, label, strlen(label));
+	o = 16;
+	memcpy(msg + o, n1, ROSHM_TCP_NONCE);
+	o += ROSHM_TCP_NONCE;
+	memcpy(msg + o, n2, ROSHM_TCP_NONCE);
+	o += ROSHM_TCP_NONCE;
+	strncpy((char *)msg + o, node1, ROSHM_NAME_MAX - 1);
+	o += ROSHM_NAME_MAX;
+	strncpy((char *)msg + o, node2, ROSHM_NAME_MAX - 1);
+	HMAC(EVP_sha256(), sec->key, (int)sec->len, msg, sizeof(msg), out, &len);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_endpoint(const char *ep, struct sockaddr_in *sa)
+{
+	char host[64];
+	const char *colon;
+	long port;
+	char *end;
+
+	if (strncmp(ep, "tcp:", 4))
+		return -EINVAL;
+	ep += 4;
+	colon = strrchr(ep, ':');
+	if (!colon || (size_t)(colon - ep) >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, ep, (size_t)(colon - ep));
+	host[colon - ep] = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (*end || port < 1 || port > 65535)
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+/* Blocking exact I/O with a deadline on a non-blocking fd. */
+static int io_exact(int fd, void *buf, size_t len, bool wr, uint64_t deadline)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = wr ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
+			       : recv(fd, (char *)buf + done, len - done, 0);
+
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		uint64_t t = now_ns();
+
+		if (t >= deadline)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
+
+		poll(&p, 1, (int)((deadline - t) / 1000000) + 1);
+	}
+	return 0;
+}
+
+static void tune(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_secret *sec,
+		   int timeout_ms, char *peer_node)
+{
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct roshm_tcp_hello1 h1;
+	struct roshm_tcp_hello2 h2;
+	struct roshm_tcp_hello3 h3;
+	struct sockaddr_in sa;
+	uint8_t expect[ROSHM_TCP_MAC];
+	int fd, ret;
+
+	ret = parse_endpoint(endpoint, &sa);
+	if (ret)
+		return ret;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+		ret = -errno;
+		goto err;
+	}
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (poll(&p, 1, timeout_ms) != 1) {
+		ret = -ETIMEDOUT;
+		goto err;
+	}
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+	if (err) {
+		ret = -err;
+		goto err;
+	}
+	tune(fd);
+	memset(&h1, 0, sizeof(h1));
+	h1.magic = ROSHM_TCP_MAGIC;
+	h1.version = ROSHM_TCP_VERSION;
+	if (getrandom(h1.nonce, sizeof(h1.nonce), 0) != sizeof(h1.nonce)) {
+		ret = -EIO;
+		goto err;
+	}
+	snprintf(h1.node, sizeof(h1.node), "%s", self);
+	ret = io_exact(fd, &h1, sizeof(h1), true, deadline);
+	if (ret)
+		goto err;
+	ret = io_exact(fd, &h2, sizeof(h2), false, deadline);
+	if (ret)
+		goto err;
+	if (h2.magic != ROSHM_TCP_MAGIC || h2.version != ROSHM_TCP_VERSION ||
+	    !memchr(h2.node, 0, sizeof(h2.node)) || !rd_valid_name(h2.node)) {
+		ret = -EPROTO;
+		goto err;
+	}
+	mac(sec, "roshm-srv", h1.nonce, h2.nonce, h1.node, h2.node, expect);
+	if (CRYPTO_memcmp(expect, h2.mac, sizeof(expect))) {
+		ret = -EACCES; /* the peer does not hold our cluster secret */
+		goto err;
+	}
+	memset(&h3, 0, sizeof(h3));
+	h3.magic = ROSHM_TCP_MAGIC;
+	h3.version = ROSHM_TCP_VERSION;
+	mac(sec, "roshm-req", h2.nonce, h1.nonce, h2.node, h1.node, h3.mac);
+	ret = io_exact(fd, &h3, sizeof(h3), true, deadline);
+	if (ret)
+		goto err;
+	snprintf(peer_node, ROSHM_NAME_MAX, "%s", h2.node);
+	return fd;
+err:
+	close(fd);
+	return ret;
+}
+
+int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct rd_tcp_secret *sec,
+		       char *node)
+{
+	size_t need = a->state == 0 ? sizeof(struct roshm_tcp_hello1) : sizeof(struct roshm_tcp_hello3);
+
+	/* Read exactly what this step needs: bytes after hello3 are frames and
+	 * belong to the poller. */
+	while (a->have < need) {
+		ssize_t n = recv(a->fd, a->buf + a->have, need - a->have, 0);
+
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0)
+			return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+		a->have += (uint32_t)n;
+	}
+	a->have = 0;
+	if (a->state == 0) {
+		struct roshm_tcp_hello2 h2;
+
+		memcpy(&a->h1, a->buf, sizeof(a->h1));
+		if (a->h1.magic != ROSHM_TCP_MAGIC || a->h1.version != ROSHM_TCP_VERSION ||
+		    !memchr(a->h1.node, 0, sizeof(a->h1.node)) || !rd_valid_name(a->h1.node))
+			return -EPROTO;
+		memset(&h2, 0, sizeof(h2));
+		h2.magic = ROSHM_TCP_MAGIC;
+		h2.version = ROSHM_TCP_VERSION;
+		if (getrandom(a->nonce, sizeof(a->nonce), 0) != sizeof(a->nonce))
+			return -EIO;
+		memcpy(h2.nonce, a->nonce, sizeof(h2.nonce));
+		snprintf(h2.node, sizeof(h2.node), "%s", self);
+		mac(sec, "roshm-srv", a->h1.nonce, a->nonce, a->h1.node, h2.node, h2.mac);
+		/* 136 bytes into an empty socket buffer: a short write means trouble. */
+		if (send(a->fd, &h2, sizeof(h2), MSG_NOSIGNAL) != (ssize_t)sizeof(h2))
+			return -EIO;
+		a->state = 1;
+		return rd_tcp_accept_step(a, self, sec, node);
+	}
+	struct roshm_tcp_hello3 h3;
+	uint8_t expect[ROSHM_TCP_MAC];
+
+	memcpy(&h3, a->buf, sizeof(h3));
+	if (h3.magic != ROSHM_TCP_MAGIC || h3.version != ROSHM_TCP_VERSION)
+		return -EPROTO;
+	mac(sec, "roshm-req", a->nonce, a->h1.nonce, self, a->h1.node, expect);
+	if (CRYPTO_memcmp(expect, h3.mac, sizeof(expect)))
+		return -EACCES;
+	tune(a->fd);
+	snprintf(node, ROSHM_NAME_MAX, "%s", a->h1.node);
+	return 1;
+}
