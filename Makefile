@@ -6,6 +6,7 @@ MESON_TEST_ARGS ?=
 # Debian 12 packages the build, the tests and the demo need.
 DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
+        libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps
 
 .PHONY: all deps build test demo bench clean

@@ -1184,6 +1184,10 @@ int rd_control_run(struct rd_control *ctl)
 
 void rd_control_fini(struct rd_control *ctl)
 {
+	/* The poller has stopped: close its connections before the peers
+	 * (which own the outbound ones) are freed. */
+	if (ctl->poller && ctl->poller->tcp)
+		rd_tcp_close_all(ctl->poller->tcp);
 	while (ctl->conns)
 		conn_close(ctl, ctl->conns, "roshmd stopping");
 	if (ctl->listen_fd >= 0) {

@@ -347,10 +347,11 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 
 unsigned rd_poller_round(struct rd_poller *p)
 {
-	unsigned total = 0, n = p->nclients;
+	unsigned total = 0, n;
 
 	if (rte_ring_count(p->cmd_ring))
 		drain_cmds(p);
+	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
 	if (p->tcp)
 		total += p->tcp->base.ops->poll(&p->tcp->base, p->cfg->burst);
 	if (n) {

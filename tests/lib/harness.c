@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,13 +22,71 @@
 #error "ROSHMD_PATH must point to the built roshmd"
 #endif
 
+int th_enter_netns(const char *netns)
+{
+	char path[128];
+	int fd;
+
+	if (!netns || !*netns)
+		return 0;
+	snprintf(path, sizeof(path), "/var/run/netns/%s", netns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+pid_t th_spawn_ns(const char *netns, int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (th_enter_netns(netns))
+			_exit(99);
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+int th_sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void th_daemon_kill(struct th_daemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+}
+
 int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
+{
+	return th_daemon_start_ns(d, name, NULL, extra);
+}
+
+int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	FILE *f;
 	int fd;
 
 	memset(d, 0, sizeof(*d));
+	snprintf(d->netns, sizeof(d->netns), "%s", netns ? netns : "");
+	snprintf(d->name, sizeof(d->name), "%s", name);
 	snprintf(d->dir, sizeof(d->dir), "/tmp/roshm-test-%s-XXXXXX", name);
 	if (!mkdtemp(d->dir))
 		return -errno;
@@ -42,9 +102,13 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
 		"eal = [ \"--no-huge\", \"-m\", \"128\", \"--no-pci\", \"--no-shconf\",\n"
 		"        \"--file-prefix\", \"th-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
 		"        \"--no-telemetry\" ];\n"
-		"registry: { dir = \"%s/registry\"; };\n"
+		"%s%s%s\n"
 		"%s\n",
-		name, d->sock, name, (int)getpid(), d->dir, extra ? extra : "");
+		name, d->sock, name, (int)getpid(),
+		extra && strstr(extra, "registry") ? "" : "registry: { dir = \"",
+		extra && strstr(extra, "registry") ? "" : d->dir,
+		extra && strstr(extra, "registry") ? "" : "/registry\"; };",
+		extra ? extra : "");
 	fclose(f);
 
 	d->pid = fork();
@@ -57,6 +121,8 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
 			dup2(lfd, 1);
 			dup2(lfd, 2);
 		}
+		if (th_enter_netns(d->netns))
+			_exit(98);
 		execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}

@@ -9,6 +9,8 @@
 
 struct th_daemon {
 	pid_t pid;
+	char netns[64];           /* "" : the caller's namespace */
+	char name[64];
 	char dir[256];
 	char sock[300];
 	char conf[300];
@@ -18,6 +20,17 @@ struct th_daemon {
 /* Start roshmd with the default test settings plus @extra (libconfig text,
  * may be NULL). Waits until it accepts connections. 0 or -errno. */
 int th_daemon_start(struct th_daemon *d, const char *name, const char *extra);
+/* The same inside network namespace @netns (NULL: ours). A @extra that sets
+ * `registry` replaces the default private file registry. */
+int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra);
+/* SIGKILL, reap; the directory stays. */
+void th_daemon_kill(struct th_daemon *d);
+/* Enter network namespace @netns (in a child, before exec or work). */
+int th_enter_netns(const char *netns);
+/* th_spawn inside a network namespace. */
+pid_t th_spawn_ns(const char *netns, int (*fn)(void *), void *arg);
+/* Run a shell command; returns its exit status. */
+int th_sh(const char *fmt, ...);
 /* SIGTERM and wait; returns roshmd's exit status, or -1 if it died by a signal. */
 int th_daemon_stop(struct th_daemon *d);
 bool th_daemon_alive(struct th_daemon *d);

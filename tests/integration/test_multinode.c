@@ -1,0 +1,795 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Three nodes in network namespaces (198.18.0.1-3, a bridge in a hub
+ * namespace), one roshmd each with the tcp transport, pods as processes in
+ * the namespaces. Runs with the file registry (shared directory) and with a
+ * real etcd (Debian etcd-server) started in the hub namespace:
+ * every opcode across nodes, FETCH_ADD from three nodes, a COMPARE_SWAP lock
+ * across nodes, peers without the secret, forged keys, stale epochs,
+ * out-of-bounds and malformed frames, and a node killed mid-stream.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "roshm.h"
+#include "roshm/wire.h"
+#include "harness.h"
+
+#define NODES 3
+#define PORT 7471
+#define SECRET "roshm-test-cluster-secret-0123456789"
+
+static char prefix[32];
+static char workdir[128];
+static char ns_name[NODES + 1][48];
+static struct th_daemon nodes[NODES + 1];  /* 1..NODES */
+static const char *backend;
+static pid_t etcd_pid;
+static char tag[16];                        /* region name suffix per configuration */
+
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); return 1; } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a != _b) { fprintf(stderr, "%s:%d: %s = %lld, expected %lld\n", __FILE__, __LINE__, #a, _a, _b); return 1; } } while (0)
+
+static struct roshm *attach_node(int n)
+{
+	struct roshm_params p = { .sock_path = nodes[n].sock };
+	int err;
+	struct roshm *r = roshm_open(&p, &err);
+
+	if (!r)
+		fprintf(stderr, "attach to node %d: %s\n", n, roshm_strerror(err));
+	return r;
+}
+
+static int open_retry(struct roshm *r, const char *name, uint32_t *h, uint64_t *size)
+{
+	int ret = -ENOENT;
+
+	for (int i = 0; i < 300 && ret == -ENOENT; i++) {
+		ret = roshm_region_open(r, name, h, size);
+		if (ret == -ENOENT)
+			usleep(10000);
+	}
+	return ret;
+}
+
+/* ---- every opcode: owner on node 1, user on node 2 ---- */
+
+struct ops_ctx {
+	struct th_chan ready, done;
+	char name[64];
+};
+
+static int ops_owner(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm *r = attach_node(1);
+	uint32_t h;
+	uint8_t *d;
+
+	CHECK(r);
+	CHECK_EQ(roshm_region_create(r, x->name, 1 << 20, NULL, &h), 0);
+	d = roshm_region_data(r, h, NULL);
+	for (int i = 0; i < 4096; i++)
+		d[8192 + i] = (uint8_t)(i * 3);
+	th_chan_send(&x->ready, 1);
+	CHECK_EQ(th_chan_recv(&x->done), 1);
+	for (int i = 0; i < 1000; i++)
+		CHECK_EQ(d[i], (uint8_t)(i ^ 0x5a));
+	for (uint32_t i = 0; i < 512 * 1024; i += 997)
+		CHECK_EQ(d[(1 << 19) + i], (uint8_t)(i * 13));
+	CHECK_EQ(*(uint64_t *)(d + 16384), 10);
+	CHECK_EQ(*(uint64_t *)(d + 16392), 7);
+	roshm_close(r);
+	return 0;
+}
+
+static int ops_user(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm *r = attach_node(2);
+	struct roshm_sqe *sqe;
+	struct roshm_cqe *cqe;
+	char full[128];
+	uint32_t h;
+	uint64_t size, old;
+	uint8_t *a;
+
+	CHECK(r);
+	CHECK_EQ(th_chan_recv(&x->ready), 1);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(open_retry(r, full, &h, &size), 0);
+	CHECK_EQ(size, 1 << 20);
+	a = roshm_arena(r, NULL);
+	CHECK_EQ(roshm_nop_sync(r), 0);
+	for (int i = 0; i < 1000; i++)
+		a[i] = (uint8_t)(i ^ 0x5a);
+	CHECK_EQ(roshm_write_sync(r, h, 0, 0, 1000), 0);
+	memset(a + 65536, 0, 4096);
+	CHECK_EQ(roshm_read_sync(r, h, 8192, 65536, 4096), 0);
+	for (int i = 0; i < 4096; i++)
+		CHECK_EQ(a[65536 + i], (uint8_t)(i * 3));
+	for (uint32_t i = 0; i < 512 * 1024; i++)
+		a[1 << 20 | i] = (uint8_t)(i * 13);
+	CHECK_EQ(roshm_write_sync(r, h, 1 << 19, 1 << 20, 512 * 1024), 0);
+	/* read it back across the network too */
+	CHECK_EQ(roshm_read_sync(r, h, 1 << 19, 2 << 20, 512 * 1024), 0);
+	CHECK(memcmp(a + (1 << 20), a + (2 << 20), 512 * 1024) == 0);
+	CHECK_EQ(roshm_fetch_add_sync(r, h, 16384, 5, &old), 0);
+	CHECK_EQ(old, 0);
+	CHECK_EQ(roshm_fetch_add_sync(r, h, 16384, 5, &old), 0);
+	CHECK_EQ(old, 5);
+	CHECK_EQ(roshm_cmp_swap_sync(r, h, 16392, 0, 7, &old), 0);
+	CHECK_EQ(old, 0);
+	CHECK_EQ(roshm_cmp_swap_sync(r, h, 16392, 0, 9, &old), 0);
+	CHECK_EQ(old, 7);
+	CHECK_EQ(roshm_write_sync(r, h, (1 << 20) - 7, 0, 8), -EFAULT);
+	/* FENCE after a batch of writes completes after all of them */
+	for (int i = 0; i < 8; i++) {
+		sqe = roshm_get_sqe(r);
+		CHECK(sqe);
+		roshm_prep_write(sqe, h, 100000 + (uint64_t)i * 64, 0, 64);
+		roshm_sqe_set_data(sqe, (uint64_t)i);
+	}
+	sqe = roshm_get_sqe(r);
+	CHECK(sqe);
+	roshm_prep_fence(sqe);
+	roshm_sqe_set_data(sqe, 100);
+	roshm_submit(r);
+	for (int i = 0; i < 9; i++) {
+		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 5000), 0);
+		CHECK_EQ(cqe->status, 0);
+		if (i == 8)
+			CHECK_EQ(cqe->user_data, 100);
+		roshm_cqe_seen(r, cqe);
+	}
+	th_chan_send(&x->done, 1);
+	roshm_close(r);
+	return 0;
+}
+
+static void test_every_opcode(void **state)
+{
+	struct ops_ctx x;
+
+	(void)state;
+	th_chan_init(&x.ready);
+	th_chan_init(&x.done);
+	snprintf(x.name, sizeof(x.name), "ops-%s", tag);
+	pid_t a = th_spawn_ns(ns_name[1], ops_owner, &x), b = th_spawn_ns(ns_name[2], ops_user, &x);
+
+	assert_int_equal(th_wait(b), 0);
+	assert_int_equal(th_wait(a), 0);
+}
+
+/* ---- FETCH_ADD from three nodes ---- */
+
+#define FA_N 4000
+struct fa_ctx {
+	int node;
+	char name[64];
+	uint32_t *seen;
+};
+
+static int fa_client(void *arg)
+{
+	struct fa_ctx *x = arg;
+	struct roshm *r = attach_node(x->node);
+	char full[128];
+	uint32_t h;
+	int sent = 0, got = 0;
+
+	CHECK(r);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(open_retry(r, full, &h, NULL), 0);
+	while (got < FA_N) {
+		struct roshm_sqe *sqe;
+		struct roshm_cqe *cqe;
+
+		while (sent < FA_N && sent - got < 32 && (sqe = roshm_get_sqe(r))) {
+			roshm_prep_fetch_add(sqe, h, 0, 1);
+			sent++;
+		}
+		roshm_submit(r);
+		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 10000), 0);
+		do {
+			CHECK_EQ(cqe->status, 0);
+			CHECK(cqe->result < NODES * FA_N);
+			__atomic_fetch_add(&x->seen[cqe->result], 1, __ATOMIC_RELAXED);
+			roshm_cqe_seen(r, cqe);
+			got++;
+		} while (roshm_peek_cqe(r, &cqe) == 0);
+	}
+	roshm_close(r);
+	return 0;
+}
+
+static void test_fetch_add_three_nodes(void **state)
+{
+	struct fa_ctx x[NODES + 1];
+	uint32_t *seen = mmap(NULL, NODES * FA_N * 4, PROT_READ | PROT_WRITE,
+			      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct roshm *owner = attach_node(1);
+	pid_t pids[NODES + 1];
+	uint32_t h;
+	uint64_t *d;
+
+	(void)state;
+	assert_non_null(owner);
+	for (int n = 1; n <= NODES; n++) {
+		x[n].node = n;
+		x[n].seen = seen;
+		snprintf(x[n].name, sizeof(x[n].name), "fa-%s", tag);
+	}
+	assert_int_equal(roshm_region_create(owner, x[1].name, 4096, NULL, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	for (int n = 1; n <= NODES; n++)
+		pids[n] = th_spawn_ns(ns_name[n], fa_client, &x[n]);
+	for (int n = 1; n <= NODES; n++)
+		assert_int_equal(th_wait(pids[n]), 0);
+	assert_int_equal(d[0], NODES * FA_N);
+	for (int i = 0; i < NODES * FA_N; i++)
+		if (seen[i] != 1)
+			fail_msg("old value %d came back %u times", i, seen[i]);
+	roshm_close(owner);
+	munmap(seen, NODES * FA_N * 4);
+}
+
+/* ---- COMPARE_SWAP lock across nodes ---- */
+
+#define LOCK_N 100
+struct lock_ctx {
+	int node;
+	uint64_t id;
+	char name[64];
+};
+
+static int lock_client(void *arg)
+{
+	struct lock_ctx *x = arg;
+	struct roshm *r = attach_node(x->node);
+	char full[128];
+	uint64_t old;
+	uint32_t h;
+	uint8_t *a;
+
+	CHECK(r);
+	a = roshm_arena(r, NULL);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(open_retry(r, full, &h, NULL), 0);
+	for (int i = 0; i < LOCK_N; i++) {
+		do
+			CHECK_EQ(roshm_cmp_swap_sync(r, h, 0, 0, x->id, &old), 0);
+		while (old);
+		CHECK_EQ(roshm_read_sync(r, h, 8, 0, 8), 0);
+		(*(uint64_t *)a)++;
+		CHECK_EQ(roshm_write_sync(r, h, 8, 0, 8), 0);
+		CHECK_EQ(roshm_cmp_swap_sync(r, h, 0, x->id, 0, &old), 0);
+		CHECK_EQ(old, x->id);
+	}
+	roshm_close(r);
+	return 0;
+}
+
+static void test_cmp_swap_lock(void **state)
+{
+	struct lock_ctx x[NODES + 1];
+	struct roshm *owner = attach_node(3);
+	pid_t pids[NODES + 1];
+	uint32_t h;
+	uint64_t *d;
+
+	(void)state;
+	assert_non_null(owner);
+	for (int n = 1; n <= NODES; n++) {
+		x[n].node = n;
+		x[n].id = 1000 + (uint64_t)n;
+		snprintf(x[n].name, sizeof(x[n].name), "lock-%s", tag);
+	}
+	assert_int_equal(roshm_region_create(owner, x[1].name, 4096, NULL, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	for (int n = 1; n <= NODES; n++)
+		pids[n] = th_spawn_ns(ns_name[n], lock_client, &x[n]);
+	for (int n = 1; n <= NODES; n++)
+		assert_int_equal(th_wait(pids[n]), 0);
+	assert_int_equal(d[1], NODES * LOCK_N);
+	assert_int_equal(d[0], 0);
+	roshm_close(owner);
+}
+
+/* ---- policy across nodes ---- */
+
+static void test_policy_across_nodes(void **state)
+{
+	struct roshm *a = attach_node(1), *b = attach_node(2);
+	struct roshm_region_opts own = { .policy = ROSHM_POLICY_OWNER };
+	char name[64], full[128];
+	uint32_t h, hb;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	snprintf(name, sizeof(name), "own-%s", tag);
+	assert_int_equal(roshm_region_create(a, name, 4096, &own, &h), 0);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(roshm_region_open(b, full, &hb, NULL), -EACCES);
+	/* closing a region: remote users see ESTALE after revalidation */
+	snprintf(name, sizeof(name), "gone-%s", tag);
+	assert_int_equal(roshm_region_create(a, name, 4096, NULL, &h), 0);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(roshm_region_open(b, full, &hb, NULL), 0);
+	assert_int_equal(roshm_write_sync(b, hb, 0, 0, 8), 0);
+	assert_int_equal(roshm_region_close(a, h), 0);
+	/* the owner's node answers ESTALE at once for the unexported region */
+	assert_int_equal(roshm_write_sync(b, hb, 0, 0, 8), -ESTALE);
+	roshm_close(b);
+	roshm_close(a);
+}
+
+/* ---- security: peers without the secret, forged keys, stale epochs ---- */
+
+static void mac(const char *secret, const char *label, const uint8_t *n1, const uint8_t *n2,
+		const char *node1, const char *node2, uint8_t *out)
+{
+	uint8_t msg[16 + 2 * ROSHM_TCP_NONCE + 2 * ROSHM_NAME_MAX];
+	unsigned int len;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, label, strlen(label));
+	memcpy(msg + 16, n1, ROSHM_TCP_NONCE);
+	memcpy(msg + 16 + ROSHM_TCP_NONCE, n2, ROSHM_TCP_NONCE);
+	memcpy(msg + 16 + 2 * ROSHM_TCP_NONCE, node1, strnlen(node1, ROSHM_NAME_MAX - 1));
+	memcpy(msg + 16 + 2 * ROSHM_TCP_NONCE + ROSHM_NAME_MAX, node2, strnlen(node2, ROSHM_NAME_MAX - 1));
+	HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, sizeof(msg), out, &len);
+}
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 5000) != 1)
+			return -1;
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n <= 0)
+			return (int)n;
+		got += (size_t)n;
+	}
+	return 1;
+}
+
+/* A hand-made peer: handshake with @secret; returns the fd or -1. */
+static int raw_peer(const char *secret)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(PORT) };
+	struct roshm_tcp_hello1 h1 = { .magic = ROSHM_TCP_MAGIC, .version = ROSHM_TCP_VERSION };
+	struct roshm_tcp_hello2 h2;
+	struct roshm_tcp_hello3 h3 = { .magic = ROSHM_TCP_MAGIC, .version = ROSHM_TCP_VERSION };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, "198.18.0.1", &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -1;
+	if (getrandom(h1.nonce, sizeof(h1.nonce), 0) != sizeof(h1.nonce))
+		return -1;
+	strcpy(h1.node, "intruder");
+	if (write(fd, &h1, sizeof(h1)) != sizeof(h1) || read_full(fd, &h2, sizeof(h2)) != 1)
+		return -1;
+	mac(secret, "roshm-req", h2.nonce, h1.nonce, h2.node, h1.node, h3.mac);
+	if (write(fd, &h3, sizeof(h3)) != sizeof(h3))
+		return -1;
+	return fd;
+}
+
+static bool closed_by_peer(int fd)
+{
+	char b[64];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 5000) == 1 && read(fd, b, sizeof(b)) <= 0;
+}
+
+struct sec_ctx {
+	char name[64];
+	uint32_t id, key;
+	uint64_t epoch;
+	int result;
+};
+
+static int send_req(int fd, uint8_t op, uint32_t id, uint32_t key, uint64_t epoch, uint64_t off,
+		    uint32_t len, const void *payload, struct roshm_tcp_resp *resp)
+{
+	struct roshm_tcp_req q = { .opcode = op, .len = len, .region_id = id, .key = key,
+				   .epoch = epoch, .off = off, .tag = 42 };
+
+	if (write(fd, &q, sizeof(q)) != sizeof(q))
+		return -1;
+	if (payload && write(fd, payload, len) != (ssize_t)len)
+		return -1;
+	return read_full(fd, resp, sizeof(*resp)) == 1 ? 0 : -1;
+}
+
+static int security_probe(void *arg)
+{
+	struct sec_ctx *x = arg;
+	struct roshm_tcp_resp r;
+	uint8_t junk[64];
+	int fd;
+
+	memset(junk, 0xEE, sizeof(junk));
+	/* wrong secret: the responder hangs up after our hello3 */
+	fd = raw_peer("not-the-cluster-secret-at-all!!");
+	CHECK(fd >= 0);
+	CHECK(closed_by_peer(fd));
+	close(fd);
+	/* the right secret, then forged requests */
+	fd = raw_peer(SECRET);
+	CHECK(fd >= 0);
+	CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key ^ 1, x->epoch, 0, 64, junk, &r), 0);
+	CHECK_EQ(r.status, -EACCES);                      /* forged key */
+	CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch + 1, 0, 64, junk, &r), 0);
+	CHECK_EQ(r.status, -ESTALE);                      /* stale epoch */
+	CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 4090, 64, junk, &r), 0);
+	CHECK_EQ(r.status, -EFAULT);                      /* out of bounds */
+	CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id + 1000, x->key, x->epoch, 0, 64, junk, &r), 0);
+	CHECK_EQ(r.status, -ESTALE);                      /* no such region */
+	CHECK_EQ(send_req(fd, ROSHM_OP_FETCH_ADD, x->id, x->key ^ 7, x->epoch, 0, 8, NULL, &r), 0);
+	CHECK_EQ(r.status, -EACCES);
+	CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
+	CHECK_EQ(r.status, 0);                            /* the real key works */
+	CHECK(read_full(fd, junk, 64) == 1);
+	/* malformed frame: unknown opcode -> disconnected */
+	struct roshm_tcp_req q = { .opcode = 99, .len = 8, .region_id = x->id, .key = x->key,
+				   .epoch = x->epoch };
+
+	CHECK(write(fd, &q, sizeof(q)) == sizeof(q));
+	CHECK(closed_by_peer(fd));
+	close(fd);
+	/* oversized frame -> disconnected */
+	fd = raw_peer(SECRET);
+	CHECK(fd >= 0);
+	q.opcode = ROSHM_OP_WRITE;
+	q.len = 512u << 20;
+	CHECK(write(fd, &q, sizeof(q)) == sizeof(q));
+	CHECK(closed_by_peer(fd));
+	close(fd);
+	return 0;
+}
+
+static int read_record(const char *name, struct sec_ctx *x)
+{
+	char path[512];
+	json_t *o;
+	json_error_t e;
+
+	snprintf(path, sizeof(path), "%s/registry/regions/default/%s.json", workdir, name);
+	o = json_load_file(path, 0, &e);
+	if (!o)
+		return -1;
+	x->id = (uint32_t)json_integer_value(json_object_get(o, "region_id"));
+	x->key = (uint32_t)json_integer_value(json_object_get(o, "key"));
+	x->epoch = strtoull(json_string_value(json_object_get(o, "epoch")), NULL, 10);
+	json_decref(o);
+	return 0;
+}
+
+static void test_security(void **state)
+{
+	struct roshm *a = attach_node(1);
+	struct th_daemon rogue;
+	struct sec_ctx x;
+	char extra[1024], secret2[256];
+	uint32_t h;
+	uint8_t *d;
+
+	(void)state;
+	if (strcmp(backend, "file")) {
+		/* The checks are the transport's; one registry is enough to reach them. */
+		print_message("security probes run with the file registry only\n");
+		roshm_close(a);
+		return;
+	}
+	assert_non_null(a);
+	snprintf(x.name, sizeof(x.name), "sec-%s", tag);
+	assert_int_equal(roshm_region_create(a, x.name, 4096, NULL, &h), 0);
+	d = roshm_region_data(a, h, NULL);
+	memset(d, 0x11, 4096);
+	assert_int_equal(read_record(x.name, &x), 0);
+	pid_t p = th_spawn_ns(ns_name[3], security_probe, &x);
+
+	assert_int_equal(th_wait(p), 0);
+	for (int i = 0; i < 4096; i++)
+		if (d[i] != 0x11)
+			fail_msg("byte %d changed to %#x by an unauthorized peer", i, d[i]);
+
+	/* A whole roshmd with another cluster secret cannot open our region. */
+	snprintf(secret2, sizeof(secret2), "%s/other.secret", workdir);
+	th_sh("echo wrong-secret-wrong-secret-wrong > %s", secret2);
+	snprintf(extra, sizeof(extra),
+		 "transport: { tcp: { enabled = true; listen = \"198.18.0.3\"; port = 7472;"
+		 " secret_file = \"%s\"; }; };\n"
+		 "registry: { dir = \"%s/registry\"; };\n", secret2, workdir);
+	assert_int_equal(th_daemon_start_ns(&rogue, "rogue", ns_name[3], extra), 0);
+	struct roshm_params rp = { .sock_path = rogue.sock };
+	int err;
+	struct roshm *r = roshm_open(&rp, &err);
+	char full[128];
+
+	assert_non_null(r);
+	snprintf(full, sizeof(full), "default/%s", x.name);
+	assert_int_equal(roshm_region_open(r, full, &h, NULL), -EACCES);
+	roshm_close(r);
+	assert_int_equal(th_daemon_stop(&rogue), 0);
+	for (int i = 0; i < 4096; i++)
+		assert_int_equal(d[i], 0x11);
+	roshm_close(a);
+}
+
+/* ---- a node dies with work in flight ---- */
+
+struct kill_ctx {
+	char name[64];
+	struct th_chan streaming;
+	volatile uint64_t *shared;        /* [0] ok completions, [1] error completions */
+};
+
+static int kill_reader(void *arg)
+{
+	struct kill_ctx *x = arg;
+	struct roshm *r = attach_node(1);
+	char full[128];
+	uint32_t h;
+	unsigned inflight = 0;
+	bool told = false;
+
+	CHECK(r);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(open_retry(r, full, &h, NULL), 0);
+	/* Stream READs until errors arrive; every SQE must complete. */
+	for (int round = 0; round < 200000; round++) {
+		struct roshm_sqe *sqe;
+		struct roshm_cqe *cqe;
+
+		while (!x->shared[1] && inflight < 16 && (sqe = roshm_get_sqe(r))) {
+			roshm_prep_read(sqe, h, 0, 0, 16384);
+			inflight++;
+		}
+		roshm_submit(r);
+		if (!inflight)
+			break;
+		int ret = roshm_wait_cqe_timeout(r, &cqe, 10000);
+
+		if (ret) {
+			fprintf(stderr, "kill_reader: wait: %s with %u in flight\n", roshm_strerror(ret),
+				inflight);
+			return 1;
+		}
+		if (cqe->status == 0)
+			x->shared[0]++;
+		else if (cqe->status == -ECONNRESET || cqe->status == -EHOSTUNREACH)
+			x->shared[1]++;
+		else {
+			fprintf(stderr, "kill_reader: unexpected status %d\n", cqe->status);
+			return 1;
+		}
+		roshm_cqe_seen(r, cqe);
+		inflight--;
+		if (!told && x->shared[0] > 200) {
+			th_chan_send(&x->streaming, 1);
+			told = true;
+		}
+	}
+	CHECK_EQ(inflight, 0);
+	/* New work to the dead node fails at once, clearly. */
+	int st = roshm_read_sync(r, h, 0, 0, 64);
+
+	CHECK(st == -EHOSTUNREACH || st == -ESTALE);
+	roshm_close(r);
+	return 0;
+}
+
+static void test_node_killed(void **state)
+{
+	struct kill_ctx x;
+	struct roshm *owner = attach_node(2);
+	uint32_t h;
+
+	(void)state;
+	assert_non_null(owner);
+	x.shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	th_chan_init(&x.streaming);
+	snprintf(x.name, sizeof(x.name), "kill-%s", tag);
+	assert_int_equal(roshm_region_create(owner, x.name, 65536, NULL, &h), 0);
+	pid_t p = th_spawn_ns(ns_name[1], kill_reader, &x);
+
+	assert_int_equal(th_chan_recv(&x.streaming), 1);
+	th_daemon_kill(&nodes[2]);
+	assert_int_equal(th_wait(p), 0);
+	assert_true(x.shared[1] >= 1);
+	print_message("node 2 killed: %llu READs completed before, %llu failed with a clear status\n",
+		      (unsigned long long)x.shared[0], (unsigned long long)x.shared[1]);
+	roshm_close(owner);
+	if (!strcmp(backend, "etcd")) {
+		/* Its lease (TTL 2 s) runs out and its records go with it. */
+		int gone = 1;
+
+		for (int i = 0; i < 100 && gone; i++) {
+			gone = th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+				     " -d '{\"key\":\"'$(printf /roshm/v1/regions/default/%s | base64 -w0)'\"}'"
+				     " | grep -q kvs", prefix, x.name) == 0;
+			if (gone)
+				usleep(100000);
+		}
+		assert_false(gone);
+		assert_int_equal(th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+				       " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node2 | base64 -w0)'\"}'"
+				       " | grep -q kvs", prefix), 1);
+	}
+	munmap((void *)x.shared, 4096);
+}
+
+/* ---- setup ---- */
+
+static int start_nodes(void)
+{
+	char extra[1024], secret[300];
+
+	snprintf(secret, sizeof(secret), "%s/cluster.secret", workdir);
+	for (int n = 1; n <= NODES; n++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "node%d", n);
+		if (!strcmp(backend, "file"))
+			snprintf(extra, sizeof(extra),
+				 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
+				 " secret_file = \"%s\"; }; };\n"
+				 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
+				 n, PORT, secret, workdir);
+		else
+			snprintf(extra, sizeof(extra),
+				 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
+				 " secret_file = \"%s\"; }; };\n"
+				 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\";"
+				 " lease_ttl = 2; revalidate_ms = 200; };\n",
+				 n, PORT, secret);
+		if (th_daemon_start_ns(&nodes[n], name, ns_name[n], extra))
+			return -1;
+	}
+	return 0;
+}
+
+static int stop_nodes(void)
+{
+	int bad = 0;
+
+	for (int n = 1; n <= NODES; n++) {
+		if (!nodes[n].pid)
+			continue;
+		int st = th_daemon_stop(&nodes[n]);
+
+		if (st) {
+			fprintf(stderr, "node %d: roshmd exit status %d\n", n, st);
+			th_daemon_dump_log(&nodes[n]);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+static int setup_file(void **state)
+{
+	(void)state;
+	backend = "file";
+	snprintf(tag, sizeof(tag), "f");
+	return start_nodes();
+}
+
+static int setup_etcd(void **state)
+{
+	(void)state;
+	backend = "etcd";
+	snprintf(tag, sizeof(tag), "e");
+	etcd_pid = fork();
+	if (etcd_pid == 0) {
+		char dir[300], log[300];
+
+		snprintf(dir, sizeof(dir), "%s/etcd", workdir);
+		snprintf(log, sizeof(log), "%s/etcd.log", workdir);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		char hub[64];
+
+		snprintf(hub, sizeof(hub), "%s-hub", prefix);
+		if (th_enter_netns(hub))
+			_exit(98);
+		execlp("etcd", "etcd", "--data-dir", dir, "--listen-client-urls", "http://198.18.0.254:2379",
+		       "--advertise-client-urls", "http://198.18.0.254:2379", "--listen-peer-urls",
+		       "http://127.0.0.1:2380", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 100; i++) {
+		if (th_sh("ip netns exec %s-hub curl -sf http://198.18.0.254:2379/health >/dev/null", prefix) == 0)
+			return start_nodes();
+		usleep(100000);
+	}
+	fprintf(stderr, "etcd did not come up\n");
+	return -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	int bad = stop_nodes();
+
+	if (etcd_pid > 0) {
+		kill(etcd_pid, SIGTERM);
+		waitpid(etcd_pid, NULL, 0);
+		etcd_pid = 0;
+	}
+	return bad ? -1 : 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_opcode),
+		cmocka_unit_test(test_fetch_add_three_nodes),
+		cmocka_unit_test(test_cmp_swap_lock),
+		cmocka_unit_test(test_policy_across_nodes),
+		cmocka_unit_test(test_security),
+		cmocka_unit_test(test_node_killed),
+	};
+	int fails;
+
+	if (geteuid() != 0) {
+		printf("multinode: skipped: needs root to create network namespaces\n");
+		return 77;
+	}
+	if (th_sh("command -v ip >/dev/null && command -v etcd >/dev/null && command -v curl >/dev/null")) {
+		printf("multinode: skipped: needs iproute2, etcd-server and curl (make deps installs them)\n");
+		return 77;
+	}
+	snprintf(prefix, sizeof(prefix), "rsh%d", (int)getpid() % 100000);
+	snprintf(workdir, sizeof(workdir), "/tmp/roshm-multinode-%s", prefix);
+	mkdir(workdir, 0755);
+	th_sh("echo %s > %s/cluster.secret", SECRET, workdir);
+	for (int n = 1; n <= NODES; n++)
+		snprintf(ns_name[n], sizeof(ns_name[n]), "%s-%d", prefix, n);
+	if (th_sh("%s up %s %d", NETNS_SH, prefix, NODES)) {
+		th_sh("%s down %s %d", NETNS_SH, prefix, NODES);
+		printf("multinode: cannot create network namespaces\n");
+		return 1;
+	}
+	fails = cmocka_run_group_tests_name("multinode_file_registry", tests, setup_file, teardown);
+	fails += cmocka_run_group_tests_name("multinode_etcd_registry", tests, setup_etcd, teardown);
+	th_sh("%s down %s %d", NETNS_SH, prefix, NODES);
+	if (!fails && !getenv("ROSHM_TEST_KEEP"))
+		th_sh("rm -rf %s", workdir);
+	return fails ? 1 : 0;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Test hosts: N network namespaces joined through a bridge that lives in a
+# hub namespace (nothing is added to the caller's namespace).
+#   netns.sh up PREFIX N    PREFIX-hub: br0 198.18.0.254/24
+#                           PREFIX-i:   eth0 198.18.0.i/24, lo up
+#   netns.sh down PREFIX N
+set -eu
+cmd=$1 prefix=$2 n=$3
+hub=$prefix-hub
+case $cmd in
+up)
+  ip netns add "$hub"
+  ip -n "$hub" link set lo up
+  ip -n "$hub" link add br0 type bridge
+  ip -n "$hub" addr add 198.18.0.254/24 dev br0
+  ip -n "$hub" link set br0 up
+  for i in $(seq 1 "$n"); do
+    ns=$prefix-$i
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link add eth0 type veth peer name v$i netns "$hub"
+    ip -n "$ns" addr add 198.18.0.$i/24 dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$hub" link set v$i master br0
+    ip -n "$hub" link set v$i up
+  done
+  ;;
+down)
+  for i in $(seq 1 "$n"); do ip netns del "$prefix-$i" 2>/dev/null || true; done
+  ip netns del "$hub" 2>/dev/null || true
+  ;;
+esac
