@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -27,8 +28,9 @@
 #include <rte_ring.h>
 
 #include "roshm.h"
+#include "perf.h"
 
-static uint64_t hz;
+uint64_t hz;
 static unsigned worker;
 
 /* ---- statistics ---- */
@@ -45,11 +47,8 @@ static double us(uint64_t cycles)
 	return (double)cycles * 1e6 / (double)hz;
 }
 
-struct lat {
-	double min, max, typical, avg, stdev, p99, p999;
-};
 
-static struct lat lat_of(uint64_t *c, size_t n)
+struct lat lat_of(uint64_t *c, size_t n)
 {
 	struct lat l;
 	double sum = 0, sq = 0;
@@ -69,7 +68,7 @@ static struct lat lat_of(uint64_t *c, size_t n)
 	return l;
 }
 
-static double median(double *v, int n)
+double median(double *v, int n)
 {
 	double t[64];
 
@@ -84,26 +83,26 @@ static double median(double *v, int n)
 	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
-static void lat_header(const char *what)
+void lat_header(const char *what)
 {
 	printf("\n %s\n", what);
 	printf(" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
 	       "t_stdev[usec]   99%% percentile[usec]   99.9%% percentile[usec]\n");
 }
 
-static void lat_row(uint64_t bytes, size_t iters, struct lat l)
+void lat_row(uint64_t bytes, size_t iters, struct lat l)
 {
 	printf(" %-7llu %-10zu %-13.3f %-14.3f %-16.3f %-14.3f %-15.3f %-22.3f %-.3f\n",
 	       (unsigned long long)bytes, iters, l.min, l.max, l.typical, l.avg, l.stdev, l.p99, l.p999);
 }
 
-static void bw_header(const char *what)
+void bw_header(const char *what)
 {
 	printf("\n %s\n", what);
 	printf(" #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]\n");
 }
 
-static void bw_row(uint64_t bytes, uint64_t iters, double peak, double avg)
+void bw_row(uint64_t bytes, uint64_t iters, double peak, double avg)
 {
 	printf(" %-10llu %-14llu %-19.2f %-21.2f %-.6f\n", (unsigned long long)bytes,
 	       (unsigned long long)iters, peak / 1048576.0, avg / 1048576.0,
@@ -200,17 +199,17 @@ static double memcpy_bw(uint8_t *dst, const uint8_t *src, size_t size, double se
 
 /* ---- roshm ---- */
 
-static struct roshm *R;
-static uint32_t H;          /* handle of our own region */
-static uint64_t REGION;
+struct roshm *R;
+uint32_t H;          /* handle of our own region */
+uint64_t REGION;
 
-static void die(const char *what, int err)
+void die(const char *what, int err)
 {
 	fprintf(stderr, "roshm-perf: %s: %s\n", what, roshm_strerror(err));
 	exit(1);
 }
 
-static void reap_one(void)
+void reap_one(void)
 {
 	struct roshm_cqe *cqe;
 
@@ -221,7 +220,7 @@ static void reap_one(void)
 	roshm_cqe_seen(R, cqe);
 }
 
-static double op_lat(uint8_t op, uint32_t len, size_t iters, uint64_t *samples, struct lat *out)
+double op_lat(uint8_t op, uint32_t len, size_t iters, uint64_t *samples, struct lat *out)
 {
 	for (size_t i = 0; i < iters + 100; i++) {
 		uint64_t t0 = rte_rdtsc_precise();
@@ -245,7 +244,7 @@ static double op_lat(uint8_t op, uint32_t len, size_t iters, uint64_t *samples, 
 }
 
 /* Streaming WRITEs of @len, @depth in flight; returns bytes/s and peak. */
-static double write_bw(uint32_t len, unsigned depth, double seconds, double *peak)
+double write_bw(uint32_t len, unsigned depth, double seconds, double *peak)
 {
 	uint64_t t0 = rte_rdtsc(), end = t0 + (uint64_t)(seconds * (double)hz);
 	uint64_t done = 0, inflight = 0, win_t = t0, win_done = 0;
@@ -299,7 +298,7 @@ struct result {
 static struct result results[32];
 static int nresults;
 
-static void add_result(const char *metric, double value, double baseline, const char *unit,
+void add_result(const char *metric, double value, double baseline, const char *unit,
 		       const char *cmp, double target)
 {
 	struct result *r = &results[nresults++];
@@ -318,9 +317,10 @@ static bool met(const struct result *r)
 	return r->cmp[0] == '<' ? r->ratio <= r->target : r->ratio >= r->target;
 }
 
-static void print_results(const char *json_path)
+void print_results(const char *json_path)
 {
-	FILE *f = json_path ? fopen(json_path, "w") : NULL;
+	json_error_t jerr;
+	json_t *arr = NULL;
 
 	printf("\n %-42s %14s %14s %-8s %8s %8s  %s\n", "metric", "roshm", "baseline", "unit", "ratio",
 	       "target", "met");
@@ -330,23 +330,41 @@ static void print_results(const char *json_path)
 		printf(" %-42s %14.3f %14.3f %-8s %8.3f %5s %-4.2f %s\n", r->metric, r->value,
 		       r->baseline, r->unit, r->ratio, r->cmp, r->target, met(r) ? "yes" : "NO");
 	}
-	if (json_path && !f) {
+	if (!json_path)
+		return;
+	/* Merge: metrics of this run replace same-named ones already in the file. */
+	if (access(json_path, F_OK) == 0)
+		arr = json_load_file(json_path, 0, &jerr);
+	if (!json_is_array(arr)) {
+		json_decref(arr);
+		arr = json_array();
+	}
+	for (int i = 0; i < nresults; i++) {
+		const struct result *r = &results[i];
+		char target[32];
+		size_t k;
+		json_t *o = json_object(), *e;
+
+		snprintf(target, sizeof(target), "%s %.2f", r->cmp, r->target);
+		json_object_set_new(o, "metric", json_string(r->metric));
+		json_object_set_new(o, "value", json_real(r->value));
+		json_object_set_new(o, "unit", json_string(r->unit));
+		json_object_set_new(o, "baseline", json_real(r->baseline));
+		json_object_set_new(o, "ratio", json_real(r->ratio));
+		json_object_set_new(o, "target", json_string(target));
+		json_object_set_new(o, "met", json_boolean(met(r)));
+		json_array_foreach(arr, k, e)
+			if (!strcmp(json_string_value(json_object_get(e, "metric")) ?: "", r->metric)) {
+				json_array_remove(arr, k);
+				break;
+			}
+		json_array_append_new(arr, o);
+	}
+	if (json_dump_file(arr, json_path, JSON_INDENT(2) | JSON_REAL_PRECISION(6))) {
 		fprintf(stderr, "roshm-perf: cannot write %s\n", json_path);
 		exit(1);
 	}
-	if (!f)
-		return;
-	fprintf(f, "[\n");
-	for (int i = 0; i < nresults; i++) {
-		const struct result *r = &results[i];
-
-		fprintf(f, "  {\"metric\": \"%s\", \"value\": %.4f, \"unit\": \"%s\", \"baseline\": %.4f, "
-			   "\"ratio\": %.4f, \"target\": \"%s %.2f\", \"met\": %s}%s\n",
-			r->metric, r->value, r->unit, r->baseline, r->ratio, r->cmp, r->target,
-			met(r) ? "true" : "false", i + 1 < nresults ? "," : "");
-	}
-	fprintf(f, "]\n");
-	fclose(f);
+	json_decref(arr);
 	printf("\n results written to %s\n", json_path);
 }
 
@@ -354,7 +372,15 @@ static void print_results(const char *json_path)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: roshm-perf [-s SOCK] [-t TRIALS] [-n ITERS] [--json FILE] all|sweep\n");
+	fprintf(stderr,
+		"usage: roshm-perf [-s SOCK] [-t TRIALS] [-n ITERS] [--json FILE] [--remote T/NAME] MODE\n"
+		"modes:\n"
+		"  all                     local-path metrics with rte_ring and memcpy baselines\n"
+		"  sweep [MAX]             WRITE/READ/FETCH_ADD latency, 2 B .. MAX (8 MiB)\n"
+		"  serve NAME SIZE         create region NAME and hold it until SIGTERM\n"
+		"  tcp-server ADDR PORT    raw TCP echo/sink baseline server\n"
+		"  tcp --peer ADDR:PORT [--redis ADDR:PORT]\n"
+		"                          two-node metrics against --remote, raw TCP and Redis baselines\n");
 	exit(2);
 }
 
@@ -409,7 +435,7 @@ static void run_all(int trials, size_t iters, const char *json)
 	free(dst);
 }
 
-static void run_sweep(size_t iters)
+static void run_sweep(size_t iters, uint64_t max)
 {
 	uint64_t *samples = malloc(sizeof(uint64_t) * iters);
 	size_t arena;
@@ -417,19 +443,35 @@ static void run_sweep(size_t iters)
 
 	roshm_arena(R, &arena);
 	for (int op = ROSHM_OP_WRITE; op <= ROSHM_OP_READ; op++) {
-		lat_header(op == ROSHM_OP_WRITE ? "WRITE completion latency (full round trip), local transport"
-						: "READ completion latency (full round trip), local transport");
-		for (uint64_t sz = 2; sz <= (8u << 20) && sz <= REGION && sz <= arena; sz *= 2) {
+		lat_header(op == ROSHM_OP_WRITE ? "WRITE completion latency (submit -> CQE: a full round trip)"
+						: "READ completion latency (submit -> CQE: a full round trip)");
+		for (uint64_t sz = 2; sz <= max && sz <= REGION && sz <= arena; sz *= 2) {
 			size_t it = sz >= (1u << 20) ? iters / 10 : iters;
 
 			op_lat((uint8_t)op, (uint32_t)sz, it, samples, &l);
 			lat_row(sz, it, l);
 		}
 	}
-	lat_header("FETCH_ADD completion latency (full round trip), local transport");
+	lat_header("FETCH_ADD completion latency (submit -> CQE: a full round trip)");
 	op_lat(ROSHM_OP_FETCH_ADD, 8, iters, samples, &l);
 	lat_row(8, iters, l);
 	free(samples);
+}
+
+static int serve(const char *name, uint64_t size)
+{
+	uint32_t h;
+	int err;
+
+	err = roshm_region_create(R, name, size, NULL, &h);
+	if (err)
+		die("region create", err);
+	printf("serving region %s (%llu bytes) on node %s until SIGTERM\n", name,
+	       (unsigned long long)size, R->node);
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -439,27 +481,39 @@ int main(int argc, char **argv)
 		{ "trials", required_argument, NULL, 't' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "remote", required_argument, NULL, 'r' },
+		{ "peer", required_argument, NULL, 'p' },
+		{ "redis", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct roshm_params p = { 0 };
-	const char *json = NULL;
+	const char *json = NULL, *remote = NULL, *peer = NULL, *redis = NULL, *mode;
 	int trials = 5, opt, err;
 	size_t iters = 20000;
 	char prefix[64], lcores[64];
 	cpu_set_t set;
 	int cpus[2] = { -1, -1 }, nc = 0;
 
-	while ((opt = getopt_long(argc, argv, "s:t:n:j:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:t:n:j:r:p:R:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': p.sock_path = optarg; break;
 		case 't': trials = atoi(optarg); break;
 		case 'n': iters = (size_t)atol(optarg); break;
 		case 'j': json = optarg; break;
+		case 'r': remote = optarg; break;
+		case 'p': peer = optarg; break;
+		case 'R': redis = optarg; break;
 		default: usage();
 		}
 	}
-	if (optind != argc - 1 || trials < 1 || trials > 64 || iters < 1000)
+	if (optind >= argc || trials < 1 || trials > 64 || iters < 100)
 		usage();
+	mode = argv[optind];
+	if (!strcmp(mode, "tcp-server")) {
+		if (optind + 3 != argc)
+			usage();
+		return net_server(argv[optind + 1], atoi(argv[optind + 2]));
+	}
 
 	/* Two lcores on the first two CPUs we may use: main (the client) and
 	 * a worker for the rte_ring baselines' other side. */
@@ -492,19 +546,41 @@ int main(int argc, char **argv)
 	R = roshm_open(&p, &err);
 	if (!R)
 		die("attach to roshmd", err);
-	REGION = 8u << 20;
-	char name[64];
+	if (!strcmp(mode, "serve")) {
+		if (optind + 3 != argc)
+			usage();
+		return serve(argv[optind + 1], strtoull(argv[optind + 2], NULL, 0));
+	}
+	if (remote) {
+		for (int i = 0; i < 200; i++) {
+			err = roshm_region_open(R, remote, &H, &REGION);
+			if (err != -ENOENT)
+				break;
+			usleep(25000);
+		}
+		if (err)
+			die(remote, err);
+	} else {
+		char name[64];
 
-	snprintf(name, sizeof(name), "perf-%d", (int)getpid());
-	err = roshm_region_create(R, name, REGION, NULL, &H);
-	if (err)
-		die("region create", err);
-	printf(" roshm-perf: node %s, %d trials of %zu iterations, client on CPU %d, baselines' peer on CPU %d\n",
-	       R->node, trials, iters, cpus[0], cpus[1]);
-	if (!strcmp(argv[optind], "all"))
+		REGION = 8u << 20;
+		snprintf(name, sizeof(name), "perf-%d", (int)getpid());
+		err = roshm_region_create(R, name, REGION, NULL, &H);
+		if (err)
+			die("region create", err);
+	}
+	printf(" roshm-perf: node %s, region %s (%llu bytes), %d trials of %zu iterations\n", R->node,
+	       remote ? remote : "local", (unsigned long long)REGION, trials, iters);
+	if (!strcmp(mode, "all") && !remote)
 		run_all(trials, iters, json);
-	else if (!strcmp(argv[optind], "sweep"))
-		run_sweep(iters);
+	else if (!strcmp(mode, "sweep"))
+		run_sweep(iters, optind + 1 < argc ? strtoull(argv[optind + 1], NULL, 0) : 8u << 20);
+	else if (!strcmp(mode, "tcp") && remote && peer) {
+		/* Two roshmd pollers share this machine with us: let the
+		 * scheduler place the client, as it would a pod's. */
+		sched_setaffinity(0, sizeof(set), &set);
+		run_tcp(trials, iters, peer, redis, json);
+	}
 	else
 		usage();
 	roshm_close(R);

@@ -1,35 +1,37 @@
 #!/usr/bin/env bash
-# make demo: start roshmd, run two example pods that share a region, show
-# what happened, stop everything, end with "demo: OK".
+# make demo: start two roshmd nodes, run a pod on each that share a region
+# across nodes, show what happened and a short message-size sweep, stop
+# everything, end with "demo: OK".
 set -euo pipefail
 B=${1:-build}
 D=/tmp/roshm-demo
 rm -rf "$D"; mkdir -p "$D"
-pid=
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; }
-trap cleanup EXIT
+source "$(dirname "$0")/twonode.sh"
+trap 'twonode_down >/dev/null 2>&1 || true' EXIT
 
-echo "demo: starting roshmd (node-a, local transport, file registry in $D/registry)"
-"$B/dataplane/roshmd" -c config/local-demo/node-a.conf >"$D/roshmd.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [[ -S $D/node-a.sock ]] && break; sleep 0.1; done
-[[ -S $D/node-a.sock ]] || { cat "$D/roshmd.log"; echo "demo: FAILED (roshmd did not start)"; exit 1; }
-export ROSHM_SOCK=$D/node-a.sock
+echo "demo: starting two roshmd nodes on $( [[ $(id -u) -eq 0 ]] && echo "network namespaces" || echo loopback ) (tcp transport, file registry in $D/registry)"
+twonode_up "$B" "$D" || { echo "demo: FAILED (roshmd did not start)"; exit 1; }
+echo "demo: $TN_MODE"
 
-echo "demo: pod 1 creates region default/board; pod 2 writes records into it"
-"$B/client-lib/examples/demo-owner" > "$D/owner.out" &
-owner=$!
+echo "demo: pod 1 on node-a creates region default/board; pod 2 on node-b writes into it across the network"
+ROSHM_SOCK=$SOCK_A bg_a "$B/client-lib/examples/demo-owner" > "$D/owner.out"
+owner=$BG_PID
 sleep 0.3
-echo "demo: roshmctl regions:"
-"$B/client-lib/tools/roshmctl" regions | sed 's/^/    /'
-"$B/client-lib/examples/demo-writer" | sed 's/^/    /'
+ROSHM_SOCK=$SOCK_B in_b "$B/client-lib/examples/demo-writer" | sed 's/^/    /'
 wait "$owner" || { cat "$D/owner.out"; echo "demo: FAILED (owner)"; exit 1; }
 head -3 "$D/owner.out" | sed 's/^/    /'
 echo "    ..."
 tail -2 "$D/owner.out" | sed 's/^/    /'
-echo "demo: roshmctl stats:"
-"$B/client-lib/tools/roshmctl" stats | sed 's/^/    /'
-kill -TERM "$pid"
-if wait "$pid"; then pid=; else echo "demo: FAILED (roshmd exit status)"; exit 1; fi
-echo "demo: roshmd stopped cleanly"
+echo "demo: roshmctl peers on node-b:"
+"$B/client-lib/tools/roshmctl" -s "$SOCK_B" peers | sed 's/^/    /'
+
+echo "demo: message-size sweep from node-b to a region on node-a (tcp transport):"
+bg_a "$B/perf/roshm-perf" -s "$SOCK_A" serve sweep 1048576 > "$D/serve.out"
+serve=$BG_PID
+in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/sweep -n 300 sweep 65536 2>&1 | \
+  awk '/READ completion/ {stop=1} !stop {print "    " $0}'
+kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true
+
+if twonode_down; then echo "demo: both roshmd stopped cleanly"; else echo "demo: FAILED (roshmd exit status)"; exit 1; fi
+trap - EXIT
 echo "demo: OK"
