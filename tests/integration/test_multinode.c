@@ -549,6 +549,60 @@ static void test_security(void **state)
 	roshm_close(a);
 }
 
+/* ---- etcd: a node that loses its lease publishes itself again ---- */
+
+static int etcd_has(const char *key)
+{
+	return th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+		     " -d '{\"key\":\"'$(printf %s | base64 -w0)'\"}' | grep -q kvs", prefix, key) == 0;
+}
+
+static void test_lease_lost(void **state)
+{
+	struct roshm *a = attach_node(1);
+	char name[64], key[128];
+	uint32_t h;
+
+	(void)state;
+	if (strcmp(backend, "etcd")) {
+		print_message("lease loss is an etcd matter: skipped with the file registry\n");
+		roshm_close(a);
+		return;
+	}
+	assert_non_null(a);
+	snprintf(name, sizeof(name), "lease-%s", tag);
+	assert_int_equal(roshm_region_create(a, name, 4096, NULL, &h), 0);
+	snprintf(key, sizeof(key), "/roshm/v1/regions/default/%s", name);
+	assert_true(etcd_has(key));
+	/* Revoke node1's lease behind its back: its records vanish at once. */
+	assert_int_equal(th_sh("L=$(ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+			       " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1 | base64 -w0)'\"}'"
+			       " | sed -n 's/.*\"lease\":\"\\([0-9]*\\)\".*/\\1/p');"
+			       " [ -n \"$L\" ] && ip netns exec %s-hub curl -sf -X POST"
+			       " http://198.18.0.254:2379/v3/lease/revoke -d '{\"ID\":\"'$L'\"}' >/dev/null",
+			       prefix, prefix), 0);
+	assert_false(etcd_has(key));
+	/* Within a keepalive period (TTL/3) roshmd notices and publishes again. */
+	bool back = false;
+
+	for (int i = 0; i < 50 && !back; i++) {
+		usleep(100000);
+		back = etcd_has(key) && etcd_has("/roshm/v1/nodes/node1");
+	}
+	assert_true(back);
+	/* and the region is usable from another node again */
+	struct roshm *b = attach_node(2);
+	char full[128];
+	uint32_t hb;
+
+	assert_non_null(b);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(roshm_region_open(b, full, &hb, NULL), 0);
+	assert_int_equal(roshm_fetch_add_sync(b, hb, 0, 1, NULL), 0);
+	roshm_close(b);
+	roshm_close(a);
+}
+
 /* ---- a node dies with work in flight ---- */
 
 struct kill_ctx {
@@ -763,6 +817,7 @@ int main(void)
 		cmocka_unit_test(test_cmp_swap_lock),
 		cmocka_unit_test(test_policy_across_nodes),
 		cmocka_unit_test(test_security),
+		cmocka_unit_test(test_lease_lost),
 		cmocka_unit_test(test_node_killed),
 	};
 	int fails;
