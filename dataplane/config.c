@@ -63,6 +63,11 @@ static const struct key schema[] = {
 	{ "transport.tcp.max_msg", K_INT, 4096, 64 << 20 },
 	{ "transport.tcp.max_inflight", K_INT, 1, 65536 },
 	{ "transport.tcp.connect_timeout_ms", K_INT, 10, 60000 },
+	{ "txn", K_GROUP, 0, 0 },
+	{ "txn.max_inflight", K_INT, 1, 65536 },
+	{ "txn.max_slot_size", K_INT, 128, 1 << 20 },
+	{ "txn.abort_ms", K_INT, 1, 3600000 },
+	{ "txn.deadline_ms", K_INT, 1, 3600000 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
@@ -252,6 +257,10 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->tcp_max_msg = 1u << 20;
 	cfg->tcp_max_inflight = 1024;
 	cfg->tcp_connect_timeout_ms = 2000;
+	cfg->txn_max_inflight = 128;
+	cfg->txn_max_slot_size = 65536;
+	cfg->txn_abort_ms = 1000;
+	cfg->txn_deadline_ms = 10000;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
 	cfg->nadmin_uids = 0;
@@ -404,6 +413,10 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("transport.tcp.max_msg", cfg->tcp_max_msg);
 	GET_INT("transport.tcp.max_inflight", cfg->tcp_max_inflight);
 	GET_INT("transport.tcp.connect_timeout_ms", cfg->tcp_connect_timeout_ms);
+	GET_INT("txn.max_inflight", cfg->txn_max_inflight);
+	GET_INT("txn.max_slot_size", cfg->txn_max_slot_size);
+	GET_INT("txn.abort_ms", cfg->txn_abort_ms);
+	GET_INT("txn.deadline_ms", cfg->txn_deadline_ms);
 	{
 		struct in_addr a;
 

@@ -52,6 +52,11 @@ struct rd_config {
 	uint32_t tcp_max_msg;
 	uint32_t tcp_max_inflight;
 	uint32_t tcp_connect_timeout_ms;
+	/* txn */
+	uint32_t txn_max_inflight;
+	uint32_t txn_max_slot_size;
+	uint32_t txn_abort_ms;
+	uint32_t txn_deadline_ms;
 	/* tenants */
 	int ntenants;
 	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];

@@ -529,8 +529,8 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 			return -EINVAL;
 	if (req->txn_slots || req->slot_size) {
 		if (!req->txn_slots || req->txn_slots > 65536 ||
-		    (req->txn_slots & (req->txn_slots - 1)) || req->slot_size < 64 ||
-		    req->slot_size > (1u << 20) || req->slot_size % 64)
+		    (req->txn_slots & (req->txn_slots - 1)) || req->slot_size < ROSHM_TXN_SLOT_MIN ||
+		    req->slot_size > cfg->txn_max_slot_size || req->slot_size % 64)
 			return -EINVAL;
 	}
 	if (ctl->nregions >= cfg->max_regions)
@@ -583,7 +583,8 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 		return ret;
 	}
 	rg->owner_handle = hv;
-	if (ctl->poller->tcp) {
+	{
+		/* peers may reach it (tcp) and its log is applied by our poller */
 		struct rd_cmd ex = { .type = RD_CMD_REGION_EXPORT, .region = rg };
 
 		rd_poller_cmd(ctl->poller, &ex);
@@ -801,6 +802,12 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "errors", json_integer((json_int_t)RD_STAT_GET(ps->errors)));
 		json_object_set_new(o, "corrupt_clients",
 				    json_integer((json_int_t)RD_STAT_GET(ps->corrupt_clients)));
+		json_object_set_new(o, "txn_committed", json_integer((json_int_t)RD_STAT_GET(ps->txn_committed)));
+		json_object_set_new(o, "txn_replayed", json_integer((json_int_t)RD_STAT_GET(ps->txn_replayed)));
+		json_object_set_new(o, "txn_log_full", json_integer((json_int_t)RD_STAT_GET(ps->txn_log_full)));
+		json_object_set_new(o, "txn_applied", json_integer((json_int_t)RD_STAT_GET(ps->txn_applied)));
+		json_object_set_new(o, "txn_aborted", json_integer((json_int_t)RD_STAT_GET(ps->txn_aborted)));
+		json_object_set_new(o, "txn_invalid", json_integer((json_int_t)RD_STAT_GET(ps->txn_invalid)));
 		for (int i = 0; i < RD_BATCH_BUCKETS; i++)
 			json_array_append_new(h, json_integer((json_int_t)RD_STAT_GET(ps->batch_hist[i])));
 		json_object_set_new(o, "batch_log2_hist", h);

@@ -242,6 +242,10 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->key = rec->key;
 		rg->data_size = rec->data_size;
 		rg->policy = rec->policy;
+		rg->txn_slots = rec->txn_slots;
+		rg->slot_size = rec->slot_size;
+		rg->data_off = ROSHM_REGION_HDR_SIZE +
+			       (((uint64_t)rec->txn_slots * rec->slot_size + 4095) & ~4095ull);
 		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));

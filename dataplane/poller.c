@@ -34,6 +34,7 @@
 #include "sqe.h"
 #include "transport/transport.h"
 #include "transport/tcp.h"
+#include "txn.h"
 
 int rd_logtype = RTE_LOGTYPE_USER1;
 
@@ -61,6 +62,10 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 		rd_poller_fini(p);
 		return -errno;
 	}
+	if (rd_txn_init(p)) {
+		rd_poller_fini(p);
+		return -ENOMEM;
+	}
 	if (cfg->tcp_enabled) {
 		int ret;
 
@@ -80,6 +85,7 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 
 void rd_poller_fini(struct rd_poller *p)
 {
+	rd_txn_fini(p);
 	if (p->tcp) {
 		rd_tcp_close_all(p->tcp);
 		rd_tcp_fini(p->tcp);
@@ -153,6 +159,7 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 			}
 		if (p->tcp)
 			rd_tcp_client_gone(p->tcp, c);
+		rd_txn_client_gone(p, c);
 		break;
 	case RD_CMD_HANDLE_SET:
 		c->dp_handles[idx].region = cmd->region;
@@ -165,11 +172,14 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		cmd->region->dead = true;
 		if (p->tcp && !cmd->region->remote)
 			rd_tcp_export(p->tcp, cmd->region, false);
+		if (!cmd->region->remote)
+			rd_txn_region_add(p, cmd->region, false);
 		break;
 	case RD_CMD_REGION_EXPORT:
 	case RD_CMD_REGION_UNEXPORT:
 		if (p->tcp)
 			rd_tcp_export(p->tcp, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
+		rd_txn_region_add(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
 		break;
 	case RD_CMD_PEER_UP:
 		if (p->tcp)
@@ -308,7 +318,19 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 
 		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
 				       &op.region);
-		if (ret) {
+		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
+			/* No CQE of its own: its status travels to the commit. */
+			if (rd_txn_write(p, c, &op.sqe, op.region, ret) < 0)
+				break;
+		} else if (!ret && op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
+			c->inflight++;
+			ret = rd_txn_commit(p, c, &op.sqe, op.region);
+			if (ret) {
+				c->inflight--;
+				cq_post(c, op.sqe.user_data, ret, 0);
+				errors++;
+			}
+		} else if (ret) {
 			cq_post(c, op.sqe.user_data, ret, 0);
 			errors++;
 		} else if (!op.region) { /* NOP, FENCE */
@@ -354,6 +376,7 @@ unsigned rd_poller_round(struct rd_poller *p)
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
 	if (p->tcp)
 		total += p->tcp->base.ops->poll(&p->tcp->base, p->cfg->burst);
+	total += rd_txn_tick(p);
 	if (n) {
 		uint32_t start = p->rr++ % n;
 
@@ -373,7 +396,7 @@ unsigned rd_poller_round(struct rd_poller *p)
 
 static bool work_pending(struct rd_poller *p)
 {
-	if (rte_ring_count(p->cmd_ring))
+	if (rte_ring_count(p->cmd_ring) || rd_txn_busy(p))
 		return true;
 	if (p->tcp) {
 		for (uint32_t i = 0; i < p->tcp->nout; i++)
@@ -410,7 +433,7 @@ static void poller_sleep(struct rd_poller *p)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!work_pending(p) && !atomic_load(&p->stop)) {
 		RD_STAT_ADD(p->stats.sleeps, 1);
-		n = epoll_wait(p->epfd, evs, 32, 200);
+		n = epoll_wait(p->epfd, evs, 32, rd_txn_sleep_ms(p));
 		for (int i = 0; i < n; i++) {
 			uint64_t v;
 			ssize_t r = read(evs[i].data.fd, &v, sizeof(v));

@@ -41,6 +41,15 @@ int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots
 	h->txn_slots = txn_slots;
 	h->slot_size = slot_size;
 	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	for (uint32_t i = 0; i < txn_slots; i++) {
+		struct roshm_txn_slot *sl = (void *)((uint8_t *)rg->map + ROSHM_REGION_HDR_SIZE +
+						     (uint64_t)i * slot_size);
+
+		sl->state = ROSHM_TXN_STATE(i, ROSHM_TXN_EMPTY);
+	}
+	rg->txn_slots = txn_slots;
+	rg->slot_size = slot_size;
+	rg->data_off = data_off;
 	rg->data = (uint8_t *)rg->map + data_off;
 	rg->data_size = data_size;
 	return 0;

@@ -51,6 +51,13 @@ struct rd_region {
 	bool hugetlb;
 	uint8_t *data;                /* data area in roshmd's mapping */
 	uint64_t data_size;
+	/* transaction log layout (local and remote) */
+	uint32_t txn_slots;
+	uint32_t slot_size;
+	uint64_t data_off;            /* offset of the data area in the region */
+	uint64_t hole_since;          /* owner's poller: when the next sequence became a hole */
+	uint64_t applied;             /* owner's poller: next sequence to apply */
+	uint64_t txn_hint;            /* writer's poller: highest txn_applied seen */
 	struct rd_transport *xport;   /* provider that reaches this region */
 	struct rd_client *owner;      /* control view; NULL once closed */
 	uint32_t owner_handle;
@@ -65,8 +72,11 @@ struct rd_region {
  * requests to a peer (one per peer node, shared by every local client);
  * inbound connections carry a peer's requests to our regions.
  */
+struct rd_txn;
 struct rd_tcp_pend {
 	struct rd_client *client;     /* NULL once the client detached */
+	struct rd_txn *txn;           /* roshmd's own operation: the transaction engine's */
+	uint8_t *dst;                 /* its READ destination */
 	uint64_t user_data;
 	uint64_t arena_off;
 	uint32_t len;
@@ -160,6 +170,7 @@ struct rd_client {
 	uint32_t inflight;            /* consumed SQEs without a posted CQE */
 	uint32_t sq_pub, cq_pub;      /* indices last published */
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
+	struct rd_txn *txn_build;     /* poller: the transaction being gathered */
 	bool dead;                    /* poller: ring corrupted, no more service */
 	struct rd_client_stats stats; /* poller writes, control reads */
 	struct rd_client *next;       /* control's list */
@@ -212,6 +223,8 @@ struct rd_poller_stats {
 	uint64_t errors;
 	uint64_t corrupt_clients;
 	uint64_t batch_hist[RD_BATCH_BUCKETS];
+	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
+	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
 };
 
 struct rte_ring;
@@ -229,6 +242,7 @@ struct rd_poller {
 	uint32_t rr;                  /* round-robin start */
 	struct rd_client **clients;   /* poller's active set, max_clients */
 	struct rd_tcp *tcp;           /* NULL when the tcp transport is off */
+	struct rd_txn_engine *txn;
 	struct rd_poller_stats stats;
 };
 

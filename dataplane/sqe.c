@@ -47,9 +47,16 @@ int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
 			return -EFAULT;
 		break;
 	case ROSHM_OP_TXN_WRITE:
+		if (!h->region->txn_slots)
+			return -EOPNOTSUPP;
+		if (!in_bounds(s->off, s->len, h->region->data_size) ||
+		    !in_bounds(s->arena_off, s->len, arena_size))
+			return -EFAULT;
+		break;
 	case ROSHM_OP_TXN_COMMIT:
-		/* Transactions (DESIGN section 6) run in a later issue. */
-		return -EOPNOTSUPP;
+		if (!h->region->txn_slots)
+			return -EOPNOTSUPP;
+		break;
 	default:
 		return -EINVAL;
 	}

@@ -14,6 +14,7 @@
  *   -ESTALE      the region was closed by its owner
  *   -EFAULT      offset/length outside the region's data area or the arena
  *   -EOPNOTSUPP  transaction opcode on a region without a staging log
+ * A TXN_WRITE with an invalid handle still yields *rg == NULL.
  */
 int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
 		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg);

@@ -36,6 +36,8 @@ twonode_up "$B" "$D2" 0
 echo "bench: $TN_MODE"
 bg_a "$B/perf/roshm-perf" -s "$SOCK_A" serve bench-target 8388608 >"$D2/serve.log" 2>&1
 srv+=("$BG_PID")
+bg_a "$B/perf/roshm-perf" -s "$SOCK_A" serve bench-txn 1048576 64 512 >"$D2/serve-txn.log" 2>&1
+srv+=("$BG_PID")
 bg_a "$B/perf/roshm-perf" tcp-server "$ADDR_A" 7600 >"$D2/tcp-server.log" 2>&1
 srv+=("$BG_PID")
 redis_port=$((PORT_A + 100))
@@ -51,6 +53,9 @@ fi
 sleep 0.5
 in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/bench-target --peer "$ADDR_A:7600" \
   "${redis_opt[@]}" -n 5000 --json "$OUT" tcp
+echo
+echo "== transactions over tcp: commit latency beside a plain WRITE =="
+in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/bench-txn -n 2000 --json "$OUT" txn
 echo
 echo "== all metrics ($OUT) =="
 python3 - "$OUT" <<'PY' 2>/dev/null || cat "$OUT"

@@ -377,7 +377,9 @@ static void usage(void)
 		"modes:\n"
 		"  all                     local-path metrics with rte_ring and memcpy baselines\n"
 		"  sweep [MAX]             WRITE/READ/FETCH_ADD latency, 2 B .. MAX (8 MiB)\n"
-		"  serve NAME SIZE         create region NAME and hold it until SIGTERM\n"
+		"  serve NAME SIZE [SLOTS SLOT_SIZE]\n"
+		"                          create region NAME (with a transaction log) and hold it until SIGTERM\n"
+		"  txn                     transaction commit latency beside plain WRITE latency (--remote)\n"
 		"  tcp-server ADDR PORT    raw TCP echo/sink baseline server\n"
 		"  tcp --peer ADDR:PORT [--redis ADDR:PORT]\n"
 		"                          two-node metrics against --remote, raw TCP and Redis baselines\n");
@@ -458,12 +460,45 @@ static void run_sweep(size_t iters, uint64_t max)
 	free(samples);
 }
 
-static int serve(const char *name, uint64_t size)
+/* One-write transaction commit latency next to a plain 64 B WRITE, same path. */
+static void run_txn(int trials, size_t iters, const char *json)
 {
+	uint64_t *samples = malloc(sizeof(uint64_t) * iters);
+	double wl[64], tl[64];
+	struct lat l = { 0 }, lt = { 0 };
+	struct roshm_txn_write tw = { .off = 0, .arena_off = 0, .len = 64 };
+
+	for (int t = 0; t < trials; t++) {
+		wl[t] = op_lat(ROSHM_OP_WRITE, 64, iters, samples, &l);
+		for (size_t i = 0; i < iters + 100; i++) {
+			uint64_t t0 = rte_rdtsc_precise();
+			int err = roshm_txn_sync(R, H, &tw, 1, NULL);
+
+			if (err)
+				die("transaction", err);
+			if (i >= 100)
+				samples[i - 100] = rte_rdtsc_precise() - t0;
+		}
+		lt = lat_of(samples, iters);
+		tl[t] = lt.typical * 1000;
+	}
+	lat_header("64 B WRITE completion latency, last trial");
+	lat_row(64, iters, l);
+	lat_header("one-write (64 B) transaction commit latency: reserve, stage, commit; last trial");
+	lat_row(64, iters, lt);
+	add_result("txn_commit_lat_vs_write", median(tl, trials) / 1000, median(wl, trials) / 1000, "us",
+		   "<=", 3.0);
+	print_results(json);
+	free(samples);
+}
+
+static int serve(const char *name, uint64_t size, uint32_t slots, uint32_t slot_size)
+{
+	struct roshm_region_opts o = { .txn_slots = slots, .slot_size = slot_size };
 	uint32_t h;
 	int err;
 
-	err = roshm_region_create(R, name, size, NULL, &h);
+	err = roshm_region_create(R, name, size, &o, &h);
 	if (err)
 		die("region create", err);
 	printf("serving region %s (%llu bytes) on node %s until SIGTERM\n", name,
@@ -543,13 +578,16 @@ int main(int argc, char **argv)
 	p.sq_entries = 256;
 	p.cq_entries = 512;
 	p.arena_size = 16u << 20;
+	p.spin_us = 1000; /* measure roshm, not the wakeup of a sleeping client */
 	R = roshm_open(&p, &err);
 	if (!R)
 		die("attach to roshmd", err);
 	if (!strcmp(mode, "serve")) {
-		if (optind + 3 != argc)
+		if (optind + 3 != argc && optind + 5 != argc)
 			usage();
-		return serve(argv[optind + 1], strtoull(argv[optind + 2], NULL, 0));
+		return serve(argv[optind + 1], strtoull(argv[optind + 2], NULL, 0),
+			     optind + 5 == argc ? (uint32_t)atoi(argv[optind + 3]) : 0,
+			     optind + 5 == argc ? (uint32_t)atoi(argv[optind + 4]) : 0);
 	}
 	if (remote) {
 		for (int i = 0; i < 200; i++) {
@@ -575,6 +613,8 @@ int main(int argc, char **argv)
 		run_all(trials, iters, json);
 	else if (!strcmp(mode, "sweep"))
 		run_sweep(iters, optind + 1 < argc ? strtoull(argv[optind + 1], NULL, 0) : 8u << 20);
+	else if (!strcmp(mode, "txn"))
+		run_txn(trials, iters, json);
 	else if (!strcmp(mode, "tcp") && remote && peer) {
 		/* Two roshmd pollers share this machine with us: let the
 		 * scheduler place the client, as it would a pod's. */

@@ -203,7 +203,12 @@ static inline void roshm_prep_cmp_swap(struct roshm_sqe *sqe, uint32_t handle,
 	sqe->operand2 = desired;
 }
 
-/* Staged write of a transaction on @handle (transactions: DESIGN section 6). */
+/*
+ * Transactions: any number of TXN_WRITEs (up to ROSHM_TXN_MAX_SEGS, all to
+ * one region with a log, fitting one slot) then one TXN_COMMIT. The writes get
+ * no CQE; the commit's CQE is 0 (result: the sequence) once the transaction
+ * is committed, and then it is applied exactly once, all or nothing.
+ */
 static inline void roshm_prep_txn_write(struct roshm_sqe *sqe, uint32_t handle,
 					uint64_t off, uint64_t arena_off, uint32_t len)
 {
@@ -322,6 +327,32 @@ int roshm_fetch_add_sync(struct roshm *r, uint32_t handle, uint64_t off,
 			 uint64_t add, uint64_t *old);
 int roshm_cmp_swap_sync(struct roshm *r, uint32_t handle, uint64_t off,
 			uint64_t expect, uint64_t desired, uint64_t *old);
+
+/* One write of a transaction: @len bytes from the arena at @arena_off to @off. */
+struct roshm_txn_write {
+	uint64_t off;
+	uint64_t arena_off;
+	uint32_t len;
+};
+
+/*
+ * roshm_txn_sync() - one transaction of @n writes to region @handle,
+ * applied all-or-nothing and exactly once.
+ * Returns 0 once committed (*seq: its sequence in the region's log),
+ * -EOPNOTSUPP (region has no log), -EMSGSIZE (does not fit a slot),
+ * -ETIMEDOUT (txn_deadline_ms ran out), -ESTALE (region gone), -EINVAL, -EBUSY.
+ */
+int roshm_txn_sync(struct roshm *r, uint32_t handle, const struct roshm_txn_write *w,
+		   unsigned n, uint64_t *seq);
+
+/*
+ * roshm_region_read_consistent() - for the owner of a region with a
+ * transaction log: copy data at @off into @dst so that no transaction is
+ * half-visible in it (the region's seqlock). 0, -EFAULT, -EBADF (not a region
+ * this client created), -EAGAIN (the applier never let go).
+ */
+int roshm_region_read_consistent(struct roshm *r, uint32_t handle, uint64_t off, void *dst,
+				 size_t len);
 
 /*
  * roshm_admin() - run an admin command ("status", "clients", "regions",

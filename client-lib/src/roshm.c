@@ -434,15 +434,19 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 int roshm_submit(struct roshm *r)
 {
 	struct roshm_sq *sq = &r->sq;
-	uint32_t n = sq->sqe_tail - sq->sqe_head;
+	uint32_t n = sq->sqe_tail - sq->sqe_head, cqes = n;
 
 	if (!n)
 		return 0;
+	/* A TXN_WRITE has no CQE of its own (its transaction's commit has). */
+	for (uint32_t i = sq->sqe_head; i != sq->sqe_tail; i++)
+		if (sq->sqes[i & sq->mask].opcode == ROSHM_OP_TXN_WRITE)
+			cqes--;
 	/* R0: release pairs with the poller's acquire of the SQ tail: the SQE
 	 * contents are visible before the new tail. */
 	__atomic_store_n(sq->ktail, sq->sqe_tail, __ATOMIC_RELEASE);
 	sq->sqe_head = sq->sqe_tail;
-	r->submitted += n;
+	r->submitted += cqes;
 	/* W0: full barrier between publishing the tail and reading NEED_WAKEUP;
 	 * pairs with the poller's barrier between setting the flag and its last
 	 * look at the tail (poller W1), so one of us sees the other. */
@@ -538,6 +542,64 @@ static int sync_op(struct roshm *r, struct roshm_sqe *tmpl, uint64_t *result)
 		*result = cqe->result;
 	roshm_cqe_seen(r, cqe);
 	return ret;
+}
+
+int roshm_txn_sync(struct roshm *r, uint32_t handle, const struct roshm_txn_write *w,
+		   unsigned nseg, uint64_t *seq)
+{
+	struct roshm_sqe *sqe;
+	struct roshm_cqe *cqe;
+	int ret;
+
+	if (!nseg || nseg > ROSHM_TXN_MAX_SEGS || nseg + 1 > r->sq.entries)
+		return -EINVAL;
+	if (roshm_inflight(r) || r->sq.sqe_tail != r->sq.sqe_head)
+		return -EBUSY;
+	for (unsigned i = 0; i < nseg; i++) {
+		sqe = roshm_get_sqe(r);
+		if (!sqe)
+			return -EBUSY;
+		roshm_prep_txn_write(sqe, handle, w[i].off, w[i].arena_off, w[i].len);
+	}
+	sqe = roshm_get_sqe(r);
+	if (!sqe)
+		return -EBUSY;
+	roshm_prep_txn_commit(sqe, handle);
+	roshm_submit(r);
+	ret = roshm_wait_cqe(r, &cqe);
+	if (ret)
+		return ret;
+	ret = cqe->status;
+	if (seq)
+		*seq = cqe->result;
+	roshm_cqe_seen(r, cqe);
+	return ret;
+}
+
+int roshm_region_read_consistent(struct roshm *r, uint32_t handle, uint64_t off, void *dst,
+				 size_t len)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next) {
+		const struct roshm_region_hdr *h = o->map;
+
+		if (o->handle != handle)
+			continue;
+		if (off > o->data_size || len > o->data_size - off)
+			return -EFAULT;
+		for (unsigned spins = 0; spins < 1000000; spins++) {
+			/* Pairs with the release stores of roshmd's applier. */
+			uint64_t s1 = __atomic_load_n(&h->seqlock, __ATOMIC_ACQUIRE);
+
+			if (s1 & 1)
+				continue;
+			memcpy(dst, o->data + off, len);
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&h->seqlock, __ATOMIC_RELAXED) == s1)
+				return 0;
+		}
+		return -EAGAIN;
+	}
+	return -EBADF;
 }
 
 int roshm_nop_sync(struct roshm *r)

@@ -7,6 +7,7 @@
  * guarantees among its own atomics.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "transport.h"
@@ -14,18 +15,19 @@
 void rd_local_exec(struct rd_op *op)
 {
 	const struct roshm_sqe *s = &op->sqe;
-	uint8_t *data = op->region->data;
-	uint8_t *arena = op->client->arena;
+	uint8_t *data = op->raw ? op->region->map : op->region->data;
+	const uint8_t *src = op->src ? op->src : (op->client ? op->client->arena + s->arena_off : NULL);
+	uint8_t *dst = op->dst ? op->dst : (op->client ? op->client->arena + s->arena_off : NULL);
 	uint64_t *word;
 
 	op->status = 0;
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
-		memcpy(data + s->off, arena + s->arena_off, s->len);
+		memcpy(data + s->off, src, s->len);
 		op->result = s->len;
 		break;
 	case ROSHM_OP_READ:
-		memcpy(arena + s->arena_off, data + s->off, s->len);
+		memcpy(dst, data + s->off, s->len);
 		op->result = s->len;
 		break;
 	case ROSHM_OP_FETCH_ADD:
@@ -60,3 +62,30 @@ const struct rd_transport_ops rd_local_transport_ops = {
 	.name = "local",
 	.submit = local_submit,
 };
+
+bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len)
+{
+	uint64_t log_end = ROSHM_REGION_HDR_SIZE + (uint64_t)rg->txn_slots * rg->slot_size;
+	uint64_t in_slot;
+
+	if (!rg->txn_slots)
+		return false;
+	if (off == offsetof(struct roshm_region_hdr, txn_tail))
+		return opcode == ROSHM_OP_FETCH_ADD && len == 8;
+	if (off == offsetof(struct roshm_region_hdr, txn_applied))
+		return opcode == ROSHM_OP_READ && len == 8;
+	if (off < ROSHM_REGION_HDR_SIZE || off >= log_end || len > log_end - off)
+		return false;
+	in_slot = (off - ROSHM_REGION_HDR_SIZE) % rg->slot_size;
+	switch (opcode) {
+	case ROSHM_OP_READ:
+		return len <= rg->slot_size - in_slot;
+	case ROSHM_OP_WRITE:   /* staging: never the owner's state and history words */
+		return in_slot >= ROSHM_TXN_STAGE_OFF && len <= rg->slot_size - in_slot;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:  /* the state word only */
+		return in_slot == 0 && len == 8;
+	default:
+		return false;
+	}
+}

@@ -23,6 +23,7 @@
 #include <rte_ring_elem.h>
 
 #include "tcp.h"
+#include "../txn.h"
 
 #define RX_BUF (256u * 1024)
 #define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */
@@ -180,7 +181,9 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 
 		if (!pd->used)
 			continue;
-		if (pd->client)
+		if (pd->txn)
+			rd_txn_complete(pd->txn, pd->opcode, status, 0);
+		else if (pd->client)
 			rd_op_complete(pd->client, pd->user_data, status, 0);
 		pd->used = false;
 		c->free_ids[c->nfree++] = i;
@@ -290,12 +293,15 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	pd->used = true;
 	pd->gen++;
 	pd->client = op->client;
+	pd->txn = op->txn;
+	pd->dst = op->dst;
 	pd->user_data = s->user_data;
 	pd->arena_off = s->arena_off;
 	pd->len = s->len;
 	pd->opcode = s->opcode;
 	memset(&req, 0, sizeof(req));
 	req.opcode = s->opcode;
+	req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
 	req.len = s->len;
 	req.region_id = rg->id;
 	req.key = rg->key;
@@ -306,7 +312,7 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	req.tag = (uint64_t)id | ((uint64_t)pd->gen << 32);
 	tx_put(c, &req, sizeof(req));
 	if (payload)
-		tx_put(c, op->client->arena + s->arena_off, payload);
+		tx_put(c, op->src ? op->src : op->client->arena + s->arena_off, payload);
 	c->frames_tx++;
 	return 0;
 }
@@ -365,16 +371,25 @@ static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_
 		return -ESTALE;
 	if (rg->key != q->key)
 		return -EACCES;
-	if (q->off > rg->data_size || q->len > rg->data_size - q->off)
+	if (q->flags & ROSHM_TCP_F_RAW) {
+		if (!rd_raw_access_ok(rg, q->opcode, q->off, q->len))
+			return -EFAULT;
+	} else if (q->off > rg->data_size || q->len > rg->data_size - q->off) {
 		return -EFAULT;
+	}
 	*out = rg;
 	return 0;
+}
+
+static inline uint8_t *req_base(const struct rd_region *rg, const struct roshm_tcp_req *q)
+{
+	return (q->flags & ROSHM_TCP_F_RAW) ? (uint8_t *)rg->map : rg->data;
 }
 
 /* A malformed frame: the peer is not speaking our protocol. */
 static bool req_malformed(struct rd_tcp *t, const struct roshm_tcp_req *q)
 {
-	if (q->rsvd[0] || q->rsvd[1] || q->rsvd[2] || q->len > t->max_msg)
+	if ((q->flags & ~ROSHM_TCP_F_RAW) || q->rsvd[0] || q->rsvd[1] || q->len > t->max_msg)
 		return true;
 	switch (q->opcode) {
 	case ROSHM_OP_WRITE:
@@ -428,7 +443,10 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 
 	memcpy(&r, c->rx_hdr, sizeof(r));
 	pd = &c->pend[(uint32_t)r.tag];
-	if (pd->client)
+	if (pd->txn)
+		rd_txn_complete(pd->txn, pd->opcode, r.status,
+				r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
+	else if (pd->client)
 		rd_op_complete(pd->client, pd->user_data, r.status,
 			       r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
 	pd->used = false;
@@ -464,25 +482,25 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
-			c->rx_dst = st ? NULL : rg->data + q.off;
+			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
 			c->rx_left = q.len;
 			c->rx_state = 1;
 			if (!q.len)
 				frame_done(t, c), c->rx_state = 0;
 			return 1;
 		case ROSHM_OP_READ:
-			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : rg->data + q.off, q.len);
+			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : req_base(rg, &q) + q.off, q.len);
 			return 1;
 		case ROSHM_OP_FETCH_ADD:
 			respond(c, q.tag, st,
-				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(rg->data + q.off),
+				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(req_base(rg, &q) + q.off),
 							    q.operand1, __ATOMIC_SEQ_CST), NULL, 0);
 			return 1;
 		default: { /* CMP_SWAP */
 			uint64_t expect = q.operand1;
 
 			if (!st)
-				__atomic_compare_exchange_n((uint64_t *)(void *)(rg->data + q.off), &expect,
+				__atomic_compare_exchange_n((uint64_t *)(void *)(req_base(rg, &q) + q.off), &expect,
 							    q.operand2, false, __ATOMIC_SEQ_CST,
 							    __ATOMIC_SEQ_CST);
 			respond(c, q.tag, st, st ? 0 : expect, NULL, 0);
@@ -510,7 +528,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	if (r.len) {
 		/* The arena offset was checked at submission; a client that left
 		 * gets nothing written. */
-		c->rx_dst = pd->client ? pd->client->arena + pd->arena_off : NULL;
+		c->rx_dst = pd->txn ? pd->dst : pd->client ? pd->client->arena + pd->arena_off : NULL;
 		c->rx_left = r.len;
 		c->rx_state = 1;
 		return 1;

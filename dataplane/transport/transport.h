@@ -14,13 +14,24 @@
 #include <stdint.h>
 #include "../roshmd.h"
 
+struct rd_txn;
+
 struct rd_op {
-	struct rd_client *client;
+	struct rd_client *client;   /* NULL for roshmd's own operations */
 	struct rd_region *region;
 	struct roshm_sqe sqe;       /* validated copy */
+	/* roshmd's own operations (transactions): */
+	struct rd_txn *txn;         /* completion goes to the transaction engine */
+	bool raw;                   /* sqe.off is from the region start (header, log) */
+	const uint8_t *src;         /* WRITE source instead of the client's arena */
+	uint8_t *dst;               /* READ destination instead of the client's arena */
 	int32_t status;
 	uint64_t result;
 };
+
+/* Whether a raw (region-relative) access touches only what the transaction
+ * protocol needs: txn_tail, slot state words, staged slot bytes. */
+bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len);
 
 struct rd_transport;
 

@@ -131,9 +131,54 @@ struct roshm_region_hdr {
 	uint64_t txn_tail;          /* FETCH_ADD target for reservations */
 	uint64_t txn_applied;       /* next sequence to apply */
 	uint64_t seqlock;           /* odd while the owner's roshmd applies */
-	uint8_t pad[ROSHM_CACHELINE - 8];
+	uint64_t txn_aborted;       /* sequences skipped as aborted holes */
+	uint8_t pad[ROSHM_CACHELINE - 16];
 };
 _Static_assert(sizeof(struct roshm_region_hdr) == 128, "region hdr");
+_Static_assert(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
 #define ROSHM_REGION_HDR_SIZE 4096u
+
+/*
+ * Transaction staging log: txn_slots slots of slot_size bytes at txn_log_off.
+ * Sequence s uses slot s % txn_slots. The state word is tagged with the
+ * sequence, so a late or repeated commit of an old sequence can never match:
+ *   EMPTY(s)      free for sequence s (initially slot i holds EMPTY(i))
+ *   COMMITTED(s)  the writer's CAS EMPTY(s) -> COMMITTED(s) made it final
+ *   ABORTED(s)    the owner gave up on a reserved sequence (writer died)
+ * After applying or skipping s, the owner's roshmd records the outcome in
+ * history[] (newest first) and sets EMPTY(s + txn_slots).
+ */
+#define ROSHM_TXN_EMPTY 0u
+#define ROSHM_TXN_COMMITTED 1u
+#define ROSHM_TXN_ABORTED 2u
+#define ROSHM_TXN_APPLIED 3u        /* history only */
+#define ROSHM_TXN_STATE(seq, st) (((uint64_t)(seq) << 2) | (st))
+#define ROSHM_TXN_SEQ(state) ((state) >> 2)
+#define ROSHM_TXN_KIND(state) ((uint32_t)(state) & 3u)
+#define ROSHM_TXN_MAX_SEGS 16
+#define ROSHM_TXN_HISTORY 3
+
+struct roshm_txn_seg {
+	uint64_t off;               /* data-area offset */
+	uint32_t len;
+	uint32_t rsvd;
+};
+
+struct roshm_txn_slot {
+	uint64_t state;             /* owner + writer's CAS */
+	uint64_t history[ROSHM_TXN_HISTORY];
+	/* staged by the writer, from ROSHM_TXN_STAGE_OFF on */
+	uint64_t seq;
+	uint64_t txn_id;            /* the writer's id for it (diagnostics) */
+	uint32_t nseg;
+	uint32_t payload_len;
+	uint32_t crc;               /* crc32c of the staged bytes, this field counted as 0 */
+	uint32_t rsvd;
+	struct roshm_txn_seg seg[]; /* then the payload, segment after segment */
+};
+#define ROSHM_TXN_STAGE_OFF 32u
+_Static_assert(offsetof(struct roshm_txn_slot, seq) == ROSHM_TXN_STAGE_OFF, "txn slot");
+_Static_assert(sizeof(struct roshm_txn_slot) == 64, "txn slot");
+#define ROSHM_TXN_SLOT_MIN 128u
 
 #endif /* ROSHM_ABI_H */

@@ -55,9 +55,12 @@ _Static_assert(sizeof(struct roshm_tcp_hello2) == 136, "hello2");
 _Static_assert(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
 
 /* Request: followed by @len payload bytes for WRITE. */
+#define ROSHM_TCP_F_RAW 1u     /* off is from the region start: transaction log access */
+
 struct roshm_tcp_req {
 	uint8_t opcode;         /* ROSHM_OP_WRITE, READ, FETCH_ADD, CMP_SWAP */
-	uint8_t rsvd[3];
+	uint8_t flags;          /* ROSHM_TCP_F_* */
+	uint8_t rsvd[2];
 	uint32_t len;           /* WRITE/READ bytes; 8 for atomics */
 	uint32_t region_id;
 	uint32_t key;           /* the region's random key for this epoch */

@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: MIT
+/* Transaction engine: see txn.h for the protocol. Poller thread only. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_cycles.h>
+#include <rte_hash_crc.h>
+
+#include "txn.h"
+#include "transport/transport.h"
+
+enum txn_state {
+	T_FREE,
+	T_BUILD,      /* gathering TXN_WRITEs */
+	T_RESERVE,
+	T_WAIT,       /* reading txn_applied until slot s is free (log full) */
+	T_STAGE,      /* staging WRITE and commit CAS go out back to back */
+	T_COMMIT,     /* waiting for them */
+	T_CHECK,      /* outcome unknown after an error: read the slot */
+};
+
+struct rd_txn {
+	struct rd_txn_engine *e;
+	enum txn_state state;
+	struct rd_client *client;     /* NULL once it detached: finish quietly */
+	uint64_t user_data;
+	struct rd_region *region;
+	uint32_t handle;
+	uint64_t seq;
+	bool have_seq;
+	bool committing;              /* a commit CAS was sent: outcome may be unknown */
+	int32_t error;                /* first TXN_WRITE error */
+	uint64_t deadline;
+	uint64_t retry_at;            /* 0: not waiting */
+	uint32_t outstanding;         /* our operations in flight */
+	bool cas_sent;                /* the commit CAS of this attempt went out */
+	int32_t stage_err;            /* the staging WRITE failed */
+	bool have_last;
+	int32_t last_st;              /* the answer that drives the next step */
+	uint64_t last_res;
+	uint32_t staged_len;          /* bytes from ROSHM_TXN_STAGE_OFF */
+	uint8_t *img;                 /* slot image (struct roshm_txn_slot + segs + payload) */
+	uint64_t rd[1 + ROSHM_TXN_HISTORY]; /* CHECK: state + history */
+	struct rd_txn *next_free;
+};
+
+struct rd_txn_engine {
+	struct rd_txn *pool;
+	uint8_t *bufs;
+	uint32_t n, max_slot;
+	struct rd_txn *free;
+	uint32_t active;
+	uint64_t next_id;
+	uint64_t hz;
+	struct rd_region **owned;     /* local regions with a log, applied by us */
+	uint32_t nowned, maxowned;
+	struct rd_poller *p;
+};
+
+#define RETRY_US 200
+
+int rd_txn_init(struct rd_poller *p)
+{
+	const struct rd_config *cfg = p->cfg;
+	struct rd_txn_engine *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->p = p;
+	e->n = cfg->txn_max_inflight;
+	e->max_slot = cfg->txn_max_slot_size;
+	e->pool = calloc(e->n, sizeof(*e->pool));
+	e->bufs = malloc((size_t)e->n * e->max_slot);
+	e->maxowned = cfg->max_regions;
+	e->owned = calloc(e->maxowned, sizeof(*e->owned));
+	e->hz = rte_get_timer_hz();
+	if (!e->pool || !e->bufs || !e->owned) {
+		free(e->pool);
+		free(e->bufs);
+		free(e->owned);
+		free(e);
+		return -ENOMEM;
+	}
+	for (uint32_t i = e->n; i-- > 0;) {
+		e->pool[i].e = e;
+		e->pool[i].img = e->bufs + (size_t)i * e->max_slot;
+		e->pool[i].next_free = e->free;
+		e->free = &e->pool[i];
+	}
+	/* ids unique across restarts and nodes, for diagnostics */
+	e->next_id = (rte_rdtsc() & 0xffffffull) << 40;
+	p->txn = e;
+	return 0;
+}
+
+void rd_txn_fini(struct rd_poller *p)
+{
+	struct rd_txn_engine *e = p->txn;
+
+	if (!e)
+		return;
+	free(e->pool);
+	free(e->bufs);
+	free(e->owned);
+	free(e);
+	p->txn = NULL;
+}
+
+static uint64_t us_to_cycles(const struct rd_txn_engine *e, uint64_t us)
+{
+	return e->hz / 1000000 * us;
+}
+
+static void txn_free(struct rd_txn *t)
+{
+	struct rd_txn_engine *e = t->e;
+
+	if (t->state != T_BUILD && t->state != T_FREE)
+		e->active--;
+	t->state = T_FREE;
+	t->next_free = e->free;
+	e->free = t;
+}
+
+/* The client's one completion. */
+static void txn_finish(struct rd_txn *t, int32_t status)
+{
+	if (t->client)
+		rd_op_complete(t->client, t->user_data, status, status ? 0 : t->seq);
+	txn_free(t);
+}
+
+static inline uint64_t slot_off(const struct rd_txn *t)
+{
+	return ROSHM_REGION_HDR_SIZE + (t->seq % t->region->txn_slots) * t->region->slot_size;
+}
+
+static uint32_t staged_crc(const uint8_t *staged, uint32_t len)
+{
+	/* Everything staged except the crc word itself (bytes 24..27 of the staged part). */
+	uint32_t crc = rte_hash_crc(staged, 24, 0xffffffffu);
+
+	return rte_hash_crc(staged + 28, len - 28, crc);
+}
+
+/* Issue one operation; returns 1, with the status and result filled in, if it completed at once. */
+static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, uint64_t op1,
+		 uint64_t op2, const void *src, void *dst, int32_t *st, uint64_t *res)
+{
+	struct rd_op op;
+	int r;
+
+	memset(&op, 0, sizeof(op));
+	op.region = t->region;
+	op.txn = t;
+	op.raw = true;
+	op.src = src;
+	op.dst = dst;
+	op.sqe.opcode = opcode;
+	op.sqe.off = off;
+	op.sqe.len = len;
+	op.sqe.operand1 = op1;
+	op.sqe.operand2 = op2;
+	if (t->region->dead) {
+		*st = -ESTALE;
+		*res = 0;
+		return 1;
+	}
+	r = t->region->xport->ops->submit(t->region->xport, &op);
+	if (r == 1) {
+		*st = op.status;
+		*res = op.result;
+		return 1;
+	}
+	if (r == 0) {
+		t->outstanding++;
+		return 0;
+	}
+	/* transport full: try again next round */
+	t->retry_at = rte_get_timer_cycles();
+	return 0;
+}
+
+static void retry_later(struct rd_txn *t)
+{
+	t->retry_at = rte_get_timer_cycles() + us_to_cycles(t->e, RETRY_US);
+}
+
+/* Start (or restart) the current step. Returns 1, with status and result
+ * filled in, when the step's deciding operation completed at once (local). */
+static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
+{
+	switch (t->state) {
+	case T_RESERVE:
+		return issue(t, ROSHM_OP_FETCH_ADD, offsetof(struct roshm_region_hdr, txn_tail), 8, 1, 0,
+			     NULL, NULL, st, res);
+	case T_WAIT:
+		return issue(t, ROSHM_OP_READ, offsetof(struct roshm_region_hdr, txn_applied), 8, 0, 0,
+			     NULL, t->rd, st, res);
+	case T_STAGE: {
+		struct roshm_txn_slot *sl = (void *)t->img;
+		uint8_t *staged = t->img + ROSHM_TXN_STAGE_OFF;
+		int32_t wst;
+		uint64_t wres;
+
+		sl->seq = t->seq;
+		sl->crc = 0;
+		sl->crc = staged_crc(staged, t->staged_len);
+		t->stage_err = 0;
+		t->cas_sent = false;
+		t->have_last = false;
+		/* The staging WRITE and the commit CAS go out together: the
+		 * transport executes one connection's requests in order (as an RC
+		 * QP does), so the CAS runs after the record is in place. */
+		if (issue(t, ROSHM_OP_WRITE, slot_off(t) + ROSHM_TXN_STAGE_OFF, t->staged_len, 0, 0,
+			  staged, NULL, &wst, &wres) && wst)
+			t->stage_err = wst;
+		if (t->retry_at)
+			return 0; /* the transport was full: stage again next round */
+		t->state = T_COMMIT;
+	}
+		/* fall through */
+	case T_COMMIT:
+		if (t->retry_at)
+			return 0; /* the transport was full: the tick sends the CAS */
+		t->committing = true;
+		t->cas_sent = true;
+		return issue(t, ROSHM_OP_CMP_SWAP, slot_off(t), 8,
+			     ROSHM_TXN_STATE(t->seq, ROSHM_TXN_EMPTY),
+			     ROSHM_TXN_STATE(t->seq, ROSHM_TXN_COMMITTED), NULL, NULL, st, res);
+	case T_CHECK:
+		return issue(t, ROSHM_OP_READ, slot_off(t), sizeof(t->rd), 0, 0, NULL, t->rd, st, res);
+	default:
+		return 0;
+	}
+}
+
+/* Outcome of sequence s in a slot image read back: 1 done, 0 not committed, -1 aborted. */
+static int check_outcome(const struct rd_txn *t)
+{
+	uint64_t s = t->seq;
+
+	if (t->rd[0] == ROSHM_TXN_STATE(s, ROSHM_TXN_COMMITTED))
+		return 1;
+	if (t->rd[0] == ROSHM_TXN_STATE(s, ROSHM_TXN_EMPTY))
+		return 0;
+	for (int i = 0; i < ROSHM_TXN_HISTORY; i++) {
+		if (t->rd[1 + i] == ROSHM_TXN_STATE(s, ROSHM_TXN_APPLIED))
+			return 1;
+		if (t->rd[1 + i] == ROSHM_TXN_STATE(s, ROSHM_TXN_ABORTED))
+			return -1;
+	}
+	/* Recycled past our history: it cannot have been left committed
+	 * without being applied, but we can no longer tell which; treat it
+	 * as aborted only if we never sent the commit. */
+	return t->committing ? -2 : -1;
+}
+
+/* Advance with the result of the step that just completed. */
+static void advance(struct rd_txn *t, int32_t st, uint64_t res)
+{
+	for (;;) {
+		uint64_t now = rte_get_timer_cycles();
+
+		if (now >= t->deadline) {
+			txn_finish(t, -ETIMEDOUT);
+			return;
+		}
+		if (st) {
+			/* Connection lost, peer down, region gone: the outcome of a
+			 * sent commit is unknown; find out once the peer is back. */
+			if (st == -ESTALE) {
+				txn_finish(t, -ESTALE);
+				return;
+			}
+			if (t->state == T_COMMIT)
+				t->state = t->committing ? T_CHECK : T_STAGE;
+			retry_later(t); /* RESERVE, WAIT, CHECK: ask again */
+			return;
+		}
+		switch (t->state) {
+		case T_RESERVE:
+			t->seq = res;
+			t->have_seq = true;
+			t->committing = false;
+			/* Slot s is free once s - slots was applied; the last
+			 * txn_applied we saw usually proves it without asking. */
+			t->state = t->seq < t->region->txn_hint + t->region->txn_slots ? T_STAGE : T_WAIT;
+			break;
+		case T_WAIT:
+			if (t->rd[0] > t->region->txn_hint)
+				t->region->txn_hint = t->rd[0];
+			if (t->seq >= t->rd[0] + t->region->txn_slots) {
+				/* log full: the owner has not applied s - slots yet */
+				RD_STAT_ADD(t->e->p->stats.txn_log_full, 1);
+				retry_later(t);
+				return;
+			}
+			t->state = T_STAGE;
+			break;
+		case T_COMMIT:
+			if (!t->stage_err && res == ROSHM_TXN_STATE(t->seq, ROSHM_TXN_EMPTY)) {
+				RD_STAT_ADD(t->e->p->stats.txn_committed, 1);
+				txn_finish(t, 0);
+				return;
+			}
+			/* Aborted as a hole (we were too slow), or the record did not
+			 * land (the owner rejects a committed bad record): replay
+			 * with a new sequence. */
+			RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
+			t->have_seq = false;
+			t->state = T_RESERVE;
+			break;
+		case T_CHECK: {
+			int o = check_outcome(t);
+
+			if (o == 1) {
+				RD_STAT_ADD(t->e->p->stats.txn_committed, 1);
+				txn_finish(t, 0);
+				return;
+			}
+			if (o == -2) {
+				txn_finish(t, -EIO); /* unknowable: say so, never guess */
+				return;
+			}
+			RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
+			if (o == 0) {
+				t->state = T_STAGE;
+			} else {
+				t->have_seq = false;
+				t->state = T_RESERVE;
+			}
+			break;
+		}
+		default:
+			return;
+		}
+		if (!step_issue(t, &st, &res))
+			return;
+	}
+}
+
+void rd_txn_complete(struct rd_txn *t, uint8_t opcode, int32_t status, uint64_t result)
+{
+	t->outstanding--;
+	if (opcode == ROSHM_OP_WRITE && t->state == T_COMMIT) {
+		if (status && !t->stage_err)
+			t->stage_err = status; /* the staging write */
+	} else {
+		t->have_last = true;
+		t->last_st = status;
+		t->last_res = result;
+	}
+	/* Act once everything of this step has answered (a lost connection
+	 * fails them in any order). */
+	if (t->outstanding)
+		return;
+	if (t->state == T_COMMIT && !t->cas_sent) {
+		if (t->stage_err)
+			advance(t, t->stage_err, 0);
+		return; /* the tick sends the CAS */
+	}
+	if (!t->have_last)
+		return;
+	t->have_last = false;
+	advance(t, t->last_st, t->last_res);
+}
+
+static struct rd_txn *building(struct rd_txn_engine *e, struct rd_client *c)
+{
+	(void)e;
+	return c->txn_build;
+}
+
+int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		 struct rd_region *rg, int status)
+{
+	struct rd_txn_engine *e = p->txn;
+	struct rd_txn *t = building(e, c);
+	struct roshm_txn_slot *sl;
+
+	if (!t) {
+		t = e->free;
+		if (!t)
+			return -EBUSY;
+		e->free = t->next_free;
+		memset(t->img, 0, sizeof(struct roshm_txn_slot));
+		t->state = T_BUILD;
+		t->client = c;
+		t->region = rg;
+		t->handle = s->handle;
+		t->error = 0;
+		t->staged_len = sizeof(struct roshm_txn_slot) - ROSHM_TXN_STAGE_OFF;
+		c->txn_build = t;
+	}
+	if (t->error)
+		return 0;
+	if (status) {
+		t->error = status;
+		return 0;
+	}
+	sl = (void *)t->img;
+	if (s->handle != t->handle) {
+		t->error = -EINVAL; /* one transaction, one region */
+		return 0;
+	}
+	/* Segment table first, payload after it: move the payload when a
+	 * segment is added (at most ROSHM_TXN_MAX_SEGS, bytes already here). */
+	uint32_t hdr_old = sizeof(*sl) + sl->nseg * sizeof(struct roshm_txn_seg);
+	uint32_t hdr_new = hdr_old + sizeof(struct roshm_txn_seg);
+	uint32_t total = hdr_new + sl->payload_len + s->len;
+
+	if (sl->nseg >= ROSHM_TXN_MAX_SEGS || total > rg->slot_size || total > e->max_slot) {
+		t->error = -EMSGSIZE;
+		return 0;
+	}
+	memmove(t->img + hdr_new, t->img + hdr_old, sl->payload_len);
+	sl->seg[sl->nseg].off = s->off;
+	sl->seg[sl->nseg].len = s->len;
+	sl->seg[sl->nseg].rsvd = 0;
+	memcpy(t->img + hdr_new + sl->payload_len, c->arena + s->arena_off, s->len);
+	sl->nseg++;
+	sl->payload_len += s->len;
+	t->staged_len = total - ROSHM_TXN_STAGE_OFF;
+	return 0;
+}
+
+int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		  struct rd_region *rg)
+{
+	struct rd_txn_engine *e = p->txn;
+	struct rd_txn *t = c->txn_build;
+	int32_t st;
+	uint64_t res;
+
+	if (!t)
+		return -EINVAL; /* nothing staged */
+	c->txn_build = NULL;
+	if (t->error || s->handle != t->handle || rg != t->region) {
+		int err = t->error ? t->error : -EINVAL;
+
+		t->state = T_FREE;
+		t->next_free = e->free;
+		e->free = t;
+		return err;
+	}
+	((struct roshm_txn_slot *)t->img)->txn_id = e->next_id++;
+	t->user_data = s->user_data;
+	t->have_seq = false;
+	t->committing = false;
+	t->outstanding = 0;
+	t->have_last = false;
+	t->retry_at = 0;
+	t->deadline = rte_get_timer_cycles() + us_to_cycles(e, (uint64_t)p->cfg->txn_deadline_ms * 1000);
+	t->state = T_RESERVE;
+	e->active++;
+	if (step_issue(t, &st, &res))
+		advance(t, st, res);
+	return 0;
+}
+
+void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c)
+{
+	struct rd_txn_engine *e = p->txn;
+
+	if (!e)
+		return;
+	if (c->txn_build) {
+		struct rd_txn *t = c->txn_build;
+
+		c->txn_build = NULL;
+		t->state = T_FREE;
+		t->next_free = e->free;
+		e->free = t;
+	}
+	/* Transactions already committing run to the end: the log must not be
+	 * left with a hole we could have filled. Nobody hears the outcome. */
+	for (uint32_t i = 0; i < e->n; i++)
+		if (e->pool[i].client == c && e->pool[i].state != T_FREE)
+			e->pool[i].client = NULL;
+}
+
+void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on)
+{
+	struct rd_txn_engine *e = p->txn;
+
+	if (!e || !rg->txn_slots)
+		return;
+	for (uint32_t i = 0; i < e->nowned; i++)
+		if (e->owned[i] == rg) {
+			if (!on)
+				e->owned[i] = e->owned[--e->nowned];
+			return;
+		}
+	if (on && e->nowned < e->maxowned) {
+		rg->applied = ((struct roshm_region_hdr *)rg->map)->txn_applied;
+		rg->hole_since = 0;
+		e->owned[e->nowned++] = rg;
+	}
+}
+
+/* ---- owner side ---- */
+
+static bool slot_valid(const struct rd_region *rg, const struct roshm_txn_slot *sl, uint64_t seq)
+{
+	uint64_t sum = 0, hdr = sizeof(*sl) + (uint64_t)sl->nseg * sizeof(struct roshm_txn_seg);
+
+	if (sl->seq != seq || sl->nseg > ROSHM_TXN_MAX_SEGS || hdr + sl->payload_len > rg->slot_size)
+		return false;
+	for (uint32_t i = 0; i < sl->nseg; i++) {
+		if (sl->seg[i].off > rg->data_size || sl->seg[i].len > rg->data_size - sl->seg[i].off)
+			return false;
+		sum += sl->seg[i].len;
+	}
+	if (sum != sl->payload_len)
+		return false;
+	return staged_crc((const uint8_t *)sl + ROSHM_TXN_STAGE_OFF,
+			  (uint32_t)(hdr + sl->payload_len - ROSHM_TXN_STAGE_OFF)) == sl->crc;
+}
+
+static void recycle(struct rd_region *rg, struct roshm_txn_slot *sl, uint64_t seq, uint32_t outcome)
+{
+	struct roshm_region_hdr *h = rg->map;
+
+	memmove(&sl->history[1], &sl->history[0], sizeof(sl->history[0]) * (ROSHM_TXN_HISTORY - 1));
+	sl->history[0] = ROSHM_TXN_STATE(seq, outcome);
+	/* The history is in place before the slot is handed to seq + slots. */
+	__atomic_store_n(&sl->state, ROSHM_TXN_STATE(seq + rg->txn_slots, ROSHM_TXN_EMPTY),
+			 __ATOMIC_RELEASE);
+	rg->applied = seq + 1;
+	rg->hole_since = 0;
+	__atomic_store_n(&h->txn_applied, seq + 1, __ATOMIC_RELEASE);
+}
+
+static void apply(struct rd_region *rg, const struct roshm_txn_slot *sl)
+{
+	struct roshm_region_hdr *h = rg->map;
+	const uint8_t *src = (const uint8_t *)&sl->seg[sl->nseg];
+	uint64_t sq = h->seqlock | 1;
+
+	/* Seqlock: odd while the data area changes; readers retry. */
+	__atomic_store_n(&h->seqlock, sq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (uint32_t i = 0; i < sl->nseg; i++) {
+		memcpy(rg->data + sl->seg[i].off, src, sl->seg[i].len);
+		src += sl->seg[i].len;
+	}
+	__atomic_store_n(&h->seqlock, sq + 1, __ATOMIC_RELEASE);
+}
+
+static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint64_t now, uint64_t abort)
+{
+	struct roshm_region_hdr *h = rg->map;
+	unsigned n = 0;
+
+	while (n < 64) {
+		uint64_t seq = rg->applied;
+		struct roshm_txn_slot *sl = (void *)((uint8_t *)rg->map + ROSHM_REGION_HDR_SIZE +
+						     (seq % rg->txn_slots) * rg->slot_size);
+		uint64_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+
+		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_COMMITTED)) {
+			if (slot_valid(rg, sl, seq)) {
+				apply(rg, sl);
+				recycle(rg, sl, seq, ROSHM_TXN_APPLIED);
+				RD_STAT_ADD(e->p->stats.txn_applied, 1);
+			} else {
+				/* A committed record that fails its checks is never applied. */
+				recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
+				__atomic_store_n(&h->txn_aborted, h->txn_aborted + 1, __ATOMIC_RELAXED);
+				RD_STAT_ADD(e->p->stats.txn_invalid, 1);
+			}
+			n++;
+			continue;
+		}
+		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY)) {
+			if (__atomic_load_n(&h->txn_tail, __ATOMIC_ACQUIRE) <= seq)
+				break; /* nothing reserved */
+			if (!rg->hole_since) {
+				rg->hole_since = now;
+				break;
+			}
+			if (now - rg->hole_since < abort)
+				break;
+			uint64_t expect = st;
+
+			if (!__atomic_compare_exchange_n(&sl->state, &expect,
+							 ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED), false,
+							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				continue; /* committed at the last moment: apply it */
+			st = ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED);
+		}
+		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED)) {
+			recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
+			__atomic_store_n(&h->txn_aborted, h->txn_aborted + 1, __ATOMIC_RELAXED);
+			RD_STAT_ADD(e->p->stats.txn_aborted, 1);
+			n++;
+			continue;
+		}
+		break; /* a state that is not ours to judge (owner scribbled): wait */
+	}
+	return n;
+}
+
+unsigned rd_txn_tick(struct rd_poller *p)
+{
+	struct rd_txn_engine *e = p->txn;
+	uint64_t now;
+	unsigned n = 0;
+
+	if (!e || (!e->active && !e->nowned))
+		return 0;
+	now = rte_get_timer_cycles();
+	if (e->active) {
+		for (uint32_t i = 0; i < e->n; i++) {
+			struct rd_txn *t = &e->pool[i];
+			int32_t st;
+			uint64_t res;
+
+			if (t->state <= T_BUILD || t->outstanding || !t->retry_at || now < t->retry_at)
+				continue;
+			t->retry_at = 0;
+			if (now >= t->deadline) {
+				txn_finish(t, -ETIMEDOUT);
+				continue;
+			}
+			if (step_issue(t, &st, &res))
+				advance(t, st, res);
+			n++;
+		}
+	}
+	uint64_t abort = us_to_cycles(e, (uint64_t)p->cfg->txn_abort_ms * 1000);
+
+	for (uint32_t i = 0; i < e->nowned; i++)
+		n += apply_region(e, e->owned[i], now, abort);
+	return n;
+}
+
+bool rd_txn_busy(const struct rd_poller *p)
+{
+	const struct rd_txn_engine *e = p->txn;
+	uint64_t now;
+
+	if (!e)
+		return false;
+	/* Work we can do now; waiting for a peer's answer is not: the poller
+	 * may sleep, its connections wake it (it shares cores with others). */
+	now = rte_get_timer_cycles();
+	for (uint32_t i = 0; e->active && i < e->n; i++) {
+		const struct rd_txn *t = &e->pool[i];
+
+		if (t->state > T_BUILD && !t->outstanding && t->retry_at && now >= t->retry_at)
+			return true;
+	}
+	for (uint32_t i = 0; i < e->nowned; i++) {
+		const struct rd_region *rg = e->owned[i];
+		const struct roshm_txn_slot *sl = (const void *)((const uint8_t *)rg->map +
+			ROSHM_REGION_HDR_SIZE + (rg->applied % rg->txn_slots) * rg->slot_size);
+		uint64_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+
+		if (st != ROSHM_TXN_STATE(rg->applied, ROSHM_TXN_EMPTY))
+			return true; /* committed or aborted: apply it */
+	}
+	return false;
+}
+
+int rd_txn_sleep_ms(const struct rd_poller *p)
+{
+	const struct rd_txn_engine *e = p->txn;
+
+	if (!e)
+		return 200;
+	/* Retries and hole timeouts are checked every millisecond while they exist. */
+	for (uint32_t i = 0; e->active && i < e->n; i++)
+		if (e->pool[i].state > T_BUILD && e->pool[i].retry_at)
+			return 1;
+	for (uint32_t i = 0; i < e->nowned; i++) {
+		const struct roshm_region_hdr *h = e->owned[i]->map;
+
+		if (__atomic_load_n(&h->txn_tail, __ATOMIC_RELAXED) > e->owned[i]->applied)
+			return 1;
+	}
+	return 200;
+}

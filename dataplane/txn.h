@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transactions (DESIGN section 6), run by roshmd's poller.
+ *
+ * Writer side: a client's TXN_WRITEs are gathered (their bytes copied out of
+ * the arena at once) and its TXN_COMMIT starts the protocol against the
+ * target region, through whatever transport reaches it:
+ *   RESERVE  FETCH_ADD txn_tail, 1            -> sequence s
+ *   WAIT     FETCH_ADD state(s), 0 (a read)   until EMPTY(s): the slot is ours
+ *   STAGE    WRITE the record (seq, segments, payload, crc32c) into the slot
+ *   COMMIT   CMP_SWAP state(s) EMPTY(s) -> COMMITTED(s)
+ * The client's one CQE says 0 (result = s) only once the commit CAS
+ * succeeded. A transport error leaves the outcome of an in-flight commit
+ * unknown: the engine retries until it can read the slot (state and history)
+ * and decides: COMMITTED or APPLIED(s) -> done; EMPTY(s) -> stage and commit
+ * again; ABORTED(s) -> replay with a new sequence. txn_deadline_ms bounds it
+ * all (-ETIMEDOUT).
+ *
+ * Owner side: each round the poller applies, in sequence order, committed
+ * slots of its regions under the region's seqlock, and aborts a reserved
+ * sequence that stays uncommitted for txn_abort_ms.
+ */
+#ifndef RD_TXN_H
+#define RD_TXN_H
+
+#include "roshmd.h"
+
+struct rd_txn_engine;
+
+int rd_txn_init(struct rd_poller *p);
+void rd_txn_fini(struct rd_poller *p);
+/* TXN_WRITE (@status: its validation result, reported on the commit):
+ * 0 consumed, -EBUSY no transaction context free (the SQE stays). */
+int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		 struct rd_region *rg, int status);
+/* TXN_COMMIT: 0 started (a CQE comes later), or -errno for the CQE now. */
+int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		  struct rd_region *rg);
+/* Completion of one of the engine's own operations (transports call it). */
+void rd_txn_complete(struct rd_txn *t, uint8_t opcode, int32_t status, uint64_t result);
+/* Once per poll round: retries, and the owner-side apply of local logs. */
+unsigned rd_txn_tick(struct rd_poller *p);
+/* Work the engine can do right now (the poller must not sleep). */
+bool rd_txn_busy(const struct rd_poller *p);
+/* How long the poller may sleep before the engine needs a look. */
+int rd_txn_sleep_ms(const struct rd_poller *p);
+void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c);
+void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on);
+
+#endif

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Transactions through real roshmd processes, and what failures do to them.
+ * Each writer streams transactions of three writes whose bytes carry
+ * (writer, txn number): a record in two halves at a place of its own, and the
+ * writer's high-water mark. Afterwards the owner's data must show:
+ *   - every acknowledged transaction applied (nothing acknowledged is lost),
+ *   - no record half-applied (all or nothing),
+ *   - applied transactions == records present (none applied twice),
+ *   - each writer's high-water mark == its last applied transaction (one order).
+ * Configurations: one node (local transport), three nodes in network
+ * namespaces (tcp transport), and a writer's roshmd killed mid-stream.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "roshm.h"
+#include "harness.h"
+
+#define WRITERS 3
+#define MAXTX 4000
+#define REC 32
+#define HWM_OFF ((uint64_t)WRITERS * MAXTX * REC)
+#define DATA_SIZE (HWM_OFF + 4096)
+#define MAGIC 0x7258ull
+
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); return 1; } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a != _b) { fprintf(stderr, "%s:%d: %s = %lld, expected %lld\n", __FILE__, __LINE__, #a, _a, _b); return 1; } } while (0)
+
+static struct th_daemon nodes[4];
+static int nnodes;
+static char prefix[32], workdir[160];
+static bool netns_up;
+
+struct shared {
+	uint8_t acked[WRITERS][MAXTX];
+	int32_t last_err[WRITERS];
+	volatile uint64_t done[WRITERS];
+};
+static struct shared *sh;
+
+struct writer {
+	int w, node, ntx;
+	char region[128];
+	const char *netns;
+};
+
+static struct roshm *attach(int node)
+{
+	struct roshm_params p = { .sock_path = nodes[node].sock };
+	int err;
+
+	return roshm_open(&p, &err);
+}
+
+static int writer_main(void *arg)
+{
+	struct writer *x = arg;
+	struct roshm *r = attach(x->node);
+	uint32_t h;
+	uint8_t *a;
+	int ret = -ENOENT;
+
+	CHECK(r);
+	for (int i = 0; i < 300 && ret == -ENOENT; i++)
+		if ((ret = roshm_region_open(r, x->region, &h, NULL)) == -ENOENT)
+			usleep(10000);
+	CHECK_EQ(ret, 0);
+	a = roshm_arena(r, NULL);
+	for (int i = 0; i < x->ntx; i++) {
+		uint64_t id = ((uint64_t)x->w << 32) | (uint64_t)i, off = ((uint64_t)x->w * MAXTX + (uint64_t)i) * REC;
+		uint64_t *p = (uint64_t *)(void *)a;
+		struct roshm_txn_write tw[3] = {
+			{ .off = off, .arena_off = 0, .len = 16 },
+			{ .off = off + 16, .arena_off = 16, .len = 16 },
+			{ .off = HWM_OFF + (uint64_t)x->w * 8, .arena_off = 32, .len = 8 },
+		};
+
+		p[0] = MAGIC;
+		p[1] = id;
+		p[2] = ~id;
+		p[3] = id ^ 0x5555555555555555ull;
+		p[4] = (uint64_t)i + 1;
+		ret = roshm_txn_sync(r, h, tw, 3, NULL);
+		if (ret) {
+			sh->last_err[x->w] = ret;
+			break;
+		}
+		sh->acked[x->w][i] = 1;
+		sh->done[x->w] = (uint64_t)i + 1;
+	}
+	roshm_close(r);
+	return 0;
+}
+
+/* Check the invariants on the owner's mapping; @killed: writers allowed to
+ * have one unacknowledged transaction applied (it died waiting). */
+static void verify(const uint8_t *d, const struct roshm_region_hdr *hdr, int nw, const int *ntx)
+{
+	uint64_t present = 0;
+
+	for (int w = 0; w < nw; w++) {
+		int64_t last = -1;
+
+		for (int i = 0; i < MAXTX; i++) {
+			const uint64_t *p = (const uint64_t *)(const void *)(d + ((uint64_t)w * MAXTX + (uint64_t)i) * REC);
+			uint64_t id = ((uint64_t)w << 32) | (uint64_t)i;
+			bool first = p[0] == MAGIC && p[1] == id, second = p[2] == ~id &&
+					p[3] == (id ^ 0x5555555555555555ull);
+
+			if (first != second)
+				fail_msg("writer %d txn %d applied partially (%d/%d)", w, i, first, second);
+			if (!first && (p[0] || p[1] || p[2] || p[3]))
+				fail_msg("writer %d txn %d: garbage in its record", w, i);
+			if (sh->acked[w][i] && !first)
+				fail_msg("writer %d txn %d acknowledged but not applied", w, i);
+			if (first) {
+				present++;
+				if (i >= ntx[w])
+					fail_msg("writer %d txn %d applied but never issued", w, i);
+				if (!sh->acked[w][i] && i != (int)sh->done[w])
+					fail_msg("writer %d txn %d applied, not acknowledged, not its last", w, i);
+				last = i;
+			}
+		}
+		uint64_t hwm = *(const uint64_t *)(const void *)(d + HWM_OFF + (uint64_t)w * 8);
+
+		if (hwm != (uint64_t)(last + 1))
+			fail_msg("writer %d: high-water mark %llu, last applied txn %lld: out of order", w,
+				 (unsigned long long)hwm, (long long)last);
+	}
+	uint64_t applied = hdr->txn_applied - hdr->txn_aborted;
+
+	if (applied != present)
+		fail_msg("%llu transactions applied, %llu records present: some applied twice",
+			 (unsigned long long)applied, (unsigned long long)present);
+	print_message("%llu transactions applied exactly once, %llu holes aborted, log sequence %llu\n",
+		      (unsigned long long)present, (unsigned long long)hdr->txn_aborted,
+		      (unsigned long long)hdr->txn_applied);
+}
+
+static struct roshm *make_region(int node, const char *name, uint32_t *h, uint8_t **d,
+				 struct roshm_region_hdr **hdr, uint32_t slots)
+{
+	struct roshm *r = attach(node);
+	struct roshm_region_opts o = { .txn_slots = slots, .slot_size = 512 };
+
+	assert_non_null(r);
+	assert_int_equal(roshm_region_create(r, name, DATA_SIZE, &o, h), 0);
+	*d = roshm_region_data(r, *h, NULL);
+	/* the header sits one log before the data: 4 KiB + slots * slot_size, page aligned */
+	*hdr = (struct roshm_region_hdr *)(void *)(*d - (4096 + (((uint64_t)slots * 512 + 4095) & ~4095ull)));
+	assert_int_equal((*hdr)->magic, ROSHM_REGION_MAGIC);
+	return r;
+}
+
+static void wait_applied(const struct roshm_region_hdr *hdr)
+{
+	for (int i = 0; i < 500; i++) {
+		if (__atomic_load_n(&hdr->txn_applied, __ATOMIC_ACQUIRE) ==
+		    __atomic_load_n(&hdr->txn_tail, __ATOMIC_ACQUIRE))
+			return;
+		usleep(10000);
+	}
+	fail_msg("log not drained: applied %llu of %llu", (unsigned long long)hdr->txn_applied,
+		 (unsigned long long)hdr->txn_tail);
+}
+
+/* ---- one node ---- */
+
+static void test_local_api(void **state)
+{
+	struct roshm *owner, *u;
+	struct roshm_region_hdr *hdr;
+	uint32_t h, hu, hplain;
+	uint8_t *d, *a, buf[64];
+	uint64_t seq;
+
+	(void)state;
+	owner = make_region(1, "txn-api", &h, &d, &hdr, 8);
+	u = attach(1);
+	assert_non_null(u);
+	assert_int_equal(roshm_region_open(u, "default/txn-api", &hu, NULL), 0);
+	a = roshm_arena(u, NULL);
+	memset(a, 0xAB, 64);
+	struct roshm_txn_write tw = { .off = 100, .arena_off = 0, .len = 64 };
+
+	/* more transactions than slots: the log wraps */
+	for (int i = 0; i < 50; i++) {
+		assert_int_equal(roshm_txn_sync(u, hu, &tw, 1, &seq), 0);
+		assert_int_equal(seq, i);
+	}
+	wait_applied(hdr);
+	assert_int_equal(roshm_region_read_consistent(owner, h, 100, buf, 64), 0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(buf[i], 0xAB);
+	/* too big for a slot; region without a log; out of bounds */
+	tw.len = 1024;
+	assert_int_equal(roshm_txn_sync(u, hu, &tw, 1, NULL), -EMSGSIZE);
+	tw.len = 64;
+	tw.off = DATA_SIZE - 8;
+	assert_int_equal(roshm_txn_sync(u, hu, &tw, 1, NULL), -EFAULT);
+	assert_int_equal(roshm_region_create(owner, "txn-plain", 4096, NULL, &hplain), 0);
+	assert_int_equal(roshm_region_open(u, "default/txn-plain", &hplain, NULL), 0);
+	tw.off = 0;
+	assert_int_equal(roshm_txn_sync(u, hplain, &tw, 1, NULL), -EOPNOTSUPP);
+	/* and plain operations still work beside transactions */
+	assert_int_equal(roshm_nop_sync(u), 0);
+	roshm_close(u);
+	roshm_close(owner);
+}
+
+static void run_writers(struct writer *ws, int nw)
+{
+	pid_t pids[WRITERS];
+
+	for (int i = 0; i < nw; i++)
+		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
+	for (int i = 0; i < nw; i++)
+		assert_int_equal(th_wait(pids[i]), 0);
+}
+
+static void test_local_stream(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+	struct writer ws[2];
+	int ntx[WRITERS] = { 0 };
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-local", &h, &d, &hdr, 16);
+	for (int i = 0; i < 2; i++) {
+		ws[i] = (struct writer){ .w = i, .node = 1, .ntx = 2000, .netns = NULL };
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-local");
+		ntx[i] = 2000;
+	}
+	run_writers(ws, 2);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(sh->done[i], 2000);
+	wait_applied(hdr);
+	verify(d, hdr, 2, ntx);
+	roshm_close(owner);
+}
+
+/* ---- three nodes ---- */
+
+static void test_remote_stream(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+	struct writer ws[WRITERS];
+	int ntx[WRITERS];
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-remote", &h, &d, &hdr, 16);
+	for (int i = 0; i < WRITERS; i++) {
+		ws[i] = (struct writer){ .w = i, .node = i + 1, .ntx = 1500, .netns = nodes[i + 1].netns };
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-remote");
+		ntx[i] = 1500;
+	}
+	run_writers(ws, WRITERS);
+	for (int i = 0; i < WRITERS; i++)
+		assert_int_equal(sh->done[i], 1500);
+	wait_applied(hdr);
+	verify(d, hdr, WRITERS, ntx);
+	assert_int_equal(hdr->txn_aborted, 0);
+	roshm_close(owner);
+}
+
+static void test_writer_roshmd_killed(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+	struct writer ws[2];
+	int ntx[WRITERS] = { 3000, 1500, 0 };
+	pid_t pids[2];
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-kill", &h, &d, &hdr, 16);
+	ws[0] = (struct writer){ .w = 0, .node = 2, .ntx = 3000, .netns = nodes[2].netns };
+	ws[1] = (struct writer){ .w = 1, .node = 3, .ntx = 1500, .netns = nodes[3].netns };
+	for (int i = 0; i < 2; i++) {
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-kill");
+		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
+	}
+	for (int i = 0; i < 500 && sh->done[0] < 300; i++)
+		usleep(10000);
+	if (sh->done[0] < 300)
+		fail_msg("writer 0 at %llu (err %d), writer 1 at %llu (err %d)", (unsigned long long)sh->done[0], sh->last_err[0], (unsigned long long)sh->done[1], sh->last_err[1]);
+	th_daemon_kill(&nodes[2]); /* kill -9 writer 0's roshmd mid-stream */
+	assert_int_equal(th_wait(pids[0]), 0);
+	assert_int_equal(th_wait(pids[1]), 0);
+	assert_int_not_equal(sh->last_err[0], 0); /* it was told, clearly */
+	assert_int_equal(sh->done[1], 1500);      /* the other writer went on */
+	wait_applied(hdr);                       /* holes were aborted */
+	print_message("writer 0 stopped after %llu acknowledged (status %d)\n",
+		      (unsigned long long)sh->done[0], sh->last_err[0]);
+	verify(d, hdr, 2, ntx);
+	roshm_close(owner);
+}
+
+static const char *txn_conf = "txn: { abort_ms = 300; deadline_ms = 5000; };\n";
+
+static int setup_local(void **state)
+{
+	(void)state;
+	nnodes = 1;
+	return th_daemon_start(&nodes[1], "txn1", txn_conf) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	int bad = 0;
+
+	(void)state;
+	for (int n = 1; n <= nnodes; n++)
+		if (nodes[n].pid && th_daemon_stop(&nodes[n])) {
+			th_daemon_dump_log(&nodes[n]);
+			bad = 1;
+		}
+	return bad ? -1 : 0;
+}
+
+static int setup_multi(void **state)
+{
+	char extra[1024];
+
+	(void)state;
+	if (geteuid() != 0 || th_sh("command -v ip >/dev/null"))
+		return -1;
+	snprintf(prefix, sizeof(prefix), "rtx%d", (int)getpid() % 100000);
+	snprintf(workdir, sizeof(workdir), "/tmp/roshm-txn-%s", prefix);
+	mkdir(workdir, 0755);
+	th_sh("echo roshm-txn-test-secret-0123456789 > %s/secret", workdir);
+	if (th_sh("%s up %s 3", NETNS_SH, prefix))
+		return -1;
+	netns_up = true;
+	nnodes = 3;
+	for (int n = 1; n <= 3; n++) {
+		char name[16], ns[48];
+
+		snprintf(name, sizeof(name), "txnode%d", n);
+		snprintf(ns, sizeof(ns), "%s-%d", prefix, n);
+		snprintf(extra, sizeof(extra),
+			 "%stransport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = 7471;"
+			 " secret_file = \"%s/secret\"; }; };\n"
+			 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
+			 txn_conf, n, workdir, workdir);
+		if (th_daemon_start_ns(&nodes[n], name, ns, extra))
+			return -1;
+	}
+	return 0;
+}
+
+static int teardown_multi(void **state)
+{
+	int ret = teardown(state);
+
+	if (netns_up)
+		th_sh("%s down %s 3", NETNS_SH, prefix);
+	if (!ret)
+		th_sh("rm -rf %s", workdir);
+	return ret;
+}
+
+int main(void)
+{
+	const struct CMUnitTest local[] = {
+		cmocka_unit_test(test_local_api),
+		cmocka_unit_test(test_local_stream),
+	};
+	const struct CMUnitTest multi[] = {
+		cmocka_unit_test(test_remote_stream),
+		cmocka_unit_test(test_writer_roshmd_killed),
+	};
+	int fails;
+
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	fails = cmocka_run_group_tests_name("txn_one_node", local, setup_local, teardown);
+	if (geteuid() != 0) {
+		printf("txn_three_nodes: skipped: needs root for network namespaces\n");
+		return fails ? 1 : 77;
+	}
+	fails += cmocka_run_group_tests_name("txn_three_nodes_tcp", multi, setup_multi, teardown_multi);
+	return fails ? 1 : 0;
+}
