@@ -318,6 +318,48 @@ static void test_writer_roshmd_killed(void **state)
 	roshm_close(owner);
 }
 
+static void test_link_cut(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+	struct writer ws[2];
+	int ntx[WRITERS] = { 1500, 1500, 0 };
+	pid_t pids[2];
+	char *json = NULL;
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-cut", &h, &d, &hdr, 16);
+	ws[0] = (struct writer){ .w = 0, .node = 2, .ntx = 1500, .netns = nodes[2].netns };
+	ws[1] = (struct writer){ .w = 1, .node = 3, .ntx = 1500, .netns = nodes[3].netns };
+	for (int i = 0; i < 2; i++) {
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-cut");
+		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
+	}
+	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
+		usleep(10000);
+	assert_true(sh->done[0] >= 200);
+	/* Cut node 2 off for 2 s mid-stream: its reservations become holes
+	 * that node 1 aborts, its commits then fail and it replays them. */
+	assert_int_equal(th_sh("ip -n %s link set eth0 down", nodes[2].netns), 0);
+	sleep(2);
+	assert_int_equal(th_sh("ip -n %s link set eth0 up", nodes[2].netns), 0);
+	assert_int_equal(th_wait(pids[0]), 0);
+	assert_int_equal(th_wait(pids[1]), 0);
+	if (sh->done[0] != 1500 || sh->done[1] != 1500)
+		fail_msg("writers stopped early: %llu (status %d), %llu (status %d)",
+			 (unsigned long long)sh->done[0], sh->last_err[0],
+			 (unsigned long long)sh->done[1], sh->last_err[1]);
+	wait_applied(hdr);
+	verify(d, hdr, 2, ntx);
+	assert_int_equal(roshm_admin(nodes[2].sock, "stats", &json), 0);
+	print_message("node 2 writer stats after the cut: %s\n", json);
+	free(json);
+	roshm_close(owner);
+}
+
 static const char *txn_conf = "txn: { abort_ms = 300; deadline_ms = 5000; };\n";
 
 static int setup_local(void **state)
@@ -390,6 +432,7 @@ int main(void)
 	};
 	const struct CMUnitTest multi[] = {
 		cmocka_unit_test(test_remote_stream),
+		cmocka_unit_test(test_link_cut),
 		cmocka_unit_test(test_writer_roshmd_killed),
 	};
 	int fails;
