@@ -603,6 +603,62 @@ static void test_lease_lost(void **state)
 	roshm_close(a);
 }
 
+/* ---- etcd: a stopped node's regions go, and come back when it resumes ---- */
+
+static void test_node_stopped(void **state)
+{
+	struct roshm *a = attach_node(2), *b = attach_node(3);
+	char name[64], key[128], full[128];
+	uint32_t h, hb;
+	bool gone = false, back = false;
+
+	(void)state;
+	if (strcmp(backend, "etcd")) {
+		print_message("leases are an etcd matter: skipped with the file registry\n");
+		roshm_close(a);
+		roshm_close(b);
+		return;
+	}
+	assert_non_null(a);
+	assert_non_null(b);
+	snprintf(name, sizeof(name), "stop-%s", tag);
+	snprintf(key, sizeof(key), "/roshm/v1/regions/default/%s", name);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(roshm_region_create(a, name, 4096, NULL, &h), 0);
+	assert_int_equal(roshm_region_open(b, full, &hb, NULL), 0);
+	assert_int_equal(roshm_fetch_add_sync(b, hb, 0, 1, NULL), 0);
+	kill(nodes[2].pid, SIGSTOP);
+	/* TTL 2 s: the lease runs out and the records go */
+	for (int i = 0; i < 60 && !gone; i++) {
+		usleep(100000);
+		gone = !etcd_has(key) && !etcd_has("/roshm/v1/nodes/node2");
+	}
+	if (!gone)
+		kill(nodes[2].pid, SIGCONT);
+	assert_true(gone);
+	/* the peer notices: its handle fails clearly instead of hanging */
+	usleep(500000);
+	int st = roshm_fetch_add_sync(b, hb, 0, 1, NULL);
+
+	assert_true(st == -ESTALE || st == -EHOSTUNREACH);
+	kill(nodes[2].pid, SIGCONT);
+	for (int i = 0; i < 60 && !back; i++) {
+		usleep(100000);
+		back = etcd_has(key) && etcd_has("/roshm/v1/nodes/node2");
+	}
+	assert_true(back);
+	/* and the region is reachable again */
+	for (int i = 0; i < 30; i++) {
+		st = roshm_region_open(b, full, &hb, NULL);
+		if (st == 0 && (st = roshm_fetch_add_sync(b, hb, 0, 1, NULL)) == 0)
+			break;
+		usleep(100000);
+	}
+	assert_int_equal(st, 0);
+	roshm_close(b);
+	roshm_close(a);
+}
+
 /* ---- a node dies with work in flight ---- */
 
 struct kill_ctx {
@@ -818,6 +874,7 @@ int main(void)
 		cmocka_unit_test(test_policy_across_nodes),
 		cmocka_unit_test(test_security),
 		cmocka_unit_test(test_lease_lost),
+		cmocka_unit_test(test_node_stopped),
 		cmocka_unit_test(test_node_killed),
 	};
 	int fails;
