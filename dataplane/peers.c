@@ -244,8 +244,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->policy = rec->policy;
 		rg->txn_slots = rec->txn_slots;
 		rg->slot_size = rec->slot_size;
-		rg->data_off = ROSHM_REGION_HDR_SIZE +
-			       (((uint64_t)rec->txn_slots * rec->slot_size + 4095) & ~4095ull);
+		rg->data_off = roshm_region_data_off(rec->txn_slots, rec->slot_size);
 		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));

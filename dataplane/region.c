@@ -11,7 +11,7 @@ int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots
 		    uint32_t slot_size, enum rd_hugepages huge)
 {
 	uint64_t log_size = (uint64_t)txn_slots * slot_size;
-	uint64_t data_off = ROSHM_REGION_HDR_SIZE + ((log_size + 4095) & ~4095ull);
+	uint64_t data_off = roshm_region_data_off(txn_slots, slot_size);
 	size_t size;
 	struct roshm_region_hdr *h;
 	int fd;

@@ -158,8 +158,8 @@ static struct roshm *make_region(int node, const char *name, uint32_t *h, uint8_
 	assert_non_null(r);
 	assert_int_equal(roshm_region_create(r, name, DATA_SIZE, &o, h), 0);
 	*d = roshm_region_data(r, *h, NULL);
-	/* the header sits one log before the data: 4 KiB + slots * slot_size, page aligned */
-	*hdr = (struct roshm_region_hdr *)(void *)(*d - (4096 + (((uint64_t)slots * 512 + 4095) & ~4095ull)));
+	/* the header is at the start of the mapping, the data area after the log */
+	*hdr = (struct roshm_region_hdr *)(void *)(*d - roshm_region_data_off(slots, 512));
 	assert_int_equal((*hdr)->magic, ROSHM_REGION_MAGIC);
 	return r;
 }

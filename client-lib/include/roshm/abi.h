@@ -138,6 +138,12 @@ _Static_assert(sizeof(struct roshm_region_hdr) == 128, "region hdr");
 _Static_assert(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
 #define ROSHM_REGION_HDR_SIZE 4096u
 
+/* Offset of the data area: the header, then the log rounded up to a page. */
+static inline uint64_t roshm_region_data_off(uint32_t txn_slots, uint32_t slot_size)
+{
+	return ROSHM_REGION_HDR_SIZE + (((uint64_t)txn_slots * slot_size + 4095) & ~4095ull);
+}
+
 /*
  * Transaction staging log: txn_slots slots of slot_size bytes at txn_log_off.
  * Sequence s uses slot s % txn_slots. The state word is tagged with the
