@@ -20,6 +20,7 @@ static void usage(FILE *f)
 		   "  status    node, version, uptime, counts\n"
 		   "  clients   attached clients and their counters\n"
 		   "  regions   regions in the registry\n"
+		   "  peers     nodes this roshmd has connected to (tcp transport)\n"
 		   "  stats     poller counters and batch-size histogram\n"
 		   "SOCKET defaults to $ROSHM_SOCK or " ROSHM_DEFAULT_SOCK "\n");
 }
@@ -134,10 +135,18 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ret = roshm_admin(sock, argv[optind], &text);
+	if (ret == -ENOENT || ret == -ECONNREFUSED) {
+		const char *path = sock ? sock : getenv("ROSHM_SOCK");
+
+		fprintf(stderr, "roshmctl: cannot reach roshmd at %s: %s (is it running? -s SOCKET)\n",
+			path && *path ? path : ROSHM_DEFAULT_SOCK, strerror(-ret));
+		return 3;
+	}
 	if (ret) {
 		fprintf(stderr, "roshmctl: %s: %s\n", argv[optind],
-			ret == -EINVAL ? "unknown command" : strerror(-ret));
-		return (ret == -ENOENT || ret == -ECONNREFUSED) ? 3 : 1;
+			ret == -EINVAL ? "unknown command" :
+			ret == -EPERM ? "not allowed for this uid (admin.uids)" : strerror(-ret));
+		return 1;
 	}
 	if (as_json) {
 		printf("%s\n", text);
