@@ -68,6 +68,8 @@ static const struct key schema[] = {
 	{ "txn.max_slot_size", K_INT, 128, 1 << 20 },
 	{ "txn.abort_ms", K_INT, 1, 3600000 },
 	{ "txn.deadline_ms", K_INT, 1, 3600000 },
+	{ "drain", K_GROUP, 0, 0 },
+	{ "drain.timeout_ms", K_INT, 1, 3600000 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
@@ -261,6 +263,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->txn_max_slot_size = 65536;
 	cfg->txn_abort_ms = 1000;
 	cfg->txn_deadline_ms = 10000;
+	cfg->drain_timeout_ms = 20000;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
 	cfg->nadmin_uids = 0;
@@ -417,6 +420,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("txn.max_slot_size", cfg->txn_max_slot_size);
 	GET_INT("txn.abort_ms", cfg->txn_abort_ms);
 	GET_INT("txn.deadline_ms", cfg->txn_deadline_ms);
+	GET_INT("drain.timeout_ms", cfg->drain_timeout_ms);
 	{
 		struct in_addr a;
 

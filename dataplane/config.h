@@ -57,6 +57,7 @@ struct rd_config {
 	uint32_t txn_max_slot_size;
 	uint32_t txn_abort_ms;
 	uint32_t txn_deadline_ms;
+	uint32_t drain_timeout_ms;
 	/* tenants */
 	int ntenants;
 	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];

@@ -152,7 +152,7 @@ static struct rd_region *find_region_id(struct rd_control *ctl, uint32_t id)
 	return id && id <= ctl->cfg->max_regions ? ctl->slots[id] : NULL;
 }
 
-static void region_put(struct rd_control *ctl, struct rd_region *rg)
+void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg)
 {
 	struct rd_region **pp;
 
@@ -175,7 +175,7 @@ static void region_put(struct rd_control *ctl, struct rd_region *rg)
 	ctl->nregions--;
 }
 
-static void region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
+void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 			  struct rd_region_rec *rec, const char *state)
 {
 	memset(rec, 0, sizeof(*rec));
@@ -201,7 +201,7 @@ static void region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 }
 
 /* The owner gives the region up: peers' handles now complete with -ESTALE. */
-static void region_unpublish(struct rd_control *ctl, struct rd_region *rg)
+void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 {
 	struct rd_cmd cmd = { .type = RD_CMD_REGION_DEAD, .region = rg };
 	int ret;
@@ -269,8 +269,8 @@ static void handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t
 	}
 	h->region = NULL;
 	if (rg->owner == c && rg->owner_handle == hv)
-		region_unpublish(ctl, rg);
-	region_put(ctl, rg);
+		rd_region_unpublish(ctl, rg);
+	rd_control_region_put(ctl, rg);
 }
 
 /* ---- clients -------------------------------------------------------------- */
@@ -579,7 +579,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	if (ret) {
 		rg->owner = NULL;
 		rg->refs = 1;
-		region_put(ctl, rg);
+		rd_control_region_put(ctl, rg);
 		return ret;
 	}
 	rg->owner_handle = hv;
@@ -589,7 +589,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 
 		rd_poller_cmd(ctl->poller, &ex);
 	}
-	region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
+	rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
 	ret = ctl->reg.ops->put_region(&ctl->reg, &rec);
 	if (ret) {
 		RD_LOG(ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
@@ -680,7 +680,7 @@ grant:
 	if (ret) {
 		if (rg->remote && !rg->refs) {
 			rg->refs = 1;
-			region_put(ctl, rg);
+			rd_control_region_put(ctl, rg);
 		}
 		return ret;
 	}
@@ -816,23 +816,12 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 	return NULL;
 }
 
-static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+int rd_control_admin_reply(int fd, json_t *o)
 {
-	const struct roshm_ctl_admin *req = buf;
-	json_t *o;
-	char *text, *out;
+	char *text = json_dumps(o, JSON_COMPACT), *out;
 	size_t tl;
 	int ret;
 
-	if (len != sizeof(*req) || !memchr(req->cmd, 0, sizeof(req->cmd)))
-		return -EINVAL;
-	if (!admin_allowed(ctl, conn->uid))
-		return -EPERM;
-	o = admin_json(ctl, req->cmd);
-	if (!o)
-		return -EINVAL;
-	text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
 	if (!text)
 		return -ENOMEM;
 	tl = strlen(text) + 1;
@@ -847,10 +836,40 @@ static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	}
 	reply_hdr((void *)out, ROSHM_CTL_ADMIN, sizeof(struct roshm_ctl_hdr) + tl, 0);
 	memcpy(out + sizeof(struct roshm_ctl_hdr), text, tl);
-	ret = send_reply(conn->fd, out, sizeof(struct roshm_ctl_hdr) + tl, NULL, 0);
+	ret = send_reply(fd, out, sizeof(struct roshm_ctl_hdr) + tl, NULL, 0);
 	free(out);
 	free(text);
 	return ret ? -ECONNRESET : 1;
+}
+
+static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+{
+	const struct roshm_ctl_admin *req = buf;
+	json_t *o;
+	int ret;
+
+	if (len != sizeof(*req) || !memchr(req->cmd, 0, sizeof(req->cmd)))
+		return -EINVAL;
+	if (!admin_allowed(ctl, conn->uid))
+		return -EPERM;
+	if (!strncmp(req->cmd, "drain", 5) && (req->cmd[5] == 0 || req->cmd[5] == ' ')) {
+		/* "drain", "drain tenant T", "drain region T/N": the reply comes
+		 * when the regions are drained (rd_drain_tick). */
+		char what[16] = "", arg[2 * ROSHM_NAME_MAX] = "";
+
+		if (req->cmd[5] && (sscanf(req->cmd + 6, "%15s %127s", what, arg) != 2 ||
+				    (strcmp(what, "tenant") && strcmp(what, "region"))))
+			return -EINVAL;
+		ret = rd_drain_start(ctl, !strcmp(what, "tenant") ? arg : NULL,
+				     !strcmp(what, "region") ? arg : NULL, conn->fd);
+		return ret < 0 ? ret : 1;
+	}
+	o = admin_json(ctl, req->cmd);
+	if (!o)
+		return -EINVAL;
+	ret = rd_control_admin_reply(conn->fd, o);
+	json_decref(o);
+	return ret;
 }
 
 /* ---- connections -------------------------------------------------------------- */
@@ -861,6 +880,7 @@ static void conn_close(struct rd_control *ctl, struct rd_conn *conn, const char 
 
 	if (conn->client)
 		client_detach(ctl, conn->client, why);
+	rd_drain_forget_fd(ctl, conn->fd);
 	epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
 	close(conn->fd);
 	for (pp = &ctl->conns; *pp; pp = &(*pp)->next)
@@ -1056,7 +1076,7 @@ static void republish(struct rd_control *ctl)
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
 		if (rg->remote || !rg->owner)
 			continue;
-		region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
+		rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
 		ctl->reg.ops->put_region(&ctl->reg, &rec);
 	}
 	RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
@@ -1165,8 +1185,15 @@ int rd_control_run(struct rd_control *ctl)
 
 				if (read(ctl->sig_fd, &si, sizeof(si)) == sizeof(si) &&
 				    si.ssi_signo != SIGHUP) {
-					RD_LOG(INFO, "signal %u: stopping", si.ssi_signo);
-					ctl->stop = 1;
+					if (ctl->stopping) {
+						RD_LOG(INFO, "signal %u again: stopping now", si.ssi_signo);
+						ctl->stop = 1;
+					} else {
+						/* preStop / SIGTERM: drain every region, then exit */
+						RD_LOG(INFO, "signal %u: draining, then stopping", si.ssi_signo);
+						ctl->stopping = 1;
+						rd_drain_start(ctl, NULL, NULL, -1);
+					}
 				}
 			} else if (tag == &tag_ev) {
 				poller_events(ctl);
@@ -1185,6 +1212,9 @@ int rd_control_run(struct rd_control *ctl)
 		if (ctl->reg.ops->tick && ctl->reg.ops->tick(&ctl->reg) == 1)
 			republish(ctl);
 		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
+		rd_drain_tick(ctl);
+		if (ctl->stopping && rd_drain_idle(ctl))
+			ctl->stop = 1;
 	}
 	return 0;
 }

@@ -46,6 +46,8 @@ struct rd_control {
 	int tcp_listen_fd;
 	char tcp_endpoint[96];        /* what peers connect to: "tcp:ADDR:PORT" */
 	uint64_t next_revalidate_ns;
+	struct rd_drain_job *drains;
+	volatile int stopping;        /* SIGTERM: draining, then stop */
 	uint64_t start_ns;
 	volatile int stop;
 };
@@ -63,6 +65,18 @@ void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag);
 void rd_control_epoll_del(struct rd_control *ctl, int fd);
 bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
 		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant);
+
+void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg);
+void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg);
+int rd_control_admin_reply(int fd, struct json_t *o);
+void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
+		      struct rd_region_rec *rec, const char *state);
+
+/* drain.c: stop new work on regions, finish their logs, unpublish them */
+int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *region, int reply_fd);
+void rd_drain_tick(struct rd_control *ctl);
+bool rd_drain_idle(const struct rd_control *ctl);
+void rd_drain_forget_fd(struct rd_control *ctl, int fd);
 
 /* peers.c: the tcp transport's control side */
 int rd_peers_init(struct rd_control *ctl);

@@ -274,6 +274,39 @@ static void region_gone(struct rd_control *ctl, struct rd_region *rg, const char
 	       rg->tenant, rg->name, rg->node, why);
 }
 
+/* A paused region came back as a new instance: send its held work there. */
+static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct rd_region_rec *rec)
+{
+	struct rd_region t = { 0 };
+	struct rd_peer *p = peer_get(ctl, rec->node, rec->endpoint);
+
+	if (!p || strncmp(rec->endpoint, "tcp:", 4) ||
+	    (!p->ctl_up && peer_connect(ctl, p, (int)ctl->cfg->tcp_connect_timeout_ms))) {
+		/* not reachable yet: try again at the next revalidation */
+		return;
+	}
+	t.id = rec->region_id;
+	t.epoch = rec->epoch;
+	t.key = rec->key;
+	t.data_size = rec->data_size;
+	t.txn_slots = rec->txn_slots;
+	t.slot_size = rec->slot_size;
+	t.data_off = roshm_region_data_off(rec->txn_slots, rec->slot_size);
+	t.peer = p;
+	struct rd_cmd cmd = { .type = RD_CMD_REGION_RETARGET, .region = rg, .target = &t };
+	struct rd_peer *old = rg->peer;
+
+	rd_control_cmd(ctl, &cmd); /* the poller switches rg->peer too */
+	if (old != p) {
+		old->refs--;
+		p->refs++;
+	}
+	memcpy(rg->node, rec->node, sizeof(rg->node));
+	rg->ctl_paused = false;
+	RD_LOG(INFO, "remote region %s/%s resumes on node %s, epoch %016llx", rg->tenant, rg->name,
+	       rg->node, (unsigned long long)rg->epoch);
+}
+
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 {
 	uint64_t now = rd_mono_ns();
@@ -295,12 +328,28 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		if (!rg->remote || rg->ctl_dead)
 			continue;
 		int ret = ctl->reg.ops->get_region(&ctl->reg, rg->tenant, rg->name, &rec);
+		bool same = ret == 0 && rec.epoch == rg->epoch && rec.region_id == rg->id &&
+			    !strcmp(rec.node, rg->node);
 
-		if (ret == -ENOENT)
+		if (same && !strcmp(rec.state, RD_STATE_STALE) && !rg->ctl_paused) {
+			/* its owner drains it: hold our work, wait for the next epoch */
+			struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 1 };
+
+			rd_control_cmd(ctl, &cmd);
+			rg->ctl_paused = true;
+			rg->paused_since = now;
+			RD_LOG(INFO, "remote region %s/%s on node %s is draining: its work is paused",
+			       rg->tenant, rg->name, rg->node);
+		} else if (ret == 0 && !same && rg->ctl_paused && !strcmp(rec.state, RD_STATE_ACTIVE)) {
+			retarget(ctl, rg, &rec);
+		} else if (ret == -ENOENT && rg->ctl_paused &&
+			   now - rg->paused_since < (uint64_t)ctl->cfg->drain_timeout_ms * 2000000ull) {
+			/* drained and gone: the next instance may still come */
+		} else if (ret == -ENOENT) {
 			region_gone(ctl, rg, "record removed");
-		else if (ret == 0 && (rec.epoch != rg->epoch || rec.region_id != rg->id ||
-				      strcmp(rec.node, rg->node)))
+		} else if (ret == 0 && !same) {
 			region_gone(ctl, rg, "re-created with a new epoch");
+		}
 	}
 	/* A peer whose node record is gone (lease expired) is down, even if
 	 * its TCP connection has not noticed yet (a stopped process). */

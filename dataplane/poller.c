@@ -194,6 +194,29 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	case RD_CMD_INBOUND_ADD:
 		cmd->result = p->tcp ? rd_tcp_inbound_add(p->tcp, cmd->fd, cmd->node) : -EOPNOTSUPP;
 		break;
+	case RD_CMD_REGION_DRAIN:
+		cmd->region->draining = true;
+		break;
+	case RD_CMD_REGION_PAUSE:
+		cmd->region->paused = cmd->fd != 0;
+		break;
+	case RD_CMD_REGION_RETARGET: {
+		struct rd_region *rg = cmd->region;
+		const struct rd_region *t = cmd->target;
+
+		rg->peer = t->peer;
+		rg->id = t->id;
+		rg->epoch = t->epoch;
+		rg->key = t->key;
+		rg->data_size = t->data_size;
+		rg->txn_slots = t->txn_slots;
+		rg->slot_size = t->slot_size;
+		rg->data_off = t->data_off;
+		rg->txn_hint = 0;
+		rg->gen++;
+		rg->paused = false;
+		break;
+	}
 	}
 	atomic_store_explicit(&cmd->done, 1, memory_order_release);
 }
@@ -322,6 +345,9 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			/* No CQE of its own: its status travels to the commit. */
 			if (rd_txn_write(p, c, &op.sqe, op.region, ret) < 0)
 				break;
+		} else if (!ret && op.region && op.region->draining) {
+			cq_post(c, op.sqe.user_data, -EAGAIN, 0); /* draining: no new work */
+			errors++;
 		} else if (!ret && op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
 			c->inflight++;
 			ret = rd_txn_commit(p, c, &op.sqe, op.region);

@@ -64,6 +64,12 @@ struct rd_region {
 	uint32_t refs;                /* control view: owner + open handles */
 	bool dead;                    /* poller view: set by RD_CMD_REGION_DEAD */
 	bool ctl_dead;                /* control view of the same */
+	bool draining;                /* poller view, local: no new work, finish the log */
+	bool paused;                  /* poller view, remote: stale, hold work until the next epoch */
+	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */
+	/* control view */
+	bool ctl_draining, ctl_paused;
+	uint64_t paused_since;
 	struct rd_region *next;       /* control's list */
 };
 
@@ -187,6 +193,9 @@ enum rd_cmd_type {
 	RD_CMD_PEER_UP,               /* outbound connection of @peer is @fd */
 	RD_CMD_PEER_DOWN,             /* fail everything on it (registry says it is gone) */
 	RD_CMD_INBOUND_ADD,           /* an authenticated peer connection: @fd, @node */
+	RD_CMD_REGION_DRAIN,          /* local @region: refuse new work, finish its log */
+	RD_CMD_REGION_PAUSE,          /* remote @region: hold (@fd = 1) or release (0) work */
+	RD_CMD_REGION_RETARGET,       /* remote @region: now the instance described by @target */
 };
 
 struct rd_cmd {
@@ -197,6 +206,7 @@ struct rd_cmd {
 	struct rd_peer *peer;
 	int fd;
 	const char *node;
+	const struct rd_region *target;
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };

@@ -40,6 +40,7 @@ struct rd_txn {
 	bool have_last;
 	int32_t last_st;              /* the answer that drives the next step */
 	uint64_t last_res;
+	uint32_t gen;                 /* region->gen when it started */
 	uint32_t staged_len;          /* bytes from ROSHM_TXN_STAGE_OFF */
 	uint8_t *img;                 /* slot image (struct roshm_txn_slot + segs + payload) */
 	uint64_t rd[1 + ROSHM_TXN_HISTORY]; /* CHECK: state + history */
@@ -168,6 +169,24 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 		*res = 0;
 		return 1;
 	}
+	if (t->region->gen != t->gen) {
+		/* Retargeted to a new instance of the region: the old one applied
+		 * everything committed before it drained, and aborted the rest. */
+		*st = t->committing ? -EIO : -EAGAIN;
+		*res = 0;
+		if (!t->committing) {
+			t->gen = t->region->gen;
+			t->have_seq = false;
+			t->state = T_RESERVE;
+		}
+		return 1;
+	}
+	if (t->region->paused || (t->region->draining && opcode == ROSHM_OP_FETCH_ADD &&
+				  off == offsetof(struct roshm_region_hdr, txn_tail))) {
+		*st = -EAGAIN; /* stale or draining: wait, do not start */
+		*res = 0;
+		return 1;
+	}
 	r = t->region->xport->ops->submit(t->region->xport, &op);
 	if (r == 1) {
 		*st = op.status;
@@ -271,8 +290,14 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 		if (st) {
 			/* Connection lost, peer down, region gone: the outcome of a
 			 * sent commit is unknown; find out once the peer is back. */
-			if (st == -ESTALE) {
-				txn_finish(t, -ESTALE);
+			if (st == -ESTALE || st == -EIO) {
+				txn_finish(t, st);
+				return;
+			}
+			if (st == -EAGAIN) {  /* paused or draining: nothing happened */
+				if (t->state == T_COMMIT && !t->committing)
+					t->state = T_STAGE;
+				retry_later(t);
 				return;
 			}
 			if (t->state == T_COMMIT)
@@ -455,6 +480,7 @@ int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_s
 	t->retry_at = 0;
 	t->deadline = rte_get_timer_cycles() + us_to_cycles(e, (uint64_t)p->cfg->txn_deadline_ms * 1000);
 	t->state = T_RESERVE;
+	t->gen = t->region->gen;
 	e->active++;
 	if (step_issue(t, &st, &res))
 		advance(t, st, res);

@@ -21,6 +21,9 @@ static void usage(FILE *f)
 		   "  clients   attached clients and their counters\n"
 		   "  regions   regions in the registry\n"
 		   "  peers     nodes this roshmd has connected to (tcp transport)\n"
+		   "  drain [--tenant T | --region T/NAME]\n"
+		   "            mark regions stale, finish their transactions, unpublish them;\n"
+		   "            returns when done (preStop)\n"
 		   "  stats     poller counters and batch-size histogram\n"
 		   "SOCKET defaults to $ROSHM_SOCK or " ROSHM_DEFAULT_SOCK "\n");
 }
@@ -104,18 +107,27 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "tenant", required_argument, NULL, 'T' },
+		{ "region", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sock = NULL;
+	const char *sock = NULL, *tenant = NULL, *region = NULL;
+	char cmd[256];
 	bool as_json = false;
 	char *text = NULL;
 	json_t *doc;
 	json_error_t jerr;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:jhT:R:", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'T':
+			tenant = optarg;
+			break;
+		case 'R':
+			region = optarg;
+			break;
 		case 's':
 			sock = optarg;
 			break;
@@ -134,7 +146,17 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = roshm_admin(sock, argv[optind], &text);
+	if ((tenant || region) && strcmp(argv[optind], "drain")) {
+		usage(stderr);
+		return 2;
+	}
+	if (tenant && region) {
+		fprintf(stderr, "roshmctl: drain takes --tenant or --region, not both\n");
+		return 2;
+	}
+	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[optind],
+		 tenant ? " tenant " : region ? " region " : "", tenant ? tenant : region ? region : "");
+	ret = roshm_admin(sock, cmd, &text);
 	if (ret == -ENOENT || ret == -ECONNREFUSED) {
 		const char *path = sock ? sock : getenv("ROSHM_SOCK");
 

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -278,6 +279,8 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	struct rd_tcp_pend *pd;
 	uint32_t id;
 
+	if (rg->paused)
+		return -EBUSY; /* stale: the SQE waits in its ring for the next epoch */
 	if (!c->up) {
 		op->status = -EHOSTUNREACH;
 		return 1;
@@ -371,6 +374,10 @@ static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_
 		return -ESTALE;
 	if (rg->key != q->key)
 		return -EACCES;
+	/* Draining: transactions under way finish, nothing new starts. */
+	if (rg->draining && (!(q->flags & ROSHM_TCP_F_RAW) ||
+			     q->off == offsetof(struct roshm_region_hdr, txn_tail)))
+		return -EAGAIN;
 	if (q->flags & ROSHM_TCP_F_RAW) {
 		if (!rd_raw_access_ok(rg, q->opcode, q->off, q->len))
 			return -EFAULT;

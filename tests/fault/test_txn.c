@@ -360,6 +360,98 @@ static void test_link_cut(void **state)
 	roshm_close(owner);
 }
 
+/* Two instances of one region (before and after a drain): every transaction
+ * in exactly one of them, whole, and acknowledged ones in one for sure. */
+static void verify_two(const uint8_t *d0, const struct roshm_region_hdr *h0, const uint8_t *d1,
+		       const struct roshm_region_hdr *h1, int nw)
+{
+	uint64_t present[2] = { 0, 0 };
+	const uint8_t *d[2] = { d0, d1 };
+
+	for (int w = 0; w < nw; w++)
+		for (int i = 0; i < MAXTX; i++) {
+			uint64_t id = ((uint64_t)w << 32) | (uint64_t)i;
+			int where = 0;
+
+			for (int k = 0; k < 2; k++) {
+				const uint64_t *p = (const uint64_t *)(const void *)(d[k] +
+					((uint64_t)w * MAXTX + (uint64_t)i) * REC);
+				bool first = p[0] == MAGIC && p[1] == id;
+				bool second = p[2] == ~id && p[3] == (id ^ 0x5555555555555555ull);
+
+				if (first != second)
+					fail_msg("writer %d txn %d applied partially in instance %d", w, i, k);
+				if (first) {
+					present[k]++;
+					where |= 1 << k;
+				}
+			}
+			if (where == 3)
+				fail_msg("writer %d txn %d applied in both instances", w, i);
+			if (sh->acked[w][i] && !where)
+				fail_msg("writer %d txn %d acknowledged but applied nowhere", w, i);
+		}
+	if (h0->txn_applied - h0->txn_aborted != present[0] ||
+	    h1->txn_applied - h1->txn_aborted != present[1])
+		fail_msg("applied %llu/%llu, present %llu/%llu: some applied twice",
+			 (unsigned long long)(h0->txn_applied - h0->txn_aborted),
+			 (unsigned long long)(h1->txn_applied - h1->txn_aborted),
+			 (unsigned long long)present[0], (unsigned long long)present[1]);
+	print_message("%llu transactions in the drained instance, %llu in the next, none twice\n",
+		      (unsigned long long)present[0], (unsigned long long)present[1]);
+}
+
+static void test_drain_under_load(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *h0, *h1;
+	uint32_t hold, hnew;
+	uint8_t *d0, *d1;
+	struct writer ws[2];
+	pid_t pids[2];
+	char *json = NULL;
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-drain", &hold, &d0, &h0, 16);
+	for (int i = 0; i < 2; i++) {
+		ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = 1500, .netns = nodes[i + 2].netns };
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-drain");
+		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
+	}
+	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
+		usleep(10000);
+	assert_true(sh->done[0] >= 200);
+	/* roshmctl drain --region: returns once everything committed is applied */
+	assert_int_equal(roshm_admin(nodes[1].sock, "drain region default/txn-drain", &json), 0);
+	assert_non_null(strstr(json, "\"drained\":1"));
+	free(json);
+	uint64_t at_drain = sh->done[0] + sh->done[1];
+
+	assert_int_equal(h0->txn_applied, h0->txn_tail);
+	/* the pod comes back: the region again, a new instance (new epoch) */
+	usleep(300000);
+	struct roshm_region_opts o = { .txn_slots = 16, .slot_size = 512 };
+
+	assert_int_equal(roshm_region_create(owner, "txn-drain", DATA_SIZE, &o, &hnew), 0);
+	d1 = roshm_region_data(owner, hnew, NULL);
+	h1 = (struct roshm_region_hdr *)(void *)(d1 - roshm_region_data_off(16, 512));
+	assert_int_equal(th_wait(pids[0]), 0);
+	assert_int_equal(th_wait(pids[1]), 0);
+	if (sh->done[0] != 1500 || sh->done[1] != 1500)
+		fail_msg("writers did not resume: %llu (status %d), %llu (status %d)",
+			 (unsigned long long)sh->done[0], sh->last_err[0],
+			 (unsigned long long)sh->done[1], sh->last_err[1]);
+	wait_applied(h1);
+	print_message("%llu acknowledged before the drain, all 3000 after the new epoch\n",
+		      (unsigned long long)at_drain);
+	verify_two(d0, h0, d1, h1, 2);
+	/* the peers paused (they saw stale) rather than failing */
+	assert_int_equal(th_sh("grep -q 'is draining: its work is paused' %s", nodes[2].log), 0);
+	assert_int_equal(th_sh("grep -q 'resumes on node txnode1' %s", nodes[2].log), 0);
+	roshm_close(owner);
+}
+
 static const char *txn_conf = "txn: { abort_ms = 300; deadline_ms = 5000; };\n";
 
 static int setup_local(void **state)
@@ -433,6 +525,7 @@ int main(void)
 	const struct CMUnitTest multi[] = {
 		cmocka_unit_test(test_remote_stream),
 		cmocka_unit_test(test_link_cut),
+		cmocka_unit_test(test_drain_under_load),
 		cmocka_unit_test(test_writer_roshmd_killed),
 	};
 	int fails;
