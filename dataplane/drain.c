@@ -51,7 +51,7 @@ int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *regio
 	/* Peers check the registry every revalidate_ms (at once with etcd's
 	 * watch): keep the stale record up for two of those, so that they
 	 * pause rather than find the region gone. */
-	job->not_before_ns = rd_mono_ns() + 2ull * ctl->cfg->revalidate_ms * 1000000ull;
+	job->not_before_ns = rd_mono_ns();
 	for (struct rd_region *rg = ctl->regions; rg && job->nregions < 64; rg = rg->next) {
 		if (!matches(rg, tenant, region))
 			continue;
@@ -70,6 +70,8 @@ int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *regio
 		return -ENOENT;
 	}
 	job->pending = job->nregions;
+	if (job->nregions && ctl->cfg->tcp_enabled)
+		job->not_before_ns += 2ull * ctl->cfg->revalidate_ms * 1000000ull;
 	job->next = ctl->drains;
 	ctl->drains = job;
 	return (int)job->nregions;
