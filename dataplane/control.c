@@ -464,6 +464,7 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	reply_hdr(&rep.hdr, ROSHM_CTL_HELLO, sizeof(rep), 0);
 	rep.client_id = c->id;
 	rep.chan_size = size;
+	rep.instance = ctl->instance;
 	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
 	int fds[ROSHM_HELLO_NFDS];
 
@@ -505,9 +506,24 @@ static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
+static int region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
+			 size_t len, int *adopt);
+
 static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			    size_t len)
+			    size_t len, int adopt_fd)
 {
+	/* @adopt_fd (REATTACH) belongs to us: the region takes it, or we close it. */
+	int ret = region_create(ctl, conn, buf, len, &adopt_fd);
+
+	if (adopt_fd >= 0)
+		close(adopt_fd);
+	return ret;
+}
+
+static int region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
+			 size_t len, int *adopt)
+{
+	int adopt_fd = *adopt;
 	const struct roshm_ctl_region_create *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_client *c = conn->client;
@@ -565,7 +581,12 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	rg->ntenants = req->ntenants;
 	memcpy(rg->tenants, req->tenants, sizeof(rg->tenants));
 	rg->xport = &ctl->local;
-	ret = rd_region_alloc(rg, req->size, req->txn_slots, req->slot_size, cfg->hugepages);
+	if (adopt_fd >= 0) {
+		ret = rd_region_adopt(rg, adopt_fd, req->size, req->txn_slots, req->slot_size);
+		if (!ret)
+			*adopt = -1; /* the region owns it now */
+	} else
+		ret = rd_region_alloc(rg, req->size, req->txn_slots, req->slot_size, cfg->hugepages);
 	if (ret) {
 		free(rg);
 		return ret;
@@ -602,8 +623,9 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	rep.data_size = rg->data_size;
 	rep.map_size = rg->map_size;
 	rep.epoch = rg->epoch;
-	RD_LOG(INFO, "region %s/%s created by client %u: %llu bytes, epoch %016llx%s", rg->tenant,
-	       rg->name, c->id, (unsigned long long)rg->data_size, (unsigned long long)rg->epoch,
+	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx%s", rg->tenant,
+	       rg->name, adopt_fd >= 0 ? "re-attached (contents kept)" : "created", c->id,
+	       (unsigned long long)rg->data_size, (unsigned long long)rg->epoch,
 	       rg->hugetlb ? ", hugetlb" : "");
 	if (send_reply(conn->fd, &rep, sizeof(rep), &rg->fd, 1))
 		return -ECONNRESET;
@@ -938,22 +960,43 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* Nobody sends roshmd file descriptors: close any that came. */
+	/* Only REGION_REATTACH carries a descriptor (one); close any others. */
+	int in_fd = -1, nfd = 0;
+
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++)
-				close(((int *)CMSG_DATA(c))[i]);
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd = ((int *)CMSG_DATA(c))[i];
+
+				if (nfd++ == 0 && n > 0 && (size_t)n >= sizeof(*h) &&
+				    h->type == ROSHM_CTL_REGION_REATTACH)
+					in_fd = fd;
+				else
+					close(fd);
+			}
+	if (nfd > 1 || (msg.msg_flags & MSG_CTRUNC)) {
+		if (in_fd >= 0)
+			close(in_fd);
+		conn_close(ctl, conn, "too many descriptors");
+		return;
+	}
 	if (n <= 0) {
+		if (in_fd >= 0)
+			close(in_fd);
 		conn_close(ctl, conn, n == 0 ? "socket closed" : "socket error");
 		return;
 	}
 	if ((size_t)n < sizeof(*h) || h->magic != ROSHM_CTL_MAGIC || h->len != (uint32_t)n ||
 	    (msg.msg_flags & MSG_TRUNC)) {
+		if (in_fd >= 0)
+			close(in_fd);
 		RD_LOG(NOTICE, "malformed control message from pid %d: disconnected", (int)conn->pid);
 		conn_close(ctl, conn, "malformed control message");
 		return;
 	}
 	if (h->version != ROSHM_ABI_VERSION) {
+		if (in_fd >= 0)
+			close(in_fd);
 		RD_LOG(NOTICE, "pid %d speaks ABI %u, this roshmd %u", (int)conn->pid, h->version,
 		       ROSHM_ABI_VERSION);
 		send_status(conn->fd, h->type, -EPROTO);
@@ -964,7 +1007,15 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		ret = do_hello(ctl, conn, buf, (size_t)n);
 		break;
 	case ROSHM_CTL_REGION_CREATE:
-		ret = do_region_create(ctl, conn, buf, (size_t)n);
+		ret = do_region_create(ctl, conn, buf, (size_t)n, -1);
+		break;
+	case ROSHM_CTL_REGION_REATTACH:
+		if (in_fd < 0) {
+			ret = -EINVAL;
+			break;
+		}
+		ret = do_region_create(ctl, conn, buf, (size_t)n, in_fd); /* takes in_fd */
+		in_fd = -1;
 		break;
 	case ROSHM_CTL_REGION_OPEN:
 		ret = do_region_open(ctl, conn, buf, (size_t)n);
@@ -1106,6 +1157,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->tcp_listen_fd = -1;
 	ctl->local.ops = &rd_local_transport_ops;
 	ctl->start_ns = rd_mono_ns();
+	random_bytes(&ctl->instance, sizeof(ctl->instance));
 	ctl->slots = calloc(cfg->max_regions + 1, sizeof(*ctl->slots));
 	if (!ctl->slots)
 		return -ENOMEM;

@@ -49,6 +49,7 @@ struct rd_control {
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */
 	uint64_t start_ns;
+	uint64_t instance;            /* random per start (HELLO reply) */
 	volatile int stop;
 };
 

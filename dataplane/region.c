@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Region memory: [header | txn staging log | data area], sealed memfd. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -63,4 +66,44 @@ void rd_region_free(struct rd_region *rg)
 		close(rg->fd);
 	rg->map = NULL;
 	rg->fd = -1;
+}
+
+int rd_region_adopt(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
+		    uint32_t slot_size)
+{
+	uint64_t data_off = roshm_region_data_off(txn_slots, slot_size);
+	int seals = fcntl(fd, F_GET_SEALS);
+	struct roshm_region_hdr *h;
+	struct stat st;
+	void *map;
+
+	/* It must not be able to shrink or grow under us, and we must write it. */
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+	    (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return -EINVAL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < data_off + data_size ||
+	    (uint64_t)st.st_size > data_off + data_size + (2u << 20))
+		return -EINVAL;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	h = map;
+	if (h->magic != ROSHM_REGION_MAGIC || h->data_size != data_size || h->data_off != data_off ||
+	    h->txn_slots != txn_slots || h->slot_size != slot_size ||
+	    h->txn_log_off != ROSHM_REGION_HDR_SIZE || h->txn_applied > h->txn_tail) {
+		munmap(map, (size_t)st.st_size);
+		return -EINVAL;
+	}
+	/* the memory keeps its contents and its log; the epoch is new */
+	h->epoch = rg->epoch;
+	rg->fd = fd;
+	rg->map = map;
+	rg->map_size = (size_t)st.st_size;
+	rg->hugetlb = st.st_blksize >= (2 << 20);
+	rg->data = (uint8_t *)map + data_off;
+	rg->data_size = data_size;
+	rg->txn_slots = txn_slots;
+	rg->slot_size = slot_size;
+	rg->data_off = data_off;
+	return 0;
 }

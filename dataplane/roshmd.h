@@ -271,6 +271,9 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd);
 int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots,
 		    uint32_t slot_size, enum rd_hugepages huge);
 void rd_region_free(struct rd_region *rg);
+/* Take over a region memfd a client kept across a roshmd restart (validated). */
+int rd_region_adopt(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
+		    uint32_t slot_size);
 
 /* Sealed memfd (shm.c): hugetlb when @huge allows and pages are free. */
 int rd_memfd_create(const char *name, size_t *size, enum rd_hugepages huge, bool *hugetlb);

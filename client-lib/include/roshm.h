@@ -52,9 +52,36 @@ struct roshm_cq {
 	uint32_t entries;
 };
 
+/*
+ * Every SQE that expects a CQE travels with a library tag in user_data and
+ * is remembered until its CQE is peeked (then the caller's user_data is put
+ * back). After a roshmd restart the library re-attaches and resubmits the
+ * remembered idempotent SQEs (NOP, WRITE, READ, FENCE); FETCH_ADD, CMP_SWAP
+ * and TXN_COMMIT whose outcome was lost complete with -ECONNRESET instead.
+ */
+struct roshm_tag {
+	uint64_t user_data;
+	uint64_t seq;           /* submission order */
+	struct roshm_sqe sqe;   /* as the caller prepared it */
+	uint32_t next_free;
+	uint32_t used;
+};
+#define ROSHM_CQE_F_LIB (1u << 31)   /* user_data already given back */
+
 struct roshm {
 	struct roshm_sq sq;
 	struct roshm_cq cq;
+	struct roshm_tag *tags;
+	uint32_t ntags, tag_free;
+	uint64_t tag_seq;
+	struct roshm_cqe *lcq;  /* completions made by the library (reconnect) */
+	uint32_t lcq_head, lcq_n, lcq_cap;
+	bool lcq_batch;         /* the last batch peek came from lcq */
+	struct roshm_hmap *hmap; /* handles the application holds -> roshmd's */
+	uint32_t nhmap;
+	bool remapped;          /* handles need translation (after a reconnect) */
+	struct roshm_params *params;
+	uint32_t reconnect_ms;
 	void *chan;
 	size_t chan_size;
 	uint8_t *arena;
@@ -63,6 +90,7 @@ struct roshm {
 	int sq_event_fd;
 	int cq_event_fd;
 	uint32_t client_id;
+	uint64_t instance;      /* of the roshmd we are attached to */
 	uint32_t spin_us;
 	uint64_t submitted;     /* SQEs published */
 	uint64_t reaped;        /* CQEs consumed */
@@ -79,6 +107,7 @@ struct roshm_params {
 	uint32_t cq_entries;    /* 0: roshmd's default (>= sq_entries) */
 	uint64_t arena_size;    /* 0: roshmd's default */
 	uint32_t spin_us;       /* roshm_wait_cqe spins this long before sleeping; 0: 50 */
+	uint32_t reconnect_ms;  /* after roshmd went away, try this long to re-attach; 0: 10000 */
 };
 
 /* Options for roshm_region_create(). */
@@ -246,26 +275,52 @@ int roshm_submit(struct roshm *r);
  * roshm_peek_cqe() - the next completion without waiting: 0 with *cqe set,
  * or -EAGAIN when the CQ is empty.
  */
+/* Give the caller's user_data back and free the tag (once per CQE). */
+static inline void roshm__untag(struct roshm *r, struct roshm_cqe *c)
+{
+	uint64_t t = c->user_data;
+
+	if (c->flags & ROSHM_CQE_F_LIB)
+		return;
+	c->flags |= ROSHM_CQE_F_LIB;
+	if (t < r->ntags && r->tags[t].used) {
+		c->user_data = r->tags[t].user_data;
+		r->tags[t].used = 0;
+		r->tags[t].next_free = r->tag_free;
+		r->tag_free = (uint32_t)t;
+	}
+}
+
 static inline int roshm_peek_cqe(struct roshm *r, struct roshm_cqe **cqe)
 {
 	struct roshm_cq *cq = &r->cq;
-	uint32_t head = *cq->khead;
-	/* Acquire pairs with the poller's release of the CQ tail (poller R2). */
-	uint32_t tail = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE);
+	uint32_t head, tail;
 
+	if (r->lcq_n) {
+		*cqe = &r->lcq[r->lcq_head];
+		return 0;
+	}
+	head = *cq->khead;
+	/* Acquire pairs with the poller's release of the CQ tail (poller R2). */
+	tail = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE);
 	if (head == tail)
 		return -EAGAIN;
 	*cqe = &cq->cqes[head & cq->mask];
+	roshm__untag(r, *cqe);
 	return 0;
 }
 
 /* roshm_cqe_seen() - mark the CQE from peek/wait consumed. */
 static inline void roshm_cqe_seen(struct roshm *r, struct roshm_cqe *cqe)
 {
-	(void)cqe;
+	r->reaped++;
+	if (r->lcq_n && cqe == &r->lcq[r->lcq_head]) {
+		r->lcq_head = (r->lcq_head + 1) % r->lcq_cap;
+		r->lcq_n--;
+		return;
+	}
 	/* Release: our reads of the CQE happen before roshmd may reuse it. */
 	__atomic_store_n(r->cq.khead, *r->cq.khead + 1, __ATOMIC_RELEASE);
-	r->reaped++;
 }
 
 /*
@@ -277,14 +332,25 @@ static inline unsigned roshm_peek_batch_cqe(struct roshm *r, struct roshm_cqe **
 					    unsigned count)
 {
 	struct roshm_cq *cq = &r->cq;
-	uint32_t head = *cq->khead;
-	/* R2 */
-	uint32_t ready = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE) - head;
+	uint32_t head, ready;
 
+	r->lcq_batch = r->lcq_n != 0;
+	if (r->lcq_batch) {
+		if (count > r->lcq_n)
+			count = r->lcq_n;
+		for (unsigned i = 0; i < count; i++)
+			cqes[i] = &r->lcq[(r->lcq_head + i) % r->lcq_cap];
+		return count;
+	}
+	head = *cq->khead;
+	/* R2 */
+	ready = __atomic_load_n(cq->ktail, __ATOMIC_ACQUIRE) - head;
 	if (count > ready)
 		count = ready;
-	for (unsigned i = 0; i < count; i++)
+	for (unsigned i = 0; i < count; i++) {
 		cqes[i] = &cq->cqes[(head + i) & cq->mask];
+		roshm__untag(r, cqes[i]);
+	}
 	return count;
 }
 
@@ -293,8 +359,13 @@ static inline void roshm_cq_advance(struct roshm *r, unsigned n)
 {
 	if (!n)
 		return;
-	__atomic_store_n(r->cq.khead, *r->cq.khead + n, __ATOMIC_RELEASE);
 	r->reaped += n;
+	if (r->lcq_batch) {
+		r->lcq_head = (r->lcq_head + n) % r->lcq_cap;
+		r->lcq_n -= n;
+		return;
+	}
+	__atomic_store_n(r->cq.khead, *r->cq.khead + n, __ATOMIC_RELEASE);
 }
 
 /*

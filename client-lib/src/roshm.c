@@ -2,6 +2,7 @@
 /* libroshm slow path: attach, regions, submit, waiting, admin. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -18,11 +19,21 @@
 
 struct roshm_owned {
 	struct roshm_owned *next;
-	uint32_t handle;
+	uint32_t handle;              /* the application's */
 	void *map;
 	size_t map_size;
 	uint8_t *data;
 	uint64_t data_size;
+	int fd;                       /* kept: re-registered after a roshmd restart */
+	struct roshm_ctl_region_create req;
+};
+
+/* Every handle the application holds, and roshmd's value for it now. */
+struct roshm_hmap {
+	uint32_t app;
+	uint32_t srv;
+	char name[2 * ROSHM_NAME_MAX];
+	struct roshm_owned *owned;    /* NULL: opened by name */
 };
 
 static const char *env_or(const char *v, const char *env, const char *dflt)
@@ -62,7 +73,7 @@ int roshm__ctl_call(int fd, void *req, size_t req_len, void *reply, size_t reply
 	if (nfds)
 		*nfds = 0;
 	do {
-		n = send(fd, req, req_len, MSG_NOSIGNAL);
+		n = req_len ? send(fd, req, req_len, MSG_NOSIGNAL) : 0;
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EPIPE ? -ECONNRESET : -errno;
@@ -96,6 +107,35 @@ int roshm__ctl_call(int fd, void *req, size_t req_len, void *reply, size_t reply
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/* As roshm__ctl_call, with one descriptor sent along (SCM_RIGHTS). */
+int roshm__ctl_call_fd(int fd, void *req, size_t req_len, void *reply, size_t reply_max,
+		       int *fds, int nfds_max, int *nfds, int fd_out)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = req, .iov_len = req_len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd_out, sizeof(int));
+	do {
+		n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EPIPE ? -ECONNRESET : -errno;
+	/* the reply: an empty request sends nothing more */
+	return roshm__ctl_call(fd, NULL, 0, reply, reply_max, fds, nfds_max, nfds);
 }
 
 static void ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len)
@@ -160,49 +200,32 @@ static int check_chan(const struct roshm_chan_hdr *h, size_t size)
 	return 0;
 }
 
-struct roshm *roshm_open(const struct roshm_params *p, int *err)
+
+/* Attach to roshmd: socket, HELLO, channel mapping, wakeup eventfds. */
+static int attach(struct roshm *r, void **chan, size_t *chan_size)
 {
-	struct roshm_params dflt = { 0 };
+	const struct roshm_params *p = r->params;
 	struct roshm_ctl_hello req;
 	struct roshm_ctl_hello_reply rep;
 	int fds[ROSHM_HELLO_NFDS] = { -1, -1, -1 };
-	struct roshm *r = NULL;
-	struct roshm_chan_hdr *h;
 	struct stat st;
 	int nfds = 0, ret, fd;
 	void *map;
 
-	if (!p)
-		p = &dflt;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_HELLO, sizeof(req));
-	if (copy_name(req.tenant, sizeof(req.tenant), env_or(p->tenant, "ROSHM_TENANT", "default")) ||
-	    copy_name(req.token, sizeof(req.token), env_or(p->token, "ROSHM_TOKEN", ""))) {
-		ret = -EINVAL;
-		goto err;
-	}
+	if (copy_name(req.tenant, sizeof(req.tenant), p->tenant) ||
+	    copy_name(req.token, sizeof(req.token), p->token))
+		return -EINVAL;
 	req.sq_entries = p->sq_entries;
 	req.cq_entries = p->cq_entries;
 	req.arena_size = p->arena_size;
-
-	fd = sock_connect(env_or(p->sock_path, "ROSHM_SOCK", ROSHM_DEFAULT_SOCK));
-	if (fd < 0) {
-		ret = fd;
-		goto err;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		close(fd);
-		ret = -ENOMEM;
-		goto err;
-	}
-	r->sock_fd = fd;
-	r->sq_event_fd = r->cq_event_fd = -1;
-	r->spin_us = p->spin_us ? p->spin_us : 50;
-
+	fd = sock_connect(p->sock_path);
+	if (fd < 0)
+		return fd;
 	ret = roshm__ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), fds, ROSHM_HELLO_NFDS, &nfds);
 	if (ret)
-		goto err_close;
+		goto err_sock;
 	if (rep.hdr.status) {
 		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
 		goto err_fds;
@@ -216,30 +239,43 @@ struct roshm *roshm_open(const struct roshm_params *p, int *err)
 		ret = -EPROTO;
 		goto err_fds;
 	}
-	map = mmap(NULL, rep.chan_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   fds[ROSHM_HELLO_FD_CHAN], 0);
+	map = mmap(NULL, rep.chan_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[ROSHM_HELLO_FD_CHAN], 0);
 	if (map == MAP_FAILED) {
 		ret = -errno;
 		goto err_fds;
 	}
-	close(fds[ROSHM_HELLO_FD_CHAN]);
-	fds[ROSHM_HELLO_FD_CHAN] = -1;
-	r->chan = map;
-	r->chan_size = rep.chan_size;
-	h = map;
-	ret = check_chan(h, rep.chan_size);
-	if (ret)
+	ret = check_chan(map, rep.chan_size);
+	if (ret) {
+		munmap(map, rep.chan_size);
 		goto err_fds;
-
+	}
+	close(fds[ROSHM_HELLO_FD_CHAN]);
+	r->sock_fd = fd;
 	r->sq_event_fd = fds[ROSHM_HELLO_FD_SQ_EVENT];
 	r->cq_event_fd = fds[ROSHM_HELLO_FD_CQ_EVENT];
 	r->client_id = rep.client_id;
+	r->instance = rep.instance;
 	memcpy(r->node, rep.node, sizeof(r->node));
 	r->node[sizeof(r->node) - 1] = 0;
+	*chan = map;
+	*chan_size = rep.chan_size;
+	return 0;
+err_fds:
+	close_fds(fds, nfds);
+err_sock:
+	close(fd);
+	return ret;
+}
 
+/* Point the ring and arena fields at channel memory @map. */
+static void bind_channel(struct roshm *r, void *map, size_t size)
+{
+	struct roshm_chan_hdr *h = map;
 	struct roshm_ring_idx *sqi = (void *)((uint8_t *)map + h->sq_idx_off);
 	struct roshm_ring_idx *cqi = (void *)((uint8_t *)map + h->cq_idx_off);
 
+	r->chan = map;
+	r->chan_size = size;
 	r->sq.khead = &sqi->head;
 	r->sq.ktail = &sqi->tail;
 	r->sq.kflags = &h->sq_flags;
@@ -255,15 +291,76 @@ struct roshm *roshm_open(const struct roshm_params *p, int *err)
 	r->cq.mask = h->cq_entries - 1;
 	r->arena = (uint8_t *)map + h->arena_off;
 	r->arena_size = h->arena_size;
+}
+
+static void free_params(struct roshm_params *p)
+{
+	if (!p)
+		return;
+	free((char *)p->sock_path);
+	free((char *)p->tenant);
+	free((char *)p->token);
+	free(p);
+}
+
+struct roshm *roshm_open(const struct roshm_params *p, int *err)
+{
+	struct roshm_params dflt = { 0 };
+	struct roshm *r;
+	void *map;
+	size_t size;
+	int ret = -ENOMEM;
+
+	if (!p)
+		p = &dflt;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		goto err;
+	r->sock_fd = r->sq_event_fd = r->cq_event_fd = -1;
+	r->spin_us = p->spin_us ? p->spin_us : 50;
+	r->reconnect_ms = p->reconnect_ms ? p->reconnect_ms : 10000;
+	r->params = calloc(1, sizeof(*r->params));
+	if (!r->params)
+		goto err_free;
+	*r->params = *p;
+	r->params->sock_path = strdup(env_or(p->sock_path, "ROSHM_SOCK", ROSHM_DEFAULT_SOCK));
+	r->params->tenant = strdup(env_or(p->tenant, "ROSHM_TENANT", "default"));
+	r->params->token = strdup(env_or(p->token, "ROSHM_TOKEN", ""));
+	if (!r->params->sock_path || !r->params->tenant || !r->params->token)
+		goto err_free;
+	ret = attach(r, &map, &size);
+	if (ret)
+		goto err_free;
+	bind_channel(r, map, size);
+	/* Re-attaching asks for the same ring and arena sizes. */
+	r->params->sq_entries = r->sq.entries;
+	r->params->cq_entries = r->cq.entries;
+	r->params->arena_size = r->arena_size;
+	r->ntags = r->sq.entries + r->cq.entries;
+	r->lcq_cap = r->ntags;
+	r->tags = calloc(r->ntags, sizeof(*r->tags));
+	r->lcq = calloc(r->lcq_cap, sizeof(*r->lcq));
+	if (!r->tags || !r->lcq) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	for (uint32_t i = 0; i < r->ntags; i++)
+		r->tags[i].next_free = i + 1;
+	r->tag_free = 0;
 	*err = 0;
 	return r;
-
-err_fds:
-	close_fds(fds, nfds);
-err_close:
+err_free:
 	if (r->chan)
 		munmap(r->chan, r->chan_size);
-	close(r->sock_fd);
+	if (r->sock_fd >= 0)
+		close(r->sock_fd);
+	if (r->sq_event_fd >= 0)
+		close(r->sq_event_fd);
+	if (r->cq_event_fd >= 0)
+		close(r->cq_event_fd);
+	free(r->tags);
+	free(r->lcq);
+	free_params(r->params);
 	free(r);
 err:
 	*err = ret;
@@ -279,6 +376,7 @@ void roshm_close(struct roshm *r)
 	for (o = r->owned; o; o = next) {
 		next = o->next;
 		munmap(o->map, o->map_size);
+		close(o->fd);
 		free(o);
 	}
 	/* Closing the socket tells roshmd to release every handle and region. */
@@ -286,18 +384,145 @@ void roshm_close(struct roshm *r)
 	close(r->sq_event_fd);
 	close(r->cq_event_fd);
 	munmap(r->chan, r->chan_size);
+	free(r->tags);
+	free(r->lcq);
+	free(r->hmap);
+	free_params(r->params);
 	free(r);
+}
+
+static struct roshm_hmap *hmap_find(struct roshm *r, uint32_t app)
+{
+	for (uint32_t i = 0; i < r->nhmap; i++)
+		if (r->hmap[i].app == app)
+			return &r->hmap[i];
+	return NULL;
+}
+
+static int hmap_add(struct roshm *r, uint32_t handle, const char *name, struct roshm_owned *o)
+{
+	struct roshm_hmap *m = realloc(r->hmap, sizeof(*m) * (r->nhmap + 1));
+
+	if (!m)
+		return -ENOMEM;
+	r->hmap = m;
+	m = &r->hmap[r->nhmap++];
+	memset(m, 0, sizeof(*m));
+	m->app = m->srv = handle;
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->owned = o;
+	return 0;
+}
+
+/* roshmd's value of an application handle (identity until a reconnect). */
+static inline uint32_t srv_handle(struct roshm *r, uint32_t app)
+{
+	struct roshm_hmap *m;
+
+	if (!r->remapped)
+		return app;
+	m = hmap_find(r, app);
+	return m ? m->srv : 0xffffffffu; /* unknown: roshmd answers EBADF */
+}
+
+static int reconnect(struct roshm *r);
+
+/* A control request; when roshmd went away, re-attach once and retry. */
+static int ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *reply, size_t reply_max,
+			  int *fds, int nfds_max, int *nfds, int fd_out)
+{
+	int ret;
+
+	for (int attempt = 0;; attempt++) {
+		if (fd_out >= 0)
+			ret = roshm__ctl_call_fd(r->sock_fd, req, req_len, reply, reply_max, fds, nfds_max,
+						 nfds, fd_out);
+		else
+			ret = roshm__ctl_call(r->sock_fd, req, req_len, reply, reply_max, fds, nfds_max,
+					      nfds);
+		if ((ret != -ECONNRESET && ret != -EPIPE && ret != -ENOTCONN) || attempt)
+			return ret;
+		ret = reconnect(r);
+		if (ret)
+			return ret;
+	}
+}
+
+/* Send a region create (or re-attach, with @fd) and map what comes back. */
+static int create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
+			 struct roshm_owned **out, uint32_t *handle)
+{
+	struct roshm_ctl_region_reply rep;
+	struct roshm_owned *o;
+	struct stat st;
+	int rfd = -1, nfds = 0, ret;
+	void *map;
+
+	ret = fd >= 0 ? roshm__ctl_call_fd(r->sock_fd, req, sizeof(*req), &rep, sizeof(rep), &rfd, 1,
+					   &nfds, fd)
+		      : ctl_call_retry(r, req, sizeof(*req), &rep, sizeof(rep), &rfd, 1, &nfds, -1);
+	if (ret)
+		return ret;
+	if (rep.hdr.status) {
+		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+		goto err;
+	}
+	if (rep.hdr.len != sizeof(rep) || nfds != 1) {
+		ret = -EPROTO;
+		goto err;
+	}
+	if (fd >= 0) {
+		/* re-attached: we keep our own mapping and descriptor */
+		close(rfd);
+		*handle = rep.handle;
+		return 0;
+	}
+	if (fstat(rfd, &st) < 0 || (uint64_t)st.st_size < rep.map_size || rep.map_size > SIZE_MAX ||
+	    rep.map_size < ROSHM_REGION_HDR_SIZE || rep.data_size > rep.map_size - ROSHM_REGION_HDR_SIZE) {
+		ret = -EPROTO;
+		goto err;
+	}
+	map = mmap(NULL, rep.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+	if (map == MAP_FAILED) {
+		ret = -errno;
+		goto err;
+	}
+	const struct roshm_region_hdr *rh = map;
+
+	if (rh->magic != ROSHM_REGION_MAGIC || rh->data_off > rep.map_size ||
+	    rh->data_size != rep.data_size || rh->data_size > rep.map_size - rh->data_off) {
+		munmap(map, rep.map_size);
+		ret = -EPROTO;
+		goto err;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		munmap(map, rep.map_size);
+		ret = -ENOMEM;
+		goto err;
+	}
+	o->handle = rep.handle;
+	o->map = map;
+	o->map_size = rep.map_size;
+	o->data = (uint8_t *)map + rh->data_off;
+	o->data_size = rh->data_size;
+	o->fd = rfd;
+	o->req = *req;
+	*out = o;
+	*handle = rep.handle;
+	return 0;
+err:
+	if (rfd >= 0)
+		close(rfd);
+	return ret;
 }
 
 int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 			const struct roshm_region_opts *opts, uint32_t *handle)
 {
 	struct roshm_ctl_region_create req;
-	struct roshm_ctl_region_reply rep;
 	struct roshm_owned *o;
-	struct stat st;
-	int fd = -1, nfds, ret;
-	void *map;
+	int ret;
 
 	if (!name || !handle)
 		return -EINVAL;
@@ -318,53 +543,28 @@ int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 		req.txn_slots = opts->txn_slots;
 		req.slot_size = opts->slot_size;
 	}
-	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), &fd, 1, &nfds);
+	ret = create_region(r, &req, -1, &o, handle);
 	if (ret)
 		return ret;
-	if (rep.hdr.status) {
-		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
-		goto err;
+	/* A handle value the application will keep, even across reconnects. */
+	if (r->remapped)
+		for (uint32_t app = o->handle;; app += 1u << 16)
+			if (!hmap_find(r, app)) {
+				*handle = app;
+				break;
+			}
+	ret = hmap_add(r, *handle, name, o);
+	if (ret) {
+		munmap(o->map, o->map_size);
+		close(o->fd);
+		free(o);
+		return ret;
 	}
-	if (rep.hdr.len != sizeof(rep) || nfds != 1 || fstat(fd, &st) < 0 ||
-	    (uint64_t)st.st_size < rep.map_size || rep.map_size > SIZE_MAX ||
-	    rep.data_size > rep.map_size - ROSHM_REGION_HDR_SIZE) {
-		ret = -EPROTO;
-		goto err;
-	}
-	map = mmap(NULL, rep.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		goto err;
-	}
-	close(fd);
-	fd = -1;
-	const struct roshm_region_hdr *rh = map;
-
-	if (rh->magic != ROSHM_REGION_MAGIC || rh->data_off > rep.map_size ||
-	    rh->data_size != rep.data_size || rh->data_size > rep.map_size - rh->data_off) {
-		munmap(map, rep.map_size);
-		ret = -EPROTO;
-		goto err;
-	}
-	o = calloc(1, sizeof(*o));
-	if (!o) {
-		munmap(map, rep.map_size);
-		ret = -ENOMEM;
-		goto err;
-	}
-	o->handle = rep.handle;
-	o->map = map;
-	o->map_size = rep.map_size;
-	o->data = (uint8_t *)map + rh->data_off;
-	o->data_size = rh->data_size;
+	r->hmap[r->nhmap - 1].srv = o->handle;
+	o->handle = *handle;
 	o->next = r->owned;
 	r->owned = o;
-	*handle = rep.handle;
 	return 0;
-err:
-	if (fd >= 0)
-		close(fd);
-	return ret;
 }
 
 void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size)
@@ -378,14 +578,12 @@ void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size)
 	return NULL;
 }
 
-int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+static int open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
 {
 	struct roshm_ctl_region_open req;
 	struct roshm_ctl_region_reply rep;
 	int ret;
 
-	if (!name || !handle)
-		return -EINVAL;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_REGION_OPEN, sizeof(req));
 	if (copy_name(req.name, sizeof(req.name), name))
@@ -403,16 +601,45 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 	return 0;
 }
 
+int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+{
+	uint32_t srv;
+	int ret;
+
+	if (!name || !handle)
+		return -EINVAL;
+	ret = open_region(r, name, &srv, size);
+	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = reconnect(r)))
+		ret = open_region(r, name, &srv, size);
+	if (ret)
+		return ret;
+	*handle = srv;
+	if (r->remapped)
+		for (uint32_t app = srv;; app += 1u << 16)
+			if (!hmap_find(r, app)) {
+				*handle = app;
+				break;
+			}
+	ret = hmap_add(r, *handle, name, NULL);
+	if (ret)
+		return ret;
+	r->hmap[r->nhmap - 1].srv = srv;
+	return 0;
+}
+
 int roshm_region_close(struct roshm *r, uint32_t handle)
 {
 	struct roshm_ctl_region_close req;
 	struct roshm_ctl_region_reply rep;
 	struct roshm_owned **pp;
+	struct roshm_hmap *m = hmap_find(r, handle);
 	int ret;
 
+	if (!m)
+		return -EBADF;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
-	req.handle = handle;
+	req.handle = m->srv;
 	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		return ret;
@@ -424,24 +651,45 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 
 			*pp = o->next;
 			munmap(o->map, o->map_size);
+			close(o->fd);
 			free(o);
 			break;
 		}
 	}
+	*m = r->hmap[--r->nhmap];
 	return 0;
 }
 
 int roshm_submit(struct roshm *r)
 {
 	struct roshm_sq *sq = &r->sq;
-	uint32_t n = sq->sqe_tail - sq->sqe_head, cqes = n;
+	uint32_t n = sq->sqe_tail - sq->sqe_head, cqes = 0;
 
 	if (!n)
 		return 0;
-	/* A TXN_WRITE has no CQE of its own (its transaction's commit has). */
-	for (uint32_t i = sq->sqe_head; i != sq->sqe_tail; i++)
-		if (sq->sqes[i & sq->mask].opcode == ROSHM_OP_TXN_WRITE)
-			cqes--;
+	for (uint32_t i = sq->sqe_head; i != sq->sqe_tail; i++) {
+		struct roshm_sqe *sqe = &sq->sqes[i & sq->mask];
+
+		if (r->remapped)
+			sqe->handle = srv_handle(r, sqe->handle);
+		/* A TXN_WRITE has no CQE of its own (its transaction's commit has). */
+		if (sqe->opcode == ROSHM_OP_TXN_WRITE)
+			continue;
+		uint32_t t = r->tag_free;
+
+		/* Cannot run out: at most SQ + CQ entries are ever outstanding. */
+		if (t < r->ntags) {
+			struct roshm_tag *tg = &r->tags[t];
+
+			r->tag_free = tg->next_free;
+			tg->used = 1;
+			tg->seq = r->tag_seq++;
+			tg->user_data = sqe->user_data;
+			tg->sqe = *sqe;
+			sqe->user_data = t;
+		}
+		cqes++;
+	}
 	/* R0: release pairs with the poller's acquire of the SQ tail: the SQE
 	 * contents are visible before the new tail. */
 	__atomic_store_n(sq->ktail, sq->sqe_tail, __ATOMIC_RELEASE);
@@ -458,6 +706,161 @@ int roshm_submit(struct roshm *r)
 		(void)w; /* EAGAIN means a wakeup is already pending */
 	}
 	return (int)n;
+}
+
+static int cmp_tag_seq(const void *a, const void *b)
+{
+	const struct roshm_tag *x = *(const struct roshm_tag *const *)a;
+	const struct roshm_tag *y = *(const struct roshm_tag *const *)b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * roshmd went away: attach to its successor at the same socket, move the
+ * arena over (same address, same contents), re-register the regions we own
+ * from their memfds, re-open the others by name, and resubmit what had no
+ * CQE. Non-idempotent operations whose outcome was lost complete with
+ * -ECONNRESET from the library.
+ */
+static int reconnect(struct roshm *r)
+{
+	uint64_t deadline = mono_ms() + r->reconnect_ms;
+	struct roshm_tag **order = NULL;
+	uint32_t norder = 0;
+	void *map = NULL;
+	size_t size = 0;
+	int ret;
+
+	uint64_t old_instance = r->instance;
+
+	close(r->sock_fd);
+	close(r->sq_event_fd);
+	close(r->cq_event_fd);
+	r->sock_fd = r->sq_event_fd = r->cq_event_fd = -1;
+	for (;;) {
+		ret = attach(r, &map, &size);
+		if (!ret && r->instance == old_instance) {
+			/* The same roshmd hung up on us (it judged our ring corrupt):
+			 * that is an answer, not an outage. */
+			munmap(map, size);
+			close(r->sock_fd);
+			close(r->sq_event_fd);
+			close(r->cq_event_fd);
+			r->sock_fd = r->sq_event_fd = r->cq_event_fd = -1;
+			return -ECONNRESET;
+		}
+		if (!ret)
+			break;
+		if (mono_ms() >= deadline)
+			return -ECONNRESET;
+		usleep(50000);
+	}
+	const struct roshm_chan_hdr *h = map;
+
+	if (size != r->chan_size || h->sq_entries != r->sq.entries || h->cq_entries != r->cq.entries ||
+	    h->arena_size != r->arena_size) {
+		munmap(map, size);
+		return -EPROTO; /* a successor with other channel sizes: give up */
+	}
+	/* Completions roshmd posted that we have not read yet are kept. */
+	for (uint32_t head = *r->cq.khead, tail = __atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE);
+	     head != tail && r->lcq_n < r->lcq_cap; head++) {
+		struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
+
+		*c = r->cq.cqes[head & r->cq.mask];
+		roshm__untag(r, c);
+	}
+	/* The application's arena pointers stay valid: same place, same bytes. */
+	memcpy((uint8_t *)map + h->arena_off, r->arena, r->arena_size);
+	/* SQEs prepared but not submitted move along too. */
+	uint32_t unsent = r->sq.sqe_tail - r->sq.sqe_head;
+	struct roshm_sqe keep[64];
+
+	if (unsent > 64)
+		unsent = 64;
+	for (uint32_t i = 0; i < unsent; i++)
+		keep[i] = r->sq.sqes[(r->sq.sqe_head + i) & r->sq.mask];
+	if (mremap(map, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, r->chan) == MAP_FAILED) {
+		munmap(map, size);
+		return -errno;
+	}
+	bind_channel(r, r->chan, size);
+
+	/* Regions: ours from their memfds (contents survive), others by name. */
+	r->remapped = true;
+	for (uint32_t i = 0; i < r->nhmap; i++) {
+		struct roshm_hmap *m = &r->hmap[i];
+		uint32_t srv = 0xffffffffu;
+
+		if (m->owned) {
+			struct roshm_ctl_region_create req = m->owned->req;
+
+			ctl_hdr(&req.hdr, ROSHM_CTL_REGION_REATTACH, sizeof(req));
+			if (create_region(r, &req, m->owned->fd, NULL, &srv))
+				srv = 0xffffffffu;
+		} else {
+			/* its owner may still be re-attaching: give it the deadline */
+			while (open_region(r, m->name, &srv, NULL) == -ENOENT && mono_ms() < deadline)
+				usleep(50000);
+		}
+		m->srv = srv;
+	}
+
+	/* Resubmit in submission order. */
+	order = malloc(sizeof(*order) * r->ntags);
+	if (!order)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < r->ntags; t++)
+		if (r->tags[t].used)
+			order[norder++] = &r->tags[t];
+	qsort(order, norder, sizeof(*order), cmp_tag_seq);
+	for (uint32_t i = 0; i < norder; i++) {
+		struct roshm_tag *tg = order[i];
+		uint32_t t = (uint32_t)(tg - r->tags);
+		uint8_t op = tg->sqe.opcode;
+
+		if (op == ROSHM_OP_NOP || op == ROSHM_OP_WRITE || op == ROSHM_OP_READ ||
+		    op == ROSHM_OP_FENCE) {
+			struct roshm_sqe *sqe = &r->sq.sqes[r->sq.sqe_tail++ & r->sq.mask];
+
+			*sqe = tg->sqe;
+			sqe->handle = srv_handle(r, tg->sqe.handle);
+			sqe->user_data = t;
+			continue;
+		}
+		/* FETCH_ADD, CMP_SWAP, TXN_COMMIT: applied or not, nobody can
+		 * say now; never apply them twice. */
+		struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
+
+		memset(c, 0, sizeof(*c));
+		c->user_data = tg->user_data;
+		c->status = -ECONNRESET;
+		c->flags = ROSHM_CQE_F_LIB;
+		tg->used = 0;
+		tg->next_free = r->tag_free;
+		r->tag_free = t;
+	}
+	free(order);
+	if (r->sq.sqe_tail != r->sq.sqe_head) {
+		__atomic_store_n(r->sq.ktail, r->sq.sqe_tail, __ATOMIC_RELEASE);
+		r->sq.sqe_head = r->sq.sqe_tail;
+		uint64_t one = 1;
+		ssize_t w = write(r->sq_event_fd, &one, sizeof(one));
+
+		(void)w;
+	}
+	for (uint32_t i = 0; i < unsent; i++)
+		r->sq.sqes[r->sq.sqe_tail++ & r->sq.mask] = keep[i];
+	return 0;
 }
 
 static uint64_t now_ns(void)
@@ -510,8 +913,13 @@ int roshm_wait_cqe_timeout(struct roshm *r, struct roshm_cqe **cqe, int timeout_
 			(void)rd;
 		}
 		if (n > 0 && (pfd[1].revents & (POLLHUP | POLLERR | POLLIN)) &&
-		    roshm_peek_cqe(r, cqe) != 0)
-			return -ECONNRESET;
+		    roshm_peek_cqe(r, cqe) != 0) {
+			/* roshmd went away: re-attach to its successor and go on */
+			int ret = reconnect(r);
+
+			if (ret)
+				return ret == -ECONNRESET ? -ECONNRESET : ret;
+		}
 		spin_end = now_ns() + (uint64_t)r->spin_us * 1000;
 	}
 }

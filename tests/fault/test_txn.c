@@ -57,7 +57,7 @@ struct writer {
 
 static struct roshm *attach(int node)
 {
-	struct roshm_params p = { .sock_path = nodes[node].sock };
+	struct roshm_params p = { .sock_path = nodes[node].sock, .reconnect_ms = 1000 };
 	int err;
 
 	return roshm_open(&p, &err);

@@ -27,6 +27,8 @@ enum roshm_ctl_type {
 	ROSHM_CTL_REGION_OPEN = 3,
 	ROSHM_CTL_REGION_CLOSE = 4,
 	ROSHM_CTL_ADMIN = 5,        /* roshmctl: request text is a command, reply is JSON */
+	ROSHM_CTL_REGION_REATTACH = 6, /* region_create + the region's memfd: re-register it
+					* after a roshmd restart; its contents survive */
 };
 
 struct roshm_ctl_hdr {
@@ -56,6 +58,7 @@ struct roshm_ctl_hello_reply {
 	uint32_t client_id;
 	uint32_t rsvd;
 	uint64_t chan_size;
+	uint64_t instance;          /* random per roshmd start: tells a restart from a kick-out */
 	char node[ROSHM_NAME_MAX];
 };
 
