@@ -80,9 +80,7 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
 
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	FILE *f;
-	int fd;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->netns, sizeof(d->netns), "%s", netns ? netns : "");
@@ -111,11 +109,19 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 		extra ? extra : "");
 	fclose(f);
 
+	return th_daemon_restart(d);
+}
+
+int th_daemon_restart(struct th_daemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
 	d->pid = fork();
 	if (d->pid < 0)
 		return -errno;
 	if (d->pid == 0) {
-		int lfd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int lfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		if (lfd >= 0) {
 			dup2(lfd, 1);

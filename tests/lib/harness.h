@@ -23,6 +23,8 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra);
 /* The same inside network namespace @netns (NULL: ours). A @extra that sets
  * `registry` replaces the default private file registry. */
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra);
+/* Start roshmd again with the same config (after a kill). 0 or -errno. */
+int th_daemon_restart(struct th_daemon *d);
 /* SIGKILL, reap; the directory stays. */
 void th_daemon_kill(struct th_daemon *d);
 /* Enter network namespace @netns (in a child, before exec or work). */
