@@ -190,6 +190,7 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->region_id = rg->id;
 	rec->key = rg->key;
 	rec->epoch = rg->epoch;
+	rec->mem_id = rg->mem_id;
 	rec->data_size = rg->data_size;
 	rec->policy = rg->policy;
 	rec->ntenants = rg->ntenants;

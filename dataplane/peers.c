@@ -240,6 +240,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->id = rec->region_id;
 		rg->epoch = rec->epoch;
 		rg->key = rec->key;
+		rg->mem_id = rec->mem_id;
 		rg->data_size = rec->data_size;
 		rg->policy = rec->policy;
 		rg->txn_slots = rec->txn_slots;
@@ -262,6 +263,22 @@ void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg)
 	(void)ctl;
 	if (rg->peer)
 		rg->peer->refs--;
+}
+
+/* A peer went down: hold the work for its regions and wait for them to come
+ * back (same epoch when the node returns, a new one when its roshmd
+ * restarted), for at most drain.timeout_ms. */
+static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p)
+{
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+		if (!rg->remote || rg->peer != p || rg->ctl_dead || rg->ctl_paused)
+			continue;
+		struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 1 };
+
+		rd_control_cmd(ctl, &cmd);
+		rg->ctl_paused = true;
+		rg->paused_since = rd_mono_ns();
+	}
 }
 
 static void region_gone(struct rd_control *ctl, struct rd_region *rg, const char *why)
@@ -288,6 +305,7 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	t.id = rec->region_id;
 	t.epoch = rec->epoch;
 	t.key = rec->key;
+	t.mem_id = rec->mem_id;
 	t.data_size = rec->data_size;
 	t.txn_slots = rec->txn_slots;
 	t.slot_size = rec->slot_size;
@@ -331,7 +349,20 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		bool same = ret == 0 && rec.epoch == rg->epoch && rec.region_id == rg->id &&
 			    !strcmp(rec.node, rg->node);
 
-		if (same && !strcmp(rec.state, RD_STATE_STALE) && !rg->ctl_paused) {
+		if (rg->ctl_paused &&
+		    now - rg->paused_since > (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull &&
+		    !(ret == 0 && !same && !strcmp(rec.state, RD_STATE_ACTIVE))) {
+			region_gone(ctl, rg, "did not come back in time");
+		} else if (same && !strcmp(rec.state, RD_STATE_ACTIVE) && rg->ctl_paused &&
+			   rg->peer->ctl_up) {
+			/* its node is back, same instance: release the held work */
+			struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 0 };
+
+			rd_control_cmd(ctl, &cmd);
+			rg->ctl_paused = false;
+			RD_LOG(INFO, "remote region %s/%s on node %s: back, work resumes", rg->tenant,
+			       rg->name, rg->node);
+		} else if (same && !strcmp(rec.state, RD_STATE_STALE) && !rg->ctl_paused) {
 			/* its owner drains it: hold our work, wait for the next epoch */
 			struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 1 };
 
@@ -342,8 +373,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 			       rg->tenant, rg->name, rg->node);
 		} else if (ret == 0 && !same && rg->ctl_paused && !strcmp(rec.state, RD_STATE_ACTIVE)) {
 			retarget(ctl, rg, &rec);
-		} else if (ret == -ENOENT && rg->ctl_paused &&
-			   now - rg->paused_since < (uint64_t)ctl->cfg->drain_timeout_ms * 2000000ull) {
+		} else if (ret == -ENOENT && rg->ctl_paused) {
 			/* drained and gone: the next instance may still come */
 		} else if (ret == -ENOENT) {
 			region_gone(ctl, rg, "record removed");
@@ -362,6 +392,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 			RD_LOG(WARNING, "node %s left the registry: failing its operations", p->node);
 			rd_control_cmd(ctl, &cmd);
 			p->ctl_up = false;
+			pause_peer_regions(ctl, p);
 			p->retry_ns = now + RETRY_NS;
 		}
 	}
@@ -389,6 +420,7 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 				       "flight failed with ECONNRESET", p->node, ev->why);
 			p->ctl_up = false;
 			p->retry_ns = rd_mono_ns() + RETRY_NS;
+			pause_peer_regions(ctl, p);
 		}
 }
 

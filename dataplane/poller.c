@@ -204,6 +204,8 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		struct rd_region *rg = cmd->region;
 		const struct rd_region *t = cmd->target;
 
+		rg->keep_log = rg->mem_id == t->mem_id;
+		rg->mem_id = t->mem_id;
 		rg->peer = t->peer;
 		rg->id = t->id;
 		rg->epoch = t->epoch;

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,6 +45,9 @@ int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots
 	h->txn_slots = txn_slots;
 	h->slot_size = slot_size;
 	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	if (getrandom(&h->mem_id, sizeof(h->mem_id), 0) != sizeof(h->mem_id))
+		h->mem_id = (uint64_t)(uintptr_t)rg ^ rg->epoch;
+	rg->mem_id = h->mem_id;
 	for (uint32_t i = 0; i < txn_slots; i++) {
 		struct roshm_txn_slot *sl = (void *)((uint8_t *)rg->map + ROSHM_REGION_HDR_SIZE +
 						     (uint64_t)i * slot_size);
@@ -96,6 +100,7 @@ int rd_region_adopt(struct rd_region *rg, int fd, uint64_t data_size, uint32_t t
 	}
 	/* the memory keeps its contents and its log; the epoch is new */
 	h->epoch = rg->epoch;
+	rg->mem_id = h->mem_id;
 	rg->fd = fd;
 	rg->map = map;
 	rg->map_size = (size_t)st.st_size;

@@ -67,6 +67,8 @@ struct rd_region {
 	bool draining;                /* poller view, local: no new work, finish the log */
 	bool paused;                  /* poller view, remote: stale, hold work until the next epoch */
 	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */
+	bool keep_log;                /* remote: the last retarget kept the same memory */
+	uint64_t mem_id;              /* the memory behind it (survives re-attach) */
 	/* control view */
 	bool ctl_draining, ctl_paused;
 	uint64_t paused_since;

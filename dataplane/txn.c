@@ -169,6 +169,11 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 		*res = 0;
 		return 1;
 	}
+	if (t->region->gen != t->gen && t->region->keep_log) {
+		/* Same memory under a new epoch (its roshmd restarted): the log
+		 * survived, every step stays valid. */
+		t->gen = t->region->gen;
+	}
 	if (t->region->gen != t->gen) {
 		/* Retargeted to a new instance of the region: the old one applied
 		 * everything committed before it drained, and aborted the rest. */

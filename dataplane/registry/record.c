@@ -27,6 +27,8 @@ char *rd_region_rec_to_json(const struct rd_region_rec *rec)
 
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->epoch);
 	json_object_set_new(o, "epoch", json_string(buf));
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->mem_id);
+	json_object_set_new(o, "mem_id", json_string(buf));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->data_size);
 	json_object_set_new(o, "data_size", json_string(buf));
 	json_object_set_new(o, "txn_slots", json_integer(rec->txn_slots));
@@ -99,7 +101,8 @@ int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *
 	    get_str(o, "policy", pol, sizeof(pol), false) ||
 	    get_u32(o, "region_id", &rec->region_id) || get_u32(o, "key", &rec->key) ||
 	    get_u32(o, "txn_slots", &rec->txn_slots) || get_u32(o, "slot_size", &rec->slot_size) ||
-	    get_u64s(o, "epoch", &rec->epoch) || get_u64s(o, "data_size", &rec->data_size))
+	    get_u64s(o, "epoch", &rec->epoch) || get_u64s(o, "data_size", &rec->data_size) ||
+	    get_u64s(o, "mem_id", &rec->mem_id))
 		goto out;
 	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE))
 		goto out;

@@ -26,6 +26,7 @@ struct rd_region_rec {
 	uint32_t region_id;
 	uint32_t key;
 	uint64_t epoch;
+	uint64_t mem_id;             /* same memory across epochs (re-attach after a restart) */
 	uint64_t data_size;
 	uint32_t txn_slots;
 	uint32_t slot_size;

@@ -797,14 +797,16 @@ static int start_nodes(void)
 			snprintf(extra, sizeof(extra),
 				 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
 				 " secret_file = \"%s\"; }; };\n"
-				 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
+				 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n"
+				 "drain: { timeout_ms = 1500; };\n",
 				 n, PORT, secret, workdir);
 		else
 			snprintf(extra, sizeof(extra),
 				 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
 				 " secret_file = \"%s\"; }; };\n"
 				 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\";"
-				 " lease_ttl = 2; revalidate_ms = 200; };\n",
+				 " lease_ttl = 2; revalidate_ms = 200; };\n"
+				 "drain: { timeout_ms = 1500; };\n",
 				 n, PORT, secret);
 		if (th_daemon_start_ns(&nodes[n], name, ns_name[n], extra))
 			return -1;

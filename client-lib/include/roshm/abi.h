@@ -132,7 +132,8 @@ struct roshm_region_hdr {
 	uint64_t txn_applied;       /* next sequence to apply */
 	uint64_t seqlock;           /* odd while the owner's roshmd applies */
 	uint64_t txn_aborted;       /* sequences skipped as aborted holes */
-	uint8_t pad[ROSHM_CACHELINE - 16];
+	uint64_t mem_id;            /* random per allocation; kept across re-attach */
+	uint8_t pad[ROSHM_CACHELINE - 24];
 };
 _Static_assert(sizeof(struct roshm_region_hdr) == 128, "region hdr");
 _Static_assert(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
