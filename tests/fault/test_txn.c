@@ -501,6 +501,46 @@ static void test_owner_roshmd_restarted(void **state)
 	roshm_close(owner);
 }
 
+static void test_writer_roshmd_stopped(void **state)
+{
+	struct roshm *owner;
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+	struct writer ws[2];
+	int ntx[WRITERS] = { 1500, 1500, 0 };
+	pid_t pids[2];
+
+	(void)state;
+	memset(sh, 0, sizeof(*sh));
+	owner = make_region(1, "txn-stop", &h, &d, &hdr, 16);
+	for (int i = 0; i < 2; i++) {
+		ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = 1500, .netns = nodes[i + 2].netns };
+		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-stop");
+		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
+	}
+	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
+		usleep(10000);
+	assert_true(sh->done[0] >= 200);
+	/* stop writer 0's roshmd well past txn.abort_ms: its reservation (if
+	 * any) is aborted as a hole, the other writer goes on; then resume it */
+	kill(nodes[2].pid, SIGSTOP);
+	uint64_t other = sh->done[1];
+
+	usleep(1500000);
+	kill(nodes[2].pid, SIGCONT);
+	assert_true(sh->done[1] > other); /* not blocked by the stopped node */
+	assert_int_equal(th_wait(pids[0]), 0);
+	assert_int_equal(th_wait(pids[1]), 0);
+	if (sh->done[0] != 1500 || sh->done[1] != 1500)
+		fail_msg("writers stopped: %llu (status %d), %llu (status %d)",
+			 (unsigned long long)sh->done[0], sh->last_err[0],
+			 (unsigned long long)sh->done[1], sh->last_err[1]);
+	wait_applied(hdr);
+	verify(d, hdr, 2, ntx);
+	roshm_close(owner);
+}
+
 static const char *txn_conf = "txn: { abort_ms = 300; deadline_ms = 5000; };\n";
 
 static int setup_local(void **state)
@@ -576,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_link_cut),
 		cmocka_unit_test(test_drain_under_load),
 		cmocka_unit_test(test_owner_roshmd_restarted),
+		cmocka_unit_test(test_writer_roshmd_stopped),
 		cmocka_unit_test(test_writer_roshmd_killed),
 	};
 	int fails;
