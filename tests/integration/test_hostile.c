@@ -354,6 +354,51 @@ static void test_malformed_ctl(void **state)
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
 	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EOPNOTSUPP);
 	close(fd);
+	/* descriptors sent to roshmd: one with a HELLO is closed and ignored,
+	 * two in one message end the connection */
+	{
+		int pair[2], nfd;
+		union {
+			char b[CMSG_SPACE(sizeof(int) * 2)];
+			struct cmsghdr a;
+		} u;
+		struct iovec iov = { .iov_base = &hello, .iov_len = sizeof(hello) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b };
+		struct cmsghdr *c;
+
+		assert_int_equal(pipe(pair), 0);
+		memset(&hello, 0, sizeof(hello));
+		hdr(&hello.hdr, ROSHM_CTL_HELLO, sizeof(hello));
+		strcpy(hello.tenant, "default");
+		for (int k = 1; k <= 2; k++) {
+			fd = raw_connect();
+			memset(&u, 0, sizeof(u));
+			m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)k);
+			c = CMSG_FIRSTHDR(&m);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)k);
+			memcpy(CMSG_DATA(c), pair, sizeof(int) * (size_t)k);
+			assert_int_equal(sendmsg(fd, &m, 0), sizeof(hello));
+			if (k == 1) {
+				assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfd) > 0);
+				assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, 0);
+				for (int i = 0; i < nfd; i++)
+					close(fds[i]);
+			} else {
+				assert_true(closed_by_peer(fd));
+			}
+			close(fd);
+		}
+		/* roshmd kept no copy of our pipe: its write end closes for real */
+		close(pair[1]);
+		char x;
+		struct pollfd pp = { .fd = pair[0], .events = POLLIN };
+
+		assert_int_equal(poll(&pp, 1, 2000), 1); /* a leaked copy would keep it open */
+		assert_int_equal(read(pair[0], &x, 1), 0);
+		close(pair[0]);
+	}
 	/* unknown admin command */
 	char *json = NULL;
 
