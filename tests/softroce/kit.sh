@@ -59,6 +59,9 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /mnt/root || echo "init
 # writable places in the read-only host root (not /tmp: the caller's files
 # may live there); scripts use /run for their own files
 for d in run var/tmp; do mount -t tmpfs tmpfs /mnt/root/$d 2>/dev/null; done
+# a writable directory shared by the VMs of one test (9p tag "shared"), if any
+mkdir -p /mnt/root/run/shared
+mount -t 9p -o trans=virtio,version=9p2000.L shared /mnt/root/run/shared 2>/dev/null
 mount -o bind /proc /mnt/root/proc
 mount -o bind /sys /mnt/root/sys
 mount -o bind /dev /mnt/root/dev

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Run GUEST (a script from this directory) in two Soft-RoCE VMs (arg 1 and 2)
+# linked by a socket netdev, with a shared writable directory at /run/shared
+# (holding the build dir path and a cluster secret). Pass when every regex
+# EXPECT... is found in the VM consoles; otherwise print them and fail.
+#   run2.sh BUILD_DIR NAME GUEST EXPECT...
+set -uo pipefail
+B=$(cd "${1:?build dir}" && pwd) NAME=$2 GUEST=$3
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+for t in qemu-system-x86_64 busybox cpio depmod ib_read_lat rdma; do
+  command -v "$t" >/dev/null || { echo "$NAME: skipped: $t missing (make deps installs it)"; exit 77; }
+done
+KIT=$B/softroce/kit
+mkdir -p "$KIT"
+"$here/kit.sh" "$KIT" >/dev/null || { echo "$NAME: cannot build the VM kit"; exit 1; }
+W=$B/softroce/$NAME-$$
+rm -rf "$W"; mkdir -p "$W/shared/registry"
+echo "$B" > "$W/shared/build"
+head -c 32 /dev/urandom | base64 > "$W/shared/secret"
+port=$((24000 + $$ % 1000))
+echo "$NAME: booting two VMs (TCG) on 127.0.0.1:$port"
+"$here/vm.sh" "$KIT" "$W/vm1.log" "$here/$GUEST" 1 listen "$port" 52:54:00:00:01:01 "$W/shared" &
+vm1=$!
+sleep 1
+"$here/vm.sh" "$KIT" "$W/vm2.log" "$here/$GUEST" 2 connect "$port" 52:54:00:00:01:02 "$W/shared" &
+vm2=$!
+for _ in $(seq 360); do
+  kill -0 $vm1 2>/dev/null || kill -0 $vm2 2>/dev/null || break
+  sleep 0.5
+done
+kill $vm1 $vm2 2>/dev/null; wait $vm1 $vm2 2>/dev/null
+fail=0
+for re in "$@"; do
+  if ! grep -qaE -- "$re" "$W/vm1.log" "$W/vm2.log"; then
+    echo "$NAME: missing in the VM consoles: $re"
+    fail=1
+  fi
+done
+if [[ $fail = 0 ]]; then
+  grep -haE '^ (64|#bytes) |^guest:|^(owner|writer)' "$W/vm1.log" "$W/vm2.log" | head -40 || true
+  echo "$NAME: 1 passed, 0 failed"
+  rm -rf "$W"
+  exit 0
+fi
+for f in "$W"/vm1.log "$W"/vm2.log "$W"/shared/*.log; do echo "---- $f ----"; cat "$f"; done
+exit 1
