@@ -283,81 +283,94 @@ static void test_remote_stream(void **state)
 	roshm_close(owner);
 }
 
-static void test_writer_roshmd_killed(void **state)
-{
+/*
+ * The two-writer scenarios: the owner (this process) on node 1, writer 0 on
+ * node 2 and writer 1 on node 3 streaming into @name, until writer 0 has
+ * @progress acknowledged; then the scenario injects its failure.
+ */
+struct stream {
 	struct roshm *owner;
 	struct roshm_region_hdr *hdr;
 	uint32_t h;
 	uint8_t *d;
 	struct writer ws[2];
-	int ntx[WRITERS] = { 3000, 1500, 0 };
 	pid_t pids[2];
+	int ntx[WRITERS];
+};
+
+static void stream_start(struct stream *x, const char *name, int ntx0, int ntx1, uint64_t progress)
+{
+	memset(sh, 0, sizeof(*sh));
+	memset(x, 0, sizeof(*x));
+	x->owner = make_region(1, name, &x->h, &x->d, &x->hdr, 16);
+	x->ntx[0] = ntx0;
+	x->ntx[1] = ntx1;
+	for (int i = 0; i < 2; i++) {
+		x->ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = x->ntx[i],
+					    .netns = nodes[i + 2].netns };
+		snprintf(x->ws[i].region, sizeof(x->ws[i].region), "default/%s", name);
+		x->pids[i] = th_spawn_ns(x->ws[i].netns, writer_main, &x->ws[i]);
+	}
+	for (int i = 0; i < 500 && sh->done[0] < progress; i++)
+		usleep(10000);
+	if (sh->done[0] < progress)
+		fail_msg("writer 0 at %llu (err %d), writer 1 at %llu (err %d)",
+			 (unsigned long long)sh->done[0], sh->last_err[0],
+			 (unsigned long long)sh->done[1], sh->last_err[1]);
+}
+
+static void stream_join(struct stream *x)
+{
+	assert_int_equal(th_wait(x->pids[0]), 0);
+	assert_int_equal(th_wait(x->pids[1]), 0);
+}
+
+/* Both writers got every transaction acknowledged. */
+static void stream_expect_all(const char *what)
+{
+	if (sh->done[0] != 1500 || sh->done[1] != 1500)
+		fail_msg("writers %s: %llu (status %d), %llu (status %d)", what,
+			 (unsigned long long)sh->done[0], sh->last_err[0],
+			 (unsigned long long)sh->done[1], sh->last_err[1]);
+}
+
+static void test_writer_roshmd_killed(void **state)
+{
+	struct stream x;
 
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	owner = make_region(1, "txn-kill", &h, &d, &hdr, 16);
-	ws[0] = (struct writer){ .w = 0, .node = 2, .ntx = 3000, .netns = nodes[2].netns };
-	ws[1] = (struct writer){ .w = 1, .node = 3, .ntx = 1500, .netns = nodes[3].netns };
-	for (int i = 0; i < 2; i++) {
-		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-kill");
-		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
-	}
-	for (int i = 0; i < 500 && sh->done[0] < 300; i++)
-		usleep(10000);
-	if (sh->done[0] < 300)
-		fail_msg("writer 0 at %llu (err %d), writer 1 at %llu (err %d)", (unsigned long long)sh->done[0], sh->last_err[0], (unsigned long long)sh->done[1], sh->last_err[1]);
+	stream_start(&x, "txn-kill", 3000, 1500, 300);
 	th_daemon_kill(&nodes[2]); /* kill -9 writer 0's roshmd mid-stream */
-	assert_int_equal(th_wait(pids[0]), 0);
-	assert_int_equal(th_wait(pids[1]), 0);
+	stream_join(&x);
 	assert_int_not_equal(sh->last_err[0], 0); /* it was told, clearly */
 	assert_int_equal(sh->done[1], 1500);      /* the other writer went on */
-	wait_applied(hdr);                       /* holes were aborted */
+	wait_applied(x.hdr);                     /* holes were aborted */
 	print_message("writer 0 stopped after %llu acknowledged (status %d)\n",
 		      (unsigned long long)sh->done[0], sh->last_err[0]);
-	verify(d, hdr, 2, ntx);
-	roshm_close(owner);
+	verify(x.d, x.hdr, 2, x.ntx);
+	roshm_close(x.owner);
 }
 
 static void test_link_cut(void **state)
 {
-	struct roshm *owner;
-	struct roshm_region_hdr *hdr;
-	uint32_t h;
-	uint8_t *d;
-	struct writer ws[2];
-	int ntx[WRITERS] = { 1500, 1500, 0 };
-	pid_t pids[2];
+	struct stream x;
 	char *json = NULL;
 
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	owner = make_region(1, "txn-cut", &h, &d, &hdr, 16);
-	ws[0] = (struct writer){ .w = 0, .node = 2, .ntx = 1500, .netns = nodes[2].netns };
-	ws[1] = (struct writer){ .w = 1, .node = 3, .ntx = 1500, .netns = nodes[3].netns };
-	for (int i = 0; i < 2; i++) {
-		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-cut");
-		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
-	}
-	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
-		usleep(10000);
-	assert_true(sh->done[0] >= 200);
+	stream_start(&x, "txn-cut", 1500, 1500, 200);
 	/* Cut node 2 off for 2 s mid-stream: its reservations become holes
 	 * that node 1 aborts, its commits then fail and it replays them. */
 	assert_int_equal(th_sh("ip -n %s link set eth0 down", nodes[2].netns), 0);
 	sleep(2);
 	assert_int_equal(th_sh("ip -n %s link set eth0 up", nodes[2].netns), 0);
-	assert_int_equal(th_wait(pids[0]), 0);
-	assert_int_equal(th_wait(pids[1]), 0);
-	if (sh->done[0] != 1500 || sh->done[1] != 1500)
-		fail_msg("writers stopped early: %llu (status %d), %llu (status %d)",
-			 (unsigned long long)sh->done[0], sh->last_err[0],
-			 (unsigned long long)sh->done[1], sh->last_err[1]);
-	wait_applied(hdr);
-	verify(d, hdr, 2, ntx);
+	stream_join(&x);
+	stream_expect_all("stopped early");
+	wait_applied(x.hdr);
+	verify(x.d, x.hdr, 2, x.ntx);
 	assert_int_equal(roshm_admin(nodes[2].sock, "stats", &json), 0);
 	print_message("node 2 writer stats after the cut: %s\n", json);
 	free(json);
-	roshm_close(owner);
+	roshm_close(x.owner);
 }
 
 /* Two instances of one region (before and after a drain): every transaction
@@ -403,125 +416,75 @@ static void verify_two(const uint8_t *d0, const struct roshm_region_hdr *h0, con
 
 static void test_drain_under_load(void **state)
 {
-	struct roshm *owner;
-	struct roshm_region_hdr *h0, *h1;
-	uint32_t hold, hnew;
-	uint8_t *d0, *d1;
-	struct writer ws[2];
-	pid_t pids[2];
+	struct stream x;
+	struct roshm_region_hdr *h1;
+	uint32_t hnew;
+	uint8_t *d1;
 	char *json = NULL;
 
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	owner = make_region(1, "txn-drain", &hold, &d0, &h0, 16);
-	for (int i = 0; i < 2; i++) {
-		ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = 1500, .netns = nodes[i + 2].netns };
-		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-drain");
-		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
-	}
-	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
-		usleep(10000);
-	assert_true(sh->done[0] >= 200);
+	stream_start(&x, "txn-drain", 1500, 1500, 200);
 	/* roshmctl drain --region: returns once everything committed is applied */
 	assert_int_equal(roshm_admin(nodes[1].sock, "drain region default/txn-drain", &json), 0);
 	assert_non_null(strstr(json, "\"drained\":1"));
 	free(json);
 	uint64_t at_drain = sh->done[0] + sh->done[1];
 
-	assert_int_equal(h0->txn_applied, h0->txn_tail);
+	assert_int_equal(x.hdr->txn_applied, x.hdr->txn_tail);
 	/* the pod comes back: the region again, a new instance (new epoch) */
 	usleep(300000);
 	struct roshm_region_opts o = { .txn_slots = 16, .slot_size = 512 };
 
-	assert_int_equal(roshm_region_create(owner, "txn-drain", DATA_SIZE, &o, &hnew), 0);
-	d1 = roshm_region_data(owner, hnew, NULL);
+	assert_int_equal(roshm_region_create(x.owner, "txn-drain", DATA_SIZE, &o, &hnew), 0);
+	d1 = roshm_region_data(x.owner, hnew, NULL);
 	h1 = (struct roshm_region_hdr *)(void *)(d1 - roshm_region_data_off(16, 512));
-	assert_int_equal(th_wait(pids[0]), 0);
-	assert_int_equal(th_wait(pids[1]), 0);
-	if (sh->done[0] != 1500 || sh->done[1] != 1500)
-		fail_msg("writers did not resume: %llu (status %d), %llu (status %d)",
-			 (unsigned long long)sh->done[0], sh->last_err[0],
-			 (unsigned long long)sh->done[1], sh->last_err[1]);
+	stream_join(&x);
+	stream_expect_all("did not resume");
 	wait_applied(h1);
 	print_message("%llu acknowledged before the drain, all 3000 after the new epoch\n",
 		      (unsigned long long)at_drain);
-	verify_two(d0, h0, d1, h1, 2);
+	verify_two(x.d, x.hdr, d1, h1, 2);
 	/* the peers paused (they saw stale) rather than failing */
 	assert_int_equal(th_sh("grep -q 'is draining: its work is paused' %s", nodes[2].log), 0);
 	assert_int_equal(th_sh("grep -q 'resumes on node txnode1' %s", nodes[2].log), 0);
-	roshm_close(owner);
+	roshm_close(x.owner);
 }
 
 static void test_owner_roshmd_restarted(void **state)
 {
-	struct roshm *owner;
-	struct roshm_region_hdr *hdr;
-	uint32_t h;
-	uint8_t *d;
-	struct writer ws[2];
-	int ntx[WRITERS] = { 1500, 1500, 0 };
-	pid_t pids[2];
+	struct stream x;
 	uint64_t epoch;
+	int st = -1;
 
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	owner = make_region(1, "txn-restart", &h, &d, &hdr, 16);
-	epoch = hdr->epoch;
-	for (int i = 0; i < 2; i++) {
-		ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = 1500, .netns = nodes[i + 2].netns };
-		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-restart");
-		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
-	}
-	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
-		usleep(10000);
-	assert_true(sh->done[0] >= 200);
+	stream_start(&x, "txn-restart", 1500, 1500, 200);
+	epoch = x.hdr->epoch;
 	/* kill -9 the owner's roshmd and start it again */
 	th_daemon_kill(&nodes[1]);
 	usleep(300000);
 	assert_int_equal(th_daemon_restart(&nodes[1]), 0);
 	/* the owner pod notices on its next call and re-attaches its region
 	 * (same memory, new epoch); the writers' nodes follow it there */
-	int st = -1;
-
 	for (int i = 0; i < 100 && st; i++) {
-		st = roshm_nop_sync(owner);
+		st = roshm_nop_sync(x.owner);
 		if (st)
 			usleep(50000);
 	}
 	assert_int_equal(st, 0);
-	assert_int_not_equal(hdr->epoch, epoch);
-	assert_int_equal(th_wait(pids[0]), 0);
-	assert_int_equal(th_wait(pids[1]), 0);
-	if (sh->done[0] != 1500 || sh->done[1] != 1500)
-		fail_msg("writers stopped: %llu (status %d), %llu (status %d)",
-			 (unsigned long long)sh->done[0], sh->last_err[0],
-			 (unsigned long long)sh->done[1], sh->last_err[1]);
-	wait_applied(hdr);
-	verify(d, hdr, 2, ntx);
-	roshm_close(owner);
+	assert_int_not_equal(x.hdr->epoch, epoch);
+	stream_join(&x);
+	stream_expect_all("stopped");
+	wait_applied(x.hdr);
+	verify(x.d, x.hdr, 2, x.ntx);
+	roshm_close(x.owner);
 }
 
 static void test_writer_roshmd_stopped(void **state)
 {
-	struct roshm *owner;
-	struct roshm_region_hdr *hdr;
-	uint32_t h;
-	uint8_t *d;
-	struct writer ws[2];
-	int ntx[WRITERS] = { 1500, 1500, 0 };
-	pid_t pids[2];
+	struct stream x;
 
 	(void)state;
-	memset(sh, 0, sizeof(*sh));
-	owner = make_region(1, "txn-stop", &h, &d, &hdr, 16);
-	for (int i = 0; i < 2; i++) {
-		ws[i] = (struct writer){ .w = i, .node = i + 2, .ntx = 1500, .netns = nodes[i + 2].netns };
-		snprintf(ws[i].region, sizeof(ws[i].region), "default/txn-stop");
-		pids[i] = th_spawn_ns(ws[i].netns, writer_main, &ws[i]);
-	}
-	for (int i = 0; i < 500 && sh->done[0] < 200; i++)
-		usleep(10000);
-	assert_true(sh->done[0] >= 200);
+	stream_start(&x, "txn-stop", 1500, 1500, 200);
 	/* stop writer 0's roshmd well past txn.abort_ms: its reservation (if
 	 * any) is aborted as a hole, the other writer goes on; then resume it */
 	kill(nodes[2].pid, SIGSTOP);
@@ -530,15 +493,11 @@ static void test_writer_roshmd_stopped(void **state)
 	usleep(1500000);
 	kill(nodes[2].pid, SIGCONT);
 	assert_true(sh->done[1] > other); /* not blocked by the stopped node */
-	assert_int_equal(th_wait(pids[0]), 0);
-	assert_int_equal(th_wait(pids[1]), 0);
-	if (sh->done[0] != 1500 || sh->done[1] != 1500)
-		fail_msg("writers stopped: %llu (status %d), %llu (status %d)",
-			 (unsigned long long)sh->done[0], sh->last_err[0],
-			 (unsigned long long)sh->done[1], sh->last_err[1]);
-	wait_applied(hdr);
-	verify(d, hdr, 2, ntx);
-	roshm_close(owner);
+	stream_join(&x);
+	stream_expect_all("stopped");
+	wait_applied(x.hdr);
+	verify(x.d, x.hdr, 2, x.ntx);
+	roshm_close(x.owner);
 }
 
 static const char *txn_conf = "txn: { abort_ms = 300; deadline_ms = 5000; };\n";
