@@ -63,6 +63,22 @@ static const struct key schema[] = {
 	{ "transport.tcp.max_msg", K_INT, 4096, 64 << 20 },
 	{ "transport.tcp.max_inflight", K_INT, 1, 65536 },
 	{ "transport.tcp.connect_timeout_ms", K_INT, 10, 60000 },
+	{ "transport.verbs", K_GROUP, 0, 0 },
+	{ "transport.verbs.enabled", K_BOOL, 0, 0 },
+	{ "transport.verbs.device", K_STR, 0, 63 },
+	{ "transport.verbs.netdev", K_STR, 0, 31 },
+	{ "transport.verbs.gid_index", K_INT, -1, 1023 },
+	{ "transport.verbs.listen", K_STR, 0, 63 },
+	{ "transport.verbs.port", K_INT, 1, 65535 },
+	{ "transport.verbs.advertise", K_STR, 0, 63 },
+	{ "transport.verbs.secret_file", K_STR, 1, RD_PATH_MAX - 1 },
+	{ "transport.verbs.qps_per_peer", K_INT, 1, 8 },
+	{ "transport.verbs.sq_depth", K_INT, 16, 8192 },
+	{ "transport.verbs.signal_every", K_INT, 1, 8192 },
+	{ "transport.verbs.max_inline", K_INT, 0, 1024 },
+	{ "transport.verbs.connect_timeout_ms", K_INT, 10, 60000 },
+	{ "transport.verbs.ack_timeout", K_INT, 1, 31 },
+	{ "transport.verbs.retry_count", K_INT, 0, 7 },
 	{ "txn", K_GROUP, 0, 0 },
 	{ "txn.max_inflight", K_INT, 1, 65536 },
 	{ "txn.max_slot_size", K_INT, 128, 1 << 20 },
@@ -259,6 +275,17 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->tcp_max_msg = 1u << 20;
 	cfg->tcp_max_inflight = 1024;
 	cfg->tcp_connect_timeout_ms = 2000;
+	cfg->verbs_enabled = false;
+	cfg->verbs_gid_index = -1;
+	cfg->verbs_port = 7472;
+	strcpy(cfg->verbs_secret_file, "/etc/roshm/cluster.secret");
+	cfg->verbs_qps_per_peer = 1;
+	cfg->verbs_sq_depth = 256;
+	cfg->verbs_signal_every = 16;
+	cfg->verbs_max_inline = 128;
+	cfg->verbs_connect_timeout_ms = 3000;
+	cfg->verbs_ack_timeout = 16;
+	cfg->verbs_retry_count = 7;
 	cfg->txn_max_inflight = 128;
 	cfg->txn_max_slot_size = 65536;
 	cfg->txn_abort_ms = 1000;
@@ -416,6 +443,37 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("transport.tcp.max_msg", cfg->tcp_max_msg);
 	GET_INT("transport.tcp.max_inflight", cfg->tcp_max_inflight);
 	GET_INT("transport.tcp.connect_timeout_ms", cfg->tcp_connect_timeout_ms);
+	if ((s = config_lookup(&lc, "transport.verbs.enabled")))
+		cfg->verbs_enabled = config_setting_get_bool(s);
+	GET_STR("transport.verbs.device", cfg->verbs_device);
+	GET_STR("transport.verbs.netdev", cfg->verbs_netdev);
+	GET_INT("transport.verbs.gid_index", cfg->verbs_gid_index);
+	GET_STR("transport.verbs.listen", cfg->verbs_listen);
+	GET_INT("transport.verbs.port", cfg->verbs_port);
+	GET_STR("transport.verbs.advertise", cfg->verbs_advertise);
+	GET_STR("transport.verbs.secret_file", cfg->verbs_secret_file);
+	GET_INT("transport.verbs.qps_per_peer", cfg->verbs_qps_per_peer);
+	GET_INT("transport.verbs.sq_depth", cfg->verbs_sq_depth);
+	GET_INT("transport.verbs.signal_every", cfg->verbs_signal_every);
+	GET_INT("transport.verbs.max_inline", cfg->verbs_max_inline);
+	GET_INT("transport.verbs.connect_timeout_ms", cfg->verbs_connect_timeout_ms);
+	GET_INT("transport.verbs.ack_timeout", cfg->verbs_ack_timeout);
+	GET_INT("transport.verbs.retry_count", cfg->verbs_retry_count);
+	if (cfg->verbs_enabled && cfg->tcp_enabled) {
+		s = config_lookup(&lc, "transport.verbs.enabled");
+		fail(&c, s, "enable one network transport per node: 'transport.verbs' or 'transport.tcp'");
+		goto out;
+	}
+	if ((s = config_lookup(&lc, "transport.verbs.signal_every")) &&
+	    cfg->verbs_signal_every > cfg->verbs_sq_depth / 2) {
+		fail(&c, s, "'transport.verbs.signal_every' must be at most sq_depth / 2");
+		goto out;
+	}
+	if ((s = config_lookup(&lc, "transport.verbs.sq_depth")) &&
+	    (cfg->verbs_sq_depth & (cfg->verbs_sq_depth - 1))) {
+		fail(&c, s, "'transport.verbs.sq_depth' must be a power of two");
+		goto out;
+	}
 	GET_INT("txn.max_inflight", cfg->txn_max_inflight);
 	GET_INT("txn.max_slot_size", cfg->txn_max_slot_size);
 	GET_INT("txn.abort_ms", cfg->txn_abort_ms);
@@ -432,6 +490,16 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 		if ((s = config_lookup(&lc, "transport.tcp.advertise")) && cfg->tcp_advertise[0] &&
 		    inet_pton(AF_INET, cfg->tcp_advertise, &a) != 1) {
 			fail(&c, s, "'transport.tcp.advertise' must be an IPv4 address");
+			goto out;
+		}
+		if ((s = config_lookup(&lc, "transport.verbs.listen")) && cfg->verbs_listen[0] &&
+		    inet_pton(AF_INET, cfg->verbs_listen, &a) != 1) {
+			fail(&c, s, "'transport.verbs.listen' must be an IPv4 address (or \"\": the GID's)");
+			goto out;
+		}
+		if ((s = config_lookup(&lc, "transport.verbs.advertise")) && cfg->verbs_advertise[0] &&
+		    inet_pton(AF_INET, cfg->verbs_advertise, &a) != 1) {
+			fail(&c, s, "'transport.verbs.advertise' must be an IPv4 address");
 			goto out;
 		}
 		if (cfg->tcp_enabled && !cfg->tcp_advertise[0]) {

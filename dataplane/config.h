@@ -52,6 +52,22 @@ struct rd_config {
 	uint32_t tcp_max_msg;
 	uint32_t tcp_max_inflight;
 	uint32_t tcp_connect_timeout_ms;
+	/* transport.verbs */
+	bool verbs_enabled;
+	char verbs_device[64];
+	char verbs_netdev[32];
+	int verbs_gid_index;     /* -1: the first RoCE v2 GID with an IPv4 address */
+	char verbs_listen[64];   /* "": the address of the chosen GID */
+	uint32_t verbs_port;
+	char verbs_advertise[64];
+	char verbs_secret_file[RD_PATH_MAX];
+	uint32_t verbs_qps_per_peer;
+	uint32_t verbs_sq_depth;
+	uint32_t verbs_signal_every;
+	uint32_t verbs_max_inline;
+	uint32_t verbs_connect_timeout_ms;
+	uint32_t verbs_ack_timeout;
+	uint32_t verbs_retry_count;
 	/* txn */
 	uint32_t txn_max_inflight;
 	uint32_t txn_max_slot_size;

@@ -170,6 +170,7 @@ void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg)
 	}
 	if (ctl->slots[rg->id] == rg)
 		ctl->slots[rg->id] = NULL;
+	rd_verbs_unreg_region(rg);
 	rd_region_free(rg);
 	free(rg);
 	ctl->nregions--;
@@ -183,12 +184,14 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	memcpy(rec->tenant, rg->tenant, sizeof(rec->tenant));
 	memcpy(rec->name, rg->name, sizeof(rec->name));
 	snprintf(rec->state, sizeof(rec->state), "%s", state);
-	if (ctl->tcp_endpoint[0])
-		snprintf(rec->endpoint, sizeof(rec->endpoint), "%s", ctl->tcp_endpoint);
+	if (ctl->endpoint[0])
+		snprintf(rec->endpoint, sizeof(rec->endpoint), "%s", ctl->endpoint);
 	else
 		snprintf(rec->endpoint, sizeof(rec->endpoint), "local:%.100s", ctl->cfg->socket);
 	rec->region_id = rg->id;
 	rec->key = rg->key;
+	rec->rkey = rg->rkey;
+	rec->raddr = rg->raddr;
 	rec->epoch = rg->epoch;
 	rec->mem_id = rg->mem_id;
 	rec->data_size = rg->data_size;
@@ -287,7 +290,7 @@ static uint32_t round_pow2(uint32_t v)
 
 static void client_free(struct rd_control *ctl, struct rd_client *c)
 {
-	(void)ctl;
+	rd_verbs_unreg_client(ctl, c);
 	if (c->chan)
 		munmap(c->chan, c->chan_size);
 	if (c->chan_fd >= 0)
@@ -436,6 +439,9 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	c->cq_mask = cq - 1;
 	c->arena = (uint8_t *)c->chan + arena_off;
 	c->arena_size = size - arena_off;
+	ret = rd_verbs_reg_client(ctl, c); /* READs land in the arena, WRITEs leave from it */
+	if (ret)
+		goto err;
 
 	c->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -588,6 +594,11 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 			*adopt = -1; /* the region owns it now */
 	} else
 		ret = rd_region_alloc(rg, req->size, req->txn_slots, req->slot_size, cfg->hugepages);
+	if (!ret) {
+		ret = rd_verbs_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
+		if (ret)
+			rd_region_free(rg);
+	}
 	if (ret) {
 		free(rg);
 		return ret;
@@ -777,8 +788,8 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "regions", json_integer(ctl->nregions));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
 		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : "local"));
-		if (ctl->tcp_endpoint[0])
-			json_object_set_new(o, "endpoint", json_string(ctl->tcp_endpoint));
+		if (ctl->endpoint[0])
+			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
 		json_object_set_new(o, "idle", json_string(ctl->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive"));
 		json_object_set_new(o, "socket", json_string(ctl->cfg->socket));
 		return o;
@@ -1115,7 +1126,7 @@ static int publish_node(struct rd_control *ctl)
 	struct rd_node_rec n = { .pid = (uint32_t)getpid() };
 
 	snprintf(n.node, sizeof(n.node), "%s", ctl->cfg->node);
-	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->tcp_endpoint);
+	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->endpoint);
 	return ctl->reg.ops->put_node(&ctl->reg, &n);
 }
 
@@ -1231,6 +1242,8 @@ int rd_control_run(struct rd_control *ctl)
 			} else if (kind == RD_EP_TCP_ACCEPT) {
 				if (rd_peers_acc_live(ctl, tag))
 					rd_peers_accept_step(ctl, tag);
+			} else if (kind == RD_EP_VERBS_CM) {
+				rd_verbs_cm_events(ctl);
 			} else if (tag == &tag_listen) {
 				conn_accept(ctl);
 			} else if (tag == &tag_sig) {
@@ -1278,6 +1291,8 @@ void rd_control_fini(struct rd_control *ctl)
 	 * (which own the outbound ones) are freed. */
 	if (ctl->poller && ctl->poller->tcp)
 		rd_tcp_close_all(ctl->poller->tcp);
+	if (ctl->poller && ctl->poller->verbs)
+		rd_verbs_close_all(ctl->poller->verbs);
 	while (ctl->conns)
 		conn_close(ctl, ctl->conns, "roshmd stopping");
 	if (ctl->listen_fd >= 0) {

@@ -6,12 +6,14 @@
 #include "registry/registry.h"
 #include "transport/transport.h"
 #include "transport/tcp.h"
+#include "transport/verbs.h"
 
 struct rd_conn;
 struct json_t;
 
 /* What an epoll event of the control thread points at. */
-enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT };
+enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT,
+		  RD_EP_VERBS_CM };
 struct rd_ep_tag {
 	enum rd_ep_kind kind;
 };
@@ -44,7 +46,8 @@ struct rd_control {
 	struct rd_acc *accepting;
 	struct rd_tcp_secret secret;
 	int tcp_listen_fd;
-	char tcp_endpoint[96];        /* what peers connect to: "tcp:ADDR:PORT" */
+	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
+	struct rd_verbs_ctl *verbs;   /* verbs transport, control side */
 	uint64_t next_revalidate_ns;
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */

@@ -21,15 +21,35 @@
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
 #define RETRY_NS (1000000000ull)
 
+static bool is_verbs(const char *endpoint)
+{
+	return !strncmp(endpoint, "verbs:", 6);
+}
+
+/* Whether this node has the transport that @endpoint needs. */
+static bool reachable(const struct rd_control *ctl, const char *endpoint)
+{
+	return is_verbs(endpoint) ? ctl->verbs != NULL
+				  : ctl->cfg->tcp_enabled && !strncmp(endpoint, "tcp:", 4);
+}
+
 int rd_peers_init(struct rd_control *ctl)
 {
 	static struct rd_ep_tag listen_tag = { RD_EP_TCP_LISTEN };
+	static struct rd_ep_tag verbs_tag = { RD_EP_VERBS_CM };
 	const struct rd_config *cfg = ctl->cfg;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->tcp_port) };
 	char err[300];
 	int fd, one = 1, ret;
 
 	ctl->tcp_listen_fd = -1;
+	if (cfg->verbs_enabled) {
+		ret = rd_verbs_ctl_init(ctl, ctl->endpoint, sizeof(ctl->endpoint));
+		if (ret)
+			return ret;
+		rd_control_epoll_add(ctl, ctl->verbs->ch->fd, &verbs_tag);
+		return 0;
+	}
 	if (!cfg->tcp_enabled)
 		return 0;
 	ret = rd_tcp_secret_load(&ctl->secret, cfg->tcp_secret_file, err, sizeof(err));
@@ -50,11 +70,11 @@ int rd_peers_init(struct rd_control *ctl)
 		return ret;
 	}
 	ctl->tcp_listen_fd = fd;
-	snprintf(ctl->tcp_endpoint, sizeof(ctl->tcp_endpoint), "tcp:%s:%u", cfg->tcp_advertise,
+	snprintf(ctl->endpoint, sizeof(ctl->endpoint), "tcp:%s:%u", cfg->tcp_advertise,
 		 cfg->tcp_port);
 	rd_control_epoll_add(ctl, fd, &listen_tag);
 	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
-	       cfg->tcp_port, ctl->tcp_endpoint);
+	       cfg->tcp_port, ctl->endpoint);
 	return 0;
 }
 
@@ -92,9 +112,13 @@ void rd_peers_fini(struct rd_control *ctl)
 		struct rd_peer *p = ctl->peers;
 
 		ctl->peers = p->next;
-		rd_tcp_conn_free(&p->conn);
+		if (p->verbs)
+			rd_verbs_peer_release(ctl, p);
+		else
+			rd_tcp_conn_free(&p->conn);
 		free(p);
 	}
+	rd_verbs_ctl_fini(ctl);
 }
 
 void rd_peers_accept(struct rd_control *ctl)
@@ -163,7 +187,9 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	if (rd_tcp_conn_alloc(&p->conn, ctl->cfg->tcp_max_msg, ctl->cfg->tcp_max_inflight, false)) {
+	p->verbs = is_verbs(endpoint);
+	if (!p->verbs &&
+	    rd_tcp_conn_alloc(&p->conn, ctl->cfg->tcp_max_msg, ctl->cfg->tcp_max_inflight, false)) {
 		free(p);
 		return NULL;
 	}
@@ -176,20 +202,29 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 
 static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms)
 {
-	char node[ROSHM_NAME_MAX];
-	int fd = rd_tcp_connect(p->endpoint, ctl->cfg->node, &ctl->secret, timeout_ms, node);
+	char node[ROSHM_NAME_MAX] = "";
+	int fd;
 
+	if (p->verbs)
+		fd = rd_verbs_connect(ctl, p, timeout_ms < (int)ctl->cfg->verbs_connect_timeout_ms ?
+					      timeout_ms : (int)ctl->cfg->verbs_connect_timeout_ms, node);
+	else
+		fd = rd_tcp_connect(p->endpoint, ctl->cfg->node, &ctl->secret, timeout_ms, node);
 	if (fd < 0) {
 		if (fd != p->last_err)
-			RD_LOG(WARNING, "tcp: connecting to node %s at %s: %s", p->node, p->endpoint,
+			RD_LOG(WARNING, "%s: connecting to node %s at %s: %s", p->verbs ? "verbs" : "tcp",
+			       p->node, p->endpoint,
 			       fd == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-fd));
 		p->last_err = fd;
 		p->retry_ns = rd_mono_ns() + RETRY_NS;
 		return fd;
 	}
 	if (strcmp(node, p->node)) {
-		RD_LOG(WARNING, "tcp: %s answered as node %s, expected %s", p->endpoint, node, p->node);
-		close(fd);
+		RD_LOG(WARNING, "%s answered as node %s, expected %s", p->endpoint, node, p->node);
+		if (p->verbs)
+			rd_verbs_peer_release(ctl, p);
+		else
+			close(fd);
 		p->retry_ns = rd_mono_ns() + RETRY_NS;
 		return -EHOSTUNREACH;
 	}
@@ -197,12 +232,16 @@ static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_m
 	int ret = rd_control_cmd(ctl, &cmd);
 
 	if (ret) {
-		close(fd);
+		if (p->verbs)
+			rd_verbs_peer_release(ctl, p);
+		else
+			close(fd);
 		return ret;
 	}
 	p->ctl_up = true;
 	p->last_err = 0;
-	RD_LOG(INFO, "tcp: connected to node %s at %s", p->node, p->endpoint);
+	RD_LOG(INFO, "%s: connected to node %s at %s", p->verbs ? "verbs" : "tcp", p->node,
+	       p->endpoint);
 	return 0;
 }
 
@@ -213,7 +252,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 	struct rd_region *rg;
 	int ret;
 
-	if (!ctl->cfg->tcp_enabled || strncmp(rec->endpoint, "tcp:", 4)) {
+	if (!reachable(ctl, rec->endpoint)) {
 		RD_LOG(INFO, "open %s/%s: region is on node %s (%s), no transport to it", rec->tenant,
 		       rec->name, rec->node, rec->endpoint);
 		return -EHOSTUNREACH;
@@ -226,6 +265,8 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		if (ret)
 			return ret == -EACCES ? -EACCES : -EHOSTUNREACH;
 	}
+	if (p->verbs != is_verbs(rec->endpoint))
+		return -EHOSTUNREACH; /* the node switched transports: not supported live */
 	for (rg = ctl->regions; rg; rg = rg->next)
 		if (rg->remote && !rg->ctl_dead && rg->peer == p && rg->id == rec->region_id &&
 		    rg->epoch == rec->epoch)
@@ -240,6 +281,8 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->id = rec->region_id;
 		rg->epoch = rec->epoch;
 		rg->key = rec->key;
+		rg->rkey = rec->rkey;
+		rg->raddr = rec->raddr;
 		rg->mem_id = rec->mem_id;
 		rg->data_size = rec->data_size;
 		rg->policy = rec->policy;
@@ -249,7 +292,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));
-		rg->xport = &ctl->poller->tcp->base;
+		rg->xport = p->verbs ? &ctl->poller->verbs->base : &ctl->poller->tcp->base;
 		rg->next = ctl->regions;
 		ctl->regions = rg;
 		p->refs++;
@@ -297,7 +340,7 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	struct rd_region t = { 0 };
 	struct rd_peer *p = peer_get(ctl, rec->node, rec->endpoint);
 
-	if (!p || strncmp(rec->endpoint, "tcp:", 4) ||
+	if (!p || !reachable(ctl, rec->endpoint) || p->verbs != is_verbs(rec->endpoint) ||
 	    (!p->ctl_up && peer_connect(ctl, p, (int)ctl->cfg->tcp_connect_timeout_ms))) {
 		/* not reachable yet: try again at the next revalidation */
 		return;
@@ -305,6 +348,8 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	t.id = rec->region_id;
 	t.epoch = rec->epoch;
 	t.key = rec->key;
+	t.rkey = rec->rkey;
+	t.raddr = rec->raddr;
 	t.mem_id = rec->mem_id;
 	t.data_size = rec->data_size;
 	t.txn_slots = rec->txn_slots;
@@ -421,6 +466,8 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 			p->ctl_up = false;
 			p->retry_ns = rd_mono_ns() + RETRY_NS;
 			pause_peer_regions(ctl, p);
+			if (p->verbs)
+				rd_verbs_peer_release(ctl, p); /* the poller let go of its QPs */
 		}
 }
 
@@ -433,11 +480,27 @@ struct json_t *rd_peers_json(struct rd_control *ctl)
 
 		json_object_set_new(o, "node", json_string(p->node));
 		json_object_set_new(o, "endpoint", json_string(p->endpoint));
-		json_object_set_new(o, "transport", json_string("tcp"));
+		json_object_set_new(o, "transport", json_string(p->verbs ? "verbs" : "tcp"));
 		json_object_set_new(o, "up", json_boolean(p->ctl_up));
 		json_object_set_new(o, "regions", json_integer(p->refs));
-		json_object_set_new(o, "frames_tx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_tx)));
-		json_object_set_new(o, "frames_rx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_rx)));
+		if (p->verbs) {
+			uint64_t wrs = 0, posts = 0, cqes = 0, errs = 0;
+
+			for (uint32_t i = 0; i < p->nvq; i++) {
+				wrs += RD_STAT_GET(p->vq[i]->wrs);
+				posts += RD_STAT_GET(p->vq[i]->posts);
+				cqes += RD_STAT_GET(p->vq[i]->cqes);
+				errs += RD_STAT_GET(p->vq[i]->errors);
+			}
+			json_object_set_new(o, "qps", json_integer(p->nvq));
+			json_object_set_new(o, "wrs", json_integer((json_int_t)wrs));
+			json_object_set_new(o, "doorbells", json_integer((json_int_t)posts));
+			json_object_set_new(o, "cqes", json_integer((json_int_t)cqes));
+			json_object_set_new(o, "wc_errors", json_integer((json_int_t)errs));
+		} else {
+			json_object_set_new(o, "frames_tx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_tx)));
+			json_object_set_new(o, "frames_rx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_rx)));
+		}
 		json_array_append_new(a, o);
 	}
 	return a;

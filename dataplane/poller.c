@@ -34,6 +34,7 @@
 #include "sqe.h"
 #include "transport/transport.h"
 #include "transport/tcp.h"
+#include "transport/verbs.h"
 #include "txn.h"
 
 int rd_logtype = RTE_LOGTYPE_USER1;
@@ -80,11 +81,23 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 			return ret;
 		}
 	}
+	if (cfg->verbs_enabled) {
+		p->verbs = calloc(1, sizeof(*p->verbs));
+		if (!p->verbs || rd_verbs_init(p->verbs, p)) {
+			rd_poller_fini(p);
+			return -ENOMEM;
+		}
+	}
 	return 0;
 }
 
 void rd_poller_fini(struct rd_poller *p)
 {
+	if (p->verbs) {
+		rd_verbs_close_all(p->verbs);
+		free(p->verbs);
+		p->verbs = NULL;
+	}
 	rd_txn_fini(p);
 	if (p->tcp) {
 		rd_tcp_close_all(p->tcp);
@@ -159,7 +172,12 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 			}
 		if (p->tcp)
 			rd_tcp_client_gone(p->tcp, c);
+		if (p->verbs)
+			rd_verbs_client_gone(p->verbs, c);
 		rd_txn_client_gone(p, c);
+		break;
+	case RD_CMD_VERBS_INFLIGHT:
+		cmd->result = p->verbs ? (int)rd_verbs_client_gone(p->verbs, c) : 0;
 		break;
 	case RD_CMD_HANDLE_SET:
 		c->dp_handles[idx].region = cmd->region;
@@ -182,15 +200,23 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		rd_txn_region_add(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
 		break;
 	case RD_CMD_PEER_UP:
-		if (p->tcp)
+		if (cmd->peer->verbs && p->verbs)
+			rd_verbs_peer_up(p->verbs, cmd->peer);
+		else if (!cmd->peer->verbs && p->tcp)
 			rd_tcp_peer_up(p->tcp, cmd->peer, cmd->fd);
 		else
 			cmd->result = -EOPNOTSUPP;
 		break;
-	case RD_CMD_PEER_DOWN:
-		if (p->tcp)
-			rd_tcp_peer_down(p->tcp, cmd->peer, -EHOSTUNREACH, "registry: node gone");
+	case RD_CMD_PEER_DOWN: {
+		int st = cmd->status ? cmd->status : -EHOSTUNREACH;
+		const char *why = cmd->why ? cmd->why : "registry: node gone";
+
+		if (cmd->peer->verbs && p->verbs)
+			rd_verbs_peer_down(p->verbs, cmd->peer, st, why);
+		else if (!cmd->peer->verbs && p->tcp)
+			rd_tcp_peer_down(p->tcp, cmd->peer, st, why);
 		break;
+	}
 	case RD_CMD_INBOUND_ADD:
 		cmd->result = p->tcp ? rd_tcp_inbound_add(p->tcp, cmd->fd, cmd->node) : -EOPNOTSUPP;
 		break;
@@ -210,6 +236,8 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		rg->id = t->id;
 		rg->epoch = t->epoch;
 		rg->key = t->key;
+		rg->rkey = t->rkey;
+		rg->raddr = t->raddr;
 		rg->data_size = t->data_size;
 		rg->txn_slots = t->txn_slots;
 		rg->slot_size = t->slot_size;
@@ -404,6 +432,8 @@ unsigned rd_poller_round(struct rd_poller *p)
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
 	if (p->tcp)
 		total += p->tcp->base.ops->poll(&p->tcp->base, p->cfg->burst);
+	if (p->verbs)
+		total += p->verbs->base.ops->poll(&p->verbs->base, p->cfg->burst);
 	total += rd_txn_tick(p);
 	if (n) {
 		uint32_t start = p->rr++ % n;
@@ -416,6 +446,8 @@ unsigned rd_poller_round(struct rd_poller *p)
 	}
 	if (p->tcp)
 		p->tcp->base.ops->flush(&p->tcp->base);
+	if (p->verbs)
+		p->verbs->base.ops->flush(&p->verbs->base);
 	RD_STAT_ADD(p->stats.rounds, 1);
 	if (total)
 		RD_STAT_ADD(p->stats.busy_rounds, 1);
@@ -425,6 +457,9 @@ unsigned rd_poller_round(struct rd_poller *p)
 static bool work_pending(struct rd_poller *p)
 {
 	if (rte_ring_count(p->cmd_ring) || rd_txn_busy(p))
+		return true;
+	/* verbs completions only show up when polled: no sleep while WRs fly */
+	if (p->verbs && rd_verbs_busy(p->verbs))
 		return true;
 	if (p->tcp) {
 		for (uint32_t i = 0; i < p->tcp->nout; i++)

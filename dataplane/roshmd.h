@@ -69,6 +69,11 @@ struct rd_region {
 	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */
 	bool keep_log;                /* remote: the last retarget kept the same memory */
 	uint64_t mem_id;              /* the memory behind it (survives re-attach) */
+	/* verbs: local regions have an MR over the whole mapping; remote ones
+	 * carry the owner's rkey and mapping address from the registry */
+	void *mr;                     /* struct ibv_mr * */
+	uint32_t rkey;
+	uint64_t raddr;
 	/* control view */
 	bool ctl_draining, ctl_paused;
 	uint64_t paused_since;
@@ -119,10 +124,16 @@ struct rd_tcp_conn {
 	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
 };
 
+#define RD_VERBS_QPS_MAX 8
+struct rd_vqp;
+
 struct rd_peer {
 	char node[ROSHM_NAME_MAX];
 	char endpoint[128];
-	struct rd_tcp_conn conn;      /* outbound, poller-owned while up */
+	bool verbs;                   /* reached with the verbs transport, else tcp */
+	struct rd_tcp_conn conn;      /* tcp: outbound, poller-owned while up */
+	struct rd_vqp *vq[RD_VERBS_QPS_MAX];  /* verbs: RC QPs, poller-owned while up */
+	uint32_t nvq;
 	/* control view */
 	bool ctl_up;
 	uint32_t refs;                /* remote regions that point here */
@@ -168,6 +179,8 @@ struct rd_client {
 	uint32_t cq_entries, cq_mask;
 	uint8_t *arena;
 	uint64_t arena_size;
+	void *mr;                     /* verbs: struct ibv_mr * over the channel */
+	uint32_t lkey;
 	/* handle tables: one per side, same size */
 	uint32_t nhandles;
 	struct rd_handle *ctl_handles;   /* control thread */
@@ -198,6 +211,7 @@ enum rd_cmd_type {
 	RD_CMD_REGION_DRAIN,          /* local @region: refuse new work, finish its log */
 	RD_CMD_REGION_PAUSE,          /* remote @region: hold (@fd = 1) or release (0) work */
 	RD_CMD_REGION_RETARGET,       /* remote @region: now the instance described by @target */
+	RD_CMD_VERBS_INFLIGHT,        /* result: verbs WRs still using @client's arena */
 };
 
 struct rd_cmd {
@@ -209,6 +223,8 @@ struct rd_cmd {
 	int fd;
 	const char *node;
 	const struct rd_region *target;
+	int status;                   /* PEER_DOWN: what its operations fail with */
+	const char *why;
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };
@@ -241,6 +257,7 @@ struct rd_poller_stats {
 
 struct rte_ring;
 struct rd_tcp;
+struct rd_verbs;
 struct rd_poller {
 	const struct rd_config *cfg;
 	struct rte_ring *cmd_ring;    /* control -> poller */
@@ -254,6 +271,7 @@ struct rd_poller {
 	uint32_t rr;                  /* round-robin start */
 	struct rd_client **clients;   /* poller's active set, max_clients */
 	struct rd_tcp *tcp;           /* NULL when the tcp transport is off */
+	struct rd_verbs *verbs;       /* NULL when the verbs transport is off */
 	struct rd_txn_engine *txn;
 	struct rd_poller_stats stats;
 };

@@ -96,6 +96,14 @@ int rd_txn_init(struct rd_poller *p)
 	return 0;
 }
 
+void rd_txn_mem(const struct rd_poller *p, int i, uint8_t **base, size_t *len)
+{
+	const struct rd_txn_engine *e = p->txn;
+
+	*base = i ? (uint8_t *)e->pool : e->bufs;
+	*len = i ? (size_t)e->n * sizeof(*e->pool) : (size_t)e->n * e->max_slot;
+}
+
 void rd_txn_fini(struct rd_poller *p)
 {
 	struct rd_txn_engine *e = p->txn;

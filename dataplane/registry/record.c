@@ -31,6 +31,12 @@ char *rd_region_rec_to_json(const struct rd_region_rec *rec)
 	json_object_set_new(o, "mem_id", json_string(buf));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->data_size);
 	json_object_set_new(o, "data_size", json_string(buf));
+	if (!strncmp(rec->endpoint, "verbs:", 6)) {
+		/* what the peers' NICs need; roshmd never hands it to a client */
+		json_object_set_new(o, "rkey", json_integer(rec->rkey));
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->raddr);
+		json_object_set_new(o, "raddr", json_string(buf));
+	}
 	json_object_set_new(o, "txn_slots", json_integer(rec->txn_slots));
 	json_object_set_new(o, "slot_size", json_integer(rec->slot_size));
 	json_object_set_new(o, "policy", json_string(rec->policy == ROSHM_POLICY_OWNER ? "owner" :
@@ -105,6 +111,9 @@ int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *
 	    get_u64s(o, "mem_id", &rec->mem_id))
 		goto out;
 	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE))
+		goto out;
+	if (!strncmp(rec->endpoint, "verbs:", 6) &&
+	    (get_u32(o, "rkey", &rec->rkey) || get_u64s(o, "raddr", &rec->raddr)))
 		goto out;
 	if (!strcmp(pol, "tenant"))
 		rec->policy = ROSHM_POLICY_TENANT;

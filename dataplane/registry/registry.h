@@ -25,6 +25,8 @@ struct rd_region_rec {
 	char endpoint[128];          /* transport address of the owning node */
 	uint32_t region_id;
 	uint32_t key;
+	uint32_t rkey;               /* verbs: the region's MR (0 and absent otherwise) */
+	uint64_t raddr;              /* verbs: its address in the owner's roshmd */
 	uint64_t epoch;
 	uint64_t mem_id;             /* same memory across epochs (re-attach after a restart) */
 	uint64_t data_size;

@@ -40,7 +40,7 @@ done
 if [[ $fail = 0 ]]; then
   grep -haE '^ (64|#bytes) |^guest:|^(owner|writer)' "$W/vm1.log" "$W/vm2.log" | head -40 || true
   echo "$NAME: 1 passed, 0 failed"
-  rm -rf "$W"
+  [[ -n "${KEEP:-}" ]] && echo "$NAME: kept $W" || rm -rf "$W"
   exit 0
 fi
 for f in "$W"/vm1.log "$W"/vm2.log "$W"/shared/*.log; do echo "---- $f ----"; cat "$f"; done

@@ -81,4 +81,64 @@ struct roshm_tcp_resp {
 };
 _Static_assert(sizeof(struct roshm_tcp_resp) == 24, "tcp resp");
 
+/*
+ * `verbs` transport: connection setup through librdmacm between roshmd
+ * instances. The CM private data carries the node identity and a mutual
+ * HMAC-SHA256 challenge over the cluster secret, in two CM exchanges (an RC
+ * connect request has room for 56 bytes of private data):
+ *
+ *   REQ  roshm_verbs_hello     {nonce_r, node_r (first 31 bytes)}
+ *   REJ  roshm_verbs_challenge {nonce_s, node_s,
+ *                               mac_s = HMAC(secret, "roshm-vsrv" nonce_r nonce_s node_r node_s)}
+ *   REQ  roshm_verbs_proof     {nonce_s, mac_r = HMAC(secret, "roshm-vreq" nonce_r nonce_s node_r node_s)}
+ *   REP  (accepted: the QP is connected)
+ *
+ * A challenge is good for one proof within 2 s. Anything else is rejected
+ * with roshm_verbs_challenge.kind == ROSHM_VERBS_DENIED and no MAC.
+ * rkeys and addresses of regions travel in the registry, never over this.
+ */
+#define ROSHM_VERBS_MAGIC 0x53425652u /* "RVBS" */
+#define ROSHM_VERBS_VERSION 1u
+#define ROSHM_VERBS_NONCE 16
+#define ROSHM_VERBS_ID 32
+
+enum roshm_verbs_kind {
+	ROSHM_VERBS_HELLO = 1,
+	ROSHM_VERBS_CHALLENGE = 2,
+	ROSHM_VERBS_PROOF = 3,
+	ROSHM_VERBS_DENIED = 4,
+};
+
+struct roshm_verbs_hello {
+	uint32_t magic;
+	uint8_t kind;
+	uint8_t version;
+	uint16_t qp_index;      /* which of the requester's qps_per_peer QPs */
+	uint8_t nonce[ROSHM_VERBS_NONCE];
+	char node[ROSHM_VERBS_ID];  /* NUL-padded, truncated */
+};
+
+struct roshm_verbs_challenge {
+	uint32_t magic;
+	uint8_t kind;
+	uint8_t version;
+	uint16_t rsvd;
+	uint8_t nonce[ROSHM_VERBS_NONCE];
+	char node[ROSHM_NAME_MAX];
+	uint8_t mac[32];
+};
+
+struct roshm_verbs_proof {
+	uint32_t magic;
+	uint8_t kind;
+	uint8_t version;
+	uint16_t qp_index;
+	uint8_t nonce[ROSHM_VERBS_NONCE];  /* the responder's */
+	uint8_t mac[32];
+};
+
+_Static_assert(sizeof(struct roshm_verbs_hello) == 56, "verbs hello fits an RC REQ");
+_Static_assert(sizeof(struct roshm_verbs_challenge) == 120, "verbs challenge fits a REJ");
+_Static_assert(sizeof(struct roshm_verbs_proof) == 56, "verbs proof fits an RC REQ");
+
 #endif /* ROSHM_WIRE_H */

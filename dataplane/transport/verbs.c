@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `verbs` transport, poller side. Requests of every local client to one
+ * peer node share its RC QP(s). submit() turns an operation into a WR in the
+ * QP's chain for this round, pointing straight at the client's arena (its
+ * channel is one MR) or at the transaction engine's buffers; flush() posts
+ * each QP's chain with one ibv_post_send (the doorbell), signaling only the
+ * last WR and every signal_every-th; poll() reaps each QP's CQ in bursts.
+ * Completions of an RC send queue arrive in order, so a signaled CQE
+ * completes every WR before it.
+ *
+ * Any error completion (or a failed post) takes the peer down: the WR that
+ * failed gets its own status, every other WR of the peer fails with
+ * -ECONNRESET (its outcome is unknown), the control thread is told, and it
+ * reconnects with new QPs.
+ *
+ * No locks, syscalls or allocation here, except ibv_modify_qp(ERR) when the
+ * control thread takes a peer down.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "verbs.h"
+#include "../txn.h"
+
+int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p)
+{
+	memset(v, 0, sizeof(*v));
+	v->base.ops = &rd_verbs_transport_ops;
+	v->base.priv = v;
+	v->poller = p;
+	v->signal_every = p->cfg->verbs_signal_every;
+	v->max_msg = 1u << 30; /* the control thread lowers it to the port's max_msg_sz */
+	return 0;
+}
+
+static void post_event(struct rd_verbs *v, struct rd_peer *peer, const char *why)
+{
+	struct rd_event ev = { .type = RD_EV_PEER_DOWN, .peer = peer };
+	uint64_t one = 1;
+
+	snprintf(ev.node, sizeof(ev.node), "%s", peer->node);
+	snprintf(ev.why, sizeof(ev.why), "%s", why);
+	if (rte_ring_sp_enqueue_elem(v->poller->ev_ring, &ev, sizeof(ev)) == 0) {
+		ssize_t w = write(v->poller->ev_efd, &one, sizeof(one));
+
+		(void)w;
+	}
+}
+
+static int wc_errno(enum ibv_wc_status st)
+{
+	switch (st) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return -EACCES;      /* rkey, bounds or rights refused by the responder */
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+		return -EINVAL;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return -EHOSTUNREACH; /* no answer from the peer */
+	case IBV_WC_LOC_PROT_ERR:
+	case IBV_WC_LOC_LEN_ERR:
+		return -EFAULT;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+static inline void complete_one(struct rd_vqp *q, uint32_t id, int32_t st)
+{
+	struct rd_vpend *pd = &q->pend[id & q->mask];
+	uint64_t res = st ? 0 : pd->opcode <= ROSHM_OP_READ ? pd->len : q->res[id & q->mask];
+
+	if (pd->txn)
+		rd_txn_complete(pd->txn, pd->opcode, st, res);
+	else if (pd->client && !pd->orphan)
+		rd_op_complete(pd->client, pd->user_data, st, res);
+	pd->client = NULL;
+	pd->txn = NULL;
+}
+
+static void act_del(struct rd_verbs *v, struct rd_vqp *q)
+{
+	for (uint32_t i = 0; i < v->nact; i++)
+		if (v->act[i] == q) {
+			v->act[i] = v->act[--v->nact];
+			return;
+		}
+}
+
+/* Fail everything of one QP: @failed gets @st, the rest -ECONNRESET. */
+static void qp_fail(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, int32_t st)
+{
+	if (!q->up)
+		return;
+	q->up = false;
+	q->nchain = 0;
+	act_del(v, q);
+	for (; q->head != q->tail; q->head++)
+		complete_one(q, q->head, q->head == failed ? st : -ECONNRESET);
+}
+
+/* Take the whole peer down (every QP of it) and tell the control thread. */
+static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q, uint32_t failed,
+		      int32_t st, int32_t others, const char *why)
+{
+	bool was_up = false;
+
+	for (uint32_t i = 0; i < peer->nvq; i++) {
+		struct rd_vqp *o = peer->vq[i];
+
+		if (!o || !o->up)
+			continue;
+		was_up = true;
+		qp_fail(v, o, o == q ? failed : o->tail, o == q ? st : others);
+	}
+	if (was_up)
+		post_event(v, peer, why);
+}
+
+void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
+{
+	for (uint32_t i = 0; i < peer->nvq; i++) {
+		struct rd_vqp *q = peer->vq[i];
+
+		q->head = q->tail = 0;
+		q->nchain = 0;
+		q->since_signal = 0;
+		q->up = true;
+		v->act[v->nact++] = q;
+	}
+}
+
+void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why)
+{
+	/* Stop the hardware first, so that nothing lands after we said it failed. */
+	for (uint32_t i = 0; i < peer->nvq; i++) {
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+		if (peer->vq[i] && peer->vq[i]->up)
+			ibv_modify_qp(peer->vq[i]->qp, &a, IBV_QP_STATE);
+	}
+	peer_fail(v, peer, NULL, 0, status, status, why);
+}
+
+uint32_t rd_verbs_client_gone(struct rd_verbs *v, struct rd_client *c)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < v->nact; k++) {
+		struct rd_vqp *q = v->act[k];
+
+		for (uint32_t id = q->head; id != q->tail; id++) {
+			struct rd_vpend *pd = &q->pend[id & q->mask];
+
+			if (pd->client == c) {
+				pd->orphan = true; /* the WR still uses its arena */
+				n++;
+			}
+		}
+	}
+	return n;
+}
+
+bool rd_verbs_busy(const struct rd_verbs *v)
+{
+	for (uint32_t k = 0; k < v->nact; k++)
+		if (v->act[k]->head != v->act[k]->tail)
+			return true;
+	return false;
+}
+
+void rd_verbs_close_all(struct rd_verbs *v)
+{
+	while (v->nact) {
+		struct rd_vqp *q = v->act[0];
+
+		peer_fail(v, q->peer, NULL, 0, -ECONNRESET, -ECONNRESET, "roshmd stopping");
+	}
+}
+
+/* lkey of roshmd-owned memory the transaction engine uses. */
+static bool own_lkey(const struct rd_verbs *v, const void *p, uint32_t len, uint32_t *lkey)
+{
+	for (int i = 0; i < 2; i++) {
+		const uint8_t *b = v->mem[i].base;
+
+		if ((const uint8_t *)p >= b && (const uint8_t *)p + len <= b + v->mem[i].len) {
+			*lkey = v->mem[i].lkey;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
+{
+	struct rd_verbs *v = xt->priv;
+	struct rd_region *rg = op->region;
+	struct rd_peer *peer = rg->peer;
+	const struct roshm_sqe *s = &op->sqe;
+	struct rd_vqp *q;
+	struct rd_vpend *pd;
+	struct ibv_send_wr *wr;
+	struct ibv_sge *sg;
+	uint64_t raddr;
+	uint32_t i, lkey = 0;
+	uint8_t *laddr = NULL;
+
+	if (rg->paused)
+		return -EBUSY; /* stale: the SQE waits in its ring for the next epoch */
+	/* A client's operations stay on one QP (ordered); the transaction
+	 * engine's go on the first (its staging WRITE and commit CAS must be
+	 * executed in order). */
+	q = peer->vq[op->client && peer->nvq > 1 ? op->client->id % peer->nvq : 0];
+	if (!q || !q->up) {
+		op->status = -EHOSTUNREACH;
+		return 1;
+	}
+	if (s->len > v->max_msg) {
+		op->status = -EMSGSIZE;
+		return 1;
+	}
+	if (q->tail - q->head >= q->depth)
+		return -EBUSY; /* send queue full: next round */
+	if (s->opcode == ROSHM_OP_WRITE || s->opcode == ROSHM_OP_READ) {
+		if (op->client) {
+			laddr = op->client->arena + s->arena_off;
+			lkey = op->client->lkey;
+		} else {
+			laddr = s->opcode == ROSHM_OP_WRITE ? (uint8_t *)(uintptr_t)op->src : op->dst;
+			if (!own_lkey(v, laddr, s->len, &lkey)) {
+				op->status = -EFAULT;
+				return 1;
+			}
+		}
+	}
+	i = q->tail & q->mask;
+	pd = &q->pend[i];
+	wr = &q->wr[q->nchain];
+	sg = &q->sge[q->nchain];
+	raddr = rg->raddr + (op->raw ? 0 : rg->data_off) + s->off;
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = q->tail;
+	wr->sg_list = sg;
+	wr->num_sge = 1;
+	switch (s->opcode) {
+	case ROSHM_OP_WRITE:
+		wr->opcode = IBV_WR_RDMA_WRITE;
+		wr->wr.rdma.remote_addr = raddr;
+		wr->wr.rdma.rkey = rg->rkey;
+		if (s->len <= q->max_inline)
+			wr->send_flags = IBV_SEND_INLINE; /* copied at post time, in this round */
+		break;
+	case ROSHM_OP_READ:
+		wr->opcode = IBV_WR_RDMA_READ;
+		wr->wr.rdma.remote_addr = raddr;
+		wr->wr.rdma.rkey = rg->rkey;
+		break;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		wr->opcode = s->opcode == ROSHM_OP_FETCH_ADD ? IBV_WR_ATOMIC_FETCH_AND_ADD
+							     : IBV_WR_ATOMIC_CMP_AND_SWP;
+		wr->wr.atomic.remote_addr = raddr;
+		wr->wr.atomic.rkey = rg->rkey;
+		wr->wr.atomic.compare_add = s->operand1;
+		wr->wr.atomic.swap = s->operand2;
+		laddr = (uint8_t *)&q->res[i];
+		lkey = q->res_mr->lkey;
+		break;
+	default:
+		op->status = -EINVAL;
+		return 1;
+	}
+	sg->addr = (uintptr_t)laddr;
+	sg->length = s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP ? 8 : s->len;
+	sg->lkey = lkey;
+	if (!sg->length)
+		wr->num_sge = 0;
+	if (++q->since_signal >= v->signal_every) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		q->since_signal = 0;
+	}
+	pd->client = op->client;
+	pd->txn = op->txn;
+	pd->user_data = s->user_data;
+	pd->len = s->len;
+	pd->opcode = s->opcode;
+	pd->orphan = false;
+	q->tail++;
+	q->nchain++;
+	return 0;
+}
+
+/* One doorbell per QP per round. */
+static void verbs_flush(struct rd_transport *xt)
+{
+	struct rd_verbs *v = xt->priv;
+
+	for (uint32_t k = 0; k < v->nact; k++) {
+		struct rd_vqp *q = v->act[k];
+		struct ibv_send_wr *bad = NULL;
+		uint32_t n = q->nchain;
+		int ret;
+
+		if (!n)
+			continue;
+		for (uint32_t j = 0; j + 1 < n; j++)
+			q->wr[j].next = &q->wr[j + 1];
+		q->wr[n - 1].next = NULL;
+		q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED; /* the round's last completes the rest */
+		q->since_signal = 0;
+		ret = ibv_post_send(q->qp, q->wr, &bad);
+		q->nchain = 0;
+		RD_STAT_ADD(q->posts, 1);
+		RD_STAT_ADD(q->wrs, n);
+		if (ret) {
+			RD_STAT_ADD(q->errors, 1);
+			peer_fail(v, q->peer, q, bad ? (uint32_t)bad->wr_id : q->tail, ret > 0 ? -ret : -EIO,
+				  -ECONNRESET, "ibv_post_send failed");
+			k = (uint32_t)-1; /* the active set changed: start over */
+		}
+	}
+}
+
+static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
+{
+	struct rd_verbs *v = xt->priv;
+	struct ibv_wc wc[RD_VERBS_CQ_BURST];
+	unsigned total = 0;
+
+	(void)budget;
+	for (uint32_t k = 0; k < v->nact; k++) {
+		struct rd_vqp *q = v->act[k];
+
+		if (q->head == q->tail)
+			continue;
+		int n = ibv_poll_cq(q->cq, RD_VERBS_CQ_BURST, wc);
+
+		for (int j = 0; j < n; j++) {
+			uint32_t id = (uint32_t)wc[j].wr_id;
+
+			if (wc[j].status != IBV_WC_SUCCESS) {
+				char why[64];
+
+				RD_STAT_ADD(q->errors, 1);
+				snprintf(why, sizeof(why), "completion error: %s",
+					 ibv_wc_status_str(wc[j].status));
+				peer_fail(v, q->peer, q, id, wc_errno(wc[j].status), -ECONNRESET, why);
+				k = (uint32_t)-1; /* the active set changed: start over */
+				break;
+			}
+			/* In order: this completes every WR up to it. */
+			while ((int32_t)(id - q->head) >= 0) {
+				struct rd_vpend *pd = &q->pend[q->head & q->mask];
+
+				if (pd->opcode <= ROSHM_OP_READ)
+					RD_STAT_ADD(q->bytes, pd->len);
+				complete_one(q, q->head, 0);
+				q->head++;
+				total++;
+			}
+			RD_STAT_ADD(q->cqes, 1);
+		}
+		if (n < 0) {
+			peer_fail(v, q->peer, q, q->tail, -EIO, -ECONNRESET, "ibv_poll_cq failed");
+			k = (uint32_t)-1;
+		}
+	}
+	return total;
+}
+
+const struct rd_transport_ops rd_verbs_transport_ops = {
+	.name = "verbs",
+	.submit = verbs_submit,
+	.flush = verbs_flush,
+	.poll = verbs_poll,
+};

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `verbs` transport (RoCE v2 through rdma-core). The control thread owns
+ * the device, the PD, every MR and the connection manager (verbs_cm.c); the
+ * poller owns the send side of each connected RC QP (verbs.c): it builds a
+ * WR chain per QP during a poll round, posts it with one ibv_post_send at
+ * the end of the round, and polls each QP's CQ in bursts.
+ */
+#ifndef RD_VERBS_H
+#define RD_VERBS_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include "transport.h"
+#include "tcp.h"
+
+/* An operation on a QP's send queue, by wr_id (a running counter). */
+struct rd_vpend {
+	struct rd_client *client;
+	struct rd_txn *txn;
+	uint64_t user_data;
+	uint32_t len;
+	uint8_t opcode;
+	bool orphan;                  /* its client detached: no CQE */
+};
+
+/* One RC QP to a peer node, shared by every local client. */
+struct rd_vqp {
+	struct rd_peer *peer;
+	uint32_t index;               /* among the peer's qps_per_peer */
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *res_mr;
+	uint64_t *res;                /* [depth] atomic results land here */
+	struct rd_vpend *pend;        /* [depth] */
+	struct ibv_send_wr *wr;       /* [depth] this round's chain */
+	struct ibv_sge *sge;          /* [depth] */
+	uint32_t depth, mask;
+	uint32_t head, tail;          /* next to complete, next to submit */
+	uint32_t nchain;
+	uint32_t since_signal;
+	uint32_t max_inline;
+	bool up;                      /* poller view */
+	/* stats: poller writes, control reads */
+	uint64_t wrs, posts, cqes, errors, bytes;
+};
+
+struct rd_verbs {
+	struct rd_transport base;     /* base.priv == this */
+	struct rd_poller *poller;
+	uint32_t signal_every;
+	uint32_t max_msg;
+	struct rd_vqp *act[256];      /* up QPs */
+	uint32_t nact;
+	struct {
+		const uint8_t *base;
+		size_t len;
+		uint32_t lkey;
+	} mem[2];                     /* the transaction engine's buffers */
+};
+
+#define RD_VERBS_CQ_BURST 32
+
+/* Poller side (verbs.c). */
+int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p);
+void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer);
+void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why);
+uint32_t rd_verbs_client_gone(struct rd_verbs *v, struct rd_client *c);
+bool rd_verbs_busy(const struct rd_verbs *v);
+void rd_verbs_close_all(struct rd_verbs *v);
+extern const struct rd_transport_ops rd_verbs_transport_ops;
+
+/* Control side (verbs_cm.c). */
+struct rd_control;
+struct rd_vchal {
+	uint8_t nonce_s[ROSHM_VERBS_NONCE];
+	uint8_t nonce_r[ROSHM_VERBS_NONCE];
+	char node_r[ROSHM_VERBS_ID + 1];
+	uint64_t expires_ns;
+	bool used;
+};
+
+struct rd_vin {                       /* an accepted (inbound) QP: passive */
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	char node[ROSHM_VERBS_ID + 1];
+	struct rd_vin *next;
+};
+
+struct rd_verbs_ctl {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *listen;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mem_mr[2];
+	char dev[64];
+	uint8_t port;
+	int gid_index;
+	struct sockaddr_in addr;      /* ours */
+	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, max_msg;
+	struct rd_tcp_secret secret;
+	struct rd_vchal chal[64];
+	struct rd_vin *inbound;
+};
+
+int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);
+void rd_verbs_ctl_fini(struct rd_control *ctl);
+void rd_verbs_cm_events(struct rd_control *ctl);
+int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, char *peer_node);
+void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p);
+int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c);
+void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c);
+int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg);
+void rd_verbs_unreg_region(struct rd_region *rg);
+
+#endif

@@ -1,0 +1,862 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `verbs` transport, control side: device and GID selection, the PD and
+ * every MR (client channels, regions, the transaction engine's buffers),
+ * and connection setup with librdmacm. The requester connects in two CM
+ * exchanges that carry a mutual HMAC challenge in the private data (see
+ * roshm/wire.h); the responder's QPs are passive: nothing is ever posted on
+ * them, the NIC serves the peer's one-sided operations.
+ *
+ * Everything runs on the control thread. The event channel is
+ * non-blocking and in the control thread's epoll; an outbound connect waits
+ * for its own events with a deadline and dispatches every other event it
+ * sees meanwhile (two nodes may connect to each other at the same time).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../control.h"
+#include "../txn.h"
+#include "verbs.h"
+
+#define CHAL_TTL_NS 2000000000ull
+#define INBOUND_DEPTH 4
+
+static void vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
+		 const uint8_t *nonce_s, const char *node_r, const char *node_s, uint8_t *out)
+{
+	uint8_t msg[16 + 2 * ROSHM_VERBS_NONCE + ROSHM_VERBS_ID + ROSHM_NAME_MAX];
+	unsigned int len = 0;
+	size_t o;
+
+	memset(msg, 0, sizeof(msg));
+	memcpy(msg, label, strlen(label));
+	o = 16;
+	memcpy(msg + o, nonce_r, ROSHM_VERBS_NONCE);
+	o += ROSHM_VERBS_NONCE;
+	memcpy(msg + o, nonce_s, ROSHM_VERBS_NONCE);
+	o += ROSHM_VERBS_NONCE;
+	strncpy((char *)msg + o, node_r, ROSHM_VERBS_ID - 1);
+	o += ROSHM_VERBS_ID;
+	strncpy((char *)msg + o, node_s, ROSHM_NAME_MAX - 1);
+	HMAC(EVP_sha256(), sec->key, (int)sec->len, msg, sizeof(msg), out, &len);
+}
+
+static void rnd(void *p, size_t n)
+{
+	if (getrandom(p, n, 0) != (ssize_t)n)
+		abort(); /* no entropy: nothing safe to do */
+}
+
+static const char *gid_type_str(uint32_t t)
+{
+	return t == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB";
+}
+
+static bool gid_ipv4(const union ibv_gid *g, struct in_addr *a)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (memcmp(g->raw, pfx, sizeof(pfx)))
+		return false;
+	memcpy(&a->s_addr, g->raw + 12, 4);
+	return true;
+}
+
+/*
+ * Pick device, port and GID: a RoCE v2 GID with an IPv4 address on an
+ * active Ethernet port, filtered by the configured device name, netdev,
+ * GID index and listen address. Sets v->ctx, port, gid_index, addr.
+ */
+static int pick_gid(struct rd_control *ctl, struct rd_verbs_ctl *v)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	struct ibv_context **devs;
+	unsigned int want_if = 0;
+	struct in_addr want_addr = { 0 };
+	char seen[512] = "";
+	size_t sl = 0;
+	int n = 0;
+
+	if (cfg->verbs_netdev[0] && !(want_if = if_nametoindex(cfg->verbs_netdev))) {
+		RD_LOG(ERR, "verbs: netdev %s: no such interface", cfg->verbs_netdev);
+		return -ENODEV;
+	}
+	if (cfg->verbs_listen[0])
+		inet_pton(AF_INET, cfg->verbs_listen, &want_addr);
+	devs = rdma_get_devices(&n);
+	if (!devs || n <= 0) {
+		RD_LOG(ERR, "verbs: no RDMA device (for Soft-RoCE: modprobe rdma_rxe; "
+		       "rdma link add rxe0 type rxe netdev eth0)");
+		if (devs)
+			rdma_free_devices(devs);
+		return -ENODEV;
+	}
+	for (int d = 0; d < n; d++) {
+		struct ibv_context *ctx = devs[d];
+		const char *name = ibv_get_device_name(ctx->device);
+		struct ibv_device_attr da;
+
+		if (cfg->verbs_device[0] && strcmp(name, cfg->verbs_device))
+			continue;
+		if (ibv_query_device(ctx, &da))
+			continue;
+		for (uint8_t port = 1; port <= da.phys_port_cnt; port++) {
+			struct ibv_port_attr pa;
+
+			if (ibv_query_port(ctx, port, &pa) || pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+				continue;
+			for (int gi = 0; gi < pa.gid_tbl_len; gi++) {
+				struct ibv_gid_entry ge;
+				struct in_addr a;
+				char as[INET_ADDRSTRLEN], ifn[IF_NAMESIZE] = "?";
+
+				if (ibv_query_gid_ex(ctx, port, (uint32_t)gi, &ge, 0))
+					continue;
+				if (!gid_ipv4(&ge.gid, &a))
+					continue;
+				inet_ntop(AF_INET, &a, as, sizeof(as));
+				if_indextoname(ge.ndev_ifindex, ifn);
+				if (sl < sizeof(seen) - 1)
+					sl += (size_t)snprintf(seen + sl, sizeof(seen) - sl, " %s/%u/%d=%s(%s,%s)",
+							       name, port, gi, as, gid_type_str(ge.gid_type), ifn);
+				if (ge.gid_type != IBV_GID_TYPE_ROCE_V2)
+					continue;
+				if (want_if && ge.ndev_ifindex != want_if)
+					continue;
+				if (cfg->verbs_gid_index >= 0 && gi != cfg->verbs_gid_index)
+					continue;
+				if (want_addr.s_addr && want_addr.s_addr != a.s_addr)
+					continue;
+				if (pa.state != IBV_PORT_ACTIVE)
+					RD_LOG(WARNING, "verbs: %s port %u is not active (state %d)", name, port,
+					       pa.state);
+				v->ctx = ctx;
+				v->port = port;
+				v->gid_index = gi;
+				v->max_msg = pa.max_msg_sz;
+				v->max_qp_rd_atom = (uint32_t)da.max_qp_rd_atom;
+				v->max_qp_init_rd_atom = (uint32_t)da.max_qp_init_rd_atom;
+				snprintf(v->dev, sizeof(v->dev), "%s", name);
+				v->addr.sin_family = AF_INET;
+				v->addr.sin_addr = a;
+				v->addr.sin_port = htons((uint16_t)cfg->verbs_port);
+				RD_LOG(INFO, "verbs: device %s port %u GID index %d (RoCE v2, %s) on netdev %s",
+				       name, port, gi, as, ifn);
+				rdma_free_devices(devs);
+				return 0;
+			}
+		}
+	}
+	rdma_free_devices(devs);
+	RD_LOG(ERR, "verbs: no RoCE v2 GID with an IPv4 address matches device='%s' netdev='%s' "
+	       "gid_index=%d listen='%s'; GIDs seen (dev/port/index=addr(type,netdev)):%s",
+	       cfg->verbs_device, cfg->verbs_netdev, cfg->verbs_gid_index, cfg->verbs_listen,
+	       sl ? seen : " none");
+	return -ENODEV;
+}
+
+int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	struct rd_verbs_ctl *v = calloc(1, sizeof(*v));
+	struct rd_verbs *pv = ctl->poller->verbs;
+	char err[300], as[INET_ADDRSTRLEN];
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	ctl->verbs = v;
+	ret = rd_tcp_secret_load(&v->secret, cfg->verbs_secret_file, err, sizeof(err));
+	if (ret) {
+		RD_LOG(ERR, "verbs: %s", err);
+		return ret;
+	}
+	ret = pick_gid(ctl, v);
+	if (ret)
+		return ret;
+	v->ch = rdma_create_event_channel();
+	if (!v->ch) {
+		RD_LOG(ERR, "verbs: rdma_create_event_channel: %s", strerror(errno));
+		return -errno;
+	}
+	fcntl(v->ch->fd, F_SETFL, fcntl(v->ch->fd, F_GETFL) | O_NONBLOCK);
+	if (rdma_create_id(v->ch, &v->listen, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(v->listen, (struct sockaddr *)&v->addr) || rdma_listen(v->listen, 64)) {
+		ret = -errno;
+		RD_LOG(ERR, "verbs: listening on %s:%u: %s", inet_ntoa(v->addr.sin_addr),
+		       cfg->verbs_port, strerror(errno));
+		return ret;
+	}
+	if (v->listen->verbs != v->ctx) {
+		RD_LOG(ERR, "verbs: %s belongs to device %s, not %s", inet_ntoa(v->addr.sin_addr),
+		       v->listen->verbs ? ibv_get_device_name(v->listen->verbs->device) : "(none)",
+		       v->dev);
+		return -ENODEV;
+	}
+	v->pd = ibv_alloc_pd(v->ctx);
+	if (!v->pd)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		uint8_t *base;
+		size_t len;
+
+		rd_txn_mem(ctl->poller, i, &base, &len);
+		v->mem_mr[i] = ibv_reg_mr(v->pd, base, len, IBV_ACCESS_LOCAL_WRITE);
+		if (!v->mem_mr[i]) {
+			RD_LOG(ERR, "verbs: registering %zu bytes: %s", len, strerror(errno));
+			return -errno;
+		}
+		pv->mem[i].base = base;
+		pv->mem[i].len = len;
+		pv->mem[i].lkey = v->mem_mr[i]->lkey;
+	}
+	pv->max_msg = v->max_msg;
+	inet_ntop(AF_INET, &v->addr.sin_addr, as, sizeof(as));
+	snprintf(endpoint, eplen, "verbs:%s:%u", cfg->verbs_advertise[0] ? cfg->verbs_advertise : as,
+		 cfg->verbs_port);
+	RD_LOG(INFO, "verbs transport: listening on %s:%u (%s), peers reach us at %s, %u QP(s) per "
+	       "peer, sq_depth %u, signal every %u", as, cfg->verbs_port, v->dev, endpoint,
+	       cfg->verbs_qps_per_peer, cfg->verbs_sq_depth, cfg->verbs_signal_every);
+	return 0;
+}
+
+static void qp_free(struct rd_vqp *q)
+{
+	if (!q)
+		return;
+	if (q->id) {
+		if (q->id->qp)
+			rdma_destroy_qp(q->id);
+		rdma_destroy_id(q->id);
+	}
+	if (q->cq)
+		ibv_destroy_cq(q->cq);
+	if (q->res_mr)
+		ibv_dereg_mr(q->res_mr);
+	free(q->res);
+	free(q->pend);
+	free(q->wr);
+	free(q->sge);
+	free(q);
+}
+
+static void vin_free(struct rd_vin *in)
+{
+	if (in->id) {
+		if (in->id->qp)
+			rdma_destroy_qp(in->id);
+		rdma_destroy_id(in->id);
+	}
+	if (in->cq)
+		ibv_destroy_cq(in->cq);
+	free(in);
+}
+
+void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p)
+{
+	(void)ctl;
+	for (uint32_t i = 0; i < p->nvq; i++) {
+		if (p->vq[i] && p->vq[i]->id)
+			rdma_disconnect(p->vq[i]->id);
+		qp_free(p->vq[i]);
+		p->vq[i] = NULL;
+	}
+	p->nvq = 0;
+}
+
+void rd_verbs_ctl_fini(struct rd_control *ctl)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+
+	if (!v)
+		return;
+	while (v->inbound) {
+		struct rd_vin *in = v->inbound;
+
+		v->inbound = in->next;
+		rdma_disconnect(in->id);
+		vin_free(in);
+	}
+	if (v->listen)
+		rdma_destroy_id(v->listen);
+	for (int i = 0; i < 2; i++)
+		if (v->mem_mr[i])
+			ibv_dereg_mr(v->mem_mr[i]);
+	/* The PD goes with the process: regions and clients may still hold MRs. */
+	if (v->ch)
+		rdma_destroy_event_channel(v->ch);
+	free(v);
+	ctl->verbs = NULL;
+}
+
+int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c)
+{
+	struct ibv_mr *mr;
+
+	if (!ctl->verbs)
+		return 0;
+	mr = ibv_reg_mr(ctl->verbs->pd, c->chan, c->chan_size, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr) {
+		int e = errno;
+
+		RD_LOG(ERR, "verbs: registering the channel of client %u (%zu bytes): %s", c->id,
+		       c->chan_size, strerror(e));
+		return -e;
+	}
+	c->mr = mr;
+	c->lkey = mr->lkey;
+	return 0;
+}
+
+void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c)
+{
+	if (!c->mr)
+		return;
+	/* WRs of this client still in flight must finish before its arena
+	 * goes: wait for them (bounded by the QPs' retry timeout). */
+	for (int i = 0; i < 10000; i++) {
+		struct rd_cmd cmd = { .type = RD_CMD_VERBS_INFLIGHT, .client = c };
+
+		if (rd_poller_cmd(ctl->poller, &cmd) <= 0)
+			break;
+		usleep(1000);
+	}
+	ibv_dereg_mr(c->mr);
+	c->mr = NULL;
+}
+
+int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg)
+{
+	struct ibv_mr *mr;
+
+	if (!ctl->verbs)
+		return 0;
+	mr = ibv_reg_mr(ctl->verbs->pd, rg->map, rg->map_size,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			IBV_ACCESS_REMOTE_ATOMIC);
+	if (!mr) {
+		int e = errno;
+
+		RD_LOG(ERR, "verbs: registering region %s/%s (%zu bytes): %s", rg->tenant, rg->name,
+		       rg->map_size, strerror(e));
+		return -e;
+	}
+	rg->mr = mr;
+	rg->rkey = mr->rkey;
+	rg->raddr = (uintptr_t)rg->map;
+	return 0;
+}
+
+void rd_verbs_unreg_region(struct rd_region *rg)
+{
+	if (rg->mr)
+		ibv_dereg_mr(rg->mr);
+	rg->mr = NULL;
+}
+
+/* ---- responder ---- */
+
+static void deny(struct rdma_cm_id *id)
+{
+	struct roshm_verbs_challenge d = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_DENIED,
+					   .version = ROSHM_VERBS_VERSION };
+
+	rdma_reject(id, &d, sizeof(d));
+}
+
+/* A connect request: answer a hello with a challenge, accept a good proof.
+ * Returns true when @id is kept (accepted), false when the caller destroys it. */
+static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void *pdata,
+		       size_t plen, uint8_t initiator_depth)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	const struct roshm_verbs_hello *h = pdata;
+	uint64_t now = rd_mono_ns();
+
+	if (!pdata || plen < sizeof(*h) || h->magic != ROSHM_VERBS_MAGIC ||
+	    h->version != ROSHM_VERBS_VERSION) {
+		RD_LOG(WARNING, "verbs: connect request that is not from a roshm peer: refused");
+		deny(id);
+		return false;
+	}
+	if (h->kind == ROSHM_VERBS_HELLO) {
+		struct roshm_verbs_challenge c = { .magic = ROSHM_VERBS_MAGIC,
+						   .kind = ROSHM_VERBS_CHALLENGE,
+						   .version = ROSHM_VERBS_VERSION };
+		struct rd_vchal *slot = &v->chal[0];
+
+		for (size_t i = 0; i < sizeof(v->chal) / sizeof(v->chal[0]); i++) {
+			if (!v->chal[i].used || v->chal[i].expires_ns < now) {
+				slot = &v->chal[i];
+				break;
+			}
+			if (v->chal[i].expires_ns < slot->expires_ns)
+				slot = &v->chal[i];
+		}
+		rnd(slot->nonce_s, sizeof(slot->nonce_s));
+		memcpy(slot->nonce_r, h->nonce, sizeof(slot->nonce_r));
+		memcpy(slot->node_r, h->node, ROSHM_VERBS_ID);
+		slot->node_r[ROSHM_VERBS_ID - 1] = 0;
+		slot->node_r[ROSHM_VERBS_ID] = 0;
+		slot->expires_ns = now + CHAL_TTL_NS;
+		slot->used = true;
+		memcpy(c.nonce, slot->nonce_s, sizeof(c.nonce));
+		snprintf(c.node, sizeof(c.node), "%s", ctl->cfg->node);
+		vmac(&v->secret, "roshm-vsrv", slot->nonce_r, slot->nonce_s, slot->node_r, c.node, c.mac);
+		rdma_reject(id, &c, sizeof(c));
+		return false;
+	}
+	if (h->kind != ROSHM_VERBS_PROOF) {
+		deny(id);
+		return false;
+	}
+	const struct roshm_verbs_proof *pr = pdata;
+	struct rd_vchal *ch = NULL;
+	uint8_t expect[32];
+
+	for (size_t i = 0; i < sizeof(v->chal) / sizeof(v->chal[0]); i++)
+		if (v->chal[i].used && !memcmp(v->chal[i].nonce_s, pr->nonce, ROSHM_VERBS_NONCE))
+			ch = &v->chal[i];
+	if (!ch || ch->expires_ns < now) {
+		RD_LOG(WARNING, "verbs: connect request with an unknown or expired challenge: refused");
+		deny(id);
+		return false;
+	}
+	ch->used = false; /* one proof per challenge */
+	vmac(&v->secret, "roshm-vreq", ch->nonce_r, ch->nonce_s, ch->node_r, ctl->cfg->node, expect);
+	if (CRYPTO_memcmp(expect, pr->mac, sizeof(expect))) {
+		RD_LOG(WARNING, "verbs: node '%s' failed the cluster-secret challenge: refused",
+		       ch->node_r);
+		deny(id);
+		return false;
+	}
+	/* Authenticated: a passive QP that lets the peer's NIC reach our MRs. */
+	struct rd_vin *in = calloc(1, sizeof(*in));
+	struct ibv_qp_init_attr qa = { 0 };
+	struct rdma_conn_param cp = { 0 };
+
+	if (!in)
+		goto fail;
+	in->cq = ibv_create_cq(v->ctx, INBOUND_DEPTH, NULL, NULL, 0);
+	if (!in->cq)
+		goto fail;
+	qa.send_cq = qa.recv_cq = in->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 1;
+	qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, v->pd, &qa))
+		goto fail;
+	/* responder_resources > 0 is what grants REMOTE_READ and REMOTE_ATOMIC. */
+	cp.responder_resources = initiator_depth < v->max_qp_rd_atom ? initiator_depth : (uint8_t)v->max_qp_rd_atom;
+	if (!cp.responder_resources)
+		cp.responder_resources = 1;
+	cp.initiator_depth = 0;
+	cp.rnr_retry_count = 7;
+	if (rdma_accept(id, &cp)) {
+		RD_LOG(WARNING, "verbs: rdma_accept: %s", strerror(errno));
+		rdma_destroy_qp(id);
+		goto fail;
+	}
+	in->id = id;
+	snprintf(in->node, sizeof(in->node), "%s", ch->node_r);
+	in->next = v->inbound;
+	v->inbound = in;
+	return true;
+fail:
+	RD_LOG(WARNING, "verbs: cannot accept node '%s': %s", ch->node_r, strerror(errno));
+	if (in && in->cq)
+		ibv_destroy_cq(in->cq);
+	free(in);
+	deny(id);
+	return false;
+}
+
+static struct rd_peer *peer_of(struct rd_control *ctl, struct rdma_cm_id *id)
+{
+	for (struct rd_peer *p = ctl->peers; p; p = p->next)
+		for (uint32_t i = 0; i < p->nvq; i++)
+			if (p->vq[i] && p->vq[i]->id == id)
+				return p;
+	return NULL;
+}
+
+/* One event that is not the one a connect is waiting for. Acks it. */
+static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rdma_cm_id *id = ev->id;
+	enum rdma_cm_event_type type = ev->event;
+	struct rd_vin **pp, *in = NULL;
+	struct rd_peer *p;
+
+	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+		bool keep = on_request(ctl, id, ev->param.conn.private_data,
+				       ev->param.conn.private_data_len, ev->param.conn.initiator_depth);
+
+		rdma_ack_cm_event(ev);
+		if (!keep)
+			rdma_destroy_id(id);
+		return;
+	}
+	for (pp = &v->inbound; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			in = *pp;
+			break;
+		}
+	p = in ? NULL : peer_of(ctl, id);
+	rdma_ack_cm_event(ev);
+	switch (type) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		if (in)
+			RD_LOG(INFO, "verbs: node %s connected to us", in->node);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		if (type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+			RD_LOG(ERR, "verbs: device %s removed", v->dev);
+		if (in) {
+			RD_LOG(INFO, "verbs: node %s disconnected from us", in->node);
+			*pp = in->next;
+			vin_free(in);
+		} else if (p && p->ctl_up) {
+			/* The peer went away: fail what is in flight now rather than
+			 * at the next completion error; the event that the poller
+			 * posts releases the QPs and schedules the reconnect. */
+			struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p, .status = -ECONNRESET,
+					      .why = "peer disconnected" };
+
+			rd_control_cmd(ctl, &cmd);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+void rd_verbs_cm_events(struct rd_control *ctl)
+{
+	struct rdma_cm_event *ev;
+
+	while (ctl->verbs && rdma_get_cm_event(ctl->verbs->ch, &ev) == 0)
+		dispatch(ctl, ev);
+}
+
+/* ---- requester ---- */
+
+/* Wait for the next event of @id until @deadline; others are dispatched. */
+static int cm_wait(struct rd_control *ctl, struct rdma_cm_id *id, uint64_t deadline,
+		   struct rdma_cm_event **out)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rdma_cm_event *ev;
+
+	for (;;) {
+		while (rdma_get_cm_event(v->ch, &ev) == 0) {
+			if (ev->id == id) {
+				*out = ev;
+				return 0;
+			}
+			dispatch(ctl, ev);
+		}
+		uint64_t now = rd_mono_ns();
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		struct pollfd pfd = { .fd = v->ch->fd, .events = POLLIN };
+		int ms = (int)((deadline - now) / 1000000ull) + 1;
+
+		poll(&pfd, 1, ms);
+	}
+}
+
+static int expect_event(struct rd_control *ctl, struct rdma_cm_id *id, uint64_t deadline,
+			enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+	int ret = cm_wait(ctl, id, deadline, &ev);
+
+	if (ret)
+		return ret;
+	if (ev->event != want) {
+		ret = ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_ADDR_ERROR ||
+		      ev->event == RDMA_CM_EVENT_ROUTE_ERROR ? -EHOSTUNREACH :
+		      ev->event == RDMA_CM_EVENT_REJECTED ? -ECONNREFUSED : -EPROTO;
+		RD_LOG(DEBUG, "verbs: waiting for %s, got %s (status %d)", rdma_event_str(want),
+		       rdma_event_str(ev->event), ev->status);
+	}
+	rdma_ack_cm_event(ev);
+	return ret;
+}
+
+static struct rd_vqp *qp_new(struct rd_control *ctl, struct rd_peer *p, uint32_t index)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_vqp *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	q->peer = p;
+	q->index = index;
+	q->depth = cfg->verbs_sq_depth;
+	q->mask = q->depth - 1;
+	q->res = aligned_alloc(64, (size_t)q->depth * sizeof(uint64_t));
+	q->pend = calloc(q->depth, sizeof(*q->pend));
+	q->wr = calloc(q->depth, sizeof(*q->wr));
+	q->sge = calloc(q->depth, sizeof(*q->sge));
+	q->cq = ibv_create_cq(v->ctx, (int)q->depth, NULL, NULL, 0);
+	if (!q->res || !q->pend || !q->wr || !q->sge || !q->cq)
+		goto fail;
+	q->res_mr = ibv_reg_mr(v->pd, q->res, (size_t)q->depth * sizeof(uint64_t),
+			       IBV_ACCESS_LOCAL_WRITE);
+	if (!q->res_mr)
+		goto fail;
+	return q;
+fail:
+	qp_free(q);
+	return NULL;
+}
+
+/* Resolve and create the QP on a fresh id (one connect attempt). */
+static int attempt_prepare(struct rd_control *ctl, struct rd_vqp *q, const struct sockaddr_in *dst,
+			   uint64_t deadline)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct sockaddr_in src = v->addr;
+	struct ibv_qp_init_attr qa = { 0 };
+	uint8_t tmo = (uint8_t)cfg->verbs_ack_timeout;
+	int ms = (int)((deadline - rd_mono_ns()) / 1000000ull), ret;
+
+	src.sin_port = 0;
+	if (rdma_create_id(v->ch, &q->id, NULL, RDMA_PS_TCP))
+		return -errno;
+	if (rdma_resolve_addr(q->id, (struct sockaddr *)&src, (struct sockaddr *)dst, ms > 0 ? ms : 1))
+		return -errno;
+	ret = expect_event(ctl, q->id, deadline, RDMA_CM_EVENT_ADDR_RESOLVED);
+	if (ret)
+		return ret;
+	ms = (int)((deadline - rd_mono_ns()) / 1000000ull);
+	if (rdma_resolve_route(q->id, ms > 0 ? ms : 1))
+		return -errno;
+	ret = expect_event(ctl, q->id, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED);
+	if (ret)
+		return ret;
+	if (q->id->verbs != v->ctx) {
+		RD_LOG(WARNING, "verbs: the route to %s goes through device %s, not %s",
+		       inet_ntoa(dst->sin_addr), ibv_get_device_name(q->id->verbs->device), v->dev);
+		return -EHOSTUNREACH;
+	}
+	rdma_set_option(q->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof(tmo));
+	qa.send_cq = qa.recv_cq = q->cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.sq_sig_all = 0;
+	qa.cap.max_send_wr = q->depth;
+	qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = cfg->verbs_max_inline;
+	while (rdma_create_qp(q->id, v->pd, &qa)) {
+		if (qa.cap.max_inline_data == 0)
+			return -errno;
+		qa.cap.max_inline_data /= 2; /* more than the device can inline */
+	}
+	q->max_inline = qa.cap.max_inline_data;
+	q->qp = q->id->qp;
+	return 0;
+}
+
+static void attempt_undo(struct rd_vqp *q)
+{
+	if (q->id) {
+		if (q->id->qp)
+			rdma_destroy_qp(q->id);
+		rdma_destroy_id(q->id);
+	}
+	q->id = NULL;
+	q->qp = NULL;
+}
+
+static int conn_param(struct rd_control *ctl, struct rdma_conn_param *cp, const void *pd, size_t len)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+
+	memset(cp, 0, sizeof(*cp));
+	cp->private_data = pd;
+	cp->private_data_len = (uint8_t)len;
+	cp->initiator_depth = v->max_qp_init_rd_atom < 16 ? (uint8_t)v->max_qp_init_rd_atom : 16;
+	cp->responder_resources = 0; /* nobody reads from our QP */
+	cp->retry_count = (uint8_t)ctl->cfg->verbs_retry_count;
+	cp->rnr_retry_count = 7;
+	return 0;
+}
+
+static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q,
+		      const struct sockaddr_in *dst, uint64_t deadline, char *peer_node)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct roshm_verbs_hello h = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_HELLO,
+				       .version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
+	struct roshm_verbs_challenge c;
+	struct roshm_verbs_proof pr = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_PROOF,
+					.version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	uint8_t expect[32];
+	int ret;
+
+	rnd(h.nonce, sizeof(h.nonce));
+	memcpy(h.node, ctl->cfg->node, strnlen(ctl->cfg->node, ROSHM_VERBS_ID - 1));
+	/* 1: hello, answered by a challenge in a reject */
+	ret = attempt_prepare(ctl, q, dst, deadline);
+	if (ret)
+		goto out;
+	conn_param(ctl, &cp, &h, sizeof(h));
+	if (rdma_connect(q->id, &cp)) {
+		ret = -errno;
+		goto out;
+	}
+	ret = cm_wait(ctl, q->id, deadline, &ev);
+	if (ret)
+		goto out;
+	memset(&c, 0, sizeof(c));
+	if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
+	    ev->param.conn.private_data_len >= sizeof(c))
+		memcpy(&c, ev->param.conn.private_data, sizeof(c));
+	ret = ev->event == RDMA_CM_EVENT_REJECTED ? 0 :
+	      ev->event == RDMA_CM_EVENT_UNREACHABLE ? -EHOSTUNREACH : -EPROTO;
+	if (ev->event == RDMA_CM_EVENT_REJECTED && c.magic != ROSHM_VERBS_MAGIC)
+		ret = -ECONNREFUSED; /* nobody listening, or not roshm */
+	rdma_ack_cm_event(ev);
+	attempt_undo(q);
+	if (ret)
+		goto out;
+	if (c.kind != ROSHM_VERBS_CHALLENGE) {
+		ret = -EACCES;
+		goto out;
+	}
+	c.node[sizeof(c.node) - 1] = 0;
+	vmac(&v->secret, "roshm-vsrv", h.nonce, c.nonce, h.node, c.node, expect);
+	if (CRYPTO_memcmp(expect, c.mac, sizeof(expect))) {
+		ret = -EACCES;
+		goto out;
+	}
+	snprintf(peer_node, ROSHM_NAME_MAX, "%s", c.node);
+	if (strcmp(c.node, p->node)) {
+		ret = -EHOSTUNREACH; /* someone else listens there now */
+		goto out;
+	}
+	/* 2: the proof, on the QP we keep */
+	memcpy(pr.nonce, c.nonce, sizeof(pr.nonce));
+	vmac(&v->secret, "roshm-vreq", h.nonce, c.nonce, h.node, c.node, pr.mac);
+	ret = attempt_prepare(ctl, q, dst, deadline);
+	if (ret)
+		goto out;
+	conn_param(ctl, &cp, &pr, sizeof(pr));
+	if (rdma_connect(q->id, &cp)) {
+		ret = -errno;
+		goto out;
+	}
+	ret = cm_wait(ctl, q->id, deadline, &ev);
+	if (ret)
+		goto out;
+	if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+		ret = 0;
+	} else if (ev->event == RDMA_CM_EVENT_REJECTED) {
+		ret = -EACCES;
+	} else {
+		ret = -EPROTO;
+	}
+	rdma_ack_cm_event(ev);
+out:
+	return ret;
+}
+
+static int parse_verbs_endpoint(const char *ep, struct sockaddr_in *sa)
+{
+	char host[64];
+	const char *colon;
+	long port;
+	char *end;
+
+	if (strncmp(ep, "verbs:", 6))
+		return -EINVAL;
+	ep += 6;
+	colon = strrchr(ep, ':');
+	if (!colon || (size_t)(colon - ep) >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, ep, (size_t)(colon - ep));
+	host[colon - ep] = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (*end || port < 1 || port > 65535)
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
+}
+
+/* Log which GID the connected QP uses: it must be RoCE v2. */
+static void log_qp_gid(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_gid_entry ge;
+
+	if (ibv_query_qp(q->qp, &a, IBV_QP_AV, &ia) ||
+	    ibv_query_gid_ex(v->ctx, v->port, a.ah_attr.grh.sgid_index, &ge, 0))
+		return;
+	if (ge.gid_type != IBV_GID_TYPE_ROCE_V2)
+		RD_LOG(WARNING, "verbs: QP %u to node %s uses GID index %u (%s), not RoCE v2: check the "
+		       "port's default RoCE mode (configfs rdma_cm default_roce_mode)", q->qp->qp_num,
+		       p->node, a.ah_attr.grh.sgid_index, gid_type_str(ge.gid_type));
+	else
+		RD_LOG(INFO, "verbs: QP %u to node %s: GID index %u (RoCE v2), inline %u, depth %u",
+		       q->qp->qp_num, p->node, a.ah_attr.grh.sgid_index, q->max_inline, q->depth);
+}
+
+int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, char *peer_node)
+{
+	uint64_t deadline = rd_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct sockaddr_in dst;
+	int ret;
+
+	if (!ctl->verbs)
+		return -EHOSTUNREACH;
+	ret = parse_verbs_endpoint(p->endpoint, &dst);
+	if (ret)
+		return ret;
+	rd_verbs_peer_release(ctl, p); /* an earlier, failed set */
+	for (uint32_t i = 0; i < ctl->cfg->verbs_qps_per_peer; i++) {
+		struct rd_vqp *q = qp_new(ctl, p, i);
+
+		if (!q) {
+			ret = -ENOMEM;
+			break;
+		}
+		p->vq[p->nvq++] = q;
+		ret = qp_connect(ctl, p, q, &dst, deadline, peer_node);
+		if (ret)
+			break;
+		log_qp_gid(ctl, p, q);
+	}
+	if (ret)
+		rd_verbs_peer_release(ctl, p);
+	return ret;
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# In a Soft-RoCE VM: rxe0 on eth0, roshmd with the verbs transport and a
+# file registry on the shared directory; node 1 runs the demo owner pod,
+# node 2 the demo writer pod against it (over RoCE v2).
+n=$1
+B=$(cat /run/shared/build)
+ip link set lo up
+ip addr add 198.18.1.$n/24 dev eth0
+ip link set eth0 up
+rdma link add rxe0 type rxe netdev eth0 || { echo "guest: rdma link add failed"; exit 1; }
+mkdir -p /run/roshm
+cat > /run/roshm/roshmd.conf <<CONF
+node = "vm$n";
+socket = "/run/roshm/roshmd.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$n",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };
+CONF
+"$B/dataplane/roshmd" -c /run/roshm/roshmd.conf > /run/shared/roshmd-$n.log 2>&1 &
+for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
+export ROSHM_SOCK=/run/roshm/roshmd.sock
+if [ "$n" = 1 ]; then
+  timeout 120 "$B/client-lib/examples/demo-owner"; echo "guest: owner exit $?"
+else
+  sleep 3
+  timeout 120 "$B/client-lib/examples/demo-writer"; echo "guest: writer exit $?"
+  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers
+fi
+kill -TERM %1; wait
+echo "guest: roshmd exit $?"
