@@ -461,8 +461,8 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (p == ev->peer) {
 			if (p->ctl_up)
-				RD_LOG(WARNING, "tcp: connection to node %s lost: %.63s; operations in "
-				       "flight failed with ECONNRESET", p->node, ev->why);
+				RD_LOG(WARNING, "%s: connection to node %s lost: %.63s; operations in "
+				       "flight failed", p->verbs ? "verbs" : "tcp", p->node, ev->why);
 			p->ctl_up = false;
 			p->retry_ns = rd_mono_ns() + RETRY_NS;
 			pause_peer_regions(ctl, p);

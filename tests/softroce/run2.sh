@@ -25,7 +25,7 @@ vm1=$!
 sleep 1
 "$here/vm.sh" "$KIT" "$W/vm2.log" "$here/$GUEST" 2 connect "$port" 52:54:00:00:01:02 "$W/shared" &
 vm2=$!
-for _ in $(seq 360); do
+for _ in $(seq $((${VM_TIMEOUT:-180} * 2))); do
   kill -0 $vm1 2>/dev/null || kill -0 $vm2 2>/dev/null || break
   sleep 0.5
 done
@@ -38,7 +38,7 @@ for re in "$@"; do
   fi
 done
 if [[ $fail = 0 ]]; then
-  grep -haE '^ (64|#bytes) |^guest:|^(owner|writer)' "$W/vm1.log" "$W/vm2.log" | head -40 || true
+  grep -haE '^ (64|#bytes) |^guest:|^sr:|^(owner|writer)' "$W/vm1.log" "$W/vm2.log" | head -60 || true
   echo "$NAME: 1 passed, 0 failed"
   [[ -n "${KEEP:-}" ]] && echo "$NAME: kept $W" || rm -rf "$W"
   exit 0

@@ -1,0 +1,64 @@
+#!/bin/bash
+# In a Soft-RoCE VM: rxe0 on eth0 and roshmd with the verbs transport (file
+# registry on the shared directory). VM1 runs the owner pod and, while the
+# transaction writers of VM2 stream, kills its roshmd (-9) and restarts it.
+# VM2 runs the pods that work on VM1's regions over RoCE v2 (sr_client.c).
+n=$1
+B=$(cat /run/shared/build)
+SR=$B/tests/sr_client
+say() { echo "guest: $*"; }
+ip link set lo up
+ip addr add 198.18.1.$n/24 dev eth0
+ip link set eth0 up
+rdma link add rxe0 type rxe netdev eth0 || { say "rdma link add failed"; exit 1; }
+mkdir -p /run/roshm
+cat > /run/roshm/roshmd.conf <<CONF
+node = "vm$n";
+socket = "/run/roshm/roshmd.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$n",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret";
+                      ack_timeout = 14; }; };
+drain: { timeout_ms = 30000; };
+txn: { deadline_ms = 60000; abort_ms = 1000; };
+CONF
+start_roshmd() {
+  "$B/dataplane/roshmd" -c /run/roshm/roshmd.conf >> /run/shared/roshmd-$n.log 2>&1 &
+  RD=$!
+  for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
+}
+start_roshmd
+export ROSHM_SOCK=/run/roshm/roshmd.sock
+if [ "$n" = 1 ]; then
+  timeout 600 "$SR" owner &
+  OWNER=$!
+  # mid-stream: kill the owner node's roshmd and bring it back
+  for _ in $(seq 3000); do [ -e /run/shared/txn.started ] && break; sleep 0.1; done
+  sleep 1
+  say "kill -9 roshmd under the transaction writers"
+  kill -9 $RD; wait $RD 2>/dev/null
+  rm -f /run/roshm/roshmd.sock
+  sleep 0.5
+  start_roshmd
+  say "roshmd restarted"
+  wait $OWNER; say "owner exit $?"
+else
+  for _ in $(seq 600); do [ -e /run/shared/ready ] && break; sleep 0.1; done
+  timeout 300 "$SR" ops && touch /run/shared/ops.done
+  timeout 300 "$SR" fa 1 & a=$!
+  timeout 300 "$SR" fa 2 & b=$!
+  timeout 300 "$SR" lock 1 & c=$!
+  timeout 300 "$SR" lock 2 & d=$!
+  wait $a && wait $b && wait $c && wait $d && touch /run/shared/atomics.done
+  timeout 120 "$SR" probe; say "probe exit $?"
+  timeout 600 "$SR" txn 0 1500 & a=$!
+  timeout 600 "$SR" txn 1 1500 & b=$!
+  wait $a; say "txn 0 exit $?"
+  wait $b; say "txn 1 exit $?"
+  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers
+  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock stats | head -20
+  sleep 2
+fi
+kill -TERM $RD; wait $RD
+say "roshmd exit $?"
