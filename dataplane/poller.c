@@ -458,8 +458,10 @@ static bool work_pending(struct rd_poller *p)
 {
 	if (rte_ring_count(p->cmd_ring) || rd_txn_busy(p))
 		return true;
-	/* verbs completions only show up when polled: no sleep while WRs fly */
-	if (p->verbs && rd_verbs_busy(p->verbs))
+	/* WRs in flight: a busy poller keeps polling the CQs; an adaptive one
+	 * requests completion events and sleeps until one comes */
+	if (p->verbs && rd_verbs_busy(p->verbs) &&
+	    (p->cfg->idle == RD_IDLE_BUSY || rd_verbs_arm(p->verbs)))
 		return true;
 	if (p->tcp) {
 		for (uint32_t i = 0; i < p->tcp->nout; i++)
@@ -499,6 +501,11 @@ static void poller_sleep(struct rd_poller *p)
 		n = epoll_wait(p->epfd, evs, 32, rd_txn_sleep_ms(p));
 		for (int i = 0; i < n; i++) {
 			uint64_t v;
+
+			if (p->verbs && p->verbs->comp && evs[i].data.fd == p->verbs->comp->fd) {
+				rd_verbs_events(p->verbs);
+				continue;
+			}
 			ssize_t r = read(evs[i].data.fd, &v, sizeof(v));
 
 			(void)r;

@@ -56,6 +56,20 @@ in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/bench-target --peer "$AD
 echo
 echo "== transactions over tcp: commit latency beside a plain WRITE =="
 in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/bench-txn -n 2000 --json "$OUT" txn
+cleanup
+trap - EXIT
+echo
+echo "== verbs over Soft-RoCE: two qemu VMs (TCG), roshm beside perftest on the same rxe devices =="
+# Several minutes under TCG; SKIP_VERBS=1 leaves it out.
+if [[ -n "${SKIP_VERBS:-}" ]]; then
+  echo "bench: verbs skipped (SKIP_VERBS)"
+else
+  rc=0
+  BENCH_JSON=$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT") VM_TIMEOUT=900 \
+    tests/softroce/run2.sh "$B" bench_verbs guest_bench_verbs.sh 'guest: roshm-perf exit 0' || rc=$?
+  [[ $rc = 77 ]] && echo "bench: verbs not measured (Soft-RoCE VMs need qemu, busybox, perftest: make deps)"
+  [[ $rc != 0 && $rc != 77 ]] && echo "bench: verbs run failed (VM consoles above)"
+fi
 echo
 echo "== all metrics ($OUT) =="
 python3 - "$OUT" <<'PY' 2>/dev/null || cat "$OUT"

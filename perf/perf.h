@@ -37,4 +37,8 @@ void print_results(const char *json_path);
 int net_server(const char *addr, int port);
 void run_tcp(int trials, size_t iters, const char *peer, const char *redis, const char *json);
 
+/* verbs.c: beside perftest on the same devices (the peer runs its servers) */
+void run_verbs(int trials, size_t iters, size_t sweep_iters, const char *peer, const char *dev,
+	       const char *json);
+
 #endif

@@ -382,7 +382,10 @@ static void usage(void)
 		"  txn                     transaction commit latency beside plain WRITE latency (--remote)\n"
 		"  tcp-server ADDR PORT    raw TCP echo/sink baseline server\n"
 		"  tcp --peer ADDR:PORT [--redis ADDR:PORT]\n"
-		"                          two-node metrics against --remote, raw TCP and Redis baselines\n");
+		"                          two-node metrics against --remote, raw TCP and Redis baselines\n"
+		"  verbs --peer ADDR [--ib-dev DEV] [--sweep-iters N]\n"
+		"                          roshm over verbs against --remote beside perftest (ib_read_lat,\n"
+		"                          ib_atomic_lat) on the same devices; ADDR runs the perftest servers\n");
 	exit(2);
 }
 
@@ -519,17 +522,22 @@ int main(int argc, char **argv)
 		{ "remote", required_argument, NULL, 'r' },
 		{ "peer", required_argument, NULL, 'p' },
 		{ "redis", required_argument, NULL, 'R' },
+		{ "sweep-iters", required_argument, NULL, 'S' },
+		{ "ib-dev", required_argument, NULL, 'D' },
+		{ "spin-us", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct roshm_params p = { 0 };
-	const char *json = NULL, *remote = NULL, *peer = NULL, *redis = NULL, *mode;
+	const char *json = NULL, *remote = NULL, *peer = NULL, *redis = NULL, *mode, *ibdev = "rxe0";
+	size_t sweep_iters = 100;
+	long spin_us = 1000;
 	int trials = 5, opt, err;
 	size_t iters = 20000;
 	char prefix[64], lcores[64];
 	cpu_set_t set;
 	int cpus[2] = { -1, -1 }, nc = 0;
 
-	while ((opt = getopt_long(argc, argv, "s:t:n:j:r:p:R:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:t:n:j:r:p:R:S:D:P:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': p.sock_path = optarg; break;
 		case 't': trials = atoi(optarg); break;
@@ -538,6 +546,9 @@ int main(int argc, char **argv)
 		case 'r': remote = optarg; break;
 		case 'p': peer = optarg; break;
 		case 'R': redis = optarg; break;
+		case 'S': sweep_iters = (size_t)atol(optarg); break;
+		case 'D': ibdev = optarg; break;
+		case 'P': spin_us = atol(optarg); break;
 		default: usage();
 		}
 	}
@@ -578,7 +589,7 @@ int main(int argc, char **argv)
 	p.sq_entries = 256;
 	p.cq_entries = 512;
 	p.arena_size = 16u << 20;
-	p.spin_us = 1000; /* measure roshm, not the wakeup of a sleeping client */
+	p.spin_us = (uint32_t)spin_us; /* measure roshm, not the wakeup of a sleeping client */
 	R = roshm_open(&p, &err);
 	if (!R)
 		die("attach to roshmd", err);
@@ -615,6 +626,8 @@ int main(int argc, char **argv)
 		run_sweep(iters, optind + 1 < argc ? strtoull(argv[optind + 1], NULL, 0) : 8u << 20);
 	else if (!strcmp(mode, "txn"))
 		run_txn(trials, iters, json);
+	else if (!strcmp(mode, "verbs") && remote && peer)
+		run_verbs(trials, iters, sweep_iters, peer, ibdev, json);
 	else if (!strcmp(mode, "tcp") && remote && peer) {
 		/* Two roshmd pollers share this machine with us: let the
 		 * scheduler place the client, as it would a pod's. */

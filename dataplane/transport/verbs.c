@@ -177,6 +177,26 @@ bool rd_verbs_busy(const struct rd_verbs *v)
 	return false;
 }
 
+static unsigned verbs_poll(struct rd_transport *xt, unsigned budget);
+
+bool rd_verbs_arm(struct rd_verbs *v)
+{
+	for (uint32_t k = 0; k < v->nact; k++)
+		if (v->act[k]->head != v->act[k]->tail)
+			ibv_req_notify_cq(v->act[k]->cq, 0);
+	/* A completion that arrived before the request raises no event. */
+	return verbs_poll(&v->base, 0) > 0;
+}
+
+void rd_verbs_events(struct rd_verbs *v)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	while (ibv_get_cq_event(v->comp, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+}
+
 void rd_verbs_close_all(struct rd_verbs *v)
 {
 	while (v->nact) {

@@ -53,6 +53,7 @@ struct rd_verbs {
 	struct rd_poller *poller;
 	uint32_t signal_every;
 	uint32_t max_msg;
+	struct ibv_comp_channel *comp; /* every requester CQ's events: adaptive idle sleeps on it */
 	struct rd_vqp *act[256];      /* up QPs */
 	uint32_t nact;
 	struct {
@@ -70,6 +71,11 @@ void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer);
 void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why);
 uint32_t rd_verbs_client_gone(struct rd_verbs *v, struct rd_client *c);
 bool rd_verbs_busy(const struct rd_verbs *v);
+/* Before the poller sleeps with WRs in flight: request CQ events, then look
+ * once more. True when completions were found (do not sleep). */
+bool rd_verbs_arm(struct rd_verbs *v);
+/* The comp channel woke the poller: consume and acknowledge its events. */
+void rd_verbs_events(struct rd_verbs *v);
 void rd_verbs_close_all(struct rd_verbs *v);
 extern const struct rd_transport_ops rd_verbs_transport_ops;
 
@@ -104,6 +110,7 @@ struct rd_verbs_ctl {
 	struct rd_tcp_secret secret;
 	struct rd_vchal chal[64];
 	struct rd_vin *inbound;
+	struct ibv_comp_channel *comp;
 };
 
 int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);

@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,18 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 		pv->mem[i].lkey = v->mem_mr[i]->lkey;
 	}
 	pv->max_msg = v->max_msg;
+	/* Completion events let an adaptive poller sleep while WRs fly. */
+	v->comp = ibv_create_comp_channel(v->ctx);
+	if (!v->comp)
+		return -errno;
+	fcntl(v->comp->fd, F_SETFL, fcntl(v->comp->fd, F_GETFL) | O_NONBLOCK);
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = v->comp->fd };
+
+		if (epoll_ctl(ctl->poller->epfd, EPOLL_CTL_ADD, v->comp->fd, &ev) < 0)
+			return -errno;
+	}
+	pv->comp = v->comp;
 	inet_ntop(AF_INET, &v->addr.sin_addr, as, sizeof(as));
 	snprintf(endpoint, eplen, "verbs:%s:%u", cfg->verbs_advertise[0] ? cfg->verbs_advertise : as,
 		 cfg->verbs_port);
@@ -298,6 +311,7 @@ void rd_verbs_ctl_fini(struct rd_control *ctl)
 	/* The PD goes with the process: regions and clients may still hold MRs. */
 	if (v->ch)
 		rdma_destroy_event_channel(v->ch);
+	/* v->comp stays: CQs of peers may outlive us until exit */
 	free(v);
 	ctl->verbs = NULL;
 }
@@ -619,7 +633,7 @@ static struct rd_vqp *qp_new(struct rd_control *ctl, struct rd_peer *p, uint32_t
 	q->pend = calloc(q->depth, sizeof(*q->pend));
 	q->wr = calloc(q->depth, sizeof(*q->wr));
 	q->sge = calloc(q->depth, sizeof(*q->sge));
-	q->cq = ibv_create_cq(v->ctx, (int)q->depth, NULL, NULL, 0);
+	q->cq = ibv_create_cq(v->ctx, (int)q->depth, q, v->comp, 0);
 	if (!q->res || !q->pend || !q->wr || !q->sge || !q->cq)
 		goto fail;
 	q->res_mr = ibv_reg_mr(v->pd, q->res, (size_t)q->depth * sizeof(uint64_t),

@@ -17,6 +17,8 @@ mkdir -p "$KIT"
 W=$B/softroce/$NAME-$$
 rm -rf "$W"; mkdir -p "$W/shared/registry"
 echo "$B" > "$W/shared/build"
+# BENCH_JSON: a results file the guests merge into (make bench)
+[[ -n "${BENCH_JSON:-}" && -f "$BENCH_JSON" ]] && cp "$BENCH_JSON" "$W/shared/bench.json"
 head -c 32 /dev/urandom | base64 > "$W/shared/secret"
 port=$((24000 + $$ % 1000))
 echo "$NAME: booting two VMs (TCG) on 127.0.0.1:$port"
@@ -37,6 +39,12 @@ for re in "$@"; do
     fail=1
   fi
 done
+if [[ $fail = 0 && -n "${BENCH_JSON:-}" ]]; then
+  cat "$W/shared/bench.out"
+  cp "$W/shared/bench.json" "$BENCH_JSON"
+  rm -rf "$W"
+  exit 0
+fi
 if [[ $fail = 0 ]]; then
   grep -haE '^ (64|#bytes) |^guest:|^sr:|^(owner|writer)' "$W/vm1.log" "$W/vm2.log" | head -60 || true
   echo "$NAME: 1 passed, 0 failed"

@@ -1,0 +1,51 @@
+#!/bin/bash
+# make bench, in two Soft-RoCE VMs: VM1 serves a region (roshmd, verbs) and
+# the perftest servers (passive responders); VM2 runs roshm-perf verbs
+# against both, alternating (perf/verbs.c).
+n=$1
+B=$(cat /run/shared/build)
+ITERS=${ITERS:-300} SWEEP=${SWEEP:-50}
+ip link set lo up
+ip addr add 198.18.1.$n/24 dev eth0
+ip link set eth0 up
+rdma link add rxe0 type rxe netdev eth0 || { echo "guest: rdma link add failed"; exit 1; }
+mkdir -p /run/roshm
+# As with perftest, one thread spins on the requester side: VM2's poller
+# spins while WRs are in flight and for 5 ms after (idle_spin_us, longer than
+# a round trip under TCG), then sleeps; the client sleeps on its CQ eventfd.
+# VM1 is the passive responder: its poller sleeps.
+if [ "$n" = 1 ]; then IDLE='idle = "adaptive"; idle_spin_us = 0;'
+else IDLE='idle = "adaptive"; idle_spin_us = 5000;'; fi
+cat > /run/roshm/roshmd.conf <<CONF
+node = "vm$n";
+socket = "/run/roshm/roshmd.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$n",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { dir = "/run/shared/registry"; };
+dataplane: { $IDLE };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };
+CONF
+"$B/dataplane/roshmd" -c /run/roshm/roshmd.conf > /run/shared/roshmd-$n.log 2>&1 &
+RD=$!
+for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
+export ROSHM_SOCK=/run/roshm/roshmd.sock
+if [ "$n" = 1 ]; then
+  "$B/perf/roshm-perf" serve bench-target 1048576 > /run/shared/serve.log 2>&1 &
+  SRV=$!
+  loop() { while [ ! -e /run/shared/bench.done ]; do "$@" >/dev/null 2>&1; done; }
+  loop timeout 120 ib_read_lat -d rxe0 -s 64 -n "$ITERS" -F -p 18515 &
+  loop timeout 120 ib_atomic_lat -d rxe0 -n "$ITERS" -F -p 18516 &
+  loop timeout 300 ib_read_lat -d rxe0 -a -n "$SWEEP" -F -p 18517 &
+  for _ in $(seq 4000); do [ -e /run/shared/bench.done ] && break; sleep 0.2; done
+  pkill -f ib_read_lat; pkill -f ib_atomic_lat
+  kill $SRV
+else
+  sleep 2
+  "$B/perf/roshm-perf" -s /run/roshm/roshmd.sock --remote default/bench-target -t 5 \
+    --spin-us 0 -n "$ITERS" --sweep-iters "$SWEEP" --json /run/shared/bench.json verbs --peer 198.18.1.1 \
+    2>&1 | tee /run/shared/bench.out
+  echo "guest: roshm-perf exit ${PIPESTATUS[0]}"
+  touch /run/shared/bench.done
+fi
+kill -TERM $RD; wait $RD
+echo "guest: roshmd exit $?"
