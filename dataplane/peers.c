@@ -33,6 +33,40 @@ static bool reachable(const struct rd_control *ctl, const char *endpoint)
 				  : ctl->cfg->tcp_enabled && !strncmp(endpoint, "tcp:", 4);
 }
 
+static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint);
+static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms);
+
+/* Atomics of this node's pods and transaction engine on its own regions must
+ * be serialized with the peers' NIC atomics: unless the NIC's atomics are
+ * atomic with the CPU's (IBV_ATOMIC_GLOB), they go through a loopback QP. */
+static int verbs_loopback(struct rd_control *ctl)
+{
+	struct rd_peer *self;
+	int ret;
+
+	if (ctl->verbs->atomic_glob) {
+		RD_LOG(INFO, "verbs: %s atomics are atomic with the CPU's (IBV_ATOMIC_GLOB): local "
+		       "atomics run on the CPU", ctl->verbs->dev);
+		return 0;
+	}
+	self = peer_get(ctl, ctl->cfg->node, ctl->endpoint);
+	if (!self)
+		return -ENOMEM;
+	self->self = true;
+	self->refs = 1; /* keep it connected */
+	ctl->verbs->self = self;
+	ctl->local.priv = ctl->poller->verbs;
+	ret = peer_connect(ctl, self, (int)ctl->cfg->verbs_connect_timeout_ms);
+	if (ret) {
+		RD_LOG(ERR, "verbs: loopback QP to ourselves (for atomics on our regions): %s",
+		       strerror(-ret));
+		return ret;
+	}
+	RD_LOG(INFO, "verbs: %s atomics are not atomic with the CPU's: atomics on this node's regions "
+	       "go through a loopback QP", ctl->verbs->dev);
+	return 0;
+}
+
 int rd_peers_init(struct rd_control *ctl)
 {
 	static struct rd_ep_tag listen_tag = { RD_EP_TCP_LISTEN };
@@ -48,7 +82,7 @@ int rd_peers_init(struct rd_control *ctl)
 		if (ret)
 			return ret;
 		rd_control_epoll_add(ctl, ctl->verbs->ch->fd, &verbs_tag);
-		return 0;
+		return verbs_loopback(ctl);
 	}
 	if (!cfg->tcp_enabled)
 		return 0;
@@ -113,7 +147,7 @@ void rd_peers_fini(struct rd_control *ctl)
 
 		ctl->peers = p->next;
 		if (p->verbs)
-			rd_verbs_peer_release(ctl, p);
+			rd_verbs_peer_free(ctl, p);
 		else
 			rd_tcp_conn_free(&p->conn);
 		free(p);
@@ -429,7 +463,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 	/* A peer whose node record is gone (lease expired) is down, even if
 	 * its TCP connection has not noticed yet (a stopped process). */
 	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
-		if (!p->ctl_up || !ctl->reg.ops->get_node)
+		if (!p->ctl_up || !ctl->reg.ops->get_node || p->self)
 			continue;
 		if (ctl->reg.ops->get_node(&ctl->reg, p->node, &nrec) == -ENOENT) {
 			struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p };
@@ -480,7 +514,8 @@ struct json_t *rd_peers_json(struct rd_control *ctl)
 
 		json_object_set_new(o, "node", json_string(p->node));
 		json_object_set_new(o, "endpoint", json_string(p->endpoint));
-		json_object_set_new(o, "transport", json_string(p->verbs ? "verbs" : "tcp"));
+		json_object_set_new(o, "transport", json_string(p->self ? "verbs-loopback" :
+								p->verbs ? "verbs" : "tcp"));
 		json_object_set_new(o, "up", json_boolean(p->ctl_up));
 		json_object_set_new(o, "regions", json_integer(p->refs));
 		if (p->verbs) {

@@ -56,6 +56,7 @@ struct rd_region {
 	uint32_t slot_size;
 	uint64_t data_off;            /* offset of the data area in the region */
 	uint64_t hole_since;          /* owner's poller: when the next sequence became a hole */
+	uint64_t abort_sent;          /* owner's poller: when its abort CAS went to the NIC */
 	uint64_t applied;             /* owner's poller: next sequence to apply */
 	uint64_t txn_hint;            /* writer's poller: highest txn_applied seen */
 	struct rd_transport *xport;   /* provider that reaches this region */
@@ -131,6 +132,7 @@ struct rd_peer {
 	char node[ROSHM_NAME_MAX];
 	char endpoint[128];
 	bool verbs;                   /* reached with the verbs transport, else tcp */
+	bool self;                    /* verbs loopback to this node (atomics on our regions) */
 	struct rd_tcp_conn conn;      /* tcp: outbound, poller-owned while up */
 	struct rd_vqp *vq[RD_VERBS_QPS_MAX];  /* verbs: RC QPs, poller-owned while up */
 	uint32_t nvq;

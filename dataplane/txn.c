@@ -570,6 +570,7 @@ static void recycle(struct rd_region *rg, struct roshm_txn_slot *sl, uint64_t se
 			 __ATOMIC_RELEASE);
 	rg->applied = seq + 1;
 	rg->hole_since = 0;
+	rg->abort_sent = 0;
 	__atomic_store_n(&h->txn_applied, seq + 1, __ATOMIC_RELEASE);
 }
 
@@ -623,6 +624,26 @@ static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint
 			}
 			if (now - rg->hole_since < abort)
 				break;
+			if (rg->peer && e->p->verbs) {
+				/* Peers' commits are NIC atomics that the CPU's are not
+				 * atomic with: abort with the NIC too (loopback QP). The
+				 * outcome shows in the state word on a later round. */
+				struct rd_op op;
+
+				if (rg->abort_sent && now - rg->abort_sent < abort)
+					break;
+				memset(&op, 0, sizeof(op));
+				op.region = rg;
+				op.raw = true;
+				op.sqe.opcode = ROSHM_OP_CMP_SWAP;
+				op.sqe.off = (uint64_t)((uint8_t *)&sl->state - (uint8_t *)rg->map);
+				op.sqe.len = 8;
+				op.sqe.operand1 = st;
+				op.sqe.operand2 = ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED);
+				if (rd_verbs_submit_local(e->p->verbs, &op) >= 0)
+					rg->abort_sent = now;
+				break;
+			}
 			uint64_t expect = st;
 
 			if (!__atomic_compare_exchange_n(&sl->state, &expect,

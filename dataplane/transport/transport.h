@@ -52,6 +52,10 @@ struct rd_transport {
 
 extern const struct rd_transport_ops rd_local_transport_ops;
 
+/* An atomic on one of our own regions through the verbs loopback QP
+ * (verbs.c): same return values as submit. */
+int rd_verbs_submit_local(void *verbs, struct rd_op *op);
+
 /* Execute one operation on a region mapped in this process (local.c). */
 void rd_local_exec(struct rd_op *op);
 

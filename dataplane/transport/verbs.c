@@ -319,6 +319,19 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 	return 0;
 }
 
+int rd_verbs_submit_local(void *verbs, struct rd_op *op)
+{
+	struct rd_verbs *v = verbs;
+	struct rd_peer *self = op->region->peer;
+	struct rd_vqp *q = self->nvq ? self->vq[0] : NULL;
+
+	/* The loopback is being re-made: the operation waits (SQE in its ring,
+	 * transaction step retried). */
+	if (!q || !q->up)
+		return -EBUSY;
+	return verbs_submit(&v->base, op);
+}
+
 /* One doorbell per QP per round. */
 static void verbs_flush(struct rd_transport *xt)
 {

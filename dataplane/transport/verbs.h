@@ -111,13 +111,17 @@ struct rd_verbs_ctl {
 	struct rd_vchal chal[64];
 	struct rd_vin *inbound;
 	struct ibv_comp_channel *comp;
+	bool atomic_glob;             /* the NIC's atomics are atomic with the CPU's */
+	struct rd_peer *self;         /* loopback QP for atomics on our own regions */
 };
 
 int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);
 void rd_verbs_ctl_fini(struct rd_control *ctl);
 void rd_verbs_cm_events(struct rd_control *ctl);
 int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, char *peer_node);
+/* Tear the QPs down (the poller already let go); rd_verbs_peer_free at the end. */
 void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p);
+void rd_verbs_peer_free(struct rd_control *ctl, struct rd_peer *p);
 int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c);
 void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c);
 int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg);

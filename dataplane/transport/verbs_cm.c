@@ -150,6 +150,7 @@ static int pick_gid(struct rd_control *ctl, struct rd_verbs_ctl *v)
 				v->max_msg = pa.max_msg_sz;
 				v->max_qp_rd_atom = (uint32_t)da.max_qp_rd_atom;
 				v->max_qp_init_rd_atom = (uint32_t)da.max_qp_init_rd_atom;
+				v->atomic_glob = da.atomic_cap == IBV_ATOMIC_GLOB;
 				snprintf(v->dev, sizeof(v->dev), "%s", name);
 				v->addr.sin_family = AF_INET;
 				v->addr.sin_addr = a;
@@ -246,10 +247,10 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 	return 0;
 }
 
-static void qp_free(struct rd_vqp *q)
+/* Destroy the QP, its id and CQ; the structure stays (the poller may look
+ * at q->up at any time, and sees false). */
+static void qp_teardown(struct rd_vqp *q)
 {
-	if (!q)
-		return;
 	if (q->id) {
 		if (q->id->qp)
 			rdma_destroy_qp(q->id);
@@ -257,6 +258,16 @@ static void qp_free(struct rd_vqp *q)
 	}
 	if (q->cq)
 		ibv_destroy_cq(q->cq);
+	q->id = NULL;
+	q->qp = NULL;
+	q->cq = NULL;
+}
+
+static void qp_free(struct rd_vqp *q)
+{
+	if (!q)
+		return;
+	qp_teardown(q);
 	if (q->res_mr)
 		ibv_dereg_mr(q->res_mr);
 	free(q->res);
@@ -282,8 +293,16 @@ void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p)
 {
 	(void)ctl;
 	for (uint32_t i = 0; i < p->nvq; i++) {
-		if (p->vq[i] && p->vq[i]->id)
+		if (p->vq[i]->id)
 			rdma_disconnect(p->vq[i]->id);
+		qp_teardown(p->vq[i]);
+	}
+}
+
+void rd_verbs_peer_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	rd_verbs_peer_release(ctl, p);
+	for (uint32_t i = 0; i < p->nvq; i++) {
 		qp_free(p->vq[i]);
 		p->vq[i] = NULL;
 	}
@@ -371,6 +390,9 @@ int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg)
 	rg->mr = mr;
 	rg->rkey = mr->rkey;
 	rg->raddr = (uintptr_t)rg->map;
+	/* Our own atomics on it go through the NIC too (loopback QP) when the
+	 * NIC's atomics are not atomic with the CPU's (atomic_cap != GLOB). */
+	rg->peer = ctl->verbs->self;
 	return 0;
 }
 
@@ -633,8 +655,7 @@ static struct rd_vqp *qp_new(struct rd_control *ctl, struct rd_peer *p, uint32_t
 	q->pend = calloc(q->depth, sizeof(*q->pend));
 	q->wr = calloc(q->depth, sizeof(*q->wr));
 	q->sge = calloc(q->depth, sizeof(*q->sge));
-	q->cq = ibv_create_cq(v->ctx, (int)q->depth, q, v->comp, 0);
-	if (!q->res || !q->pend || !q->wr || !q->sge || !q->cq)
+	if (!q->res || !q->pend || !q->wr || !q->sge)
 		goto fail;
 	q->res_mr = ibv_reg_mr(v->pd, q->res, (size_t)q->depth * sizeof(uint64_t),
 			       IBV_ACCESS_LOCAL_WRITE);
@@ -856,15 +877,24 @@ int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, 
 	ret = parse_verbs_endpoint(p->endpoint, &dst);
 	if (ret)
 		return ret;
-	rd_verbs_peer_release(ctl, p); /* an earlier, failed set */
-	for (uint32_t i = 0; i < ctl->cfg->verbs_qps_per_peer; i++) {
-		struct rd_vqp *q = qp_new(ctl, p, i);
+	/* The structures are made once and kept: the poller may read them. */
+	while (p->nvq < ctl->cfg->verbs_qps_per_peer) {
+		struct rd_vqp *q = qp_new(ctl, p, p->nvq);
 
-		if (!q) {
-			ret = -ENOMEM;
+		if (!q)
+			return -ENOMEM;
+		p->vq[p->nvq++] = q;
+	}
+	rd_verbs_peer_release(ctl, p); /* an earlier, failed set */
+	for (uint32_t i = 0; i < p->nvq; i++) {
+		struct rd_vqp *q = p->vq[i];
+
+		/* a new CQ: the old one may hold the old QP's flushed completions */
+		q->cq = ibv_create_cq(ctl->verbs->ctx, (int)q->depth, q, ctl->verbs->comp, 0);
+		if (!q->cq) {
+			ret = -errno;
 			break;
 		}
-		p->vq[p->nvq++] = q;
 		ret = qp_connect(ctl, p, q, &dst, deadline, peer_node);
 		if (ret)
 			break;

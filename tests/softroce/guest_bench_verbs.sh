@@ -5,10 +5,8 @@
 n=$1
 B=$(cat /run/shared/build)
 ITERS=${ITERS:-300} SWEEP=${SWEEP:-50}
-ip link set lo up
-ip addr add 198.18.1.$n/24 dev eth0
-ip link set eth0 up
-rdma link add rxe0 type rxe netdev eth0 || { echo "guest: rdma link add failed"; exit 1; }
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
 mkdir -p /run/roshm
 # As with perftest, one thread spins on the requester side: VM2's poller
 # spins while WRs are in flight and for 5 ms after (idle_spin_us, longer than

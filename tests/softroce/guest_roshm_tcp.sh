@@ -4,9 +4,8 @@
 # the demo writer pod against it.
 n=$1
 B=$(cat /run/shared/build)
-ip link set lo up
-ip addr add 198.18.1.$n/24 dev eth0
-ip link set eth0 up
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
 mkdir -p /run/roshm
 cat > /run/roshm/roshmd.conf <<CONF
 node = "vm$n";

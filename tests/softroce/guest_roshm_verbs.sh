@@ -4,10 +4,8 @@
 # node 2 the demo writer pod against it (over RoCE v2).
 n=$1
 B=$(cat /run/shared/build)
-ip link set lo up
-ip addr add 198.18.1.$n/24 dev eth0
-ip link set eth0 up
-rdma link add rxe0 type rxe netdev eth0 || { echo "guest: rdma link add failed"; exit 1; }
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
 mkdir -p /run/roshm
 cat > /run/roshm/roshmd.conf <<CONF
 node = "vm$n";

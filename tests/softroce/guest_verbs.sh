@@ -7,10 +7,8 @@ n=$1
 B=$(cat /run/shared/build)
 SR=$B/tests/sr_client
 say() { echo "guest: $*"; }
-ip link set lo up
-ip addr add 198.18.1.$n/24 dev eth0
-ip link set eth0 up
-rdma link add rxe0 type rxe netdev eth0 || { say "rdma link add failed"; exit 1; }
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
 mkdir -p /run/roshm
 cat > /run/roshm/roshmd.conf <<CONF
 node = "vm$n";
@@ -33,6 +31,12 @@ export ROSHM_SOCK=/run/roshm/roshmd.sock
 if [ "$n" = 1 ]; then
   timeout 600 "$SR" owner &
   OWNER=$!
+  # pods on this node work on our regions at the same time as VM2's
+  for _ in $(seq 3000); do [ -e /run/shared/atomics.go ] && break; sleep 0.1; done
+  timeout 300 "$SR" fa 3 atomics.done & a=$!
+  timeout 300 "$SR" lock 3 & b=$!
+  timeout 300 "$SR" txn txl 0 400 & c=$!
+  wait $a && wait $b && wait $c && touch /run/shared/atomics.local.done
   # mid-stream: kill the owner node's roshmd and bring it back
   for _ in $(seq 3000); do [ -e /run/shared/txn.started ] && break; sleep 0.1; done
   sleep 1
@@ -46,14 +50,16 @@ if [ "$n" = 1 ]; then
 else
   for _ in $(seq 600); do [ -e /run/shared/ready ] && break; sleep 0.1; done
   timeout 300 "$SR" ops && touch /run/shared/ops.done
+  touch /run/shared/atomics.go
   timeout 300 "$SR" fa 1 & a=$!
   timeout 300 "$SR" fa 2 & b=$!
   timeout 300 "$SR" lock 1 & c=$!
   timeout 300 "$SR" lock 2 & d=$!
-  wait $a && wait $b && wait $c && wait $d && touch /run/shared/atomics.done
+  timeout 300 "$SR" txn txl 1 400 & e=$!
+  wait $a && wait $b && wait $c && wait $d && wait $e && touch /run/shared/atomics.done
   timeout 120 "$SR" probe; say "probe exit $?"
-  timeout 600 "$SR" txn 0 1500 & a=$!
-  timeout 600 "$SR" txn 1 1500 & b=$!
+  timeout 600 "$SR" txn txn 0 1500 & a=$!
+  timeout 600 "$SR" txn txn 1 1500 & b=$!
   wait $a; say "txn 0 exit $?"
   wait $b; say "txn 1 exit $?"
   "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers

@@ -24,7 +24,11 @@ port=$((24000 + $$ % 1000))
 echo "$NAME: booting two VMs (TCG) on 127.0.0.1:$port"
 "$here/vm.sh" "$KIT" "$W/vm1.log" "$here/$GUEST" 1 listen "$port" 52:54:00:00:01:01 "$W/shared" &
 vm1=$!
-sleep 1
+# VM2's netdev connects to VM1's: wait until VM1's qemu listens
+for _ in $(seq 300); do
+  ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+  sleep 0.1
+done
 "$here/vm.sh" "$KIT" "$W/vm2.log" "$here/$GUEST" 2 connect "$port" 52:54:00:00:01:02 "$W/shared" &
 vm2=$!
 for _ in $(seq $((${VM_TIMEOUT:-180} * 2))); do

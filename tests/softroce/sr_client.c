@@ -7,11 +7,11 @@
  *   sr_client owner          VM1: creates the regions, then checks what the
  *                            others did to them (ops, atomics, transactions)
  *   sr_client ops            VM2: every opcode across nodes, access checks
- *   sr_client fa ID          VM2: FETCH_ADD stream (two run at once)
+ *   sr_client fa ID [UNTIL]  FETCH_ADD stream (two in VM2, one in VM1 until UNTIL exists)
  *   sr_client lock ID        VM2: COMPARE_SWAP lock, READ-modify-WRITE (two at once)
  *   sr_client probe          VM2: a hand-written librdmacm peer: the CM
  *                            challenge, forged rkeys and bounds at the NIC
- *   sr_client txn W NTX      VM2: transaction writer W (two run at once)
+ *   sr_client txn REGION W NTX  transaction writer W (two run at once)
  *
  * Every check prints "sr: <role>: FAIL ..." and exits 1 when it fails.
  */
@@ -114,7 +114,7 @@ struct txn_result {
 	uint32_t done, ntx;
 };
 
-static void verify_txn(const uint8_t *d, const struct roshm_region_hdr *hdr)
+static void verify_txn(const char *region, const uint8_t *d, const struct roshm_region_hdr *hdr)
 {
 	struct txn_result res[WRITERS];
 	uint64_t present = 0;
@@ -123,13 +123,13 @@ static void verify_txn(const uint8_t *d, const struct roshm_region_hdr *hdr)
 		char p[64];
 		FILE *f;
 
-		snprintf(p, sizeof(p), SH "txn.w%d", w);
+		snprintf(p, sizeof(p), SH "%s.w%d", region, w);
 		f = fopen(p, "r");
 		CHECK(f);
 		CHECK_EQ(fread(&res[w], sizeof(res[w]), 1, f), 1);
 		fclose(f);
-		printf("sr: owner: writer %d acknowledged %u of %u (last error %d)\n", w, res[w].done,
-		       res[w].ntx, res[w].last_err);
+		printf("sr: owner: %s writer %d acknowledged %u of %u (last error %d)\n", region, w,
+		       res[w].done, res[w].ntx, res[w].last_err);
 		CHECK_EQ(res[w].done, res[w].ntx); /* replay hides the failure from the pod */
 	}
 	for (int w = 0; w < WRITERS; w++) {
@@ -155,7 +155,7 @@ static void verify_txn(const uint8_t *d, const struct roshm_region_hdr *hdr)
 		CHECK_EQ(*(const uint64_t *)(const void *)(d + HWM_OFF + (uint64_t)w * 8), last + 1);
 	}
 	CHECK_EQ(hdr->txn_applied - hdr->txn_aborted, present); /* none applied twice */
-	printf("sr: owner: %llu transactions applied exactly once, %llu holes aborted\n",
+	printf("sr: owner: %s: %llu transactions applied exactly once, %llu holes aborted\n", region,
 	       (unsigned long long)present, (unsigned long long)hdr->txn_aborted);
 }
 
@@ -164,7 +164,7 @@ static int owner(void)
 	struct roshm *r = attach();
 	struct roshm_region_opts own = { .policy = ROSHM_POLICY_OWNER };
 	struct roshm_region_opts lg = { .txn_slots = 64, .slot_size = 512 };
-	uint32_t hops, hfa, hlock, hpriv, htxn;
+	uint32_t hops, hfa, hlock, hpriv, htxn, htxl;
 	uint8_t *ops, *txn;
 	uint64_t *fa, *lock;
 	struct roshm_region_hdr *hdr;
@@ -174,6 +174,7 @@ static int owner(void)
 	CHECK_EQ(roshm_region_create(r, "lock", 4096, NULL, &hlock), 0);
 	CHECK_EQ(roshm_region_create(r, "priv", 4096, &own, &hpriv), 0);
 	CHECK_EQ(roshm_region_create(r, "txn", TXN_SIZE, &lg, &htxn), 0);
+	CHECK_EQ(roshm_region_create(r, "txl", TXN_SIZE, &lg, &htxl), 0);
 	ops = roshm_region_data(r, hops, NULL);
 	fa = roshm_region_data(r, hfa, NULL);
 	lock = roshm_region_data(r, hlock, NULL);
@@ -192,12 +193,31 @@ static int owner(void)
 	CHECK_EQ(*(uint64_t *)(ops + 16392), 7);
 	printf("sr: owner: every opcode landed\n");
 
+	/* Atomics and transactions of pods on both nodes at once: ours go
+	 * through the NIC as the peer's do, or updates would be lost. */
 	wait_file(r, "atomics.done", 300);
-	CHECK_EQ(fa[0], 2 * FA_N);
+	wait_file(r, "atomics.local.done", 300);
+	long local = 0;
+	FILE *cf = fopen(SH "fa.3.count", "r");
+
+	CHECK(cf && fscanf(cf, "%ld", &local) == 1);
+	fclose(cf);
+	printf("sr: owner: %d FETCH_ADDs from the peer's two pods, %ld from ours meanwhile\n",
+	       2 * FA_N, local);
+	CHECK_EQ(fa[0], 2 * FA_N + local); /* no update lost between CPU and NIC */
 	CHECK_EQ(lock[0], 0);
-	CHECK_EQ(lock[1], 2 * LOCK_N);
-	printf("sr: owner: atomics from two pods: counter %llu, lock count %llu\n",
+	CHECK_EQ(lock[1], 3 * LOCK_N);
+	printf("sr: owner: atomics from pods on both nodes: counter %llu, lock count %llu\n",
 	       (unsigned long long)fa[0], (unsigned long long)lock[1]);
+	wait_file(r, "txl.w0", 300);
+	wait_file(r, "txl.w1", 300);
+	txn = roshm_region_data(r, htxl, NULL);
+	hdr = (struct roshm_region_hdr *)(void *)(txn - roshm_region_data_off(64, 512));
+	for (int i = 0; i < 1000 && __atomic_load_n(&hdr->txn_applied, __ATOMIC_ACQUIRE) !=
+				  __atomic_load_n(&hdr->txn_tail, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
+	CHECK_EQ(hdr->txn_applied, hdr->txn_tail);
+	verify_txn("txl", txn, hdr);
 	fflush(stdout);
 
 	/* The transaction writers run; the test kills our roshmd meanwhile and
@@ -210,7 +230,7 @@ static int owner(void)
 				  __atomic_load_n(&hdr->txn_tail, __ATOMIC_ACQUIRE); i++)
 		usleep(10000);
 	CHECK_EQ(hdr->txn_applied, hdr->txn_tail);
-	verify_txn(txn, hdr);
+	verify_txn("txn", txn, hdr);
 	roshm_close(r);
 	printf("sr: owner: all passed\n");
 	return 0;
@@ -289,18 +309,27 @@ static int ops_user(void)
 	return 0;
 }
 
-static int fa_user(int id)
+/* FA_N FETCH_ADDs; with @until, as many as fit until that file appears
+ * (the count goes to fa.ID.count): a pod on the owner's node hammering the
+ * counter for as long as the peer's pods do. */
+static int fa_user(int id, const char *until)
 {
 	struct roshm *r = attach();
 	uint32_t h = open_region(r, "default/fa");
 	uint64_t prev = 0;
-	int sent = 0, got = 0;
+	int sent = 0, got = 0, n = until ? 1 << 30 : FA_N;
+	char p[128];
+	struct stat st;
 
-	while (got < FA_N) {
+	if (until)
+		snprintf(p, sizeof(p), SH "%s", until);
+	while (got < n) {
 		struct roshm_sqe *sqe;
 		struct roshm_cqe *cqe;
 
-		while (sent < FA_N && sent - got < 16 && (sqe = roshm_get_sqe(r))) {
+		if (until && sent == got && stat(p, &st) == 0)
+			break;
+		while (sent < n && sent - got < 16 && (sqe = roshm_get_sqe(r))) {
 			roshm_prep_fetch_add(sqe, h, 0, 1);
 			sent++;
 		}
@@ -308,7 +337,6 @@ static int fa_user(int id)
 		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 20000), 0);
 		do {
 			CHECK_EQ(cqe->status, 0);
-			CHECK(cqe->result < 2 * FA_N);
 			/* one QP, in order: the old values this pod sees only grow */
 			CHECK(got == 0 || cqe->result > prev);
 			prev = cqe->result;
@@ -317,7 +345,16 @@ static int fa_user(int id)
 		} while (roshm_peek_cqe(r, &cqe) == 0);
 	}
 	roshm_close(r);
-	printf("sr: fa %d: %d FETCH_ADDs completed\n", id, FA_N);
+	if (until) {
+		FILE *f;
+
+		snprintf(p, sizeof(p), SH "fa.%d.count", id);
+		f = fopen(p, "w");
+		CHECK(f);
+		fprintf(f, "%d\n", got);
+		fclose(f);
+	}
+	printf("sr: fa %d: %d FETCH_ADDs completed\n", id, got);
 	return 0;
 }
 
@@ -345,10 +382,14 @@ static int lock_user(int id)
 
 /* ---- VM2: transactions ---- */
 
-static int txn_writer(int w, int ntx)
+static int txn_writer(const char *region, int w, int ntx)
 {
 	struct roshm *r = attach();
-	uint32_t h = open_region(r, "default/txn");
+	char full[96];
+	uint32_t h;
+
+	snprintf(full, sizeof(full), "default/%s", region);
+	h = open_region(r, full);
 	uint8_t *a = roshm_arena(r, NULL);
 	struct txn_result res;
 	char p[64];
@@ -379,7 +420,7 @@ static int txn_writer(int w, int ntx)
 		}
 		res.acked[i] = 1;
 		res.done = (uint32_t)i + 1;
-		if (i == 100 && w == 0)
+		if (i == 100 && w == 0 && !strcmp(region, "txn"))
 			touch("txn.started");
 		if (i % 250 == 0) {
 			printf("sr: txn %d: %d acknowledged\n", w, i);
@@ -387,16 +428,16 @@ static int txn_writer(int w, int ntx)
 		}
 	}
 	roshm_close(r);
-	snprintf(p, sizeof(p), SH "txn.w%d.tmp", w);
+	snprintf(p, sizeof(p), SH "%s.w%d.tmp", region, w);
 	f = fopen(p, "w");
 	CHECK(f);
 	CHECK_EQ(fwrite(&res, sizeof(res), 1, f), 1);
 	fclose(f);
 	char q2[64];
 
-	snprintf(q2, sizeof(q2), SH "txn.w%d", w);
+	snprintf(q2, sizeof(q2), SH "%s.w%d", region, w);
 	rename(p, q2);
-	printf("sr: txn %d: %u of %d transactions acknowledged\n", w, res.done, ntx);
+	printf("sr: txn %s %d: %u of %d transactions acknowledged\n", region, w, res.done, ntx);
 	return 0;
 }
 
@@ -634,7 +675,7 @@ static int probe(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn W NTX\n");
+		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn REGION W NTX\n");
 		return 2;
 	}
 	role = argv[1];
@@ -645,13 +686,13 @@ int main(int argc, char **argv)
 	if (!strcmp(role, "ops"))
 		return ops_user();
 	if (!strcmp(role, "fa") && argc > 2)
-		return fa_user(atoi(argv[2]));
+		return fa_user(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
 	if (!strcmp(role, "lock") && argc > 2)
 		return lock_user(atoi(argv[2]));
 	if (!strcmp(role, "probe"))
 		return probe();
-	if (!strcmp(role, "txn") && argc > 3)
-		return txn_writer(atoi(argv[2]), atoi(argv[3]));
+	if (!strcmp(role, "txn") && argc > 4)
+		return txn_writer(argv[2], atoi(argv[3]), atoi(argv[4]));
 	fprintf(stderr, "sr_client: unknown role %s\n", role);
 	return 2;
 }
