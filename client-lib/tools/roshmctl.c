@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		   "  status    node, version, uptime, counts\n"
 		   "  clients   attached clients and their counters\n"
 		   "  regions   regions in the registry\n"
-		   "  peers     nodes this roshmd has connected to (tcp transport)\n"
+		   "  peers     nodes this roshmd has connected to (tcp or verbs)\n"
 		   "  drain [--tenant T | --region T/NAME]\n"
 		   "            mark regions stale, finish their transactions, unpublish them;\n"
 		   "            returns when done (preStop)\n"

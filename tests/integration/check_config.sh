@@ -14,4 +14,24 @@ printf 'colour = "blue";\n' > "$t"
 out=$("$roshmd" --check-config "$t" 2>&1) && fail "unknown key accepted"
 [[ "$out" == *"$t:1: unknown key 'colour'"* ]] || fail "unknown key message: $out"
 rm -f "$t"
-echo "check_config: 2 passed, 0 failed"
+# verbs enabled where there is no RDMA device: a clear error, exit 1
+n=3
+if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
+  d=$(mktemp -d)
+  head -c 32 /dev/urandom | base64 > "$d/secret"
+  cat > "$d/r.conf" <<CONF
+node = "n1";
+socket = "$d/r.sock";
+eal = [ "--no-huge", "-m", "64", "--no-pci", "--no-shconf", "--file-prefix", "cc$$",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { dir = "$d/reg"; };
+transport: { verbs: { enabled = true; secret_file = "$d/secret"; }; };
+CONF
+  out=$(timeout 30 "$roshmd" -c "$d/r.conf" 2>&1); rc=$?
+  rm -rf "$d"
+  [[ $rc -eq 1 ]] || fail "verbs without a device: exit $rc, expected 1: $out"
+  [[ "$out" == *"verbs: no RDMA device"* ]] || fail "verbs without a device: $out"
+else
+  echo "check_config: this machine has RDMA devices: the no-device case is not run"; n=2
+fi
+echo "check_config: $n passed, 0 failed"

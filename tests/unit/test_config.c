@@ -114,6 +114,31 @@ static void test_out_of_range(void **st)
 	expect_error("registry: { backend = \"zookeeper\"; };\n", 1, "must be \"file\"");
 }
 
+static void test_verbs_keys(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	assert_int_equal(load("transport: { verbs: { enabled = true; device = \"rxe0\";\n"
+			      " gid_index = 3; qps_per_peer = 2; sq_depth = 512; signal_every = 32; }; };\n",
+			      &cfg, err, sizeof(err)), 0);
+	assert_true(cfg.verbs_enabled);
+	assert_string_equal(cfg.verbs_device, "rxe0");
+	assert_int_equal(cfg.verbs_gid_index, 3);
+	assert_int_equal(cfg.verbs_qps_per_peer, 2);
+	assert_int_equal(cfg.verbs_sq_depth, 512);
+	assert_int_equal(cfg.verbs_port, 7472);
+	rd_config_free(&cfg);
+	expect_error("transport: {\n tcp: { enabled = true; advertise = \"198.18.0.1\"; };\n"
+		     " verbs: {\n enabled = true; }; };\n", 4, "one network transport");
+	expect_error("transport: { verbs: {\n sq_depth = 100; }; };\n", 2, "power of two");
+	expect_error("transport: { verbs: {\n signal_every = 200; }; };\n", 2, "sq_depth / 2");
+	expect_error("transport: { verbs: {\n qps_per_peer = 9; }; };\n", 2, "out of range");
+	expect_error("transport: { verbs: {\n listen = \"eth0\"; }; };\n", 2, "IPv4 address");
+	expect_error("transport: { verbs: {\n gid_index = -2; }; };\n", 2, "out of range");
+}
+
 static void test_missing_file(void **st)
 {
 	struct rd_config cfg;
@@ -134,6 +159,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_key),
 		cmocka_unit_test(test_wrong_type),
 		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_verbs_keys),
 		cmocka_unit_test(test_missing_file),
 	};
 	int fd;
