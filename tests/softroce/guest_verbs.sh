@@ -63,6 +63,12 @@ else
   wait $a; say "txn 0 exit $?"
   wait $b; say "txn 1 exit $?"
   "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers
+  # rkeys and addresses are for peers' NICs only: no admin output shows them
+  if "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock --json regions | grep -qiE 'rkey|raddr'; then
+    say "FAIL: roshmctl regions shows an rkey"
+  else
+    say "regions listing shows no rkey"
+  fi
   "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock stats | head -20
   sleep 2
 fi
