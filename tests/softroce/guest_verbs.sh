@@ -2,7 +2,8 @@
 # In a Soft-RoCE VM: rxe0 on eth0 and roshmd with the verbs transport (file
 # registry on the shared directory). VM1 runs the owner pod and, while the
 # transaction writers of VM2 stream, kills its roshmd (-9) and restarts it.
-# VM2 runs the pods that work on VM1's regions over RoCE v2 (sr_client.c).
+# VM2 runs the pods that work on VM1's regions over RoCE v2 (sr_client.c),
+# with two QPs to VM1 (qps_per_peer = 2): pods are spread over both.
 n=$1
 B=$(cat /run/shared/build)
 SR=$B/tests/sr_client
@@ -17,10 +18,23 @@ eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "v
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret";
-                      ack_timeout = 14; }; };
+                      qps_per_peer = $n; }; };
 drain: { timeout_ms = 30000; };
 txn: { deadline_ms = 60000; abort_ms = 1000; };
 CONF
+# GID selection: VM1 picks its GID by netdev, VM2 by device; a filter that
+# matches no RoCE v2 GID is refused with the GIDs it saw
+if [ "$n" = 1 ]; then SEL='netdev = "eth0";'; else SEL='device = "rxe0";'; fi
+sed -i "s|device = \"rxe0\";|$SEL|" /run/roshm/roshmd.conf
+if [ "$n" = 2 ]; then
+  sed 's|device = "rxe0";|device = "rxe0"; netdev = "lo";|; s|vm2";|vm2x";|' /run/roshm/roshmd.conf > /run/roshm/bad.conf
+  out=$("$B/dataplane/roshmd" -c /run/roshm/bad.conf 2>&1); rc=$?
+  if [ $rc = 1 ] && echo "$out" | grep -q "no RoCE v2 GID with an IPv4 address matches.*rxe0/1/"; then
+    say "a GID filter that matches nothing is refused"
+  else
+    say "FAIL: bad GID filter: exit $rc: $out"
+  fi
+fi
 start_roshmd() {
   "$B/dataplane/roshmd" -c /run/roshm/roshmd.conf >> /run/shared/roshmd-$n.log 2>&1 &
   RD=$!
