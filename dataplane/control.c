@@ -787,7 +787,7 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "clients", json_integer(ctl->nclients));
 		json_object_set_new(o, "regions", json_integer(ctl->nregions));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
-		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : "local"));
+		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : ctl->poller->verbs ? "local,verbs" : "local"));
 		if (ctl->endpoint[0])
 			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
 		json_object_set_new(o, "idle", json_string(ctl->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive"));

@@ -39,7 +39,7 @@ if [ "$n" = 1 ]; then
   kill $SRV
 else
   sleep 2
-  "$B/perf/roshm-perf" -s /run/roshm/roshmd.sock --remote default/bench-target -t 5 \
+  "$B/perf/roshm-perf" -s /run/roshm/roshmd.sock --remote default/bench-target -t 7 \
     --spin-us 0 -n "$ITERS" --sweep-iters "$SWEEP" --json /run/shared/bench.json verbs --peer 198.18.1.1 \
     2>&1 | tee /run/shared/bench.out
   echo "guest: roshm-perf exit ${PIPESTATUS[0]}"
