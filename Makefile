@@ -8,7 +8,7 @@ DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
         libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps qemu-system-x86 busybox-static kmod cpio rdma-core \
-        ibverbs-utils perftest
+        ibverbs-utils perftest prometheus python3
 
 .PHONY: all deps build test demo bench clean
 

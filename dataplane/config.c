@@ -84,6 +84,8 @@ static const struct key schema[] = {
 	{ "txn.max_slot_size", K_INT, 128, 1 << 20 },
 	{ "txn.abort_ms", K_INT, 1, 3600000 },
 	{ "txn.deadline_ms", K_INT, 1, 3600000 },
+	{ "metrics", K_GROUP, 0, 0 },
+	{ "metrics.listen", K_STR, 0, 63 },
 	{ "drain", K_GROUP, 0, 0 },
 	{ "drain.timeout_ms", K_INT, 1, 3600000 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
@@ -479,6 +481,20 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("txn.abort_ms", cfg->txn_abort_ms);
 	GET_INT("txn.deadline_ms", cfg->txn_deadline_ms);
 	GET_INT("drain.timeout_ms", cfg->drain_timeout_ms);
+	GET_STR("metrics.listen", cfg->metrics_listen);
+	if ((s = config_lookup(&lc, "metrics.listen")) && cfg->metrics_listen[0]) {
+		const char *colon = strrchr(cfg->metrics_listen, ':');
+		char host[64];
+		struct in_addr a;
+		long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+
+		snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - cfg->metrics_listen) : 0,
+			 cfg->metrics_listen);
+		if (!colon || port < 1 || port > 65535 || inet_pton(AF_INET, host, &a) != 1) {
+			fail(&c, s, "'metrics.listen' must be \"IPV4:PORT\" (or \"\": off)");
+			goto out;
+		}
+	}
 	{
 		struct in_addr a;
 

@@ -74,6 +74,7 @@ struct rd_config {
 	uint32_t txn_abort_ms;
 	uint32_t txn_deadline_ms;
 	uint32_t drain_timeout_ms;
+	char metrics_listen[64];  /* "ADDR:PORT", "" = off */
 	/* tenants */
 	int ntenants;
 	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];

@@ -29,6 +29,7 @@
 #include <rte_ring_elem.h>
 
 #include "control.h"
+#include "metrics.h"
 #include "sqe.h"
 
 #ifndef ROSHM_VERSION
@@ -320,6 +321,9 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
 			break;
 		}
 	ctl->nclients--;
+	for (int t = 0; t < ctl->cfg->ntenants; t++)
+		if (!strcmp(ctl->cfg->tenants[t].name, c->tenant))
+			ctl->tenant_sqes_gone[t] += RD_STAT_GET(c->stats.sqes);
 	RD_LOG(INFO, "client %u (pid %d, tenant %s) detached: %s", c->id, (int)c->pid, c->tenant,
 	       why);
 	client_free(ctl, c);
@@ -772,7 +776,7 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	json_array_append_new(a, o);
 }
 
-static json_t *admin_json(struct rd_control *ctl, const char *cmd)
+json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
 	json_t *o;
@@ -898,7 +902,7 @@ static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 				     !strcmp(what, "region") ? arg : NULL, conn->fd);
 		return ret < 0 ? ret : 1;
 	}
-	o = admin_json(ctl, req->cmd);
+	o = rd_control_admin_json(ctl, req->cmd);
 	if (!o)
 		return -EINVAL;
 	ret = rd_control_admin_reply(conn->fd, o);
@@ -1167,6 +1171,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->poller = p;
 	ctl->listen_fd = ctl->epfd = ctl->sig_fd = -1;
 	ctl->tcp_listen_fd = -1;
+	ctl->metrics_fd = -1;
 	ctl->local.ops = &rd_local_transport_ops;
 	ctl->start_ns = rd_mono_ns();
 	random_bytes(&ctl->instance, sizeof(ctl->instance));
@@ -1191,6 +1196,12 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ret = rd_peers_init(ctl);
 	if (ret)
 		return ret;
+	ret = rd_metrics_init(ctl);
+	if (ret)
+		return ret;
+	ret = rd_telemetry_init(ctl);
+	if (ret)
+		RD_LOG(WARNING, "telemetry commands /roshm/* not registered: %s", strerror(-ret));
 	ret = publish_node(ctl);
 	if (ret) {
 		RD_LOG(ERR, "registry: publishing node %s: %s", cfg->node, strerror(-ret));
@@ -1244,6 +1255,11 @@ int rd_control_run(struct rd_control *ctl)
 					rd_peers_accept_step(ctl, tag);
 			} else if (kind == RD_EP_VERBS_CM) {
 				rd_verbs_cm_events(ctl);
+			} else if (kind == RD_EP_METRICS) {
+				rd_metrics_accept(ctl);
+			} else if (kind == RD_EP_METRICS_CONN) {
+				if (rd_metrics_conn_live(ctl, tag))
+					rd_metrics_readable(ctl, tag);
 			} else if (tag == &tag_listen) {
 				conn_accept(ctl);
 			} else if (tag == &tag_sig) {
@@ -1279,6 +1295,8 @@ int rd_control_run(struct rd_control *ctl)
 			republish(ctl);
 		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
 		rd_drain_tick(ctl);
+		rd_metrics_timer(ctl);
+		rd_telemetry_refresh(ctl);
 		if (ctl->stopping && rd_drain_idle(ctl))
 			ctl->stop = 1;
 	}
@@ -1304,6 +1322,7 @@ void rd_control_fini(struct rd_control *ctl)
 	if (ctl->epfd >= 0)
 		close(ctl->epfd);
 	rd_peers_fini(ctl);
+	rd_metrics_fini(ctl);
 	if (ctl->reg.ops) {
 		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node);
 		ctl->reg.ops->close(&ctl->reg);

@@ -13,7 +13,7 @@ struct json_t;
 
 /* What an epoll event of the control thread points at. */
 enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT,
-		  RD_EP_VERBS_CM };
+		  RD_EP_VERBS_CM, RD_EP_METRICS, RD_EP_METRICS_CONN };
 struct rd_ep_tag {
 	enum rd_ep_kind kind;
 };
@@ -48,6 +48,10 @@ struct rd_control {
 	int tcp_listen_fd;
 	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
 	struct rd_verbs_ctl *verbs;   /* verbs transport, control side */
+	int metrics_fd;               /* /metrics listener, -1 when off */
+	struct rd_mconn *mconns;
+	uint64_t tenant_sqes_gone[RD_TENANTS_MAX]; /* of detached clients: counters never go down */
+	struct rd_tel *tel;           /* telemetry snapshot */
 	uint64_t next_revalidate_ns;
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */

@@ -46,6 +46,9 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 	memset(p, 0, sizeof(*p));
 	p->cfg = cfg;
 	p->epfd = p->cmd_efd = p->ev_efd = -1;
+	p->tsc_per_us = rte_get_tsc_hz() / 1000000;
+	if (!p->tsc_per_us)
+		p->tsc_per_us = 1;
 	p->cmd_ring = rte_ring_create("roshm_cmd", 1024, SOCKET_ID_ANY, RING_F_SC_DEQ);
 	p->ev_ring = rte_ring_create_elem("roshm_ev", sizeof(struct rd_event), 1024,
 					  SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
@@ -420,6 +423,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	RD_STAT_ADD(p->stats.sqes, done);
 	RD_STAT_ADD(p->stats.errors, errors);
 	RD_STAT_ADD(p->stats.batch_hist[batch_bucket(done)], 1);
+	RD_STAT_ADD(p->stats.batch_sqes, done);
 	return done;
 }
 

@@ -97,6 +97,7 @@ struct rd_tcp_pend {
 	uint32_t gen;
 	uint8_t opcode;
 	bool used;
+	uint64_t tsc;                 /* when it was submitted */
 };
 
 struct rd_tcp_conn {
@@ -150,6 +151,8 @@ struct rd_handle {
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */
+#define RD_LAT_XPORTS 2     /* 0 tcp, 1 verbs */
+#define RD_LAT_BUCKETS 20   /* <= 1 us, 2 us, 4 us, ... 524 ms; then one overflow bucket */
 
 struct rd_client_stats {
 	uint64_t sqes;
@@ -253,6 +256,9 @@ struct rd_poller_stats {
 	uint64_t errors;
 	uint64_t corrupt_clients;
 	uint64_t batch_hist[RD_BATCH_BUCKETS];
+	uint64_t batch_sqes;          /* sum over the batches of batch_hist */
+	uint64_t lat_hist[RD_LAT_XPORTS][RD_LAT_BUCKETS + 1];
+	uint64_t lat_sum_us[RD_LAT_XPORTS];
 	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
 	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
 };
@@ -276,7 +282,20 @@ struct rd_poller {
 	struct rd_verbs *verbs;       /* NULL when the verbs transport is off */
 	struct rd_txn_engine *txn;
 	struct rd_poller_stats stats;
+	uint64_t tsc_per_us;
 };
+
+/* Latency of a remote operation submitted at TSC @t0 (poller only). */
+static inline void rd_lat_record(struct rd_poller *p, int x, uint64_t t0, uint64_t now)
+{
+	uint64_t us = (now - t0) / p->tsc_per_us;
+	unsigned b = us <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(us - 1);
+
+	if (b > RD_LAT_BUCKETS)
+		b = RD_LAT_BUCKETS;
+	RD_STAT_ADD(p->stats.lat_hist[x][b], 1);
+	RD_STAT_ADD(p->stats.lat_sum_us[x], us);
+}
 
 /* Post a completion for an operation a transport had queued (poller only). */
 void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result);

@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <rte_cycles.h>
 #include <rte_log.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
@@ -302,6 +303,7 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	pd->arena_off = s->arena_off;
 	pd->len = s->len;
 	pd->opcode = s->opcode;
+	pd->tsc = rte_rdtsc();
 	memset(&req, 0, sizeof(req));
 	req.opcode = s->opcode;
 	req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
@@ -450,6 +452,8 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 
 	memcpy(&r, c->rx_hdr, sizeof(r));
 	pd = &c->pend[(uint32_t)r.tag];
+	if (!r.status)
+		rd_lat_record(t->poller, 0, pd->tsc, rte_rdtsc());
 	if (pd->txn)
 		rd_txn_complete(pd->txn, pd->opcode, r.status,
 				r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <rte_cycles.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
@@ -314,6 +315,7 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 	pd->len = s->len;
 	pd->opcode = s->opcode;
 	pd->orphan = false;
+	pd->tsc = rte_rdtsc();
 	q->tail++;
 	q->nchain++;
 	return 0;
@@ -390,10 +392,13 @@ static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
 				k = (uint32_t)-1; /* the active set changed: start over */
 				break;
 			}
+			uint64_t now = rte_rdtsc();
+
 			/* In order: this completes every WR up to it. */
 			while ((int32_t)(id - q->head) >= 0) {
 				struct rd_vpend *pd = &q->pend[q->head & q->mask];
 
+				rd_lat_record(v->poller, 1, pd->tsc, now);
 				if (pd->opcode <= ROSHM_OP_READ)
 					RD_STAT_ADD(q->bytes, pd->len);
 				complete_one(q, q->head, 0);

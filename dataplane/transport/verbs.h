@@ -24,6 +24,7 @@ struct rd_vpend {
 	uint32_t len;
 	uint8_t opcode;
 	bool orphan;                  /* its client detached: no CQE */
+	uint64_t tsc;                 /* when it was submitted */
 };
 
 /* One RC QP to a peer node, shared by every local client. */

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: MIT
+/*
+ * /metrics: Prometheus text format 0.0.4 from the control thread. A tiny
+ * HTTP/1.0 server: non-blocking sockets in the control thread's epoll, one
+ * GET per connection, answered and closed; a connection that does not send
+ * its request within 2 s is dropped. The page is built from the poller's
+ * counters (relaxed reads) and the control thread's own state.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "metrics.h"
+
+#define REQ_MAX 2048
+#define CONN_TIMEOUT_NS 2000000000ull
+
+struct rd_mconn {
+	struct rd_ep_tag tag;         /* RD_EP_METRICS_CONN */
+	int fd;
+	uint32_t have;
+	char buf[REQ_MAX];
+	uint64_t deadline_ns;
+	struct rd_mconn *next;
+};
+
+int rd_metrics_init(struct rd_control *ctl)
+{
+	static struct rd_ep_tag listen_tag = { RD_EP_METRICS };
+	const char *spec = ctl->cfg->metrics_listen;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	char host[64];
+	const char *colon;
+	int fd, one = 1;
+
+	ctl->metrics_fd = -1;
+	if (!spec[0])
+		return 0;
+	colon = strrchr(spec, ':');
+	/* the config loader checked the form ADDR:PORT */
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
+	inet_pton(AF_INET, host, &sa.sin_addr);
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+		int e = errno;
+
+		RD_LOG(ERR, "metrics: listening on %s: %s", spec, strerror(e));
+		close(fd);
+		return -e;
+	}
+	ctl->metrics_fd = fd;
+	rd_control_epoll_add(ctl, fd, &listen_tag);
+	RD_LOG(INFO, "metrics: http://%s/metrics", spec);
+	return 0;
+}
+
+static void mconn_close(struct rd_control *ctl, struct rd_mconn *m)
+{
+	struct rd_mconn **pp;
+
+	rd_control_epoll_del(ctl, m->fd);
+	close(m->fd);
+	for (pp = &ctl->mconns; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	free(m);
+}
+
+void rd_metrics_fini(struct rd_control *ctl)
+{
+	while (ctl->mconns)
+		mconn_close(ctl, ctl->mconns);
+	if (ctl->metrics_fd >= 0)
+		close(ctl->metrics_fd);
+	ctl->metrics_fd = -1;
+}
+
+void rd_metrics_accept(struct rd_control *ctl)
+{
+	int fd;
+
+	while ((fd = accept4(ctl->metrics_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct rd_mconn *m = calloc(1, sizeof(*m));
+
+		if (!m) {
+			close(fd);
+			continue;
+		}
+		m->tag.kind = RD_EP_METRICS_CONN;
+		m->fd = fd;
+		m->deadline_ns = rd_mono_ns() + CONN_TIMEOUT_NS;
+		m->next = ctl->mconns;
+		ctl->mconns = m;
+		rd_control_epoll_add(ctl, fd, m);
+	}
+}
+
+bool rd_metrics_conn_live(struct rd_control *ctl, void *tag)
+{
+	for (struct rd_mconn *m = ctl->mconns; m; m = m->next)
+		if ((void *)m == tag)
+			return true;
+	return false;
+}
+
+void rd_metrics_timer(struct rd_control *ctl)
+{
+	uint64_t now = rd_mono_ns();
+
+	for (struct rd_mconn *m = ctl->mconns, *next; m; m = next) {
+		next = m->next;
+		if (now >= m->deadline_ns)
+			mconn_close(ctl, m);
+	}
+}
+
+/* ---- the page ---- */
+
+struct page {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+};
+
+static void put(struct page *p, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(p->buf + p->len, p->cap - p->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			p->oom = true;
+			return;
+		}
+		if ((size_t)n < p->cap - p->len) {
+			p->len += (size_t)n;
+			return;
+		}
+		size_t cap = p->cap * 2 + (size_t)n;
+		char *b = realloc(p->buf, cap);
+
+		if (!b) {
+			p->oom = true;
+			return;
+		}
+		p->buf = b;
+		p->cap = cap;
+	}
+}
+
+static void head(struct page *p, const char *name, const char *type, const char *help)
+{
+	put(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void counter(struct page *p, const char *name, const char *help, uint64_t v)
+{
+	head(p, name, "counter", help);
+	put(p, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void gauge(struct page *p, const char *name, const char *help, double v)
+{
+	head(p, name, "gauge", help);
+	put(p, "%s %.17g\n", name, v);
+}
+
+/* Label values: escape backslash, quote and newline (names are plain anyway). */
+static const char *esc(const char *s, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (; *s && o + 2 < cap; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n') {
+			out[o++] = '\\';
+			out[o++] = *s == '\n' ? 'n' : *s;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o] = 0;
+	return out;
+}
+
+static void page_build(struct rd_control *ctl, struct page *p)
+{
+	const struct rd_poller_stats *ps = &ctl->poller->stats;
+	static const char *const xp[RD_LAT_XPORTS] = { "tcp", "verbs" };
+	char e1[160], e2[160];
+	uint64_t cum, total;
+
+	head(p, "roshm_build_info", "gauge", "roshmd version and node; always 1");
+	put(p, "roshm_build_info{version=\"%s\",node=\"%s\"} 1\n", ROSHM_VERSION,
+	    esc(ctl->cfg->node, e1, sizeof(e1)));
+	gauge(p, "roshm_uptime_seconds", "Seconds since roshmd started",
+	      (double)(rd_mono_ns() - ctl->start_ns) / 1e9);
+	gauge(p, "roshm_clients", "Attached clients (pods)", ctl->nclients);
+	gauge(p, "roshm_regions", "Regions owned by this node's clients", ctl->nregions);
+	counter(p, "roshm_poller_rounds_total", "Poll rounds", RD_STAT_GET(ps->rounds));
+	counter(p, "roshm_poller_busy_rounds_total", "Poll rounds that did work",
+		RD_STAT_GET(ps->busy_rounds));
+	counter(p, "roshm_poller_sleeps_total", "Times the adaptive poller slept", RD_STAT_GET(ps->sleeps));
+	counter(p, "roshm_sqes_total", "Submission queue entries consumed", RD_STAT_GET(ps->sqes));
+	counter(p, "roshm_sqe_errors_total", "Completions with an error status", RD_STAT_GET(ps->errors));
+	counter(p, "roshm_corrupt_clients_total", "Clients cut off for corrupting their rings",
+		RD_STAT_GET(ps->corrupt_clients));
+	counter(p, "roshm_txn_committed_total", "Transactions committed as writer",
+		RD_STAT_GET(ps->txn_committed));
+	counter(p, "roshm_txn_replayed_total", "Transactions replayed with a new sequence",
+		RD_STAT_GET(ps->txn_replayed));
+	counter(p, "roshm_txn_log_full_total", "Reservations that waited for a full log",
+		RD_STAT_GET(ps->txn_log_full));
+	counter(p, "roshm_txn_applied_total", "Transactions applied to this node's regions",
+		RD_STAT_GET(ps->txn_applied));
+	counter(p, "roshm_txn_aborted_total", "Reserved sequences aborted as holes",
+		RD_STAT_GET(ps->txn_aborted));
+	counter(p, "roshm_txn_invalid_total", "Committed records that failed their checks",
+		RD_STAT_GET(ps->txn_invalid));
+
+	/* SQEs consumed per client per poll round (rounds that consumed any). */
+	head(p, "roshm_batch_size", "histogram", "SQEs taken from one client in one poll round");
+	cum = 0;
+	for (int i = 0; i < RD_BATCH_BUCKETS; i++) {
+		cum += RD_STAT_GET(ps->batch_hist[i]);
+		/* bucket i holds batches of [2^i, 2^(i+1)) SQEs */
+		put(p, "roshm_batch_size_bucket{le=\"%u\"} %llu\n", (2u << i) - 1, (unsigned long long)cum);
+	}
+	put(p, "roshm_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+	put(p, "roshm_batch_size_sum %llu\n", (unsigned long long)RD_STAT_GET(ps->batch_sqes));
+	put(p, "roshm_batch_size_count %llu\n", (unsigned long long)cum);
+
+	/* Remote operation latency: submit to completion, per transport. */
+	head(p, "roshm_op_latency_seconds", "histogram",
+	     "Remote operation latency from submission to completion, by transport");
+	for (int x = 0; x < RD_LAT_XPORTS; x++) {
+		cum = 0;
+		for (int i = 0; i < RD_LAT_BUCKETS; i++) {
+			cum += RD_STAT_GET(ps->lat_hist[x][i]);
+			put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",le=\"%g\"} %llu\n", xp[x],
+			    (double)(1ull << i) * 1e-6, (unsigned long long)cum);
+		}
+		total = cum + RD_STAT_GET(ps->lat_hist[x][RD_LAT_BUCKETS]);
+		put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",le=\"+Inf\"} %llu\n", xp[x],
+		    (unsigned long long)total);
+		put(p, "roshm_op_latency_seconds_sum{transport=\"%s\"} %.9f\n", xp[x],
+		    (double)RD_STAT_GET(ps->lat_sum_us[x]) * 1e-6);
+		put(p, "roshm_op_latency_seconds_count{transport=\"%s\"} %llu\n", xp[x],
+		    (unsigned long long)total);
+	}
+
+	/* Per tenant: what its clients did. */
+	head(p, "roshm_tenant_sqes_total", "counter", "SQEs consumed, by tenant");
+	for (int t = 0; t < ctl->cfg->ntenants; t++) {
+		uint64_t n = 0;
+
+		for (struct rd_client *c = ctl->clients; c; c = c->next)
+			if (!strcmp(c->tenant, ctl->cfg->tenants[t].name))
+				n += RD_STAT_GET(c->stats.sqes);
+		put(p, "roshm_tenant_sqes_total{tenant=\"%s\"} %llu\n",
+		    esc(ctl->cfg->tenants[t].name, e1, sizeof(e1)),
+		    (unsigned long long)(n + ctl->tenant_sqes_gone[t]));
+	}
+
+	/* Peers. */
+	head(p, "roshm_peer_up", "gauge", "1 when the connection to the peer node is up");
+	for (struct rd_peer *q = ctl->peers; q; q = q->next)
+		put(p, "roshm_peer_up{node=\"%s\",transport=\"%s\"} %d\n", esc(q->node, e1, sizeof(e1)),
+		    q->self ? "verbs-loopback" : q->verbs ? "verbs" : "tcp", q->ctl_up ? 1 : 0);
+	head(p, "roshm_peer_work_requests_total", "counter",
+	     "Operations sent to the peer (tcp frames, verbs WRs)");
+	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
+		uint64_t n = 0;
+
+		if (q->verbs)
+			for (uint32_t i = 0; i < q->nvq; i++)
+				n += RD_STAT_GET(q->vq[i]->wrs);
+		else
+			n = RD_STAT_GET(q->conn.frames_tx);
+		put(p, "roshm_peer_work_requests_total{node=\"%s\"} %llu\n", esc(q->node, e2, sizeof(e2)),
+		    (unsigned long long)n);
+	}
+	head(p, "roshm_peer_doorbells_total", "counter", "verbs: ibv_post_send calls (WR chains)");
+	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
+		uint64_t n = 0;
+
+		if (!q->verbs)
+			continue;
+		for (uint32_t i = 0; i < q->nvq; i++)
+			n += RD_STAT_GET(q->vq[i]->posts);
+		put(p, "roshm_peer_doorbells_total{node=\"%s\"} %llu\n", esc(q->node, e2, sizeof(e2)),
+		    (unsigned long long)n);
+	}
+	head(p, "roshm_peer_completion_errors_total", "counter",
+	     "verbs: error completions (each took the peer down)");
+	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
+		uint64_t n = 0;
+
+		if (!q->verbs)
+			continue;
+		for (uint32_t i = 0; i < q->nvq; i++)
+			n += RD_STAT_GET(q->vq[i]->errors);
+		put(p, "roshm_peer_completion_errors_total{node=\"%s\"} %llu\n",
+		    esc(q->node, e2, sizeof(e2)), (unsigned long long)n);
+	}
+}
+
+char *rd_metrics_page(struct rd_control *ctl, size_t *len)
+{
+	struct page p = { .cap = 16384 };
+
+	p.buf = malloc(p.cap);
+	if (!p.buf)
+		return NULL;
+	p.buf[0] = 0;
+	page_build(ctl, &p);
+	if (p.oom) {
+		free(p.buf);
+		return NULL;
+	}
+	*len = p.len;
+	return p.buf;
+}
+
+static void reply(struct rd_mconn *m, const char *status, const char *type, const char *body,
+		  size_t blen)
+{
+	char hdr[256];
+	int n = snprintf(hdr, sizeof(hdr),
+			 "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+			 status, type, blen);
+	struct iovec iov[2] = { { hdr, (size_t)n }, { (void *)body, blen } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+
+	/* The page fits the socket buffer of a fresh connection; what does not
+	 * (a peer that never reads) is cut: this thread never blocks. */
+	(void)sendmsg(m->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void rd_metrics_readable(struct rd_control *ctl, void *tag)
+{
+	struct rd_mconn *m = tag;
+	ssize_t n = read(m->fd, m->buf + m->have, sizeof(m->buf) - 1 - m->have);
+
+	if (n <= 0) {
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		mconn_close(ctl, m);
+		return;
+	}
+	m->have += (uint32_t)n;
+	m->buf[m->have] = 0;
+	if (!strstr(m->buf, "\r\n\r\n") && !strstr(m->buf, "\n\n")) {
+		if (m->have >= sizeof(m->buf) - 1) {
+			reply(m, "431 Request Header Fields Too Large", "text/plain", "", 0);
+			mconn_close(ctl, m);
+		}
+		return;
+	}
+	if (strncmp(m->buf, "GET ", 4)) {
+		reply(m, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+	} else if (strncmp(m->buf + 4, "/metrics ", 9) && strncmp(m->buf + 4, "/metrics?", 9)) {
+		reply(m, "404 Not Found", "text/plain", "try /metrics\n", 13);
+	} else {
+		size_t len;
+		char *page = rd_metrics_page(ctl, &len);
+
+		if (page)
+			reply(m, "200 OK", "text/plain; version=0.0.4; charset=utf-8", page, len);
+		else
+			reply(m, "500 Internal Server Error", "text/plain", "", 0);
+		free(page);
+	}
+	mconn_close(ctl, m);
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# /metrics and the DPDK telemetry commands of a real roshmd: the page passes
+# `promtool check metrics` and its counters move with real operations; the
+# /roshm/* telemetry commands answer over the telemetry socket; bad requests
+# get 404/405 and a silent connection does not block the control thread.
+#   check_metrics.sh ROSHMD ROSHM_PERF
+set -u
+roshmd=$1 perf=$2
+fail() { echo "FAIL: $*"; [[ -f "$d/roshmd.log" ]] && cat "$d/roshmd.log"; exit 1; }
+for t in curl promtool python3; do
+  command -v $t >/dev/null || { echo "check_metrics: skipped: $t missing (make deps installs it)"; exit 77; }
+done
+d=$(mktemp -d /tmp/roshm-metrics.XXXXXX)
+port=$((20000 + $$ % 20000))
+prefix=cm$$
+cat > "$d/r.conf" <<CONF
+node = "metrics-node";
+socket = "$d/r.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--file-prefix", "$prefix",
+        "--log-level", "lib.eal:error" ];
+registry: { dir = "$d/reg"; };
+metrics: { listen = "127.0.0.1:$port"; };
+CONF
+"$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$d"' EXIT
+for _ in $(seq 100); do [[ -S $d/r.sock ]] && break; sleep 0.1; done
+[[ -S $d/r.sock ]] || fail "roshmd did not start"
+url=http://127.0.0.1:$port/metrics
+curl -sf "$url" > "$d/m0" || fail "GET /metrics"
+# real operations: a latency sweep through the poller (local transport)
+"$perf" -s "$d/r.sock" -n 200 sweep 4096 > "$d/perf.log" 2>&1 || fail "roshm-perf: $(tail -3 "$d/perf.log")"
+curl -sf "$url" > "$d/m1" || fail "GET /metrics after work"
+promtool check metrics < "$d/m1" > "$d/lint" 2>&1 || fail "promtool: $(cat "$d/lint")"
+val() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+s0=$(val roshm_sqes_total "$d/m0"); s1=$(val roshm_sqes_total "$d/m1")
+[[ -n "$s1" && "$s1" -gt "$s0" ]] || fail "roshm_sqes_total did not grow ($s0 -> $s1)"
+[[ "$s1" -ge 2600 ]] || fail "roshm_sqes_total $s1 < the 2600+ operations run"
+grep -q '^roshm_build_info{version="[^"]*",node="metrics-node"} 1$' "$d/m1" || fail "roshm_build_info"
+bc=$(val 'roshm_batch_size_count' "$d/m1"); bi=$(val 'roshm_batch_size_bucket{le="+Inf"}' "$d/m1")
+[[ -n "$bc" && "$bc" = "$bi" && "$bc" -gt 0 ]] || fail "batch histogram count $bc, +Inf $bi"
+# buckets never decrease
+awk -F'[ {}]' '/^roshm_batch_size_bucket/ { if ($NF < last) exit 1; last = $NF }' "$d/m1" ||
+  fail "batch histogram buckets decrease"
+grep -q '^roshm_tenant_sqes_total{tenant="default"} [1-9]' "$d/m1" || fail "per-tenant counter"
+grep -q '^roshm_op_latency_seconds_bucket{transport="verbs",le="+Inf"} 0$' "$d/m1" ||
+  fail "latency histogram for verbs"
+# counters survive the client's departure (they never go down)
+t1=$(val 'roshm_tenant_sqes_total{tenant="default"}' "$d/m1")
+curl -sf "$url" > "$d/m2"
+t2=$(val 'roshm_tenant_sqes_total{tenant="default"}' "$d/m2")
+[[ "$t2" -ge "$t1" ]] || fail "tenant counter went down ($t1 -> $t2)"
+# HTTP edges
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/nope")
+[[ $code = 404 ]] || fail "unknown path: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")
+[[ $code = 405 ]] || fail "POST: $code"
+# a client that connects and says nothing: others are still served at once
+exec 7<>/dev/tcp/127.0.0.1/$port
+timeout 2 curl -sf "$url" > /dev/null || fail "a silent connection blocked /metrics"
+exec 7>&-
+# telemetry
+sockf=$(ls /var/run/dpdk/$prefix/dpdk_telemetry.v2 2>/dev/null || ls /run/user/*/dpdk/$prefix/dpdk_telemetry.v2 2>/dev/null)
+[[ -S "$sockf" ]] || fail "no telemetry socket for prefix $prefix"
+python3 - "$sockf" > "$d/tel" 2>&1 <<'PY' || fail "telemetry: $(cat "$d/tel")"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+json.loads(s.recv(16384))
+def cmd(c):
+    s.send(c.encode())
+    return json.loads(s.recv(1 << 20))[c]
+st = cmd("/roshm/stats")
+assert st["node"] == "metrics-node", st
+assert st["sqes"] >= 2600, st
+assert len(st["batch_log2_hist"]) == 12, st
+assert isinstance(cmd("/roshm/regions"), dict)
+assert isinstance(cmd("/roshm/peers"), dict)
+lst = json.loads((s.send(b"/"), s.recv(1 << 20))[1])["/"]
+assert "/roshm/stats" in lst and "/roshm/regions" in lst and "/roshm/peers" in lst, lst
+print("telemetry ok:", st["sqes"], "sqes")
+PY
+kill -TERM $pid; wait $pid; rc=$?
+[[ $rc = 0 ]] || fail "roshmd exit $rc"
+echo "check_metrics: $(cat "$d/tel"); 1 passed, 0 failed"
