@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 
 #include "config.h"
 
@@ -518,7 +519,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 			fail(&c, s, "'transport.verbs.advertise' must be an IPv4 address");
 			goto out;
 		}
-		if (cfg->tcp_enabled && !cfg->tcp_advertise[0]) {
+		/* ROSHM_ADVERTISE (rd_config_apply_env) may supply it */
+		if (cfg->tcp_enabled && !cfg->tcp_advertise[0] && !getenv("ROSHM_ADVERTISE")) {
 			if (strcmp(cfg->tcp_listen, "0.0.0.0")) {
 				snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", cfg->tcp_listen);
 			} else {
@@ -580,4 +582,86 @@ const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const 
 		if (!strcmp(cfg->tenants[i].name, name))
 			return &cfg->tenants[i];
 	return NULL;
+}
+
+/* The first entry of /sys/bus/pci/devices/ADDR/SUB/ (an ibdev or a netdev). */
+static bool sysfs_first(const char *sysfs, const char *pci, const char *sub, char *out, size_t len)
+{
+	char path[512];
+	DIR *d;
+	struct dirent *e;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/%s", sysfs, pci, sub);
+	d = opendir(path);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d)))
+		if (e->d_name[0] != '.' && strlen(e->d_name) < len) {
+			snprintf(out, len, "%s", e->d_name);
+			found = true;
+		}
+	closedir(d);
+	return found;
+}
+
+static bool pci_addr_ok(const char *s)
+{
+	unsigned a, b, c, f;
+	char tail;
+
+	return sscanf(s, "%4x:%2x:%2x.%1x%c", &a, &b, &c, &f, &tail) == 4 && strlen(s) == 12;
+}
+
+int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sysfs, char *log,
+			size_t loglen, char *err, size_t errlen)
+{
+	size_t ll = 0;
+	struct in_addr a;
+
+	log[0] = 0;
+	for (char *const *e = envp; e && *e; e++) {
+		const char *v = strchr(*e, '=');
+
+		if (!v++)
+			continue;
+		if (!strncmp(*e, "ROSHM_NODE=", 11)) {
+			if (!rd_valid_name(v) || strlen(v) >= sizeof(cfg->node)) {
+				snprintf(err, errlen, "ROSHM_NODE='%s': letters, digits, '-', '_', '.'", v);
+				return -1;
+			}
+			snprintf(cfg->node, sizeof(cfg->node), "%s", v);
+			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0, " node=%s", v);
+		} else if (!strncmp(*e, "ROSHM_ADVERTISE=", 16)) {
+			if (inet_pton(AF_INET, v, &a) != 1) {
+				snprintf(err, errlen, "ROSHM_ADVERTISE='%s' is not an IPv4 address", v);
+				return -1;
+			}
+			snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", v);
+			snprintf(cfg->verbs_advertise, sizeof(cfg->verbs_advertise), "%s", v);
+			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0, " advertise=%s", v);
+		} else if (!strncmp(*e, "PCIDEVICE_", 10) && cfg->verbs_enabled && !cfg->verbs_device[0] &&
+			   !cfg->verbs_netdev[0]) {
+			/* the device plugin's value: one PCI address, or a list */
+			char pci[32];
+			size_t n = strcspn(v, ",");
+
+			if (n >= sizeof(pci))
+				continue;
+			memcpy(pci, v, n);
+			pci[n] = 0;
+			if (!pci_addr_ok(pci))
+				continue;
+			if (!sysfs_first(sysfs, pci, "infiniband", cfg->verbs_device, sizeof(cfg->verbs_device))) {
+				snprintf(err, errlen, "%.*s=%s: no RDMA device under %s/bus/pci/devices/%s/infiniband",
+					 (int)(v - *e - 1), *e, pci, sysfs, pci);
+				return -1;
+			}
+			sysfs_first(sysfs, pci, "net", cfg->verbs_netdev, sizeof(cfg->verbs_netdev));
+			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0,
+					       " verbs device=%s netdev=%s (VF %s)", cfg->verbs_device,
+					       cfg->verbs_netdev[0] ? cfg->verbs_netdev : "?", pci);
+		}
+	}
+	return 0;
 }

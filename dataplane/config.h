@@ -89,6 +89,16 @@ struct rd_config {
  */
 int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t errlen);
 void rd_config_defaults(struct rd_config *cfg);
+/*
+ * What the environment says about this instance (Kubernetes): ROSHM_NODE
+ * (spec.nodeName) names the node, ROSHM_ADVERTISE (status.podIP or the host
+ * IP) is the address peers use, and an SR-IOV VF given to the pod by the
+ * device plugin (PCIDEVICE_*=<PCI address>) selects the verbs device and
+ * netdev when the file names none. @sysfs is "/sys" except in tests.
+ * Returns 0, or -1 with @err set. Each override is described in @log.
+ */
+int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sysfs, char *log,
+			size_t loglen, char *err, size_t errlen);
 void rd_config_free(struct rd_config *cfg);
 /* Names of nodes, tenants and regions: [A-Za-z0-9._-]+, not starting with a dot. */
 bool rd_valid_name(const char *s);

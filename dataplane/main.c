@@ -139,6 +139,17 @@ int main(int argc, char **argv)
 		rd_config_free(&cfg);
 		return 0;
 	}
+	{
+		extern char **environ;
+		char envlog[256];
+
+		if (rd_config_apply_env(&cfg, environ, "/sys", envlog, sizeof(envlog), err, sizeof(err))) {
+			fprintf(stderr, "roshmd: %s\n", err);
+			return 1;
+		}
+		if (envlog[0])
+			fprintf(stderr, "roshmd: from the environment:%s\n", envlog);
+	}
 
 	/* Block the stop signals before EAL starts its threads, so that they
 	 * inherit the mask and only the control thread's signalfd sees them. */

@@ -139,6 +139,49 @@ static void test_verbs_keys(void **st)
 	expect_error("transport: { verbs: {\n gid_index = -2; }; };\n", 2, "out of range");
 }
 
+static void test_env(void **st)
+{
+	char dir[] = "/tmp/roshm-sysfs.XXXXXX", p[256], log[256], err[256];
+	struct rd_config cfg;
+
+	(void)st;
+	assert_non_null(mkdtemp(dir));
+	snprintf(p, sizeof(p), "mkdir -p %s/bus/pci/devices/0000:3b:02.1/infiniband/mlx5_3 "
+		 "%s/bus/pci/devices/0000:3b:02.1/net/ens1f0v1", dir, dir);
+	assert_int_equal(system(p), 0);
+	assert_int_equal(load("transport: { verbs: { enabled = true; }; };\n", &cfg, err, sizeof(err)), 0);
+	char *env[] = { "PATH=/bin", "ROSHM_NODE=worker-7", "ROSHM_ADVERTISE=10.1.2.3",
+			"PCIDEVICE_NVIDIA_COM_ROCE_VF=0000:3b:02.1", NULL };
+
+	assert_int_equal(rd_config_apply_env(&cfg, env, dir, log, sizeof(log), err, sizeof(err)), 0);
+	assert_string_equal(cfg.node, "worker-7");
+	assert_string_equal(cfg.verbs_advertise, "10.1.2.3");
+	assert_string_equal(cfg.verbs_device, "mlx5_3");
+	assert_string_equal(cfg.verbs_netdev, "ens1f0v1");
+	assert_non_null(strstr(log, "VF 0000:3b:02.1"));
+	rd_config_free(&cfg);
+	/* a device named in the file wins over the VF */
+	assert_int_equal(load("transport: { verbs: { enabled = true; device = \"rxe0\"; }; };\n", &cfg,
+			      err, sizeof(err)), 0);
+	assert_int_equal(rd_config_apply_env(&cfg, env, dir, log, sizeof(log), err, sizeof(err)), 0);
+	assert_string_equal(cfg.verbs_device, "rxe0");
+	rd_config_free(&cfg);
+	/* bad values are errors that name the variable */
+	char *bad1[] = { "ROSHM_NODE=a/b", NULL }, *bad2[] = { "ROSHM_ADVERTISE=node-1", NULL };
+	char *bad3[] = { "PCIDEVICE_X=0000:3b:02.2", NULL };
+
+	assert_int_equal(load("transport: { verbs: { enabled = true; }; };\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(rd_config_apply_env(&cfg, bad1, dir, log, sizeof(log), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ROSHM_NODE"));
+	assert_int_equal(rd_config_apply_env(&cfg, bad2, dir, log, sizeof(log), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "ROSHM_ADVERTISE"));
+	assert_int_equal(rd_config_apply_env(&cfg, bad3, dir, log, sizeof(log), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no RDMA device"));
+	rd_config_free(&cfg);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	assert_int_equal(system(p), 0);
+}
+
 static void test_missing_file(void **st)
 {
 	struct rd_config cfg;
@@ -160,6 +203,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_type),
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_verbs_keys),
+		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_missing_file),
 	};
 	int fd;
