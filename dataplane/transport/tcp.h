@@ -44,6 +44,9 @@ struct rd_tcp_secret {
 	size_t len;
 };
 int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, size_t errlen);
+/* "SCHEME:IPV4:PORT" (tcp, verbs) into @sa; -EINVAL when malformed. */
+struct sockaddr_in;
+int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa);
 /* Connect to "tcp:ADDR:PORT", authenticate both ways; returns a non-blocking fd. */
 int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_secret *sec,
 		   int timeout_ms, char *peer_node);

@@ -76,16 +76,17 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int parse_endpoint(const char *ep, struct sockaddr_in *sa)
+int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa)
 {
+	size_t sl = strlen(scheme);
 	char host[64];
 	const char *colon;
 	long port;
 	char *end;
 
-	if (strncmp(ep, "tcp:", 4))
+	if (strncmp(ep, scheme, sl) || ep[sl] != ':')
 		return -EINVAL;
-	ep += 4;
+	ep += sl + 1;
 	colon = strrchr(ep, ':');
 	if (!colon || (size_t)(colon - ep) >= sizeof(host))
 		return -EINVAL;
@@ -146,7 +147,7 @@ int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_s
 	uint8_t expect[ROSHM_TCP_MAC];
 	int fd, ret;
 
-	ret = parse_endpoint(endpoint, &sa);
+	ret = rd_parse_endpoint(endpoint, "tcp", &sa);
 	if (ret)
 		return ret;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

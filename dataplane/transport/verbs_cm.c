@@ -249,17 +249,13 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 
 /* Destroy the QP, its id and CQ; the structure stays (the poller may look
  * at q->up at any time, and sees false). */
+static void attempt_undo(struct rd_vqp *q);
+
 static void qp_teardown(struct rd_vqp *q)
 {
-	if (q->id) {
-		if (q->id->qp)
-			rdma_destroy_qp(q->id);
-		rdma_destroy_id(q->id);
-	}
+	attempt_undo(q);
 	if (q->cq)
 		ibv_destroy_cq(q->cq);
-	q->id = NULL;
-	q->qp = NULL;
 	q->cq = NULL;
 }
 
@@ -822,30 +818,6 @@ out:
 	return ret;
 }
 
-static int parse_verbs_endpoint(const char *ep, struct sockaddr_in *sa)
-{
-	char host[64];
-	const char *colon;
-	long port;
-	char *end;
-
-	if (strncmp(ep, "verbs:", 6))
-		return -EINVAL;
-	ep += 6;
-	colon = strrchr(ep, ':');
-	if (!colon || (size_t)(colon - ep) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, ep, (size_t)(colon - ep));
-	host[colon - ep] = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port < 1 || port > 65535)
-		return -EINVAL;
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
-}
-
 /* Log which GID the connected QP uses: it must be RoCE v2. */
 static void log_qp_gid(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q)
 {
@@ -874,7 +846,7 @@ int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, 
 
 	if (!ctl->verbs)
 		return -EHOSTUNREACH;
-	ret = parse_verbs_endpoint(p->endpoint, &dst);
+	ret = rd_parse_endpoint(p->endpoint, "verbs", &dst);
 	if (ret)
 		return ret;
 	/* The structures are made once and kept: the poller may read them. */
