@@ -24,7 +24,10 @@ enum { TEL_STATS, TEL_REGIONS, TEL_PEERS, TEL_N };
 struct rd_tel {
 	pthread_mutex_t lock;
 	char *json[TEL_N];
+	uint64_t next_ns;             /* control thread: next refresh */
 };
+
+#define REFRESH_NS 1000000000ull  /* regions: once a second */
 
 static struct rd_tel tel = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -35,11 +38,21 @@ void rd_telemetry_refresh(struct rd_control *ctl)
 	static const char *const cmd[TEL_N] = { "stats", "regions", "peers" };
 	char *s[TEL_N];
 
+	bool regions;
+
 	if (!ctl->tel)
 		return;
+	/* stats and peers each tick; the regions list reads the registry */
+	regions = rd_mono_ns() >= ctl->tel->next_ns;
+	if (regions)
+		ctl->tel->next_ns = rd_mono_ns() + REFRESH_NS;
 	for (int i = 0; i < TEL_N; i++) {
-		json_t *o = rd_control_admin_json(ctl, cmd[i]);
+		json_t *o = i == TEL_REGIONS && !regions ? NULL : rd_control_admin_json(ctl, cmd[i]);
 
+		if (i == TEL_REGIONS && !regions) {
+			s[i] = NULL;
+			continue;
+		}
 		if (o && i == TEL_STATS) {
 			/* status fields too: one command tells the node's state */
 			json_t *st = rd_control_admin_json(ctl, "status");
@@ -53,6 +66,8 @@ void rd_telemetry_refresh(struct rd_control *ctl)
 	}
 	pthread_mutex_lock(&tel.lock);
 	for (int i = 0; i < TEL_N; i++) {
+		if (i == TEL_REGIONS && !regions)
+			continue;
 		free(tel.json[i]);
 		tel.json[i] = s[i];
 	}
