@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Kubernetes manifests (k8s/): every overlay and the example render with
+# kustomize, validate against the Kubernetes schemas (npm kubernetes-models)
+# plus roshm's own rules (validate.mjs), and their roshmd.conf passes
+# roshmd --check-config. A file breaking each rule must be refused.
+#   check_k8s.sh SRC BUILD ROSHMD
+set -u
+src=$1 build=$2 roshmd=$3
+for t in node npm kubectl; do
+  command -v $t >/dev/null || { echo "check_k8s: skipped: $t missing"; exit 77; }
+done
+fail() { echo "FAIL: $*"; exit 1; }
+v=$build/k8s-validate
+if [[ ! -d $v/node_modules/kubernetes-models ]]; then
+  mkdir -p "$v"
+  (cd "$v" && npm init -y >/dev/null && npm install --no-audit --no-fund --silent kubernetes-models@4 yaml@2) ||
+    fail "npm install kubernetes-models yaml"
+fi
+cp "$src/tests/k8s/validate.mjs" "$v/validate.mjs"
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+for o in overlays/tcp overlays/sriov-roce examples/app; do
+  kubectl kustomize "$src/k8s/$o" > "$d/out.yaml" 2> "$d/err" || fail "kustomize $o: $(cat "$d/err")"
+  out=$(node "$v/validate.mjs" "$d/out.yaml") || fail "$o: $out"
+  echo "check_k8s: $o: $out"
+done
+out=$(node "$v/validate.mjs" "$src/k8s/overlays/sriov-roce/sriov-node-policy.example.yaml") || fail "policy: $out"
+# the rules can fail
+out=$(node "$v/validate.mjs" "$src/tests/k8s/bad.yaml") && fail "bad.yaml accepted"
+for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory requests must equal limits" \
+            "hugepages-2Mi requests != limits" "medium Hugepages" "preStop (drain) missing" \
+            "terminationGracePeriodSeconds" "Deployment/app" "has no tag" \
+            "hugepages-1Gi requested without cpu and memory" "roshm-drain sidecar: preStop"; do
+  [[ "$out" == *"$want"* ]] || fail "bad.yaml: '$want' not reported in: $out"
+done
+# the configurations the overlays ship
+printf 'tenants = ( { name = "default"; token = "t"; } );\n' > "$d/tenants.conf"
+for o in tcp sriov-roce; do
+  sed "s#/etc/roshm/secret/tenants.conf#$d/tenants.conf#" "$src/k8s/overlays/$o/roshmd.conf" > "$d/r.conf"
+  ROSHM_ADVERTISE=198.18.0.1 "$roshmd" --check-config "$d/r.conf" > "$d/cc" 2>&1 || fail "$o roshmd.conf: $(cat "$d/cc")"
+done
+echo "check_k8s: 1 passed, 0 failed"

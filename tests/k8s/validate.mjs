@@ -1,0 +1,89 @@
+// Validate rendered Kubernetes manifests offline: the kubernetes-models
+// schemas, plus what those schemas do not check for roshm. Usage:
+//   node validate.mjs FILE...   (multi-document YAML); exit 1 on any problem
+import { readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+
+const problems = [];
+const bad = (doc, msg) => problems.push(`${doc.kind}/${doc.metadata?.name}: ${msg}`);
+const crd = {
+  "k8s.cni.cncf.io/v1/NetworkAttachmentDefinition": (d) => {
+    if (typeof d.spec?.config !== "string") return bad(d, "spec.config must be a string");
+    try { JSON.parse(d.spec.config); } catch (e) { bad(d, `spec.config is not JSON: ${e.message}`); }
+    if (Object.keys(d.spec).some((k) => k !== "config")) bad(d, "unknown field in spec");
+  },
+  "sriovnetwork.openshift.io/v1/SriovNetworkNodePolicy": (d) => {
+    for (const k of ["resourceName", "numVfs", "nicSelector", "nodeSelector"])
+      if (d.spec?.[k] === undefined) bad(d, `spec.${k} is required`);
+  },
+};
+const mediums = new Set(["", "Memory", "HugePages", "HugePages-2Mi", "HugePages-1Gi"]);
+const qty = (v) => {
+  if (v === undefined) return undefined;
+  const m = String(v).match(/^([0-9.]+)(m|Ki|Mi|Gi|Ti)?$/);
+  if (!m) return NaN;
+  const mul = { m: 1e-3, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4 }[m[2]] ?? 1;
+  return Number(m[1]) * mul;
+};
+
+function podChecks(doc, spec) {
+  const isRoshmd = doc.kind === "DaemonSet" && doc.metadata?.name === "roshmd";
+  for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
+    const img = c.image ?? "";
+    const tag = img.includes("@") ? "digest" : img.split("/").pop().split(":")[1];
+    if (!tag) bad(doc, `container ${c.name}: image ${img} has no tag`);
+    if (tag === "latest") bad(doc, `container ${c.name}: image ${img} uses the latest tag`);
+    const rq = c.resources?.requests ?? {}, lim = c.resources?.limits ?? {};
+    for (const k of Object.keys({ ...rq, ...lim }).filter((k) => k.startsWith("hugepages-"))) {
+      if (qty(rq[k]) !== qty(lim[k])) bad(doc, `container ${c.name}: ${k} requests != limits`);
+      if (rq.cpu === undefined || rq.memory === undefined)
+        bad(doc, `container ${c.name}: ${k} requested without cpu and memory`);
+    }
+    if (isRoshmd && c.name === "roshmd") {
+      for (const k of ["cpu", "memory"])
+        if (rq[k] === undefined || qty(rq[k]) !== qty(lim[k]))
+          bad(doc, `roshmd: ${k} requests must equal limits (Guaranteed QoS)`);
+      if (!Number.isInteger(qty(rq.cpu))) bad(doc, "roshmd: cpu must be an integer (exclusive cores)");
+      if (!(c.securityContext?.capabilities?.add ?? []).includes("IPC_LOCK"))
+        bad(doc, "roshmd: IPC_LOCK missing (pinned memory regions)");
+      if (!c.lifecycle?.preStop) bad(doc, "roshmd: preStop (drain) missing");
+      if (!c.readinessProbe || !c.livenessProbe) bad(doc, "roshmd: readiness and liveness probes");
+    }
+    if (c.name === "roshm-drain" && !c.lifecycle?.preStop)
+      bad(doc, "roshm-drain sidecar: preStop (drain) missing");
+  }
+  for (const v of spec.volumes ?? [])
+    if (v.emptyDir && !mediums.has(v.emptyDir.medium ?? ""))
+      bad(doc, `volume ${v.name}: emptyDir medium ${v.emptyDir.medium} is not a Kubernetes medium`);
+  if (isRoshmd && !((spec.terminationGracePeriodSeconds ?? 30) > 20))
+    bad(doc, "roshmd: terminationGracePeriodSeconds must exceed drain.timeout_ms (20 s)");
+}
+
+let n = 0;
+for (const file of process.argv.slice(2)) {
+  for (const y of parseAllDocuments(readFileSync(file, "utf8"))) {
+    if (y.errors.length) { problems.push(`${file}: ${y.errors[0].message}`); continue; }
+    const doc = y.toJS();
+    if (!doc) continue;
+    n++;
+    const key = `${doc.apiVersion}/${doc.kind}`;
+    if (crd[key]) { crd[key](doc); continue; }
+    const [group, version] = doc.apiVersion.includes("/") ? doc.apiVersion.split("/") : ["", doc.apiVersion];
+    let Model;
+    try {
+      Model = (await import(`kubernetes-models/${group ? group + "/" : ""}${version}/${doc.kind}`))[doc.kind];
+    } catch {
+      bad(doc, `unknown apiVersion/kind ${key}`);
+      continue;
+    }
+    try { new Model(doc).validate(); } catch (e) { bad(doc, e.message.split("\n").slice(0, 3).join(" ")); }
+    const spec = doc.kind === "Pod" ? doc.spec : doc.spec?.template?.spec;
+    if (spec) podChecks(doc, spec);
+  }
+}
+if (problems.length) {
+  for (const p of problems) console.log("  " + p);
+  console.log(`validate: ${problems.length} problem(s) in ${n} objects`);
+  process.exit(1);
+}
+console.log(`validate: ${n} objects OK`);
