@@ -30,7 +30,8 @@ out=$(node "$v/validate.mjs" "$src/tests/k8s/bad.yaml") && fail "bad.yaml accept
 for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory requests must equal limits" \
             "hugepages-2Mi requests != limits" "medium Hugepages" "preStop (drain) missing" \
             "terminationGracePeriodSeconds" "Deployment/app" "has no tag" \
-            "hugepages-1Gi requested without cpu and memory" "roshm-drain sidecar: preStop"; do
+            "hugepages-1Gi requested without cpu and memory" "roshm-drain sidecar: preStop" \
+            ".spec.replica: unknown field" ".spec.template.spec.containers[1].lifecyle: unknown field"; do
   [[ "$out" == *"$want"* ]] || fail "bad.yaml: '$want' not reported in: $out"
 done
 # the configurations the overlays ship

@@ -1,8 +1,43 @@
 // Validate rendered Kubernetes manifests offline: the kubernetes-models
 // schemas, plus what those schemas do not check for roshm. Usage:
 //   node validate.mjs FILE...   (multi-document YAML); exit 1 on any problem
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
+
+// Unknown fields: the schemas accept them, so walk each object along the
+// models' TypeScript interfaces (their .d.ts files list every field).
+const nm = path.join(path.dirname(fileURLToPath(import.meta.url)), "node_modules");
+const ifaces = new Map();
+function iface(file) {
+  if (ifaces.has(file)) return ifaces.get(file);
+  const r = { props: null, imports: new Map() };
+  if (existsSync(file)) {
+    const src = readFileSync(file, "utf8").replace(/\/\*\*[\s\S]*?\*\//g, "");
+    for (const m of src.matchAll(/import \{ (\w+) \} from "([^"]+)";/g))
+      r.imports.set(m[1], m[2].startsWith(".") ? path.resolve(path.dirname(file), m[2] + ".d.ts")
+                                                : path.join(nm, m[2] + ".d.ts"));
+    const body = src.match(/export interface I\w+(?: extends [\w, <>]+)? \{([\s\S]*?)\n\}/);
+    if (body) r.props = new Map([...body[1].matchAll(/^\s*"([^"]+)"\??: (.+?);?$/gm)].map((m) => [m[1], m[2]]));
+  }
+  ifaces.set(file, r);
+  return r;
+}
+function unknownFields(obj, file, at, out) {
+  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) return;
+  const d = iface(file);
+  if (!d.props) return; // not an interface (a type alias): nothing to compare with
+  for (const [k, v] of Object.entries(obj)) {
+    const t = d.props.get(k);
+    if (t === undefined) { out.push(`${at}.${k}: unknown field`); continue; }
+    const m = t.match(/^(?:Array<)?(I\w+)>?$/);
+    if (!m || !d.imports.has(m[1])) continue;
+    const f = d.imports.get(m[1]);
+    if (Array.isArray(v)) v.forEach((e, i) => unknownFields(e, f, `${at}.${k}[${i}]`, out));
+    else unknownFields(v, f, `${at}.${k}`, out);
+  }
+}
 
 const problems = [];
 const bad = (doc, msg) => problems.push(`${doc.kind}/${doc.metadata?.name}: ${msg}`);
@@ -77,6 +112,9 @@ for (const file of process.argv.slice(2)) {
       continue;
     }
     try { new Model(doc).validate(); } catch (e) { bad(doc, e.message.split("\n").slice(0, 3).join(" ")); }
+    const unknown = [];
+    unknownFields(doc, path.join(nm, "kubernetes-models", group, version, doc.kind + ".d.ts"), "", unknown);
+    for (const u of unknown) bad(doc, u);
     const spec = doc.kind === "Pod" ? doc.spec : doc.spec?.template?.spec;
     if (spec) podChecks(doc, spec);
   }
