@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,24 @@ static const char *esc(const char *s, char *out, size_t cap)
 	return out;
 }
 
+/* A counter summed over each verbs peer's QPs: the uint64_t at @off in struct rd_vqp. */
+static void verbs_counter(struct rd_control *ctl, struct page *p, const char *name, const char *help,
+			  size_t off)
+{
+	char e[160];
+
+	head(p, name, "counter", help);
+	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
+		uint64_t n = 0;
+
+		if (!q->verbs)
+			continue;
+		for (uint32_t i = 0; i < q->nvq; i++)
+			n += RD_STAT_GET(*(uint64_t *)(void *)((uint8_t *)q->vq[i] + off));
+		put(p, "%s{node=\"%s\"} %llu\n", name, esc(q->node, e, sizeof(e)), (unsigned long long)n);
+	}
+}
+
 static void page_build(struct rd_control *ctl, struct page *p)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
@@ -296,29 +315,10 @@ static void page_build(struct rd_control *ctl, struct page *p)
 		put(p, "roshm_peer_work_requests_total{node=\"%s\"} %llu\n", esc(q->node, e2, sizeof(e2)),
 		    (unsigned long long)n);
 	}
-	head(p, "roshm_peer_doorbells_total", "counter", "verbs: ibv_post_send calls (WR chains)");
-	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
-		uint64_t n = 0;
-
-		if (!q->verbs)
-			continue;
-		for (uint32_t i = 0; i < q->nvq; i++)
-			n += RD_STAT_GET(q->vq[i]->posts);
-		put(p, "roshm_peer_doorbells_total{node=\"%s\"} %llu\n", esc(q->node, e2, sizeof(e2)),
-		    (unsigned long long)n);
-	}
-	head(p, "roshm_peer_completion_errors_total", "counter",
-	     "verbs: error completions (each took the peer down)");
-	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
-		uint64_t n = 0;
-
-		if (!q->verbs)
-			continue;
-		for (uint32_t i = 0; i < q->nvq; i++)
-			n += RD_STAT_GET(q->vq[i]->errors);
-		put(p, "roshm_peer_completion_errors_total{node=\"%s\"} %llu\n",
-		    esc(q->node, e2, sizeof(e2)), (unsigned long long)n);
-	}
+	verbs_counter(ctl, p, "roshm_peer_doorbells_total", "verbs: ibv_post_send calls (WR chains)",
+		      offsetof(struct rd_vqp, posts));
+	verbs_counter(ctl, p, "roshm_peer_completion_errors_total",
+		      "verbs: error completions (each took the peer down)", offsetof(struct rd_vqp, errors));
 }
 
 char *rd_metrics_page(struct rd_control *ctl, size_t *len)

@@ -737,6 +737,22 @@ static int conn_param(struct rd_control *ctl, struct rdma_conn_param *cp, const 
 	return 0;
 }
 
+/* One connect attempt on a fresh id and QP carrying @pdata; *ev is its
+ * answer (the caller acknowledges it). */
+static int attempt(struct rd_control *ctl, struct rd_vqp *q, const struct sockaddr_in *dst,
+		   uint64_t deadline, const void *pdata, size_t len, struct rdma_cm_event **ev)
+{
+	struct rdma_conn_param cp;
+	int ret = attempt_prepare(ctl, q, dst, deadline);
+
+	if (ret)
+		return ret;
+	conn_param(ctl, &cp, pdata, len);
+	if (rdma_connect(q->id, &cp))
+		return -errno;
+	return cm_wait(ctl, q->id, deadline, ev);
+}
+
 static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q,
 		      const struct sockaddr_in *dst, uint64_t deadline, char *peer_node)
 {
@@ -746,7 +762,6 @@ static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *
 	struct roshm_verbs_challenge c;
 	struct roshm_verbs_proof pr = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_PROOF,
 					.version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
-	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev;
 	uint8_t expect[32];
 	int ret;
@@ -754,17 +769,9 @@ static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *
 	rnd(h.nonce, sizeof(h.nonce));
 	memcpy(h.node, ctl->cfg->node, strnlen(ctl->cfg->node, ROSHM_VERBS_ID - 1));
 	/* 1: hello, answered by a challenge in a reject */
-	ret = attempt_prepare(ctl, q, dst, deadline);
+	ret = attempt(ctl, q, dst, deadline, &h, sizeof(h), &ev);
 	if (ret)
-		goto out;
-	conn_param(ctl, &cp, &h, sizeof(h));
-	if (rdma_connect(q->id, &cp)) {
-		ret = -errno;
-		goto out;
-	}
-	ret = cm_wait(ctl, q->id, deadline, &ev);
-	if (ret)
-		goto out;
+		return ret;
 	memset(&c, 0, sizeof(c));
 	if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
 	    ev->param.conn.private_data_len >= sizeof(c))
@@ -776,45 +783,25 @@ static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *
 	rdma_ack_cm_event(ev);
 	attempt_undo(q);
 	if (ret)
-		goto out;
-	if (c.kind != ROSHM_VERBS_CHALLENGE) {
-		ret = -EACCES;
-		goto out;
-	}
+		return ret;
+	if (c.kind != ROSHM_VERBS_CHALLENGE)
+		return -EACCES;
 	c.node[sizeof(c.node) - 1] = 0;
 	vmac(&v->secret, "roshm-vsrv", h.nonce, c.nonce, h.node, c.node, expect);
-	if (CRYPTO_memcmp(expect, c.mac, sizeof(expect))) {
-		ret = -EACCES;
-		goto out;
-	}
+	if (CRYPTO_memcmp(expect, c.mac, sizeof(expect)))
+		return -EACCES;
 	snprintf(peer_node, ROSHM_NAME_MAX, "%s", c.node);
-	if (strcmp(c.node, p->node)) {
-		ret = -EHOSTUNREACH; /* someone else listens there now */
-		goto out;
-	}
+	if (strcmp(c.node, p->node))
+		return -EHOSTUNREACH; /* someone else listens there now */
 	/* 2: the proof, on the QP we keep */
 	memcpy(pr.nonce, c.nonce, sizeof(pr.nonce));
 	vmac(&v->secret, "roshm-vreq", h.nonce, c.nonce, h.node, c.node, pr.mac);
-	ret = attempt_prepare(ctl, q, dst, deadline);
+	ret = attempt(ctl, q, dst, deadline, &pr, sizeof(pr), &ev);
 	if (ret)
-		goto out;
-	conn_param(ctl, &cp, &pr, sizeof(pr));
-	if (rdma_connect(q->id, &cp)) {
-		ret = -errno;
-		goto out;
-	}
-	ret = cm_wait(ctl, q->id, deadline, &ev);
-	if (ret)
-		goto out;
-	if (ev->event == RDMA_CM_EVENT_ESTABLISHED) {
-		ret = 0;
-	} else if (ev->event == RDMA_CM_EVENT_REJECTED) {
-		ret = -EACCES;
-	} else {
-		ret = -EPROTO;
-	}
+		return ret;
+	ret = ev->event == RDMA_CM_EVENT_ESTABLISHED ? 0 :
+	      ev->event == RDMA_CM_EVENT_REJECTED ? -EACCES : -EPROTO;
 	rdma_ack_cm_event(ev);
-out:
 	return ret;
 }
 
