@@ -44,6 +44,11 @@ struct rd_tcp_secret {
 	size_t len;
 };
 int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, size_t errlen);
+/* HMAC-SHA256(secret, label | n1 | n2 | node1 | node2): label zero-padded to
+ * 16 bytes, node names to their widths; the tcp and verbs handshakes' MAC. */
+void rd_peer_mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
+		 const uint8_t *n2, size_t nonce_len, const char *node1, size_t node1_w,
+		 const char *node2, size_t node2_w, uint8_t *out);
 /* "SCHEME:IPV4:PORT" (tcp, verbs) into @sa; -EINVAL when malformed. */
 struct sockaddr_in;
 int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa);

@@ -48,24 +48,32 @@ int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, siz
 	return 0;
 }
 
-static void mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
-		const uint8_t *n2, const char *node1, const char *node2, uint8_t *out)
+void rd_peer_mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
+		 const uint8_t *n2, size_t nonce_len, const char *node1, size_t node1_w,
+		 const char *node2, size_t node2_w, uint8_t *out)
 {
 	uint8_t msg[16 + 2 * ROSHM_TCP_NONCE + 2 * ROSHM_NAME_MAX];
 	unsigned int len = 0;
-	size_t o = 0;
+	size_t o = 16;
 
 	memset(msg, 0, sizeof(msg));
-	memcpy(msg, label, strlen(label));
-	o = 16;
-	memcpy(msg + o, n1, ROSHM_TCP_NONCE);
-	o += ROSHM_TCP_NONCE;
-	memcpy(msg + o, n2, ROSHM_TCP_NONCE);
-	o += ROSHM_TCP_NONCE;
-	strncpy((char *)msg + o, node1, ROSHM_NAME_MAX - 1);
-	o += ROSHM_NAME_MAX;
-	strncpy((char *)msg + o, node2, ROSHM_NAME_MAX - 1);
-	HMAC(EVP_sha256(), sec->key, (int)sec->len, msg, sizeof(msg), out, &len);
+	memcpy(msg, label, strnlen(label, 15));
+	memcpy(msg + o, n1, nonce_len);
+	o += nonce_len;
+	memcpy(msg + o, n2, nonce_len);
+	o += nonce_len;
+	memcpy(msg + o, node1, strnlen(node1, node1_w - 1));
+	o += node1_w;
+	memcpy(msg + o, node2, strnlen(node2, node2_w - 1));
+	o += node2_w;
+	HMAC(EVP_sha256(), sec->key, (int)sec->len, msg, o, out, &len);
+}
+
+static void mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
+		const uint8_t *n2, const char *node1, const char *node2, uint8_t *out)
+{
+	rd_peer_mac(sec, label, n1, n2, ROSHM_TCP_NONCE, node1, ROSHM_NAME_MAX, node2, ROSHM_NAME_MAX,
+		    out);
 }
 
 static uint64_t now_ns(void)

@@ -18,8 +18,6 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <stdio.h>
@@ -38,21 +36,8 @@
 static void vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
 		 const uint8_t *nonce_s, const char *node_r, const char *node_s, uint8_t *out)
 {
-	uint8_t msg[16 + 2 * ROSHM_VERBS_NONCE + ROSHM_VERBS_ID + ROSHM_NAME_MAX];
-	unsigned int len = 0;
-	size_t o;
-
-	memset(msg, 0, sizeof(msg));
-	memcpy(msg, label, strlen(label));
-	o = 16;
-	memcpy(msg + o, nonce_r, ROSHM_VERBS_NONCE);
-	o += ROSHM_VERBS_NONCE;
-	memcpy(msg + o, nonce_s, ROSHM_VERBS_NONCE);
-	o += ROSHM_VERBS_NONCE;
-	strncpy((char *)msg + o, node_r, ROSHM_VERBS_ID - 1);
-	o += ROSHM_VERBS_ID;
-	strncpy((char *)msg + o, node_s, ROSHM_NAME_MAX - 1);
-	HMAC(EVP_sha256(), sec->key, (int)sec->len, msg, sizeof(msg), out, &len);
+	rd_peer_mac(sec, label, nonce_r, nonce_s, ROSHM_VERBS_NONCE, node_r, ROSHM_VERBS_ID, node_s,
+		    ROSHM_NAME_MAX, out);
 }
 
 static void rnd(void *p, size_t n)

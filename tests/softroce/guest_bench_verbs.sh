@@ -7,26 +7,16 @@ B=$(cat /run/shared/build)
 ITERS=${ITERS:-300} SWEEP=${SWEEP:-50}
 . "$(dirname "$0")/guest_common.sh"
 guest_net "$n"
-mkdir -p /run/roshm
 # As with perftest, one thread spins on the requester side: VM2's poller
 # spins while WRs are in flight and for 5 ms after (idle_spin_us, longer than
 # a round trip under TCG), then sleeps; the client sleeps on its CQ eventfd.
 # VM1 is the passive responder: its poller sleeps.
 if [ "$n" = 1 ]; then IDLE='idle = "adaptive"; idle_spin_us = 0;'
 else IDLE='idle = "adaptive"; idle_spin_us = 5000;'; fi
-cat > /run/roshm/roshmd.conf <<CONF
-node = "vm$n";
-socket = "/run/roshm/roshmd.sock";
-eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$n",
-        "--log-level", "lib.eal:error", "--no-telemetry" ];
-registry: { dir = "/run/shared/registry"; };
-dataplane: { $IDLE };
-transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };
-CONF
-"$B/dataplane/roshmd" -c /run/roshm/roshmd.conf > /run/shared/roshmd-$n.log 2>&1 &
-RD=$!
-for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
-export ROSHM_SOCK=/run/roshm/roshmd.sock
+guest_conf "$n" 'registry: { dir = "/run/shared/registry"; };
+dataplane: { '"$IDLE"' };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
+guest_roshmd "$n"
 if [ "$n" = 1 ]; then
   "$B/perf/roshm-perf" serve bench-target 1048576 > /run/shared/serve.log 2>&1 &
   SRV=$!

@@ -17,3 +17,25 @@ guest_net() {
   ip -s link show eth0
   exit 1
 }
+
+# roshmd's config in a guest: node vmN, its socket, EAL without hugepages or
+# PCI; the rest (registry, transport, ...) is the caller's $2.
+guest_conf() {
+  mkdir -p /run/roshm
+  cat > /run/roshm/roshmd.conf <<CONF
+node = "vm$1";
+socket = "/run/roshm/roshmd.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$1",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+$2
+CONF
+}
+
+# Start roshmd (its pid in RD, its log appended to the shared directory)
+# and wait for its socket.
+guest_roshmd() {
+  "$B/dataplane/roshmd" -c /run/roshm/roshmd.conf >> "/run/shared/roshmd-$1.log" 2>&1 &
+  RD=$!
+  for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
+  export ROSHM_SOCK=/run/roshm/roshmd.sock
+}

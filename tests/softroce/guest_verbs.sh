@@ -10,18 +10,11 @@ SR=$B/tests/sr_client
 say() { echo "guest: $*"; }
 . "$(dirname "$0")/guest_common.sh"
 guest_net "$n"
-mkdir -p /run/roshm
-cat > /run/roshm/roshmd.conf <<CONF
-node = "vm$n";
-socket = "/run/roshm/roshmd.sock";
-eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$n",
-        "--log-level", "lib.eal:error", "--no-telemetry" ];
-registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };
+guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret";
-                      qps_per_peer = $n; }; };
+                      qps_per_peer = '"$n"'; }; };
 drain: { timeout_ms = 30000; };
-txn: { deadline_ms = 60000; abort_ms = 1000; };
-CONF
+txn: { deadline_ms = 60000; abort_ms = 1000; };'
 # GID selection: VM1 picks its GID by netdev, VM2 by device; a filter that
 # matches no RoCE v2 GID is refused with the GIDs it saw
 if [ "$n" = 1 ]; then SEL='netdev = "eth0";'; else SEL='device = "rxe0";'; fi
@@ -35,13 +28,7 @@ if [ "$n" = 2 ]; then
     say "FAIL: bad GID filter: exit $rc: $out"
   fi
 fi
-start_roshmd() {
-  "$B/dataplane/roshmd" -c /run/roshm/roshmd.conf >> /run/shared/roshmd-$n.log 2>&1 &
-  RD=$!
-  for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
-}
-start_roshmd
-export ROSHM_SOCK=/run/roshm/roshmd.sock
+guest_roshmd "$n"
 if [ "$n" = 1 ]; then
   timeout 600 "$SR" owner &
   OWNER=$!
@@ -58,7 +45,7 @@ if [ "$n" = 1 ]; then
   kill -9 $RD; wait $RD 2>/dev/null
   rm -f /run/roshm/roshmd.sock
   sleep 0.5
-  start_roshmd
+  guest_roshmd "$n"
   say "roshmd restarted"
   wait $OWNER; say "owner exit $?"
 else
