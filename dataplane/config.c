@@ -46,6 +46,7 @@ static const struct key schema[] = {
 	{ "limits.max_clients", K_INT, 1, 65536 },
 	{ "limits.max_handles", K_INT, 1, 65536 },
 	{ "limits.max_regions", K_INT, 1, 1 << 20 },
+	{ "limits.max_peers", K_INT, 1, 4096 },
 	{ "limits.max_region_size", K_INT, 4096, 1ll << 40 },
 	{ "registry", K_GROUP, 0, 0 },
 	{ "registry.backend", K_STR, 0, 15 },
@@ -82,6 +83,7 @@ static const struct key schema[] = {
 	{ "transport.verbs.retry_count", K_INT, 0, 7 },
 	{ "txn", K_GROUP, 0, 0 },
 	{ "txn.max_inflight", K_INT, 1, 65536 },
+	{ "txn.max_per_client", K_INT, 1, 65536 },
 	{ "txn.max_slot_size", K_INT, 128, 1 << 20 },
 	{ "txn.abort_ms", K_INT, 1, 3600000 },
 	{ "txn.deadline_ms", K_INT, 1, 3600000 },
@@ -89,11 +91,26 @@ static const struct key schema[] = {
 	{ "metrics.listen", K_STR, 0, 63 },
 	{ "drain", K_GROUP, 0, 0 },
 	{ "drain.timeout_ms", K_INT, 1, 3600000 },
+	{ "quota", K_GROUP, 0, 0 },
+	{ "quota.clients", K_INT, 1, 65536 },
+	{ "quota.regions", K_INT, 1, 1 << 20 },
+	{ "quota.bytes", K_INT, 4096, 1ll << 50 },
+	{ "quota.txn", K_INT, 1, 65536 },
+	{ "quota.peer_inflight", K_INT, 1, 1 << 20 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
+	{ "tenants.*.quota", K_GROUP, 0, 0 },
+	{ "tenants.*.quota.clients", K_INT, 1, 65536 },
+	{ "tenants.*.quota.regions", K_INT, 1, 1 << 20 },
+	{ "tenants.*.quota.bytes", K_INT, 4096, 1ll << 50 },
+	{ "tenants.*.quota.txn", K_INT, 1, 65536 },
+	{ "tenants.*.quota.peer_inflight", K_INT, 1, 1 << 20 },
 	{ "admin", K_GROUP, 0, 0 },
 	{ "admin.uids", K_INTARR, 0, UINT32_MAX },
+	{ "admin.token_file", K_STR, 0, RD_PATH_MAX - 1 },
+	{ "admin.max_pending", K_INT, 1, 65536 },
+	{ "admin.hello_timeout_ms", K_INT, 10, 600000 },
 	{ "log", K_GROUP, 0, 0 },
 	{ "log.level", K_STR, 0, 15 },
 };
@@ -264,6 +281,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->max_clients = 256;
 	cfg->max_handles = 1024;
 	cfg->max_regions = 4096;
+	cfg->max_peers = 256;
 	cfg->max_region_size = 1ull << 30;
 	strcpy(cfg->registry_backend, "file");
 	strcpy(cfg->registry_dir, "/run/roshm/registry");
@@ -289,14 +307,24 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->verbs_connect_timeout_ms = 3000;
 	cfg->verbs_ack_timeout = 16;
 	cfg->verbs_retry_count = 7;
-	cfg->txn_max_inflight = 128;
+	cfg->txn_max_inflight = 256;
+	cfg->txn_max_per_client = 32;
 	cfg->txn_max_slot_size = 65536;
 	cfg->txn_abort_ms = 1000;
 	cfg->txn_deadline_ms = 10000;
 	cfg->drain_timeout_ms = 20000;
+	cfg->quota.clients = 256;
+	cfg->quota.regions = 4096;
+	cfg->quota.bytes = 64ull << 30;
+	cfg->quota.txn = 128;
+	cfg->quota.peer_inflight = 512;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
+	cfg->tenants[0].quota = cfg->quota;
 	cfg->nadmin_uids = 0;
+	strcpy(cfg->admin_token_file, ROSHM_DEFAULT_ADMIN_TOKEN);
+	cfg->max_pending_conns = 64;
+	cfg->hello_timeout_ms = 5000;
 	strcpy(cfg->log_level, "info");
 }
 
@@ -416,6 +444,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("limits.max_clients", cfg->max_clients);
 	GET_INT("limits.max_handles", cfg->max_handles);
 	GET_INT("limits.max_regions", cfg->max_regions);
+	GET_INT("limits.max_peers", cfg->max_peers);
 	GET_INT("limits.max_region_size", cfg->max_region_size);
 	GET_STR("registry.backend", cfg->registry_backend);
 	if ((s = config_lookup(&lc, "registry.backend")) && strcmp(cfg->registry_backend, "file") &&
@@ -478,6 +507,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 		goto out;
 	}
 	GET_INT("txn.max_inflight", cfg->txn_max_inflight);
+	GET_INT("txn.max_per_client", cfg->txn_max_per_client);
 	GET_INT("txn.max_slot_size", cfg->txn_max_slot_size);
 	GET_INT("txn.abort_ms", cfg->txn_abort_ms);
 	GET_INT("txn.deadline_ms", cfg->txn_deadline_ms);
@@ -530,6 +560,12 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 			}
 		}
 	}
+	GET_INT("quota.clients", cfg->quota.clients);
+	GET_INT("quota.regions", cfg->quota.regions);
+	GET_INT("quota.bytes", cfg->quota.bytes);
+	GET_INT("quota.txn", cfg->quota.txn);
+	GET_INT("quota.peer_inflight", cfg->quota.peer_inflight);
+	cfg->tenants[0].quota = cfg->quota;
 	if ((s = config_lookup(&lc, "tenants"))) {
 		cfg->ntenants = config_setting_length(s);
 		for (int i = 0; i < cfg->ntenants; i++) {
@@ -552,6 +588,20 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 				}
 			snprintf(cfg->tenants[i].name, sizeof(cfg->tenants[i].name), "%s", name);
 			snprintf(cfg->tenants[i].token, sizeof(cfg->tenants[i].token), "%s", tok);
+			cfg->tenants[i].quota = cfg->quota;
+			const config_setting_t *q = config_setting_get_member(e, "quota");
+			long long qv;
+
+			if (q && config_setting_lookup_int64(q, "clients", &qv))
+				cfg->tenants[i].quota.clients = (uint32_t)qv;
+			if (q && config_setting_lookup_int64(q, "regions", &qv))
+				cfg->tenants[i].quota.regions = (uint32_t)qv;
+			if (q && config_setting_lookup_int64(q, "bytes", &qv))
+				cfg->tenants[i].quota.bytes = (uint64_t)qv;
+			if (q && config_setting_lookup_int64(q, "txn", &qv))
+				cfg->tenants[i].quota.txn = (uint32_t)qv;
+			if (q && config_setting_lookup_int64(q, "peer_inflight", &qv))
+				cfg->tenants[i].quota.peer_inflight = (uint32_t)qv;
 		}
 	}
 	if ((s = config_lookup(&lc, "admin.uids"))) {
@@ -560,9 +610,18 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 			fail(&c, s, "'admin.uids' has more than %d entries", RD_ADMIN_UIDS_MAX);
 			goto out;
 		}
-		for (int i = 0; i < cfg->nadmin_uids; i++)
+		for (int i = 0; i < cfg->nadmin_uids; i++) {
 			cfg->admin_uids[i] = (uint32_t)config_setting_get_int64_elem(s, (unsigned)i);
+			if (!cfg->admin_uids[i]) {
+				fail(&c, s, "'admin.uids' cannot hold 0: pods often run as root; "
+				     "give admins the token of admin.token_file instead");
+				goto out;
+			}
+		}
 	}
+	GET_STR("admin.token_file", cfg->admin_token_file);
+	GET_INT("admin.max_pending", cfg->max_pending_conns);
+	GET_INT("admin.hello_timeout_ms", cfg->hello_timeout_ms);
 	GET_STR("log.level", cfg->log_level);
 	if ((s = config_lookup(&lc, "log.level")) && strcmp(cfg->log_level, "debug") &&
 	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "notice") &&
@@ -576,12 +635,19 @@ out:
 	return ret;
 }
 
-const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name)
+int rd_config_tenant_idx(const struct rd_config *cfg, const char *name)
 {
 	for (int i = 0; i < cfg->ntenants; i++)
 		if (!strcmp(cfg->tenants[i].name, name))
-			return &cfg->tenants[i];
-	return NULL;
+			return i;
+	return -1;
+}
+
+const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name)
+{
+	int i = rd_config_tenant_idx(cfg, name);
+
+	return i < 0 ? NULL : &cfg->tenants[i];
 }
 
 /* The first entry of /sys/bus/pci/devices/ADDR/SUB/ (an ibdev or a netdev). */

@@ -14,9 +14,19 @@
 enum rd_idle { RD_IDLE_ADAPTIVE, RD_IDLE_BUSY };
 enum rd_hugepages { RD_HUGE_AUTO, RD_HUGE_ON, RD_HUGE_OFF };
 
+/* What one tenant may hold on this node (quota group, or a tenant's own). */
+struct rd_quota {
+	uint32_t clients;        /* attached clients */
+	uint32_t regions;        /* regions it owns here */
+	uint64_t bytes;          /* channel + region memory it hands roshmd */
+	uint32_t txn;            /* transactions in flight */
+	uint32_t peer_inflight;  /* operations in flight to one peer node */
+};
+
 struct rd_tenant_cfg {
 	char name[ROSHM_NAME_MAX];
 	char token[ROSHM_TOKEN_MAX];
+	struct rd_quota quota;
 };
 
 struct rd_config {
@@ -34,7 +44,7 @@ struct rd_config {
 	uint64_t arena_size, max_arena_size;
 	enum rd_hugepages hugepages;
 	/* limits */
-	uint32_t max_clients, max_handles, max_regions;
+	uint32_t max_clients, max_handles, max_regions, max_peers;
 	uint64_t max_region_size;
 	/* registry */
 	char registry_backend[16];
@@ -70,16 +80,21 @@ struct rd_config {
 	uint32_t verbs_retry_count;
 	/* txn */
 	uint32_t txn_max_inflight;
+	uint32_t txn_max_per_client;
 	uint32_t txn_max_slot_size;
 	uint32_t txn_abort_ms;
 	uint32_t txn_deadline_ms;
 	uint32_t drain_timeout_ms;
 	char metrics_listen[64];  /* "ADDR:PORT", "" = off */
 	/* tenants */
+	struct rd_quota quota;   /* every tenant's, unless its entry says otherwise */
 	int ntenants;
 	struct rd_tenant_cfg tenants[RD_TENANTS_MAX];
 	int nadmin_uids;
 	uint32_t admin_uids[RD_ADMIN_UIDS_MAX];
+	char admin_token_file[RD_PATH_MAX]; /* "" : no admin token */
+	uint32_t max_pending_conns;   /* control-socket connections not attached yet */
+	uint32_t hello_timeout_ms;    /* to finish attaching, or to send an admin request */
 	char log_level[16];
 };
 
@@ -103,5 +118,7 @@ void rd_config_free(struct rd_config *cfg);
 /* Names of nodes, tenants and regions: [A-Za-z0-9._-]+, not starting with a dot. */
 bool rd_valid_name(const char *s);
 const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name);
+/* Index of tenant @name in cfg->tenants, or -1. */
+int rd_config_tenant_idx(const struct rd_config *cfg, const char *name);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -36,13 +38,28 @@
 #define ROSHM_VERSION "0"
 #endif
 
+/*
+ * A control-socket connection: a client attaching (HELLO, then CHANNEL),
+ * an attached client, or roshmctl with an admin request. Until it is
+ * attached it counts against admin.max_pending and must finish (or send its
+ * next request) within admin.hello_timeout_ms.
+ */
 struct rd_conn {
 	struct rd_ep_tag tag;         /* RD_EP_CONN */
 	int fd;
 	pid_t pid;
 	uid_t uid;
-	struct rd_client *client;     /* after HELLO */
-	struct rd_conn *next;
+	struct rd_client *client;     /* after CHANNEL */
+	/* after HELLO, until CHANNEL: what was granted (and reserved in the quota) */
+	bool hello;
+	int tidx;
+	char tenant[ROSHM_NAME_MAX];
+	char pod[ROSHM_NAME_MAX];
+	uint32_t sq, cq;
+	uint64_t arena;
+	struct roshm_chan_layout lay;
+	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
+	struct rd_conn *next, *prev;
 };
 
 /* epoll tags for the fds that are not connections */
@@ -105,7 +122,7 @@ static void reply_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len, int st
 static int send_reply(int fd, const void *buf, size_t len, const int *fds, int nfds)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * ROSHM_HELLO_NFDS)];
+		char buf[CMSG_SPACE(sizeof(int) * ROSHM_CHANNEL_NFDS)];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -140,10 +157,57 @@ static int send_status(int fd, uint16_t type, int status)
 
 /* ---- regions ------------------------------------------------------------- */
 
+/* ---- the region lists: every region (O(1) unlink), local ones by name ---- */
+
+static uint32_t name_hash(const char *tenant, const char *name)
+{
+	uint32_t h = 2166136261u; /* FNV-1a over "tenant/name" */
+
+	for (const char *p = tenant; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	h = (h ^ '/') * 16777619u;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	return h & (RD_NAME_BUCKETS - 1);
+}
+
+void rd_control_region_link(struct rd_control *ctl, struct rd_region *rg)
+{
+	rg->prev = NULL;
+	rg->next = ctl->regions;
+	if (ctl->regions)
+		ctl->regions->prev = rg;
+	ctl->regions = rg;
+	if (!rg->remote) {
+		uint32_t b = name_hash(rg->tenant, rg->name);
+
+		rg->name_next = ctl->by_name[b];
+		ctl->by_name[b] = rg;
+	}
+}
+
+static void region_unlink(struct rd_control *ctl, struct rd_region *rg)
+{
+	if (rg->prev)
+		rg->prev->next = rg->next;
+	else if (ctl->regions == rg)
+		ctl->regions = rg->next;
+	if (rg->next)
+		rg->next->prev = rg->prev;
+	rg->next = rg->prev = NULL;
+	if (!rg->remote)
+		for (struct rd_region **pp = &ctl->by_name[name_hash(rg->tenant, rg->name)]; *pp;
+		     pp = &(*pp)->name_next)
+			if (*pp == rg) {
+				*pp = rg->name_next;
+				break;
+			}
+}
+
 static struct rd_region *find_region(struct rd_control *ctl, const char *tenant, const char *name)
 {
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
-		if (!rg->remote && rg->owner && !strcmp(rg->tenant, tenant) && !strcmp(rg->name, name))
+	for (struct rd_region *rg = ctl->by_name[name_hash(tenant, name)]; rg; rg = rg->name_next)
+		if (rg->owner && !strcmp(rg->tenant, tenant) && !strcmp(rg->name, name))
 			return rg;
 	return NULL;
 }
@@ -153,28 +217,49 @@ static struct rd_region *find_region_id(struct rd_control *ctl, uint32_t id)
 	return id && id <= ctl->cfg->max_regions ? ctl->slots[id] : NULL;
 }
 
+/* Free a region the poller no longer touches (rd_control_region_put or the
+ * poller's graveyard). */
+static void region_free(struct rd_control *ctl, struct rd_region *rg)
+{
+	if (rg->zombie) {
+		for (struct rd_region **pp = &ctl->zombie_regions; *pp; pp = &(*pp)->znext)
+			if (*pp == rg) {
+				*pp = rg->znext;
+				break;
+			}
+	}
+	if (!rg->remote) {
+		rd_verbs_unreg_region(rg);
+		rd_region_free(rg);
+	}
+	free(rg);
+}
+
 void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg)
 {
-	struct rd_region **pp;
+	struct rd_cmd cmd = { .type = RD_CMD_REGION_RELEASE, .region = rg };
 
 	if (--rg->refs)
 		return;
-	for (pp = &ctl->regions; *pp; pp = &(*pp)->next)
-		if (*pp == rg) {
-			*pp = rg->next;
-			break;
-		}
+	region_unlink(ctl, rg);
 	if (rg->remote) {
 		rd_peers_region_free(ctl, rg);
-		free(rg);
+	} else {
+		if (ctl->slots[rg->id] == rg)
+			ctl->slots[rg->id] = NULL;
+		ctl->nregions--;
+		ctl->tuse[rg->tidx].regions--;
+		ctl->tuse[rg->tidx].bytes -= rg->map_size;
+	}
+	/* The data path may still hold it (a transaction, a WR in flight):
+	 * then the poller hands it back when it lets go. */
+	if (rd_poller_cmd(ctl->poller, &cmd) == 1) {
+		region_free(ctl, rg);
 		return;
 	}
-	if (ctl->slots[rg->id] == rg)
-		ctl->slots[rg->id] = NULL;
-	rd_verbs_unreg_region(rg);
-	rd_region_free(rg);
-	free(rg);
-	ctl->nregions--;
+	rg->zombie = true;
+	rg->znext = ctl->zombie_regions;
+	ctl->zombie_regions = rg;
 }
 
 void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
@@ -199,10 +284,9 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->policy = rg->policy;
 	rec->ntenants = rg->ntenants;
 	memcpy(rec->tenants, rg->tenants, sizeof(rec->tenants));
-	const struct roshm_region_hdr *h = rg->map;
-
-	rec->txn_slots = h->txn_slots;
-	rec->slot_size = h->slot_size;
+	/* our own copies: the header is the owner's to scribble on */
+	rec->txn_slots = rg->txn_slots;
+	rec->slot_size = rg->slot_size;
 }
 
 /* The owner gives the region up: peers' handles now complete with -ESTALE. */
@@ -289,13 +373,19 @@ static uint32_t round_pow2(uint32_t v)
 	return p;
 }
 
+/* Free a client the poller no longer touches (detach, or its graveyard). */
 static void client_free(struct rd_control *ctl, struct rd_client *c)
 {
+	if (c->zombie) {
+		for (struct rd_client **pp = &ctl->zombie_clients; *pp; pp = &(*pp)->znext)
+			if (*pp == c) {
+				*pp = c->znext;
+				break;
+			}
+	}
 	rd_verbs_unreg_client(ctl, c);
 	if (c->chan)
 		munmap(c->chan, c->chan_size);
-	if (c->chan_fd >= 0)
-		close(c->chan_fd);
 	if (c->sq_efd >= 0)
 		close(c->sq_efd);
 	if (c->cq_efd >= 0)
@@ -309,8 +399,9 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
 {
 	struct rd_cmd cmd = { .type = RD_CMD_CLIENT_DEL, .client = c };
 	struct rd_client **pp;
+	int now;
 
-	rd_poller_cmd(ctl->poller, &cmd);
+	now = rd_poller_cmd(ctl->poller, &cmd);
 	epoll_ctl(ctl->poller->epfd, EPOLL_CTL_DEL, c->sq_efd, NULL);
 	for (uint32_t i = 0; i < c->nhandles; i++)
 		if (c->ctl_handles[i].region)
@@ -321,44 +412,53 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
 			break;
 		}
 	ctl->nclients--;
-	for (int t = 0; t < ctl->cfg->ntenants; t++)
-		if (!strcmp(ctl->cfg->tenants[t].name, c->tenant))
-			ctl->tenant_sqes_gone[t] += RD_STAT_GET(c->stats.sqes);
+	ctl->client_slots[c->id & 0xffffu] = NULL;
+	ctl->tuse[c->tidx].clients--;
+	ctl->tuse[c->tidx].bytes -= c->chan_size;
+	ctl->tenant_sqes_gone[c->tidx] += RD_STAT_GET(c->stats.sqes);
 	RD_LOG(INFO, "client %u (pid %d, tenant %s) detached: %s", c->id, (int)c->pid, c->tenant,
 	       why);
-	client_free(ctl, c);
+	if (now == 1) {
+		client_free(ctl, c);
+		return;
+	}
+	/* WRs in flight still use its arena: the poller hands it back after. */
+	c->zombie = true;
+	c->znext = ctl->zombie_clients;
+	ctl->zombie_clients = c;
 }
 
+/*
+ * HELLO: authenticate the tenant, grant ring and arena sizes within the
+ * limits and the tenant's quota (reserved until CHANNEL or the connection
+ * ends), and say how big the client's channel memfd must be.
+ */
 static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
 {
 	const struct roshm_ctl_hello *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	struct roshm_ctl_hello_reply rep;
-	const struct rd_tenant_cfg *t;
-	struct rd_client *c = NULL;
 	char tok[ROSHM_TOKEN_MAX];
-	uint64_t arena, off;
+	uint64_t arena;
 	uint32_t sq, cq;
-	size_t size;
-	int ret;
+	int tidx;
 
-	if (conn->client)
+	if (conn->client || conn->hello)
 		return -EALREADY;
 	if (len != sizeof(*req) || !memchr(req->tenant, 0, sizeof(req->tenant)) ||
-	    !memchr(req->token, 0, sizeof(req->token)))
+	    !memchr(req->token, 0, sizeof(req->token)) || !memchr(req->pod, 0, sizeof(req->pod)) ||
+	    (req->pod[0] && !rd_valid_name(req->pod)))
 		return -EINVAL;
-	t = rd_config_tenant(cfg, req->tenant);
+	tidx = rd_config_tenant_idx(cfg, req->tenant);
 	/* Compare the whole zero-padded buffers in constant time. */
 	memset(tok, 0, sizeof(tok));
-	if (t)
-		memcpy(tok, t->token, sizeof(tok));
-	if (!t || CRYPTO_memcmp(tok, req->token, sizeof(tok)) != 0) {
+	if (tidx >= 0)
+		memcpy(tok, cfg->tenants[tidx].token, sizeof(tok));
+	if (tidx < 0 || CRYPTO_memcmp(tok, req->token, sizeof(tok)) != 0) {
 		RD_LOG(WARNING, "attach refused: pid %d uid %u, tenant '%.63s': bad tenant or token",
 		       (int)conn->pid, (unsigned)conn->uid, req->tenant);
 		return -EACCES;
 	}
-	if (ctl->nclients >= cfg->max_clients)
-		return -EMFILE;
 	sq = round_pow2(req->sq_entries ? req->sq_entries : cfg->sq_entries);
 	cq = round_pow2(req->cq_entries ? req->cq_entries : cfg->cq_entries);
 	if (cq < sq)
@@ -368,11 +468,84 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	    arena > cfg->max_arena_size)
 		return -EINVAL;
 	arena = (arena + 4095) & ~4095ull;
+	roshm_chan_layout(sq, cq, arena, &conn->lay);
+	if (ctl->nclients >= cfg->max_clients)
+		return -EMFILE;
+	if (ctl->tuse[tidx].clients >= cfg->tenants[tidx].quota.clients ||
+	    ctl->tuse[tidx].bytes + conn->lay.size > cfg->tenants[tidx].quota.bytes) {
+		RD_LOG(NOTICE, "attach refused: pid %d, tenant %s: quota (clients %u, bytes %llu)",
+		       (int)conn->pid, req->tenant, ctl->tuse[tidx].clients,
+		       (unsigned long long)ctl->tuse[tidx].bytes);
+		return -EDQUOT;
+	}
+	ctl->tuse[tidx].clients++;
+	ctl->tuse[tidx].bytes += conn->lay.size;
+	conn->hello = true;
+	conn->tidx = tidx;
+	conn->sq = sq;
+	conn->cq = cq;
+	conn->arena = arena;
+	memcpy(conn->tenant, req->tenant, sizeof(conn->tenant));
+	memcpy(conn->pod, req->pod, sizeof(conn->pod));
+	memset(&rep, 0, sizeof(rep));
+	reply_hdr(&rep.hdr, ROSHM_CTL_HELLO, sizeof(rep), 0);
+	rep.client_id = 0;
+	rep.flags = cfg->hugepages == RD_HUGE_OFF ? 0 :
+		    cfg->hugepages == RD_HUGE_ON ? ROSHM_HELLO_F_HUGETLB_OK | ROSHM_HELLO_F_HUGETLB_REQ :
+						   ROSHM_HELLO_F_HUGETLB_OK;
+	rep.sq_entries = sq;
+	rep.cq_entries = cq;
+	rep.arena_size = arena;
+	rep.chan_size = conn->lay.size;
+	rep.instance = ctl->instance;
+	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
+	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
+		return -ECONNRESET;
+	return 1;
+}
 
+/* A free client slot (the low 16 bits of its id); the high bits count reuse. */
+static int client_slot(struct rd_control *ctl, uint32_t *id)
+{
+	for (uint32_t i = 0; i < ctl->cfg->max_clients; i++) {
+		uint32_t slot = (ctl->next_client_id + i) % ctl->cfg->max_clients;
+
+		if (!ctl->client_slots[slot]) {
+			ctl->next_client_id = slot + 1;
+			*id = slot | (uint32_t)(++ctl->next_slot_gen) << 16;
+			if (!*id)
+				*id = slot | 1u << 16;
+			return 0;
+		}
+	}
+	return -EMFILE;
+}
+
+/* CHANNEL: take the client's channel memfd (@fd, ours to close). */
+static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len,
+		      int fd)
+{
+	const struct roshm_ctl_channel *req = buf;
+	const struct rd_config *cfg = ctl->cfg;
+	const struct roshm_chan_layout *l = &conn->lay;
+	struct roshm_ctl_hdr rep;
+	struct rd_client *c = NULL;
+	unsigned flags = RD_MEM_NO_HOLES;
+	int ret;
+
+	if (!conn->hello || conn->client)
+		return -EPROTO;
+	if (len != sizeof(*req) || fd < 0)
+		return -EINVAL;
+	if (cfg->hugepages != RD_HUGE_OFF)
+		flags |= RD_MEM_HUGE_OK;
+	if (cfg->hugepages == RD_HUGE_ON)
+		flags |= RD_MEM_HUGE_REQ;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->chan_fd = c->sq_efd = c->cq_efd = -1;
+	c->sq_efd = c->cq_efd = -1;
+	c->defer.kind = RD_DEFER_CLIENT;
 	c->nhandles = cfg->max_handles;
 	c->ctl_handles = calloc(c->nhandles, sizeof(*c->ctl_handles));
 	c->dp_handles = calloc(c->nhandles, sizeof(*c->dp_handles));
@@ -380,73 +553,59 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 		ret = -ENOMEM;
 		goto err;
 	}
-	/* Layout: header | SQ idx | SQEs | CQ idx | CQEs | arena (page aligned). */
-	off = ROSHM_CHAN_HDR_SIZE;
-	uint64_t sq_idx_off = off;
-
-	off += sizeof(struct roshm_ring_idx);
-	uint64_t sq_off = off;
-
-	off += (uint64_t)sq * sizeof(struct roshm_sqe);
-	uint64_t cq_idx_off = off;
-
-	off += sizeof(struct roshm_ring_idx);
-	uint64_t cq_off = off;
-
-	off += (uint64_t)cq * sizeof(struct roshm_cqe);
-	off = (off + 4095) & ~4095ull;
-	uint64_t arena_off = off;
-
-	size = (size_t)(off + arena);
-	c->chan_fd = rd_memfd_create("roshm-channel", &size, cfg->hugepages, &c->hugetlb);
-	if (c->chan_fd < 0) {
-		ret = c->chan_fd;
+	ret = rd_memfd_take(fd, l->size, flags, &c->chan, &c->chan_size, &c->hugetlb);
+	if (ret) {
+		RD_LOG(NOTICE, "client pid %d: channel memory refused: %s", (int)conn->pid,
+		       ret == -EFAULT ? "pages not all allocated (touch them first)" :
+		       ret == -EINVAL ? "not a sealable memfd of the agreed size and kind" : strerror(-ret));
 		goto err;
 	}
-	c->chan = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, c->chan_fd, 0);
-	if (c->chan == MAP_FAILED) {
-		c->chan = NULL;
-		ret = -errno;
+	ret = client_slot(ctl, &c->id);
+	if (ret)
 		goto err;
-	}
-	c->chan_size = size;
-	c->id = ++ctl->next_client_id;
 	c->sock = conn->fd;
 	c->pid = conn->pid;
 	c->uid = conn->uid;
-	memcpy(c->tenant, req->tenant, sizeof(c->tenant));
+	c->tidx = conn->tidx;
+	memcpy(c->tenant, conn->tenant, sizeof(c->tenant));
+	memcpy(c->pod, conn->pod, sizeof(c->pod));
+	/* The header is written once, here; roshmd keeps its own copy of every
+	 * size and offset and never reads it back. */
 	c->hdr = c->chan;
+	memset(c->hdr, 0, sizeof(*c->hdr));
 	c->hdr->magic = ROSHM_CHAN_MAGIC;
 	c->hdr->abi_version = ROSHM_ABI_VERSION;
 	c->hdr->client_id = c->id;
-	c->hdr->total_size = size;
-	c->hdr->sq_entries = sq;
-	c->hdr->cq_entries = cq;
-	c->hdr->sq_idx_off = sq_idx_off;
-	c->hdr->sq_off = sq_off;
-	c->hdr->cq_idx_off = cq_idx_off;
-	c->hdr->cq_off = cq_off;
-	c->hdr->arena_off = arena_off;
-	c->hdr->arena_size = size - arena_off;
-	struct roshm_ring_idx *sqi = (void *)((uint8_t *)c->chan + sq_idx_off);
-	struct roshm_ring_idx *cqi = (void *)((uint8_t *)c->chan + cq_idx_off);
+	c->hdr->total_size = l->size;
+	c->hdr->sq_entries = conn->sq;
+	c->hdr->cq_entries = conn->cq;
+	c->hdr->sq_idx_off = l->sq_idx_off;
+	c->hdr->sq_off = l->sq_off;
+	c->hdr->cq_idx_off = l->cq_idx_off;
+	c->hdr->cq_off = l->cq_off;
+	c->hdr->arena_off = l->arena_off;
+	c->hdr->arena_size = conn->arena;
+	struct roshm_ring_idx *sqi = (void *)((uint8_t *)c->chan + l->sq_idx_off);
+	struct roshm_ring_idx *cqi = (void *)((uint8_t *)c->chan + l->cq_idx_off);
 
+	/* A fresh ring: whatever the client left in the indices is gone. */
+	memset(sqi, 0, sizeof(*sqi));
+	memset(cqi, 0, sizeof(*cqi));
 	c->sq_khead = &sqi->head;
 	c->sq_ktail = &sqi->tail;
-	c->sqes = (void *)((uint8_t *)c->chan + sq_off);
-	c->sq_entries = sq;
-	c->sq_mask = sq - 1;
+	c->sqes = (void *)((uint8_t *)c->chan + l->sq_off);
+	c->sq_entries = conn->sq;
+	c->sq_mask = conn->sq - 1;
 	c->cq_khead = &cqi->head;
 	c->cq_ktail = &cqi->tail;
-	c->cqes = (void *)((uint8_t *)c->chan + cq_off);
-	c->cq_entries = cq;
-	c->cq_mask = cq - 1;
-	c->arena = (uint8_t *)c->chan + arena_off;
-	c->arena_size = size - arena_off;
+	c->cqes = (void *)((uint8_t *)c->chan + l->cq_off);
+	c->cq_entries = conn->cq;
+	c->cq_mask = conn->cq - 1;
+	c->arena = (uint8_t *)c->chan + l->arena_off;
+	c->arena_size = conn->arena;
 	ret = rd_verbs_reg_client(ctl, c); /* READs land in the arena, WRITEs leave from it */
 	if (ret)
 		goto err;
-
 	c->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (c->sq_efd < 0 || c->cq_efd < 0) {
@@ -466,32 +625,34 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 		epoll_ctl(ctl->poller->epfd, EPOLL_CTL_DEL, c->sq_efd, NULL);
 		goto err;
 	}
+	/* The quota reserved at HELLO is the client's now. */
+	ctl->tuse[c->tidx].bytes += c->chan_size - l->size;
+	conn->hello = false;
 	c->next = ctl->clients;
 	ctl->clients = c;
 	ctl->nclients++;
+	ctl->client_slots[c->id & 0xffffu] = c;
 	conn->client = c;
+	c->conn = conn;
+	conn->deadline_ns = 0;
+	ctl->npending--;
 
 	memset(&rep, 0, sizeof(rep));
-	reply_hdr(&rep.hdr, ROSHM_CTL_HELLO, sizeof(rep), 0);
-	rep.client_id = c->id;
-	rep.chan_size = size;
-	rep.instance = ctl->instance;
-	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
-	int fds[ROSHM_HELLO_NFDS];
+	reply_hdr(&rep, ROSHM_CTL_CHANNEL, sizeof(rep), 0);
+	int fds[ROSHM_CHANNEL_NFDS];
 
-	fds[ROSHM_HELLO_FD_CHAN] = c->chan_fd;
-	fds[ROSHM_HELLO_FD_SQ_EVENT] = c->sq_efd;
-	fds[ROSHM_HELLO_FD_CQ_EVENT] = c->cq_efd;
-	RD_LOG(INFO, "client %u attached: pid %d uid %u tenant %s sq %u cq %u arena %llu%s", c->id,
-	       (int)c->pid, (unsigned)c->uid, c->tenant, sq, cq,
-	       (unsigned long long)c->arena_size, c->hugetlb ? " hugetlb" : " (4k pages)");
-	if (send_reply(conn->fd, &rep, sizeof(rep), fds, ROSHM_HELLO_NFDS))
+	fds[ROSHM_CHANNEL_FD_SQ_EVENT] = c->sq_efd;
+	fds[ROSHM_CHANNEL_FD_CQ_EVENT] = c->cq_efd;
+	RD_LOG(INFO, "client %u attached: pid %d uid %u tenant %s%s%s sq %u cq %u arena %llu%s", c->id,
+	       (int)c->pid, (unsigned)c->uid, c->tenant, c->pod[0] ? " pod " : "", c->pod, c->sq_entries,
+	       c->cq_entries, (unsigned long long)c->arena_size, c->hugetlb ? " hugetlb" : " (4k pages)");
+	if (send_reply(conn->fd, &rep, sizeof(rep), fds, ROSHM_CHANNEL_NFDS))
 		return -ECONNRESET; /* caller detaches */
-	/* roshmd keeps its mapping; the fd itself is no longer needed. */
-	close(c->chan_fd);
-	c->chan_fd = -1;
-	return 1; /* replied */
+	return 1;
 err:
+	if (c->chan)
+		munmap(c->chan, c->chan_size);
+	c->chan = NULL;
 	client_free(ctl, c);
 	return ret;
 }
@@ -517,36 +678,27 @@ static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
-static int region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			 size_t len, int *adopt);
-
+/*
+ * REGION_CREATE / REGION_REATTACH: the region's memory comes with the
+ * request (@fd, the owner's memfd, ours to close): new, or kept from before
+ * a roshmd restart (@reattach: its contents and log survive).
+ */
 static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			    size_t len, int adopt_fd)
+			    size_t len, int fd, bool reattach)
 {
-	/* @adopt_fd (REATTACH) belongs to us: the region takes it, or we close it. */
-	int ret = region_create(ctl, conn, buf, len, &adopt_fd);
-
-	if (adopt_fd >= 0)
-		close(adopt_fd);
-	return ret;
-}
-
-static int region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			 size_t len, int *adopt)
-{
-	int adopt_fd = *adopt;
 	const struct roshm_ctl_region_create *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_client *c = conn->client;
 	struct roshm_ctl_region_reply rep;
 	struct rd_region_rec rec;
 	struct rd_region *rg;
+	uint64_t map_size;
 	uint32_t hv;
 	int ret;
 
 	if (!c)
 		return -ENOTCONN;
-	if (len != sizeof(*req) || !memchr(req->name, 0, sizeof(req->name)) ||
+	if (len != sizeof(*req) || fd < 0 || !memchr(req->name, 0, sizeof(req->name)) ||
 	    !rd_valid_name(req->name) || req->size == 0 || req->size > cfg->max_region_size ||
 	    req->policy > ROSHM_POLICY_LIST || req->ntenants > ROSHM_POLICY_TENANTS_MAX ||
 	    (req->policy != ROSHM_POLICY_LIST && req->ntenants))
@@ -560,8 +712,12 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 		    req->slot_size > cfg->txn_max_slot_size || req->slot_size % 64)
 			return -EINVAL;
 	}
+	map_size = roshm_region_map_size(req->size, req->txn_slots, req->slot_size);
 	if (ctl->nregions >= cfg->max_regions)
 		return -ENOSPC;
+	if (ctl->tuse[c->tidx].regions >= cfg->tenants[c->tidx].quota.regions ||
+	    ctl->tuse[c->tidx].bytes + map_size > cfg->tenants[c->tidx].quota.bytes)
+		return -EDQUOT;
 	if (find_region(ctl, c->tenant, req->name))
 		return -EEXIST;
 	ret = ctl->reg.ops->get_region(&ctl->reg, c->tenant, req->name, &rec);
@@ -580,6 +736,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 	if (!rg)
 		return -ENOMEM;
 	rg->fd = -1;
+	rg->defer.kind = RD_DEFER_REGION;
 	rg->id = id;
 	snprintf(rg->node, sizeof(rg->node), "%s", cfg->node);
 	do
@@ -588,30 +745,32 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 	random_bytes(&rg->key, sizeof(rg->key));
 	memcpy(rg->tenant, c->tenant, sizeof(rg->tenant));
 	memcpy(rg->name, req->name, sizeof(rg->name));
+	rg->tidx = c->tidx;
 	rg->policy = req->policy;
 	rg->ntenants = req->ntenants;
 	memcpy(rg->tenants, req->tenants, sizeof(rg->tenants));
 	rg->xport = &ctl->local;
-	if (adopt_fd >= 0) {
-		ret = rd_region_adopt(rg, adopt_fd, req->size, req->txn_slots, req->slot_size);
-		if (!ret)
-			*adopt = -1; /* the region owns it now */
-	} else
-		ret = rd_region_alloc(rg, req->size, req->txn_slots, req->slot_size, cfg->hugepages);
-	if (!ret) {
-		ret = rd_verbs_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
-		if (ret)
-			rd_region_free(rg);
-	}
+	ret = rd_region_take(rg, fd, req->size, req->txn_slots, req->slot_size, reattach);
 	if (ret) {
+		RD_LOG(NOTICE, "region %s/%s from client %u refused: %s", c->tenant, req->name, c->id,
+		       ret == -EFAULT ? "pages not all allocated (touch them first)" :
+		       ret == -EINVAL ? "not a sealable memfd of the right size (or not the same region)" :
+					strerror(-ret));
+		free(rg);
+		return ret;
+	}
+	ret = rd_verbs_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
+	if (ret) {
+		rd_region_free(rg);
 		free(rg);
 		return ret;
 	}
 	rg->owner = c;
-	rg->next = ctl->regions;
-	ctl->regions = rg;
+	rd_control_region_link(ctl, rg);
 	ctl->slots[id] = rg;
 	ctl->nregions++;
+	ctl->tuse[rg->tidx].regions++;
+	ctl->tuse[rg->tidx].bytes += rg->map_size;
 	ret = handle_alloc(ctl, c, rg, &hv);
 	if (ret) {
 		rg->owner = NULL;
@@ -639,11 +798,10 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 	rep.data_size = rg->data_size;
 	rep.map_size = rg->map_size;
 	rep.epoch = rg->epoch;
-	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx%s", rg->tenant,
-	       rg->name, adopt_fd >= 0 ? "re-attached (contents kept)" : "created", c->id,
-	       (unsigned long long)rg->data_size, (unsigned long long)rg->epoch,
-	       rg->hugetlb ? ", hugetlb" : "");
-	if (send_reply(conn->fd, &rep, sizeof(rep), &rg->fd, 1))
+	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx", rg->tenant,
+	       rg->name, reattach ? "re-attached (contents kept)" : "created", c->id,
+	       (unsigned long long)rg->data_size, (unsigned long long)rg->epoch);
+	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
 	return 1;
 }
@@ -749,21 +907,60 @@ static int do_region_close(struct rd_control *ctl, struct rd_conn *conn, const v
 
 /* ---- admin ------------------------------------------------------------------ */
 
-static bool admin_allowed(const struct rd_control *ctl, uid_t uid)
+/*
+ * Who may administer: the holder of the node's admin token (a file that
+ * roshmd's own container has and pods do not), roshmd's own uid when that
+ * is not root, and admin.uids (never 0: pods often run as root). Returns
+ * true for the node admin; false otherwise.
+ */
+static bool admin_by_credential(const struct rd_control *ctl, const struct rd_conn *conn,
+				const struct roshm_ctl_admin *req)
 {
-	if (uid == 0 || uid == getuid())
+	char want[ROSHM_ADMIN_TOKEN_MAX];
+
+	if (ctl->admin_token[0]) {
+		memset(want, 0, sizeof(want));
+		memcpy(want, ctl->admin_token, sizeof(want));
+		if (CRYPTO_memcmp(want, req->admin_token, sizeof(want)) == 0)
+			return true;
+	}
+	if (conn->uid != 0 && conn->uid == geteuid())
 		return true;
 	for (int i = 0; i < ctl->cfg->nadmin_uids; i++)
-		if (ctl->cfg->admin_uids[i] == uid)
+		if (ctl->cfg->admin_uids[i] == conn->uid)
 			return true;
 	return false;
 }
 
+/* A tenant's own token (constant time over the zero-padded buffers). */
+static bool tenant_by_token(const struct rd_control *ctl, const struct roshm_ctl_admin *req)
+{
+	const struct rd_tenant_cfg *t;
+	char want[ROSHM_TOKEN_MAX];
+
+	if (!req->tenant[0])
+		return false;
+	t = rd_config_tenant(ctl->cfg, req->tenant);
+	memset(want, 0, sizeof(want));
+	if (t)
+		memcpy(want, t->token, sizeof(want));
+	return CRYPTO_memcmp(want, req->token, sizeof(want)) == 0 && t;
+}
+
+struct list_ctx {
+	json_t *a;
+	const char *tenant;           /* NULL: every record */
+};
+
 static void list_cb(const struct rd_region_rec *rec, void *arg)
 {
-	json_t *a = arg, *o = json_object();
+	struct list_ctx *lc = arg;
+	json_t *o;
 	char buf[32];
 
+	if (lc->tenant && strcmp(rec->tenant, lc->tenant))
+		return;
+	o = json_object();
 	json_object_set_new(o, "name", json_sprintf("%s/%s", rec->tenant, rec->name));
 	json_object_set_new(o, "node", json_string(rec->node));
 	json_object_set_new(o, "state", json_string(rec->state));
@@ -773,14 +970,17 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	json_object_set_new(o, "policy", json_string(rec->policy == ROSHM_POLICY_OWNER ? "owner" :
 						      rec->policy == ROSHM_POLICY_LIST ? "list" :
 											 "tenant"));
-	json_array_append_new(a, o);
+	json_array_append_new(lc->a, o);
 }
 
-json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
+json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const char *tenant)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
+	int tidx = tenant ? rd_config_tenant_idx(ctl->cfg, tenant) : -1;
 	json_t *o;
 
+	if (tenant && tidx < 0)
+		return NULL;
 	if (!strcmp(cmd, "status")) {
 		o = json_object();
 		json_object_set_new(o, "node", json_string(ctl->cfg->node));
@@ -788,8 +988,10 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "pid", json_integer(getpid()));
 		json_object_set_new(o, "uptime_s",
 				    json_integer((json_int_t)((rd_mono_ns() - ctl->start_ns) / 1000000000ull)));
-		json_object_set_new(o, "clients", json_integer(ctl->nclients));
-		json_object_set_new(o, "regions", json_integer(ctl->nregions));
+		json_object_set_new(o, "clients", json_integer(tenant ? ctl->tuse[tidx].clients : ctl->nclients));
+		json_object_set_new(o, "regions", json_integer(tenant ? ctl->tuse[tidx].regions : ctl->nregions));
+		if (tenant)
+			json_object_set_new(o, "tenant", json_string(tenant));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
 		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : ctl->poller->verbs ? "local,verbs" : "local"));
 		if (ctl->endpoint[0])
@@ -801,6 +1003,8 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 	if (!strcmp(cmd, "clients")) {
 		o = json_array();
 		for (struct rd_client *c = ctl->clients; c; c = c->next) {
+			if (tenant && c->tidx != tidx)
+				continue;
 			json_t *e = json_object();
 			uint32_t nh = 0;
 
@@ -810,6 +1014,7 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 			json_object_set_new(e, "pid", json_integer(c->pid));
 			json_object_set_new(e, "uid", json_integer(c->uid));
 			json_object_set_new(e, "tenant", json_string(c->tenant));
+			json_object_set_new(e, "pod", json_string(c->pod));
 			json_object_set_new(e, "sq_entries", json_integer(c->sq_entries));
 			json_object_set_new(e, "cq_entries", json_integer(c->cq_entries));
 			json_object_set_new(e, "arena_size", json_integer((json_int_t)c->arena_size));
@@ -822,13 +1027,16 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 		}
 		return o;
 	}
+	if (!strcmp(cmd, "regions")) {
+		struct list_ctx lc = { .a = json_array(), .tenant = tenant };
+
+		ctl->reg.ops->list_regions(&ctl->reg, list_cb, &lc);
+		return lc.a;
+	}
+	if (tenant)
+		return NULL; /* the node's peers and counters are the admin's */
 	if (!strcmp(cmd, "peers"))
 		return rd_peers_json(ctl);
-	if (!strcmp(cmd, "regions")) {
-		o = json_array();
-		ctl->reg.ops->list_regions(&ctl->reg, list_cb, o);
-		return o;
-	}
 	if (!strcmp(cmd, "stats")) {
 		json_t *h = json_array();
 
@@ -880,31 +1088,74 @@ int rd_control_admin_reply(int fd, json_t *o)
 	return ret ? -ECONNRESET : 1;
 }
 
+static bool known_admin_cmd(const char *cmd)
+{
+	static const char *const cmds[] = { "status", "clients", "regions", "peers", "stats" };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmd, cmds[i]))
+			return true;
+	return false;
+}
+
+/*
+ * An admin request. The node admin may do everything; a tenant with its
+ * token may see its own clients and regions and drain its own regions:
+ * "drain tenant T" for its own T, "drain region T/N" in its own T, "drain pod
+ * P" (its regions whose owners attached with pod P). Nobody else anything.
+ */
 static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
 {
 	const struct roshm_ctl_admin *req = buf;
+	const char *tenant = NULL;
 	json_t *o;
 	int ret;
 
-	if (len != sizeof(*req) || !memchr(req->cmd, 0, sizeof(req->cmd)))
+	if (len != sizeof(*req) || !memchr(req->cmd, 0, sizeof(req->cmd)) ||
+	    !memchr(req->tenant, 0, sizeof(req->tenant)) || !memchr(req->token, 0, sizeof(req->token)) ||
+	    !memchr(req->admin_token, 0, sizeof(req->admin_token)))
 		return -EINVAL;
-	if (!admin_allowed(ctl, conn->uid))
-		return -EPERM;
+	if (!admin_by_credential(ctl, conn, req)) {
+		if (!tenant_by_token(ctl, req)) {
+			RD_LOG(NOTICE, "admin '%.32s' refused: pid %d uid %u has no admin token and no "
+			       "tenant token", req->cmd, (int)conn->pid, (unsigned)conn->uid);
+			return -EPERM;
+		}
+		tenant = req->tenant;
+	}
 	if (!strncmp(req->cmd, "drain", 5) && (req->cmd[5] == 0 || req->cmd[5] == ' ')) {
-		/* "drain", "drain tenant T", "drain region T/N": the reply comes
-		 * when the regions are drained (rd_drain_tick). */
-		char what[16] = "", arg[2 * ROSHM_NAME_MAX] = "";
+		/* The reply comes when the regions are drained (rd_drain_tick). */
+		char what[16] = "", arg[2 * ROSHM_NAME_MAX] = "", extra[2];
+		struct rd_drain_match m = { 0 };
 
-		if (req->cmd[5] && (sscanf(req->cmd + 6, "%15s %127s", what, arg) != 2 ||
-				    (strcmp(what, "tenant") && strcmp(what, "region"))))
+		if (req->cmd[5] && (sscanf(req->cmd + 6, "%15s %127s %1s", what, arg, extra) != 2 ||
+				    (strcmp(what, "tenant") && strcmp(what, "region") && strcmp(what, "pod"))))
 			return -EINVAL;
-		ret = rd_drain_start(ctl, !strcmp(what, "tenant") ? arg : NULL,
-				     !strcmp(what, "region") ? arg : NULL, conn->fd);
+		if (!strcmp(what, "tenant"))
+			m.tenant = arg;
+		else if (!strcmp(what, "region"))
+			m.region = arg;
+		else if (!strcmp(what, "pod"))
+			m.pod = arg;
+		if (tenant) {
+			size_t tl = strlen(tenant);
+
+			/* a tenant drains only what it owns */
+			if ((!m.tenant && !m.region && !m.pod) || (m.tenant && strcmp(m.tenant, tenant)) ||
+			    (m.region && (strncmp(m.region, tenant, tl) || m.region[tl] != '/')))
+				return -EPERM;
+			m.owner_tenant = tenant;
+		}
+		ret = rd_drain_start(ctl, &m, conn->fd);
+		if (ret >= 0)
+			conn->deadline_ns = 0; /* the answer may take drain.timeout_ms */
 		return ret < 0 ? ret : 1;
 	}
-	o = rd_control_admin_json(ctl, req->cmd);
-	if (!o)
+	if (!known_admin_cmd(req->cmd))
 		return -EINVAL;
+	o = rd_control_admin_json(ctl, req->cmd, tenant);
+	if (!o)
+		return -EPERM;
 	ret = rd_control_admin_reply(conn->fd, o);
 	json_decref(o);
 	return ret;
@@ -912,21 +1163,67 @@ static int do_admin(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 
 /* ---- connections -------------------------------------------------------------- */
 
+/*
+ * Close a connection. Its memory goes after the current epoll batch (an
+ * event of the same batch may point at it: it sees fd == -1).
+ */
 static void conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why)
 {
-	struct rd_conn **pp;
-
+	if (conn->fd < 0)
+		return;
 	if (conn->client)
 		client_detach(ctl, conn->client, why);
+	else
+		ctl->npending--;
+	if (conn->hello) { /* the quota HELLO reserved goes back */
+		ctl->tuse[conn->tidx].clients--;
+		ctl->tuse[conn->tidx].bytes -= conn->lay.size;
+	}
 	rd_drain_forget_fd(ctl, conn->fd);
 	epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
 	close(conn->fd);
-	for (pp = &ctl->conns; *pp; pp = &(*pp)->next)
-		if (*pp == conn) {
-			*pp = conn->next;
-			break;
+	conn->fd = -1;
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		ctl->conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	conn->next = ctl->dead_conns;
+	ctl->dead_conns = conn;
+}
+
+static void conns_reap(struct rd_control *ctl)
+{
+	while (ctl->dead_conns) {
+		struct rd_conn *c = ctl->dead_conns;
+
+		ctl->dead_conns = c->next;
+		free(c);
+	}
+}
+
+/* Connections that are not attached: they must make progress, and only so
+ * many may wait (a HELLO deadline and admin.max_pending). */
+static void conns_timer(struct rd_control *ctl, uint64_t now)
+{
+	for (struct rd_conn *c = ctl->conns, *next; c; c = next) {
+		next = c->next;
+		if (!c->client && c->deadline_ns && now >= c->deadline_ns) {
+			RD_LOG(NOTICE, "control connection of pid %d idle past %u ms: closed", (int)c->pid,
+			       ctl->cfg->hello_timeout_ms);
+			conn_close(ctl, c, "idle");
 		}
-	free(conn);
+	}
+	conns_reap(ctl);
+}
+
+/* A drain answered on this connection: its idle clock runs again. */
+void rd_control_conn_rearm(struct rd_control *ctl, int fd)
+{
+	for (struct rd_conn *c = ctl->conns; c; c = c->next)
+		if (c->fd == fd && !c->client)
+			c->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 }
 
 static void conn_accept(struct rd_control *ctl)
@@ -934,29 +1231,40 @@ static void conn_accept(struct rd_control *ctl)
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
 	struct rd_conn *conn;
-	int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd;
 
-	if (fd < 0)
-		return;
-	conn = calloc(1, sizeof(*conn));
-	if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
-		free(conn);
-		close(fd);
-		return;
-	}
-	conn->tag.kind = RD_EP_CONN;
-	conn->fd = fd;
-	conn->pid = cr.pid;
-	conn->uid = cr.uid;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
+	while ((fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		if (ctl->npending >= ctl->cfg->max_pending_conns) {
+			/* Unauthenticated connections cannot pile up: attached
+			 * clients are counted by their tenants' quotas. */
+			close(fd);
+			ctl->refused_conns++;
+			continue;
+		}
+		conn = calloc(1, sizeof(*conn));
+		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
+			free(conn);
+			close(fd);
+			continue;
+		}
+		conn->tag.kind = RD_EP_CONN;
+		conn->fd = fd;
+		conn->pid = cr.pid;
+		conn->uid = cr.uid;
+		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
 
-	if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		free(conn);
-		close(fd);
-		return;
+		if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			free(conn);
+			close(fd);
+			continue;
+		}
+		conn->next = ctl->conns;
+		if (ctl->conns)
+			ctl->conns->prev = conn;
+		ctl->conns = conn;
+		ctl->npending++;
 	}
-	conn->next = ctl->conns;
-	ctl->conns = conn;
 }
 
 static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
@@ -976,7 +1284,8 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* Only REGION_REATTACH carries a descriptor (one); close any others. */
+	/* CHANNEL, REGION_CREATE and REGION_REATTACH carry one descriptor;
+	 * every other one is closed at once, and two end the connection. */
 	int in_fd = -1, nfd = 0;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -985,7 +1294,8 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 				int fd = ((int *)CMSG_DATA(c))[i];
 
 				if (nfd++ == 0 && n > 0 && (size_t)n >= sizeof(*h) &&
-				    h->type == ROSHM_CTL_REGION_REATTACH)
+				    (h->type == ROSHM_CTL_REGION_REATTACH || h->type == ROSHM_CTL_REGION_CREATE ||
+				     h->type == ROSHM_CTL_CHANNEL))
 					in_fd = fd;
 				else
 					close(fd);
@@ -1018,20 +1328,19 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		send_status(conn->fd, h->type, -EPROTO);
 		return;
 	}
+	if (!conn->client)
+		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 	switch (h->type) {
 	case ROSHM_CTL_HELLO:
 		ret = do_hello(ctl, conn, buf, (size_t)n);
 		break;
-	case ROSHM_CTL_REGION_CREATE:
-		ret = do_region_create(ctl, conn, buf, (size_t)n, -1);
+	case ROSHM_CTL_CHANNEL:
+		ret = do_channel(ctl, conn, buf, (size_t)n, in_fd);
 		break;
+	case ROSHM_CTL_REGION_CREATE:
 	case ROSHM_CTL_REGION_REATTACH:
-		if (in_fd < 0) {
-			ret = -EINVAL;
-			break;
-		}
-		ret = do_region_create(ctl, conn, buf, (size_t)n, in_fd); /* takes in_fd */
-		in_fd = -1;
+		ret = do_region_create(ctl, conn, buf, (size_t)n, in_fd,
+				       h->type == ROSHM_CTL_REGION_REATTACH);
 		break;
 	case ROSHM_CTL_REGION_OPEN:
 		ret = do_region_open(ctl, conn, buf, (size_t)n);
@@ -1046,6 +1355,9 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		ret = -EOPNOTSUPP;
 		break;
 	}
+	/* Whoever took the memory mapped it; the descriptor is not kept. */
+	if (in_fd >= 0)
+		close(in_fd);
 	if (ret == -ECONNRESET) {
 		conn_close(ctl, conn, "reply failed");
 		return;
@@ -1066,25 +1378,40 @@ static void poller_events(struct rd_control *ctl)
 			rd_peers_event(ctl, &ev);
 			continue;
 		}
-		for (struct rd_conn *conn = ctl->conns; conn; conn = conn->next) {
-			if (conn->client && conn->client->id == ev.client_id) {
-				ev.why[sizeof(ev.why) - 1] = 0;
-				RD_LOG(WARNING, "client %u (pid %d): %s: disconnecting it",
-				       ev.client_id, (int)conn->pid, ev.why);
-				conn_close(ctl, conn, ev.why);
-				break;
-			}
+		struct rd_client *c = ctl->client_slots[ev.client_id & 0xffffu];
+
+		if (c && c->id == ev.client_id) {
+			ev.why[sizeof(ev.why) - 1] = 0;
+			RD_LOG(WARNING, "client %u (pid %d): %s: disconnecting it", ev.client_id,
+			       (int)c->pid, ev.why);
+			conn_close(ctl, c->conn, ev.why);
 		}
+	}
+	/* What the poller let go of since: free it now. */
+	for (struct rd_defer *d = rd_poller_graveyard(ctl->poller), *next; d; d = next) {
+		next = d->next;
+		if (d->kind == RD_DEFER_REGION)
+			region_free(ctl, container_of(d, struct rd_region, defer));
+		else
+			client_free(ctl, container_of(d, struct rd_client, defer));
 	}
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
 
-static int listen_socket(const char *path)
+/*
+ * The control socket. Whether another roshmd serves it is decided by a lock
+ * on "<socket>.lock", not by connecting: a stale socket file, or a process
+ * that took over the path and answers, must not keep roshmd from starting.
+ * The directory is created 0755: pods get it mounted read-only, so none of
+ * them can replace the socket (libroshm also checks the server's uid).
+ */
+static int listen_socket(struct rd_control *ctl, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[sizeof(sa.sun_path)];
-	int fd, probe;
+	char dir[sizeof(sa.sun_path)], lock[sizeof(sa.sun_path) + 8];
+	struct stat st;
+	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -1101,15 +1428,18 @@ static int listen_socket(const char *path)
 				*p = '/';
 			}
 		mkdir(dir, 0755);
+		if (stat(dir, &st) == 0 && (st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+			RD_LOG(WARNING, "socket directory %s is writable by others (mode %03o): anyone "
+			       "who can write it can put another socket in roshmd's place",
+			       dir, (unsigned)(st.st_mode & 0777));
 	}
-	/* Refuse to steal the socket of a live roshmd. */
-	probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		close(probe);
-		return -EADDRINUSE;
-	}
-	if (probe >= 0)
-		close(probe);
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	ctl->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (ctl->lock_fd < 0)
+		return -errno;
+	if (flock(ctl->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	/* Ours now: whatever sits at the path is stale or an impostor. */
 	unlink(path);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -1123,6 +1453,67 @@ static int listen_socket(const char *path)
 	/* Any local process may attach; tenants and tokens decide what it gets. */
 	chmod(path, 0666);
 	return fd;
+}
+
+/*
+ * The node's admin token: the file's first line, or a new random one that
+ * roshmd writes there (0600, in a directory of its own that pods do not
+ * mount); roshmctl in roshmd's container reads the same file.
+ */
+static int admin_token_load(struct rd_control *ctl)
+{
+	const char *path = ctl->cfg->admin_token_file;
+	char dir[RD_PATH_MAX], buf[ROSHM_ADMIN_TOKEN_MAX];
+	uint8_t raw[32];
+	ssize_t n;
+	int fd;
+
+	ctl->admin_token[0] = 0;
+	if (!path[0])
+		return 0;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+
+		if (slash && slash != dir) {
+			*slash = 0;
+			mkdir(dir, 0700);
+		}
+		random_bytes(raw, sizeof(raw));
+		for (size_t i = 0; i < sizeof(raw); i++)
+			snprintf(buf + 2 * i, 3, "%02x", raw[i]);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, buf, 64) != 64 || write(fd, "\n", 1) != 1) {
+			/* e.g. not root, or a read-only root: run without one */
+			RD_LOG(WARNING, "admin token %s: cannot create it (%s): no admin token; only "
+			       "roshmd's own uid (if not root) and admin.uids may administer it",
+			       path, strerror(errno ? errno : EIO));
+			if (fd >= 0) {
+				close(fd);
+				unlink(path);
+			}
+			return 0;
+		}
+		close(fd);
+		snprintf(ctl->admin_token, sizeof(ctl->admin_token), "%.64s", buf);
+		RD_LOG(INFO, "admin token created in %s (roshmctl reads it there)", path);
+		return 0;
+	}
+	if (fd < 0) {
+		RD_LOG(ERR, "admin token %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	buf[strcspn(buf, "\r\n")] = 0;
+	if (strlen(buf) < 16) {
+		RD_LOG(ERR, "admin token %s: shorter than 16 characters", path);
+		return -EINVAL;
+	}
+	snprintf(ctl->admin_token, sizeof(ctl->admin_token), "%s", buf);
+	return 0;
 }
 
 static int publish_node(struct rd_control *ctl)
@@ -1169,14 +1560,15 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	memset(ctl, 0, sizeof(*ctl));
 	ctl->cfg = cfg;
 	ctl->poller = p;
-	ctl->listen_fd = ctl->epfd = ctl->sig_fd = -1;
+	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
 	ctl->tcp_listen_fd = -1;
 	ctl->metrics_fd = -1;
 	ctl->local.ops = &rd_local_transport_ops;
 	ctl->start_ns = rd_mono_ns();
 	random_bytes(&ctl->instance, sizeof(ctl->instance));
 	ctl->slots = calloc(cfg->max_regions + 1, sizeof(*ctl->slots));
-	if (!ctl->slots)
+	ctl->client_slots = calloc(cfg->max_clients, sizeof(*ctl->client_slots));
+	if (!ctl->slots || !ctl->client_slots)
 		return -ENOMEM;
 	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctl->epfd < 0)
@@ -1211,9 +1603,13 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		if (!cfg->tenants[i].token[0])
 			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
 			       cfg->tenants[i].name);
-	ret = listen_socket(cfg->socket);
+	ret = admin_token_load(ctl);
+	if (ret)
+		return ret;
+	ret = listen_socket(ctl, cfg->socket);
 	if (ret < 0) {
-		RD_LOG(ERR, "socket %s: %s", cfg->socket, strerror(-ret));
+		RD_LOG(ERR, "socket %s: %s", cfg->socket,
+		       ret == -EADDRINUSE ? "another roshmd holds its lock file" : strerror(-ret));
 		return ret;
 	}
 	ctl->listen_fd = ret;
@@ -1274,7 +1670,9 @@ int rd_control_run(struct rd_control *ctl)
 						/* preStop / SIGTERM: drain every region, then exit */
 						RD_LOG(INFO, "signal %u: draining, then stopping", si.ssi_signo);
 						ctl->stopping = 1;
-						rd_drain_start(ctl, NULL, NULL, -1);
+						struct rd_drain_match all = { 0 };
+
+						rd_drain_start(ctl, &all, -1);
 					}
 				}
 			} else if (tag == &tag_ev) {
@@ -1283,14 +1681,13 @@ int rd_control_run(struct rd_control *ctl)
 				/* A connection may have been closed by an earlier
 				 * event of this batch (poller_events): check it. */
 				struct rd_conn *conn = tag;
-				bool live = false;
 
-				for (struct rd_conn *c = ctl->conns; c; c = c->next)
-					live |= c == conn;
-				if (live)
+				if (conn->fd >= 0)
 					conn_readable(ctl, conn);
 			}
 		}
+		conns_reap(ctl);
+		conns_timer(ctl, rd_mono_ns());
 		if (ctl->reg.ops->tick && ctl->reg.ops->tick(&ctl->reg) == 1)
 			republish(ctl);
 		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
@@ -1313,10 +1710,19 @@ void rd_control_fini(struct rd_control *ctl)
 		rd_verbs_close_all(ctl->poller->verbs);
 	while (ctl->conns)
 		conn_close(ctl, ctl->conns, "roshmd stopping");
+	conns_reap(ctl);
+	/* The poller has stopped: what it still held is ours to free. */
+	poller_events(ctl);
+	while (ctl->zombie_regions)
+		region_free(ctl, ctl->zombie_regions);
+	while (ctl->zombie_clients)
+		client_free(ctl, ctl->zombie_clients);
 	if (ctl->listen_fd >= 0) {
 		close(ctl->listen_fd);
 		unlink(ctl->cfg->socket);
 	}
+	if (ctl->lock_fd >= 0)
+		close(ctl->lock_fd);
 	if (ctl->sig_fd >= 0)
 		close(ctl->sig_fd);
 	if (ctl->epfd >= 0)
@@ -1328,4 +1734,5 @@ void rd_control_fini(struct rd_control *ctl)
 		ctl->reg.ops->close(&ctl->reg);
 	}
 	free(ctl->slots);
+	free(ctl->client_slots);
 }

@@ -25,6 +25,15 @@ struct rd_acc {
 	struct rd_acc *next;
 };
 
+#define RD_NAME_BUCKETS 4096
+
+/* What a tenant holds on this node, against its quota (control thread). */
+struct rd_tenant_use {
+	uint32_t clients;
+	uint32_t regions;
+	uint64_t bytes;
+};
+
 struct rd_control {
 	const struct rd_config *cfg;
 	struct rd_poller *poller;
@@ -58,6 +67,17 @@ struct rd_control {
 	uint64_t start_ns;
 	uint64_t instance;            /* random per start (HELLO reply) */
 	volatile int stop;
+	struct rd_region *by_name[RD_NAME_BUCKETS];
+	struct rd_tenant_use tuse[RD_TENANTS_MAX];
+	struct rd_client **client_slots; /* attached clients by id & 0xffff */
+	uint32_t npending;            /* connections not attached (admin.max_pending) */
+	uint16_t next_slot_gen;
+	struct rd_region *zombie_regions; /* handed to the poller, freed from its graveyard */
+	struct rd_client *zombie_clients;
+	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
+	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
+	uint64_t refused_conns;       /* over admin.max_pending */
+	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
 };
 
 int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p);
@@ -76,15 +96,31 @@ bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenan
 
 void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg);
 void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg);
+/* Add @rg to the control thread's lists (local ones also by name). */
+void rd_control_region_link(struct rd_control *ctl, struct rd_region *rg);
 int rd_control_admin_reply(int fd, struct json_t *o);
+/* An admin command's JSON; @tenant NULL: the node admin's view, else that
+ * tenant's own part (NULL when the command is not a tenant's). */
+struct json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const char *tenant);
 void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 		      struct rd_region_rec *rec, const char *state);
 
-/* drain.c: stop new work on regions, finish their logs, unpublish them */
-int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *region, int reply_fd);
+/* drain.c: stop new work on regions, finish their logs, unpublish them.
+ * Which regions: all NULL is every one; else those of @tenant, the region
+ * "T/N", or those whose owner attached with @pod; @owner_tenant (a tenant's
+ * own request) narrows any of them to its own. */
+struct rd_drain_match {
+	const char *tenant;
+	const char *region;
+	const char *pod;
+	const char *owner_tenant;
+};
+int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int reply_fd);
 void rd_drain_tick(struct rd_control *ctl);
 bool rd_drain_idle(const struct rd_control *ctl);
 void rd_drain_forget_fd(struct rd_control *ctl, int fd);
+/* The drain answered on @fd: its connection's idle deadline runs again. */
+void rd_control_conn_rearm(struct rd_control *ctl, int fd);
 
 /* peers.c: the tcp transport's control side */
 int rd_peers_init(struct rd_control *ctl);

@@ -19,41 +19,53 @@ struct rd_drain_job {
 	uint32_t drained, timed_out;
 	uint64_t deadline_ns;
 	uint64_t not_before_ns;       /* peers must have had time to see "stale" */
-	struct rd_region *regions[64];
+	struct rd_region **regions;   /* every region it drains (held) */
 	uint32_t nregions;
 	struct rd_drain_job *next;
 };
 
-static bool matches(const struct rd_region *rg, const char *tenant, const char *region)
+static bool matches(const struct rd_region *rg, const struct rd_drain_match *m)
 {
 	char full[2 * ROSHM_NAME_MAX];
 
 	if (rg->remote || !rg->owner || rg->ctl_draining)
 		return false;
-	if (tenant)
-		return !strcmp(rg->tenant, tenant);
-	if (region) {
+	if (m->owner_tenant && strcmp(rg->tenant, m->owner_tenant))
+		return false;
+	if (m->tenant)
+		return !strcmp(rg->tenant, m->tenant);
+	if (m->region) {
 		snprintf(full, sizeof(full), "%s/%s", rg->tenant, rg->name);
-		return !strcmp(full, region);
+		return !strcmp(full, m->region);
 	}
+	if (m->pod)
+		return !strcmp(rg->owner->pod, m->pod);
 	return true;
 }
 
-int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *region, int reply_fd)
+int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int reply_fd)
 {
 	struct rd_drain_job *job = calloc(1, sizeof(*job));
 	struct rd_region_rec rec;
+	uint32_t n = 0;
 
 	if (!job)
 		return -ENOMEM;
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		n += matches(rg, m);
+	job->regions = calloc(n ? n : 1, sizeof(*job->regions));
+	if (!job->regions) {
+		free(job);
+		return -ENOMEM;
+	}
 	job->reply_fd = reply_fd;
 	job->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull;
 	/* Peers check the registry every revalidate_ms (at once with etcd's
 	 * watch): keep the stale record up for two of those, so that they
 	 * pause rather than find the region gone. */
 	job->not_before_ns = rd_mono_ns();
-	for (struct rd_region *rg = ctl->regions; rg && job->nregions < 64; rg = rg->next) {
-		if (!matches(rg, tenant, region))
+	for (struct rd_region *rg = ctl->regions; rg && job->nregions < n; rg = rg->next) {
+		if (!matches(rg, m))
 			continue;
 		struct rd_cmd cmd = { .type = RD_CMD_REGION_DRAIN, .region = rg };
 
@@ -65,7 +77,8 @@ int rd_drain_start(struct rd_control *ctl, const char *tenant, const char *regio
 		job->regions[job->nregions++] = rg;
 		RD_LOG(INFO, "region %s/%s: draining (stale in the registry)", rg->tenant, rg->name);
 	}
-	if (region && !job->nregions) {
+	if (m->region && !job->nregions) {
+		free(job->regions);
 		free(job);
 		return -ENOENT;
 	}
@@ -83,7 +96,9 @@ static bool region_drained(const struct rd_region *rg)
 
 	if (!rg->txn_slots)
 		return true;
-	return __atomic_load_n(&h->txn_applied, __ATOMIC_ACQUIRE) ==
+	/* The poller's own count of what it applied, not the header's (the
+	 * owner can write that); the tail is where reservations land. */
+	return __atomic_load_n(&rg->applied, __ATOMIC_ACQUIRE) >=
 	       __atomic_load_n(&h->txn_tail, __ATOMIC_ACQUIRE);
 }
 
@@ -146,9 +161,11 @@ void rd_drain_tick(struct rd_control *ctl)
 			json_object_set_new(o, "timed_out", json_integer(j->timed_out));
 			rd_control_admin_reply(j->reply_fd, o);
 			json_decref(o);
+			rd_control_conn_rearm(ctl, j->reply_fd);
 		}
 		RD_LOG(INFO, "drain done: %u regions drained, %u timed out", j->drained, j->timed_out);
 		*pp = j->next;
+		free(j->regions);
 		free(j);
 	}
 }

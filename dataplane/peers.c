@@ -310,6 +310,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		if (!rg)
 			return -ENOMEM;
 		rg->fd = -1;
+		rg->defer.kind = RD_DEFER_REGION;
 		rg->remote = true;
 		rg->peer = p;
 		rg->id = rec->region_id;
@@ -327,8 +328,8 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));
 		rg->xport = p->verbs ? &ctl->poller->verbs->base : &ctl->poller->tcp->base;
-		rg->next = ctl->regions;
-		ctl->regions = rg;
+		rg->tidx = -1;
+		rd_control_region_link(ctl, rg);
 		p->refs++;
 	}
 	*out = rg;

@@ -98,6 +98,7 @@ void rd_poller_fini(struct rd_poller *p)
 {
 	if (p->verbs) {
 		rd_verbs_close_all(p->verbs);
+		rd_verbs_fini(p->verbs);
 		free(p->verbs);
 		p->verbs = NULL;
 	}
@@ -135,6 +136,7 @@ static void kick(int fd)
 int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 {
 	struct timespec ts = { 0, 20000 };
+	uint64_t waited = 0;
 
 	atomic_store_explicit(&cmd->done, 0, memory_order_relaxed);
 	cmd->result = 0;
@@ -144,18 +146,51 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		apply_cmd(p, cmd);
 		return cmd->result;
 	}
-	if (rte_ring_mp_enqueue(p->cmd_ring, cmd) != 0)
-		return -ENOBUFS;
+	/* The ring has room for every command the one control thread can have
+	 * outstanding (one); a full ring would be a bug, not load. */
+	while (rte_ring_mp_enqueue(p->cmd_ring, cmd) != 0)
+		nanosleep(&ts, NULL);
 	kick(p->cmd_efd);
 	/* Commands are rare (attach, open, close); a short sleep-wait keeps the
 	 * control thread simple. Acquire pairs with the poller's release. */
-	for (int i = 0; i < 500000; i++) {
-		if (atomic_load_explicit(&cmd->done, memory_order_acquire))
-			return cmd->result;
+	while (!atomic_load_explicit(&cmd->done, memory_order_acquire)) {
 		nanosleep(&ts, NULL);
+		if (++waited % 250000 == 0) /* every ~5 s: say so, keep waiting */
+			RD_LOG(ERR, "poller has not applied command %d for %llu s", cmd->type,
+			       (unsigned long long)(waited / 50000));
 	}
-	RD_LOG(ERR, "poller did not apply command %d in 10 s", cmd->type);
-	return -ETIMEDOUT;
+	return cmd->result;
+}
+
+/* ---- lifetimes (struct rd_defer) ---- */
+
+static void bury(struct rd_poller *p, struct rd_defer *d)
+{
+	struct rd_defer *top = atomic_load_explicit(&p->graveyard, memory_order_relaxed);
+
+	/* One producer (us): the CAS only races with control's exchange. */
+	do
+		d->next = top;
+	while (!atomic_compare_exchange_weak_explicit(&p->graveyard, &top, d, memory_order_release,
+						      memory_order_relaxed));
+	kick(p->ev_efd);
+}
+
+struct rd_defer *rd_poller_graveyard(struct rd_poller *p)
+{
+	return atomic_exchange_explicit(&p->graveyard, NULL, memory_order_acquire);
+}
+
+void rd_region_unhold(struct rd_poller *p, struct rd_region *rg)
+{
+	if (--rg->dp_refs == 0 && rg->released)
+		bury(p, &rg->defer);
+}
+
+void rd_client_unhold(struct rd_poller *p, struct rd_client *c)
+{
+	if (--c->dp_refs == 0 && c->released)
+		bury(p, &c->defer);
 }
 
 static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
@@ -175,12 +210,13 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 			}
 		if (p->tcp)
 			rd_tcp_client_gone(p->tcp, c);
-		if (p->verbs)
-			rd_verbs_client_gone(p->verbs, c);
 		rd_txn_client_gone(p, c);
-		break;
-	case RD_CMD_VERBS_INFLIGHT:
-		cmd->result = p->verbs ? (int)rd_verbs_client_gone(p->verbs, c) : 0;
+		if (c->copy.region) { /* its big copy ends here */
+			rd_region_unhold(p, c->copy.region);
+			c->copy.region = NULL;
+		}
+		c->released = true;
+		cmd->result = c->dp_refs == 0;
 		break;
 	case RD_CMD_HANDLE_SET:
 		c->dp_handles[idx].region = cmd->region;
@@ -191,10 +227,11 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		break;
 	case RD_CMD_REGION_DEAD:
 		cmd->region->dead = true;
-		if (p->tcp && !cmd->region->remote)
-			rd_tcp_export(p->tcp, cmd->region, false);
-		if (!cmd->region->remote)
+		if (!cmd->region->remote) {
+			if (p->tcp)
+				rd_tcp_export(p->tcp, cmd->region, false);
 			rd_txn_region_add(p, cmd->region, false);
+		}
 		break;
 	case RD_CMD_REGION_EXPORT:
 	case RD_CMD_REGION_UNEXPORT:
@@ -202,11 +239,22 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 			rd_tcp_export(p->tcp, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
 		rd_txn_region_add(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
 		break;
+	case RD_CMD_REGION_RELEASE:
+		/* Nothing reaches it from now on; what still holds it finishes. */
+		cmd->region->dead = true;
+		if (!cmd->region->remote) {
+			if (p->tcp)
+				rd_tcp_export(p->tcp, cmd->region, false);
+			rd_txn_region_add(p, cmd->region, false);
+		}
+		cmd->region->released = true;
+		cmd->result = cmd->region->dp_refs == 0;
+		break;
 	case RD_CMD_PEER_UP:
 		if (cmd->peer->verbs && p->verbs)
-			rd_verbs_peer_up(p->verbs, cmd->peer);
+			cmd->result = rd_verbs_peer_up(p->verbs, cmd->peer);
 		else if (!cmd->peer->verbs && p->tcp)
-			rd_tcp_peer_up(p->tcp, cmd->peer, cmd->fd);
+			cmd->result = rd_tcp_peer_up(p->tcp, cmd->peer, cmd->fd);
 		else
 			cmd->result = -EOPNOTSUPP;
 		break;
@@ -326,16 +374,52 @@ static inline unsigned batch_bucket(unsigned n)
 	return b;
 }
 
-/* Serve one client: returns SQEs consumed. */
+/*
+ * Local WRITE/READ bigger than this are copied a piece per round (struct
+ * rd_copy), and a client copies at most ROUND_BYTES per round: one client's
+ * 256 MiB copy never holds up the others' rounds.
+ */
+#define COPY_CHUNK (64u << 10)
+#define ROUND_BYTES (256u << 10)
+
+/* Go on with a client's big local copy; returns the bytes copied. */
+static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t budget)
+{
+	struct rd_copy *k = &c->copy;
+	const struct roshm_sqe *s = &k->sqe;
+	uint32_t n = s->len - k->done < budget ? s->len - k->done : budget;
+	uint8_t *region = k->region->data + s->off + k->done;
+	uint8_t *arena = c->arena + s->arena_off + k->done;
+
+	if (s->opcode == ROSHM_OP_WRITE)
+		memcpy(region, arena, n);
+	else
+		memcpy(arena, region, n);
+	k->done += n;
+	if (k->done == s->len) {
+		rd_op_complete(c, s->user_data, 0, s->len);
+		rd_region_unhold(p, k->region);
+		k->region = NULL;
+	}
+	return n;
+}
+
+/* Serve one client: returns SQEs consumed (and big copies advanced). */
 static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 {
-	uint32_t sq_tail, avail, cq_head, used, room, n, i;
+	uint32_t sq_tail, avail, cq_head, used, room, n, i, budget = ROUND_BYTES;
 	unsigned done = 0;
 	uint64_t bytes = 0, errors = 0;
 	struct rd_op op;
 
 	if (c->dead)
 		return 0;
+	if (c->copy.region) {
+		budget -= copy_step(p, c, budget);
+		if (c->copy.region)
+			return 1; /* its budget went into the copy */
+		done = 1; /* progress: the poller must not sleep */
+	}
 	/* R0 */
 	sq_tail = __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE);
 	avail = sq_tail - c->sq_head;
@@ -344,7 +428,8 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		return 0;
 	}
 	if (!avail)
-		return 0;
+		return done;
+	done = 0;
 	/* R3 */
 	cq_head = __atomic_load_n(c->cq_khead, __ATOMIC_ACQUIRE);
 	used = c->cq_tail - cq_head;
@@ -363,7 +448,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
 		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && budget; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
 		 * us, and we must check and use one and the same value. */
 		memcpy(&op.sqe, &c->sqes[c->sq_head & c->sq_mask], sizeof(op.sqe));
@@ -376,29 +461,44 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 				       &op.region);
 		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
 			/* No CQE of its own: its status travels to the commit. */
-			if (rd_txn_write(p, c, &op.sqe, op.region, ret) < 0)
-				break;
-		} else if (!ret && op.region && op.region->draining) {
-			cq_post(c, op.sqe.user_data, -EAGAIN, 0); /* draining: no new work */
-			errors++;
-		} else if (!ret && op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
+			rd_txn_write(p, c, &op.sqe, op.region, ret);
+		} else if (op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
+			/* Even a rejected commit ends what was gathered. */
 			c->inflight++;
-			ret = rd_txn_commit(p, c, &op.sqe, op.region);
+			ret = rd_txn_commit(p, c, &op.sqe, op.region, ret);
 			if (ret) {
 				c->inflight--;
 				cq_post(c, op.sqe.user_data, ret, 0);
 				errors++;
 			}
+		} else if (!ret && op.region && op.region->draining) {
+			cq_post(c, op.sqe.user_data, -EAGAIN, 0); /* draining: no new work */
+			errors++;
 		} else if (ret) {
 			cq_post(c, op.sqe.user_data, ret, 0);
 			errors++;
 		} else if (!op.region) { /* NOP, FENCE */
 			cq_post(c, op.sqe.user_data, 0, 0);
+		} else if (op.sqe.len > COPY_CHUNK && op.region->xport->ops == &rd_local_transport_ops &&
+			   op.sqe.opcode <= ROSHM_OP_READ) {
+			/* a big local copy: a piece now, the rest in later rounds */
+			c->copy.sqe = op.sqe;
+			c->copy.done = 0;
+			c->copy.region = op.region;
+			rd_region_hold(op.region);
+			c->inflight++;
+			bytes += op.sqe.len;
+			c->sq_head++;
+			done++;
+			budget -= copy_step(p, c, budget);
+			break;
 		} else {
 			op.client = c;
 			ret = op.region->xport->ops->submit(op.region->xport, &op);
 			if (ret < 0)
 				break; /* transport full: the SQE stays, next round */
+			if (op.sqe.opcode <= ROSHM_OP_READ)
+				budget = op.sqe.len >= budget ? 0 : budget - op.sqe.len;
 			if (ret) {
 				cq_post(c, op.sqe.user_data, op.status, op.result);
 				if (op.status)

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <rte_log.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -26,11 +27,30 @@ extern int rd_logtype;
 #define RD_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, rd_logtype, "roshmd: " fmt "\n", ##__VA_ARGS__)
 
+#ifndef container_of
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#endif
+
 /* A stat written by one thread (the poller) and read by another. */
 #define RD_STAT_ADD(x, n) __atomic_store_n(&(x), (x) + (n), __ATOMIC_RELAXED)
 #define RD_STAT_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 struct rd_peer;
+
+/*
+ * An object the data path may still touch when the control thread is done
+ * with it (a region a transaction still targets, a client whose arena a
+ * verbs WR still reads). The control thread hands it over with a command;
+ * the poller counts its own references (dp_refs) and, when the last one
+ * goes, pushes it on its graveyard (a lock-free stack) and rings ev_efd; the
+ * control thread frees it from there. Nothing is freed while the poller may
+ * touch it, and the control thread never waits for that.
+ */
+enum rd_defer_kind { RD_DEFER_REGION, RD_DEFER_CLIENT };
+struct rd_defer {
+	struct rd_defer *next;
+	enum rd_defer_kind kind;
+};
 
 struct rd_region {
 	uint32_t id;                  /* local: slot in the export table (1..max_regions);
@@ -78,7 +98,15 @@ struct rd_region {
 	/* control view */
 	bool ctl_draining, ctl_paused;
 	uint64_t paused_since;
-	struct rd_region *next;       /* control's list */
+	int tidx;                     /* local: the owner's tenant (quota), -1 remote */
+	struct rd_region *next, *prev; /* control's list */
+	struct rd_region *name_next;  /* control: local regions by name (hash chain) */
+	/* lifetime: control's refs above; the poller's own below */
+	uint32_t dp_refs;             /* poller: transactions and WRs that use it */
+	bool released;                /* poller: control let go; free when dp_refs is 0 */
+	bool zombie;                  /* control: handed to the poller to free later */
+	struct rd_defer defer;
+	struct rd_region *znext;      /* control: zombies, freed at exit if still held */
 };
 
 /*
@@ -112,6 +140,8 @@ struct rd_tcp_conn {
 	uint32_t rx_start, rx_end;
 	int rx_state;                 /* 0: header, 1: payload */
 	uint8_t *rx_dst;              /* payload destination, NULL: discard */
+	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
+	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
 	uint32_t rx_left;
 	uint8_t rx_hdr[64];           /* the header whose payload is being received */
 	/* tx ring */
@@ -124,6 +154,7 @@ struct rd_tcp_conn {
 	uint32_t *free_ids;
 	uint32_t nfree;
 	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+	struct rd_tcp_conn *next_dead;  /* inbound: closed, freed after the poll */
 };
 
 #define RD_VERBS_QPS_MAX 8
@@ -154,22 +185,32 @@ struct rd_handle {
 #define RD_LAT_XPORTS 2     /* 0 tcp, 1 verbs */
 #define RD_LAT_BUCKETS 20   /* <= 1 us, 2 us, 4 us, ... 524 ms; then one overflow bucket */
 
+/* A big local WRITE/READ in progress, a piece per poll round. */
+struct rd_copy {
+	struct roshm_sqe sqe;         /* the validated copy */
+	struct rd_region *region;     /* held; NULL: no copy in progress */
+	uint32_t done;
+};
+
 struct rd_client_stats {
 	uint64_t sqes;
 	uint64_t errors;
 	uint64_t bytes;
 };
 
+struct rd_conn;
 struct rd_client {
-	uint32_t id;
+	uint32_t id;                  /* slot (low 16 bits) | reuse count << 16 */
+	struct rd_conn *conn;         /* control: its connection */
 	int sock;
 	int sq_efd;                   /* client -> poller wakeup */
 	int cq_efd;                   /* poller -> client wakeup */
 	pid_t pid;
 	uid_t uid;
 	char tenant[ROSHM_NAME_MAX];
-	/* channel memory; sizes and offsets are roshmd's own copies */
-	int chan_fd;
+	int tidx;                     /* index of its tenant in cfg->tenants */
+	char pod[ROSHM_NAME_MAX];     /* the pod it says it belongs to (HELLO, under its token) */
+	/* channel memory (the client's memfd); sizes and offsets are roshmd's own copies */
 	void *chan;
 	size_t chan_size;
 	bool hugetlb;
@@ -196,15 +237,24 @@ struct rd_client {
 	uint32_t inflight;            /* consumed SQEs without a posted CQE */
 	uint32_t sq_pub, cq_pub;      /* indices last published */
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
+	struct rd_copy copy;          /* poller: a big local copy in progress */
 	struct rd_txn *txn_build;     /* poller: the transaction being gathered */
+	int32_t txn_err;              /* poller: the gathered transaction already failed (no context) */
+	uint32_t txn_active;          /* poller: its transactions in flight (txn.max_per_client) */
 	bool dead;                    /* poller: ring corrupted, no more service */
 	struct rd_client_stats stats; /* poller writes, control reads */
 	struct rd_client *next;       /* control's list */
+	/* lifetime (see struct rd_defer) */
+	uint32_t dp_refs;             /* poller: WRs in flight that read or write its arena */
+	bool released;                /* poller: detached; free when dp_refs is 0 */
+	bool zombie;                  /* control: handed to the poller to free later */
+	struct rd_defer defer;
+	struct rd_client *znext;
 };
 
 enum rd_cmd_type {
 	RD_CMD_CLIENT_ADD,
-	RD_CMD_CLIENT_DEL,
+	RD_CMD_CLIENT_DEL,            /* result 1: free it now; 0: the poller hands it back later */
 	RD_CMD_HANDLE_SET,
 	RD_CMD_HANDLE_CLEAR,
 	RD_CMD_REGION_DEAD,
@@ -216,7 +266,8 @@ enum rd_cmd_type {
 	RD_CMD_REGION_DRAIN,          /* local @region: refuse new work, finish its log */
 	RD_CMD_REGION_PAUSE,          /* remote @region: hold (@fd = 1) or release (0) work */
 	RD_CMD_REGION_RETARGET,       /* remote @region: now the instance described by @target */
-	RD_CMD_VERBS_INFLIGHT,        /* result: verbs WRs still using @client's arena */
+	RD_CMD_REGION_RELEASE,        /* control let go of @region: result 1 free it now, 0 the
+					 poller frees it later (graveyard) */
 };
 
 struct rd_cmd {
@@ -283,7 +334,18 @@ struct rd_poller {
 	struct rd_txn_engine *txn;
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
+	_Atomic(struct rd_defer *) graveyard; /* poller pushes, control pops (struct rd_defer) */
 };
+
+/* The data path's references (poller only). */
+static inline void rd_region_hold(struct rd_region *rg)
+{
+	rg->dp_refs++;
+}
+void rd_region_unhold(struct rd_poller *p, struct rd_region *rg);
+void rd_client_unhold(struct rd_poller *p, struct rd_client *c);
+/* Control: take everything the poller let go of (a list through ->next). */
+struct rd_defer *rd_poller_graveyard(struct rd_poller *p);
 
 /* Latency of a remote operation submitted at TSC @t0 (poller only). */
 static inline void rd_lat_record(struct rd_poller *p, int x, uint64_t t0, uint64_t now)
@@ -305,18 +367,27 @@ void rd_poller_fini(struct rd_poller *p);
 int rd_poller_main(void *arg);
 /* One poll round; returns the number of SQEs handled. Exposed for tests. */
 unsigned rd_poller_round(struct rd_poller *p);
-/* Control side: run one command on the poller and wait until it is applied. */
+/*
+ * Control side: run one command on the poller and wait until it is applied.
+ * It waits as long as that takes (a poll round is bounded): returning
+ * earlier would leave the poller holding a command on our stack, and the
+ * caller freeing what the command still names. A stuck poller stops the
+ * control thread, and the liveness probe notices.
+ */
 int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd);
 
-/* Region memory (region.c). */
-int rd_region_alloc(struct rd_region *rg, uint64_t data_size, uint32_t txn_slots,
-		    uint32_t slot_size, enum rd_hugepages huge);
+/* Region memory (region.c): the owner's memfd @fd, taken, sealed, and
+ * initialised (or, with @reattach, checked and kept). 0 or -errno. */
+int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
+		   uint32_t slot_size, bool reattach);
 void rd_region_free(struct rd_region *rg);
-/* Take over a region memfd a client kept across a roshmd restart (validated). */
-int rd_region_adopt(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
-		    uint32_t slot_size);
 
-/* Sealed memfd (shm.c): hugetlb when @huge allows and pages are free. */
-int rd_memfd_create(const char *name, size_t *size, enum rd_hugepages huge, bool *hugetlb);
+/* Client memory (shm.c): map and seal a memfd the client made and touched.
+ * Flags: */
+#define RD_MEM_HUGE_OK 1u     /* it may be MFD_HUGETLB (size rounded up to 2 MiB) */
+#define RD_MEM_HUGE_REQ 2u    /* it must be */
+#define RD_MEM_NO_HOLES 4u    /* seal F_SEAL_FUTURE_WRITE too: no hole punching from now on */
+#define RD_MEM_SEALED_OK 8u   /* already sealed by an earlier roshmd (re-attach) */
+int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map_size, bool *huge);
 
 #endif

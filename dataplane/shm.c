@@ -1,64 +1,98 @@
 // SPDX-License-Identifier: MIT
 /*
- * Sealed memfds for client channels and regions. Sealing SHRINK|GROW|SEAL
- * means no client can ftruncate memory that roshmd has mapped, so a hostile
- * client can never make roshmd take a SIGBUS.
+ * Client memory. Channels and regions are memfds that the client creates
+ * and touches itself, so their pages are charged to the client's pod, not
+ * to roshmd (256 clients with 4 MiB arenas would otherwise be 1 GiB of
+ * roshmd's memory). roshmd takes such a memfd only if it can seal it:
+ *
+ *  - F_SEAL_SHRINK | F_SEAL_GROW before it looks at the size, so that no
+ *    client can ftruncate memory roshmd has mapped (no SIGBUS that way);
+ *  - every page must already be allocated (st_blocks), so roshmd's touches
+ *    never allocate on the client's behalf;
+ *  - channels: F_SEAL_FUTURE_WRITE once roshmd has mapped it. Existing
+ *    writable mappings (the client's and roshmd's) stay, but from then on
+ *    nobody can punch a hole (fallocate(PUNCH_HOLE) fails with EPERM), so a
+ *    hugetlb page can never vanish under the poller and come back as a
+ *    SIGBUS when the pool is empty;
+ *  - regions: never hugetlb, and F_SEAL_SEAL only. A region must stay
+ *    mappable writable for the next roshmd after a restart (re-attach), so
+ *    FUTURE_WRITE is not an option there; its owner can punch holes in it,
+ *    which on shmem only makes roshmd's next touch refault a zero page (no
+ *    SIGBUS), costs the owner its own data, and is bounded by the region's
+ *    size, which the tenant's byte quota counts. docs/security.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "roshmd.h"
 
 #define HUGE_2M (2ull << 20)
 
-static int make(const char *name, size_t size, unsigned int flags)
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+static bool all_pages_present(int fd)
 {
-	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
+	struct stat st;
 
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)size) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-		int e = -errno;
-
-		close(fd);
-		return e;
-	}
-	return fd;
+	return fstat(fd, &st) == 0 && (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
 }
 
-int rd_memfd_create(const char *name, size_t *size, enum rd_hugepages huge, bool *hugetlb)
+int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map_size, bool *huge)
 {
-	int fd = -ENOMEM;
+	int seals = fcntl(fd, F_GET_SEALS);
+	struct statfs sfs;
+	struct stat st;
+	uint64_t max;
+	void *m;
 
-	*hugetlb = false;
-	if (huge != RD_HUGE_OFF) {
-		size_t hsz = (*size + HUGE_2M - 1) & ~(HUGE_2M - 1);
-
-		fd = make(name, hsz, MFD_HUGETLB);
-		if (fd >= 0) {
-			/* hugetlbfs reserves the pages of a shared mapping at
-			 * mmap time and keeps them with the file: a trial map is
-			 * the real check that the pages exist. */
-			void *p = mmap(NULL, hsz, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-			if (p == MAP_FAILED) {
-				close(fd);
-				fd = -ENOMEM;
-				goto fallback;
-			}
-			munmap(p, hsz);
-			*size = hsz;
-			*hugetlb = true;
-			return fd;
-		}
-fallback:
-		if (huge == RD_HUGE_ON)
-			return fd;
+	*map = NULL;
+	if (seals < 0)
+		return -EINVAL; /* not a memfd that allows sealing */
+	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))
+		return -EINVAL; /* we could not write it */
+	if (!(seals & F_SEAL_SEAL)) {
+		if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
+			return -EINVAL;
+	} else if (!(flags & RD_MEM_SEALED_OK) ||
+		   (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+		return -EINVAL;
 	}
-	*size = (*size + 4095) & ~(size_t)4095;
-	return make(name, *size, 0);
+	/* From here on its size is fixed. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) < 0)
+		return -EINVAL;
+	*huge = sfs.f_type == HUGETLBFS_MAGIC;
+	if ((*huge && !(flags & RD_MEM_HUGE_OK)) || (!*huge && (flags & RD_MEM_HUGE_REQ)))
+		return -EINVAL;
+	max = *huge ? (size + HUGE_2M - 1) & ~(HUGE_2M - 1) : size;
+	if ((uint64_t)st.st_size < size || (uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX)
+		return -EINVAL;
+	if (!all_pages_present(fd))
+		return -EFAULT; /* the client must have touched every page */
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	if (!(seals & F_SEAL_SEAL) &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | ((flags & RD_MEM_NO_HOLES) ? F_SEAL_FUTURE_WRITE : 0)) < 0) {
+		munmap(m, (size_t)st.st_size);
+		return -EINVAL; /* the client sealed it under us */
+	}
+	/* A hole punched before the seal would be allocated by our touches. */
+	if (!all_pages_present(fd)) {
+		munmap(m, (size_t)st.st_size);
+		return -EFAULT;
+	}
+	/* Page tables now, not page faults on the poller later; nothing is
+	 * allocated (every page is there). */
+	madvise(m, (size_t)st.st_size, MADV_POPULATE_WRITE);
+	*map = m;
+	*map_size = (size_t)st.st_size;
+	return 0;
 }

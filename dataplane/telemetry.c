@@ -31,7 +31,6 @@ struct rd_tel {
 
 static struct rd_tel tel = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd);
 
 void rd_telemetry_refresh(struct rd_control *ctl)
 {
@@ -47,7 +46,7 @@ void rd_telemetry_refresh(struct rd_control *ctl)
 	if (regions)
 		ctl->tel->next_ns = rd_mono_ns() + REFRESH_NS;
 	for (int i = 0; i < TEL_N; i++) {
-		json_t *o = i == TEL_REGIONS && !regions ? NULL : rd_control_admin_json(ctl, cmd[i]);
+		json_t *o = i == TEL_REGIONS && !regions ? NULL : rd_control_admin_json(ctl, cmd[i], NULL);
 
 		if (i == TEL_REGIONS && !regions) {
 			s[i] = NULL;
@@ -55,7 +54,7 @@ void rd_telemetry_refresh(struct rd_control *ctl)
 		}
 		if (o && i == TEL_STATS) {
 			/* status fields too: one command tells the node's state */
-			json_t *st = rd_control_admin_json(ctl, "status");
+			json_t *st = rd_control_admin_json(ctl, "status", NULL);
 
 			if (st)
 				json_object_update(o, st);

@@ -25,6 +25,7 @@ struct rd_txn {
 	struct rd_txn_engine *e;
 	enum txn_state state;
 	struct rd_client *client;     /* NULL once it detached: finish quietly */
+	int tidx;                     /* its tenant (quota.txn) */
 	uint64_t user_data;
 	struct rd_region *region;
 	uint32_t handle;
@@ -57,10 +58,18 @@ struct rd_txn_engine {
 	uint64_t hz;
 	struct rd_region **owned;     /* local regions with a log, applied by us */
 	uint32_t nowned, maxowned;
+	uint32_t apply_next;          /* the owned region the apply budget starts with */
 	struct rd_poller *p;
+	uint32_t tenant_active[RD_TENANTS_MAX]; /* contexts each tenant holds */
+	uint8_t *apply_buf;           /* the private copy of a slot being applied */
 };
 
 #define RETRY_US 200
+/* Steps one transaction may take in one call when they complete at once
+ * (local regions): a hostile owner's header must not keep the poller. */
+#define STEPS_PER_ROUND 8
+/* Staged bytes the owner side applies per poll round, over all regions. */
+#define APPLY_BUDGET (1u << 20)
 
 int rd_txn_init(struct rd_poller *p)
 {
@@ -76,11 +85,13 @@ int rd_txn_init(struct rd_poller *p)
 	e->bufs = malloc((size_t)e->n * e->max_slot);
 	e->maxowned = cfg->max_regions;
 	e->owned = calloc(e->maxowned, sizeof(*e->owned));
+	e->apply_buf = malloc(e->max_slot);
 	e->hz = rte_get_timer_hz();
-	if (!e->pool || !e->bufs || !e->owned) {
+	if (!e->pool || !e->bufs || !e->owned || !e->apply_buf) {
 		free(e->pool);
 		free(e->bufs);
 		free(e->owned);
+		free(e->apply_buf);
 		free(e);
 		return -ENOMEM;
 	}
@@ -113,6 +124,7 @@ void rd_txn_fini(struct rd_poller *p)
 	free(e->pool);
 	free(e->bufs);
 	free(e->owned);
+	free(e->apply_buf);
 	free(e);
 	p->txn = NULL;
 }
@@ -122,12 +134,21 @@ static uint64_t us_to_cycles(const struct rd_txn_engine *e, uint64_t us)
 	return e->hz / 1000000 * us;
 }
 
+/* Give a context back: its quota counts, its hold on the region. */
 static void txn_free(struct rd_txn *t)
 {
 	struct rd_txn_engine *e = t->e;
 
 	if (t->state != T_BUILD && t->state != T_FREE)
 		e->active--;
+	if (t->state != T_FREE) {
+		e->tenant_active[t->tidx]--;
+		if (t->client)
+			t->client->txn_active--;
+		if (t->region)
+			rd_region_unhold(e->p, t->region);
+	}
+	t->region = NULL;
 	t->state = T_FREE;
 	t->next_free = e->free;
 	e->free = t;
@@ -290,10 +311,13 @@ static int check_outcome(const struct rd_txn *t)
 	return t->committing ? -2 : -1;
 }
 
-/* Advance with the result of the step that just completed. */
+/* Advance with the result of the step that just completed. Steps that
+ * complete at once (a local region) go on here, at most STEPS_PER_ROUND of
+ * them: the rest waits for the next round (a log full of a hostile owner's
+ * numbers cannot hold the poller). */
 static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 {
-	for (;;) {
+	for (unsigned steps = 0;; steps++) {
 		uint64_t now = rte_get_timer_cycles();
 
 		if (now >= t->deadline) {
@@ -375,6 +399,10 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 		default:
 			return;
 		}
+		if (steps >= STEPS_PER_ROUND) {
+			t->retry_at = now; /* the tick issues the step next round */
+			return;
+		}
 		if (!step_issue(t, &st, &res))
 			return;
 	}
@@ -406,52 +434,79 @@ void rd_txn_complete(struct rd_txn *t, uint8_t opcode, int32_t status, uint64_t 
 	advance(t, t->last_st, t->last_res);
 }
 
-static struct rd_txn *building(struct rd_txn_engine *e, struct rd_client *c)
+/* A context for client @c's new transaction on @rg, within the pool, the
+ * client's share (txn.max_per_client) and its tenant's (quota.txn). */
+static struct rd_txn *txn_get(struct rd_poller *p, struct rd_client *c, struct rd_region *rg)
 {
-	(void)e;
-	return c->txn_build;
+	struct rd_txn_engine *e = p->txn;
+	struct rd_txn *t = e->free;
+
+	if (!t || c->txn_active >= p->cfg->txn_max_per_client ||
+	    e->tenant_active[c->tidx] >= p->cfg->tenants[c->tidx].quota.txn)
+		return NULL;
+	e->free = t->next_free;
+	memset(t->img, 0, sizeof(struct roshm_txn_slot));
+	t->state = T_BUILD;
+	t->client = c;
+	t->tidx = c->tidx;
+	t->region = rg;
+	rd_region_hold(rg);
+	c->txn_active++;
+	e->tenant_active[c->tidx]++;
+	t->staged_len = sizeof(struct roshm_txn_slot) - ROSHM_TXN_STAGE_OFF;
+	return t;
+}
+
+/* The transaction being gathered failed: remember the first error for its
+ * commit and let its context go at once. */
+static void build_fail(struct rd_client *c, int32_t err)
+{
+	if (c->txn_build) {
+		txn_free(c->txn_build);
+		c->txn_build = NULL;
+	}
+	if (!c->txn_err)
+		c->txn_err = err;
 }
 
 int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
 		 struct rd_region *rg, int status)
 {
 	struct rd_txn_engine *e = p->txn;
-	struct rd_txn *t = building(e, c);
+	struct rd_txn *t = c->txn_build;
 	struct roshm_txn_slot *sl;
 
-	if (!t) {
-		t = e->free;
-		if (!t)
-			return -EBUSY;
-		e->free = t->next_free;
-		memset(t->img, 0, sizeof(struct roshm_txn_slot));
-		t->state = T_BUILD;
-		t->client = c;
-		t->region = rg;
-		t->handle = s->handle;
-		t->error = 0;
-		t->staged_len = sizeof(struct roshm_txn_slot) - ROSHM_TXN_STAGE_OFF;
-		c->txn_build = t;
-	}
-	if (t->error)
-		return 0;
+	if (c->txn_err)
+		return 0; /* already failed: its commit says why */
 	if (status) {
-		t->error = status;
+		build_fail(c, status);
 		return 0;
+	}
+	if (!t) {
+		t = txn_get(p, c, rg);
+		if (!t) {
+			/* No context within this client's or tenant's share: the
+			 * commit fails with EBUSY; the ring is never held up. */
+			build_fail(c, -EBUSY);
+			return 0;
+		}
+		t->handle = s->handle;
+		c->txn_build = t;
 	}
 	sl = (void *)t->img;
 	if (s->handle != t->handle) {
-		t->error = -EINVAL; /* one transaction, one region */
+		build_fail(c, -EINVAL); /* one transaction, one region */
 		return 0;
 	}
 	/* Segment table first, payload after it: move the payload when a
-	 * segment is added (at most ROSHM_TXN_MAX_SEGS, bytes already here). */
-	uint32_t hdr_old = sizeof(*sl) + sl->nseg * sizeof(struct roshm_txn_seg);
-	uint32_t hdr_new = hdr_old + sizeof(struct roshm_txn_seg);
-	uint32_t total = hdr_new + sl->payload_len + s->len;
+	 * segment is added (at most ROSHM_TXN_MAX_SEGS, bytes already here).
+	 * 64-bit sums: a length can be close to 4 GiB. */
+	uint64_t hdr_old = sizeof(*sl) + (uint64_t)sl->nseg * sizeof(struct roshm_txn_seg);
+	uint64_t hdr_new = hdr_old + sizeof(struct roshm_txn_seg);
+	uint64_t total = hdr_new + sl->payload_len + (uint64_t)s->len;
 
 	if (sl->nseg >= ROSHM_TXN_MAX_SEGS || total > rg->slot_size || total > e->max_slot) {
-		t->error = -EMSGSIZE;
+		build_fail(c, -EMSGSIZE);
 		return 0;
 	}
 	memmove(t->img + hdr_new, t->img + hdr_old, sl->payload_len);
@@ -461,28 +516,34 @@ int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sq
 	memcpy(t->img + hdr_new + sl->payload_len, c->arena + s->arena_off, s->len);
 	sl->nseg++;
 	sl->payload_len += s->len;
-	t->staged_len = total - ROSHM_TXN_STAGE_OFF;
+	t->staged_len = (uint32_t)(total - ROSHM_TXN_STAGE_OFF);
 	return 0;
 }
 
 int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
-		  struct rd_region *rg)
+		  struct rd_region *rg, int status)
 {
 	struct rd_txn_engine *e = p->txn;
 	struct rd_txn *t = c->txn_build;
-	int32_t st;
+	int32_t err = c->txn_err, st;
 	uint64_t res;
 
-	if (!t)
-		return -EINVAL; /* nothing staged */
+	/* Whatever happens to this commit, what was gathered is used now or
+	 * never: a rejected commit never leaves writes for the next one. */
 	c->txn_build = NULL;
-	if (t->error || s->handle != t->handle || rg != t->region) {
-		int err = t->error ? t->error : -EINVAL;
-
-		t->state = T_FREE;
-		t->next_free = e->free;
-		e->free = t;
-		return err;
+	c->txn_err = 0;
+	if (!status && rg && rg->draining)
+		status = -EAGAIN; /* nothing new starts on a draining region */
+	if (!status && err)
+		status = err;
+	if (!status && !t)
+		status = -EINVAL; /* nothing staged */
+	if (!status && (s->handle != t->handle || rg != t->region))
+		status = -EINVAL;
+	if (status) {
+		if (t)
+			txn_free(t);
+		return status;
 	}
 	((struct roshm_txn_slot *)t->img)->txn_id = e->next_id++;
 	t->user_data = s->user_data;
@@ -507,13 +568,10 @@ void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c)
 	if (!e)
 		return;
 	if (c->txn_build) {
-		struct rd_txn *t = c->txn_build;
-
+		txn_free(c->txn_build);
 		c->txn_build = NULL;
-		t->state = T_FREE;
-		t->next_free = e->free;
-		e->free = t;
 	}
+	c->txn_err = 0;
 	/* Transactions already committing run to the end: the log must not be
 	 * left with a hole we could have filled. Nobody hears the outcome. */
 	for (uint32_t i = 0; i < e->n; i++)
@@ -534,7 +592,8 @@ void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on)
 			return;
 		}
 	if (on && e->nowned < e->maxowned) {
-		rg->applied = ((struct roshm_region_hdr *)rg->map)->txn_applied;
+		/* rg->applied came from rd_region_take (0, or the re-attached
+		 * memory's own count); never from the header again */
 		rg->hole_since = 0;
 		e->owned[e->nowned++] = rg;
 	}
@@ -542,76 +601,108 @@ void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on)
 
 /* ---- owner side ---- */
 
-static bool slot_valid(const struct rd_region *rg, const struct roshm_txn_slot *sl, uint64_t seq)
+/*
+ * Copy the staged part of slot @sl (sequence @seq) out of the region, which
+ * its owner and its peers' NICs can write, into @buf (the engine's private
+ * buffer of max_slot bytes), and check the copy: every field that is used
+ * later is read from the copy only, once. Returns the copy's total length
+ * (from the slot start), or 0 when the record is not valid.
+ */
+static uint32_t slot_copy(const struct rd_region *rg, const uint8_t *sl, uint64_t seq, uint8_t *buf,
+			  uint32_t cap)
 {
-	uint64_t sum = 0, hdr = sizeof(*sl) + (uint64_t)sl->nseg * sizeof(struct roshm_txn_seg);
+	struct roshm_txn_slot *c = (void *)buf;
+	uint64_t hdr, sum = 0, total;
 
-	if (sl->seq != seq || sl->nseg > ROSHM_TXN_MAX_SEGS || hdr + sl->payload_len > rg->slot_size)
-		return false;
-	for (uint32_t i = 0; i < sl->nseg; i++) {
-		if (sl->seg[i].off > rg->data_size || sl->seg[i].len > rg->data_size - sl->seg[i].off)
-			return false;
-		sum += sl->seg[i].len;
+	if (rg->slot_size > cap || rg->slot_size < sizeof(*c))
+		return 0;
+	memcpy(buf + ROSHM_TXN_STAGE_OFF, sl + ROSHM_TXN_STAGE_OFF, sizeof(*c) - ROSHM_TXN_STAGE_OFF);
+	__asm__ volatile("" ::: "memory");
+	if (c->seq != seq || c->nseg > ROSHM_TXN_MAX_SEGS)
+		return 0;
+	hdr = sizeof(*c) + (uint64_t)c->nseg * sizeof(struct roshm_txn_seg);
+	total = hdr + c->payload_len;
+	if (total > rg->slot_size)
+		return 0;
+	/* the segment table and the payload, once, after the fixed part */
+	memcpy(buf + sizeof(*c), sl + sizeof(*c), (size_t)(total - sizeof(*c)));
+	__asm__ volatile("" ::: "memory");
+	for (uint32_t i = 0; i < c->nseg; i++) {
+		if (c->seg[i].off > rg->data_size || c->seg[i].len > rg->data_size - c->seg[i].off)
+			return 0;
+		sum += c->seg[i].len;
 	}
-	if (sum != sl->payload_len)
-		return false;
-	return staged_crc((const uint8_t *)sl + ROSHM_TXN_STAGE_OFF,
-			  (uint32_t)(hdr + sl->payload_len - ROSHM_TXN_STAGE_OFF)) == sl->crc;
+	if (sum != c->payload_len)
+		return 0;
+	if (staged_crc(buf + ROSHM_TXN_STAGE_OFF, (uint32_t)(total - ROSHM_TXN_STAGE_OFF)) != c->crc)
+		return 0;
+	return (uint32_t)total;
 }
 
 static void recycle(struct rd_region *rg, struct roshm_txn_slot *sl, uint64_t seq, uint32_t outcome)
 {
 	struct roshm_region_hdr *h = rg->map;
+	uint64_t hist[ROSHM_TXN_HISTORY];
 
-	memmove(&sl->history[1], &sl->history[0], sizeof(sl->history[0]) * (ROSHM_TXN_HISTORY - 1));
-	sl->history[0] = ROSHM_TXN_STATE(seq, outcome);
+	/* The history is ours to keep, but it lives where the owner can write:
+	 * read it once, write it once. */
+	memcpy(hist, sl->history, sizeof(hist));
+	memmove(&hist[1], &hist[0], sizeof(hist[0]) * (ROSHM_TXN_HISTORY - 1));
+	hist[0] = ROSHM_TXN_STATE(seq, outcome);
+	memcpy(sl->history, hist, sizeof(hist));
 	/* The history is in place before the slot is handed to seq + slots. */
 	__atomic_store_n(&sl->state, ROSHM_TXN_STATE(seq + rg->txn_slots, ROSHM_TXN_EMPTY),
 			 __ATOMIC_RELEASE);
-	rg->applied = seq + 1;
+	__atomic_store_n(&rg->applied, seq + 1, __ATOMIC_RELEASE); /* drain.c reads it */
 	rg->hole_since = 0;
 	rg->abort_sent = 0;
 	__atomic_store_n(&h->txn_applied, seq + 1, __ATOMIC_RELEASE);
 }
 
-static void apply(struct rd_region *rg, const struct roshm_txn_slot *sl)
+/* Apply the checked private copy @c under the region's seqlock. */
+static void apply(struct rd_region *rg, const struct roshm_txn_slot *c)
 {
 	struct roshm_region_hdr *h = rg->map;
-	const uint8_t *src = (const uint8_t *)&sl->seg[sl->nseg];
-	uint64_t sq = h->seqlock | 1;
+	const uint8_t *src = (const uint8_t *)&c->seg[c->nseg];
+	/* Our own count: the owner may have written anything into the shared word. */
+	uint64_t sq = (__atomic_load_n(&h->seqlock, __ATOMIC_RELAXED) + 1) | 1;
 
 	/* Seqlock: odd while the data area changes; readers retry. */
 	__atomic_store_n(&h->seqlock, sq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (uint32_t i = 0; i < sl->nseg; i++) {
-		memcpy(rg->data + sl->seg[i].off, src, sl->seg[i].len);
-		src += sl->seg[i].len;
+	for (uint32_t i = 0; i < c->nseg; i++) {
+		memcpy(rg->data + c->seg[i].off, src, c->seg[i].len);
+		src += c->seg[i].len;
 	}
 	__atomic_store_n(&h->seqlock, sq + 1, __ATOMIC_RELEASE);
 }
 
-static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint64_t now, uint64_t abort)
+static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint64_t now, uint64_t abort,
+			     uint32_t *budget)
 {
 	struct roshm_region_hdr *h = rg->map;
 	unsigned n = 0;
 
-	while (n < 64) {
+	while (n < 64 && *budget) {
 		uint64_t seq = rg->applied;
 		struct roshm_txn_slot *sl = (void *)((uint8_t *)rg->map + ROSHM_REGION_HDR_SIZE +
 						     (seq % rg->txn_slots) * rg->slot_size);
 		uint64_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 
 		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_COMMITTED)) {
-			if (slot_valid(rg, sl, seq)) {
-				apply(rg, sl);
+			uint32_t len = slot_copy(rg, (const uint8_t *)sl, seq, e->apply_buf, e->max_slot);
+
+			if (len) {
+				apply(rg, (const void *)e->apply_buf);
 				recycle(rg, sl, seq, ROSHM_TXN_APPLIED);
 				RD_STAT_ADD(e->p->stats.txn_applied, 1);
 			} else {
 				/* A committed record that fails its checks is never applied. */
 				recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
-				__atomic_store_n(&h->txn_aborted, h->txn_aborted + 1, __ATOMIC_RELAXED);
+				__atomic_fetch_add(&h->txn_aborted, 1, __ATOMIC_RELAXED);
 				RD_STAT_ADD(e->p->stats.txn_invalid, 1);
 			}
+			*budget = len + 64 >= *budget ? 0 : *budget - len - 64;
 			n++;
 			continue;
 		}
@@ -654,7 +745,7 @@ static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint
 		}
 		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED)) {
 			recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
-			__atomic_store_n(&h->txn_aborted, h->txn_aborted + 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&h->txn_aborted, 1, __ATOMIC_RELAXED);
 			RD_STAT_ADD(e->p->stats.txn_aborted, 1);
 			n++;
 			continue;
@@ -692,9 +783,14 @@ unsigned rd_txn_tick(struct rd_poller *p)
 		}
 	}
 	uint64_t abort = us_to_cycles(e, (uint64_t)p->cfg->txn_abort_ms * 1000);
+	uint32_t budget = APPLY_BUDGET;
 
-	for (uint32_t i = 0; i < e->nowned; i++)
-		n += apply_region(e, e->owned[i], now, abort);
+	/* A bounded amount of copying per round, shared out: the region after
+	 * the last one served goes first next time. */
+	for (uint32_t i = 0; i < e->nowned && budget; i++)
+		n += apply_region(e, e->owned[(e->apply_next + i) % e->nowned], now, abort, &budget);
+	if (e->nowned)
+		e->apply_next = (e->apply_next + 1) % e->nowned;
 	return n;
 }
 

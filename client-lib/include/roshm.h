@@ -96,6 +96,7 @@ struct roshm {
 	uint64_t reaped;        /* CQEs consumed */
 	struct roshm_owned *owned; /* regions this client created (mapped) */
 	char node[ROSHM_NAME_MAX];
+	bool chan_huge;         /* the channel is on 2 MiB pages */
 };
 
 /* Options for roshm_open(); zero-initialise and set what you need. */
@@ -108,7 +109,25 @@ struct roshm_params {
 	uint64_t arena_size;    /* 0: roshmd's default */
 	uint32_t spin_us;       /* roshm_wait_cqe spins this long before sleeping; 0: 50 */
 	uint32_t reconnect_ms;  /* after roshmd went away, try this long to re-attach; 0: 10000 */
+	const char *pod;        /* NULL: $ROSHM_POD or the host name (a pod's containers share it) */
+	/*
+	 * Whom the library trusts to be roshmd: before it sends a token or a
+	 * memfd it checks the socket's peer uid (SO_PEERCRED). 0: root or our
+	 * own euid, unless $ROSHM_SERVER_UID names another; > 0: that uid or
+	 * root; -1: no check.
+	 */
+	int64_t server_uid;
+	/* Channel memory (the client's own): ROSHM_HUGEPAGES_AUTO (2 MiB pages
+	 * when roshmd allows and the pod has them, else 4 KiB; $ROSHM_HUGEPAGES
+	 * = auto|on|off overrides), _ON (required) or _OFF. */
+	int hugepages;
+	/* roshm_admin_params(): the node's admin token (NULL: $ROSHM_ADMIN_TOKEN,
+	 * or the file $ROSHM_ADMIN_TOKEN_FILE or ROSHM_DEFAULT_ADMIN_TOKEN). */
+	const char *admin_token;
 };
+#define ROSHM_HUGEPAGES_AUTO 0
+#define ROSHM_HUGEPAGES_ON 1
+#define ROSHM_HUGEPAGES_OFF 2
 
 /* Options for roshm_region_create(). */
 struct roshm_region_opts {
@@ -122,9 +141,12 @@ struct roshm_region_opts {
 /*
  * roshm_open() - attach to roshmd.
  * Returns a handle, or NULL with *err set to: -ENOENT / -ECONNREFUSED (no
- * roshmd at the socket), -EACCES (bad tenant or token), -EPROTO (ABI
- * mismatch or malformed reply), -EINVAL (bad params), -ENOMEM, or another
- * -errno from socket, mmap or recvmsg.
+ * roshmd at the socket), -EPERM (the socket is served by a process of
+ * another uid than expected: see server_uid), -EACCES (bad tenant or token),
+ * -EDQUOT (the tenant's quota of clients or memory is used up), -EPROTO (ABI
+ * mismatch or malformed reply), -EINVAL (bad params), -ENOMEM (no memory for
+ * the channel, or huge pages required and missing), or another -errno from
+ * socket, memfd_create, mmap or recvmsg.
  */
 struct roshm *roshm_open(const struct roshm_params *p, int *err);
 
@@ -134,8 +156,10 @@ void roshm_close(struct roshm *r);
 /*
  * roshm_region_create() - create region "name" of @size data bytes owned by
  * this client, publish it as "<tenant>/<name>", map it here and return its
- * handle in *handle. Returns 0, -EINVAL (bad name, size, options), -EEXIST
- * (name taken), -ENOMEM / -ENOSPC (roshmd limits), -EPROTO, -ECONNRESET.
+ * handle in *handle. The memory is this process's (a memfd it creates and
+ * touches), handed to roshmd. Returns 0, -EINVAL (bad name, size, options),
+ * -EEXIST (name taken), -ENOMEM / -ENOSPC (limits), -EDQUOT (the tenant's
+ * quota of regions or memory), -EPROTO, -ECONNRESET.
  */
 int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 			const struct roshm_region_opts *opts, uint32_t *handle);
@@ -429,11 +453,20 @@ int roshm_region_read_consistent(struct roshm *r, uint32_t handle, uint64_t off,
 
 /*
  * roshm_admin() - run an admin command ("status", "clients", "regions",
- * "stats") on the roshmd at @sock_path (NULL: default) without attaching.
+ * "peers", "stats", "drain [tenant T | region T/N | pod P]") on the roshmd at
+ * @sock_path (NULL: default) without attaching, with the credentials of the
+ * environment: the node's admin token ($ROSHM_ADMIN_TOKEN, the file
+ * $ROSHM_ADMIN_TOKEN_FILE or ROSHM_DEFAULT_ADMIN_TOKEN) and, when set,
+ * $ROSHM_TENANT with $ROSHM_TOKEN (a tenant may drain and list only its own).
  * On success returns 0 and *json holds a malloc'd JSON document the caller
- * frees. -EPERM if the caller's uid may not administer roshmd.
+ * frees. -EPERM when the credentials do not allow the command (or the socket
+ * is not roshmd's), -EINVAL for an unknown command, -ENOENT nothing matched.
  */
 int roshm_admin(const char *sock_path, const char *cmd, char **json);
+
+/* roshm_admin_params() - roshm_admin() with the socket, tenant, token,
+ * admin token and server uid of @p (NULL fields: as roshm_admin()). */
+int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **json);
 
 /* roshm_strerror() - a short description of a roshm -errno status. */
 const char *roshm_strerror(int status);

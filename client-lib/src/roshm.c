@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -44,6 +45,20 @@ static const char *env_or(const char *v, const char *env, const char *dflt)
 		return v;
 	e = getenv(env);
 	return e && *e ? e : dflt;
+}
+
+/* The pod label: $ROSHM_POD (the downward API's metadata.uid in the
+ * manifests), else the host name, which every container of a pod shares. */
+static char *default_pod(const char *v)
+{
+	char host[ROSHM_NAME_MAX] = "";
+
+	v = env_or(v, "ROSHM_POD", NULL);
+	if (v)
+		return strdup(v);
+	if (gethostname(host, sizeof(host) - 1) < 0)
+		host[0] = 0;
+	return strdup(host);
 }
 
 static void close_fds(int *fds, int n)
@@ -147,10 +162,39 @@ static void ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len)
 	h->status = 0;
 }
 
-static int sock_connect(const char *path)
+/*
+ * Whom we trust to be roshmd: root, or our own euid (a process of our own
+ * uid could read our memory anyway), or the uid the caller names. Checked on
+ * the connected socket (SO_PEERCRED) before a token or a memfd is sent: a
+ * process that took over the socket path gets nothing.
+ */
+static int check_server(int fd, int64_t want)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	const char *env;
+
+	if (want == 0 && (env = getenv("ROSHM_SERVER_UID")) && *env) {
+		char *end;
+		long long v = strtoll(env, &end, 10);
+
+		if (*end || v < -1 || v > UINT32_MAX)
+			return -EINVAL;
+		want = v;
+	}
+	if (want == -1)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return -errno;
+	if (cr.uid == 0 || (want == 0 && cr.uid == geteuid()) || (want > 0 && cr.uid == (uid_t)want))
+		return 0;
+	return -EPERM;
+}
+
+static int sock_connect(const char *path, int64_t server_uid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	int fd, ret;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -159,10 +203,14 @@ static int sock_connect(const char *path)
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
-
+		ret = -errno;
 		close(fd);
-		return e;
+		return ret;
+	}
+	ret = check_server(fd, server_uid);
+	if (ret) {
+		close(fd);
+		return ret;
 	}
 	return fd;
 }
@@ -185,11 +233,12 @@ static int check_chan(const struct roshm_chan_hdr *h, size_t size)
 	uint64_t sq_end, cq_end;
 
 	if (h->magic != ROSHM_CHAN_MAGIC || h->abi_version != ROSHM_ABI_VERSION ||
-	    h->total_size != size)
+	    h->total_size > size)
 		return -EPROTO;
 	if (!h->sq_entries || (h->sq_entries & (h->sq_entries - 1)) ||
 	    !h->cq_entries || (h->cq_entries & (h->cq_entries - 1)))
 		return -EPROTO;
+	size = h->total_size;
 	sq_end = h->sq_off + (uint64_t)h->sq_entries * sizeof(struct roshm_sqe);
 	cq_end = h->cq_off + (uint64_t)h->cq_entries * sizeof(struct roshm_cqe);
 	if (h->sq_idx_off + sizeof(struct roshm_ring_idx) > size ||
@@ -201,67 +250,167 @@ static int check_chan(const struct roshm_chan_hdr *h, size_t size)
 }
 
 
-/* Attach to roshmd: socket, HELLO, channel mapping, wakeup eventfds. */
+/*
+ * Memory this client owns and hands to roshmd: a sealable memfd of @size
+ * bytes, every page touched here (MAP_POPULATE) so that it is charged to our
+ * pod. With @huge, 2 MiB pages (the size rounded up to them). Returns the fd
+ * and the mapping in *map, *mapped (the memfd's size).
+ */
+static int own_memory(const char *name, uint64_t size, bool huge, void **map, size_t *mapped)
+{
+	const uint64_t hp = 2ull << 20;
+	uint64_t sz = huge ? (size + hp - 1) & ~(hp - 1) : size;
+	int fd, ret;
+	void *m;
+
+	if (sz > SIZE_MAX / 2)
+		return -ENOMEM;
+	fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB : 0));
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)sz) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	m = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (m == MAP_FAILED) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	*map = m;
+	*mapped = (size_t)sz;
+	return fd;
+}
+
+static int hugepages_wanted(const struct roshm_params *p)
+{
+	const char *e = getenv("ROSHM_HUGEPAGES");
+
+	if (p->hugepages != ROSHM_HUGEPAGES_AUTO || !e || !*e)
+		return p->hugepages;
+	if (!strcmp(e, "on"))
+		return ROSHM_HUGEPAGES_ON;
+	if (!strcmp(e, "off"))
+		return ROSHM_HUGEPAGES_OFF;
+	return ROSHM_HUGEPAGES_AUTO;
+}
+
+/*
+ * Attach to roshmd: socket (whose server we check), HELLO, then the channel:
+ * our own memfd, mapped and touched here, sent to roshmd, which seals it and
+ * answers with the wakeup eventfds.
+ */
 static int attach(struct roshm *r, void **chan, size_t *chan_size)
 {
 	const struct roshm_params *p = r->params;
 	struct roshm_ctl_hello req;
 	struct roshm_ctl_hello_reply rep;
-	int fds[ROSHM_HELLO_NFDS] = { -1, -1, -1 };
-	struct stat st;
-	int nfds = 0, ret, fd;
-	void *map;
+	struct roshm_ctl_channel creq;
+	struct roshm_ctl_hdr crep;
+	struct roshm_chan_layout lay;
+	int fds[ROSHM_CHANNEL_NFDS] = { -1, -1 };
+	int nfds = 0, ret, fd, mfd = -1, want;
+	bool huge = false;
+	void *map = NULL;
+	size_t mapped = 0;
 
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_HELLO, sizeof(req));
 	if (copy_name(req.tenant, sizeof(req.tenant), p->tenant) ||
-	    copy_name(req.token, sizeof(req.token), p->token))
+	    copy_name(req.token, sizeof(req.token), p->token) ||
+	    copy_name(req.pod, sizeof(req.pod), p->pod))
 		return -EINVAL;
 	req.sq_entries = p->sq_entries;
 	req.cq_entries = p->cq_entries;
 	req.arena_size = p->arena_size;
-	fd = sock_connect(p->sock_path);
+	fd = sock_connect(p->sock_path, p->server_uid);
 	if (fd < 0)
 		return fd;
-	ret = roshm__ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), fds, ROSHM_HELLO_NFDS, &nfds);
+	ret = roshm__ctl_call(fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		goto err_sock;
 	if (rep.hdr.status) {
 		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+		goto err_sock;
+	}
+	if (rep.hdr.len != sizeof(rep) || !rep.sq_entries || (rep.sq_entries & (rep.sq_entries - 1)) ||
+	    !rep.cq_entries || (rep.cq_entries & (rep.cq_entries - 1)) || rep.arena_size % 4096) {
+		ret = -EPROTO;
+		goto err_sock;
+	}
+	roshm_chan_layout(rep.sq_entries, rep.cq_entries, rep.arena_size, &lay);
+	if (lay.size != rep.chan_size || lay.size > SIZE_MAX / 2) {
+		ret = -EPROTO;
+		goto err_sock;
+	}
+	want = hugepages_wanted(p);
+	if (r->chan)
+		/* re-attaching: the same kind of pages, so the channel has the
+		 * same size and moves into the old one's place */
+		want = r->chan_huge ? ROSHM_HUGEPAGES_ON : ROSHM_HUGEPAGES_OFF;
+	if (rep.flags & ROSHM_HELLO_F_HUGETLB_REQ) {
+		if (want == ROSHM_HUGEPAGES_OFF) {
+			ret = -EINVAL; /* roshmd insists on what we refuse */
+			goto err_sock;
+		}
+		want = ROSHM_HUGEPAGES_ON;
+	}
+	if (!(rep.flags & ROSHM_HELLO_F_HUGETLB_OK) && want == ROSHM_HUGEPAGES_ON) {
+		ret = -ENOMEM; /* no huge pages for channels on this node */
+		goto err_sock;
+	}
+	if ((rep.flags & ROSHM_HELLO_F_HUGETLB_OK) && want != ROSHM_HUGEPAGES_OFF) {
+		mfd = own_memory("roshm-channel", lay.size, true, &map, &mapped);
+		huge = mfd >= 0;
+		if (mfd < 0 && want == ROSHM_HUGEPAGES_ON) {
+			ret = -ENOMEM; /* the pod has no huge pages left */
+			goto err_sock;
+		}
+	}
+	if (mfd < 0)
+		mfd = own_memory("roshm-channel", lay.size, false, &map, &mapped);
+	if (mfd < 0) {
+		ret = mfd;
+		goto err_sock;
+	}
+	memset(&creq, 0, sizeof(creq));
+	ctl_hdr(&creq.hdr, ROSHM_CTL_CHANNEL, sizeof(creq));
+	creq.size = mapped;
+	ret = roshm__ctl_call_fd(fd, &creq, sizeof(creq), &crep, sizeof(crep), fds, ROSHM_CHANNEL_NFDS,
+				 &nfds, mfd);
+	close(mfd); /* roshmd has its own reference now; our mapping stays */
+	if (ret)
+		goto err_map;
+	if (crep.status) {
+		ret = crep.status < 0 ? crep.status : -EPROTO;
 		goto err_fds;
 	}
-	if (rep.hdr.len != sizeof(rep) || nfds != ROSHM_HELLO_NFDS) {
+	if (crep.len != sizeof(crep) || nfds != ROSHM_CHANNEL_NFDS) {
 		ret = -EPROTO;
 		goto err_fds;
 	}
-	if (fstat(fds[ROSHM_HELLO_FD_CHAN], &st) < 0 || (uint64_t)st.st_size < rep.chan_size ||
-	    rep.chan_size < ROSHM_CHAN_HDR_SIZE || rep.chan_size > SIZE_MAX) {
-		ret = -EPROTO;
+	/* roshmd filled the header: check it anyway (a bad daemon or a version
+	 * skew is -EPROTO, not a wild pointer). */
+	ret = check_chan(map, mapped);
+	if (ret)
 		goto err_fds;
-	}
-	map = mmap(NULL, rep.chan_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[ROSHM_HELLO_FD_CHAN], 0);
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		goto err_fds;
-	}
-	ret = check_chan(map, rep.chan_size);
-	if (ret) {
-		munmap(map, rep.chan_size);
-		goto err_fds;
-	}
-	close(fds[ROSHM_HELLO_FD_CHAN]);
+	r->chan_huge = huge;
 	r->sock_fd = fd;
-	r->sq_event_fd = fds[ROSHM_HELLO_FD_SQ_EVENT];
-	r->cq_event_fd = fds[ROSHM_HELLO_FD_CQ_EVENT];
+	r->sq_event_fd = fds[ROSHM_CHANNEL_FD_SQ_EVENT];
+	r->cq_event_fd = fds[ROSHM_CHANNEL_FD_CQ_EVENT];
 	r->client_id = rep.client_id;
 	r->instance = rep.instance;
 	memcpy(r->node, rep.node, sizeof(r->node));
 	r->node[sizeof(r->node) - 1] = 0;
 	*chan = map;
-	*chan_size = rep.chan_size;
+	*chan_size = mapped;
 	return 0;
 err_fds:
 	close_fds(fds, nfds);
+err_map:
+	munmap(map, mapped);
 err_sock:
 	close(fd);
 	return ret;
@@ -300,6 +449,7 @@ static void free_params(struct roshm_params *p)
 	free((char *)p->sock_path);
 	free((char *)p->tenant);
 	free((char *)p->token);
+	free((char *)p->pod);
 	free(p);
 }
 
@@ -326,7 +476,9 @@ struct roshm *roshm_open(const struct roshm_params *p, int *err)
 	r->params->sock_path = strdup(env_or(p->sock_path, "ROSHM_SOCK", ROSHM_DEFAULT_SOCK));
 	r->params->tenant = strdup(env_or(p->tenant, "ROSHM_TENANT", "default"));
 	r->params->token = strdup(env_or(p->token, "ROSHM_TOKEN", ""));
-	if (!r->params->sock_path || !r->params->tenant || !r->params->token)
+	r->params->pod = default_pod(p->pod);
+	r->params->admin_token = NULL; /* not kept: attach never sends it */
+	if (!r->params->sock_path || !r->params->tenant || !r->params->token || !r->params->pod)
 		goto err_free;
 	ret = attach(r, &map, &size);
 	if (ret)
@@ -448,72 +600,73 @@ static int ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *repl
 	}
 }
 
-/* Send a region create (or re-attach, with @fd) and map what comes back. */
+/*
+ * Send a region create with the region's memory: with @fd >= 0 a re-attach
+ * of a region we own (its memfd, contents kept); otherwise a new memfd that
+ * we make and touch here (our pod's memory), which roshmd checks, seals and
+ * initialises.
+ */
 static int create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
 			 struct roshm_owned **out, uint32_t *handle)
 {
 	struct roshm_ctl_region_reply rep;
 	struct roshm_owned *o;
-	struct stat st;
-	int rfd = -1, nfds = 0, ret;
-	void *map;
+	uint64_t want;
+	size_t mapped = 0;
+	void *map = NULL;
+	int mfd, ret;
 
-	ret = fd >= 0 ? roshm__ctl_call_fd(r->sock_fd, req, sizeof(*req), &rep, sizeof(rep), &rfd, 1,
-					   &nfds, fd)
-		      : ctl_call_retry(r, req, sizeof(*req), &rep, sizeof(rep), &rfd, 1, &nfds, -1);
-	if (ret)
+	if (fd >= 0) {
+		ret = roshm__ctl_call_fd(r->sock_fd, req, sizeof(*req), &rep, sizeof(rep), NULL, 0, NULL, fd);
+		if (!ret && rep.hdr.status)
+			ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+		if (!ret && rep.hdr.len != sizeof(rep))
+			ret = -EPROTO;
+		if (!ret)
+			*handle = rep.handle;
 		return ret;
+	}
+	if (!req->size || req->size > (1ull << 40) || req->txn_slots > 65536 ||
+	    req->slot_size > (1u << 20))
+		return -EINVAL;
+	want = roshm_region_map_size(req->size, req->txn_slots, req->slot_size);
+	mfd = own_memory("roshm-region", want, false, &map, &mapped);
+	if (mfd < 0)
+		return mfd;
+	ret = ctl_call_retry(r, req, sizeof(*req), &rep, sizeof(rep), NULL, 0, NULL, mfd);
+	if (ret)
+		goto err;
 	if (rep.hdr.status) {
 		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
 		goto err;
 	}
-	if (rep.hdr.len != sizeof(rep) || nfds != 1) {
-		ret = -EPROTO;
-		goto err;
-	}
-	if (fd >= 0) {
-		/* re-attached: we keep our own mapping and descriptor */
-		close(rfd);
-		*handle = rep.handle;
-		return 0;
-	}
-	if (fstat(rfd, &st) < 0 || (uint64_t)st.st_size < rep.map_size || rep.map_size > SIZE_MAX ||
-	    rep.map_size < ROSHM_REGION_HDR_SIZE || rep.data_size > rep.map_size - ROSHM_REGION_HDR_SIZE) {
-		ret = -EPROTO;
-		goto err;
-	}
-	map = mmap(NULL, rep.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		goto err;
-	}
 	const struct roshm_region_hdr *rh = map;
 
-	if (rh->magic != ROSHM_REGION_MAGIC || rh->data_off > rep.map_size ||
-	    rh->data_size != rep.data_size || rh->data_size > rep.map_size - rh->data_off) {
-		munmap(map, rep.map_size);
+	/* roshmd wrote the header into our memory: check it all the same */
+	if (rep.hdr.len != sizeof(rep) || rep.map_size != mapped || rep.data_size != req->size ||
+	    rh->magic != ROSHM_REGION_MAGIC || rh->data_size != req->size ||
+	    rh->data_off != roshm_region_data_off(req->txn_slots, req->slot_size)) {
 		ret = -EPROTO;
 		goto err;
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o) {
-		munmap(map, rep.map_size);
 		ret = -ENOMEM;
 		goto err;
 	}
 	o->handle = rep.handle;
 	o->map = map;
-	o->map_size = rep.map_size;
+	o->map_size = mapped;
 	o->data = (uint8_t *)map + rh->data_off;
-	o->data_size = rh->data_size;
-	o->fd = rfd;
+	o->data_size = req->size;
+	o->fd = mfd;
 	o->req = *req;
 	*out = o;
 	*handle = rep.handle;
 	return 0;
 err:
-	if (rfd >= 0)
-		close(rfd);
+	munmap(map, mapped);
+	close(mfd);
 	return ret;
 }
 
@@ -724,6 +877,77 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Move the completions roshmd posted into the library's own queue (lcq),
+ * which can hold one per tag: that keeps the CQ from filling while we
+ * resubmit more than it holds. */
+static void cq_to_lcq(struct roshm *r)
+{
+	uint32_t head = *r->cq.khead, tail = __atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE);
+
+	for (; head != tail && r->lcq_n < r->lcq_cap; head++) {
+		struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
+
+		*c = r->cq.cqes[head & r->cq.mask];
+		roshm__untag(r, c);
+	}
+	__atomic_store_n(r->cq.khead, head, __ATOMIC_RELEASE);
+}
+
+/*
+ * Resubmit what had no CQE, in order, a ring's worth at a time: there can be
+ * more of it (up to SQ + CQ entries) than the SQ holds. Idempotent operations
+ * go again; FETCH_ADD, CMP_SWAP and TXN_COMMIT whose outcome was lost
+ * complete with -ECONNRESET, never twice. Returns once roshmd consumed them all.
+ */
+static int resubmit(struct roshm *r, struct roshm_tag **order, uint32_t n, uint64_t deadline)
+{
+	uint32_t i = 0;
+
+	for (;;) {
+		uint32_t head = __atomic_load_n(r->sq.khead, __ATOMIC_ACQUIRE);
+
+		while (i < n && r->sq.sqe_tail - head < r->sq.entries) {
+			struct roshm_tag *tg = order[i++];
+			uint32_t t = (uint32_t)(tg - r->tags);
+			uint8_t op = tg->sqe.opcode;
+
+			if (op == ROSHM_OP_NOP || op == ROSHM_OP_WRITE || op == ROSHM_OP_READ ||
+			    op == ROSHM_OP_FENCE) {
+				struct roshm_sqe *sqe = &r->sq.sqes[r->sq.sqe_tail++ & r->sq.mask];
+
+				*sqe = tg->sqe;
+				sqe->handle = srv_handle(r, tg->sqe.handle);
+				sqe->user_data = t;
+				continue;
+			}
+			struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
+
+			memset(c, 0, sizeof(*c));
+			c->user_data = tg->user_data;
+			c->status = -ECONNRESET;
+			c->flags = ROSHM_CQE_F_LIB;
+			tg->used = 0;
+			tg->next_free = r->tag_free;
+			r->tag_free = t;
+		}
+		if (r->sq.sqe_tail != r->sq.sqe_head) {
+			uint64_t one = 1;
+			ssize_t w;
+
+			__atomic_store_n(r->sq.ktail, r->sq.sqe_tail, __ATOMIC_RELEASE);
+			r->sq.sqe_head = r->sq.sqe_tail;
+			w = write(r->sq_event_fd, &one, sizeof(one));
+			(void)w;
+		}
+		cq_to_lcq(r);
+		if (i == n && __atomic_load_n(r->sq.khead, __ATOMIC_ACQUIRE) == r->sq.sqe_tail)
+			return 0;
+		if (mono_ms() >= deadline)
+			return -ECONNRESET;
+		usleep(100);
+	}
+}
+
 /*
  * roshmd went away: attach to its successor at the same socket, move the
  * arena over (same address, same contents), re-register the regions we own
@@ -772,26 +996,24 @@ static int reconnect(struct roshm *r)
 		return -EPROTO; /* a successor with other channel sizes: give up */
 	}
 	/* Completions roshmd posted that we have not read yet are kept. */
-	for (uint32_t head = *r->cq.khead, tail = __atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE);
-	     head != tail && r->lcq_n < r->lcq_cap; head++) {
-		struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
-
-		*c = r->cq.cqes[head & r->cq.mask];
-		roshm__untag(r, c);
-	}
+	cq_to_lcq(r);
 	/* The application's arena pointers stay valid: same place, same bytes. */
 	memcpy((uint8_t *)map + h->arena_off, r->arena, r->arena_size);
-	/* SQEs prepared but not submitted move along too. */
+	/* SQEs prepared but not submitted move along too (at most a ring's worth). */
 	uint32_t unsent = r->sq.sqe_tail - r->sq.sqe_head;
-	struct roshm_sqe keep[64];
+	struct roshm_sqe *keep = unsent ? malloc(sizeof(*keep) * unsent) : NULL;
 
-	if (unsent > 64)
-		unsent = 64;
+	if (unsent && !keep) {
+		munmap(map, size);
+		return -ENOMEM;
+	}
 	for (uint32_t i = 0; i < unsent; i++)
 		keep[i] = r->sq.sqes[(r->sq.sqe_head + i) & r->sq.mask];
 	if (mremap(map, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, r->chan) == MAP_FAILED) {
+		ret = -errno;
 		munmap(map, size);
-		return -errno;
+		free(keep);
+		return ret;
 	}
 	bind_channel(r, r->chan, size);
 
@@ -817,49 +1039,25 @@ static int reconnect(struct roshm *r)
 
 	/* Resubmit in submission order. */
 	order = malloc(sizeof(*order) * r->ntags);
-	if (!order)
+	if (!order) {
+		free(keep);
 		return -ENOMEM;
+	}
 	for (uint32_t t = 0; t < r->ntags; t++)
 		if (r->tags[t].used)
 			order[norder++] = &r->tags[t];
 	qsort(order, norder, sizeof(*order), cmp_tag_seq);
-	for (uint32_t i = 0; i < norder; i++) {
-		struct roshm_tag *tg = order[i];
-		uint32_t t = (uint32_t)(tg - r->tags);
-		uint8_t op = tg->sqe.opcode;
-
-		if (op == ROSHM_OP_NOP || op == ROSHM_OP_WRITE || op == ROSHM_OP_READ ||
-		    op == ROSHM_OP_FENCE) {
-			struct roshm_sqe *sqe = &r->sq.sqes[r->sq.sqe_tail++ & r->sq.mask];
-
-			*sqe = tg->sqe;
-			sqe->handle = srv_handle(r, tg->sqe.handle);
-			sqe->user_data = t;
-			continue;
-		}
-		/* FETCH_ADD, CMP_SWAP, TXN_COMMIT: applied or not, nobody can
-		 * say now; never apply them twice. */
-		struct roshm_cqe *c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
-
-		memset(c, 0, sizeof(*c));
-		c->user_data = tg->user_data;
-		c->status = -ECONNRESET;
-		c->flags = ROSHM_CQE_F_LIB;
-		tg->used = 0;
-		tg->next_free = r->tag_free;
-		r->tag_free = t;
-	}
+	ret = resubmit(r, order, norder, deadline);
 	free(order);
-	if (r->sq.sqe_tail != r->sq.sqe_head) {
-		__atomic_store_n(r->sq.ktail, r->sq.sqe_tail, __ATOMIC_RELEASE);
-		r->sq.sqe_head = r->sq.sqe_tail;
-		uint64_t one = 1;
-		ssize_t w = write(r->sq_event_fd, &one, sizeof(one));
-
-		(void)w;
+	if (ret) {
+		free(keep);
+		return ret;
 	}
+	/* They keep their place after what was resubmitted, which roshmd has
+	 * consumed by now: the empty ring holds them (get_sqe saw room). */
 	for (uint32_t i = 0; i < unsent; i++)
 		r->sq.sqes[r->sq.sqe_tail++ & r->sq.mask] = keep[i];
+	free(keep);
 	return 0;
 }
 
@@ -1051,27 +1249,64 @@ int roshm_cmp_swap_sync(struct roshm *r, uint32_t handle, uint64_t off, uint64_t
 	return sync_op(r, &s, old);
 }
 
-int roshm_admin(const char *sock_path, const char *cmd, char **json)
+/* The node's admin token: given, $ROSHM_ADMIN_TOKEN, or the first line of
+ * $ROSHM_ADMIN_TOKEN_FILE or ROSHM_DEFAULT_ADMIN_TOKEN (when readable). */
+static void admin_token(const char *given, char *out, size_t cap)
 {
+	const char *v = env_or(given, "ROSHM_ADMIN_TOKEN", NULL);
+	const char *path;
+	ssize_t n;
+	int fd;
+
+	out[0] = 0;
+	if (v) {
+		snprintf(out, cap, "%s", v);
+		return;
+	}
+	path = env_or(NULL, "ROSHM_ADMIN_TOKEN_FILE", ROSHM_DEFAULT_ADMIN_TOKEN);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	n = read(fd, out, cap - 1);
+	close(fd);
+	out[n > 0 ? n : 0] = 0;
+	out[strcspn(out, "\r\n")] = 0;
+}
+
+int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **json)
+{
+	struct roshm_params dflt = { 0 };
 	struct roshm_ctl_admin req;
+	const char *tenant, *token;
 	char *buf;
 	int fd, ret;
 
 	if (!cmd || !json)
 		return -EINVAL;
+	if (!p)
+		p = &dflt;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_ADMIN, sizeof(req));
-	if (copy_name(req.cmd, sizeof(req.cmd), cmd))
+	tenant = env_or(p->tenant, "ROSHM_TENANT", "");
+	token = env_or(p->token, "ROSHM_TOKEN", "");
+	if (copy_name(req.cmd, sizeof(req.cmd), cmd) ||
+	    copy_name(req.tenant, sizeof(req.tenant), tenant) ||
+	    copy_name(req.token, sizeof(req.token), token))
 		return -EINVAL;
-	fd = sock_connect(env_or(sock_path, "ROSHM_SOCK", ROSHM_DEFAULT_SOCK));
-	if (fd < 0)
+	admin_token(p->admin_token, req.admin_token, sizeof(req.admin_token));
+	fd = sock_connect(env_or(p->sock_path, "ROSHM_SOCK", ROSHM_DEFAULT_SOCK), p->server_uid);
+	if (fd < 0) {
+		explicit_bzero(&req, sizeof(req));
 		return fd;
+	}
 	buf = malloc(ROSHM_CTL_MSG_MAX);
 	if (!buf) {
+		explicit_bzero(&req, sizeof(req));
 		close(fd);
 		return -ENOMEM;
 	}
 	ret = roshm__ctl_call(fd, &req, sizeof(req), buf, ROSHM_CTL_MSG_MAX, NULL, 0, NULL);
+	explicit_bzero(&req, sizeof(req));
 	close(fd);
 	if (ret)
 		goto out;
@@ -1094,6 +1329,13 @@ out:
 	return ret;
 }
 
+int roshm_admin(const char *sock_path, const char *cmd, char **json)
+{
+	struct roshm_params p = { .sock_path = sock_path };
+
+	return roshm_admin_params(&p, cmd, json);
+}
+
 const char *roshm_strerror(int status)
 {
 	switch (-status) {
@@ -1110,6 +1352,8 @@ const char *roshm_strerror(int status)
 	case ETIME: return "timed out";
 	case EPROTO: return "protocol error (ABI mismatch or malformed message)";
 	case EBUSY: return "operations in flight";
+	case EPERM: return "not permitted (credentials, or the socket is not roshmd's)";
+	case EDQUOT: return "the tenant's quota is used up";
 	default: return "error";
 	}
 }

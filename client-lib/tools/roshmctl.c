@@ -15,17 +15,41 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: roshmctl [-s SOCKET] [--json] COMMAND\n"
+	fprintf(f, "usage: roshmctl [-s SOCKET] [--json] [--admin-token-file FILE]\n"
+		   "                [--as TENANT --token-file FILE] COMMAND\n"
 		   "commands:\n"
 		   "  status    node, version, uptime, counts\n"
 		   "  clients   attached clients and their counters\n"
 		   "  regions   regions in the registry\n"
 		   "  peers     nodes this roshmd has connected to (tcp or verbs)\n"
-		   "  drain [--tenant T | --region T/NAME]\n"
+		   "  drain [--tenant T | --region T/NAME | --pod POD]\n"
 		   "            mark regions stale, finish their transactions, unpublish them;\n"
-		   "            returns when done (preStop)\n"
+		   "            returns when done (preStop). --pod: the regions owned by the\n"
+		   "            clients of pod POD ($ROSHM_POD in the pod, its metadata.uid)\n"
 		   "  stats     poller counters and batch-size histogram\n"
-		   "SOCKET defaults to $ROSHM_SOCK or " ROSHM_DEFAULT_SOCK "\n");
+		   "SOCKET defaults to $ROSHM_SOCK or " ROSHM_DEFAULT_SOCK ".\n"
+		   "Credentials: the node's admin token (--admin-token-file, $ROSHM_ADMIN_TOKEN,\n"
+		   "$ROSHM_ADMIN_TOKEN_FILE or " ROSHM_DEFAULT_ADMIN_TOKEN "), which allows\n"
+		   "everything; or a tenant's token (--as TENANT --token-file FILE, or\n"
+		   "$ROSHM_TENANT and $ROSHM_TOKEN), which allows that tenant's own clients,\n"
+		   "regions and drains.\n");
+}
+
+/* The first line of @path into a malloc'd string, or NULL with a message. */
+static char *read_secret(const char *path)
+{
+	char buf[512];
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		fprintf(stderr, "roshmctl: %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\r\n")] = 0;
+	return strdup(buf);
 }
 
 static void print_value(json_t *v, int width)
@@ -109,10 +133,16 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "tenant", required_argument, NULL, 'T' },
 		{ "region", required_argument, NULL, 'R' },
+		{ "pod", required_argument, NULL, 'P' },
+		{ "as", required_argument, NULL, 'a' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "admin-token-file", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sock = NULL, *tenant = NULL, *region = NULL;
+	const char *sock = NULL, *tenant = NULL, *region = NULL, *pod = NULL;
+	struct roshm_params p = { 0 };
+	char *token = NULL, *admin = NULL;
 	char cmd[256];
 	bool as_json = false;
 	char *text = NULL;
@@ -122,6 +152,24 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt_long(argc, argv, "s:jhT:R:", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'P':
+			pod = optarg;
+			break;
+		case 'a':
+			p.tenant = optarg;
+			break;
+		case 't':
+			free(token);
+			token = read_secret(optarg);
+			if (!token)
+				return 2;
+			break;
+		case 'A':
+			free(admin);
+			admin = read_secret(optarg);
+			if (!admin)
+				return 2;
+			break;
 		case 'T':
 			tenant = optarg;
 			break;
@@ -146,17 +194,27 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((tenant || region) && strcmp(argv[optind], "drain")) {
+	if ((tenant || region || pod) && strcmp(argv[optind], "drain")) {
 		usage(stderr);
 		return 2;
 	}
-	if (tenant && region) {
-		fprintf(stderr, "roshmctl: drain takes --tenant or --region, not both\n");
+	if (!!tenant + !!region + !!pod > 1) {
+		fprintf(stderr, "roshmctl: drain takes one of --tenant, --region, --pod\n");
+		return 2;
+	}
+	if (token && !p.tenant) {
+		fprintf(stderr, "roshmctl: --token-file goes with --as TENANT\n");
 		return 2;
 	}
 	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[optind],
-		 tenant ? " tenant " : region ? " region " : "", tenant ? tenant : region ? region : "");
-	ret = roshm_admin(sock, cmd, &text);
+		 tenant ? " tenant " : region ? " region " : pod ? " pod " : "",
+		 tenant ? tenant : region ? region : pod ? pod : "");
+	p.sock_path = sock;
+	p.token = token;
+	p.admin_token = admin;
+	ret = roshm_admin_params(&p, cmd, &text);
+	free(token);
+	free(admin);
 	if (ret == -ENOENT || ret == -ECONNREFUSED) {
 		const char *path = sock ? sock : getenv("ROSHM_SOCK");
 
@@ -167,7 +225,9 @@ int main(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "roshmctl: %s: %s\n", argv[optind],
 			ret == -EINVAL ? "unknown command" :
-			ret == -EPERM ? "not allowed for this uid (admin.uids)" : strerror(-ret));
+			ret == -EPERM ? "not allowed: no admin token, or a tenant asking for what is "
+					"not its own (or the socket is not served by roshmd's uid)" :
+			ret == -ENOENT ? "nothing matched" : strerror(-ret));
 		return 1;
 	}
 	if (as_json) {

@@ -87,8 +87,11 @@ int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions)
 	t->nexported = max_regions + 1;
 	t->exported = calloc(t->nexported, sizeof(*t->exported));
 	t->scratch = malloc(RX_BUF);
+	t->out = calloc(p->cfg->max_peers, sizeof(*t->out));
+	t->max_in = 2 * p->cfg->max_peers;
+	t->in = calloc(t->max_in, sizeof(*t->in));
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!t->exported || !t->scratch || t->epfd < 0)
+	if (!t->exported || !t->scratch || !t->out || !t->in || t->epfd < 0)
 		return -ENOMEM;
 	/* The poller sleeps on its own epfd: nest ours so that traffic wakes it. */
 	ev.data.fd = t->epfd;
@@ -97,10 +100,24 @@ int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions)
 	return 0;
 }
 
+static void reap_dead(struct rd_tcp *t)
+{
+	while (t->dead) {
+		struct rd_tcp_conn *c = t->dead;
+
+		t->dead = c->next_dead;
+		rd_tcp_conn_free(c);
+		free(c);
+	}
+}
+
 void rd_tcp_fini(struct rd_tcp *t)
 {
+	reap_dead(t);
 	free(t->exported);
 	free(t->scratch);
+	free(t->out);
+	free(t->in);
 	if (t->epfd >= 0)
 		close(t->epfd);
 }
@@ -173,8 +190,9 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 		list_del(t->in, &t->nin, c);
 		ev.type = RD_EV_INBOUND_DOWN;
 		post_event(t, &ev);
-		rd_tcp_conn_free(c);
-		free(c);
+		/* freed after this poll: an event of the same batch may name it */
+		c->next_dead = t->dead;
+		t->dead = c;
 		return;
 	}
 	/* Every operation in flight on it fails to its client, exactly once. */
@@ -196,14 +214,17 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 	post_event(t, &ev);
 }
 
-void rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd)
+int rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd)
 {
 	struct rd_tcp_conn *c = &peer->conn;
 
+	if (t->nout >= t->poller->cfg->max_peers)
+		return -ENOSPC; /* peers.c keeps to max_peers: this is a bug, not load */
 	c->peer = peer;
 	snprintf(c->node, sizeof(c->node), "%s", peer->node);
 	conn_install(t, c, fd);
 	t->out[t->nout++] = c;
+	return 0;
 }
 
 void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why)
@@ -215,7 +236,7 @@ int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node)
 {
 	struct rd_tcp_conn *c;
 
-	if (t->nin >= RD_TCP_INBOUND_MAX)
+	if (t->nin >= t->max_in)
 		return -EMFILE;
 	c = malloc(sizeof(*c));
 	if (!c || rd_tcp_conn_alloc(c, t->max_msg, 0, true)) {
@@ -249,13 +270,17 @@ void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on)
 		t->exported[rg->id] = on ? rg : NULL;
 	if (on)
 		return;
-	/* A WRITE payload streaming into this region is discarded from here on:
-	 * the control thread frees the memory once we acknowledge. */
+	/* A WRITE payload streaming into this region (data area or log) is
+	 * discarded from here on, and answered ESTALE: the region's memory is
+	 * freed once nothing of ours points into it. */
 	for (uint32_t k = 0; k < t->nin; k++) {
 		struct rd_tcp_conn *c = t->in[k];
 
-		if (c->rx_state == 1 && c->rx_dst >= rg->data && c->rx_dst < rg->data + rg->data_size)
+		if (c->rx_rg == rg) {
 			c->rx_dst = NULL;
+			c->rx_rg = NULL;
+			c->rx_status = -ESTALE;
+		}
 	}
 }
 
@@ -265,6 +290,7 @@ void rd_tcp_close_all(struct rd_tcp *t)
 		conn_down(t, t->in[0], -ECONNRESET, "roshmd stopping");
 	while (t->nout)
 		conn_down(t, t->out[0], -ECONNRESET, "roshmd stopping");
+	reap_dead(t);
 }
 
 /* ---- requester: submit ---- */
@@ -437,13 +463,13 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	if (c->inbound) {
 		struct roshm_tcp_req q;
-		struct rd_region *rg;
 
 		memcpy(&q, c->rx_hdr, sizeof(q));
 		if (q.opcode == ROSHM_OP_WRITE) {
-			int st = check_req(t, &q, &rg);
-
-			respond(c, q.tag, st, st ? 0 : q.len, NULL, 0);
+			/* The status decided when the header came (the bytes went
+			 * where it said), or ESTALE if the region went meanwhile. */
+			respond(c, q.tag, c->rx_status, c->rx_status ? 0 : q.len, NULL, 0);
+			c->rx_rg = NULL;
 		}
 		return 0;
 	}
@@ -494,6 +520,8 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
 			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
+			c->rx_rg = st ? NULL : rg;
+			c->rx_status = st;
 			c->rx_left = q.len;
 			c->rx_state = 1;
 			if (!q.len)
@@ -654,16 +682,12 @@ static unsigned tcp_poll(struct rd_transport *xt, unsigned budget)
 	for (int i = 0; i < n; i++) {
 		struct rd_tcp_conn *c = evs[i].data.ptr;
 
-		/* A connection may have gone down earlier in this batch. */
-		bool live = false;
-
-		for (uint32_t k = 0; k < t->nin && !live; k++)
-			live = t->in[k] == c;
-		for (uint32_t k = 0; k < t->nout && !live; k++)
-			live = t->out[k] == c;
-		if (live && !c->blocked)
+		/* A connection that went down earlier in this batch is not up;
+		 * inbound ones are freed only after the batch (reap_dead). */
+		if (c->up && !c->blocked)
 			conn_rx(t, c);
 	}
+	reap_dead(t);
 	return (unsigned)(n > 0 ? n : 0);
 }
 

@@ -5,8 +5,6 @@
 #include "transport.h"
 #include "roshm/wire.h"
 
-#define RD_TCP_INBOUND_MAX 256
-
 /* Poller-side state of the tcp transport. */
 struct rd_tcp {
 	struct rd_transport base;     /* base.priv == this */
@@ -16,10 +14,11 @@ struct rd_tcp {
 	int epfd;                     /* every up connection; nested in the poller's epfd */
 	struct rd_region **exported;  /* by region id; poller view */
 	uint32_t nexported;
-	struct rd_tcp_conn *out[RD_TCP_INBOUND_MAX];   /* up outbound connections */
+	struct rd_tcp_conn **out;     /* up outbound connections: one per peer, max_peers */
 	uint32_t nout;
-	struct rd_tcp_conn *in[RD_TCP_INBOUND_MAX];    /* inbound connections */
-	uint32_t nin;
+	struct rd_tcp_conn **in;      /* inbound connections: two per peer at most */
+	uint32_t nin, max_in;
+	struct rd_tcp_conn *dead;     /* inbound ones closed this round, freed after it */
 	uint8_t *scratch;             /* discard buffer */
 };
 
@@ -30,7 +29,7 @@ int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_infl
 void rd_tcp_conn_free(struct rd_tcp_conn *c);
 
 /* Poller commands (poller.c's apply_cmd calls these). */
-void rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd);
+int rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd);
 void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why);
 int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node);
 void rd_tcp_client_gone(struct rd_tcp *t, struct rd_client *c);

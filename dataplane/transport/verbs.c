@@ -38,7 +38,15 @@ int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p)
 	v->poller = p;
 	v->signal_every = p->cfg->verbs_signal_every;
 	v->max_msg = 1u << 30; /* the control thread lowers it to the port's max_msg_sz */
-	return 0;
+	v->max_act = (p->cfg->max_peers + 1) * p->cfg->verbs_qps_per_peer;
+	v->act = calloc(v->max_act, sizeof(*v->act));
+	return v->act ? 0 : -ENOMEM;
+}
+
+void rd_verbs_fini(struct rd_verbs *v)
+{
+	free(v->act);
+	v->act = NULL;
 }
 
 static void post_event(struct rd_verbs *v, struct rd_peer *peer, const char *why)
@@ -74,17 +82,24 @@ static int wc_errno(enum ibv_wc_status st)
 	}
 }
 
-static inline void complete_one(struct rd_vqp *q, uint32_t id, int32_t st)
+static inline void complete_one(struct rd_verbs *v, struct rd_vqp *q, uint32_t id, int32_t st)
 {
 	struct rd_vpend *pd = &q->pend[id & q->mask];
 	uint64_t res = st ? 0 : pd->opcode <= ROSHM_OP_READ ? pd->len : q->res[id & q->mask];
 
-	if (pd->txn)
+	if (pd->txn) {
 		rd_txn_complete(pd->txn, pd->opcode, st, res);
-	else if (pd->client && !pd->orphan)
-		rd_op_complete(pd->client, pd->user_data, st, res);
+	} else if (pd->client) {
+		/* a client that detached gets no CQE; its arena was kept for the WR */
+		if (!pd->client->released)
+			rd_op_complete(pd->client, pd->user_data, st, res);
+		rd_client_unhold(v->poller, pd->client);
+	}
+	if (pd->region)
+		rd_region_unhold(v->poller, pd->region);
 	pd->client = NULL;
 	pd->txn = NULL;
+	pd->region = NULL;
 }
 
 static void act_del(struct rd_verbs *v, struct rd_vqp *q)
@@ -105,7 +120,7 @@ static void qp_fail(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, int32
 	q->nchain = 0;
 	act_del(v, q);
 	for (; q->head != q->tail; q->head++)
-		complete_one(q, q->head, q->head == failed ? st : -ECONNRESET);
+		complete_one(v, q, q->head, q->head == failed ? st : -ECONNRESET);
 }
 
 /* Take the whole peer down (every QP of it) and tell the control thread. */
@@ -126,8 +141,10 @@ static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q
 		post_event(v, peer, why);
 }
 
-void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
+int rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
 {
+	if (v->nact + peer->nvq > v->max_act)
+		return -ENOSPC; /* peers.c keeps to max_peers: a bug, not load */
 	for (uint32_t i = 0; i < peer->nvq; i++) {
 		struct rd_vqp *q = peer->vq[i];
 
@@ -137,6 +154,7 @@ void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
 		q->up = true;
 		v->act[v->nact++] = q;
 	}
+	return 0;
 }
 
 void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why)
@@ -149,25 +167,6 @@ void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, co
 			ibv_modify_qp(peer->vq[i]->qp, &a, IBV_QP_STATE);
 	}
 	peer_fail(v, peer, NULL, 0, status, status, why);
-}
-
-uint32_t rd_verbs_client_gone(struct rd_verbs *v, struct rd_client *c)
-{
-	uint32_t n = 0;
-
-	for (uint32_t k = 0; k < v->nact; k++) {
-		struct rd_vqp *q = v->act[k];
-
-		for (uint32_t id = q->head; id != q->tail; id++) {
-			struct rd_vpend *pd = &q->pend[id & q->mask];
-
-			if (pd->client == c) {
-				pd->orphan = true; /* the WR still uses its arena */
-				n++;
-			}
-		}
-	}
-	return n;
 }
 
 bool rd_verbs_busy(const struct rd_verbs *v)
@@ -310,11 +309,17 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 		q->since_signal = 0;
 	}
 	pd->client = op->client;
+	if (op->client)
+		op->client->dp_refs++;
 	pd->txn = op->txn;
+	/* The NIC writes into our own regions through the loopback: keep the
+	 * region (its memory and MR) until the WR is done. */
+	pd->region = rg->remote ? NULL : rg;
+	if (pd->region)
+		rd_region_hold(rg);
 	pd->user_data = s->user_data;
 	pd->len = s->len;
 	pd->opcode = s->opcode;
-	pd->orphan = false;
 	pd->tsc = rte_rdtsc();
 	q->tail++;
 	q->nchain++;
@@ -401,7 +406,7 @@ static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
 				rd_lat_record(v->poller, 1, pd->tsc, now);
 				if (pd->opcode <= ROSHM_OP_READ)
 					RD_STAT_ADD(q->bytes, pd->len);
-				complete_one(q, q->head, 0);
+				complete_one(v, q, q->head, 0);
 				q->head++;
 				total++;
 			}

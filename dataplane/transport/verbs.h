@@ -18,12 +18,12 @@
 
 /* An operation on a QP's send queue, by wr_id (a running counter). */
 struct rd_vpend {
-	struct rd_client *client;
+	struct rd_client *client;     /* held (dp_refs): the WR uses its arena */
 	struct rd_txn *txn;
+	struct rd_region *region;     /* held while the NIC may touch it (our own, loopback) */
 	uint64_t user_data;
 	uint32_t len;
 	uint8_t opcode;
-	bool orphan;                  /* its client detached: no CQE */
 	uint64_t tsc;                 /* when it was submitted */
 };
 
@@ -55,8 +55,8 @@ struct rd_verbs {
 	uint32_t signal_every;
 	uint32_t max_msg;
 	struct ibv_comp_channel *comp; /* every requester CQ's events: adaptive idle sleeps on it */
-	struct rd_vqp *act[256];      /* up QPs */
-	uint32_t nact;
+	struct rd_vqp **act;          /* up QPs: (max_peers + loopback) * qps_per_peer */
+	uint32_t nact, max_act;
 	struct {
 		const uint8_t *base;
 		size_t len;
@@ -68,9 +68,10 @@ struct rd_verbs {
 
 /* Poller side (verbs.c). */
 int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p);
-void rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer);
+int rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer);
+void rd_verbs_fini(struct rd_verbs *v);
 void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why);
-uint32_t rd_verbs_client_gone(struct rd_verbs *v, struct rd_client *c);
+
 bool rd_verbs_busy(const struct rd_verbs *v);
 /* Before the poller sleeps with WRs in flight: request CQ events, then look
  * once more. True when completions were found (do not sleep). */

@@ -335,19 +335,13 @@ int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c)
 	return 0;
 }
 
+/* Called when the client is freed: the poller let go of it, so no WR of
+ * it is in flight (its dp_refs counted them). */
 void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c)
 {
+	(void)ctl;
 	if (!c->mr)
 		return;
-	/* WRs of this client still in flight must finish before its arena
-	 * goes: wait for them (bounded by the QPs' retry timeout). */
-	for (int i = 0; i < 10000; i++) {
-		struct rd_cmd cmd = { .type = RD_CMD_VERBS_INFLIGHT, .client = c };
-
-		if (rd_poller_cmd(ctl->poller, &cmd) <= 0)
-			break;
-		usleep(1000);
-	}
 	ibv_dereg_mr(c->mr);
 	c->mr = NULL;
 }

@@ -146,7 +146,7 @@ static void test_roshmd_restart(void **state)
 		fail_msg("user failed (exit %d): %s", st, sh->why);
 	assert_true(sh->progress >= at_kill + N);
 	/* the region is published again by the new roshmd */
-	assert_int_equal(roshm_admin(d.sock, "regions", &json), 0);
+	assert_int_equal(th_admin(&d, "regions", &json), 0);
 	if (!strstr(json, "default/keep")) {
 		th_daemon_dump_log(&d);
 		fail_msg("regions after the restart: %s", json);

@@ -367,7 +367,7 @@ static void test_link_cut(void **state)
 	stream_expect_all("stopped early");
 	wait_applied(x.hdr);
 	verify(x.d, x.hdr, 2, x.ntx);
-	assert_int_equal(roshm_admin(nodes[2].sock, "stats", &json), 0);
+	assert_int_equal(th_admin(&nodes[2], "stats", &json), 0);
 	print_message("node 2 writer stats after the cut: %s\n", json);
 	free(json);
 	roshm_close(x.owner);
@@ -425,7 +425,7 @@ static void test_drain_under_load(void **state)
 	(void)state;
 	stream_start(&x, "txn-drain", 1500, 1500, 200);
 	/* roshmctl drain --region: returns once everything committed is applied */
-	assert_int_equal(roshm_admin(nodes[1].sock, "drain region default/txn-drain", &json), 0);
+	assert_int_equal(th_admin(&nodes[1], "drain region default/txn-drain", &json), 0);
 	assert_non_null(strstr(json, "\"drained\":1"));
 	free(json);
 	uint64_t at_drain = sh->done[0] + sh->done[1];

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -271,39 +272,112 @@ static void test_close_mid_stream(void **state)
 	assert_true(th_daemon_alive(&d));
 }
 
+/* Send @buf with one descriptor. */
+static void send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr a;
+	} u;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof(u.b) };
+	struct cmsghdr *c;
+
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	assert_int_equal(sendmsg(sock, &m, 0), (ssize_t)len);
+}
+
+/* A memfd of @size bytes, every page touched, as libroshm makes them. */
+static int own_memfd(size_t size, void **map)
+{
+	int fd = memfd_create("hostile", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	assert_true(*map != MAP_FAILED);
+	return fd;
+}
+
+/* The memory a client hands over is sealed: it can no longer shrink or grow
+ * it, nor punch holes in its channel; memory it did not touch, or that is
+ * not a sealable memfd, is refused. */
 static void test_ftruncate_sealed(void **state)
 {
 	struct roshm_ctl_hello hello = { 0 };
+	struct roshm_ctl_hello_reply hr;
+	struct roshm_ctl_channel ch = { 0 };
 	struct roshm_ctl_region_create rc = { 0 };
 	char buf[512];
-	int fds[4], nfds, fd = raw_connect();
+	void *map;
+	int fds[4], nfds, fd = raw_connect(), chan;
 
 	(void)state;
 	hdr(&hello.hdr, ROSHM_CTL_HELLO, sizeof(hello));
 	strcpy(hello.tenant, "default");
 	assert_int_equal(send(fd, &hello, sizeof(hello), 0), sizeof(hello));
+	assert_int_equal(raw_recv(fd, &hr, sizeof(hr), fds, &nfds), sizeof(hr));
+	assert_int_equal(hr.hdr.status, 0);
+	assert_int_equal(nfds, 0);
+	/* memory with pages missing: refused, the connection stays */
+	chan = memfd_create("lazy", MFD_ALLOW_SEALING);
+	assert_int_equal(ftruncate(chan, (off_t)hr.chan_size), 0);
+	hdr(&ch.hdr, ROSHM_CTL_CHANNEL, sizeof(ch));
+	ch.size = hr.chan_size;
+	send_fd(fd, &ch, sizeof(ch), chan);
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
-	assert_int_equal(nfds, ROSHM_HELLO_NFDS);
-	int chan = fds[ROSHM_HELLO_FD_CHAN];
-
+	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EFAULT);
+	close(chan);
+	/* the wrong size: refused */
+	chan = own_memfd(hr.chan_size + 4096, &map);
+	send_fd(fd, &ch, sizeof(ch), chan);
+	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
+	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EINVAL);
+	munmap(map, hr.chan_size + 4096);
+	close(chan);
+	/* a proper one: sealed by roshmd */
+	chan = own_memfd(hr.chan_size, &map);
+	send_fd(fd, &ch, sizeof(ch), chan);
+	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
+	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, 0);
+	assert_int_equal(nfds, ROSHM_CHANNEL_NFDS);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
 	assert_int_equal(ftruncate(chan, 0), -1);
 	assert_int_equal(errno, EPERM);
 	assert_int_equal(ftruncate(chan, 1 << 30), -1);
 	assert_int_equal(errno, EPERM);
+	assert_int_equal(fallocate(chan, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
+	assert_int_equal(errno, EPERM);
 	assert_int_equal(fcntl(chan, F_ADD_SEALS, F_SEAL_WRITE), -1);
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
+	/* a second channel on the same connection: refused */
+	send_fd(fd, &ch, sizeof(ch), chan);
+	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
+	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EPROTO);
+	close(chan);
 
+	/* a region: sealed against shrinking and growing; the channel's memfd
+	 * (sealed already) is not a region */
 	hdr(&rc.hdr, ROSHM_CTL_REGION_CREATE, sizeof(rc));
 	strcpy(rc.name, "sealed");
 	rc.size = 4096;
-	assert_int_equal(send(fd, &rc, sizeof(rc), 0), sizeof(rc));
+	int rfd = own_memfd(roshm_region_map_size(4096, 0, 0), &map);
+
+	send_fd(fd, &rc, sizeof(rc), rfd);
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
 	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, 0);
-	assert_int_equal(nfds, 1);
-	assert_int_equal(ftruncate(fds[0], 0), -1);
+	assert_int_equal(nfds, 0);
+	assert_int_equal(((struct roshm_region_hdr *)map)->magic, ROSHM_REGION_MAGIC);
+	assert_int_equal(ftruncate(rfd, 0), -1);
 	assert_int_equal(errno, EPERM);
-	close(fds[0]);
+	munmap(map, roshm_region_map_size(4096, 0, 0));
+	close(rfd);
 	close(fd);
 }
 
@@ -402,7 +476,7 @@ static void test_malformed_ctl(void **state)
 	/* unknown admin command */
 	char *json = NULL;
 
-	assert_int_equal(roshm_admin(d.sock, "format-disk", &json), -EINVAL);
+	assert_int_equal(th_admin(&d, "format-disk", &json), -EINVAL);
 	assert_true(th_daemon_alive(&d));
 }
 
@@ -416,7 +490,7 @@ static void test_good_client_unharmed(void **state)
 	good_shared[0] = 1;
 	assert_int_equal(th_wait(good_pid), 0);
 	assert_int_equal(good_shared[2], 0);
-	assert_int_equal(roshm_admin(d.sock, "stats", &json), 0);
+	assert_int_equal(th_admin(&d, "stats", &json), 0);
 	o = json_loads(json, 0, NULL);
 	assert_non_null(o);
 	/* exactly the two clients that corrupted their indices were cut off */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "roshm.h"
 
 #ifndef ROSHMD_PATH
 #error "ROSHMD_PATH must point to the built roshmd"
@@ -91,6 +92,7 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 	snprintf(d->sock, sizeof(d->sock), "%s/roshmd.sock", d->dir);
 	snprintf(d->conf, sizeof(d->conf), "%s/roshmd.conf", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
+	snprintf(d->admin_token_file, sizeof(d->admin_token_file), "%s/admin.token", d->dir);
 	f = fopen(d->conf, "w");
 	if (!f)
 		return -errno;
@@ -101,8 +103,12 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 		"        \"--file-prefix\", \"th-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
 		"        \"--no-telemetry\" ];\n"
 		"%s%s%s\n"
+		"%s%s%s\n"
 		"%s\n",
 		name, d->sock, name, (int)getpid(),
+		extra && strstr(extra, "admin") ? "" : "admin: { token_file = \"",
+		extra && strstr(extra, "admin") ? "" : d->admin_token_file,
+		extra && strstr(extra, "admin") ? "" : "\"; };",
 		extra && strstr(extra, "registry") ? "" : "registry: { dir = \"",
 		extra && strstr(extra, "registry") ? "" : d->dir,
 		extra && strstr(extra, "registry") ? "" : "/registry\"; };",
@@ -202,6 +208,24 @@ void th_daemon_dump_log(struct th_daemon *d)
 		fwrite(buf, 1, (size_t)n, stderr);
 	fprintf(stderr, "---- end ----\n");
 	close(fd);
+}
+
+int th_admin(struct th_daemon *d, const char *cmd, char **json)
+{
+	struct roshm_params p = { .sock_path = d->sock };
+	char tok[256] = "";
+	FILE *f = fopen(d->admin_token_file, "r");
+
+	if (f) {
+		if (!fgets(tok, sizeof(tok), f))
+			tok[0] = 0;
+		fclose(f);
+	}
+	tok[strcspn(tok, "\n")] = 0;
+	p.admin_token = tok;
+	p.tenant = "";
+	p.token = "";
+	return roshm_admin_params(&p, cmd, json);
 }
 
 pid_t th_spawn(int (*fn)(void *), void *arg)

@@ -15,6 +15,7 @@ struct th_daemon {
 	char sock[300];
 	char conf[300];
 	char log[300];
+	char admin_token_file[300];
 };
 
 /* Start roshmd with the default test settings plus @extra (libconfig text,
@@ -38,6 +39,8 @@ int th_daemon_stop(struct th_daemon *d);
 bool th_daemon_alive(struct th_daemon *d);
 /* Print the daemon log (on failure). */
 void th_daemon_dump_log(struct th_daemon *d);
+/* An admin command on @d with its admin token (roshm_admin_params). */
+int th_admin(struct th_daemon *d, const char *cmd, char **json);
 
 /* Fork a child that runs fn(arg) and exits with its return value. */
 pid_t th_spawn(int (*fn)(void *), void *arg);

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#define ROSHM_ABI_VERSION 1u
+#define ROSHM_ABI_VERSION 2u
 #define ROSHM_CHAN_MAGIC 0x4d48534fu /* "OSHM" */
 #define ROSHM_REGION_MAGIC 0x4e474552u /* "REGN" */
 #define ROSHM_CACHELINE 64
@@ -116,6 +116,39 @@ _Static_assert(offsetof(struct roshm_chan_hdr, sq_flags) == 2 * ROSHM_CACHELINE,
 #define ROSHM_CHAN_HDR_SIZE 4096u
 
 /*
+ * Where everything sits in a channel of @sq SQEs, @cq CQEs and an @arena
+ * byte arena: header | SQ idx | SQEs | CQ idx | CQEs | arena (page aligned).
+ * The client creates the channel memfd of at least @size bytes (it is the
+ * client's memory, charged to its pod); roshmd computes the same layout from
+ * its own copy of the sizes and never reads it back from shared memory.
+ */
+struct roshm_chan_layout {
+	uint64_t sq_idx_off;
+	uint64_t sq_off;
+	uint64_t cq_idx_off;
+	uint64_t cq_off;
+	uint64_t arena_off;
+	uint64_t size;
+};
+
+static inline void roshm_chan_layout(uint32_t sq, uint32_t cq, uint64_t arena,
+				     struct roshm_chan_layout *l)
+{
+	uint64_t off = ROSHM_CHAN_HDR_SIZE;
+
+	l->sq_idx_off = off;
+	off += sizeof(struct roshm_ring_idx);
+	l->sq_off = off;
+	off += (uint64_t)sq * sizeof(struct roshm_sqe);
+	l->cq_idx_off = off;
+	off += sizeof(struct roshm_ring_idx);
+	l->cq_off = off;
+	off += (uint64_t)cq * sizeof(struct roshm_cqe);
+	l->arena_off = (off + 4095) & ~4095ull;
+	l->size = l->arena_off + arena;
+}
+
+/*
  * Region memory: [header (4 KiB) | txn staging log | data area].
  * The owner maps all of it; SQE offsets are data-area offsets.
  */
@@ -143,6 +176,14 @@ _Static_assert(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
 static inline uint64_t roshm_region_data_off(uint32_t txn_slots, uint32_t slot_size)
 {
 	return ROSHM_REGION_HDR_SIZE + (((uint64_t)txn_slots * slot_size + 4095) & ~4095ull);
+}
+
+/* Size of the memfd behind a region: header, log and data, whole pages. The
+ * owning client creates it (its pod's memory); roshmd checks and seals it. */
+static inline uint64_t roshm_region_map_size(uint64_t data_size, uint32_t txn_slots,
+					     uint32_t slot_size)
+{
+	return (roshm_region_data_off(txn_slots, slot_size) + data_size + 4095) & ~4095ull;
 }
 
 /*

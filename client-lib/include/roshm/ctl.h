@@ -20,15 +20,17 @@
 #define ROSHM_POLICY_TENANTS_MAX 8
 #define ROSHM_CTL_MSG_MAX (256 * 1024)
 #define ROSHM_DEFAULT_SOCK "/run/roshm/roshmd.sock"
+#define ROSHM_DEFAULT_ADMIN_TOKEN "/var/lib/roshm/admin.token"
 
 enum roshm_ctl_type {
-	ROSHM_CTL_HELLO = 1,
-	ROSHM_CTL_REGION_CREATE = 2,
+	ROSHM_CTL_HELLO = 1,        /* authenticate as a tenant; reply: the channel's sizes */
+	ROSHM_CTL_REGION_CREATE = 2, /* + the region memfd the client made (SCM_RIGHTS) */
 	ROSHM_CTL_REGION_OPEN = 3,
 	ROSHM_CTL_REGION_CLOSE = 4,
 	ROSHM_CTL_ADMIN = 5,        /* roshmctl: request text is a command, reply is JSON */
 	ROSHM_CTL_REGION_REATTACH = 6, /* region_create + the region's memfd: re-register it
 					* after a roshmd restart; its contents survive */
+	ROSHM_CTL_CHANNEL = 7,      /* after HELLO: + the channel memfd; reply: the eventfds */
 };
 
 struct roshm_ctl_hdr {
@@ -39,28 +41,47 @@ struct roshm_ctl_hdr {
 	int32_t status;             /* replies: 0 or -errno */
 };
 
+/*
+ * Attach is two requests. HELLO authenticates (tenant and token) and asks
+ * for ring and arena sizes; the reply grants sizes and says how big the
+ * channel memfd must be (roshm_chan_layout()). The client creates that memfd
+ * itself, so the memory is its pod's, touches every page, and sends it with
+ * CHANNEL; roshmd checks it, maps it, seals it (no shrink, grow, hole punch
+ * or new writable mapping) and answers with the two wakeup eventfds.
+ */
 struct roshm_ctl_hello {
 	struct roshm_ctl_hdr hdr;
 	char tenant[ROSHM_NAME_MAX];
 	char token[ROSHM_TOKEN_MAX];
+	char pod[ROSHM_NAME_MAX];   /* the client's pod ("" none): `roshmctl drain --pod` */
 	uint32_t sq_entries;        /* 0: default */
 	uint32_t cq_entries;        /* 0: default */
 	uint64_t arena_size;        /* 0: default */
 };
 
-/* Reply: channel memfd and wakeup eventfds in SCM_RIGHTS, in this order. */
-#define ROSHM_HELLO_FD_CHAN 0
-#define ROSHM_HELLO_FD_SQ_EVENT 1   /* client writes after submit when NEED_WAKEUP */
-#define ROSHM_HELLO_FD_CQ_EVENT 2   /* roshmd writes when the client sleeps */
-#define ROSHM_HELLO_NFDS 3
+#define ROSHM_HELLO_F_HUGETLB_OK (1u << 0)   /* the channel may be MFD_HUGETLB */
+#define ROSHM_HELLO_F_HUGETLB_REQ (1u << 1)  /* it must be (channel.hugepages = "on") */
 struct roshm_ctl_hello_reply {
 	struct roshm_ctl_hdr hdr;
 	uint32_t client_id;
-	uint32_t rsvd;
-	uint64_t chan_size;
+	uint32_t flags;             /* ROSHM_HELLO_F_* */
+	uint32_t sq_entries;        /* granted */
+	uint32_t cq_entries;
+	uint64_t arena_size;
+	uint64_t chan_size;         /* roshm_chan_layout(sq, cq, arena).size */
 	uint64_t instance;          /* random per roshmd start: tells a restart from a kick-out */
 	char node[ROSHM_NAME_MAX];
 };
+
+struct roshm_ctl_channel {
+	struct roshm_ctl_hdr hdr;
+	uint64_t size;              /* of the memfd sent along (>= chan_size) */
+};
+
+/* Reply to CHANNEL: wakeup eventfds in SCM_RIGHTS, in this order. */
+#define ROSHM_CHANNEL_FD_SQ_EVENT 0 /* client writes after submit when NEED_WAKEUP */
+#define ROSHM_CHANNEL_FD_CQ_EVENT 1 /* roshmd writes when the client sleeps */
+#define ROSHM_CHANNEL_NFDS 2
 
 enum roshm_policy {
 	ROSHM_POLICY_TENANT = 0,    /* any client of the owner's tenant (default) */
@@ -68,6 +89,8 @@ enum roshm_policy {
 	ROSHM_POLICY_LIST = 2,      /* the owner's tenant and the listed tenants */
 };
 
+/* Sent with the region memfd of roshm_region_map_size() bytes, made and
+ * touched by the client (its pod's memory): roshmd checks and seals it. */
 struct roshm_ctl_region_create {
 	struct roshm_ctl_hdr hdr;
 	char name[ROSHM_NAME_MAX];
@@ -79,13 +102,13 @@ struct roshm_ctl_region_create {
 	uint32_t slot_size;
 };
 
-/* Reply to create (region memfd in SCM_RIGHTS) and to open. */
+/* Reply to create and to open. */
 struct roshm_ctl_region_reply {
 	struct roshm_ctl_hdr hdr;
 	uint32_t handle;
 	uint32_t rsvd;
 	uint64_t data_size;
-	uint64_t map_size;          /* create: size of the memfd to map */
+	uint64_t map_size;          /* create: size of the region memfd */
 	uint64_t epoch;
 };
 
@@ -100,9 +123,19 @@ struct roshm_ctl_region_close {
 	uint32_t rsvd;
 };
 
+/*
+ * Admin requests carry their credentials: the node's admin token (a file
+ * that roshmd's own container holds and pods do not), or a tenant and its
+ * token, which allow only that tenant's part ("drain tenant T" for its own
+ * T, "drain region T/N", "drain pod P" for its own pod's regions).
+ */
+#define ROSHM_ADMIN_TOKEN_MAX 128
 struct roshm_ctl_admin {
 	struct roshm_ctl_hdr hdr;
-	char cmd[256];              /* "status", "clients", "regions", "stats", ... */
+	char cmd[256];              /* "status", "clients", "regions", "stats", "drain ..." */
+	char tenant[ROSHM_NAME_MAX];
+	char token[ROSHM_TOKEN_MAX];
+	char admin_token[ROSHM_ADMIN_TOKEN_MAX];
 };
 /* Admin reply: header followed by NUL-terminated JSON text. */
 
