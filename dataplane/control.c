@@ -59,6 +59,10 @@ struct rd_conn {
 	uint64_t arena;
 	struct roshm_chan_layout lay;
 	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
+	/* an open waiting for its region's node to be connected */
+	struct rd_peer *park_peer;
+	struct roshm_ctl_region_open park_req;
+	int park_tries;
 	struct rd_conn *next, *prev;
 };
 
@@ -309,7 +313,9 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_region *rg,
 			uint32_t *handle)
 {
-	for (uint32_t i = 0; i < c->nhandles; i++) {
+	/* Slots below the hint are taken: a client opening many handles
+	 * costs a scan per open only past it. */
+	for (uint32_t i = c->handle_hint; i < c->nhandles; i++) {
 		struct rd_handle *h = &c->ctl_handles[i];
 
 		if (h->region)
@@ -324,6 +330,7 @@ static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_r
 			return ret;
 		h->region = rg;
 		rg->refs++;
+		c->handle_hint = i + 1;
 		*handle = hv;
 		return 0;
 	}
@@ -357,6 +364,8 @@ static void handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t
 		rd_poller_cmd(ctl->poller, &cmd);
 	}
 	h->region = NULL;
+	if ((uint32_t)(h - c->ctl_handles) < c->handle_hint)
+		c->handle_hint = (uint32_t)(h - c->ctl_handles);
 	if (rg->owner == c && rg->owner_handle == hv)
 		rd_region_unpublish(ctl, rg);
 	rd_control_region_put(ctl, rg);
@@ -806,6 +815,10 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	return 1;
 }
 
+static void conn_park(struct rd_control *ctl, struct rd_conn *conn, struct rd_peer *peer,
+		      const struct roshm_ctl_region_open *req);
+static void conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why);
+
 static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
 			  size_t len)
 {
@@ -857,7 +870,17 @@ static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const vo
 		}
 		if (strcmp(rec.state, RD_STATE_ACTIVE))
 			return -EAGAIN;
-		ret = rd_peers_open_remote(ctl, &rec, &rg);
+		struct rd_peer *peer = NULL;
+
+		ret = rd_peers_open_remote(ctl, &rec, &rg, &peer);
+		if (ret == -EINPROGRESS) {
+			/* its node is being connected: the answer comes when
+			 * that is done (rd_control_peer_ready) */
+			if (conn->park_tries++ >= 2)
+				return -EHOSTUNREACH; /* the node keeps going away */
+			conn_park(ctl, conn, peer, req);
+			return 1;
+		}
 		if (ret)
 			return ret;
 		goto grant;
@@ -888,6 +911,54 @@ grant:
 	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
 	return 1;
+}
+
+/*
+ * A REGION_OPEN that waits for its region's node to be connected. The
+ * connection is not read meanwhile (the client waits for this answer; a
+ * hang-up still ends it); the open runs again when the connect is done.
+ */
+static void conn_park(struct rd_control *ctl, struct rd_conn *conn, struct rd_peer *peer,
+		      const struct roshm_ctl_region_open *req)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = conn };
+
+	conn->park_peer = peer;
+	conn->park_req = *req;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
+
+	conn->park_peer = NULL;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status)
+{
+	for (struct rd_conn *c = ctl->conns, *next; c; c = next) {
+		struct roshm_ctl_region_open req;
+		int ret;
+
+		next = c->next;
+		if (c->park_peer != p || c->fd < 0)
+			continue;
+		conn_unpark(ctl, c);
+		req = c->park_req;
+		ret = status ? (status == -EACCES ? -EACCES : -EHOSTUNREACH)
+			     : do_region_open(ctl, c, &req, sizeof(req));
+		if (ret <= 0 && ret != -ECONNRESET) {
+			c->park_tries = 0;
+			if (send_status(c->fd, ROSHM_CTL_REGION_OPEN, ret))
+				ret = -ECONNRESET;
+		}
+		if (ret == -ECONNRESET)
+			conn_close(ctl, c, "reply failed");
+		else if (ret == 1 && !c->park_peer)
+			c->park_tries = 0;
+	}
 }
 
 static int do_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
@@ -1646,6 +1717,8 @@ int rd_control_run(struct rd_control *ctl)
 
 			if (kind == RD_EP_TCP_LISTEN) {
 				rd_peers_accept(ctl);
+			} else if (kind == RD_EP_TCP_DIAL) {
+				rd_peers_dial_step(ctl, tag);
 			} else if (kind == RD_EP_TCP_ACCEPT) {
 				if (rd_peers_acc_live(ctl, tag))
 					rd_peers_accept_step(ctl, tag);
@@ -1682,8 +1755,15 @@ int rd_control_run(struct rd_control *ctl)
 				 * event of this batch (poller_events): check it. */
 				struct rd_conn *conn = tag;
 
-				if (conn->fd >= 0)
-					conn_readable(ctl, conn);
+				if (conn->fd < 0)
+					continue;
+				/* an open waiting for a peer: only a hang-up matters */
+				if (conn->park_peer && !(evs[i].events & EPOLLIN)) {
+					if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+						conn_close(ctl, conn, "closed while waiting");
+					continue;
+				}
+				conn_readable(ctl, conn);
 			}
 		}
 		conns_reap(ctl);

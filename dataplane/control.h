@@ -13,7 +13,7 @@ struct json_t;
 
 /* What an epoll event of the control thread points at. */
 enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT,
-		  RD_EP_VERBS_CM, RD_EP_METRICS, RD_EP_METRICS_CONN };
+		  RD_EP_VERBS_CM, RD_EP_METRICS, RD_EP_METRICS_CONN, RD_EP_TCP_DIAL };
 struct rd_ep_tag {
 	enum rd_ep_kind kind;
 };
@@ -21,6 +21,7 @@ struct rd_ep_tag {
 struct rd_acc {
 	struct rd_ep_tag tag;         /* RD_EP_TCP_ACCEPT */
 	struct rd_tcp_accept a;
+	uint32_t from;                /* peer IPv4 address (per-address cap) */
 	char addr[64];
 	struct rd_acc *next;
 };
@@ -32,6 +33,13 @@ struct rd_tenant_use {
 	uint32_t clients;
 	uint32_t regions;
 	uint64_t bytes;
+};
+
+/* A tcp connect to a peer in progress (peers.c). */
+struct rd_dial {
+	struct rd_ep_tag tag;         /* RD_EP_TCP_DIAL */
+	struct rd_tcp_dial d;
+	struct rd_peer *peer;
 };
 
 struct rd_control {
@@ -52,6 +60,7 @@ struct rd_control {
 	struct rd_region **slots;     /* local regions by id (1..max_regions) */
 	/* tcp transport, control side (peers.c) */
 	struct rd_peer *peers;
+	uint32_t npeers;
 	struct rd_acc *accepting;
 	struct rd_tcp_secret secret;
 	int tcp_listen_fd;
@@ -77,6 +86,7 @@ struct rd_control {
 	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
 	uint64_t refused_conns;       /* over admin.max_pending */
+	uint64_t refused_peers;       /* tcp handshakes over their caps */
 	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
 };
 
@@ -127,8 +137,15 @@ int rd_peers_init(struct rd_control *ctl);
 void rd_peers_fini(struct rd_control *ctl);
 void rd_peers_accept(struct rd_control *ctl);
 void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc);
+/* 0 with *out; -EINPROGRESS: *peer is being connected, the open waits for
+ * rd_control_peer_ready(); -EHOSTUNREACH, -EACCES, -ENOMEM. */
 int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec,
-			 struct rd_region **out);
+			 struct rd_region **out, struct rd_peer **peer);
+void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d);
+/* A connect finished (tcp: @fd; verbs: -1): @err 0 or why not. */
+void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node);
+/* control.c: the opens waiting for @p go on (@status 0: it is up). */
+void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status);
 void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);

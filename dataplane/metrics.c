@@ -90,13 +90,20 @@ void rd_metrics_fini(struct rd_control *ctl)
 	ctl->metrics_fd = -1;
 }
 
+/* Scrapers are few: more connections than this at once are closed at once. */
+#define MCONN_MAX 32
+
 void rd_metrics_accept(struct rd_control *ctl)
 {
 	int fd;
 
 	while ((fd = accept4(ctl->metrics_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct rd_mconn *m = calloc(1, sizeof(*m));
+		struct rd_mconn *m;
+		uint32_t n = 0;
 
+		for (m = ctl->mconns; m; m = m->next)
+			n++;
+		m = n < MCONN_MAX ? calloc(1, sizeof(*m)) : NULL;
 		if (!m) {
 			close(fd);
 			continue;

@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/epoll.h>
+
 #include "control.h"
 
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
@@ -34,7 +36,8 @@ static bool reachable(const struct rd_control *ctl, const char *endpoint)
 }
 
 static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint);
-static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms);
+static int peer_connect(struct rd_control *ctl, struct rd_peer *p);
+static void dial_free(struct rd_control *ctl, struct rd_peer *p);
 
 /* Atomics of this node's pods and transaction engine on its own regions must
  * be serialized with the peers' NIC atomics: unless the NIC's atomics are
@@ -56,7 +59,9 @@ static int verbs_loopback(struct rd_control *ctl)
 	self->refs = 1; /* keep it connected */
 	ctl->verbs->self = self;
 	ctl->local.priv = ctl->poller->verbs;
-	ret = peer_connect(ctl, self, (int)ctl->cfg->verbs_connect_timeout_ms);
+	/* Until the loopback is up, local atomics on our regions wait in their
+	 * rings (rd_verbs_submit_local); it is re-made like any peer. */
+	ret = peer_connect(ctl, self);
 	if (ret) {
 		RD_LOG(ERR, "verbs: loopback QP to ourselves (for atomics on our regions): %s",
 		       strerror(-ret));
@@ -146,6 +151,12 @@ void rd_peers_fini(struct rd_control *ctl)
 		struct rd_peer *p = ctl->peers;
 
 		ctl->peers = p->next;
+		if (p->dial) {
+			int fd = p->dial->d.fd;
+
+			dial_free(ctl, p);
+			close(fd);
+		}
 		if (p->verbs)
 			rd_verbs_peer_free(ctl, p);
 		else
@@ -154,6 +165,14 @@ void rd_peers_fini(struct rd_control *ctl)
 	}
 	rd_verbs_ctl_fini(ctl);
 }
+
+/*
+ * Handshakes in progress are bounded: ACCEPT_MAX in all, ACCEPT_PER_ADDR
+ * from one address, each ACCEPT_TIMEOUT_NS at most. A connection that comes
+ * past them is closed at once: unauthenticated peers cannot pile up state.
+ */
+#define ACCEPT_MAX 64
+#define ACCEPT_PER_ADDR 8
 
 void rd_peers_accept(struct rd_control *ctl)
 {
@@ -164,6 +183,18 @@ void rd_peers_accept(struct rd_control *ctl)
 
 	while ((fd = accept4(ctl->tcp_listen_fd, (struct sockaddr *)&sa, &sl,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		uint32_t all = 0, same = 0;
+
+		sl = sizeof(sa);
+		for (struct rd_acc *a = ctl->accepting; a; a = a->next) {
+			all++;
+			same += a->from == sa.sin_addr.s_addr;
+		}
+		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
+			close(fd);
+			ctl->refused_peers++;
+			continue;
+		}
 		acc = calloc(1, sizeof(*acc));
 		if (!acc) {
 			close(fd);
@@ -172,12 +203,12 @@ void rd_peers_accept(struct rd_control *ctl)
 		acc->tag.kind = RD_EP_TCP_ACCEPT;
 		acc->a.fd = fd;
 		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
+		acc->from = sa.sin_addr.s_addr;
 		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
 			 ntohs(sa.sin_port));
 		acc->next = ctl->accepting;
 		ctl->accepting = acc;
 		rd_control_epoll_add(ctl, fd, acc);
-		sl = sizeof(sa);
 	}
 }
 
@@ -218,6 +249,10 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 				snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
 			return p;
 		}
+	if (ctl->npeers >= ctl->cfg->max_peers) {
+		RD_LOG(WARNING, "node %s: already %u peer nodes (limits.max_peers)", node, ctl->npeers);
+		return NULL;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
@@ -231,56 +266,149 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 	snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
 	p->next = ctl->peers;
 	ctl->peers = p;
+	ctl->npeers++;
 	return p;
 }
 
-static int peer_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms)
+/*
+ * A connect to a peer finished (tcp dial or verbs CM): @fd is the
+ * authenticated tcp connection (-1 for verbs), or @err says why not. The
+ * opens that waited for it go on (rd_control_peer_ready).
+ */
+void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node)
 {
-	char node[ROSHM_NAME_MAX] = "";
-	int fd;
+	p->dialing = false;
+	if (!err && strcmp(node, p->node)) {
+		RD_LOG(WARNING, "%s answered as node %s, expected %s", p->endpoint, node, p->node);
+		err = -EHOSTUNREACH; /* someone else listens there now */
+	}
+	if (!err) {
+		struct rd_cmd cmd = { .type = RD_CMD_PEER_UP, .peer = p, .fd = fd };
 
-	if (p->verbs)
-		fd = rd_verbs_connect(ctl, p, timeout_ms < (int)ctl->cfg->verbs_connect_timeout_ms ?
-					      timeout_ms : (int)ctl->cfg->verbs_connect_timeout_ms, node);
-	else
-		fd = rd_tcp_connect(p->endpoint, ctl->cfg->node, &ctl->secret, timeout_ms, node);
-	if (fd < 0) {
-		if (fd != p->last_err)
+		err = rd_control_cmd(ctl, &cmd);
+	}
+	if (err) {
+		if (err != p->last_err)
 			RD_LOG(WARNING, "%s: connecting to node %s at %s: %s", p->verbs ? "verbs" : "tcp",
 			       p->node, p->endpoint,
-			       fd == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-fd));
-		p->last_err = fd;
+			       err == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-err));
+		p->last_err = err;
 		p->retry_ns = rd_mono_ns() + RETRY_NS;
-		return fd;
-	}
-	if (strcmp(node, p->node)) {
-		RD_LOG(WARNING, "%s answered as node %s, expected %s", p->endpoint, node, p->node);
 		if (p->verbs)
 			rd_verbs_peer_release(ctl, p);
-		else
+		else if (fd >= 0)
 			close(fd);
-		p->retry_ns = rd_mono_ns() + RETRY_NS;
-		return -EHOSTUNREACH;
-	}
-	struct rd_cmd cmd = { .type = RD_CMD_PEER_UP, .peer = p, .fd = fd };
-	int ret = rd_control_cmd(ctl, &cmd);
-
-	if (ret) {
-		if (p->verbs)
-			rd_verbs_peer_release(ctl, p);
-		else
-			close(fd);
-		return ret;
+		rd_control_peer_ready(ctl, p, err);
+		return;
 	}
 	p->ctl_up = true;
 	p->last_err = 0;
 	RD_LOG(INFO, "%s: connected to node %s at %s", p->verbs ? "verbs" : "tcp", p->node,
 	       p->endpoint);
+	rd_control_peer_ready(ctl, p, 0);
+}
+
+static void dial_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	struct rd_dial *d = p->dial;
+
+	if (!d)
+		return;
+	rd_control_epoll_del(ctl, d->d.fd);
+	free(d);
+	p->dial = NULL;
+}
+
+static void dial_want(struct rd_control *ctl, struct rd_dial *d)
+{
+	struct epoll_event ev = { .events = d->d.want_out ? EPOLLOUT : EPOLLIN, .data.ptr = d };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, d->d.fd, &ev);
+}
+
+/* The tcp dial's fd is ready: one more step of the handshake. */
+void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d)
+{
+	struct rd_peer *p = d->peer;
+	char node[ROSHM_NAME_MAX] = "";
+	int ret = rd_tcp_dial_step(&d->d, &ctl->secret, node);
+	int fd = d->d.fd;
+
+	if (ret == 0) {
+		dial_want(ctl, d);
+		return;
+	}
+	dial_free(ctl, p);
+	if (ret < 0) {
+		close(fd);
+		rd_peers_dial_done(ctl, p, -1, ret, "");
+		return;
+	}
+	rd_peers_dial_done(ctl, p, fd, 0, node);
+}
+
+/*
+ * Start connecting to @p unless that is under way: 0 started (or already
+ * dialing; rd_peers_dial_done reports), -errno could not start (reported
+ * too). Never waits: the control thread goes on serving.
+ */
+static int peer_connect(struct rd_control *ctl, struct rd_peer *p)
+{
+	int ret;
+
+	if (p->ctl_up || p->dialing)
+		return 0;
+	p->dialing = true;
+	if (p->verbs) {
+		p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->verbs_connect_timeout_ms * 1000000ull;
+		ret = rd_verbs_dial(ctl, p);
+		if (ret)
+			rd_peers_dial_done(ctl, p, -1, ret, "");
+		return ret;
+	}
+	struct rd_dial *d = calloc(1, sizeof(*d));
+
+	if (!d) {
+		rd_peers_dial_done(ctl, p, -1, -ENOMEM, "");
+		return -ENOMEM;
+	}
+	d->tag.kind = RD_EP_TCP_DIAL;
+	d->peer = p;
+	ret = rd_tcp_dial_start(&d->d, p->endpoint, ctl->cfg->node);
+	if (ret) {
+		free(d);
+		rd_peers_dial_done(ctl, p, -1, ret, "");
+		return ret;
+	}
+	p->dial = d;
+	p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull;
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = d };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, d->d.fd, &ev);
 	return 0;
 }
 
+/* Dials past their deadline fail. */
+static void dials_timer(struct rd_control *ctl, uint64_t now)
+{
+	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
+		if (!p->dialing || now < p->dial_deadline_ns)
+			continue;
+		if (p->verbs) {
+			rd_verbs_dial_abort(ctl, p);
+		} else {
+			int fd = p->dial ? p->dial->d.fd : -1;
+
+			dial_free(ctl, p);
+			if (fd >= 0)
+				close(fd);
+		}
+		rd_peers_dial_done(ctl, p, -1, -ETIMEDOUT, "");
+	}
+}
+
 int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec,
-			 struct rd_region **out)
+			 struct rd_region **out, struct rd_peer **peer)
 {
 	struct rd_peer *p;
 	struct rd_region *rg;
@@ -293,11 +421,14 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 	}
 	p = peer_get(ctl, rec->node, rec->endpoint);
 	if (!p)
-		return -ENOMEM;
+		return -EHOSTUNREACH;
+	*peer = p;
 	if (!p->ctl_up) {
-		ret = peer_connect(ctl, p, (int)ctl->cfg->tcp_connect_timeout_ms);
+		/* the open waits for the connect; the control thread does not */
+		ret = peer_connect(ctl, p);
 		if (ret)
 			return ret == -EACCES ? -EACCES : -EHOSTUNREACH;
+		return -EINPROGRESS;
 	}
 	if (p->verbs != is_verbs(rec->endpoint))
 		return -EHOSTUNREACH; /* the node switched transports: not supported live */
@@ -375,9 +506,11 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	struct rd_region t = { 0 };
 	struct rd_peer *p = peer_get(ctl, rec->node, rec->endpoint);
 
-	if (!p || !reachable(ctl, rec->endpoint) || p->verbs != is_verbs(rec->endpoint) ||
-	    (!p->ctl_up && peer_connect(ctl, p, (int)ctl->cfg->tcp_connect_timeout_ms))) {
-		/* not reachable yet: try again at the next revalidation */
+	if (!p || !reachable(ctl, rec->endpoint) || p->verbs != is_verbs(rec->endpoint))
+		return; /* not reachable: try again at the next revalidation */
+	if (!p->ctl_up) {
+		/* connect meanwhile; the next revalidation retargets */
+		peer_connect(ctl, p);
 		return;
 	}
 	t.id = rec->region_id;
@@ -418,6 +551,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 			acc_free(ctl, a, true);
 		}
 	}
+	dials_timer(ctl, now);
 	if (!registry_changed && now < ctl->next_revalidate_ns)
 		goto reconnect;
 	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;
@@ -480,10 +614,12 @@ reconnect:
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (!p->ctl_up && p->refs && now >= p->retry_ns) {
 			/* Re-read the endpoint: a restarted node may listen elsewhere. */
+			if (p->dialing)
+				continue;
 			if (ctl->reg.ops->get_node && ctl->reg.ops->get_node(&ctl->reg, p->node, &nrec) == 0 &&
 			    nrec.endpoint[0])
 				snprintf(p->endpoint, sizeof(p->endpoint), "%s", nrec.endpoint);
-			peer_connect(ctl, p, 500);
+			peer_connect(ctl, p);
 		}
 }
 

@@ -36,6 +36,7 @@ extern int rd_logtype;
 #define RD_STAT_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 struct rd_peer;
+struct rd_dial;
 
 /*
  * An object the data path may still touch when the control thread is done
@@ -125,6 +126,7 @@ struct rd_tcp_pend {
 	uint32_t gen;
 	uint8_t opcode;
 	bool used;
+	int16_t tidx;                 /* the client's tenant (quota.peer_inflight), -1 roshmd's */
 	uint64_t tsc;                 /* when it was submitted */
 };
 
@@ -168,8 +170,15 @@ struct rd_peer {
 	struct rd_tcp_conn conn;      /* tcp: outbound, poller-owned while up */
 	struct rd_vqp *vq[RD_VERBS_QPS_MAX];  /* verbs: RC QPs, poller-owned while up */
 	uint32_t nvq;
+	/* poller: each tenant's operations in flight to this peer, within
+	 * quota.peer_inflight, so that no tenant takes every slot of a
+	 * connection that all tenants share */
+	uint32_t tenant_inflight[RD_TENANTS_MAX];
 	/* control view */
 	bool ctl_up;
+	bool dialing;                 /* a connect is under way (never waited for) */
+	uint64_t dial_deadline_ns;
+	struct rd_dial *dial;         /* tcp: the dial's state while dialing */
 	uint32_t refs;                /* remote regions that point here */
 	uint64_t retry_ns;
 	int last_err;
@@ -229,6 +238,7 @@ struct rd_client {
 	uint32_t lkey;
 	/* handle tables: one per side, same size */
 	uint32_t nhandles;
+	uint32_t handle_hint;            /* control: no free handle below it */
 	struct rd_handle *ctl_handles;   /* control thread */
 	struct rd_handle *dp_handles;    /* poller */
 	/* poller state */
@@ -357,6 +367,13 @@ static inline void rd_lat_record(struct rd_poller *p, int x, uint64_t t0, uint64
 		b = RD_LAT_BUCKETS;
 	RD_STAT_ADD(p->stats.lat_hist[x][b], 1);
 	RD_STAT_ADD(p->stats.lat_sum_us[x], us);
+}
+
+/* A tenant's operations in flight to a peer (poller only): may one more go? */
+static inline bool rd_peer_inflight_ok(const struct rd_poller *p, const struct rd_peer *peer,
+				       const struct rd_client *c)
+{
+	return !c || peer->tenant_inflight[c->tidx] < p->cfg->tenants[c->tidx].quota.peer_inflight;
 }
 
 /* Post a completion for an operation a transport had queued (poller only). */

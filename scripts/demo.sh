@@ -23,7 +23,7 @@ head -3 "$D/owner.out" | sed 's/^/    /'
 echo "    ..."
 tail -2 "$D/owner.out" | sed 's/^/    /'
 echo "demo: roshmctl peers on node-b:"
-"$B/client-lib/tools/roshmctl" -s "$SOCK_B" peers | sed 's/^/    /'
+ctl_b peers | sed 's/^/    /'
 
 echo "demo: message-size sweep from node-b to a region on node-a (tcp transport):"
 bg_a "$B/perf/roshm-perf" -s "$SOCK_A" serve sweep 1048576 > "$D/serve.out"

@@ -3,6 +3,7 @@
 # (198.18.0.1 and .2 behind a bridge); otherwise both listen on loopback.
 #   twonode_up BUILD DIR [idle_spin_us]   start node-a and node-b
 #   in_a CMD... / in_b CMD...             run a command on that node
+#   ctl_a ARGS... / ctl_b ARGS...         roshmctl on that node, as its admin
 #   twonode_down                          stop both, remove the namespaces
 TN_PREFIX=roshm2n
 TN_PIDS=()
@@ -14,8 +15,12 @@ in_b() { if [[ -n ${TN_NS_B:-} ]]; then ip netns exec "$TN_NS_B" "$@"; else "$@"
 bg_a() { if [[ -n ${TN_NS_A:-} ]]; then ip netns exec "$TN_NS_A" "$@" & else "$@" & fi; BG_PID=$!; }
 bg_b() { if [[ -n ${TN_NS_B:-} ]]; then ip netns exec "$TN_NS_B" "$@" & else "$@" & fi; BG_PID=$!; }
 
+ctl_a() { "$TN_BUILD/client-lib/tools/roshmctl" -s "$SOCK_A" --admin-token-file "$TN_DIR/node-a.admin-token" "$@"; }
+ctl_b() { "$TN_BUILD/client-lib/tools/roshmctl" -s "$SOCK_B" --admin-token-file "$TN_DIR/node-b.admin-token" "$@"; }
+
 twonode_up() {
   local build=$1 dir=$2 spin=${3:-0}
+  TN_BUILD=$build TN_DIR=$dir
   mkdir -p "$dir/registry"
   head -c 32 /dev/urandom | base64 > "$dir/cluster.secret"
   if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null; then
@@ -41,6 +46,7 @@ eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "r
 dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };
 transport: { tcp: { enabled = true; listen = "$addr"; port = $port; secret_file = "$dir/cluster.secret"; }; };
+admin: { token_file = "$dir/node-$n.admin-token"; };
 CONF
     if [[ $n == a ]]; then bg_a "$build/dataplane/roshmd" -c "$dir/node-$n.conf" >"$dir/node-$n.log" 2>&1
     else bg_b "$build/dataplane/roshmd" -c "$dir/node-$n.conf" >"$dir/node-$n.log" 2>&1; fi

@@ -47,8 +47,21 @@ static const char *env_or(const char *v, const char *env, const char *dflt)
 	return e && *e ? e : dflt;
 }
 
-/* The pod label: $ROSHM_POD (the downward API's metadata.uid in the
- * manifests), else the host name, which every container of a pod shares. */
+/* Pod labels and the like: [A-Za-z0-9._-], not starting with a dot. */
+static bool valid_label(const char *s)
+{
+	if (*s == '.')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+/* The pod label: given, $ROSHM_POD (the downward API's metadata.uid in the
+ * manifests), else the host name, which every container of a pod shares
+ * (none if it is not a usable label, e.g. "(none)"). */
 static char *default_pod(const char *v)
 {
 	char host[ROSHM_NAME_MAX] = "";
@@ -56,7 +69,7 @@ static char *default_pod(const char *v)
 	v = env_or(v, "ROSHM_POD", NULL);
 	if (v)
 		return strdup(v);
-	if (gethostname(host, sizeof(host) - 1) < 0)
+	if (gethostname(host, sizeof(host) - 1) < 0 || !valid_label(host))
 		host[0] = 0;
 	return strdup(host);
 }
@@ -320,7 +333,7 @@ static int attach(struct roshm *r, void **chan, size_t *chan_size)
 	ctl_hdr(&req.hdr, ROSHM_CTL_HELLO, sizeof(req));
 	if (copy_name(req.tenant, sizeof(req.tenant), p->tenant) ||
 	    copy_name(req.token, sizeof(req.token), p->token) ||
-	    copy_name(req.pod, sizeof(req.pod), p->pod))
+	    copy_name(req.pod, sizeof(req.pod), p->pod) || !valid_label(p->pod))
 		return -EINVAL;
 	req.sq_entries = p->sq_entries;
 	req.cq_entries = p->cq_entries;
@@ -948,6 +961,28 @@ static int resubmit(struct roshm *r, struct roshm_tag **order, uint32_t n, uint6
 	}
 }
 
+/* No roshmd came back in time: every operation without a CQE completes
+ * with -ECONNRESET from the library (the caller sees each one once), and
+ * the next wait tries to re-attach again. */
+static void fail_inflight(struct roshm *r)
+{
+	for (uint32_t t = 0; t < r->ntags; t++) {
+		struct roshm_tag *tg = &r->tags[t];
+		struct roshm_cqe *c;
+
+		if (!tg->used || r->lcq_n >= r->lcq_cap)
+			continue;
+		c = &r->lcq[(r->lcq_head + r->lcq_n++) % r->lcq_cap];
+		memset(c, 0, sizeof(*c));
+		c->user_data = tg->user_data;
+		c->status = -ECONNRESET;
+		c->flags = ROSHM_CQE_F_LIB;
+		tg->used = 0;
+		tg->next_free = r->tag_free;
+		r->tag_free = t;
+	}
+}
+
 /*
  * roshmd went away: attach to its successor at the same socket, move the
  * arena over (same address, same contents), re-register the regions we own
@@ -980,12 +1015,15 @@ static int reconnect(struct roshm *r)
 			close(r->sq_event_fd);
 			close(r->cq_event_fd);
 			r->sock_fd = r->sq_event_fd = r->cq_event_fd = -1;
+			fail_inflight(r);
 			return -ECONNRESET;
 		}
 		if (!ret)
 			break;
-		if (mono_ms() >= deadline)
+		if (mono_ms() >= deadline) {
+			fail_inflight(r);
 			return -ECONNRESET;
+		}
 		usleep(50000);
 	}
 	const struct roshm_chan_hdr *h = map;
@@ -1077,6 +1115,14 @@ int roshm_wait_cqe_timeout(struct roshm *r, struct roshm_cqe **cqe, int timeout_
 	for (;;) {
 		if (roshm_peek_cqe(r, cqe) == 0)
 			return 0;
+		if (r->sock_fd < 0) {
+			/* an earlier re-attach gave up: try again */
+			int ret = reconnect(r);
+
+			if (ret)
+				return ret;
+			continue;
+		}
 		uint64_t t = now_ns();
 
 		if (t < spin_end)

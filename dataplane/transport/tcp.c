@@ -150,6 +150,15 @@ static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
 	c->tx_tail += len;
 }
 
+/* An outbound operation is over: its slot and its tenant's share come back. */
+static void pend_put(struct rd_tcp_conn *c, struct rd_tcp_pend *pd, uint32_t id)
+{
+	if (pd->tidx >= 0)
+		c->peer->tenant_inflight[pd->tidx]--;
+	pd->used = false;
+	c->free_ids[c->nfree++] = id;
+}
+
 /* ---- connection lifecycle ---- */
 
 static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
@@ -205,8 +214,7 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 			rd_txn_complete(pd->txn, pd->opcode, status, 0);
 		else if (pd->client)
 			rd_op_complete(pd->client, pd->user_data, status, 0);
-		pd->used = false;
-		c->free_ids[c->nfree++] = i;
+		pend_put(c, pd, i);
 	}
 	list_del(t->out, &t->nout, c);
 	ev.type = RD_EV_PEER_DOWN;
@@ -316,13 +324,17 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 		op->status = -EMSGSIZE;
 		return 1;
 	}
-	if (!c->nfree || tx_space(c) < sizeof(req) + payload)
+	if (!c->nfree || tx_space(c) < sizeof(req) + payload ||
+	    !rd_peer_inflight_ok(t->poller, rg->peer, op->client))
 		return -EBUSY;
 	id = c->free_ids[--c->nfree];
 	pd = &c->pend[id];
 	pd->used = true;
 	pd->gen++;
 	pd->client = op->client;
+	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
+	if (op->client)
+		rg->peer->tenant_inflight[pd->tidx]++;
 	pd->txn = op->txn;
 	pd->dst = op->dst;
 	pd->user_data = s->user_data;
@@ -486,8 +498,7 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 	else if (pd->client)
 		rd_op_complete(pd->client, pd->user_data, r.status,
 			       r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
-	pd->used = false;
-	c->free_ids[c->nfree++] = (uint32_t)r.tag;
+	pend_put(c, pd, (uint32_t)r.tag);
 	return 0;
 }
 

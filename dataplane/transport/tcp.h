@@ -51,9 +51,23 @@ void rd_peer_mac(const struct rd_tcp_secret *sec, const char *label, const uint8
 /* "SCHEME:IPV4:PORT" (tcp, verbs) into @sa; -EINVAL when malformed. */
 struct sockaddr_in;
 int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa);
-/* Connect to "tcp:ADDR:PORT", authenticate both ways; returns a non-blocking fd. */
-int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_secret *sec,
-		   int timeout_ms, char *peer_node);
+/* Requester side: connect to "tcp:ADDR:PORT" and authenticate both ways,
+ * step by step as the control thread's epoll says the fd is ready (for
+ * writing while want_out, else for reading). */
+struct rd_tcp_dial {
+	int fd;
+	int state;                    /* 0: connecting, 1: hello1 sent, reading hello2 */
+	bool want_out;
+	uint32_t have;
+	struct roshm_tcp_hello1 h1;
+	uint8_t buf[sizeof(struct roshm_tcp_hello2)];
+};
+/* 0 started (fd non-blocking, connecting), or -errno. */
+int rd_tcp_dial_start(struct rd_tcp_dial *d, const char *endpoint, const char *self);
+/* 1 authenticated (peer's node name in @peer_node; d->fd is the connection),
+ * 0 wait for the fd again, -errno failed (-EACCES: the peer failed the
+ * challenge). The caller closes d->fd on failure. */
+int rd_tcp_dial_step(struct rd_tcp_dial *d, const struct rd_tcp_secret *sec, char *peer_node);
 
 /* Server side: a step-by-step handshake driven by the control thread's epoll. */
 struct rd_tcp_accept {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * tcp transport handshake: mutual HMAC-SHA256 challenge over the cluster
- * secret (see roshm/wire.h). Runs in the control thread: the requester side
- * blocks with a timeout (region open waits for it anyway), the responder
- * side is a non-blocking state machine so that a slow or hostile peer never
- * stalls the control thread.
+ * secret (see roshm/wire.h). Runs in the control thread as two non-blocking
+ * state machines driven by its epoll, the requester's (dial) and the
+ * responder's (accept), so that a slow, dead or hostile peer never stalls
+ * it; their deadlines are kept by the caller.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -15,7 +15,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,14 +75,6 @@ static void mac(const struct rd_tcp_secret *sec, const char *label, const uint8_
 		    out);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa)
 {
 	size_t sl = strlen(scheme);
@@ -109,34 +100,6 @@ int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa
 	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
-/* Blocking exact I/O with a deadline on a non-blocking fd. */
-static int io_exact(int fd, void *buf, size_t len, bool wr, uint64_t deadline)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = wr ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
-			       : recv(fd, (char *)buf + done, len - done, 0);
-
-		if (n > 0) {
-			done += (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -ECONNRESET;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		uint64_t t = now_ns();
-
-		if (t >= deadline)
-			return -ETIMEDOUT;
-		struct pollfd p = { .fd = fd, .events = wr ? POLLOUT : POLLIN };
-
-		poll(&p, 1, (int)((deadline - t) / 1000000) + 1);
-	}
-	return 0;
-}
-
 static void tune(int fd)
 {
 	int one = 1;
@@ -144,77 +107,83 @@ static void tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-int rd_tcp_connect(const char *endpoint, const char *self, const struct rd_tcp_secret *sec,
-		   int timeout_ms, char *peer_node)
+int rd_tcp_dial_start(struct rd_tcp_dial *d, const char *endpoint, const char *self)
 {
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	struct roshm_tcp_hello1 h1;
-	struct roshm_tcp_hello2 h2;
-	struct roshm_tcp_hello3 h3;
 	struct sockaddr_in sa;
-	uint8_t expect[ROSHM_TCP_MAC];
-	int fd, ret;
+	int ret;
 
+	memset(d, 0, sizeof(*d));
+	d->fd = -1;
 	ret = rd_parse_endpoint(endpoint, "tcp", &sa);
 	if (ret)
 		return ret;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
+	d->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (d->fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+	if (connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
 		ret = -errno;
-		goto err;
+		close(d->fd);
+		d->fd = -1;
+		return ret;
 	}
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	int err = 0;
-	socklen_t el = sizeof(err);
+	d->h1.magic = ROSHM_TCP_MAGIC;
+	d->h1.version = ROSHM_TCP_VERSION;
+	if (getrandom(d->h1.nonce, sizeof(d->h1.nonce), 0) != sizeof(d->h1.nonce)) {
+		close(d->fd);
+		d->fd = -1;
+		return -EIO;
+	}
+	snprintf(d->h1.node, sizeof(d->h1.node), "%s", self);
+	d->want_out = true;
+	return 0;
+}
 
-	if (poll(&p, 1, timeout_ms) != 1) {
-		ret = -ETIMEDOUT;
-		goto err;
+int rd_tcp_dial_step(struct rd_tcp_dial *d, const struct rd_tcp_secret *sec, char *peer_node)
+{
+	struct roshm_tcp_hello2 h2;
+	struct roshm_tcp_hello3 h3;
+	uint8_t expect[ROSHM_TCP_MAC];
+
+	if (d->state == 0) {
+		int err = 0;
+		socklen_t el = sizeof(err);
+
+		if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			return -errno;
+		if (err)
+			return err == EINPROGRESS ? 0 : -err;
+		tune(d->fd);
+		/* 104 bytes into an empty socket buffer: a short write means trouble. */
+		if (send(d->fd, &d->h1, sizeof(d->h1), MSG_NOSIGNAL) != (ssize_t)sizeof(d->h1))
+			return errno == EAGAIN ? -EIO : -errno;
+		d->state = 1;
+		d->want_out = false;
 	}
-	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-	if (err) {
-		ret = -err;
-		goto err;
+	/* exactly hello2: what follows is the poller's */
+	while (d->have < sizeof(h2)) {
+		ssize_t n = recv(d->fd, d->buf + d->have, sizeof(h2) - d->have, 0);
+
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0)
+			return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+		d->have += (uint32_t)n;
 	}
-	tune(fd);
-	memset(&h1, 0, sizeof(h1));
-	h1.magic = ROSHM_TCP_MAGIC;
-	h1.version = ROSHM_TCP_VERSION;
-	if (getrandom(h1.nonce, sizeof(h1.nonce), 0) != sizeof(h1.nonce)) {
-		ret = -EIO;
-		goto err;
-	}
-	snprintf(h1.node, sizeof(h1.node), "%s", self);
-	ret = io_exact(fd, &h1, sizeof(h1), true, deadline);
-	if (ret)
-		goto err;
-	ret = io_exact(fd, &h2, sizeof(h2), false, deadline);
-	if (ret)
-		goto err;
+	memcpy(&h2, d->buf, sizeof(h2));
 	if (h2.magic != ROSHM_TCP_MAGIC || h2.version != ROSHM_TCP_VERSION ||
-	    !memchr(h2.node, 0, sizeof(h2.node)) || !rd_valid_name(h2.node)) {
-		ret = -EPROTO;
-		goto err;
-	}
-	mac(sec, "roshm-srv", h1.nonce, h2.nonce, h1.node, h2.node, expect);
-	if (CRYPTO_memcmp(expect, h2.mac, sizeof(expect))) {
-		ret = -EACCES; /* the peer does not hold our cluster secret */
-		goto err;
-	}
+	    !memchr(h2.node, 0, sizeof(h2.node)) || !rd_valid_name(h2.node))
+		return -EPROTO;
+	mac(sec, "roshm-srv", d->h1.nonce, h2.nonce, d->h1.node, h2.node, expect);
+	if (CRYPTO_memcmp(expect, h2.mac, sizeof(expect)))
+		return -EACCES; /* the peer does not hold our cluster secret */
 	memset(&h3, 0, sizeof(h3));
 	h3.magic = ROSHM_TCP_MAGIC;
 	h3.version = ROSHM_TCP_VERSION;
-	mac(sec, "roshm-req", h2.nonce, h1.nonce, h2.node, h1.node, h3.mac);
-	ret = io_exact(fd, &h3, sizeof(h3), true, deadline);
-	if (ret)
-		goto err;
+	mac(sec, "roshm-req", h2.nonce, d->h1.nonce, h2.node, d->h1.node, h3.mac);
+	if (send(d->fd, &h3, sizeof(h3), MSG_NOSIGNAL) != (ssize_t)sizeof(h3))
+		return -EIO;
 	snprintf(peer_node, ROSHM_NAME_MAX, "%s", h2.node);
-	return fd;
-err:
-	close(fd);
-	return ret;
+	return 1;
 }
 
 int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct rd_tcp_secret *sec,

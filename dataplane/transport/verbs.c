@@ -97,6 +97,9 @@ static inline void complete_one(struct rd_verbs *v, struct rd_vqp *q, uint32_t i
 	}
 	if (pd->region)
 		rd_region_unhold(v->poller, pd->region);
+	if (pd->tidx >= 0)
+		q->peer->tenant_inflight[pd->tidx]--;
+	pd->tidx = -1;
 	pd->client = NULL;
 	pd->txn = NULL;
 	pd->region = NULL;
@@ -248,8 +251,8 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 		op->status = -EMSGSIZE;
 		return 1;
 	}
-	if (q->tail - q->head >= q->depth)
-		return -EBUSY; /* send queue full: next round */
+	if (q->tail - q->head >= q->depth || !rd_peer_inflight_ok(v->poller, peer, op->client))
+		return -EBUSY; /* send queue (or this tenant's share of it) full: next round */
 	if (s->opcode == ROSHM_OP_WRITE || s->opcode == ROSHM_OP_READ) {
 		if (op->client) {
 			laddr = op->client->arena + s->arena_off;
@@ -309,8 +312,11 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 		q->since_signal = 0;
 	}
 	pd->client = op->client;
-	if (op->client)
+	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
+	if (op->client) {
 		op->client->dp_refs++;
+		peer->tenant_inflight[pd->tidx]++;
+	}
 	pd->txn = op->txn;
 	/* The NIC writes into our own regions through the loopback: keep the
 	 * region (its memory and MR) until the WR is done. */

@@ -24,6 +24,7 @@ struct rd_vpend {
 	uint64_t user_data;
 	uint32_t len;
 	uint8_t opcode;
+	int16_t tidx;                 /* the client's tenant (quota.peer_inflight), -1 none */
 	uint64_t tsc;                 /* when it was submitted */
 };
 
@@ -47,7 +48,14 @@ struct rd_vqp {
 	bool up;                      /* poller view */
 	/* stats: poller writes, control reads */
 	uint64_t wrs, posts, cqes, errors, bytes;
+	/* control: connecting it, one CM event at a time (verbs_cm.c) */
+	int dstate;                   /* VD_* */
+	int phase;                    /* 1: hello (answered by a challenge), 2: proof */
+	struct sockaddr_in dst;
+	struct roshm_verbs_hello hello;
+	struct roshm_verbs_challenge chal;
 };
+enum { VD_IDLE, VD_ADDR, VD_ROUTE, VD_CONN }; /* rd_vqp.dstate */
 
 struct rd_verbs {
 	struct rd_transport base;     /* base.priv == this */
@@ -82,8 +90,10 @@ void rd_verbs_close_all(struct rd_verbs *v);
 extern const struct rd_transport_ops rd_verbs_transport_ops;
 
 /* Control side (verbs_cm.c). */
+#define RD_VERBS_CHAL_MAX 1024
 struct rd_control;
 struct rd_vchal {
+	uint32_t src;                 /* the hello's IPv4 source address */
 	uint8_t nonce_s[ROSHM_VERBS_NONCE];
 	uint8_t nonce_r[ROSHM_VERBS_NONCE];
 	char node_r[ROSHM_VERBS_ID + 1];
@@ -110,7 +120,8 @@ struct rd_verbs_ctl {
 	struct sockaddr_in addr;      /* ours */
 	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, max_msg;
 	struct rd_tcp_secret secret;
-	struct rd_vchal chal[64];
+	struct rd_vchal chal[RD_VERBS_CHAL_MAX];
+	uint64_t chal_refused;        /* hellos refused: no free challenge slot for them */
 	struct rd_vin *inbound;
 	struct ibv_comp_channel *comp;
 	bool atomic_glob;             /* the NIC's atomics are atomic with the CPU's */
@@ -120,7 +131,11 @@ struct rd_verbs_ctl {
 int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);
 void rd_verbs_ctl_fini(struct rd_control *ctl);
 void rd_verbs_cm_events(struct rd_control *ctl);
-int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, char *peer_node);
+/* Start connecting @p's QPs (CM events drive it; rd_peers_dial_done tells
+ * the outcome). 0 started or -errno. */
+int rd_verbs_dial(struct rd_control *ctl, struct rd_peer *p);
+/* Give up a dial (its deadline passed): tear down what it made. */
+void rd_verbs_dial_abort(struct rd_control *ctl, struct rd_peer *p);
 /* Tear the QPs down (the poller already let go); rd_verbs_peer_free at the end. */
 void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p);
 void rd_verbs_peer_free(struct rd_control *ctl, struct rd_peer *p);

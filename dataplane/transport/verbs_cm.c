@@ -7,10 +7,11 @@
  * roshm/wire.h); the responder's QPs are passive: nothing is ever posted on
  * them, the NIC serves the peer's one-sided operations.
  *
- * Everything runs on the control thread. The event channel is
- * non-blocking and in the control thread's epoll; an outbound connect waits
- * for its own events with a deadline and dispatches every other event it
- * sees meanwhile (two nodes may connect to each other at the same time).
+ * Everything runs on the control thread and nothing here waits: the event
+ * channel is non-blocking and in the control thread's epoll, and an outbound
+ * connect is a state machine per QP that each CM event moves on (its
+ * rdma_cm_id's context is the QP); the peer's dial deadline is kept by
+ * peers.c.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -31,6 +32,7 @@
 #include "verbs.h"
 
 #define CHAL_TTL_NS 2000000000ull
+#define CHAL_PER_ADDR 4
 #define INBOUND_DEPTH 4
 
 static void vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
@@ -407,16 +409,30 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		struct roshm_verbs_challenge c = { .magic = ROSHM_VERBS_MAGIC,
 						   .kind = ROSHM_VERBS_CHALLENGE,
 						   .version = ROSHM_VERBS_VERSION };
-		struct rd_vchal *slot = &v->chal[0];
+		struct sockaddr *from = rdma_get_peer_addr(id);
+		uint32_t src = from && from->sa_family == AF_INET ?
+			       ((struct sockaddr_in *)from)->sin_addr.s_addr : 0;
+		struct rd_vchal *slot = NULL;
+		uint32_t same = 0;
 
-		for (size_t i = 0; i < sizeof(v->chal) / sizeof(v->chal[0]); i++) {
-			if (!v->chal[i].used || v->chal[i].expires_ns < now) {
-				slot = &v->chal[i];
-				break;
+		/* A challenge slot is never taken from a peer whose proof may be
+		 * on its way: only free or expired ones are reused, and one source
+		 * address holds at most CHAL_PER_ADDR of them. Past that, hellos
+		 * are refused (the peer retries), not anybody's challenge lost. */
+		for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++) {
+			if (v->chal[i].used && v->chal[i].expires_ns >= now) {
+				same += v->chal[i].src == src;
+				continue;
 			}
-			if (v->chal[i].expires_ns < slot->expires_ns)
+			if (!slot)
 				slot = &v->chal[i];
 		}
+		if (!slot || same >= CHAL_PER_ADDR) {
+			v->chal_refused++;
+			deny(id);
+			return false;
+		}
+		slot->src = src;
 		rnd(slot->nonce_s, sizeof(slot->nonce_s));
 		memcpy(slot->nonce_r, h->nonce, sizeof(slot->nonce_r));
 		memcpy(slot->node_r, h->node, ROSHM_VERBS_ID);
@@ -438,7 +454,7 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 	struct rd_vchal *ch = NULL;
 	uint8_t expect[32];
 
-	for (size_t i = 0; i < sizeof(v->chal) / sizeof(v->chal[0]); i++)
+	for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++)
 		if (v->chal[i].used && !memcmp(v->chal[i].nonce_s, pr->nonce, ROSHM_VERBS_NONCE))
 			ch = &v->chal[i];
 	if (!ch || ch->expires_ns < now) {
@@ -497,23 +513,16 @@ fail:
 	return false;
 }
 
-static struct rd_peer *peer_of(struct rd_control *ctl, struct rdma_cm_id *id)
-{
-	for (struct rd_peer *p = ctl->peers; p; p = p->next)
-		for (uint32_t i = 0; i < p->nvq; i++)
-			if (p->vq[i] && p->vq[i]->id == id)
-				return p;
-	return NULL;
-}
+static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_event *ev);
 
-/* One event that is not the one a connect is waiting for. Acks it. */
+/* One CM event. Acks it. */
 static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 {
 	struct rd_verbs_ctl *v = ctl->verbs;
 	struct rdma_cm_id *id = ev->id;
 	enum rdma_cm_event_type type = ev->event;
 	struct rd_vin **pp, *in = NULL;
-	struct rd_peer *p;
+	struct rd_vqp *q;
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		bool keep = on_request(ctl, id, ev->param.conn.private_data,
@@ -524,12 +533,17 @@ static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 			rdma_destroy_id(id);
 		return;
 	}
+	/* Our own (requester) ids carry their QP; accepted ones do not. */
+	q = id->context;
+	if (q && q->dstate != VD_IDLE) {
+		dial_event(ctl, q, ev); /* acks it */
+		return;
+	}
 	for (pp = &v->inbound; *pp; pp = &(*pp)->next)
 		if ((*pp)->id == id) {
 			in = *pp;
 			break;
 		}
-	p = in ? NULL : peer_of(ctl, id);
 	rdma_ack_cm_event(ev);
 	switch (type) {
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -544,12 +558,12 @@ static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 			RD_LOG(INFO, "verbs: node %s disconnected from us", in->node);
 			*pp = in->next;
 			vin_free(in);
-		} else if (p && p->ctl_up) {
+		} else if (q && q->peer->ctl_up) {
 			/* The peer went away: fail what is in flight now rather than
 			 * at the next completion error; the event that the poller
 			 * posts releases the QPs and schedules the reconnect. */
-			struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p, .status = -ECONNRESET,
-					      .why = "peer disconnected" };
+			struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = q->peer,
+					      .status = -ECONNRESET, .why = "peer disconnected" };
 
 			rd_control_cmd(ctl, &cmd);
 		}
@@ -567,52 +581,7 @@ void rd_verbs_cm_events(struct rd_control *ctl)
 		dispatch(ctl, ev);
 }
 
-/* ---- requester ---- */
-
-/* Wait for the next event of @id until @deadline; others are dispatched. */
-static int cm_wait(struct rd_control *ctl, struct rdma_cm_id *id, uint64_t deadline,
-		   struct rdma_cm_event **out)
-{
-	struct rd_verbs_ctl *v = ctl->verbs;
-	struct rdma_cm_event *ev;
-
-	for (;;) {
-		while (rdma_get_cm_event(v->ch, &ev) == 0) {
-			if (ev->id == id) {
-				*out = ev;
-				return 0;
-			}
-			dispatch(ctl, ev);
-		}
-		uint64_t now = rd_mono_ns();
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		struct pollfd pfd = { .fd = v->ch->fd, .events = POLLIN };
-		int ms = (int)((deadline - now) / 1000000ull) + 1;
-
-		poll(&pfd, 1, ms);
-	}
-}
-
-static int expect_event(struct rd_control *ctl, struct rdma_cm_id *id, uint64_t deadline,
-			enum rdma_cm_event_type want)
-{
-	struct rdma_cm_event *ev;
-	int ret = cm_wait(ctl, id, deadline, &ev);
-
-	if (ret)
-		return ret;
-	if (ev->event != want) {
-		ret = ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_ADDR_ERROR ||
-		      ev->event == RDMA_CM_EVENT_ROUTE_ERROR ? -EHOSTUNREACH :
-		      ev->event == RDMA_CM_EVENT_REJECTED ? -ECONNREFUSED : -EPROTO;
-		RD_LOG(DEBUG, "verbs: waiting for %s, got %s (status %d)", rdma_event_str(want),
-		       rdma_event_str(ev->event), ev->status);
-	}
-	rdma_ack_cm_event(ev);
-	return ret;
-}
+/* ---- requester: a state machine per QP, moved on by CM events ---- */
 
 static struct rd_vqp *qp_new(struct rd_control *ctl, struct rd_peer *p, uint32_t index)
 {
@@ -642,34 +611,55 @@ fail:
 	return NULL;
 }
 
-/* Resolve and create the QP on a fresh id (one connect attempt). */
-static int attempt_prepare(struct rd_control *ctl, struct rd_vqp *q, const struct sockaddr_in *dst,
-			   uint64_t deadline)
+static void attempt_undo(struct rd_vqp *q)
+{
+	if (q->id) {
+		if (q->id->qp)
+			rdma_destroy_qp(q->id);
+		rdma_destroy_id(q->id);
+	}
+	q->id = NULL;
+	q->qp = NULL;
+	q->dstate = VD_IDLE;
+}
+
+static int ms_left(const struct rd_peer *p)
+{
+	uint64_t now = rd_mono_ns();
+
+	return now >= p->dial_deadline_ns ? 1 : (int)((p->dial_deadline_ns - now) / 1000000ull) + 1;
+}
+
+/* One connect attempt of @q's current phase: a fresh id, resolve the
+ * address; the route, the QP and the connect follow as events come. */
+static int attempt_start(struct rd_control *ctl, struct rd_vqp *q)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct sockaddr_in src = v->addr;
+
+	src.sin_port = 0;
+	if (rdma_create_id(v->ch, &q->id, q, RDMA_PS_TCP))
+		return -errno;
+	q->dstate = VD_ADDR;
+	if (rdma_resolve_addr(q->id, (struct sockaddr *)&src, (struct sockaddr *)&q->dst, ms_left(q->peer)))
+		return -errno;
+	return 0;
+}
+
+/* Route resolved: make the QP and send the connect request of this phase. */
+static int attempt_connect(struct rd_control *ctl, struct rd_vqp *q)
 {
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_verbs_ctl *v = ctl->verbs;
-	struct sockaddr_in src = v->addr;
 	struct ibv_qp_init_attr qa = { 0 };
+	struct rdma_conn_param cp = { 0 };
+	struct roshm_verbs_proof pr = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_PROOF,
+					.version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
 	uint8_t tmo = (uint8_t)cfg->verbs_ack_timeout;
-	int ms = (int)((deadline - rd_mono_ns()) / 1000000ull), ret;
 
-	src.sin_port = 0;
-	if (rdma_create_id(v->ch, &q->id, NULL, RDMA_PS_TCP))
-		return -errno;
-	if (rdma_resolve_addr(q->id, (struct sockaddr *)&src, (struct sockaddr *)dst, ms > 0 ? ms : 1))
-		return -errno;
-	ret = expect_event(ctl, q->id, deadline, RDMA_CM_EVENT_ADDR_RESOLVED);
-	if (ret)
-		return ret;
-	ms = (int)((deadline - rd_mono_ns()) / 1000000ull);
-	if (rdma_resolve_route(q->id, ms > 0 ? ms : 1))
-		return -errno;
-	ret = expect_event(ctl, q->id, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED);
-	if (ret)
-		return ret;
 	if (q->id->verbs != v->ctx) {
 		RD_LOG(WARNING, "verbs: the route to %s goes through device %s, not %s",
-		       inet_ntoa(dst->sin_addr), ibv_get_device_name(q->id->verbs->device), v->dev);
+		       inet_ntoa(q->dst.sin_addr), ibv_get_device_name(q->id->verbs->device), v->dev);
 		return -EHOSTUNREACH;
 	}
 	rdma_set_option(q->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof(tmo));
@@ -688,100 +678,23 @@ static int attempt_prepare(struct rd_control *ctl, struct rd_vqp *q, const struc
 	}
 	q->max_inline = qa.cap.max_inline_data;
 	q->qp = q->id->qp;
-	return 0;
-}
-
-static void attempt_undo(struct rd_vqp *q)
-{
-	if (q->id) {
-		if (q->id->qp)
-			rdma_destroy_qp(q->id);
-		rdma_destroy_id(q->id);
+	if (q->phase == 1) {
+		cp.private_data = &q->hello;
+		cp.private_data_len = sizeof(q->hello);
+	} else {
+		memcpy(pr.nonce, q->chal.nonce, sizeof(pr.nonce));
+		vmac(&v->secret, "roshm-vreq", q->hello.nonce, q->chal.nonce, q->hello.node, q->chal.node,
+		     pr.mac);
+		/* the proof is copied into the request: it need not outlive this call */
+		cp.private_data = &pr;
+		cp.private_data_len = sizeof(pr);
 	}
-	q->id = NULL;
-	q->qp = NULL;
-}
-
-static int conn_param(struct rd_control *ctl, struct rdma_conn_param *cp, const void *pd, size_t len)
-{
-	struct rd_verbs_ctl *v = ctl->verbs;
-
-	memset(cp, 0, sizeof(*cp));
-	cp->private_data = pd;
-	cp->private_data_len = (uint8_t)len;
-	cp->initiator_depth = v->max_qp_init_rd_atom < 16 ? (uint8_t)v->max_qp_init_rd_atom : 16;
-	cp->responder_resources = 0; /* nobody reads from our QP */
-	cp->retry_count = (uint8_t)ctl->cfg->verbs_retry_count;
-	cp->rnr_retry_count = 7;
-	return 0;
-}
-
-/* One connect attempt on a fresh id and QP carrying @pdata; *ev is its
- * answer (the caller acknowledges it). */
-static int attempt(struct rd_control *ctl, struct rd_vqp *q, const struct sockaddr_in *dst,
-		   uint64_t deadline, const void *pdata, size_t len, struct rdma_cm_event **ev)
-{
-	struct rdma_conn_param cp;
-	int ret = attempt_prepare(ctl, q, dst, deadline);
-
-	if (ret)
-		return ret;
-	conn_param(ctl, &cp, pdata, len);
-	if (rdma_connect(q->id, &cp))
-		return -errno;
-	return cm_wait(ctl, q->id, deadline, ev);
-}
-
-static int qp_connect(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q,
-		      const struct sockaddr_in *dst, uint64_t deadline, char *peer_node)
-{
-	struct rd_verbs_ctl *v = ctl->verbs;
-	struct roshm_verbs_hello h = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_HELLO,
-				       .version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
-	struct roshm_verbs_challenge c;
-	struct roshm_verbs_proof pr = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_PROOF,
-					.version = ROSHM_VERBS_VERSION, .qp_index = (uint16_t)q->index };
-	struct rdma_cm_event *ev;
-	uint8_t expect[32];
-	int ret;
-
-	rnd(h.nonce, sizeof(h.nonce));
-	memcpy(h.node, ctl->cfg->node, strnlen(ctl->cfg->node, ROSHM_VERBS_ID - 1));
-	/* 1: hello, answered by a challenge in a reject */
-	ret = attempt(ctl, q, dst, deadline, &h, sizeof(h), &ev);
-	if (ret)
-		return ret;
-	memset(&c, 0, sizeof(c));
-	if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
-	    ev->param.conn.private_data_len >= sizeof(c))
-		memcpy(&c, ev->param.conn.private_data, sizeof(c));
-	ret = ev->event == RDMA_CM_EVENT_REJECTED ? 0 :
-	      ev->event == RDMA_CM_EVENT_UNREACHABLE ? -EHOSTUNREACH : -EPROTO;
-	if (ev->event == RDMA_CM_EVENT_REJECTED && c.magic != ROSHM_VERBS_MAGIC)
-		ret = -ECONNREFUSED; /* nobody listening, or not roshm */
-	rdma_ack_cm_event(ev);
-	attempt_undo(q);
-	if (ret)
-		return ret;
-	if (c.kind != ROSHM_VERBS_CHALLENGE)
-		return -EACCES;
-	c.node[sizeof(c.node) - 1] = 0;
-	vmac(&v->secret, "roshm-vsrv", h.nonce, c.nonce, h.node, c.node, expect);
-	if (CRYPTO_memcmp(expect, c.mac, sizeof(expect)))
-		return -EACCES;
-	snprintf(peer_node, ROSHM_NAME_MAX, "%s", c.node);
-	if (strcmp(c.node, p->node))
-		return -EHOSTUNREACH; /* someone else listens there now */
-	/* 2: the proof, on the QP we keep */
-	memcpy(pr.nonce, c.nonce, sizeof(pr.nonce));
-	vmac(&v->secret, "roshm-vreq", h.nonce, c.nonce, h.node, c.node, pr.mac);
-	ret = attempt(ctl, q, dst, deadline, &pr, sizeof(pr), &ev);
-	if (ret)
-		return ret;
-	ret = ev->event == RDMA_CM_EVENT_ESTABLISHED ? 0 :
-	      ev->event == RDMA_CM_EVENT_REJECTED ? -EACCES : -EPROTO;
-	rdma_ack_cm_event(ev);
-	return ret;
+	cp.initiator_depth = v->max_qp_init_rd_atom < 16 ? (uint8_t)v->max_qp_init_rd_atom : 16;
+	cp.responder_resources = 0; /* nobody reads from our QP */
+	cp.retry_count = (uint8_t)cfg->verbs_retry_count;
+	cp.rnr_retry_count = 7;
+	q->dstate = VD_CONN;
+	return rdma_connect(q->id, &cp) ? -errno : 0;
 }
 
 /* Log which GID the connected QP uses: it must be RoCE v2. */
@@ -804,17 +717,111 @@ static void log_qp_gid(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp 
 		       q->qp->qp_num, p->node, a.ah_attr.grh.sgid_index, q->max_inline, q->depth);
 }
 
-int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, char *peer_node)
+/* Connect @p's QP number @i: a new CQ (the old one may hold the old QP's
+ * flushed completions), then the hello. */
+static int qp_dial(struct rd_control *ctl, struct rd_peer *p, uint32_t i)
 {
-	uint64_t deadline = rd_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	struct sockaddr_in dst;
+	struct rd_vqp *q = p->vq[i];
+
+	q->cq = ibv_create_cq(ctl->verbs->ctx, (int)q->depth, q, ctl->verbs->comp, 0);
+	if (!q->cq)
+		return -errno;
+	memset(&q->hello, 0, sizeof(q->hello));
+	q->hello.magic = ROSHM_VERBS_MAGIC;
+	q->hello.kind = ROSHM_VERBS_HELLO;
+	q->hello.version = ROSHM_VERBS_VERSION;
+	q->hello.qp_index = (uint16_t)q->index;
+	rnd(q->hello.nonce, sizeof(q->hello.nonce));
+	memcpy(q->hello.node, ctl->cfg->node, strnlen(ctl->cfg->node, ROSHM_VERBS_ID - 1));
+	q->phase = 1;
+	return attempt_start(ctl, q);
+}
+
+/* A CM event of a QP being connected (acked here). */
+static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_event *ev)
+{
+	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_peer *p = q->peer;
+	enum rdma_cm_event_type type = ev->event;
+	struct roshm_verbs_challenge c;
+	uint8_t expect[32];
+	int ret = 0;
+
+	memset(&c, 0, sizeof(c));
+	if (type == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
+	    ev->param.conn.private_data_len >= sizeof(c))
+		memcpy(&c, ev->param.conn.private_data, sizeof(c));
+	rdma_ack_cm_event(ev); /* before any rdma_destroy_id of it */
+	switch (q->dstate) {
+	case VD_ADDR:
+		if (type != RDMA_CM_EVENT_ADDR_RESOLVED) {
+			ret = -EHOSTUNREACH;
+			break;
+		}
+		q->dstate = VD_ROUTE;
+		ret = rdma_resolve_route(q->id, ms_left(p)) ? -errno : 0;
+		break;
+	case VD_ROUTE:
+		ret = type == RDMA_CM_EVENT_ROUTE_RESOLVED ? attempt_connect(ctl, q) : -EHOSTUNREACH;
+		break;
+	case VD_CONN:
+		if (q->phase == 1) {
+			/* the hello is answered by a challenge in a reject */
+			if (type != RDMA_CM_EVENT_REJECTED) {
+				ret = type == RDMA_CM_EVENT_UNREACHABLE ? -EHOSTUNREACH : -EPROTO;
+				break;
+			}
+			if (c.magic != ROSHM_VERBS_MAGIC) {
+				ret = -ECONNREFUSED; /* nobody listening, or not roshm */
+				break;
+			}
+			if (c.kind != ROSHM_VERBS_CHALLENGE) {
+				ret = -EACCES;
+				break;
+			}
+			c.node[sizeof(c.node) - 1] = 0;
+			vmac(&v->secret, "roshm-vsrv", q->hello.nonce, c.nonce, q->hello.node, c.node, expect);
+			if (CRYPTO_memcmp(expect, c.mac, sizeof(expect))) {
+				ret = -EACCES;
+				break;
+			}
+			if (strcmp(c.node, p->node)) {
+				ret = -EHOSTUNREACH; /* someone else listens there now */
+				break;
+			}
+			q->chal = c;
+			attempt_undo(q);
+			q->phase = 2; /* the proof, on the QP we keep */
+			ret = attempt_start(ctl, q);
+			break;
+		}
+		if (type != RDMA_CM_EVENT_ESTABLISHED) {
+			ret = type == RDMA_CM_EVENT_REJECTED ? -EACCES : -EPROTO;
+			break;
+		}
+		q->dstate = VD_IDLE;
+		log_qp_gid(ctl, p, q);
+		if (q->index + 1 < p->nvq) {
+			ret = qp_dial(ctl, p, q->index + 1);
+			break;
+		}
+		rd_peers_dial_done(ctl, p, -1, 0, q->chal.node);
+		return;
+	default:
+		return;
+	}
+	if (ret) {
+		rd_verbs_dial_abort(ctl, p);
+		rd_peers_dial_done(ctl, p, -1, ret, "");
+	}
+}
+
+int rd_verbs_dial(struct rd_control *ctl, struct rd_peer *p)
+{
 	int ret;
 
 	if (!ctl->verbs)
 		return -EHOSTUNREACH;
-	ret = rd_parse_endpoint(p->endpoint, "verbs", &dst);
-	if (ret)
-		return ret;
 	/* The structures are made once and kept: the poller may read them. */
 	while (p->nvq < ctl->cfg->verbs_qps_per_peer) {
 		struct rd_vqp *q = qp_new(ctl, p, p->nvq);
@@ -825,20 +832,17 @@ int rd_verbs_connect(struct rd_control *ctl, struct rd_peer *p, int timeout_ms, 
 	}
 	rd_verbs_peer_release(ctl, p); /* an earlier, failed set */
 	for (uint32_t i = 0; i < p->nvq; i++) {
-		struct rd_vqp *q = p->vq[i];
-
-		/* a new CQ: the old one may hold the old QP's flushed completions */
-		q->cq = ibv_create_cq(ctl->verbs->ctx, (int)q->depth, q, ctl->verbs->comp, 0);
-		if (!q->cq) {
-			ret = -errno;
-			break;
-		}
-		ret = qp_connect(ctl, p, q, &dst, deadline, peer_node);
+		ret = rd_parse_endpoint(p->endpoint, "verbs", &p->vq[i]->dst);
 		if (ret)
-			break;
-		log_qp_gid(ctl, p, q);
+			return ret;
 	}
+	ret = qp_dial(ctl, p, 0);
 	if (ret)
 		rd_verbs_peer_release(ctl, p);
 	return ret;
+}
+
+void rd_verbs_dial_abort(struct rd_control *ctl, struct rd_peer *p)
+{
+	rd_verbs_peer_release(ctl, p);
 }

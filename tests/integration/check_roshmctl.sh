@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # roshmctl against a real roshmd: every command as a table and as --json,
-# drain of a tenant's regions, and the exit codes (0 ok, 1 refused,
+# drain of a tenant's regions, who may do what (the node admin token; a
+# tenant's own token for its own clients, regions and drains, by pod too;
+# nobody else, root or not), and the exit codes (0 ok, 1 refused,
 # 2 usage, 3 unreachable).
-#   check_roshmctl.sh ROSHMD ROSHMCTL DEMO_OWNER
+#   check_roshmctl.sh ROSHMD ROSHMCTL DEMO_OWNER ROSHM_PERF
 set -u
-roshmd=$1 ctl=$2 owner=$3
+roshmd=$1 ctl=$2 owner=$3 perf=$4
 fail() { echo "FAIL: $*"; [[ -f "$d/roshmd.log" ]] && tail -20 "$d/roshmd.log"; exit 1; }
 command -v python3 >/dev/null || { echo "check_roshmctl: skipped: python3 missing"; exit 77; }
 d=$(mktemp -d /tmp/roshm-ctl.XXXXXX)
@@ -14,18 +16,27 @@ socket = "$d/r.sock";
 eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "ctl$$",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { dir = "$d/reg"; };
+admin: { token_file = "$d/admin.token"; };
+tenants = ( { name = "default"; token = ""; },
+            { name = "a"; token = "token-of-a-0123456789"; },
+            { name = "b"; token = "token-of-b-0123456789"; } );
 CONF
 "$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &
 pid=$!
-trap 'kill $opid $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$d"' EXIT
-opid=
+trap 'kill $opid $pods $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$d"' EXIT
+opid= pods=
 for _ in $(seq 100); do [[ -S $d/r.sock ]] && break; sleep 0.1; done
 [[ -S $d/r.sock ]] || fail "roshmd did not start"
 # a pod owning a region (the demo owner waits for a writer that never comes)
 ROSHM_SOCK=$d/r.sock "$owner" > "$d/owner.log" 2>&1 &
 opid=$!
 for _ in $(seq 100); do grep -q "created region" "$d/owner.log" && break; sleep 0.1; done
-c() { "$ctl" -s "$d/r.sock" "$@"; }
+c() { "$ctl" -s "$d/r.sock" --admin-token-file "$d/admin.token" "$@"; }
+# no admin token at all (root, like a pod running as root), or a tenant's own
+nobody() { ROSHM_ADMIN_TOKEN_FILE=/nonexistent "$ctl" -s "$d/r.sock" "$@"; }
+as_a() { ROSHM_ADMIN_TOKEN_FILE=/nonexistent "$ctl" -s "$d/r.sock" --as a --token-file "$d/a.token" "$@"; }
+echo token-of-a-0123456789 > "$d/a.token"
+echo not-the-token-of-a-00 > "$d/bad.token"
 out=$(c status) || fail "status: exit $?"
 [[ "$out" == *"ctl-node"* ]] || fail "status table: $out"
 for cmd in status clients regions peers stats; do
@@ -44,6 +55,52 @@ assert len(json.load(open(f"{d}/stats.json"))["batch_log2_hist"]) == 12
 PY
 grep -q "default/board" "$d/regions.txt" || fail "regions table: $(cat "$d/regions.txt")"
 grep -q "^name " "$d/regions.txt" || fail "regions table has no header: $(cat "$d/regions.txt")"
+# tenant a's pods p1 and p2, tenant b's pod: one region each
+for spec in "a p1 r1" "a p2 r2" "b p3 r3"; do
+  set -- $spec
+  ROSHM_SOCK=$d/r.sock ROSHM_TENANT=$1 ROSHM_TOKEN=token-of-$1-0123456789 ROSHM_POD=$2 \
+    "$perf" serve "$3" 4096 > "$d/$3.log" 2>&1 &
+  pods="$pods $!"
+done
+for r in r1 r2 r3; do
+  for _ in $(seq 100); do grep -q serving "$d/$r.log" && break; sleep 0.1; done
+  grep -q serving "$d/$r.log" || fail "pod serving $r did not start: $(cat "$d/$r.log")"
+done
+# without a credential nothing is allowed, not even status, not even as root
+for cmd in status clients regions peers stats drain "drain --tenant b"; do
+  nobody $cmd > /dev/null 2>&1; rc=$?
+  [[ $rc = 1 ]] || fail "'$cmd' without credentials: exit $rc, expected 1 (refused)"
+done
+# a wrong tenant token is nobody
+ROSHM_ADMIN_TOKEN_FILE=/nonexistent "$ctl" -s "$d/r.sock" --as a --token-file "$d/bad.token" regions \
+  > /dev/null 2>&1; rc=$?
+[[ $rc = 1 ]] || fail "a wrong tenant token: exit $rc, expected 1"
+# tenant a sees its own and only its own
+as_a --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert n == ["a/r1","a/r2"], n' \
+  || fail "tenant a's regions listing"
+as_a --json clients | python3 -c 'import json,sys; c=json.load(sys.stdin); assert sorted(x["pod"] for x in c) == ["p1","p2"] and {x["tenant"] for x in c} == {"a"}, c' \
+  || fail "tenant a's clients listing"
+# ... and may not touch another tenant's, nor the node's
+for cmd in "drain --tenant b" "drain --region b/r3" "drain --tenant default" drain peers stats; do
+  as_a $cmd > /dev/null 2>&1; rc=$?
+  [[ $rc = 1 ]] || fail "tenant a: '$cmd': exit $rc, expected 1 (refused)"
+done
+c --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert "b/r3" in n and "a/r1" in n, n' \
+  || fail "a refused drain changed something"
+# a tenant drains its own pod's regions: only p1's
+as_a drain --pod p1 > /dev/null || fail "tenant a: drain --pod p1: exit $?"
+c --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert n == ["a/r2","b/r3","default/board"], n' \
+  || fail "drain --pod p1 drained something else"
+# a pod of tenant b with b's pod name p1: a's drain of pod p1 leaves it alone
+ROSHM_SOCK=$d/r.sock ROSHM_TENANT=b ROSHM_TOKEN=token-of-b-0123456789 ROSHM_POD=p1 \
+  "$perf" serve r4 4096 > "$d/r4.log" 2>&1 &
+pods="$pods $!"
+for _ in $(seq 100); do grep -q serving "$d/r4.log" && break; sleep 0.1; done
+as_a drain --pod p1 > /dev/null 2>&1
+c --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert "b/r4" in n, n' \
+  || fail "tenant a drained tenant b's pod"
+as_a drain --tenant a > /dev/null || fail "tenant a: drain --tenant a: exit $?"
+c drain --tenant b > /dev/null || fail "admin: drain --tenant b: exit $?"
 # drain the tenant: returns when done, the region leaves the registry
 out=$(c drain --tenant default) || fail "drain: exit $?"
 c --json regions | python3 -c 'import json,sys; assert json.load(sys.stdin) == []' || fail "region still listed after drain"
@@ -52,6 +109,7 @@ c bogus > /dev/null 2>&1; rc=$?; [[ $rc = 1 ]] || fail "unknown command: exit $r
 c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "no command: exit $rc, expected 2"
 c status --tenant x > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "--tenant without drain: exit $rc"
 c drain --tenant a --region b/c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "drain with both: exit $rc"
+c drain --pod p --region b/c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "drain --pod with --region: exit $rc"
 "$ctl" -s "$d/nope.sock" status > /dev/null 2> "$d/err"; rc=$?
 [[ $rc = 3 ]] || fail "no roshmd: exit $rc, expected 3"
 grep -q "nope.sock" "$d/err" || fail "unreachable message does not name the socket: $(cat "$d/err")"

@@ -27,8 +27,11 @@ node = "vm$1";
 socket = "/run/roshm/roshmd.sock";
 eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "vm$1",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
+admin: { token_file = "/run/roshm-admin/admin.token"; };
 $2
 CONF
+  # roshmctl here is the node's admin
+  export ROSHM_ADMIN_TOKEN_FILE=/run/roshm-admin/admin.token
 }
 
 # Start roshmd (its pid in RD, its log appended to the shared directory)

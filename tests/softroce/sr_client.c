@@ -70,11 +70,25 @@ static void wait_file(struct roshm *r, const char *name, int seconds)
 	struct stat st;
 
 	snprintf(p, sizeof(p), SH "%s", name);
-	for (int i = 0; i < seconds * 10; i++) {
+	for (int i = 0, last = 0; i < seconds * 10; i++) {
 		if (stat(p, &st) == 0)
 			return;
-		if (r)
-			roshm_nop_sync(r);
+		if (r) {
+			/* a NOP now and then notices a restarted roshmd (and
+			 * re-attaches); say when that does not work */
+			struct timespec t0, t1;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			int ret = roshm_nop_sync(r);
+
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			if ((ret && ret != last) || t1.tv_sec - t0.tv_sec > 1)
+				printf("sr: %s: NOP while waiting: %s after %ld s (inst %llx)\n", role,
+				       roshm_strerror(ret), (long)(t1.tv_sec - t0.tv_sec),
+				       (unsigned long long)r->instance);
+			fflush(stdout);
+			last = ret;
+		}
 		usleep(100000);
 	}
 	printf("sr: %s: FAIL waited %d s for %s\n", role, seconds, p);
@@ -83,7 +97,7 @@ static void wait_file(struct roshm *r, const char *name, int seconds)
 
 static struct roshm *attach(void)
 {
-	struct roshm_params p = { .sock_path = getenv("ROSHM_SOCK"), .reconnect_ms = 30000 };
+	struct roshm_params p = { .sock_path = getenv("ROSHM_SOCK"), .reconnect_ms = 120000 };
 	int err;
 	struct roshm *r = roshm_open(&p, &err);
 
