@@ -47,6 +47,8 @@ struct rd_conn {
 
 /* epoll tags for the fds that are not connections */
 static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
+/* the registry's event fd: its work runs from rd_control_run's dispatch */
+static struct rd_ep_tag tag_reg = { RD_EP_EV };
 
 uint64_t rd_mono_ns(void)
 {
@@ -212,7 +214,7 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 	int ret;
 
 	rd_poller_cmd(ctl->poller, &cmd);
-	ret = ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name);
+	ret = ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name, NULL, NULL);
 	if (ret && ret != -ENOENT)
 		RD_LOG(WARNING, "registry: removing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
 	RD_LOG(INFO, "region %s/%s closed by its owner (client %u)", rg->tenant, rg->name,
@@ -627,7 +629,8 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 		rd_poller_cmd(ctl->poller, &ex);
 	}
 	rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
-	ret = ctl->reg.ops->put_region(&ctl->reg, &rec);
+	/* the backend reports a later failure (another node's name: EEXIST) in its log */
+	ret = ctl->reg.ops->put_region(&ctl->reg, &rec, RD_REG_EXCL, NULL, NULL);
 	if (ret) {
 		RD_LOG(ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
 		handle_release(ctl, c, hv, true);
@@ -791,6 +794,7 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd)
 		json_object_set_new(o, "clients", json_integer(ctl->nclients));
 		json_object_set_new(o, "regions", json_integer(ctl->nregions));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
+		json_object_set_new(o, "registry_ready", json_boolean(ctl->reg.ops->ready(&ctl->reg)));
 		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : ctl->poller->verbs ? "local,verbs" : "local"));
 		if (ctl->endpoint[0])
 			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
@@ -1131,22 +1135,7 @@ static int publish_node(struct rd_control *ctl)
 
 	snprintf(n.node, sizeof(n.node), "%s", ctl->cfg->node);
 	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->endpoint);
-	return ctl->reg.ops->put_node(&ctl->reg, &n);
-}
-
-/* The registry lost our lease (and with it our records): publish again. */
-static void republish(struct rd_control *ctl)
-{
-	struct rd_region_rec rec;
-
-	publish_node(ctl);
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
-		if (rg->remote || !rg->owner)
-			continue;
-		rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
-		ctl->reg.ops->put_region(&ctl->reg, &rec);
-	}
-	RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+	return ctl->reg.ops->put_node(&ctl->reg, &n, NULL, NULL);
 }
 
 static void forget_own_records(const struct rd_region_rec *rec, void *arg)
@@ -1156,7 +1145,7 @@ static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 	if (!strcmp(rec->node, ctl->cfg->node)) {
 		RD_LOG(INFO, "registry: removing %s/%s left by an earlier roshmd on this node",
 		       rec->tenant, rec->name);
-		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name);
+		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name, NULL, NULL);
 	}
 }
 
@@ -1181,17 +1170,9 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctl->epfd < 0)
 		return -errno;
-	if (!strcmp(cfg->registry_backend, "etcd")) {
-		ret = rd_registry_etcd_open(&ctl->reg, cfg);
-		if (ret)
-			return ret;
-	} else {
-		ret = rd_registry_file_open(&ctl->reg, cfg->registry_dir, cfg->node);
-		if (ret) {
-			RD_LOG(ERR, "registry directory %s: %s", cfg->registry_dir, strerror(-ret));
-			return ret;
-		}
-	}
+	ret = rd_registry_open(&ctl->reg, cfg);
+	if (ret)
+		return ret;
 	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);
 	ret = rd_peers_init(ctl);
 	if (ret)
@@ -1232,6 +1213,8 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->sig_fd, &ev);
 	ev.data.ptr = &tag_ev;
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, p->ev_efd, &ev);
+	ev.data.ptr = &tag_reg;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->reg.ops->event_fd(&ctl->reg), &ev);
 	RD_LOG(INFO, "node %s listening on %s, registry %s:%s", cfg->node, cfg->socket,
 	       ctl->reg.ops->name, cfg->registry_dir);
 	return 0;
@@ -1279,6 +1262,8 @@ int rd_control_run(struct rd_control *ctl)
 				}
 			} else if (tag == &tag_ev) {
 				poller_events(ctl);
+			} else if (tag == &tag_reg) {
+				/* dispatched below */
 			} else {
 				/* A connection may have been closed by an earlier
 				 * event of this batch (poller_events): check it. */
@@ -1291,9 +1276,11 @@ int rd_control_run(struct rd_control *ctl)
 					conn_readable(ctl, conn);
 			}
 		}
-		if (ctl->reg.ops->tick && ctl->reg.ops->tick(&ctl->reg) == 1)
-			republish(ctl);
-		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
+		unsigned rs = ctl->reg.ops->dispatch(&ctl->reg);
+
+		if (rs & RD_REG_REPUBLISHED)
+			RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
 		rd_drain_tick(ctl);
 		rd_metrics_timer(ctl);
 		rd_telemetry_refresh(ctl);
@@ -1324,7 +1311,7 @@ void rd_control_fini(struct rd_control *ctl)
 	rd_peers_fini(ctl);
 	rd_metrics_fini(ctl);
 	if (ctl->reg.ops) {
-		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node);
+		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node, NULL, NULL);
 		ctl->reg.ops->close(&ctl->reg);
 	}
 	free(ctl->slots);
