@@ -138,12 +138,14 @@ struct etcd {
 	char lease[32];               /* int64 as a decimal string, "" when none */
 	uint64_t next_keepalive_ns, retry_ns, reconcile_ns, sync_retry_ns;
 	unsigned backoff_ms, sync_backoff_ms;
-	bool synced, granted_once, republish_pending, cleaned, closing, failing;
+	bool synced, granted_once, republish_pending, cleaned, closing;
 	int64_t watch_rev;
 	uint64_t sweep_gen;
 	char errbuf[CURL_ERROR_SIZE];
 	char last_err[300];
-	uint64_t last_err_ns;
+	uint64_t last_err_ns, down_logged_ns;
+	bool unreachable;
+	char answer[200];             /* the last error answer's message */
 
 	/* shared, under lock (recursive: list_regions' callback may call back) */
 	pthread_mutex_t lock;
@@ -166,8 +168,10 @@ static uint64_t now_ns(void)
 }
 
 static void note_err(struct etcd *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_down(struct etcd *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* One line per distinct problem (again after 30 s), not one per retry. */
+/* etcd answered with an error: one line per distinct problem (again after
+ * 30 s), not one per retry. */
 static void note_err(struct etcd *e, const char *fmt, ...)
 {
 	char msg[sizeof(e->last_err)];
@@ -182,16 +186,32 @@ static void note_err(struct etcd *e, const char *fmt, ...)
 		snprintf(e->last_err, sizeof(e->last_err), "%s", msg);
 		e->last_err_ns = now;
 	}
-	e->failing = true;
 }
 
-static void note_ok(struct etcd *e)
+/* etcd did not answer (connection, TLS, timeout): a line when that starts,
+ * then one every 30 s while it lasts, whatever curl says each time. */
+static void note_down(struct etcd *e, const char *fmt, ...)
 {
-	if (!e->failing)
+	uint64_t now = now_ns();
+	char msg[300];
+	va_list ap;
+
+	if (e->unreachable && now - e->down_logged_ns < 30000 * MS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	RD_LOG(WARNING, "etcd: %s%s", msg, e->unreachable ? " (still)" : "");
+	e->unreachable = true;
+	e->down_logged_ns = now;
+}
+
+static void note_up(struct etcd *e)
+{
+	if (!e->unreachable)
 		return;
 	RD_LOG(NOTICE, "etcd: %s answers again", e->endpoints[e->cur]);
-	e->failing = false;
-	e->last_err[0] = 0;
+	e->unreachable = false;
 }
 
 static void backoff(struct etcd *e)
@@ -732,8 +752,12 @@ static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, u
 		ret = http(e, path, text, !(flags & CALL_NOAUTH), &b, &code,
 			   until < deadline ? until : deadline);
 		if (ret == -EHOSTUNREACH || (ret == -ETIMEDOUT && now_ns() < deadline)) {
-			note_err(e, "%s%s: %s", e->endpoints[e->cur], path,
-				 e->errbuf[0] ? e->errbuf : "no answer");
+			bool tls = !strncmp(e->endpoints[e->cur], "https:", 6);
+
+			note_down(e, "%s%s: %s%s", e->endpoints[e->cur], path,
+				  e->errbuf[0] ? e->errbuf : "no answer",
+				  tls && !e->cert[0] ? " (no client certificate is configured: if etcd runs "
+				  "with --client-cert-auth, set registry.cert and registry.key)" : "");
 			free(b.p);
 			e->cur = (e->cur + 1) % e->nend;
 			tries++;
@@ -744,7 +768,7 @@ static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, u
 			free(b.p);
 			break;
 		}
-		note_ok(e);
+		note_up(e);
 		if (code == 200) {
 			json_error_t jerr;
 			json_t *o = b.p ? json_loadb(b.p, b.len, 0, &jerr) : NULL;
@@ -764,6 +788,7 @@ static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, u
 			break;
 		}
 		error_text(&b, msg, sizeof(msg));
+		snprintf(e->answer, sizeof(e->answer), "%s", msg);
 		free(b.p);
 		if (code == 401 && strstr(msg, "token") && e->user[0] && !(flags & CALL_NOAUTH) &&
 		    !reauthed) {
@@ -782,7 +807,8 @@ static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, u
 			ret = -EACCES;
 		} else if (code == 401 || code == 403 || strstr(msg, "permission denied") ||
 			   strstr(msg, "authentication failed")) {
-			note_err(e, "%s: %s", path, msg);
+			if (!(flags & CALL_NOAUTH)) /* authenticate() says it */
+				note_err(e, "%s: %s", path, msg);
 			ret = -EACCES;
 		} else {
 			note_err(e, "%s: HTTP %ld: %s", path, code, msg);
@@ -840,8 +866,8 @@ static int authenticate(struct etcd *e, uint64_t deadline)
 	json_decref(o);
 	if (ret) {
 		if (ret == -EACCES)
-			note_err(e, "authentication as '%s' failed (registry.username, registry.password_file)",
-				 e->user);
+			note_err(e, "authentication as '%s' failed: %s (registry.username, "
+				 "registry.password_file)", e->user, e->answer);
 		return ret;
 	}
 	t = json_object_get(resp, "token");
@@ -1635,6 +1661,8 @@ static bool step(struct etcd *e)
 
 	if (now < e->retry_ns)
 		return false;
+	if (e->lease[0] && now >= atomic_load(&e->a_lease_until))
+		lease_lost(e, "not kept alive within its TTL"); /* whatever etcd thinks of it */
 	if (e->user[0] && !e->token[0]) {
 		ret = authenticate(e, now + ATTEMPT_MS * MS);
 		if (ret)
