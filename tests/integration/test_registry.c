@@ -1071,6 +1071,7 @@ static void test_etcd_refused(void **st)
 	snprintf(cfg.etcd_password_file, sizeof(cfg.etcd_password_file), "%s", badpw);
 	assert_int_equal(rd_registry_etcd_open(&w, &cfg, (const uint8_t *)SECRET, strlen(SECRET)), 0);
 	track(&w);
+	rd_config_free(&cfg);
 	/* no client certificate: etcd runs with --client-cert-auth */
 	etcd_cfg(&cfg, "node-c");
 	cfg.etcd_cert[0] = cfg.etcd_key[0] = 0;
