@@ -889,6 +889,9 @@ static void set_lease_until(struct etcd *e, int64_t ttl)
 {
 	uint64_t now = now_ns();
 
+	if (ttl > 3600)
+		ttl = 3600; /* etcd's word for it, within reason */
+
 	atomic_store(&e->a_lease_until, now + (uint64_t)ttl * 1000 * MS);
 	e->next_keepalive_ns = now + (uint64_t)e->ttl * 1000 * MS / 3;
 }
@@ -1350,7 +1353,10 @@ static int resync(struct etcd *e)
 		e->cleaned = true;
 		clean_leftovers(e);
 	}
-	return watch_start(e);
+	ret = watch_start(e);
+	if (ret)
+		e->synced = false;
+	return ret;
 }
 
 /* ---- writes ------------------------------------------------------------------- */
@@ -1682,6 +1688,13 @@ static bool step(struct etcd *e)
 	}
 	if (now >= e->next_keepalive_ns) {
 		keepalive(e);
+		return true;
+	}
+	if (e->synced && e->watch && !e->watch_created && now - e->watch_start_ns > 5000 * MS) {
+		/* etcd accepted the watch but never said it was created */
+		note_err(e, "watch on %s not created within 5 s: watching again", e->prefix);
+		e->watch_failed = true;
+		watch_reap(e, CURLE_OK);
 		return true;
 	}
 	/* writes do not need the cache: a watch being set up again waits alone */
