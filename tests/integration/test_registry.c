@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -628,6 +629,9 @@ static int start_etcd(void)
 	if (etcd_pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		char cert[300], key[300], tca[300];
+
+		/* no etcd outlives this test, however it ends */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 		dup2(fd, 1);
 		dup2(fd, 2);
