@@ -1607,6 +1607,9 @@ static void reconcile(struct etcd *e)
 		e->need_reconcile = true;
 		pthread_mutex_unlock(&e->lock);
 		e->reconcile_ns = now_ns() + 1000 * MS;
+	} else {
+		/* someone rewriting our records in a loop gets one answer per 100 ms */
+		e->reconcile_ns = now_ns() + 100 * MS;
 	}
 	if (all && e->republish_pending) {
 		e->republish_pending = false;
