@@ -448,7 +448,6 @@ static void req_free(struct req *q)
 static void finish(struct etcd *e, struct req *q, int status, int64_t rev)
 {
 	struct ent *x;
-
 	bool own = false;
 
 	pthread_mutex_lock(&e->lock);
@@ -457,7 +456,6 @@ static void finish(struct etcd *e, struct req *q, int status, int64_t rev)
 		bool ok = status == 0 || (status == -ENOENT && q->op == OP_DEL);
 
 		own = x->own;
-
 		x->pending--;
 		if (ok) {
 			if (x->own && x->o_gen == q->gen)
@@ -1600,7 +1598,7 @@ static void reconcile(struct etcd *e)
 			failed = true;
 			all = false;
 		}
-		finish(e, q, ret, ret ? 0 : rev);
+		finish(e, q, ret, ret && ret != -ENOENT ? 0 : rev);
 	}
 	if (failed) {
 		pthread_mutex_lock(&e->lock);
@@ -1613,7 +1611,8 @@ static void reconcile(struct etcd *e)
 	}
 	if (all && e->republish_pending) {
 		e->republish_pending = false;
-		RD_LOG(NOTICE, "etcd: node %s and its regions published again", e->r->node);
+		RD_LOG(NOTICE, "etcd: every record of node %s is back, under lease %s", e->r->node,
+		       e->lease);
 		pthread_mutex_lock(&e->lock);
 		e->flags |= RD_REG_REPUBLISHED;
 		signal_efd(e);

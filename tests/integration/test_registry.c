@@ -963,7 +963,7 @@ static void test_etcd_lease_revoked(void **st)
 	assert_true(WAIT_UNTIL(ready(&a), 3000));
 	capture_stop("is gone", out, sizeof(out));
 	assert_non_null(strstr(out, "is gone"));
-	assert_non_null(strstr(out, "published again"));
+	assert_non_null(strstr(out, "is back, under lease"));
 	etcd_close(&a);
 }
 
