@@ -55,6 +55,13 @@ static const struct key schema[] = {
 	{ "registry.prefix", K_STR, 1, 63 },
 	{ "registry.lease_ttl", K_INT, 2, 3600 },
 	{ "registry.revalidate_ms", K_INT, 50, 60000 },
+	{ "registry.timeout_ms", K_INT, 100, 600000 },
+	{ "registry.secret_file", K_STR, 0, RD_PATH_MAX - 1 },
+	{ "registry.cacert", K_STR, 0, RD_PATH_MAX - 1 },
+	{ "registry.cert", K_STR, 0, RD_PATH_MAX - 1 },
+	{ "registry.key", K_STR, 0, RD_PATH_MAX - 1 },
+	{ "registry.username", K_STR, 0, 127 },
+	{ "registry.password_file", K_STR, 0, RD_PATH_MAX - 1 },
 	{ "transport", K_GROUP, 0, 0 },
 	{ "transport.tcp", K_GROUP, 0, 0 },
 	{ "transport.tcp.enabled", K_BOOL, 0, 0 },
@@ -284,11 +291,13 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->max_peers = 256;
 	cfg->max_region_size = 1ull << 30;
 	strcpy(cfg->registry_backend, "file");
-	strcpy(cfg->registry_dir, "/run/roshm/registry");
+	/* not under /run/roshm, which pods mount: records are roshmd's alone */
+	strcpy(cfg->registry_dir, "/var/lib/roshm/registry");
 	strcpy(cfg->etcd_endpoints, "http://127.0.0.1:2379");
 	strcpy(cfg->etcd_prefix, "/roshm/v1");
 	cfg->lease_ttl_s = 5;
 	cfg->revalidate_ms = 1000;
+	cfg->registry_timeout_ms = 5000;
 	cfg->tcp_enabled = false;
 	strcpy(cfg->tcp_listen, "0.0.0.0");
 	cfg->tcp_port = 7471;
@@ -338,6 +347,23 @@ void rd_config_free(struct rd_config *cfg)
 static bool power_of_two(uint64_t v)
 {
 	return v && !(v & (v - 1));
+}
+
+/* Comma-separated http:// or https:// URLs (only https:// with @tls). */
+static bool endpoints_ok(const char *list, bool tls)
+{
+	const char *p = list;
+
+	for (;;) {
+		size_t n = strcspn(p, ",");
+
+		if (!(n > 8 && !strncmp(p, "https://", 8)) &&
+		    (tls || !(n > 7 && !strncmp(p, "http://", 7))))
+			return false;
+		if (!p[n])
+			return true;
+		p += n + 1;
+	}
 }
 
 bool rd_valid_name(const char *s)
@@ -454,9 +480,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	}
 	GET_STR("registry.dir", cfg->registry_dir);
 	GET_STR("registry.endpoints", cfg->etcd_endpoints);
-	if ((s = config_lookup(&lc, "registry.endpoints")) &&
-	    strncmp(cfg->etcd_endpoints, "http://", 7) && strncmp(cfg->etcd_endpoints, "https://", 8)) {
-		fail(&c, s, "'registry.endpoints' must be http:// or https:// URLs");
+	if ((s = config_lookup(&lc, "registry.endpoints")) && !endpoints_ok(cfg->etcd_endpoints, false)) {
+		fail(&c, s, "'registry.endpoints' must be http:// or https:// URLs, comma-separated");
 		goto out;
 	}
 	GET_STR("registry.prefix", cfg->etcd_prefix);
@@ -466,6 +491,29 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	}
 	GET_INT("registry.lease_ttl", cfg->lease_ttl_s);
 	GET_INT("registry.revalidate_ms", cfg->revalidate_ms);
+	GET_INT("registry.timeout_ms", cfg->registry_timeout_ms);
+	GET_STR("registry.secret_file", cfg->registry_secret_file);
+	GET_STR("registry.cacert", cfg->etcd_cacert);
+	GET_STR("registry.cert", cfg->etcd_cert);
+	GET_STR("registry.key", cfg->etcd_key);
+	GET_STR("registry.username", cfg->etcd_username);
+	GET_STR("registry.password_file", cfg->etcd_password_file);
+	if (!cfg->etcd_cert[0] != !cfg->etcd_key[0]) {
+		s = config_lookup(&lc, cfg->etcd_cert[0] ? "registry.cert" : "registry.key");
+		fail(&c, s, "'registry.cert' and 'registry.key' go together (the client certificate and its key)");
+		goto out;
+	}
+	if ((cfg->etcd_cacert[0] || cfg->etcd_cert[0]) && !endpoints_ok(cfg->etcd_endpoints, true)) {
+		/* a TLS setting with a plaintext endpoint would quietly not apply to it */
+		s = config_lookup(&lc, cfg->etcd_cacert[0] ? "registry.cacert" : "registry.cert");
+		fail(&c, s, "TLS files are set: every 'registry.endpoints' URL must be https://");
+		goto out;
+	}
+	if (!cfg->etcd_username[0] != !cfg->etcd_password_file[0]) {
+		s = config_lookup(&lc, cfg->etcd_username[0] ? "registry.username" : "registry.password_file");
+		fail(&c, s, "'registry.username' and 'registry.password_file' go together (etcd auth)");
+		goto out;
+	}
 	if ((s = config_lookup(&lc, "transport.tcp.enabled")))
 		cfg->tcp_enabled = config_setting_get_bool(s);
 	GET_STR("transport.tcp.listen", cfg->tcp_listen);

@@ -53,6 +53,13 @@ struct rd_config {
 	char etcd_prefix[64];
 	uint32_t lease_ttl_s;
 	uint32_t revalidate_ms;
+	uint32_t registry_timeout_ms;     /* a write not answered by then fails with ETIMEDOUT */
+	char registry_secret_file[RD_PATH_MAX]; /* record MAC key; "": the transport's secret */
+	char etcd_cacert[RD_PATH_MAX];    /* PEM files for https:// endpoints ("": none) */
+	char etcd_cert[RD_PATH_MAX];
+	char etcd_key[RD_PATH_MAX];
+	char etcd_username[128];          /* etcd auth ("": auth off) */
+	char etcd_password_file[RD_PATH_MAX];
 	/* transport.tcp */
 	bool tcp_enabled;
 	char tcp_listen[64];

@@ -59,15 +59,29 @@ struct rd_conn {
 	uint64_t arena;
 	struct roshm_chan_layout lay;
 	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
-	/* an open waiting for its region's node to be connected */
+	/*
+	 * A request that waits (the connection is not read meanwhile): an
+	 * open for its region's node to be connected (park_peer) or for the
+	 * registry to be read past its cache (W_FETCH), a create for its record
+	 * to be in the registry (W_PUT). wait_id names it to the registry's
+	 * completion, which may come after the connection is gone.
+	 */
+	enum { W_NONE, W_PEER, W_FETCH, W_PUT } wait;
+	uint64_t wait_id;
 	struct rd_peer *park_peer;
 	struct roshm_ctl_region_open park_req;
+	struct rd_region_rec *fetched; /* the record the fetch brought, for the open's rerun */
 	int park_tries;
+	struct rd_region *put_rg;     /* W_PUT: the new region and its owner handle */
+	uint32_t put_hv;
+	bool put_reattach;
 	struct rd_conn *next, *prev;
 };
 
 /* epoll tags for the fds that are not connections */
 static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
+/* the registry's event fd: its work runs from rd_control_run's dispatch */
+static struct rd_ep_tag tag_reg = { RD_EP_EV };
 
 uint64_t rd_mono_ns(void)
 {
@@ -300,7 +314,7 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 	int ret;
 
 	rd_poller_cmd(ctl->poller, &cmd);
-	ret = ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name);
+	ret = ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name, NULL, NULL);
 	if (ret && ret != -ENOENT)
 		RD_LOG(WARNING, "registry: removing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
 	RD_LOG(INFO, "region %s/%s closed by its owner (client %u)", rg->tenant, rg->name,
@@ -687,6 +701,133 @@ static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
+static void conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why);
+static void handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t hv,
+			   bool notify_poller);
+
+static void conn_wait(struct rd_control *ctl, struct rd_conn *conn, int kind)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = conn };
+
+	conn->wait = kind;
+	conn->wait_id = ++ctl->next_wait_id;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+static void conn_park(struct rd_control *ctl, struct rd_conn *conn, struct rd_peer *peer,
+		      const struct roshm_ctl_region_open *req)
+{
+	conn->park_peer = peer;
+	conn->park_req = *req;
+	conn_wait(ctl, conn, W_PEER);
+}
+
+static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
+
+	conn->park_peer = NULL;
+	conn->wait = W_NONE;
+	conn->wait_id = 0;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
+}
+
+/* What a registry completion carries: whom it is for. */
+struct wait_ref {
+	struct rd_control *ctl;
+	uint64_t id;
+};
+
+static struct rd_conn *conn_by_wait(struct rd_control *ctl, uint64_t id)
+{
+	for (struct rd_conn *c = ctl->conns; c; c = c->next)
+		if (c->wait_id == id && c->fd >= 0)
+			return c;
+	return NULL; /* it went away meanwhile */
+}
+
+static struct wait_ref *wait_ref(struct rd_control *ctl, struct rd_conn *conn)
+{
+	struct wait_ref *w = malloc(sizeof(*w));
+
+	if (w) {
+		w->ctl = ctl;
+		w->id = conn->wait_id;
+	}
+	return w;
+}
+
+static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
+			  size_t len);
+
+/* The registry's answer to an open's read past its cache. */
+static void open_fetched(void *arg, int status, const struct rd_region_rec *rec)
+{
+	struct wait_ref *w = arg;
+	struct rd_control *ctl = w->ctl;
+	struct rd_conn *conn = conn_by_wait(ctl, w->id);
+	struct roshm_ctl_region_open req;
+	int ret;
+
+	free(w);
+	if (!conn)
+		return;
+	req = conn->park_req;
+	conn_unpark(ctl, conn);
+	if (status == 0) {
+		conn->fetched = malloc(sizeof(*conn->fetched));
+		if (conn->fetched)
+			*conn->fetched = *rec;
+		ret = conn->fetched ? do_region_open(ctl, conn, &req, sizeof(req)) : -ENOMEM;
+		free(conn->fetched);
+		conn->fetched = NULL;
+	} else {
+		ret = status == -ETIMEDOUT ? -EAGAIN : -ENOENT; /* the store did not answer: again */
+	}
+	if (ret <= 0 && ret != -ECONNRESET && send_status(conn->fd, ROSHM_CTL_REGION_OPEN, ret))
+		ret = -ECONNRESET;
+	if (ret == -ECONNRESET)
+		conn_close(ctl, conn, "reply failed");
+}
+
+/* The registry's answer to a new region's record: only now is it created. */
+static void create_published(void *arg, int status)
+{
+	struct wait_ref *w = arg;
+	struct rd_control *ctl = w->ctl;
+	struct rd_conn *conn = conn_by_wait(ctl, w->id);
+	struct roshm_ctl_region_reply rep;
+	struct rd_region *rg;
+
+	free(w);
+	if (!conn)
+		return; /* its client went: the handle went with it, and the record */
+	rg = conn->put_rg;
+	conn->put_rg = NULL;
+	conn_unpark(ctl, conn);
+	if (status) {
+		RD_LOG(NOTICE, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
+		       status == -EEXIST ? "another node holds the name" : strerror(-status));
+		handle_release(ctl, conn->client, conn->put_hv, true);
+		if (send_status(conn->fd, conn->put_reattach ? ROSHM_CTL_REGION_REATTACH :
+				ROSHM_CTL_REGION_CREATE, status == -EEXIST ? -EEXIST : -EAGAIN))
+			conn_close(ctl, conn, "reply failed");
+		return;
+	}
+	memset(&rep, 0, sizeof(rep));
+	reply_hdr(&rep.hdr, conn->put_reattach ? ROSHM_CTL_REGION_REATTACH : ROSHM_CTL_REGION_CREATE,
+		  sizeof(rep), 0);
+	rep.handle = conn->put_hv;
+	rep.data_size = rg->data_size;
+	rep.map_size = rg->map_size;
+	rep.epoch = rg->epoch;
+	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx", rg->tenant,
+	       rg->name, conn->put_reattach ? "re-attached (contents kept)" : "created",
+	       conn->client->id, (unsigned long long)rg->data_size, (unsigned long long)rg->epoch);
+	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
+		conn_close(ctl, conn, "reply failed");
+}
+
 /*
  * REGION_CREATE / REGION_REATTACH: the region's memory comes with the
  * request (@fd, the owner's memfd, ours to close): new, or kept from before
@@ -698,7 +839,6 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	const struct roshm_ctl_region_create *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_client *c = conn->client;
-	struct roshm_ctl_region_reply rep;
 	struct rd_region_rec rec;
 	struct rd_region *rg;
 	uint64_t map_size;
@@ -795,23 +935,24 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 		rd_poller_cmd(ctl->poller, &ex);
 	}
 	rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
-	ret = ctl->reg.ops->put_region(&ctl->reg, &rec);
+	/* The answer waits for the record: a region another node may open
+	 * the moment its creator says so, and a name another node holds
+	 * (EEXIST) is refused, not taken. */
+	conn_wait(ctl, conn, W_PUT);
+	conn->put_rg = rg;
+	conn->put_hv = hv;
+	conn->put_reattach = reattach;
+	struct wait_ref *w = wait_ref(ctl, conn);
+
+	ret = w ? ctl->reg.ops->put_region(&ctl->reg, &rec, RD_REG_EXCL, create_published, w) : -ENOMEM;
 	if (ret) {
+		free(w);
+		conn_unpark(ctl, conn);
+		conn->put_rg = NULL;
 		RD_LOG(ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
 		handle_release(ctl, c, hv, true);
 		return ret;
 	}
-	memset(&rep, 0, sizeof(rep));
-	reply_hdr(&rep.hdr, ROSHM_CTL_REGION_CREATE, sizeof(rep), 0);
-	rep.handle = hv;
-	rep.data_size = rg->data_size;
-	rep.map_size = rg->map_size;
-	rep.epoch = rg->epoch;
-	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx", rg->tenant,
-	       rg->name, reattach ? "re-attached (contents kept)" : "created", c->id,
-	       (unsigned long long)rg->data_size, (unsigned long long)rg->epoch);
-	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
-		return -ECONNRESET;
 	return 1;
 }
 
@@ -853,11 +994,30 @@ static int do_region_open(struct rd_control *ctl, struct rd_conn *conn, const vo
 	}
 	if (!rd_valid_name(tenant) || !rd_valid_name(name))
 		return -EINVAL;
-	ret = ctl->reg.ops->get_region(&ctl->reg, tenant, name, &rec);
-	if (ret == -EBADMSG)
-		RD_LOG(WARNING, "registry: malformed record for %s/%s ignored", tenant, name);
+	if (conn->fetched && !strcmp(conn->fetched->tenant, tenant) &&
+	    !strcmp(conn->fetched->name, name)) {
+		rec = *conn->fetched; /* what the registry just said, past its cache */
+		ret = 0;
+	} else {
+		ret = ctl->reg.ops->get_region(&ctl->reg, tenant, name, &rec);
+	}
+	if (ret == -ENOENT && !conn->fetched && ctl->reg.ops->fetch_region) {
+		/* Not in the cache: it may have been created a moment ago on
+		 * another node. Ask the store; the answer comes later. */
+		struct wait_ref *w;
+
+		conn->park_req = *req;
+		conn_wait(ctl, conn, W_FETCH);
+		w = wait_ref(ctl, conn);
+		ret = w ? ctl->reg.ops->fetch_region(&ctl->reg, tenant, name, open_fetched, w) : -ENOMEM;
+		if (!ret)
+			return 1;
+		free(w);
+		conn_unpark(ctl, conn);
+		return -ENOENT;
+	}
 	if (ret)
-		return ret == -EBADMSG ? -ENOENT : ret;
+		return ret == -EBADMSG || ret == -ENOENT ? -ENOENT : ret;
 	if (strcmp(rec.node, ctl->cfg->node)) {
 		/* Remote: the policy is checked here, by the requester's roshmd,
 		 * which is the one that authenticated the client's tenant. */
@@ -918,24 +1078,6 @@ grant:
  * connection is not read meanwhile (the client waits for this answer; a
  * hang-up still ends it); the open runs again when the connect is done.
  */
-static void conn_park(struct rd_control *ctl, struct rd_conn *conn, struct rd_peer *peer,
-		      const struct roshm_ctl_region_open *req)
-{
-	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = conn };
-
-	conn->park_peer = peer;
-	conn->park_req = *req;
-	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
-}
-
-static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
-
-	conn->park_peer = NULL;
-	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, conn->fd, &ev);
-}
-
 void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status)
 {
 	for (struct rd_conn *c = ctl->conns, *next; c; c = next) {
@@ -1064,6 +1206,7 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		if (tenant)
 			json_object_set_new(o, "tenant", json_string(tenant));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
+		json_object_set_new(o, "registry_ready", json_boolean(ctl->reg.ops->ready(&ctl->reg)));
 		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : ctl->poller->verbs ? "local,verbs" : "local"));
 		if (ctl->endpoint[0])
 			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
@@ -1593,22 +1736,7 @@ static int publish_node(struct rd_control *ctl)
 
 	snprintf(n.node, sizeof(n.node), "%s", ctl->cfg->node);
 	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->endpoint);
-	return ctl->reg.ops->put_node(&ctl->reg, &n);
-}
-
-/* The registry lost our lease (and with it our records): publish again. */
-static void republish(struct rd_control *ctl)
-{
-	struct rd_region_rec rec;
-
-	publish_node(ctl);
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
-		if (rg->remote || !rg->owner)
-			continue;
-		rd_region_to_rec(ctl, rg, &rec, RD_STATE_ACTIVE);
-		ctl->reg.ops->put_region(&ctl->reg, &rec);
-	}
-	RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+	return ctl->reg.ops->put_node(&ctl->reg, &n, NULL, NULL);
 }
 
 static void forget_own_records(const struct rd_region_rec *rec, void *arg)
@@ -1618,7 +1746,7 @@ static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 	if (!strcmp(rec->node, ctl->cfg->node)) {
 		RD_LOG(INFO, "registry: removing %s/%s left by an earlier roshmd on this node",
 		       rec->tenant, rec->name);
-		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name);
+		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name, NULL, NULL);
 	}
 }
 
@@ -1644,17 +1772,9 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctl->epfd < 0)
 		return -errno;
-	if (!strcmp(cfg->registry_backend, "etcd")) {
-		ret = rd_registry_etcd_open(&ctl->reg, cfg);
-		if (ret)
-			return ret;
-	} else {
-		ret = rd_registry_file_open(&ctl->reg, cfg->registry_dir, cfg->node);
-		if (ret) {
-			RD_LOG(ERR, "registry directory %s: %s", cfg->registry_dir, strerror(-ret));
-			return ret;
-		}
-	}
+	ret = rd_registry_open(&ctl->reg, cfg);
+	if (ret)
+		return ret;
 	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);
 	ret = rd_peers_init(ctl);
 	if (ret)
@@ -1699,6 +1819,8 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->sig_fd, &ev);
 	ev.data.ptr = &tag_ev;
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, p->ev_efd, &ev);
+	ev.data.ptr = &tag_reg;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->reg.ops->event_fd(&ctl->reg), &ev);
 	RD_LOG(INFO, "node %s listening on %s, registry %s:%s", cfg->node, cfg->socket,
 	       ctl->reg.ops->name, cfg->registry_dir);
 	return 0;
@@ -1750,6 +1872,8 @@ int rd_control_run(struct rd_control *ctl)
 				}
 			} else if (tag == &tag_ev) {
 				poller_events(ctl);
+			} else if (tag == &tag_reg) {
+				/* dispatched below */
 			} else {
 				/* A connection may have been closed by an earlier
 				 * event of this batch (poller_events): check it. */
@@ -1757,8 +1881,8 @@ int rd_control_run(struct rd_control *ctl)
 
 				if (conn->fd < 0)
 					continue;
-				/* an open waiting for a peer: only a hang-up matters */
-				if (conn->park_peer && !(evs[i].events & EPOLLIN)) {
+				/* a request waiting: only a hang-up matters */
+				if (conn->wait != W_NONE && !(evs[i].events & EPOLLIN)) {
 					if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 						conn_close(ctl, conn, "closed while waiting");
 					continue;
@@ -1768,9 +1892,11 @@ int rd_control_run(struct rd_control *ctl)
 		}
 		conns_reap(ctl);
 		conns_timer(ctl, rd_mono_ns());
-		if (ctl->reg.ops->tick && ctl->reg.ops->tick(&ctl->reg) == 1)
-			republish(ctl);
-		rd_peers_timer(ctl, ctl->reg.ops->changed && ctl->reg.ops->changed(&ctl->reg));
+		unsigned rs = ctl->reg.ops->dispatch(&ctl->reg);
+
+		if (rs & RD_REG_REPUBLISHED)
+			RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
 		rd_drain_tick(ctl);
 		rd_metrics_timer(ctl);
 		rd_telemetry_refresh(ctl);
@@ -1810,7 +1936,7 @@ void rd_control_fini(struct rd_control *ctl)
 	rd_peers_fini(ctl);
 	rd_metrics_fini(ctl);
 	if (ctl->reg.ops) {
-		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node);
+		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node, NULL, NULL);
 		ctl->reg.ops->close(&ctl->reg);
 	}
 	free(ctl->slots);

@@ -86,6 +86,7 @@ struct rd_control {
 	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
 	uint64_t refused_conns;       /* over admin.max_pending */
+	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
 	uint64_t refused_peers;       /* tcp handshakes over their caps */
 	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
 };

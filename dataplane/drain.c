@@ -70,7 +70,7 @@ int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int r
 		struct rd_cmd cmd = { .type = RD_CMD_REGION_DRAIN, .region = rg };
 
 		rd_region_to_rec(ctl, rg, &rec, RD_STATE_STALE);
-		ctl->reg.ops->put_region(&ctl->reg, &rec);
+		ctl->reg.ops->put_region(&ctl->reg, &rec, 0, NULL, NULL);
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_draining = true;
 		rg->refs++; /* held until the job is done */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * /metrics: Prometheus text format 0.0.4 from the control thread. A tiny
+ * /metrics: Prometheus text format 0.0.4 from the control thread, and
+ * /readyz (200 when the registry is ready, else 503). A tiny
  * HTTP/1.0 server: non-blocking sockets in the control thread's epoll, one
  * GET per connection, answered and closed; a connection that does not send
  * its request within 2 s is dropped. The page is built from the poller's
@@ -239,6 +240,9 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	      (double)(rd_mono_ns() - ctl->start_ns) / 1e9);
 	gauge(p, "roshm_clients", "Attached clients (pods)", ctl->nclients);
 	gauge(p, "roshm_regions", "Regions owned by this node's clients", ctl->nregions);
+	gauge(p, "roshm_registry_ready",
+	      "1 when the registry is usable (etcd: lease held, prefix ranged and watched)",
+	      ctl->reg.ops->ready(&ctl->reg) ? 1 : 0);
 	counter(p, "roshm_poller_rounds_total", "Poll rounds", RD_STAT_GET(ps->rounds));
 	counter(p, "roshm_poller_busy_rounds_total", "Poll rounds that did work",
 		RD_STAT_GET(ps->busy_rounds));
@@ -382,8 +386,15 @@ void rd_metrics_readable(struct rd_control *ctl, void *tag)
 	}
 	if (strncmp(m->buf, "GET ", 4)) {
 		reply(m, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+	} else if (!strncmp(m->buf + 4, "/readyz ", 8)) {
+		/* readiness probe: roshmd serves its pods without the registry,
+		 * but cannot publish or find regions across nodes */
+		if (ctl->reg.ops->ready(&ctl->reg))
+			reply(m, "200 OK", "text/plain", "ready\n", 6);
+		else
+			reply(m, "503 Service Unavailable", "text/plain", "registry not ready\n", 19);
 	} else if (strncmp(m->buf + 4, "/metrics ", 9) && strncmp(m->buf + 4, "/metrics?", 9)) {
-		reply(m, "404 Not Found", "text/plain", "try /metrics\n", 13);
+		reply(m, "404 Not Found", "text/plain", "try /metrics or /readyz\n", 24);
 	} else {
 		size_t len;
 		char *page = rd_metrics_page(ctl, &len);

@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: MIT
 /*
  * `file` registry backend: one JSON record per region under
- * <dir>/regions/<tenant>/<name>.json, written to a temporary file and
- * renamed into place, so a reader sees the old record or the new one,
- * never a torn one. Several roshmd on one host may share the directory.
+ * <dir>/regions/<tenant>/<name>.json and per node under
+ * <dir>/nodes/<node>.json, written to a temporary file and renamed into
+ * place, so a reader sees the old record or the new one, never a torn one.
+ * Several roshmd on one host may share the directory.
+ *
+ * roshmd runs as root, so the directory must be one that nobody else can
+ * write: the root is created 0700 and refused when it is a symlink, not
+ * ours, or writable by group or others, and every file operation is an
+ * *at() call relative to a directory opened O_NOFOLLOW | O_DIRECTORY (a
+ * symlink planted in place of a tenant directory or a record is never
+ * followed). Records are read only from regular files of at most 16 KiB,
+ * and their MAC decides whether they are believed.
+ *
+ * Writes happen at once; their completions are queued and run from
+ * dispatch() (an eventfd), like the etcd backend's.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -12,157 +24,309 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../config.h"
+#include "../roshmd.h"
 #include "registry.h"
 
-#define REC_MAX 16384
+struct fcomp {
+	struct fcomp *next;
+	rd_reg_done_fn done;
+	rd_reg_get_fn got;
+	void *arg;
+	int status;
+	struct rd_region_rec rec;     /* fetch_region's answer */
+};
 
-static int mkdirs(const char *path)
+struct file_reg {
+	int root_fd, regions_fd, nodes_fd;
+	int efd;
+	struct fcomp *head, **tail;
+};
+
+/* A directory roshmd may trust: ours, and nobody else may write it. */
+static int check_dir(int fd, char *why, size_t len)
 {
-	char tmp[512];
+	struct stat st;
 
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+	if (fstat(fd, &st) < 0)
 		return -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, len, "not a directory");
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(why, len, "owned by uid %u, not by roshmd's (%u)", (unsigned)st.st_uid,
+			 (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, len, "writable by group or others (mode %04o)", (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
 	return 0;
 }
 
-static int rec_path(struct rd_registry *r, const char *tenant, const char *name, char *out,
-		    size_t cap)
+/* @name under @dfd as a trusted directory fd (created 0700 with @create). */
+static int open_dir(int dfd, const char *name, bool create, char *why, size_t len)
 {
-	/* Names are [A-Za-z0-9._-], not starting with '.': no path tricks. */
-	if (!rd_valid_name(tenant) || !rd_valid_name(name))
-		return -EINVAL;
-	if (snprintf(out, cap, "%s/regions/%s/%s.json", r->dir, tenant, name) >= (int)cap)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
-static int file_put_region(struct rd_registry *r, const struct rd_region_rec *rec)
-{
-	char path[512], tdir[512], tmp[600];
-	char *json = rd_region_rec_to_json(rec);
 	int fd, ret;
-	size_t len;
 
-	if (!json)
-		return -ENOMEM;
-	ret = rec_path(r, rec->tenant, rec->name, path, sizeof(path));
-	if (ret)
-		goto out;
-	snprintf(tdir, sizeof(tdir), "%s/regions/%s", r->dir, rec->tenant);
-	ret = mkdirs(tdir);
-	if (ret)
-		goto out;
-	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", tdir, rec->name, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(why, len, "cannot open");
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
 	if (fd < 0) {
 		ret = -errno;
-		goto out;
+		if (ret == -ELOOP || ret == -ENOTDIR)
+			snprintf(why, len, "a symlink or not a directory");
+		return ret;
 	}
-	len = strlen(json);
-	if (write(fd, json, len) != (ssize_t)len || fsync(fd) < 0) {
-		ret = -EIO;
+	ret = check_dir(fd, why, len);
+	if (ret) {
 		close(fd);
-		unlink(tmp);
-		goto out;
+		return ret;
+	}
+	return fd;
+}
+
+/*
+ * The text of record @fname in @dfd into @buf (NUL-terminated): its length,
+ * -ENOENT, or -EBADMSG (not a regular file, too large: @why says).
+ */
+static int read_file(int dfd, const char *fname, char *buf, size_t cap, const char **why)
+{
+	struct stat st;
+	size_t n = 0;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO planted as a record must not hang the open */
+	fd = openat(dfd, fname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return -ENOENT;
+		*why = errno == ELOOP ? "a symlink" : "cannot be opened";
+		return -EBADMSG;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		*why = "not a regular file";
+		return -EBADMSG;
+	}
+	if (st.st_size > RD_REC_MAX) {
+		close(fd);
+		*why = "larger than 16 KiB";
+		return -EBADMSG;
+	}
+	while (n < cap - 1) {
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
 	}
 	close(fd);
-	if (rename(tmp, path) < 0) {
-		ret = -errno;
-		unlink(tmp);
+	if (n > RD_REC_MAX) {
+		*why = "larger than 16 KiB"; /* it grew after fstat */
+		return -EBADMSG;
 	}
-out:
-	free(json);
+	buf[n] = 0;
+	return (int)n;
+}
+
+/* @text written to a new temporary file in @dfd, renamed to @fname. */
+static int write_atomic(int dfd, const char *fname, const char *text)
+{
+	char tmp[ROSHM_NAME_MAX + 48];
+	uint64_t rnd;
+	size_t len = strlen(text), off = 0;
+	int fd, ret = 0;
+
+	/* random name, O_EXCL: nothing planted under a guessable name is reused */
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -EAGAIN;
+	snprintf(tmp, sizeof(tmp), ".%s.%016llx.tmp", fname, (unsigned long long)rnd);
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			ret = w < 0 ? -errno : -EIO;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	/* renameat replaces whatever @fname is, a planted symlink included,
+	 * without following it */
+	if (!ret && renameat(dfd, tmp, dfd, fname) < 0)
+		ret = -errno;
+	if (ret)
+		unlinkat(dfd, tmp, 0);
 	return ret;
 }
 
-static int read_rec(const char *path, struct rd_region_rec *rec)
+static void complete(struct rd_registry *r, rd_reg_done_fn done, rd_reg_get_fn got, void *arg,
+		     int status, const struct rd_region_rec *rec)
 {
-	char buf[REC_MAX];
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n;
+	struct file_reg *f = r->priv;
+	struct fcomp *c;
+	uint64_t one = 1;
 
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT : -errno;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
+	if (!done && !got)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		RD_LOG(ERR, "registry: out of memory: a completion (status %d) is dropped", status);
+		return;
+	}
+	c->done = done;
+	c->got = got;
+	c->arg = arg;
+	c->status = status;
+	if (rec)
+		c->rec = *rec;
+	*f->tail = c;
+	f->tail = &c->next;
+	if (write(f->efd, &one, sizeof(one)) < 0) {
+		/* the counter is already non-zero: dispatch() is due anyway */
+	}
+}
+
+static void log_write(const char *what, const char *key, int ret)
+{
+	if (ret && ret != -ENOENT)
+		RD_LOG(WARNING, "registry: %s %s: %s", what, key, strerror(-ret));
+}
+
+/* Record @fname in @dfd, verified; @key names it in logs. */
+static int get_region_at(struct rd_registry *r, int tdir, const char *tenant, const char *name,
+			 struct rd_region_rec *rec)
+{
+	char buf[RD_REC_MAX + 2], fname[ROSHM_NAME_MAX + 8], key[2 * ROSHM_NAME_MAX + 16];
+	const char *why = NULL;
+	int n;
+
+	snprintf(fname, sizeof(fname), "%s.json", name);
+	snprintf(key, sizeof(key), "regions/%s/%s", tenant, name);
+	n = read_file(tdir, fname, buf, sizeof(buf), &why);
+	if (n == -EBADMSG)
+		rd_registry_log_bad(r, key, why);
 	if (n < 0)
-		return -errno;
-	if (n == (ssize_t)sizeof(buf))
+		return n;
+	n = rd_region_rec_verify(buf, (size_t)n, r->key, r->keylen, rec, &why);
+	if (!n && (strcmp(rec->tenant, tenant) || strcmp(rec->name, name))) {
+		/* a valid record copied under another name */
+		why = "filed under another name";
+		n = -EBADMSG;
+	}
+	if (n) {
+		memset(rec, 0, sizeof(*rec));
+		rd_registry_log_bad(r, key, why);
 		return -EBADMSG;
-	return rd_region_rec_from_json(buf, (size_t)n, rec);
+	}
+	return 0;
+}
+
+/* The tenant directory, for reading: -ENOENT when absent, -EBADMSG when not trusted. */
+static int tenant_dir(struct rd_registry *r, const char *tenant)
+{
+	struct file_reg *f = r->priv;
+	char why[96], key[ROSHM_NAME_MAX + 16];
+	int fd = open_dir(f->regions_fd, tenant, false, why, sizeof(why));
+
+	if (fd == -ENOENT || fd >= 0)
+		return fd;
+	snprintf(key, sizeof(key), "regions/%s/", tenant);
+	rd_registry_log_bad(r, key, why);
+	return -EBADMSG;
 }
 
 static int file_get_region(struct rd_registry *r, const char *tenant, const char *name,
 			   struct rd_region_rec *rec)
 {
-	char path[512];
-	int ret = rec_path(r, tenant, name, path, sizeof(path));
+	int tdir, ret;
 
-	if (ret)
-		return ret;
-	ret = read_rec(path, rec);
-	if (ret)
-		return ret;
-	/* The record must describe the name it is filed under. */
-	if (strcmp(rec->tenant, tenant) || strcmp(rec->name, name))
-		return -EBADMSG;
-	return 0;
+	/* Names are [A-Za-z0-9._-], not starting with '.': no path tricks. */
+	if (!rd_valid_name(tenant) || !rd_valid_name(name))
+		return -EINVAL;
+	tdir = tenant_dir(r, tenant);
+	if (tdir < 0)
+		return tdir;
+	ret = get_region_at(r, tdir, tenant, name, rec);
+	close(tdir);
+	return ret;
 }
 
-static int file_del_region(struct rd_registry *r, const char *tenant, const char *name)
+static int file_fetch_region(struct rd_registry *r, const char *tenant, const char *name,
+			     rd_reg_get_fn fn, void *arg)
 {
-	char path[512];
-	int ret = rec_path(r, tenant, name, path, sizeof(path));
+	struct rd_region_rec rec;
+	int ret;
 
-	if (ret)
-		return ret;
-	return unlink(path) < 0 ? -errno : 0;
+	if (!rd_valid_name(tenant) || !rd_valid_name(name) || !fn)
+		return -EINVAL;
+	ret = file_get_region(r, tenant, name, &rec);
+	complete(r, NULL, fn, arg, ret, ret ? NULL : &rec);
+	return 0;
 }
 
 static int file_list_regions(struct rd_registry *r,
 			     void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
-	char path[800];
+	struct file_reg *f = r->priv;
 	struct rd_region_rec rec;
-	DIR *top, *sub;
 	struct dirent *t, *e;
-	int count = 0;
+	int count = 0, fd;
+	DIR *top, *sub;
 
-	snprintf(path, sizeof(path), "%s/regions", r->dir);
-	top = opendir(path);
-	if (!top)
-		return errno == ENOENT ? 0 : -errno;
+	fd = dup(f->regions_fd);
+	if (fd < 0)
+		return -errno;
+	top = fdopendir(fd);
+	if (!top) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(top); /* a dup shares the offset: start over */
 	while ((t = readdir(top))) {
-		if (t->d_name[0] == '.' || !rd_valid_name(t->d_name))
+		if (!rd_valid_name(t->d_name))
 			continue;
-		snprintf(path, sizeof(path), "%s/regions/%s", r->dir, t->d_name);
-		sub = opendir(path);
-		if (!sub)
+		fd = tenant_dir(r, t->d_name);
+		if (fd < 0)
 			continue;
+		sub = fdopendir(fd);
+		if (!sub) {
+			close(fd);
+			continue;
+		}
 		while ((e = readdir(sub))) {
 			size_t l = strlen(e->d_name);
 			char name[ROSHM_NAME_MAX];
 
-			if (e->d_name[0] == '.' || l < 6 || l - 5 >= sizeof(name) ||
-			    strcmp(e->d_name + l - 5, ".json"))
+			if (l < 6 || l - 5 >= sizeof(name) || strcmp(e->d_name + l - 5, ".json"))
 				continue;
 			memcpy(name, e->d_name, l - 5);
 			name[l - 5] = 0;
-			if (file_get_region(r, t->d_name, name, &rec) == 0) {
+			if (!rd_valid_name(name))
+				continue;
+			if (get_region_at(r, dirfd(sub), t->d_name, name, &rec) == 0) {
 				fn(&rec, arg);
 				count++;
 			}
@@ -173,115 +337,295 @@ static int file_list_regions(struct rd_registry *r,
 	return count;
 }
 
-static int node_path(struct rd_registry *r, const char *node, char *out, size_t cap)
+/* Whether a valid record of another node holds @fname in @tdir. */
+static bool held_by_other(struct rd_registry *r, int tdir, const struct rd_region_rec *mine)
 {
-	if (!rd_valid_name(node))
+	struct rd_region_rec cur;
+
+	return get_region_at(r, tdir, mine->tenant, mine->name, &cur) == 0 &&
+	       strcmp(cur.node, r->node) != 0;
+}
+
+static int file_put_region(struct rd_registry *r, const struct rd_region_rec *rec, unsigned flags,
+			   rd_reg_done_fn done, void *arg)
+{
+	struct file_reg *f = r->priv;
+	char why[96], fname[ROSHM_NAME_MAX + 8], key[2 * ROSHM_NAME_MAX + 16], *json;
+	int tdir, ret;
+
+	if (!rd_valid_name(rec->tenant) || !rd_valid_name(rec->name) || !rd_valid_name(rec->node))
 		return -EINVAL;
-	if (snprintf(out, cap, "%s/nodes/%s.json", r->dir, node) >= (int)cap)
-		return -ENAMETOOLONG;
+	json = rd_region_rec_sign(rec, r->key, r->keylen);
+	if (!json)
+		return -ENOMEM;
+	snprintf(fname, sizeof(fname), "%s.json", rec->name);
+	snprintf(key, sizeof(key), "regions/%s/%s", rec->tenant, rec->name);
+	tdir = open_dir(f->regions_fd, rec->tenant, true, why, sizeof(why));
+	if (tdir < 0) {
+		RD_LOG(WARNING, "registry: tenant directory of %s: %s", key, why);
+		ret = tdir;
+		goto out;
+	}
+	/* another roshmd of this host may be writing the same name: the
+	 * check and the rename are one step under the tenant directory's lock
+	 * (held for a local write only) */
+	flock(tdir, LOCK_EX);
+	if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec))
+		ret = -EEXIST;
+	else
+		ret = write_atomic(tdir, fname, json);
+	flock(tdir, LOCK_UN);
+	close(tdir);
+	log_write("publishing", key, ret == -EEXIST ? 0 : ret);
+out:
+	free(json);
+	complete(r, done, NULL, arg, ret, NULL);
 	return 0;
 }
 
-static int write_atomic(const char *dir, const char *path, const char *base, const char *text)
+static int file_del_region(struct rd_registry *r, const char *tenant, const char *name,
+			   rd_reg_done_fn done, void *arg)
 {
-	char tmp[600];
-	size_t len = strlen(text);
-	int fd, ret = mkdirs(dir);
+	char fname[ROSHM_NAME_MAX + 8], key[2 * ROSHM_NAME_MAX + 16];
+	int tdir, ret;
 
-	if (ret)
-		return ret;
-	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, base, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
-		close(fd);
-		unlink(tmp);
-		return -EIO;
+	if (!rd_valid_name(tenant) || !rd_valid_name(name))
+		return -EINVAL;
+	snprintf(fname, sizeof(fname), "%s.json", name);
+	snprintf(key, sizeof(key), "regions/%s/%s", tenant, name);
+	tdir = tenant_dir(r, tenant);
+	if (tdir == -EBADMSG)
+		ret = -EPERM;
+	else if (tdir < 0)
+		ret = tdir;
+	else {
+		ret = unlinkat(tdir, fname, 0) < 0 ? -errno : 0;
+		close(tdir);
 	}
-	close(fd);
-	if (rename(tmp, path) < 0) {
-		ret = -errno;
-		unlink(tmp);
-	}
-	return ret;
+	log_write("removing", key, ret);
+	complete(r, done, NULL, arg, ret, NULL);
+	return 0;
 }
 
-static int file_put_node(struct rd_registry *r, const struct rd_node_rec *rec)
+static int file_put_node(struct rd_registry *r, const struct rd_node_rec *rec, rd_reg_done_fn done,
+			 void *arg)
 {
-	char path[512], dir[512];
-	char *json = rd_node_rec_to_json(rec);
-	int ret = json ? node_path(r, rec->node, path, sizeof(path)) : -ENOMEM;
+	struct file_reg *f = r->priv;
+	char fname[ROSHM_NAME_MAX + 8], *json;
+	int ret;
 
-	if (!ret) {
-		snprintf(dir, sizeof(dir), "%s/nodes", r->dir);
-		ret = write_atomic(dir, path, rec->node, json);
-	}
+	if (!rd_valid_name(rec->node))
+		return -EINVAL;
+	json = rd_node_rec_sign(rec, r->key, r->keylen);
+	if (!json)
+		return -ENOMEM;
+	snprintf(fname, sizeof(fname), "%s.json", rec->node);
+	ret = write_atomic(f->nodes_fd, fname, json);
 	free(json);
-	return ret;
+	log_write("publishing node", rec->node, ret);
+	complete(r, done, NULL, arg, ret, NULL);
+	return 0;
 }
 
 static int file_get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
 {
-	char path[512], buf[4096];
-	int ret = node_path(r, node, path, sizeof(path)), fd;
-	ssize_t n;
+	struct file_reg *f = r->priv;
+	char buf[RD_REC_MAX + 2], fname[ROSHM_NAME_MAX + 8], key[ROSHM_NAME_MAX + 16];
+	const char *why = NULL;
+	int n;
 
-	if (ret)
-		return ret;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
-	if (n < 0 || n == (ssize_t)sizeof(buf))
+	if (!rd_valid_name(node))
+		return -EINVAL;
+	snprintf(fname, sizeof(fname), "%s.json", node);
+	snprintf(key, sizeof(key), "nodes/%s", node);
+	n = read_file(f->nodes_fd, fname, buf, sizeof(buf), &why);
+	if (n == -EBADMSG)
+		rd_registry_log_bad(r, key, why);
+	if (n < 0)
+		return n;
+	n = rd_node_rec_verify(buf, (size_t)n, r->key, r->keylen, rec, &why);
+	if (!n && strcmp(rec->node, node)) {
+		why = "filed under another name";
+		n = -EBADMSG;
+	}
+	if (n) {
+		memset(rec, 0, sizeof(*rec));
+		rd_registry_log_bad(r, key, why);
 		return -EBADMSG;
-	ret = rd_node_rec_from_json(buf, (size_t)n, rec);
-	if (!ret && strcmp(rec->node, node))
-		ret = -EBADMSG;
-	return ret;
+	}
+	return 0;
 }
 
-static int file_del_node(struct rd_registry *r, const char *node)
+static int file_del_node(struct rd_registry *r, const char *node, rd_reg_done_fn done, void *arg)
 {
-	char path[512];
-	int ret = node_path(r, node, path, sizeof(path));
+	struct file_reg *f = r->priv;
+	char fname[ROSHM_NAME_MAX + 8];
+	int ret;
 
-	if (ret)
-		return ret;
-	return unlink(path) < 0 ? -errno : 0;
+	if (!rd_valid_name(node))
+		return -EINVAL;
+	snprintf(fname, sizeof(fname), "%s.json", node);
+	ret = unlinkat(f->nodes_fd, fname, 0) < 0 ? -errno : 0;
+	log_write("removing node", node, ret);
+	complete(r, done, NULL, arg, ret, NULL);
+	return 0;
+}
+
+static int file_event_fd(struct rd_registry *r)
+{
+	struct file_reg *f = r->priv;
+
+	return f->efd;
+}
+
+static unsigned file_dispatch(struct rd_registry *r)
+{
+	struct file_reg *f = r->priv;
+	struct fcomp *c;
+	uint64_t v;
+
+	if (read(f->efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing signalled; the list may still hold work */
+	}
+	/* Completions queued by these callbacks wait for the next dispatch. */
+	c = f->head;
+	f->head = NULL;
+	f->tail = &f->head;
+	while (c) {
+		struct fcomp *next = c->next;
+
+		if (c->got)
+			c->got(c->arg, c->status, c->status ? NULL : &c->rec);
+		else
+			c->done(c->arg, c->status);
+		free(c);
+		c = next;
+	}
+	return 0; /* no watch: peers revalidate every revalidate_ms */
+}
+
+static bool file_ready(struct rd_registry *r)
+{
+	(void)r;
+	return true;
 }
 
 static void file_close(struct rd_registry *r)
 {
-	(void)r;
+	struct file_reg *f = r->priv;
+
+	if (!f)
+		return;
+	while (f->head)
+		file_dispatch(r);
+	close(f->nodes_fd);
+	close(f->regions_fd);
+	close(f->root_fd);
+	close(f->efd);
+	free(f);
+	r->priv = NULL;
+	rd_registry_fini_common(r);
 }
 
 static const struct rd_registry_ops file_ops = {
 	.name = "file",
-	.put_region = file_put_region,
 	.get_region = file_get_region,
-	.del_region = file_del_region,
-	.list_regions = file_list_regions,
-	.put_node = file_put_node,
 	.get_node = file_get_node,
+	.list_regions = file_list_regions,
+	.fetch_region = file_fetch_region,
+	.put_region = file_put_region,
+	.del_region = file_del_region,
+	.put_node = file_put_node,
 	.del_node = file_del_node,
+	.event_fd = file_event_fd,
+	.dispatch = file_dispatch,
+	.ready = file_ready,
 	.close = file_close,
 };
 
-int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node)
+/* Create the missing components of @path, 0700 (existing ones are left alone). */
+static int mkdirs(const char *path)
 {
-	char path[512];
+	char tmp[RD_PATH_MAX];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node,
+			  const uint8_t *key, size_t keylen)
+{
+	struct file_reg *f;
+	char why[96];
 	int ret;
 
-	memset(r, 0, sizeof(*r));
-	if (snprintf(r->dir, sizeof(r->dir), "%s", dir) >= (int)sizeof(r->dir))
-		return -ENAMETOOLONG;
-	snprintf(r->node, sizeof(r->node), "%s", node);
-	snprintf(path, sizeof(path), "%s/regions", dir);
-	ret = mkdirs(path);
-	if (ret)
-		return ret;
+	rd_registry_init_common(r, node, key, keylen);
+	if (snprintf(r->dir, sizeof(r->dir), "%s", dir) >= (int)sizeof(r->dir)) {
+		ret = -ENAMETOOLONG;
+		snprintf(why, sizeof(why), "path too long");
+		goto err;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		ret = -ENOMEM;
+		snprintf(why, sizeof(why), "out of memory");
+		goto err;
+	}
+	f->root_fd = f->regions_fd = f->nodes_fd = f->efd = -1;
+	f->tail = &f->head;
+	r->priv = f;
+	ret = mkdirs(dir);
+	if (ret) {
+		snprintf(why, sizeof(why), "cannot create it");
+		goto err_free;
+	}
+	f->root_fd = open_dir(AT_FDCWD, dir, false, why, sizeof(why));
+	if (f->root_fd < 0) {
+		ret = f->root_fd;
+		goto err_free;
+	}
+	f->regions_fd = open_dir(f->root_fd, "regions", true, why, sizeof(why));
+	if (f->regions_fd < 0) {
+		ret = f->regions_fd;
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), " (regions/)");
+		goto err_free;
+	}
+	f->nodes_fd = open_dir(f->root_fd, "nodes", true, why, sizeof(why));
+	if (f->nodes_fd < 0) {
+		ret = f->nodes_fd;
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), " (nodes/)");
+		goto err_free;
+	}
+	f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (f->efd < 0) {
+		ret = -errno;
+		snprintf(why, sizeof(why), "eventfd");
+		goto err_free;
+	}
 	r->ops = &file_ops;
 	return 0;
+err_free:
+	if (f->nodes_fd >= 0)
+		close(f->nodes_fd);
+	if (f->regions_fd >= 0)
+		close(f->regions_fd);
+	if (f->root_fd >= 0)
+		close(f->root_fd);
+	free(f);
+	r->priv = NULL;
+err:
+	RD_LOG(ERR, "registry directory %s: %s: refused (%s)", dir, why, strerror(-ret));
+	rd_registry_fini_common(r);
+	return ret;
 }

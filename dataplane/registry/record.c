@@ -1,17 +1,120 @@
 // SPDX-License-Identifier: MIT
-/* Region records as JSON (jansson). Parsing treats the text as hostile. */
+/*
+ * Registry records as JSON (jansson), and their MAC. Parsing treats the text
+ * as hostile. The MAC covers the canonical encoding of what was parsed (not
+ * the bytes read), so that only fields roshmd uses are covered, and any
+ * change to one of them, however it is spelled, fails verification.
+ */
 #include <errno.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../config.h"
 #include "registry.h"
 
-char *rd_region_rec_to_json(const struct rd_region_rec *rec)
+/* Domain label: a record MAC can never pass for another HMAC over the secret. */
+static const char rec_label[] = "roshm-rec-v1"; /* hashed with its NUL */
+
+void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len, uint8_t out[32])
+{
+	unsigned char *msg = malloc(sizeof(rec_label) + len);
+	unsigned int n = 0;
+
+	if (!msg) {
+		memset(out, 0, 32); /* never matches a real MAC: the record is refused */
+		return;
+	}
+	memcpy(msg, rec_label, sizeof(rec_label));
+	memcpy(msg + sizeof(rec_label), text, len);
+	if (!HMAC(EVP_sha256(), key, (int)keylen, msg, sizeof(rec_label) + len, out, &n) || n != 32)
+		memset(out, 0, 32);
+	free(msg);
+}
+
+static void hex(const uint8_t *in, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * len] = 0;
+}
+
+/* Lowercase hex only: one spelling per MAC. */
+static int unhex(const char *in, uint8_t *out, size_t len)
+{
+	if (strlen(in) != 2 * len)
+		return -1;
+	for (size_t i = 0; i < 2 * len; i++) {
+		char c = in[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+		if (v < 0)
+			return -1;
+		if (i & 1)
+			out[i / 2] |= (uint8_t)v;
+		else
+			out[i / 2] = (uint8_t)(v << 4);
+	}
+	return 0;
+}
+
+/* @canon with "mac" added, or NULL. */
+static char *sign(char *canon, const uint8_t *key, size_t keylen)
+{
+	json_error_t jerr;
+	json_t *o;
+	uint8_t mac[32];
+	char mhex[65], *s = NULL;
+
+	if (!canon)
+		return NULL;
+	rd_rec_mac(key, keylen, canon, strlen(canon), mac);
+	hex(mac, sizeof(mac), mhex);
+	o = json_loads(canon, 0, &jerr);
+	if (o && !json_object_set_new(o, "mac", json_string(mhex)))
+		s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	free(canon);
+	return s;
+}
+
+/* The MAC of @o against its canonical re-encoding @canon; 0 or -EBADMSG. */
+static int check_mac(json_t *o, char *canon, const uint8_t *key, size_t keylen, const char **why)
+{
+	json_t *m = json_object_get(o, "mac");
+	uint8_t want[32], got[32];
+	int ret = -EBADMSG;
+
+	if (!canon) {
+		*why = "cannot re-encode";
+		return -ENOMEM;
+	}
+	if (!json_is_string(m)) {
+		*why = "no MAC";
+	} else if (unhex(json_string_value(m), got, sizeof(got))) {
+		*why = "malformed MAC";
+	} else {
+		rd_rec_mac(key, keylen, canon, strlen(canon), want);
+		if (CRYPTO_memcmp(want, got, sizeof(want)) == 0)
+			ret = 0;
+		else
+			*why = "wrong MAC (not written with this cluster's secret, or changed since)";
+	}
+	free(canon);
+	return ret;
+}
+
+static json_t *region_obj(const struct rd_region_rec *rec)
 {
 	json_t *o = json_object(), *t = json_array();
-	char *s;
 
 	for (uint32_t i = 0; i < rec->ntenants; i++)
 		json_array_append_new(t, json_string(rec->tenants[i]));
@@ -43,9 +146,25 @@ char *rd_region_rec_to_json(const struct rd_region_rec *rec)
 						      rec->policy == ROSHM_POLICY_LIST ? "list" :
 											 "tenant"));
 	json_object_set_new(o, "tenants", t);
-	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	return o;
+}
+
+static char *dump(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
 	json_decref(o);
 	return s;
+}
+
+char *rd_region_rec_to_json(const struct rd_region_rec *rec)
+{
+	return dump(region_obj(rec));
+}
+
+char *rd_region_rec_sign(const struct rd_region_rec *rec, const uint8_t *key, size_t keylen)
+{
+	return sign(rd_region_rec_to_json(rec), key, keylen);
 }
 
 static int get_str(json_t *o, const char *k, char *dst, size_t cap, bool name)
@@ -89,16 +208,15 @@ static int get_u32(json_t *o, const char *k, uint32_t *dst)
 	return 0;
 }
 
-int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *rec)
+static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **why)
 {
-	json_error_t jerr;
-	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *t;
+	json_t *t;
 	char pol[16];
-	int ret = -EBADMSG;
 
 	memset(rec, 0, sizeof(*rec));
+	*why = "malformed";
 	if (!json_is_object(o))
-		goto out;
+		return -EBADMSG;
 	if (get_str(o, "node", rec->node, sizeof(rec->node), true) ||
 	    get_str(o, "tenant", rec->tenant, sizeof(rec->tenant), true) ||
 	    get_str(o, "name", rec->name, sizeof(rec->name), true) ||
@@ -109,62 +227,133 @@ int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *
 	    get_u32(o, "txn_slots", &rec->txn_slots) || get_u32(o, "slot_size", &rec->slot_size) ||
 	    get_u64s(o, "epoch", &rec->epoch) || get_u64s(o, "data_size", &rec->data_size) ||
 	    get_u64s(o, "mem_id", &rec->mem_id))
-		goto out;
-	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE))
-		goto out;
+		return -EBADMSG;
+	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE)) {
+		*why = "unknown state";
+		return -EBADMSG;
+	}
 	if (!strncmp(rec->endpoint, "verbs:", 6) &&
 	    (get_u32(o, "rkey", &rec->rkey) || get_u64s(o, "raddr", &rec->raddr)))
-		goto out;
-	if (!strcmp(pol, "tenant"))
+		return -EBADMSG;
+	if (!strcmp(pol, "tenant")) {
 		rec->policy = ROSHM_POLICY_TENANT;
-	else if (!strcmp(pol, "owner"))
+	} else if (!strcmp(pol, "owner")) {
 		rec->policy = ROSHM_POLICY_OWNER;
-	else if (!strcmp(pol, "list"))
+	} else if (!strcmp(pol, "list")) {
 		rec->policy = ROSHM_POLICY_LIST;
-	else
-		goto out;
+	} else {
+		*why = "unknown policy";
+		return -EBADMSG;
+	}
 	t = json_object_get(o, "tenants");
 	if (!json_is_array(t) || json_array_size(t) > ROSHM_POLICY_TENANTS_MAX)
-		goto out;
+		return -EBADMSG;
 	rec->ntenants = (uint32_t)json_array_size(t);
 	for (uint32_t i = 0; i < rec->ntenants; i++) {
 		json_t *e = json_array_get(t, i);
 
 		if (!json_is_string(e) || strlen(json_string_value(e)) >= ROSHM_NAME_MAX ||
 		    !rd_valid_name(json_string_value(e)))
-			goto out;
+			return -EBADMSG;
 		snprintf(rec->tenants[i], ROSHM_NAME_MAX, "%s", json_string_value(e));
 	}
-	ret = 0;
-out:
+	*why = NULL;
+	return 0;
+}
+
+static json_t *load(const char *text, size_t len)
+{
+	json_error_t jerr;
+
+	/* a record is far below this; the cap also bounds jansson's work */
+	if (len > RD_REC_MAX)
+		return NULL;
+	return json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+}
+
+int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *rec)
+{
+	json_t *o = load(text, len);
+	const char *why;
+	int ret = region_from_obj(o, rec, &why);
+
 	json_decref(o);
 	return ret;
 }
 
-char *rd_node_rec_to_json(const struct rd_node_rec *rec)
+int rd_region_rec_verify(const char *text, size_t len, const uint8_t *key, size_t keylen,
+			 struct rd_region_rec *rec, const char **why)
+{
+	json_t *o = load(text, len);
+	const char *w;
+	int ret = region_from_obj(o, rec, &w);
+
+	if (!ret)
+		ret = check_mac(o, rd_region_rec_to_json(rec), key, keylen, &w);
+	json_decref(o);
+	if (ret)
+		memset(rec, 0, sizeof(*rec));
+	if (why)
+		*why = w;
+	return ret;
+}
+
+static json_t *node_obj(const struct rd_node_rec *rec)
 {
 	json_t *o = json_object();
-	char *s;
 
 	json_object_set_new(o, "node", json_string(rec->node));
 	json_object_set_new(o, "endpoint", json_string(rec->endpoint));
 	json_object_set_new(o, "pid", json_integer(rec->pid));
-	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(o);
-	return s;
+	return o;
+}
+
+char *rd_node_rec_to_json(const struct rd_node_rec *rec)
+{
+	return dump(node_obj(rec));
+}
+
+char *rd_node_rec_sign(const struct rd_node_rec *rec, const uint8_t *key, size_t keylen)
+{
+	return sign(rd_node_rec_to_json(rec), key, keylen);
+}
+
+static int node_from_obj(json_t *o, struct rd_node_rec *rec, const char **why)
+{
+	memset(rec, 0, sizeof(*rec));
+	if (json_is_object(o) && !get_str(o, "node", rec->node, sizeof(rec->node), true) &&
+	    !get_str(o, "endpoint", rec->endpoint, sizeof(rec->endpoint), false) &&
+	    !get_u32(o, "pid", &rec->pid)) {
+		*why = NULL;
+		return 0;
+	}
+	*why = "malformed";
+	return -EBADMSG;
 }
 
 int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec)
 {
-	json_error_t jerr;
-	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	int ret = -EBADMSG;
+	json_t *o = load(text, len);
+	const char *why;
+	int ret = node_from_obj(o, rec, &why);
 
-	memset(rec, 0, sizeof(*rec));
-	if (json_is_object(o) && !get_str(o, "node", rec->node, sizeof(rec->node), true) &&
-	    !get_str(o, "endpoint", rec->endpoint, sizeof(rec->endpoint), false) &&
-	    !get_u32(o, "pid", &rec->pid))
-		ret = 0;
 	json_decref(o);
+	return ret;
+}
+
+int rd_node_rec_verify(const char *text, size_t len, const uint8_t *key, size_t keylen,
+		       struct rd_node_rec *rec, const char **why)
+{
+	json_t *o = load(text, len);
+	const char *w;
+	int ret = node_from_obj(o, rec, &w);
+
+	if (!ret)
+		ret = check_mac(o, rd_node_rec_to_json(rec), key, keylen, &w);
+	json_decref(o);
+	if (ret)
+		memset(rec, 0, sizeof(*rec));
+	if (why)
+		*why = w;
 	return ret;
 }

@@ -2,13 +2,25 @@
 /*
  * Region registry: where `<tenant>/<name>` is published with everything a
  * peer needs to reach it. Backends: `file` (a directory shared by the
- * roshmd instances of one host, the default) and, later, `etcd`. Records
- * read back are untrusted input: every backend validates them and returns
- * -EBADMSG for a malformed one.
+ * roshmd instances of one host, the default) and `etcd`.
+ *
+ * The registry is a trust anchor only through the records' MAC: whoever can
+ * write etcd or the directory is not trusted. Every record carries
+ * "mac" = HMAC-SHA256(cluster secret, "roshm-rec-v1\0" | canonical JSON
+ * without "mac"), and every read (get, list, fetch, watch) checks it; a
+ * record without a valid MAC, with a bad name or an unknown state or policy
+ * is -EBADMSG, which callers treat as absent.
+ *
+ * Threads: every op runs in the control thread, and no op waits on the
+ * network. Reads answer from what is at hand (file: the directory; etcd: a
+ * cache kept exact by a watch). Writes are queued (etcd: to the backend's
+ * registry thread) and their completions run later from dispatch(), never
+ * from inside the call that queued them.
  */
 #ifndef RD_REGISTRY_H
 #define RD_REGISTRY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -16,6 +28,17 @@
 
 #define RD_STATE_ACTIVE "active"
 #define RD_STATE_STALE "stale"
+
+/* Largest record accepted from a store (file or etcd). */
+#define RD_REC_MAX 16384
+/* Most records the etcd backend caches (a hostile etcd cannot make it grow). */
+#define RD_REG_CACHE_MAX 65536
+
+/* put_region flags */
+#define RD_REG_EXCL 1u                /* -EEXIST if a valid record of another node holds the name */
+/* dispatch() result bits */
+#define RD_REG_CHANGED 1u             /* something under the prefix changed (watch) */
+#define RD_REG_REPUBLISHED 2u         /* the lease was lost; our records were put again */
 
 struct rd_region_rec {
 	char node[ROSHM_NAME_MAX];
@@ -45,45 +68,134 @@ struct rd_node_rec {
 
 struct rd_registry;
 
+typedef void (*rd_reg_done_fn)(void *arg, int status);
+typedef void (*rd_reg_get_fn)(void *arg, int status, const struct rd_region_rec *rec);
+
 struct rd_registry_ops {
 	const char *name;
-	int (*put_region)(struct rd_registry *r, const struct rd_region_rec *rec);
-	/* -ENOENT when absent, -EBADMSG when malformed. */
+	/* Reads never block: file reads its directory, etcd its watched cache.
+	 * 0, -ENOENT, -EBADMSG (present but malformed or forged), -EINVAL (bad name). */
 	int (*get_region)(struct rd_registry *r, const char *tenant, const char *name,
 			  struct rd_region_rec *rec);
-	int (*del_region)(struct rd_registry *r, const char *tenant, const char *name);
-	/* Calls @fn for each well-formed record; returns the count or -errno. */
+	int (*get_node)(struct rd_registry *r, const char *node, struct rd_node_rec *rec);
+	/*
+	 * Calls @fn for each valid record; returns the count or -errno. etcd:
+	 * @fn runs with the cache locked (keep it short); it may call the
+	 * registry again, reads and writes.
+	 */
 	int (*list_regions)(struct rd_registry *r,
 			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg);
-	int (*put_node)(struct rd_registry *r, const struct rd_node_rec *rec);
-	int (*get_node)(struct rd_registry *r, const char *node, struct rd_node_rec *rec);
-	int (*del_node)(struct rd_registry *r, const char *node);
 	/*
-	 * Called from the control loop every ~100 ms: keep the lease alive,
-	 * pump the watch. Returns 1 when the lease was lost and a new one taken:
-	 * the caller then publishes its node and regions again. May be NULL.
+	 * A read that goes past the cache to the store (etcd: one range request
+	 * in the thread), for a region that may have been created a moment ago
+	 * on another node. @fn runs later from dispatch() with 0 and the record,
+	 * or -ENOENT / -EBADMSG / -ETIMEDOUT and NULL. Returns 0 or -errno (then
+	 * @fn never runs).
 	 */
-	int (*tick)(struct rd_registry *r);
-	/* True once after the registry saw a change under its prefix. May be NULL. */
-	bool (*changed)(struct rd_registry *r);
+	int (*fetch_region)(struct rd_registry *r, const char *tenant, const char *name,
+			    rd_reg_get_fn fn, void *arg);
+	/*
+	 * Writes. @done (may be NULL) runs later from dispatch() with 0 or
+	 * -errno once the store answered (etcd: or after registry.timeout_ms
+	 * with -ETIMEDOUT). The call itself returns 0 (queued) or -errno (then
+	 * @done never runs). Reads of this registry see a queued write at once.
+	 * etcd: the records this node wrote are its desired state, which the
+	 * thread keeps in etcd (under the node's lease) until they are deleted:
+	 * a write that timed out is still made when etcd answers again.
+	 * RD_REG_EXCL on put_region: fail with -EEXIST if a valid record of
+	 * ANOTHER node holds the name (our own node's record is overwritten).
+	 */
+	int (*put_region)(struct rd_registry *r, const struct rd_region_rec *rec, unsigned flags,
+			  rd_reg_done_fn done, void *arg);
+	int (*del_region)(struct rd_registry *r, const char *tenant, const char *name,
+			  rd_reg_done_fn done, void *arg);
+	int (*put_node)(struct rd_registry *r, const struct rd_node_rec *rec, rd_reg_done_fn done,
+			void *arg);
+	int (*del_node)(struct rd_registry *r, const char *node, rd_reg_done_fn done, void *arg);
+	/* Readable when dispatch() has work (completions, changes). */
+	int (*event_fd)(struct rd_registry *r);
+	/* Control thread: run completions; returns RD_REG_CHANGED | RD_REG_REPUBLISHED. */
+	unsigned (*dispatch)(struct rd_registry *r);
+	/* Lease held and cache in sync (etcd); always true for file. */
+	bool (*ready)(struct rd_registry *r);
+	/*
+	 * etcd: finish queued writes and revoke the lease (bounded: about
+	 * timeout_ms plus 1 s), stop the thread. Completions not yet run are
+	 * run from here (those never answered with -ECANCELED), so that their
+	 * arguments can be freed.
+	 */
 	void (*close)(struct rd_registry *r);
+};
+
+/* Bad records are logged at most once per key per minute, and at most
+ * RD_REG_BADLOG_BURST lines a minute in all (a hostile writer cannot flood). */
+#define RD_REG_BADLOG_SLOTS 256
+#define RD_REG_BADLOG_BURST 32
+struct rd_reg_badslot {
+	uint64_t hash;                /* of the key; 0: free */
+	uint64_t last_ns;
+};
+struct rd_reg_badlog {
+	pthread_mutex_t lock;         /* the etcd thread and the control thread log */
+	uint64_t window_ns;
+	unsigned in_window, suppressed;
+	struct rd_reg_badslot slot[RD_REG_BADLOG_SLOTS];
 };
 
 struct rd_registry {
 	const struct rd_registry_ops *ops;
 	char node[ROSHM_NAME_MAX];
 	char dir[256];
+	uint8_t key[64];              /* record MAC key (HMAC's own form of a longer secret) */
+	size_t keylen;
+	struct rd_reg_badlog badlog;
 	void *priv;
 };
 
 struct rd_config;
-int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node);
-int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg);
-char *rd_node_rec_to_json(const struct rd_node_rec *rec);
-int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec);
+/*
+ * Open the backend cfg->registry_backend names, with the record key from
+ * rd_registry_load_key(). Logs why it failed; returns 0 or -errno.
+ */
+int rd_registry_open(struct rd_registry *r, const struct rd_config *cfg);
+/*
+ * The record key: registry.secret_file, else the secret_file of the enabled
+ * network transport (tcp, else verbs), else random (*random set: only this
+ * instance can verify its records). A configured file that is missing or
+ * shorter than 16 bytes is an error (-errno, @err says why).
+ */
+int rd_registry_load_key(const struct rd_config *cfg, uint8_t key[64], size_t *keylen,
+			 bool *random, char *err, size_t errlen);
+/* Backends, with an explicit key (tests drive them directly). */
+int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node,
+			  const uint8_t *key, size_t keylen);
+int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, const uint8_t *key,
+			  size_t keylen);
 
-/* JSON encoding shared by every backend (record.c). */
+/* Shared by the backends (registry.c). */
+void rd_registry_init_common(struct rd_registry *r, const char *node, const uint8_t *key,
+			     size_t keylen);
+void rd_registry_fini_common(struct rd_registry *r);
+/* Log a rejected record under @key (rate-limited as above). */
+void rd_registry_log_bad(struct rd_registry *r, const char *key, const char *why);
+
+/*
+ * Records as JSON (record.c). to_json is the canonical form the MAC covers:
+ * compact, sorted keys, no "mac". sign adds "mac"; verify parses hostile
+ * text, re-encodes it and checks the MAC in constant time: 0 or -EBADMSG
+ * (@why, if not NULL, says what was wrong).
+ */
 char *rd_region_rec_to_json(const struct rd_region_rec *rec);
 int rd_region_rec_from_json(const char *text, size_t len, struct rd_region_rec *rec);
+char *rd_region_rec_sign(const struct rd_region_rec *rec, const uint8_t *key, size_t keylen);
+int rd_region_rec_verify(const char *text, size_t len, const uint8_t *key, size_t keylen,
+			 struct rd_region_rec *rec, const char **why);
+char *rd_node_rec_to_json(const struct rd_node_rec *rec);
+int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec);
+char *rd_node_rec_sign(const struct rd_node_rec *rec, const uint8_t *key, size_t keylen);
+int rd_node_rec_verify(const char *text, size_t len, const uint8_t *key, size_t keylen,
+		       struct rd_node_rec *rec, const char **why);
+/* HMAC-SHA256(key, "roshm-rec-v1\0" | text) */
+void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len, uint8_t out[32]);
 
 #endif

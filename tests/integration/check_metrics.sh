@@ -3,6 +3,8 @@
 # `promtool check metrics` and its counters move with real operations; the
 # /roshm/* telemetry commands answer over the telemetry socket; bad requests
 # get 404/405 and a silent connection does not block the control thread.
+# /readyz: 200 with a file registry; a roshmd whose etcd is unreachable starts
+# anyway, answers 503, and stops promptly.
 #   check_metrics.sh ROSHMD ROSHM_PERF
 set -u
 roshmd=$1 perf=$2
@@ -55,6 +57,10 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/nope")
 [[ $code = 404 ]] || fail "unknown path: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")
 [[ $code = 405 ]] || fail "POST: $code"
+# readiness: the file registry is always ready
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")
+[[ $code = 200 ]] || fail "/readyz with the file registry: $code"
+grep -q '^roshm_registry_ready 1$' "$d/m1" || fail "roshm_registry_ready"
 # a client that connects and says nothing: others are still served at once
 exec 7<>/dev/tcp/127.0.0.1/$port
 timeout 2 curl -sf "$url" > /dev/null || fail "a silent connection blocked /metrics"
@@ -82,4 +88,31 @@ print("telemetry ok:", st["sqes"], "sqes")
 PY
 kill -TERM $pid; wait $pid; rc=$?
 [[ $rc = 0 ]] || fail "roshmd exit $rc"
+# etcd unreachable (nothing listens on port 1): roshmd runs, not ready
+cat > "$d/e.conf" <<CONF
+node = "metrics-etcd";
+socket = "$d/e.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--file-prefix", "${prefix}e",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { backend = "etcd"; endpoints = "http://127.0.0.1:1"; secret_file = "$d/reg.secret"; };
+metrics: { listen = "127.0.0.1:$((port + 1))"; };
+CONF
+head -c 32 /dev/urandom | base64 > "$d/reg.secret"
+"$roshmd" -c "$d/e.conf" > "$d/roshmd.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [[ -S $d/e.sock ]] && break; sleep 0.1; done
+[[ -S $d/e.sock ]] || fail "roshmd with an unreachable etcd did not start"
+sleep 1
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((port + 1))/readyz")
+[[ $code = 503 ]] || fail "/readyz with etcd unreachable: $code"
+curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q '^roshm_registry_ready 0$' ||
+  fail "roshm_registry_ready with etcd unreachable"
+grep -q 'etcd: http://127.0.0.1:1/v3/lease/grant' "$d/roshmd.log" || fail "no log line about etcd"
+kill -0 $pid || fail "roshmd exited without etcd"
+t0=$(date +%s%N)
+kill -TERM $pid; wait $pid; rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[[ $rc = 0 ]] || fail "roshmd (etcd unreachable) exit $rc"
+[[ $ms -lt 5000 ]] || fail "roshmd (etcd unreachable) took $ms ms to stop"
+echo "check_metrics: roshmd without etcd stopped in $ms ms"
 echo "check_metrics: $(cat "$d/tel"); 1 passed, 0 failed"

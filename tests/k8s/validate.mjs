@@ -63,6 +63,7 @@ const qty = (v) => {
 
 function podChecks(doc, spec) {
   const isRoshmd = doc.kind === "DaemonSet" && doc.metadata?.name === "roshmd";
+  const isEtcd = doc.kind === "StatefulSet" && doc.metadata?.name === "etcd";
   for (const c of [...(spec.initContainers ?? []), ...(spec.containers ?? [])]) {
     const img = c.image ?? "";
     const tag = img.includes("@") ? "digest" : img.split("/").pop().split(":")[1];
@@ -86,7 +87,21 @@ function podChecks(doc, spec) {
     }
     if (c.name === "roshm-drain" && !c.lifecycle?.preStop)
       bad(doc, "roshm-drain sidecar: preStop (drain) missing");
+    if (isEtcd && c.name === "etcd") {
+      const args = [...(c.command ?? []), ...(c.args ?? [])].join(" ");
+      if (!/--client-cert-auth\b/.test(args) || !/--listen-client-urls[= ]https:\/\//.test(args) ||
+          !/--trusted-ca-file[= ]\S/.test(args))
+        bad(doc, "etcd: clients must be served over https with --client-cert-auth and --trusted-ca-file");
+    }
   }
+  // etcd's TLS material: etcd mounts it; roshmd mounts the CA and its client
+  // certificate, never etcd's server key
+  const tls = (spec.volumes ?? []).find((v) => v.secret?.secretName === "roshm-etcd-tls");
+  const mounted = tls && (spec.containers ?? []).some((c) => (c.volumeMounts ?? []).some((m) => m.name === tls.name));
+  if ((isRoshmd || isEtcd) && !mounted)
+    bad(doc, `${isEtcd ? "etcd" : "roshmd"}: does not mount Secret roshm-etcd-tls`);
+  if (isRoshmd && mounted && (!tls.secret.items || tls.secret.items.some((i) => i.key === "server.key")))
+    bad(doc, "roshmd: mounts etcd's server.key (list the items: ca.crt, client.crt, client.key)");
   for (const v of spec.volumes ?? [])
     if (v.emptyDir && !mediums.has(v.emptyDir.medium ?? ""))
       bad(doc, `volume ${v.name}: emptyDir medium ${v.emptyDir.medium} is not a Kubernetes medium`);
@@ -94,13 +109,41 @@ function podChecks(doc, spec) {
     bad(doc, "roshmd: terminationGracePeriodSeconds must exceed drain.timeout_ms (20 s)");
 }
 
+// Who reaches etcd: a NetworkPolicy must select its pods, open the client
+// port to roshmd only (pods, or node addresses for host-network roshmd) and
+// the peer port to etcd members only.
+function etcdPolicy(all) {
+  const etcd = all.find((d) => d.kind === "StatefulSet" && d.metadata?.name === "etcd");
+  if (!etcd) return;
+  const labels = etcd.spec?.template?.metadata?.labels ?? {};
+  const selects = (sel) => !sel?.matchExpressions?.length &&
+    Object.entries(sel?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  const named = (f, name) => !f.namespaceSelector && f.podSelector?.matchLabels?.["app.kubernetes.io/name"] === name;
+  const pols = all.filter((d) => d.kind === "NetworkPolicy" && selects(d.spec?.podSelector) &&
+    (d.spec?.policyTypes ?? ["Ingress"]).includes("Ingress"));
+  if (!pols.length) bad(etcd, "etcd: no NetworkPolicy restricts ingress to its pods");
+  for (const p of pols)
+    for (const r of p.spec.ingress ?? []) {
+      const ports = r.ports?.length ? r.ports.map((x) => x.port ?? "*") : ["*"];
+      const open = (num, name) => ports.includes(num) || ports.includes(name) || ports.includes("*");
+      const from = r.from ?? [];
+      if (open(2379, "client") && (!from.length || from.some((f) => !named(f, "roshmd") &&
+          !(f.ipBlock && !String(f.ipBlock.cidr).endsWith("/0")))))
+        bad(p, "etcd's client port 2379 is open to more than roshmd");
+      if (open(2380, "peer") && (!from.length || from.some((f) => !named(f, "etcd"))))
+        bad(p, "etcd's peer port 2380 is open to more than etcd members");
+    }
+}
+
 let n = 0;
+const all = [];
 for (const file of process.argv.slice(2)) {
   for (const y of parseAllDocuments(readFileSync(file, "utf8"))) {
     if (y.errors.length) { problems.push(`${file}: ${y.errors[0].message}`); continue; }
     const doc = y.toJS();
     if (!doc) continue;
     n++;
+    all.push(doc);
     const key = `${doc.apiVersion}/${doc.kind}`;
     if (crd[key]) { crd[key](doc); continue; }
     const [group, version] = doc.apiVersion.includes("/") ? doc.apiVersion.split("/") : ["", doc.apiVersion];
@@ -119,6 +162,7 @@ for (const file of process.argv.slice(2)) {
     if (spec) podChecks(doc, spec);
   }
 }
+etcdPolicy(all);
 if (problems.length) {
   for (const p of problems) console.log("  " + p);
   console.log(`validate: ${problems.length} problem(s) in ${n} objects`);

@@ -81,6 +81,7 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
 
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra)
 {
+	char secret[300];
 	FILE *f;
 
 	memset(d, 0, sizeof(*d));
@@ -93,6 +94,14 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 	snprintf(d->conf, sizeof(d->conf), "%s/roshmd.conf", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
 	snprintf(d->admin_token_file, sizeof(d->admin_token_file), "%s/admin.token", d->dir);
+	/* The default private file registry signs its records with a secret
+	 * of this daemon's own, which a restart (same config) keeps. */
+	snprintf(secret, sizeof(secret), "%s/registry.secret", d->dir);
+	f = fopen(secret, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "th-registry-%s-%d-%ld\n", name, (int)getpid(), (long)time(NULL));
+	fclose(f);
 	f = fopen(d->conf, "w");
 	if (!f)
 		return -errno;
@@ -101,18 +110,13 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 		"socket = \"%s\";\n"
 		"eal = [ \"--no-huge\", \"-m\", \"128\", \"--no-pci\", \"--no-shconf\",\n"
 		"        \"--file-prefix\", \"th-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
-		"        \"--no-telemetry\" ];\n"
-		"%s%s%s\n"
-		"%s%s%s\n"
-		"%s\n",
-		name, d->sock, name, (int)getpid(),
-		extra && strstr(extra, "admin") ? "" : "admin: { token_file = \"",
-		extra && strstr(extra, "admin") ? "" : d->admin_token_file,
-		extra && strstr(extra, "admin") ? "" : "\"; };",
-		extra && strstr(extra, "registry") ? "" : "registry: { dir = \"",
-		extra && strstr(extra, "registry") ? "" : d->dir,
-		extra && strstr(extra, "registry") ? "" : "/registry\"; };",
-		extra ? extra : "");
+		"        \"--no-telemetry\" ];\n",
+		name, d->sock, name, (int)getpid());
+	if (!extra || !strstr(extra, "admin"))
+		fprintf(f, "admin: { token_file = \"%s\"; };\n", d->admin_token_file);
+	if (!extra || !strstr(extra, "registry"))
+		fprintf(f, "registry: { dir = \"%s/registry\"; secret_file = \"%s\"; };\n", d->dir, secret);
+	fprintf(f, "%s\n", extra ? extra : "");
 	fclose(f);
 
 	return th_daemon_restart(d);

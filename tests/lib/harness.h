@@ -22,7 +22,8 @@ struct th_daemon {
  * may be NULL). Waits until it accepts connections. 0 or -errno. */
 int th_daemon_start(struct th_daemon *d, const char *name, const char *extra);
 /* The same inside network namespace @netns (NULL: ours). A @extra that sets
- * `registry` replaces the default private file registry. */
+ * `registry` replaces the default private file registry (and its secret:
+ * such a registry takes the transport's secret, or its own secret_file). */
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra);
 /* Start roshmd again with the same config (after a kill). 0 or -errno. */
 int th_daemon_restart(struct th_daemon *d);

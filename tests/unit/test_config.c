@@ -139,6 +139,56 @@ static void test_verbs_keys(void **st)
 	expect_error("transport: { verbs: {\n gid_index = -2; }; };\n", 2, "out of range");
 }
 
+static void test_registry_keys(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	/* defaults: out of /run/roshm, the transport's secret, 5 s writes */
+	assert_int_equal(load("", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.registry_dir, "/var/lib/roshm/registry");
+	assert_string_equal(cfg.registry_secret_file, "");
+	assert_int_equal(cfg.registry_timeout_ms, 5000);
+	assert_string_equal(cfg.etcd_cacert, "");
+	assert_string_equal(cfg.etcd_username, "");
+	rd_config_free(&cfg);
+	assert_int_equal(load("registry: { backend = \"etcd\";\n"
+			      " endpoints = \"https://10.0.0.1:2379,https://10.0.0.2:2379\";\n"
+			      " secret_file = \"/etc/roshm/registry.secret\"; timeout_ms = 750;\n"
+			      " cacert = \"/tls/ca.crt\"; cert = \"/tls/client.crt\"; key = \"/tls/client.key\";\n"
+			      " username = \"roshm\"; password_file = \"/tls/password\"; };\n",
+			      &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.registry_secret_file, "/etc/roshm/registry.secret");
+	assert_int_equal(cfg.registry_timeout_ms, 750);
+	assert_string_equal(cfg.etcd_cacert, "/tls/ca.crt");
+	assert_string_equal(cfg.etcd_cert, "/tls/client.crt");
+	assert_string_equal(cfg.etcd_key, "/tls/client.key");
+	assert_string_equal(cfg.etcd_username, "roshm");
+	assert_string_equal(cfg.etcd_password_file, "/tls/password");
+	rd_config_free(&cfg);
+	/* a CA alone (server-authenticated TLS) is fine */
+	assert_int_equal(load("registry: { endpoints = \"https://e:2379\"; cacert = \"/ca\"; };\n",
+			      &cfg, err, sizeof(err)), 0);
+	rd_config_free(&cfg);
+	expect_error("registry: {\n cert = \"/c\";\n endpoints = \"https://e:2379\"; };\n", 2,
+		     "'registry.cert' and 'registry.key' go together");
+	expect_error("registry: { endpoints = \"https://e:2379\";\n\n key = \"/k\"; };\n", 3,
+		     "'registry.cert' and 'registry.key' go together");
+	expect_error("registry: { endpoints = \"https://a:2379,http://b:2379\";\n cacert = \"/ca\"; };\n", 2,
+		     "must be https://");
+	expect_error("registry: {\n cacert = \"/ca\"; };\n", 2, "must be https://");
+	expect_error("registry: {\n endpoints = \"https://a:2379,b:2379\"; };\n", 2,
+		     "http:// or https:// URLs");
+	expect_error("registry: {\n username = \"roshm\"; };\n", 2,
+		     "'registry.username' and 'registry.password_file' go together");
+	expect_error("registry: {\n\n password_file = \"/p\"; };\n", 3,
+		     "'registry.username' and 'registry.password_file' go together");
+	expect_error("registry: {\n timeout_ms = 10; };\n", 2, "out of range");
+	expect_error("registry: {\n secret_file = 1; };\n", 2, "must be a string");
+	expect_error("registry: {\n secret = \"x\"; };\n", 2, "unknown key 'registry.secret'");
+}
+
 static void test_env(void **st)
 {
 	char dir[] = "/tmp/roshm-sysfs.XXXXXX", p[256], log[256], err[256];
@@ -203,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_type),
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_verbs_keys),
+		cmocka_unit_test(test_registry_keys),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_missing_file),
 	};

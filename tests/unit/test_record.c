@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registry record MACs: a signed record verifies; a change to any one of its
+ * fields, a record signed with another secret, a missing or misspelled MAC,
+ * and invalid names, states or policies (even with a right MAC) do not.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <jansson.h>
+#include <cmocka.h>
+
+#include "registry/registry.h"
+#include "roshm/ctl.h"
+
+static const uint8_t key1[] = "registry-unit-secret-0123456789";
+static const uint8_t key2[] = "registry-unit-secret-0123456788";
+
+static void sample(struct rd_region_rec *r, bool verbs)
+{
+	memset(r, 0, sizeof(*r));
+	strcpy(r->node, "node-1");
+	strcpy(r->tenant, "blue");
+	strcpy(r->name, "shared.buf");
+	strcpy(r->state, RD_STATE_ACTIVE);
+	strcpy(r->endpoint, verbs ? "verbs:10.0.0.1:7472" : "tcp:10.0.0.1:7471");
+	r->region_id = 7;
+	r->key = 0xdeadbeef;
+	if (verbs) {
+		r->rkey = 0x1234;
+		r->raddr = 0x7f0000001000ull;
+	}
+	r->epoch = 0xfedcba9876543210ull;
+	r->mem_id = 42;
+	r->data_size = 1 << 20;
+	r->txn_slots = 64;
+	r->slot_size = 4096;
+	r->policy = ROSHM_POLICY_LIST;
+	r->ntenants = 2;
+	strcpy(r->tenants[0], "green");
+	strcpy(r->tenants[1], "red");
+}
+
+/* A different value of the same type and grammar as @v. */
+static json_t *other_value(const char *k, json_t *v)
+{
+	if (!strcmp(k, "state"))
+		return json_string(strcmp(json_string_value(v), "active") ? "active" : "stale");
+	if (!strcmp(k, "policy"))
+		return json_string(strcmp(json_string_value(v), "tenant") ? "tenant" : "owner");
+	if (!strcmp(k, "tenants")) {
+		json_t *a = json_deep_copy(v);
+
+		json_array_append_new(a, json_string("mallory"));
+		return a;
+	}
+	if (!strcmp(k, "endpoint"))
+		return json_string(!strncmp(json_string_value(v), "verbs:", 6) ? "verbs:10.6.6.6:7472" :
+										 "tcp:10.6.6.6:7471");
+	if (json_is_integer(v))
+		return json_integer(json_integer_value(v) + 1);
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		char buf[128];
+
+		/* numbers as strings stay numbers; names stay names */
+		if (s[0] >= '0' && s[0] <= '9' && strspn(s, "0123456789") == strlen(s))
+			snprintf(buf, sizeof(buf), "%llu", strtoull(s, NULL, 10) + 1);
+		else
+			snprintf(buf, sizeof(buf), "%sx", s);
+		return json_string(buf);
+	}
+	return NULL;
+}
+
+static char *with_field(const char *text, const char *k, json_t *v)
+{
+	json_error_t jerr;
+	json_t *o = json_loads(text, 0, &jerr);
+	char *s;
+
+	assert_non_null(o);
+	if (v)
+		json_object_set_new(o, k, v);
+	else
+		json_object_del(o, k);
+	s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return s;
+}
+
+static void check_every_field(bool verbs)
+{
+	struct rd_region_rec r, back;
+	const char *why, *k;
+	char *signed_text = NULL;
+	json_error_t jerr;
+	json_t *o, *v;
+	int nfields = 0;
+
+	sample(&r, verbs);
+	signed_text = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(signed_text);
+	assert_int_equal(rd_region_rec_verify(signed_text, strlen(signed_text), key1, sizeof(key1) - 1,
+					      &back, &why), 0);
+	assert_memory_equal(back.tenants, r.tenants, sizeof(r.tenants));
+	assert_int_equal(back.epoch, r.epoch);
+	assert_int_equal(back.raddr, r.raddr);
+	/* the MAC covers the canonical form: to_json of what was parsed */
+	char *canon = rd_region_rec_to_json(&back), *canon0 = rd_region_rec_to_json(&r);
+
+	assert_string_equal(canon, canon0);
+	assert_null(strstr(canon, "\"mac\""));
+	free(canon);
+	free(canon0);
+	o = json_loads(signed_text, 0, &jerr);
+	assert_non_null(o);
+	json_object_foreach(o, k, v) {
+		json_t *nv;
+		char *t;
+		int ret;
+
+		if (!strcmp(k, "mac"))
+			continue;
+		nv = other_value(k, v);
+		assert_non_null(nv);
+		t = with_field(signed_text, k, nv);
+		ret = rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why);
+		if (ret != -EBADMSG)
+			fail_msg("field '%s' changed, record still verifies (%d): %s", k, ret, t);
+		if (!strstr(why, "MAC"))
+			fail_msg("field '%s' changed: rejected for '%s', expected the MAC", k, why);
+		/* and removed */
+		free(t);
+		t = with_field(signed_text, k, NULL);
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		free(t);
+		nfields++;
+	}
+	json_decref(o);
+	assert_int_equal(nfields, verbs ? 16 : 14);
+	free(signed_text);
+}
+
+static void test_region_every_field(void **st)
+{
+	(void)st;
+	check_every_field(false);
+	check_every_field(true);
+}
+
+static void test_region_mac_forms(void **st)
+{
+	struct rd_region_rec r, back;
+	const char *why;
+	char *s, *t, mac[65];
+	json_error_t jerr;
+	json_t *o;
+
+	(void)st;
+	sample(&r, false);
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	/* another cluster's secret */
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key2, sizeof(key2) - 1, &back, &why), -EBADMSG);
+	assert_non_null(strstr(why, "wrong MAC"));
+	/* no MAC: what a record of an older roshmd looks like */
+	t = with_field(s, "mac", NULL);
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "no MAC");
+	assert_int_equal(rd_region_rec_from_json(t, strlen(t), &back), 0); /* parses, but is not trusted */
+	free(t);
+	/* the same MAC in uppercase, or cut short, is not the MAC */
+	o = json_loads(s, 0, &jerr);
+	snprintf(mac, sizeof(mac), "%s", json_string_value(json_object_get(o, "mac")));
+	json_decref(o);
+	for (char *p = mac; *p; p++)
+		if (*p >= 'a' && *p <= 'f')
+			*p = (char)(*p - 'a' + 'A');
+	t = with_field(s, "mac", json_string(mac));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "malformed MAC");
+	free(t);
+	mac[62] = 0;
+	t = with_field(s, "mac", json_string(mac));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	t = with_field(s, "mac", json_integer(1));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	/* an extra field is not covered and not used: still the same record */
+	t = with_field(s, "comment", json_string("ignored"));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), 0);
+	free(t);
+	/* duplicate keys are refused outright (no "which one counts") */
+	t = strdup(s);
+	t[strlen(t) - 1] = 0;
+	char dup[8192];
+
+	snprintf(dup, sizeof(dup), "%s,\"policy\":\"list\"}", t);
+	assert_int_equal(rd_region_rec_verify(dup, strlen(dup), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	free(s);
+}
+
+/* Signed correctly, but not a record roshmd accepts. */
+static void test_region_invalid_signed(void **st)
+{
+	struct rd_region_rec r, back;
+	const char *why;
+	char *s;
+
+	(void)st;
+	sample(&r, false);
+	strcpy(r.tenant, "../etc");
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(s);
+	sample(&r, false);
+	strcpy(r.tenants[1], ".hidden");
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(s);
+	sample(&r, false);
+	strcpy(r.state, "zombie");
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "unknown state");
+	free(s);
+	sample(&r, false);
+	r.policy = 9; /* encodes as "tenant": to_json knows three policies */
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_int_equal(back.policy, ROSHM_POLICY_TENANT);
+	free(s);
+	/* an unknown policy string with a MAC over it */
+	{
+		const char *t = "{\"data_size\":\"1\",\"endpoint\":\"\",\"epoch\":\"1\",\"key\":1,"
+				"\"mem_id\":\"1\",\"name\":\"n\",\"node\":\"a\",\"policy\":\"everyone\","
+				"\"region_id\":1,\"slot_size\":0,\"state\":\"active\",\"tenant\":\"t\","
+				"\"tenants\":[],\"txn_slots\":0,\"mac\":\"00\"}";
+
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		assert_string_equal(why, "unknown policy");
+	}
+	/* not JSON, not an object, too large */
+	assert_int_equal(rd_region_rec_verify("[]", 2, key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_int_equal(rd_region_rec_verify("{", 1, key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	char *big = calloc(1, RD_REC_MAX + 2);
+
+	memset(big, ' ', RD_REC_MAX + 1);
+	big[0] = '{';
+	big[RD_REC_MAX] = '}';
+	assert_int_equal(rd_region_rec_verify(big, RD_REC_MAX + 1, key1, sizeof(key1) - 1, &back, &why),
+			 -EBADMSG);
+	free(big);
+}
+
+static void test_node_record(void **st)
+{
+	struct rd_node_rec n = { .pid = 1234 }, back;
+	const char *why;
+	char *s, *t;
+
+	(void)st;
+	strcpy(n.node, "node-2");
+	strcpy(n.endpoint, "tcp:10.0.0.2:7471");
+	s = rd_node_rec_sign(&n, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_node_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_string_equal(back.endpoint, n.endpoint);
+	assert_int_equal(back.pid, 1234);
+	t = with_field(s, "node", json_string("node-3"));
+	assert_int_equal(rd_node_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	t = with_field(s, "endpoint", json_string("tcp:10.6.6.6:7471"));
+	assert_int_equal(rd_node_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	t = with_field(s, "pid", json_integer(1));
+	assert_int_equal(rd_node_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	assert_int_equal(rd_node_rec_verify(s, strlen(s), key2, sizeof(key2) - 1, &back, &why), -EBADMSG);
+	/* a node MAC is not a region MAC: a node record never passes as a region */
+	struct rd_region_rec r;
+
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &r, &why), -EBADMSG);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_region_every_field),
+		cmocka_unit_test(test_region_mac_forms),
+		cmocka_unit_test(test_region_invalid_signed),
+		cmocka_unit_test(test_node_record),
+	};
+
+	return cmocka_run_group_tests_name("record", tests, NULL, NULL);
+}
