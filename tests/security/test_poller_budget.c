@@ -14,9 +14,14 @@
  * not time: the NOP must not wait for the whole flood). The flood must then
  * complete too, without an error. Needs about 600 MiB of memory.
  *
+ * The marker byte, not the flooder's CQ tail, is the measure: b may be served
+ * in the flood's own round (after its 32 copies) and published before the
+ * flooder, so the tail can still read 0 when b's NOP arrives.
+ *
  * How it fails on today's code (main at ddc53d9), 5 of 5 runs:
  *   "tenant b's NOP completed after the poller had started all 32 flood
- *    WRITEs (32 of them posted to the flooder by then)"
+ *    WRITEs (32 of them posted to the flooder by then)" (once "0 of them
+ *    posted": the case above)
  */
 #define _GNU_SOURCE
 #include <setjmp.h>

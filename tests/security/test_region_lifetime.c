@@ -16,10 +16,12 @@
  * transactions to the region.
  *
  * How it fails on today's code (main at ddc53d9), 5 of 5 runs, both tests:
- * node 1 is killed by signal 11 (Segmentation fault) in the first round, as
- * soon as node 2 answers the reservations of the freed region
- * ("roshmd sec-life1 is gone: killed by signal 11 (Segmentation fault) after
- * round 1").
+ * node 1 is killed by signal 11 (Segmentation fault) once node 2 answers the
+ * reservations of the freed region:
+ *   test_close_handle  "roshmd sec-life1 is gone: killed by signal 11
+ *                       (Segmentation fault) after round 1"
+ *   test_detach        the same "after round 2" (every run: the first round
+ *                       survives; use after free is undefined, not prompt)
  */
 #define _GNU_SOURCE
 #include <setjmp.h>

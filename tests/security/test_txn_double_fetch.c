@@ -20,10 +20,13 @@
  * else), tenant "b"'s client and canary region (checked byte for byte) are
  * unharmed.
  *
- * How it fails on today's code (main at ddc53d9): roshmd killed by signal 11
- * (Segmentation fault) within the first few iterations, 5 of 5 runs for each
- * test ("roshmd sec-df is gone: killed by signal 11 (Segmentation fault)
- * after N transactions, M rewrites").
+ * How it fails on today's code (main at ddc53d9), 5 of 5 runs for each test:
+ *   "roshmd sec-df is gone: killed by signal 11 (Segmentation fault) after N
+ *    transactions, 1 rewrites" - at the first rewrite that lands while
+ *   roshmd applies (N was 0 to 34: earlier rewrites came too late).
+ * The test fails, rather than passes, if fewer than 10 rewrites landed in
+ * 2000 transactions (a machine too busy to run the attack); against a
+ * roshmd that applies a private copy, 500 to 830 of them landed here.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -50,6 +53,12 @@
 
 enum flip { FLIP_OFF, FLIP_LEN, FLIP_NSEG };
 
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() __asm__ volatile("" ::: "memory")
+#endif
+
 static struct th_daemon d;
 static struct atk_bystander by;
 
@@ -72,7 +81,7 @@ static void *flipper_main(void *arg)
 		uint64_t sq = __atomic_load_n(&f->h->seqlock, __ATOMIC_ACQUIRE);
 
 		if (!(sq & 1) || !__atomic_load_n(&f->armed, __ATOMIC_ACQUIRE)) {
-			__builtin_ia32_pause();
+			cpu_relax();
 			continue;
 		}
 		struct roshm_txn_slot *sl = atk_slot(f->h, f->seq);
@@ -91,7 +100,7 @@ static void *flipper_main(void *arg)
 		f->hits++;
 		__atomic_store_n(&f->armed, 0, __ATOMIC_RELEASE);
 		while (!f->stop && __atomic_load_n(&f->h->seqlock, __ATOMIC_ACQUIRE) == sq)
-			__builtin_ia32_pause();
+			cpu_relax();
 	}
 	return NULL;
 }

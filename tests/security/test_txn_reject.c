@@ -9,18 +9,19 @@
  * asserts that it succeeds and applies only its own write. A client of
  * tenant "b" works beside it throughout and must never see a difference.
  *
- * How it fails on today's code (main at ddc53d9), every run (5 of 5):
- *   test_reject_bad_handle        "the rejected transaction's write landed at 0
- *                                  (0x58 ...) inside the next transaction"
- *   test_reject_reserved_field    same, for the -EINVAL commit
- *   test_reject_region_without_log same, for the -EOPNOTSUPP commit
- *   test_reject_draining          "next transaction: status -22 (Invalid
- *                                  argument), expected 0" (the staged write to
- *                                  the draining region poisons it)
- *   test_sync_on_region_without_log "roshm_txn_sync on a region with a log after
- *                                  one on a region without: -95 (Operation not
- *                                  supported)"
- *   test_bystander_unharmed passes (this defect stays inside one client).
+ * How it fails on today's code (main at ddc53d9), 5 of 5 runs:
+ *   test_reject_bad_handle          "the rejected transaction's write landed at
+ *                                    0 (0x58 ...) inside the next transaction"
+ *   test_reject_reserved_field      the same, for the -EINVAL commit
+ *   test_reject_region_without_log  the same, for the -EOPNOTSUPP commit
+ *   test_reject_draining            "next transaction: status -22 (invalid
+ *                                    argument or SQE field), expected 0" (the
+ *                                    write staged for the draining region
+ *                                    poisons it)
+ *   test_sync_on_region_without_log "roshm_txn_sync on a region with a log
+ *                                    after one on a region without: -95
+ *                                    (operation not supported by this roshmd)"
+ *   test_bystander_unharmed passes: this defect stays inside one client.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
