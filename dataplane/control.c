@@ -524,6 +524,9 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
 	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
+	/* Making and touching the channel takes the client time in proportion
+	 * to its size (a 4 GiB arena: seconds): the CHANNEL may come that late. */
+	conn->deadline_ns += (conn->lay.size >> 20) * 4000000ull;
 	return 1;
 }
 

@@ -23,6 +23,111 @@
 #error "ROSHMD_PATH must point to the built roshmd"
 #endif
 
+/* ---- opt-in cleanup (th_cleanup_enable) ---- */
+
+#define TH_TRACK_MAX 512
+static pid_t cl_owner;                 /* the process that enabled it; 0: off */
+static pid_t cl_pids[TH_TRACK_MAX];
+static int cl_npids;
+static char *cl_dirs[TH_TRACK_MAX];
+static int cl_ndirs;
+static char *cl_cmds[64];
+static int cl_ncmds;
+
+static bool cl_on(void)
+{
+	/* Only the enabling process tracks and cleans: a forked child that
+	 * exits must not tear down what its parent still uses. */
+	return cl_owner && cl_owner == getpid();
+}
+
+static void cl_track_pid(pid_t pid)
+{
+	if (cl_on() && pid > 0 && cl_npids < TH_TRACK_MAX)
+		cl_pids[cl_npids++] = pid;
+}
+
+void th_cleanup_dir(const char *path)
+{
+	if (cl_on() && cl_ndirs < TH_TRACK_MAX)
+		cl_dirs[cl_ndirs++] = strdup(path);
+}
+
+void th_cleanup_sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+
+	if (!cl_on() || cl_ncmds >= (int)(sizeof(cl_cmds) / sizeof(cl_cmds[0])))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	cl_cmds[cl_ncmds++] = strdup(cmd);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
+
+void th_cleanup_run(void)
+{
+	if (!cl_on())
+		return;
+	/* Newest first: clients before the daemons they talk to. A pid is
+	 * only signalled while it is still our unreaped child, so a recycled
+	 * pid is never hit. A stopped roshmd is resumed before the kill so
+	 * that it does not linger in the stopped state. */
+	while (cl_npids > 0) {
+		pid_t pid = cl_pids[--cl_npids];
+		int st;
+
+		if (waitpid(pid, &st, WNOHANG) == 0) {
+			kill(pid, SIGCONT);
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+		}
+	}
+	while (cl_ncmds > 0) {
+		char *cmd = cl_cmds[--cl_ncmds];
+		int rc = system(cmd);
+
+		(void)rc;
+		free(cmd);
+	}
+	while (cl_ndirs > 0) {
+		char *dir = cl_dirs[--cl_ndirs];
+
+		if (!getenv("ROSHM_TEST_KEEP"))
+			nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		free(dir);
+	}
+}
+
+static void cl_atexit(void)
+{
+	th_cleanup_run();
+}
+
+static void cl_signal(int sig)
+{
+	th_cleanup_run();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void th_cleanup_enable(void)
+{
+	struct sigaction sa = { .sa_handler = cl_signal };
+
+	if (cl_owner)
+		return;
+	cl_owner = getpid();
+	atexit(cl_atexit);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 int th_enter_netns(const char *netns)
 {
 	char path[128];
@@ -47,6 +152,7 @@ pid_t th_spawn_ns(const char *netns, int (*fn)(void *), void *arg)
 			_exit(99);
 		_exit(fn(arg));
 	}
+	cl_track_pid(pid);
 	return pid;
 }
 
@@ -90,6 +196,7 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 	snprintf(d->dir, sizeof(d->dir), "/tmp/roshm-test-%s-XXXXXX", name);
 	if (!mkdtemp(d->dir))
 		return -errno;
+	th_cleanup_dir(d->dir);
 	snprintf(d->sock, sizeof(d->sock), "%s/roshmd.sock", d->dir);
 	snprintf(d->conf, sizeof(d->conf), "%s/roshmd.conf", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
@@ -142,6 +249,7 @@ int th_daemon_restart(struct th_daemon *d)
 		execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}
+	cl_track_pid(d->pid);
 	strcpy(sa.sun_path, d->sock);
 	for (int i = 0; i < 1000; i++) { /* 10 s */
 		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
@@ -240,6 +348,7 @@ pid_t th_spawn(int (*fn)(void *), void *arg)
 		fflush(stdout);
 		_exit(fn(arg));
 	}
+	cl_track_pid(pid);
 	return pid;
 }
 

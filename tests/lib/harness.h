@@ -48,6 +48,23 @@ pid_t th_spawn(int (*fn)(void *), void *arg);
 /* Wait for a child; returns its exit status, or 128 + signal. */
 int th_wait(pid_t pid);
 
+/*
+ * Opt-in cleanup for tests that may leave things behind when they fail
+ * (a roshmd that crashed, a stopped one, a network namespace): once enabled,
+ * every roshmd started and every child spawned from then on is remembered,
+ * and at exit (or on SIGTERM / SIGINT / SIGHUP, e.g. a meson timeout) the
+ * ones still running are resumed and killed, their directories and the
+ * registered ones removed (unless ROSHM_TEST_KEEP is set) and the
+ * registered shell commands run. Tests that never call it see nothing new.
+ */
+void th_cleanup_enable(void);
+/* Remove @path (recursively) at cleanup unless ROSHM_TEST_KEEP is set. */
+void th_cleanup_dir(const char *path);
+/* Run a shell command at cleanup (e.g. "ip netns del X"), last in, first out. */
+void th_cleanup_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Run the cleanup now (idempotent; also runs at exit). */
+void th_cleanup_run(void);
+
 /* Tiny pipe-based barrier between processes. */
 struct th_chan {
 	int fd[2];
