@@ -21,7 +21,18 @@
 #include "control.h"
 
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
-#define RETRY_NS (1000000000ull)
+/* Reconnects back off from RETRY_MIN_NS to RETRY_MAX_NS, doubling while
+ * they fail; a connection that comes up starts the next loss at the minimum. */
+#define RETRY_MIN_NS (50000000ull)
+#define RETRY_MAX_NS (1000000000ull)
+
+static void retry_later(struct rd_peer *p, uint64_t now)
+{
+	if (p->backoff_ns < RETRY_MIN_NS)
+		p->backoff_ns = RETRY_MIN_NS;
+	p->retry_ns = now + p->backoff_ns;
+	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
+}
 
 static bool is_verbs(const char *endpoint)
 {
@@ -38,6 +49,7 @@ static bool reachable(const struct rd_control *ctl, const char *endpoint)
 static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint);
 static int peer_connect(struct rd_control *ctl, struct rd_peer *p);
 static void dial_free(struct rd_control *ctl, struct rd_peer *p);
+static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now);
 
 /* Atomics of this node's pods and transaction engine on its own regions must
  * be serialized with the peers' NIC atomics: unless the NIC's atomics are
@@ -293,7 +305,7 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 			       p->node, p->endpoint,
 			       err == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-err));
 		p->last_err = err;
-		p->retry_ns = rd_mono_ns() + RETRY_NS;
+		retry_later(p, rd_mono_ns());
 		if (p->verbs)
 			rd_verbs_peer_release(ctl, p);
 		else if (fd >= 0)
@@ -303,9 +315,15 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	}
 	p->ctl_up = true;
 	p->last_err = 0;
+	p->backoff_ns = RETRY_MIN_NS;
 	RD_LOG(INFO, "%s: connected to node %s at %s", p->verbs ? "verbs" : "tcp", p->node,
 	       p->endpoint);
 	rd_control_peer_ready(ctl, p, 0);
+	/* Its regions that waited for it go on now, not at the next
+	 * revalidation: their records say whether they are still the same. */
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		if (rg->remote && rg->peer == p && rg->ctl_paused && !rg->ctl_dead)
+			revalidate(ctl, rg, rd_mono_ns());
 }
 
 static void dial_free(struct rd_control *ctl, struct rd_peer *p)
@@ -538,10 +556,56 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	       rg->node, (unsigned long long)rg->epoch);
 }
 
+/*
+ * Check a remote region against its record: gone, re-created, draining,
+ * back after its node was down (resume), or moved to a new instance
+ * (retarget). A paused region that stays paused past drain.timeout_ms is
+ * given up.
+ */
+static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now)
+{
+	struct rd_region_rec rec;
+
+	int ret = ctl->reg.ops->get_region(&ctl->reg, rg->tenant, rg->name, &rec);
+	bool same = ret == 0 && rec.epoch == rg->epoch && rec.region_id == rg->id &&
+		    !strcmp(rec.node, rg->node);
+
+	if (rg->ctl_paused &&
+	    now - rg->paused_since > (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull &&
+	    !(ret == 0 && !same && !strcmp(rec.state, RD_STATE_ACTIVE))) {
+		region_gone(ctl, rg, "did not come back in time");
+	} else if (same && !strcmp(rec.state, RD_STATE_ACTIVE) && rg->ctl_paused &&
+		   rg->peer->ctl_up) {
+		/* its node is back, same instance: release the held work */
+		struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 0 };
+
+		rd_control_cmd(ctl, &cmd);
+		rg->ctl_paused = false;
+		RD_LOG(INFO, "remote region %s/%s on node %s: back, work resumes", rg->tenant,
+		       rg->name, rg->node);
+	} else if (same && !strcmp(rec.state, RD_STATE_STALE) && !rg->ctl_paused) {
+		/* its owner drains it: hold our work, wait for the next epoch */
+		struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 1 };
+
+		rd_control_cmd(ctl, &cmd);
+		rg->ctl_paused = true;
+		rg->paused_since = now;
+		RD_LOG(INFO, "remote region %s/%s on node %s is draining: its work is paused",
+		       rg->tenant, rg->name, rg->node);
+	} else if (ret == 0 && !same && rg->ctl_paused && !strcmp(rec.state, RD_STATE_ACTIVE)) {
+		retarget(ctl, rg, &rec);
+	} else if (ret == -ENOENT && rg->ctl_paused) {
+		/* drained and gone: the next instance may still come */
+	} else if (ret == -ENOENT) {
+		region_gone(ctl, rg, "record removed");
+	} else if (ret == 0 && !same) {
+		region_gone(ctl, rg, "re-created with a new epoch");
+	}
+}
+
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 {
 	uint64_t now = rd_mono_ns();
-	struct rd_region_rec rec;
 	struct rd_node_rec nrec;
 
 	for (struct rd_acc *a = ctl->accepting, *next; a; a = next) {
@@ -556,45 +620,9 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		goto reconnect;
 	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;
 	/* Remote regions whose record went away or changed epoch are stale. */
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
-		if (!rg->remote || rg->ctl_dead)
-			continue;
-		int ret = ctl->reg.ops->get_region(&ctl->reg, rg->tenant, rg->name, &rec);
-		bool same = ret == 0 && rec.epoch == rg->epoch && rec.region_id == rg->id &&
-			    !strcmp(rec.node, rg->node);
-
-		if (rg->ctl_paused &&
-		    now - rg->paused_since > (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull &&
-		    !(ret == 0 && !same && !strcmp(rec.state, RD_STATE_ACTIVE))) {
-			region_gone(ctl, rg, "did not come back in time");
-		} else if (same && !strcmp(rec.state, RD_STATE_ACTIVE) && rg->ctl_paused &&
-			   rg->peer->ctl_up) {
-			/* its node is back, same instance: release the held work */
-			struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 0 };
-
-			rd_control_cmd(ctl, &cmd);
-			rg->ctl_paused = false;
-			RD_LOG(INFO, "remote region %s/%s on node %s: back, work resumes", rg->tenant,
-			       rg->name, rg->node);
-		} else if (same && !strcmp(rec.state, RD_STATE_STALE) && !rg->ctl_paused) {
-			/* its owner drains it: hold our work, wait for the next epoch */
-			struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 1 };
-
-			rd_control_cmd(ctl, &cmd);
-			rg->ctl_paused = true;
-			rg->paused_since = now;
-			RD_LOG(INFO, "remote region %s/%s on node %s is draining: its work is paused",
-			       rg->tenant, rg->name, rg->node);
-		} else if (ret == 0 && !same && rg->ctl_paused && !strcmp(rec.state, RD_STATE_ACTIVE)) {
-			retarget(ctl, rg, &rec);
-		} else if (ret == -ENOENT && rg->ctl_paused) {
-			/* drained and gone: the next instance may still come */
-		} else if (ret == -ENOENT) {
-			region_gone(ctl, rg, "record removed");
-		} else if (ret == 0 && !same) {
-			region_gone(ctl, rg, "re-created with a new epoch");
-		}
-	}
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		if (rg->remote && !rg->ctl_dead)
+			revalidate(ctl, rg, now);
 	/* A peer whose node record is gone (lease expired) is down, even if
 	 * its TCP connection has not noticed yet (a stopped process). */
 	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
@@ -607,7 +635,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 			rd_control_cmd(ctl, &cmd);
 			p->ctl_up = false;
 			pause_peer_regions(ctl, p);
-			p->retry_ns = now + RETRY_NS;
+			retry_later(p, now);
 		}
 	}
 reconnect:
@@ -635,7 +663,7 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 				RD_LOG(WARNING, "%s: connection to node %s lost: %.63s; operations in "
 				       "flight failed", p->verbs ? "verbs" : "tcp", p->node, ev->why);
 			p->ctl_up = false;
-			p->retry_ns = rd_mono_ns() + RETRY_NS;
+			retry_later(p, rd_mono_ns());
 			pause_peer_regions(ctl, p);
 			if (p->verbs)
 				rd_verbs_peer_release(ctl, p); /* the poller let go of its QPs */

@@ -181,6 +181,7 @@ struct rd_peer {
 	struct rd_dial *dial;         /* tcp: the dial's state while dialing */
 	uint32_t refs;                /* remote regions that point here */
 	uint64_t retry_ns;
+	uint64_t backoff_ns;          /* the next reconnect's delay (doubles while failing) */
 	int last_err;
 	struct rd_peer *next;
 };

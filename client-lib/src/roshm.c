@@ -1068,9 +1068,17 @@ static int reconnect(struct roshm *r)
 			if (create_region(r, &req, m->owned->fd, NULL, &srv))
 				srv = 0xffffffffu;
 		} else {
-			/* its owner may still be re-attaching: give it the deadline */
-			while (open_region(r, m->name, &srv, NULL) == -ENOENT && mono_ms() < deadline)
+			/* its owner, or its node, may still be coming back: give
+			 * them the deadline */
+			for (;;) {
+				int e = open_region(r, m->name, &srv, NULL);
+
+				if ((e != -ENOENT && e != -EHOSTUNREACH && e != -EAGAIN) ||
+				    mono_ms() >= deadline)
+					break;
+				srv = 0xffffffffu;
 				usleep(50000);
+			}
 		}
 		m->srv = srv;
 	}

@@ -38,7 +38,9 @@ for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory req
             "StatefulSet/etcd: etcd: does not mount Secret roshm-etcd-tls" \
             "DaemonSet/roshmd: roshmd: does not mount Secret roshm-etcd-tls" \
             "NetworkPolicy/etcd-open: etcd's client port 2379 is open to more than roshmd" \
-            "NetworkPolicy/etcd-open: etcd's peer port 2380 is open to more than etcd members"; do
+            "NetworkPolicy/etcd-open: etcd's peer port 2380 is open to more than etcd members" \
+            "Deployment/app2: container app: mounts roshmd's socket directory read-write" \
+            "Deployment/app2: roshm-drain sidecar: preStop must drain its own pod"; do
   [[ "$out" == *"$want"* ]] || fail "bad.yaml: '$want' not reported in: $out"
 done
 # an overlay without the etcd NetworkPolicy, and a roshmd given etcd's server key

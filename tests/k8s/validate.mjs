@@ -87,6 +87,19 @@ function podChecks(doc, spec) {
     }
     if (c.name === "roshm-drain" && !c.lifecycle?.preStop)
       bad(doc, "roshm-drain sidecar: preStop (drain) missing");
+    // a pod drains its own regions (drain --pod, with its tenant's token),
+    // never its whole tenant on the node nor the node
+    const stop = (c.lifecycle?.preStop?.exec?.command ?? []).join(" ");
+    if (c.name === "roshm-drain" && stop && !/\bdrain --pod\b/.test(stop))
+      bad(doc, "roshm-drain sidecar: preStop must drain its own pod (roshmctl drain --pod)");
+    // roshmd's socket directory: pods get it read-only, so that none can
+    // put another socket in roshmd's place
+    const runVols = new Set((spec.volumes ?? []).filter((v) => v.hostPath?.path === "/run/roshm")
+      .map((v) => v.name));
+    if (!isRoshmd)
+      for (const m of c.volumeMounts ?? [])
+        if (runVols.has(m.name) && !m.readOnly)
+          bad(doc, `container ${c.name}: mounts roshmd's socket directory read-write (readOnly: true)`);
     if (isEtcd && c.name === "etcd") {
       const args = [...(c.command ?? []), ...(c.args ?? [])].join(" ");
       if (!/--client-cert-auth\b/.test(args) || !/--listen-client-urls[= ]https:\/\//.test(args) ||

@@ -13,8 +13,8 @@ guest_net "$n"
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret";
                       qps_per_peer = '"$n"'; }; };
-drain: { timeout_ms = 30000; };
-txn: { deadline_ms = 60000; abort_ms = 1000; };'
+drain: { timeout_ms = 120000; };
+txn: { deadline_ms = 180000; abort_ms = 1000; };'
 # GID selection: VM1 picks its GID by netdev, VM2 by device; a filter that
 # matches no RoCE v2 GID is refused with the GIDs it saw
 if [ "$n" = 1 ]; then SEL='netdev = "eth0";'; else SEL='device = "rxe0";'; fi
