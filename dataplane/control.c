@@ -1831,10 +1831,17 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 
 int rd_control_run(struct rd_control *ctl)
 {
+	while (!ctl->stop)
+		rd_control_step(ctl, 100);
+	return 0;
+}
+
+void rd_control_step(struct rd_control *ctl, int timeout_ms)
+{
 	struct epoll_event evs[64];
 
-	while (!ctl->stop) {
-		int n = epoll_wait(ctl->epfd, evs, 64, 100);
+	{
+		int n = epoll_wait(ctl->epfd, evs, 64, timeout_ms);
 
 		for (int i = 0; i < n; i++) {
 			void *tag = evs[i].data.ptr;
@@ -1906,6 +1913,30 @@ int rd_control_run(struct rd_control *ctl)
 		if (ctl->stopping && rd_drain_idle(ctl))
 			ctl->stop = 1;
 	}
+}
+
+int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid)
+{
+	struct rd_conn *conn = calloc(1, sizeof(*conn));
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!conn)
+		return -ENOMEM;
+	conn->tag.kind = RD_EP_CONN;
+	conn->fd = fd;
+	conn->pid = pid;
+	conn->uid = uid;
+	conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+	ev.data.ptr = conn;
+	if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		free(conn);
+		return -errno;
+	}
+	conn->next = ctl->conns;
+	if (ctl->conns)
+		ctl->conns->prev = conn;
+	ctl->conns = conn;
+	ctl->npending++;
 	return 0;
 }
 

@@ -94,6 +94,12 @@ struct rd_control {
 int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p);
 /* Serve until SIGTERM/SIGINT; returns 0 on an orderly stop. */
 int rd_control_run(struct rd_control *ctl);
+/* One turn of the control loop: wait up to @timeout_ms for events, handle
+ * them, run the timers (rd_control_run is this in a loop; fuzzers drive it). */
+void rd_control_step(struct rd_control *ctl, int timeout_ms);
+/* Serve @fd, an already connected control-socket peer with these
+ * credentials, as if it had been accepted (fuzzers, tests). */
+int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid);
 /* Release every client and region (after the poller stopped). */
 void rd_control_fini(struct rd_control *ctl);
 

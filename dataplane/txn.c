@@ -677,6 +677,16 @@ static void apply(struct rd_region *rg, const struct roshm_txn_slot *c)
 	__atomic_store_n(&h->seqlock, sq + 1, __ATOMIC_RELEASE);
 }
 
+uint32_t rd_txn_slot_apply(struct rd_region *rg, const void *slot, uint64_t seq, uint8_t *buf,
+			   uint32_t cap)
+{
+	uint32_t len = slot_copy(rg, slot, seq, buf, cap);
+
+	if (len)
+		apply(rg, (const void *)buf);
+	return len;
+}
+
 static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint64_t now, uint64_t abort,
 			     uint32_t *budget)
 {

@@ -53,5 +53,11 @@ void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c);
  * @i 0 the staging images, 1 the read-back buffers. */
 void rd_txn_mem(const struct rd_poller *p, int i, uint8_t **base, size_t *len);
 void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on);
+/* The owner side's apply of one committed slot of @rg (at @slot, sequence
+ * @seq): copied once into @buf (@cap bytes, private), checked, applied from
+ * the copy. Returns the record's length, or 0 when it is not valid (nothing
+ * applied). Exposed for the fuzzer. */
+uint32_t rd_txn_slot_apply(struct rd_region *rg, const void *slot, uint64_t seq, uint8_t *buf,
+			   uint32_t cap);
 
 #endif
