@@ -18,6 +18,10 @@
 #include "roshm.h"
 #include "roshm_internal.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 struct roshm_owned {
 	struct roshm_owned *next;
 	uint32_t handle;              /* the application's */
@@ -286,11 +290,19 @@ static int own_memory(const char *name, uint64_t size, bool huge, void **map, si
 		close(fd);
 		return ret;
 	}
-	m = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	m = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED | (huge ? MAP_POPULATE : 0), fd, 0);
 	if (m == MAP_FAILED) {
 		ret = -errno;
 		close(fd);
 		return ret;
+	}
+	if (!huge) {
+		/* 2 MiB transparent pages where the node allows them for shmem
+		 * (shmem_enabled = advise), then every page allocated now */
+		madvise(m, (size_t)sz, MADV_HUGEPAGE);
+		if (madvise(m, (size_t)sz, MADV_POPULATE_WRITE) < 0)
+			for (uint64_t o = 0; o < sz; o += 4096)
+				((volatile uint8_t *)m)[o] = 0;
 	}
 	*map = m;
 	*mapped = (size_t)sz;
