@@ -51,7 +51,8 @@ export ROSHM_SAN_LOGS=$logs
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:log_path=$logs/asan"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$logs/ubsan"
-export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:log_path=$logs/tsan:suppressions=$supp/tsan.supp"
+# history_size=7: the older side of a race keeps its stack in a long-running roshmd.
+export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:history_size=7:log_path=$logs/tsan:suppressions=$supp/tsan.supp"
 start=$(date +%s)
 rc=0
 (cd "$build" && meson test --print-errorlogs --num-processes 1 "${tests[@]}" ${MESON_TEST_ARGS:-}) || rc=$?

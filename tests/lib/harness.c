@@ -33,7 +33,7 @@ static struct {
 	pid_t owner;                  /* the test process; forked children never clean up */
 	struct { pid_t pid; char dir[256]; char log[300]; char prefix[128]; bool used; } d[TH_MAX];
 	char dirs[TH_MAX][256];
-	pid_t pids[TH_MAX];
+	pid_t pids[256];              /* th_spawn children, etcd */
 	struct { char prefix[64]; int n; } ns[8];
 } reg;
 
@@ -267,6 +267,8 @@ pid_t th_spawn_ns(const char *netns, int (*fn)(void *), void *arg)
 			_exit(99);
 		_exit(fn(arg));
 	}
+	if (pid > 0)
+		th_track_pid(pid); /* a client a failed test never waited for */
 	return pid;
 }
 
@@ -470,6 +472,8 @@ pid_t th_spawn(int (*fn)(void *), void *arg)
 		fflush(stdout);
 		_exit(fn(arg));
 	}
+	if (pid > 0)
+		th_track_pid(pid); /* a client a failed test never waited for */
 	return pid;
 }
 
@@ -479,6 +483,7 @@ int th_wait(pid_t pid)
 
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
+	th_untrack_pid(pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

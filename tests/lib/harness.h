@@ -67,7 +67,8 @@ void th_untrack_pid(pid_t pid);
 int th_netns_up(char *prefix, size_t len, const char *what, int n);
 void th_netns_down(const char *prefix);
 
-/* Fork a child that runs fn(arg) and exits with its return value. */
+/* Fork a child that runs fn(arg) and exits with its return value. It is
+ * killed at exit unless th_wait reaped it first. */
 pid_t th_spawn(int (*fn)(void *), void *arg);
 /* Wait for a child; returns its exit status, or 128 + signal. */
 int th_wait(pid_t pid);
