@@ -24,6 +24,10 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 ninja -C "$build" $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") || exit 1
 build=$(cd "$build" && pwd)
+# the same leak suppressions as make test-asan (each justified in the file);
+# a report fails the target on the spot
+export LSAN_OPTIONS="suppressions=$src/tests/sanitizers/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 failed=()
 for t in "${targets[@]}"; do
   work=$build/fuzz-corpus/$t crashes=$build/fuzz-crashes/$t
