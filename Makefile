@@ -2,15 +2,19 @@
 # on a fresh Debian 12 machine `make demo` and `make test` alone work.
 BUILD ?= build
 MESON_TEST_ARGS ?=
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
 # Debian 12 packages the build, the tests and the demo need.
 DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
         libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps qemu-system-x86 busybox-static kmod cpio rdma-core \
-        ibverbs-utils perftest prometheus python3
+        ibverbs-utils perftest prometheus python3 clang-14 libclang-rt-14-dev
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test test-asan test-tsan fuzz demo bench clean
 
 all: build
 
@@ -25,6 +29,21 @@ test: build
 	@scripts/host-setup.sh
 	@cd $(BUILD) && meson test --print-errorlogs --num-processes 1 $(MESON_TEST_ARGS)
 
+# ASan + UBSan build of everything, the whole suite but the softroce VMs.
+test-asan: deps
+	@scripts/host-setup.sh
+	@scripts/sanitize.sh asan $(ASAN_BUILD)
+
+# ThreadSanitizer build, the tests that run a roshmd's control thread and
+# poller together.
+test-tsan: deps
+	@scripts/host-setup.sh
+	@scripts/sanitize.sh tsan $(TSAN_BUILD)
+
+# libFuzzer: every target of tests/fuzz for FUZZ_SECONDS each (docs/fuzzing.md).
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 demo: build
 	@scripts/host-setup.sh
 	@scripts/demo.sh $(BUILD)
@@ -34,4 +53,4 @@ bench: build
 	@perf/bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -39,8 +39,7 @@
 
 static struct th_daemon nodes[4];
 static int nnodes;
-static char prefix[32], workdir[160];
-static bool netns_up;
+static char prefix[64], workdir[256];
 
 struct shared {
 	uint8_t acked[WRITERS][MAXTX];
@@ -529,16 +528,14 @@ static int setup_multi(void **state)
 	(void)state;
 	if (geteuid() != 0 || th_sh("command -v ip >/dev/null"))
 		return -1;
-	snprintf(prefix, sizeof(prefix), "rtx%d", (int)getpid() % 100000);
-	snprintf(workdir, sizeof(workdir), "/tmp/roshm-txn-%s", prefix);
-	mkdir(workdir, 0755);
-	th_sh("echo roshm-txn-test-secret-0123456789 > %s/secret", workdir);
-	if (th_sh("%s up %s 3", NETNS_SH, prefix))
+	if (th_mkdtemp(workdir, sizeof(workdir), "txn"))
 		return -1;
-	netns_up = true;
+	th_sh("echo roshm-txn-test-secret-0123456789 > %s/secret", workdir);
+	if (th_netns_up(prefix, sizeof(prefix), "tx", 3))
+		return -1;
 	nnodes = 3;
 	for (int n = 1; n <= 3; n++) {
-		char name[16], ns[48];
+		char name[16], ns[80];
 
 		snprintf(name, sizeof(name), "txnode%d", n);
 		snprintf(ns, sizeof(ns), "%s-%d", prefix, n);
@@ -557,10 +554,8 @@ static int teardown_multi(void **state)
 {
 	int ret = teardown(state);
 
-	if (netns_up)
-		th_sh("%s down %s 3", NETNS_SH, prefix);
-	if (!ret)
-		th_sh("rm -rf %s", workdir);
+	/* before the next group's namespaces; the directory goes at exit */
+	th_netns_down(prefix);
 	return ret;
 }
 

@@ -8,10 +8,11 @@
 set -u
 src=$1
 fail() { echo "FAIL: $*"; exit 1; }
+. "$src/tests/lib/cleanup.sh"
 grep -q 'image-build.sh build /out' "$src/Dockerfile" || fail "Dockerfile does not run image-build.sh build"
 grep -q 'image-build.sh runtime' "$src/Dockerfile" || fail "Dockerfile does not run image-build.sh runtime"
-d=$(mktemp -d /tmp/roshm-image.XXXXXX)
-trap 'rm -rf "$d"' EXIT
+d=$(th_tmpdir image)
+trap 'th_rmdir "$d"' EXIT
 "$src/scripts/image-build.sh" build "$d/root" > "$d/log" 2>&1 || fail "image-build.sh build: $(tail -5 "$d/log")"
 r=$d/root
 lib=$(ls -d "$r"/usr/lib/*-linux-gnu 2>/dev/null | head -1)

@@ -2,10 +2,14 @@
 # roshmd --check-config: the sample passes; a bad file fails with file:line.
 set -u
 roshmd=$1; src=$2
+. "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; exit 1; }
+w=$(th_tmpdir config)
+prefix=$(th_prefix cc)
+trap 'th_eal_rm "$prefix"; th_rmdir "$w"' EXIT
 out=$("$roshmd" --check-config "$src/config/roshmd.conf" 2>&1) || fail "sample config rejected: $out"
 out=$("$roshmd" --check-config "$src/config/local-demo/node-a.conf" 2>&1) || fail "demo config rejected: $out"
-t=$(mktemp)
+t=$w/bad.conf
 printf 'node = "x";\ndataplane: {\n  burst = 0;\n};\n' > "$t"
 out=$("$roshmd" --check-config "$t" 2>&1); rc=$?
 [[ $rc -eq 1 ]] || fail "bad config: exit $rc, expected 1"
@@ -13,22 +17,21 @@ out=$("$roshmd" --check-config "$t" 2>&1); rc=$?
 printf 'colour = "blue";\n' > "$t"
 out=$("$roshmd" --check-config "$t" 2>&1) && fail "unknown key accepted"
 [[ "$out" == *"$t:1: unknown key 'colour'"* ]] || fail "unknown key message: $out"
-rm -f "$t"
 # verbs enabled where there is no RDMA device: a clear error, exit 1
 n=3
 if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
-  d=$(mktemp -d)
+  d=$w/verbs
+  mkdir "$d"
   head -c 32 /dev/urandom | base64 > "$d/secret"
   cat > "$d/r.conf" <<CONF
 node = "n1";
 socket = "$d/r.sock";
-eal = [ "--no-huge", "-m", "64", "--no-pci", "--no-shconf", "--file-prefix", "cc$$",
+eal = [ "--no-huge", "-m", "64", "--no-pci", "--no-shconf", "--file-prefix", "$prefix",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { dir = "$d/reg"; };
 transport: { verbs: { enabled = true; secret_file = "$d/secret"; }; };
 CONF
   out=$(timeout 30 "$roshmd" -c "$d/r.conf" 2>&1); rc=$?
-  rm -rf "$d"
   [[ $rc -eq 1 ]] || fail "verbs without a device: exit $rc, expected 1: $out"
   [[ "$out" == *"verbs: no RDMA device"* ]] || fail "verbs without a device: $out"
 else

@@ -8,13 +8,16 @@
 #   check_metrics.sh ROSHMD ROSHM_PERF
 set -u
 roshmd=$1 perf=$2
+. "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; [[ -f "$d/roshmd.log" ]] && cat "$d/roshmd.log"; exit 1; }
 for t in curl promtool python3; do
   command -v $t >/dev/null || { echo "check_metrics: skipped: $t missing (make deps installs it)"; exit 77; }
 done
-d=$(mktemp -d /tmp/roshm-metrics.XXXXXX)
+d=$(th_tmpdir metrics)
 port=$((20000 + $$ % 20000))
-prefix=cm$$
+prefix=$(th_prefix cm)
+pid=
+trap 'th_stop "$pid"; th_eal_rm "$prefix"; th_eal_rm "${prefix}e"; th_rmdir "$d"' EXIT
 cat > "$d/r.conf" <<CONF
 node = "metrics-node";
 socket = "$d/r.sock";
@@ -25,7 +28,6 @@ metrics: { listen = "127.0.0.1:$port"; };
 CONF
 "$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$d"' EXIT
 for _ in $(seq 100); do [[ -S $d/r.sock ]] && break; sleep 0.1; done
 [[ -S $d/r.sock ]] || fail "roshmd did not start"
 url=http://127.0.0.1:$port/metrics
@@ -87,6 +89,7 @@ assert "/roshm/stats" in lst and "/roshm/regions" in lst and "/roshm/peers" in l
 print("telemetry ok:", st["sqes"], "sqes")
 PY
 kill -TERM $pid; wait $pid; rc=$?
+pid=
 [[ $rc = 0 ]] || fail "roshmd exit $rc"
 # etcd unreachable (nothing listens on port 1): roshmd runs, not ready
 cat > "$d/e.conf" <<CONF

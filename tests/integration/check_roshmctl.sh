@@ -7,13 +7,17 @@
 #   check_roshmctl.sh ROSHMD ROSHMCTL DEMO_OWNER ROSHM_PERF
 set -u
 roshmd=$1 ctl=$2 owner=$3 perf=$4
+. "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; [[ -f "$d/roshmd.log" ]] && tail -20 "$d/roshmd.log"; exit 1; }
 command -v python3 >/dev/null || { echo "check_roshmctl: skipped: python3 missing"; exit 77; }
-d=$(mktemp -d /tmp/roshm-ctl.XXXXXX)
+d=$(th_tmpdir ctl)
+prefix=$(th_prefix ctl)
+pid= opid= pods=
+trap 'for p in $pods; do th_stop "$p"; done; th_stop "$opid"; th_stop "$pid"; th_eal_rm "$prefix"; th_rmdir "$d"' EXIT
 cat > "$d/r.conf" <<CONF
 node = "ctl-node";
 socket = "$d/r.sock";
-eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "ctl$$",
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "$prefix",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { dir = "$d/reg"; };
 admin: { token_file = "$d/admin.token"; };
@@ -23,8 +27,6 @@ tenants = ( { name = "default"; token = ""; },
 CONF
 "$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &
 pid=$!
-trap 'kill $opid $pods $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$d"' EXIT
-opid= pods=
 for _ in $(seq 100); do [[ -S $d/r.sock ]] && break; sleep 0.1; done
 [[ -S $d/r.sock ]] || fail "roshmd did not start"
 # a pod owning a region (the demo owner waits for a writer that never comes)
@@ -113,4 +115,8 @@ c drain --pod p --region b/c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "dra
 "$ctl" -s "$d/nope.sock" status > /dev/null 2> "$d/err"; rc=$?
 [[ $rc = 3 ]] || fail "no roshmd: exit $rc, expected 3"
 grep -q "nope.sock" "$d/err" || fail "unreachable message does not name the socket: $(cat "$d/err")"
+# roshmd leaves cleanly: exit 0 on SIGTERM (a sanitizer report at exit fails here)
+th_stop "$opid"; opid=
+kill -TERM "$pid"; wait "$pid"; rc=$?; pid=
+[[ $rc = 0 ]] || fail "roshmd exit $rc on SIGTERM"
 echo "check_roshmctl: 1 passed, 0 failed"

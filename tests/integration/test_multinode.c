@@ -40,9 +40,10 @@
 #define PORT 7471
 #define SECRET "roshm-test-cluster-secret-0123456789"
 
-static char prefix[32];
-static char workdir[128];
-static char ns_name[NODES + 1][48];
+static char prefix[64];
+static char workdir[200];
+static char ns_name[NODES + 1][80];
+static struct th_daemon rogue;              /* test_security's; stopped by teardown if a check fails */
 static struct th_daemon nodes[NODES + 1];  /* 1..NODES */
 static const char *backend;
 static pid_t etcd_pid;
@@ -501,9 +502,8 @@ static int read_record(const char *name, struct sec_ctx *x)
 static void test_security(void **state)
 {
 	struct roshm *a = attach_node(1);
-	struct th_daemon rogue;
 	struct sec_ctx x;
-	char extra[1024], secret2[256];
+	char extra[1024], secret2[300];
 	uint32_t h;
 	uint8_t *d;
 
@@ -854,6 +854,9 @@ static int stop_nodes(void)
 {
 	int bad = 0;
 
+	if (rogue.pid)
+		th_daemon_stop(&rogue);
+
 	for (int n = 1; n <= NODES; n++) {
 		if (!nodes[n].pid)
 			continue;
@@ -891,7 +894,7 @@ static int setup_etcd(void **state)
 
 		dup2(fd, 1);
 		dup2(fd, 2);
-		char hub[64];
+		char hub[80];
 
 		snprintf(hub, sizeof(hub), "%s-hub", prefix);
 		if (th_enter_netns(hub))
@@ -901,6 +904,8 @@ static int setup_etcd(void **state)
 		       "http://127.0.0.1:2380", (char *)NULL);
 		_exit(127);
 	}
+	if (etcd_pid > 0)
+		th_track_pid(etcd_pid);
 	for (int i = 0; i < 100; i++) {
 		if (th_sh("ip netns exec %s-hub curl -sf http://198.18.0.254:2379/health >/dev/null", prefix) == 0)
 			return start_nodes();
@@ -918,6 +923,7 @@ static int teardown(void **state)
 	if (etcd_pid > 0) {
 		kill(etcd_pid, SIGTERM);
 		waitpid(etcd_pid, NULL, 0);
+		th_untrack_pid(etcd_pid);
 		etcd_pid = 0;
 	}
 	return bad ? -1 : 0;
@@ -945,21 +951,19 @@ int main(void)
 		printf("multinode: skipped: needs iproute2, etcd-server and curl (make deps installs them)\n");
 		return 77;
 	}
-	snprintf(prefix, sizeof(prefix), "rsh%d", (int)getpid() % 100000);
-	snprintf(workdir, sizeof(workdir), "/tmp/roshm-multinode-%s", prefix);
-	mkdir(workdir, 0755);
+	if (th_mkdtemp(workdir, sizeof(workdir), "multinode")) {
+		printf("multinode: cannot create a directory in /tmp\n");
+		return 1;
+	}
 	th_sh("echo %s > %s/cluster.secret", SECRET, workdir);
-	for (int n = 1; n <= NODES; n++)
-		snprintf(ns_name[n], sizeof(ns_name[n]), "%s-%d", prefix, n);
-	if (th_sh("%s up %s %d", NETNS_SH, prefix, NODES)) {
-		th_sh("%s down %s %d", NETNS_SH, prefix, NODES);
+	if (th_netns_up(prefix, sizeof(prefix), "mn", NODES)) {
 		printf("multinode: cannot create network namespaces\n");
 		return 1;
 	}
+	for (int n = 1; n <= NODES; n++)
+		snprintf(ns_name[n], sizeof(ns_name[n]), "%s-%d", prefix, n);
 	fails = cmocka_run_group_tests_name("multinode_file_registry", tests, setup_file, teardown);
 	fails += cmocka_run_group_tests_name("multinode_etcd_registry", tests, setup_etcd, teardown);
-	th_sh("%s down %s %d", NETNS_SH, prefix, NODES);
-	if (!fails && !getenv("ROSHM_TEST_KEEP"))
-		th_sh("rm -rf %s", workdir);
+	/* the namespaces and the directory go at exit (harness), pass or fail */
 	return fails ? 1 : 0;
 }

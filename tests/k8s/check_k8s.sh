@@ -12,6 +12,7 @@ for t in node npm kubectl; do
   command -v $t >/dev/null || { echo "check_k8s: skipped: $t missing"; exit 77; }
 done
 fail() { echo "FAIL: $*"; exit 1; }
+. "$src/tests/lib/cleanup.sh"
 v=$build/k8s-validate
 if [[ ! -d $v/node_modules/kubernetes-models ]]; then
   mkdir -p "$v"
@@ -19,8 +20,8 @@ if [[ ! -d $v/node_modules/kubernetes-models ]]; then
     fail "npm install kubernetes-models yaml"
 fi
 cp "$src/tests/k8s/validate.mjs" "$v/validate.mjs"
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+d=$(th_tmpdir k8s)
+trap 'th_rmdir "$d"' EXIT
 for o in overlays/tcp overlays/sriov-roce examples/app; do
   kubectl kustomize "$src/k8s/$o" > "$d/out.yaml" 2> "$d/err" || fail "kustomize $o: $(cat "$d/err")"
   out=$(node "$v/validate.mjs" "$d/out.yaml") || fail "$o: $out"

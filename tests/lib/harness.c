@@ -22,35 +22,247 @@
 #ifndef ROSHMD_PATH
 #error "ROSHMD_PATH must point to the built roshmd"
 #endif
+#ifndef NETNS_SH
+#error "NETNS_SH must point to tests/lib/netns.sh"
+#endif
 
-/* ---- opt-in cleanup (th_cleanup_enable) ---- */
+/* ---- clean-up registry: what the atexit handler undoes ---- */
 
-#define TH_TRACK_MAX 512
-static pid_t cl_owner;                 /* the process that enabled it; 0: off */
-static pid_t cl_pids[TH_TRACK_MAX];
-static int cl_npids;
-static char *cl_dirs[TH_TRACK_MAX];
-static int cl_ndirs;
-static char *cl_cmds[64];
-static int cl_ncmds;
+#define TH_MAX 64
 
-static bool cl_on(void)
+static struct {
+	pid_t owner;                  /* the test process; forked children never clean up */
+	struct { pid_t pid; char dir[256]; char log[300]; char prefix[128]; bool used; } d[TH_MAX];
+	char dirs[TH_MAX][256];
+	pid_t pids[256];              /* th_spawn children, etcd */
+	struct { char prefix[64]; int n; } ns[8];
+	char *cmds[64];               /* th_cleanup_sh: run at exit, newest first */
+	int ncmds;
+} reg;
+
+static bool keep(void)
 {
-	/* Only the enabling process tracks and cleans: a forked child that
-	 * exits must not tear down what its parent still uses. */
-	return cl_owner && cl_owner == getpid();
+	const char *k = getenv("ROSHM_TEST_KEEP");
+
+	return k && *k && strcmp(k, "0");
 }
 
-static void cl_track_pid(pid_t pid)
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	if (cl_on() && pid > 0 && cl_npids < TH_TRACK_MAX)
-		cl_pids[cl_npids++] = pid;
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void rm_tree(const char *dir)
+{
+	if (dir[0] && !keep())
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* EAL's runtime directory for --file-prefix @prefix: EAL leaves it behind
+ * (config, mp socket) even with --no-shconf. Nothing in it helps a
+ * post-mortem, so it goes whatever ROSHM_TEST_KEEP says. */
+static void rm_eal_runtime(const char *prefix)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char path[512];
+
+	if (!prefix[0])
+		return;
+	if (geteuid() == 0)
+		snprintf(path, sizeof(path), "/var/run/dpdk/%s", prefix);
+	else
+		snprintf(path, sizeof(path), "%s/dpdk/%s", xdg ? xdg : "/tmp", prefix);
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* SIGKILL ends a stopped process too; the SIGCONT first is for one that a
+ * test stopped (SIGSTOP) and that was sent a SIGTERM before. */
+static void kill_reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGCONT);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+}
+
+static void cleanup(void)
+{
+	if (reg.owner != getpid())
+		return;
+	reg.owner = 0; /* once: atexit after a signal handler already ran it */
+	for (int i = 0; i < TH_MAX; i++) {
+		if (!reg.d[i].used)
+			continue;
+		if (reg.d[i].pid > 0) {
+			/* still running at exit: the test ended early, its log says why */
+			kill_reap(reg.d[i].pid);
+			struct th_daemon tmp = { .last_pid = reg.d[i].pid };
+
+			snprintf(tmp.log, sizeof(tmp.log), "%s", reg.d[i].log);
+			fprintf(stderr, "harness: roshmd %d was still running at exit; killed\n",
+				(int)reg.d[i].pid);
+			th_daemon_dump_log(&tmp);
+		}
+		rm_tree(reg.d[i].dir);
+		rm_eal_runtime(reg.d[i].prefix);
+	}
+	for (int i = 0; i < TH_MAX; i++)
+		if (reg.pids[i] > 0)
+			kill_reap(reg.pids[i]);
+	while (reg.ncmds > 0) {
+		char *cmd = reg.cmds[--reg.ncmds];
+		int rc = system(cmd);
+
+		(void)rc;
+		free(cmd);
+	}
+	for (size_t i = 0; i < sizeof(reg.ns) / sizeof(reg.ns[0]); i++)
+		if (reg.ns[i].prefix[0])
+			th_sh("%s down %s %d", NETNS_SH, reg.ns[i].prefix, reg.ns[i].n);
+	for (int i = 0; i < TH_MAX; i++)
+		rm_tree(reg.dirs[i]);
+}
+
+static void on_signal(int sig)
+{
+	/* Not async-signal-safe, and need not be: the process ends here. */
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void reg_init(void)
+{
+	if (reg.owner)
+		return;
+	reg.owner = getpid();
+	atexit(cleanup);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
+}
+
+static int reg_daemon(const struct th_daemon *d)
+{
+	int free_slot = -1;
+
+	reg_init();
+	for (int i = 0; i < TH_MAX; i++) {
+		if (reg.d[i].used && !strcmp(reg.d[i].dir, d->dir))
+			return i;
+		if (!reg.d[i].used && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot < 0) {
+		fprintf(stderr, "harness: more than %d daemons\n", TH_MAX);
+		abort();
+	}
+	reg.d[free_slot].used = true;
+	reg.d[free_slot].pid = 0;
+	snprintf(reg.d[free_slot].prefix, sizeof(reg.d[free_slot].prefix), "%s-%s-%d", th_tag(), d->name,
+		 (int)getpid());
+	snprintf(reg.d[free_slot].dir, sizeof(reg.d[free_slot].dir), "%s", d->dir);
+	snprintf(reg.d[free_slot].log, sizeof(reg.d[free_slot].log), "%s", d->log);
+	return free_slot;
+}
+
+static void reg_daemon_pid(const struct th_daemon *d)
+{
+	reg.d[reg_daemon(d)].pid = d->pid;
+}
+
+const char *th_tag(void)
+{
+	const char *t = getenv("ROSHM_TEST_TAG");
+
+	return t && *t ? t : "manual";
+}
+
+int th_mkdtemp(char *buf, size_t len, const char *what)
+{
+	snprintf(buf, len, "/tmp/roshm-test-%s-%s-XXXXXX", th_tag(), what);
+	if (!mkdtemp(buf))
+		return -errno;
+	th_track_dir(buf);
+	return 0;
+}
+
+void th_track_dir(const char *dir)
+{
+	reg_init();
+	for (int i = 0; i < TH_MAX; i++)
+		if (!reg.dirs[i][0]) {
+			snprintf(reg.dirs[i], sizeof(reg.dirs[i]), "%s", dir);
+			return;
+		}
+	fprintf(stderr, "harness: more than %d directories\n", TH_MAX);
+	abort();
+}
+
+void th_track_pid(pid_t pid)
+{
+	reg_init();
+	for (int i = 0; i < TH_MAX; i++)
+		if (reg.pids[i] <= 0) {
+			reg.pids[i] = pid;
+			return;
+		}
+	fprintf(stderr, "harness: more than %d tracked processes\n", TH_MAX);
+	abort();
+}
+
+void th_untrack_pid(pid_t pid)
+{
+	for (int i = 0; i < TH_MAX; i++)
+		if (reg.pids[i] == pid)
+			reg.pids[i] = 0;
+}
+
+int th_netns_up(char *prefix, size_t len, const char *what, int n)
+{
+	size_t i;
+	int st;
+
+	reg_init();
+	snprintf(prefix, len, "%s-%s%d", th_tag(), what, (int)getpid() % 100000);
+	for (i = 0; i < sizeof(reg.ns) / sizeof(reg.ns[0]) && reg.ns[i].prefix[0]; i++)
+		;
+	if (i == sizeof(reg.ns) / sizeof(reg.ns[0])) {
+		fprintf(stderr, "harness: too many namespace sets\n");
+		abort();
+	}
+	/* registered before it exists: a half-made set is deleted too */
+	snprintf(reg.ns[i].prefix, sizeof(reg.ns[i].prefix), "%s", prefix);
+	reg.ns[i].n = n;
+	st = th_sh("%s up %s %d", NETNS_SH, prefix, n);
+	if (st)
+		th_netns_down(prefix);
+	return st;
+}
+
+void th_netns_down(const char *prefix)
+{
+	for (size_t i = 0; i < sizeof(reg.ns) / sizeof(reg.ns[0]); i++)
+		if (reg.ns[i].prefix[0] && !strcmp(reg.ns[i].prefix, prefix)) {
+			th_sh("%s down %s %d", NETNS_SH, prefix, reg.ns[i].n);
+			reg.ns[i].prefix[0] = 0;
+		}
+}
+
+/* ---- the security tests' names for the same registry ---- */
+
+void th_cleanup_enable(void)
+{
+	reg_init(); /* always on: kept for the callers that ask */
 }
 
 void th_cleanup_dir(const char *path)
 {
-	if (cl_on() && cl_ndirs < TH_TRACK_MAX)
-		cl_dirs[cl_ndirs++] = strdup(path);
+	th_track_dir(path);
 }
 
 void th_cleanup_sh(const char *fmt, ...)
@@ -58,74 +270,18 @@ void th_cleanup_sh(const char *fmt, ...)
 	char cmd[1024];
 	va_list ap;
 
-	if (!cl_on() || cl_ncmds >= (int)(sizeof(cl_cmds) / sizeof(cl_cmds[0])))
+	reg_init();
+	if (reg.ncmds >= (int)(sizeof(reg.cmds) / sizeof(reg.cmds[0])))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
-	cl_cmds[cl_ncmds++] = strdup(cmd);
+	reg.cmds[reg.ncmds++] = strdup(cmd);
 }
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
 
 void th_cleanup_run(void)
 {
-	if (!cl_on())
-		return;
-	/* Newest first: clients before the daemons they talk to. A pid is
-	 * only signalled while it is still our unreaped child, so a recycled
-	 * pid is never hit. A stopped roshmd is resumed before the kill so
-	 * that it does not linger in the stopped state. */
-	while (cl_npids > 0) {
-		pid_t pid = cl_pids[--cl_npids];
-		int st;
-
-		if (waitpid(pid, &st, WNOHANG) == 0) {
-			kill(pid, SIGCONT);
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-		}
-	}
-	while (cl_ncmds > 0) {
-		char *cmd = cl_cmds[--cl_ncmds];
-		int rc = system(cmd);
-
-		(void)rc;
-		free(cmd);
-	}
-	while (cl_ndirs > 0) {
-		char *dir = cl_dirs[--cl_ndirs];
-
-		if (!getenv("ROSHM_TEST_KEEP"))
-			nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-		free(dir);
-	}
-}
-
-static void cl_atexit(void)
-{
-	th_cleanup_run();
-}
-
-static void cl_signal(int sig)
-{
-	th_cleanup_run();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-void th_cleanup_enable(void)
-{
-	struct sigaction sa = { .sa_handler = cl_signal };
-
-	if (cl_owner)
-		return;
-	cl_owner = getpid();
-	atexit(cl_atexit);
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cleanup();
 }
 
 int th_enter_netns(const char *netns)
@@ -152,7 +308,8 @@ pid_t th_spawn_ns(const char *netns, int (*fn)(void *), void *arg)
 			_exit(99);
 		_exit(fn(arg));
 	}
-	cl_track_pid(pid);
+	if (pid > 0)
+		th_track_pid(pid); /* a client a failed test never waited for */
 	return pid;
 }
 
@@ -178,6 +335,7 @@ void th_daemon_kill(struct th_daemon *d)
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &st, 0);
 	d->pid = 0;
+	reg_daemon_pid(d);
 }
 
 int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
@@ -193,10 +351,11 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 	memset(d, 0, sizeof(*d));
 	snprintf(d->netns, sizeof(d->netns), "%s", netns ? netns : "");
 	snprintf(d->name, sizeof(d->name), "%s", name);
-	snprintf(d->dir, sizeof(d->dir), "/tmp/roshm-test-%s-XXXXXX", name);
+	snprintf(d->dir, sizeof(d->dir), "/tmp/roshm-test-%s-%s-XXXXXX", th_tag(), name);
 	if (!mkdtemp(d->dir))
 		return -errno;
-	th_cleanup_dir(d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
+	reg_daemon(d); /* from here on the directory is removed at exit */
 	snprintf(d->sock, sizeof(d->sock), "%s/roshmd.sock", d->dir);
 	snprintf(d->conf, sizeof(d->conf), "%s/roshmd.conf", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/roshmd.log", d->dir);
@@ -216,9 +375,9 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 		"node = \"%s\";\n"
 		"socket = \"%s\";\n"
 		"eal = [ \"--no-huge\", \"-m\", \"128\", \"--no-pci\", \"--no-shconf\",\n"
-		"        \"--file-prefix\", \"th-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
+		"        \"--file-prefix\", \"%s-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
 		"        \"--no-telemetry\" ];\n",
-		name, d->sock, name, (int)getpid());
+		name, d->sock, th_tag(), name, (int)getpid());
 	if (!extra || !strstr(extra, "admin"))
 		fprintf(f, "admin: { token_file = \"%s\"; };\n", d->admin_token_file);
 	if (!extra || !strstr(extra, "registry"))
@@ -237,6 +396,10 @@ int th_daemon_restart(struct th_daemon *d)
 	d->pid = fork();
 	if (d->pid < 0)
 		return -errno;
+	if (d->pid > 0) {
+		d->last_pid = d->pid;
+		reg_daemon_pid(d);
+	}
 	if (d->pid == 0) {
 		int lfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
@@ -249,7 +412,6 @@ int th_daemon_restart(struct th_daemon *d)
 		execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}
-	cl_track_pid(d->pid);
 	strcpy(sa.sun_path, d->sock);
 	for (int i = 0; i < 1000; i++) { /* 10 s */
 		fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
@@ -277,14 +439,6 @@ bool th_daemon_alive(struct th_daemon *d)
 	return waitpid(d->pid, &st, WNOHANG) == 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int th_daemon_stop(struct th_daemon *d)
 {
 	int st;
@@ -292,19 +446,54 @@ int th_daemon_stop(struct th_daemon *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
+	kill(d->pid, SIGCONT); /* a stopped roshmd acts on the SIGTERM once continued */
 	for (int i = 0; i < 1000; i++) {
 		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
 			d->pid = 0;
-			if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && !getenv("ROSHM_TEST_KEEP"))
-				nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+			reg_daemon_pid(d);
+			rm_eal_runtime(reg.d[reg_daemon(d)].prefix);
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+				rm_tree(d->dir);
+			} else if (WIFSIGNALED(st)) {
+				/* e.g. SIGABRT from a sanitizer (abort_on_error) */
+				fprintf(stderr, "harness: roshmd %d died by signal %d\n", (int)d->last_pid,
+					WTERMSIG(st));
+			}
 			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 		}
 		usleep(10000);
 	}
-	kill(d->pid, SIGKILL);
-	waitpid(d->pid, &st, 0);
+	fprintf(stderr, "harness: roshmd %d ignored SIGTERM for 10 s; killed\n", (int)d->pid);
+	kill_reap(d->pid);
 	d->pid = 0;
+	reg_daemon_pid(d);
+	rm_eal_runtime(reg.d[reg_daemon(d)].prefix);
 	return -1;
+}
+
+/* The reports a sanitizer wrote for process @pid (log_path=DIR/asan gives
+ * DIR/asan.PID). */
+static void dump_san_logs(pid_t pid)
+{
+	const char *dir = getenv("ROSHM_SAN_LOGS");
+	static const char *const kinds[] = { "asan", "ubsan", "tsan" };
+	char path[512], buf[4096];
+	ssize_t n;
+
+	if (!dir || !*dir || pid <= 0)
+		return;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		snprintf(path, sizeof(path), "%s/%s.%d", dir, kinds[k], (int)pid);
+		int fd = open(path, O_RDONLY);
+
+		if (fd < 0)
+			continue;
+		fprintf(stderr, "---- %s ----\n", path);
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			fwrite(buf, 1, (size_t)n, stderr);
+		fprintf(stderr, "---- end ----\n");
+		close(fd);
+	}
 }
 
 void th_daemon_dump_log(struct th_daemon *d)
@@ -313,13 +502,16 @@ void th_daemon_dump_log(struct th_daemon *d)
 	ssize_t n;
 	int fd = open(d->log, O_RDONLY);
 
-	if (fd < 0)
+	if (fd < 0) {
+		dump_san_logs(d->last_pid);
 		return;
+	}
 	fprintf(stderr, "---- %s ----\n", d->log);
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		fwrite(buf, 1, (size_t)n, stderr);
 	fprintf(stderr, "---- end ----\n");
 	close(fd);
+	dump_san_logs(d->last_pid);
 }
 
 int th_admin(struct th_daemon *d, const char *cmd, char **json)
@@ -348,7 +540,8 @@ pid_t th_spawn(int (*fn)(void *), void *arg)
 		fflush(stdout);
 		_exit(fn(arg));
 	}
-	cl_track_pid(pid);
+	if (pid > 0)
+		th_track_pid(pid); /* a client a failed test never waited for */
 	return pid;
 }
 
@@ -358,6 +551,7 @@ int th_wait(pid_t pid)
 
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
+	th_untrack_pid(pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

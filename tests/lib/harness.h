@@ -1,5 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* Test harness: real roshmd processes with a throwaway config and directory. */
+/*
+ * Test harness: real roshmd processes with a throwaway config and directory.
+ *
+ * Clean-up, pass or fail: every daemon started here, every directory and
+ * network namespace registered here, and every tracked child are undone by
+ * an atexit handler (and on SIGTERM/SIGINT/SIGHUP, which is how meson stops
+ * a test that ran out of time): stopped daemons get SIGCONT then SIGKILL,
+ * directories are removed unless ROSHM_TEST_KEEP=1, namespaces deleted.
+ * Names carry the run's tag (ROSHM_TEST_TAG, set by meson per build
+ * directory) so that tests/check_leftovers.sh can tell this run's leftovers
+ * from another build's.
+ */
 #ifndef TH_HARNESS_H
 #define TH_HARNESS_H
 
@@ -9,6 +20,7 @@
 
 struct th_daemon {
 	pid_t pid;
+	pid_t last_pid;           /* the last roshmd run: its sanitizer report */
 	char netns[64];           /* "" : the caller's namespace */
 	char name[64];
 	char dir[256];
@@ -38,12 +50,29 @@ int th_sh(const char *fmt, ...);
 /* SIGTERM and wait; returns roshmd's exit status, or -1 if it died by a signal. */
 int th_daemon_stop(struct th_daemon *d);
 bool th_daemon_alive(struct th_daemon *d);
-/* Print the daemon log (on failure). */
+/* Print the daemon log (on failure), and any sanitizer report its last
+ * process wrote (ROSHM_SAN_LOGS, set by scripts/sanitize.sh). */
 void th_daemon_dump_log(struct th_daemon *d);
 /* An admin command on @d with its admin token (roshm_admin_params). */
 int th_admin(struct th_daemon *d, const char *cmd, char **json);
 
-/* Fork a child that runs fn(arg) and exits with its return value. */
+/* This run's tag: ROSHM_TEST_TAG, or "manual" outside meson. */
+const char *th_tag(void);
+/* Make "/tmp/roshm-test-TAG-@what-XXXXXX" into @buf (mkdtemp) and remove it
+ * at exit (unless ROSHM_TEST_KEEP). 0 or -errno. */
+int th_mkdtemp(char *buf, size_t len, const char *what);
+/* Remove @dir at exit (unless ROSHM_TEST_KEEP). */
+void th_track_dir(const char *dir);
+/* SIGCONT + SIGKILL + reap @pid at exit unless th_untrack_pid came first. */
+void th_track_pid(pid_t pid);
+void th_untrack_pid(pid_t pid);
+/* tests/lib/netns.sh up PREFIX N, deleted again at exit; a prefix of
+ * "TAG-@what" + our pid, written to @prefix. 0 or the script's status. */
+int th_netns_up(char *prefix, size_t len, const char *what, int n);
+void th_netns_down(const char *prefix);
+
+/* Fork a child that runs fn(arg) and exits with its return value. It is
+ * killed at exit unless th_wait reaped it first. */
 pid_t th_spawn(int (*fn)(void *), void *arg);
 /* Wait for a child; returns its exit status, or 128 + signal. */
 int th_wait(pid_t pid);

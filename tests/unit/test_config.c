@@ -6,12 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "config.h"
 
-static char path[64];
+static char path[300];
+/* made and removed by main(), so that a failed check leaves nothing behind:
+ * the config file above and test_env's fake sysfs live in it */
+static char dir[256];
 
 static int load(const char *text, struct rd_config *cfg, char *err, size_t len)
 {
@@ -28,7 +32,7 @@ static int load(const char *text, struct rd_config *cfg, char *err, size_t len)
 static void expect_error(const char *text, int line, const char *needle)
 {
 	struct rd_config cfg;
-	char err[512], want[128];
+	char err[512], want[340];
 
 	if (load(text, &cfg, err, sizeof(err)) == 0)
 		fail_msg("config accepted, expected an error at line %d:\n%s", line, text);
@@ -191,11 +195,10 @@ static void test_registry_keys(void **st)
 
 static void test_env(void **st)
 {
-	char dir[] = "/tmp/roshm-sysfs.XXXXXX", p[256], log[256], err[256];
+	char p[700], log[256], err[256];
 	struct rd_config cfg;
 
 	(void)st;
-	assert_non_null(mkdtemp(dir));
 	snprintf(p, sizeof(p), "mkdir -p %s/bus/pci/devices/0000:3b:02.1/infiniband/mlx5_3 "
 		 "%s/bus/pci/devices/0000:3b:02.1/net/ens1f0v1", dir, dir);
 	assert_int_equal(system(p), 0);
@@ -228,8 +231,6 @@ static void test_env(void **st)
 	assert_int_equal(rd_config_apply_env(&cfg, bad3, dir, log, sizeof(log), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no RDMA device"));
 	rd_config_free(&cfg);
-	snprintf(p, sizeof(p), "rm -rf %s", dir);
-	assert_int_equal(system(p), 0);
 }
 
 static void test_missing_file(void **st)
@@ -257,15 +258,22 @@ int main(void)
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_missing_file),
 	};
+	const char *tag = getenv("ROSHM_TEST_TAG");
+	char rm[300];
 	int fd;
 
-	strcpy(path, "/tmp/roshm-config-XXXXXX");
-	fd = mkstemp(path);
+	snprintf(dir, sizeof(dir), "/tmp/roshm-test-%s-sysfs-XXXXXX", tag && *tag ? tag : "manual");
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(path, sizeof(path), "%s/roshmd.conf", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
 		return 1;
 	close(fd);
 	int ret = cmocka_run_group_tests_name("config", tests, NULL, NULL);
 
-	unlink(path);
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+	if (system(rm))
+		ret = 1;
 	return ret;
 }

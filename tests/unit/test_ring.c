@@ -271,7 +271,10 @@ int main(void)
 		cmocka_unit_test(test_two_thread_stress),
 	};
 
-	snprintf(prefix, sizeof(prefix), "ut-ring-%d", (int)getpid());
+	const char *tag = getenv("ROSHM_TEST_TAG");
+
+	/* the run's tag: check_leftovers.sh finds EAL's runtime directory by it */
+	snprintf(prefix, sizeof(prefix), "%s-ring-%d", tag && *tag ? tag : "manual", (int)getpid());
 	if (rte_eal_init((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv) < 0) {
 		fprintf(stderr, "EAL init failed\n");
 		return 1;
@@ -291,5 +294,12 @@ int main(void)
 
 	rd_poller_fini(&poller);
 	rte_eal_cleanup();
+	/* EAL leaves its runtime directory (config, mp socket) behind */
+	char rm[512];
+
+	snprintf(rm, sizeof(rm), "rm -rf %s/dpdk/%s", geteuid() == 0 ? "/var/run" :
+		 getenv("XDG_RUNTIME_DIR") ? getenv("XDG_RUNTIME_DIR") : "/tmp", prefix);
+	if (system(rm))
+		ret = 1;
 	return ret;
 }

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rd_sqe_check (dataplane/sqe.c) on a 64-byte SQE, as a client writes it
+ * into shared memory, against a fixed handle table: regions of different
+ * sizes, with and without a transaction log, a dead one, empty slots and
+ * stale generations. Beyond not crashing, every verdict is checked against
+ * an independent model of the rules (128-bit bounds arithmetic).
+ *
+ * Input: 64 bytes of SQE, then optionally one byte choosing the arena size.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "sqe.h"
+
+static struct rd_region regions[] = {
+	{ .data_size = 4096 },
+	{ .data_size = 1u << 20, .txn_slots = 16, .slot_size = 4096 },
+	{ .data_size = 8, .txn_slots = 1, .slot_size = 64 },
+	{ .data_size = 4096, .dead = true },
+	{ .data_size = 0 },
+	{ .data_size = UINT64_MAX - 7 },    /* bounds arithmetic at the top */
+};
+static struct rd_handle handles[] = {
+	{ NULL, 0 },
+	{ &regions[0], 1 },
+	{ &regions[1], 2 },
+	{ &regions[2], 0xffff },
+	{ &regions[3], 0 },
+	{ NULL, 7 },        /* closed slot that had generation 7 */
+	{ &regions[4], 3 },
+	{ &regions[5], 9 },
+};
+#define NHANDLES (sizeof(handles) / sizeof(handles[0]))
+static const uint64_t arenas[] = { 1u << 16, 0, 4096, 1u << 22, UINT64_MAX };
+
+static int fits(uint64_t off, uint64_t len, uint64_t size)
+{
+	return (unsigned __int128)off + len <= size;
+}
+
+/* What rd_sqe_check must return, from the contract in sqe.h. */
+static int model(const struct roshm_sqe *s, uint64_t arena, const struct rd_region **want)
+{
+	const struct rd_handle *h;
+	uint32_t idx = s->handle & 0xffff;
+
+	*want = NULL;
+	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) || s->rsvd0 ||
+	    s->rsvd1 || s->rsvd2)
+		return -EINVAL;
+	if (s->opcode == ROSHM_OP_NOP || s->opcode == ROSHM_OP_FENCE)
+		return 0;
+	if (idx >= NHANDLES || !handles[idx].region || handles[idx].gen != s->handle >> 16)
+		return -EBADF;
+	h = &handles[idx];
+	if (h->region->dead)
+		return -ESTALE;
+	switch (s->opcode) {
+	case ROSHM_OP_WRITE:
+	case ROSHM_OP_READ:
+		if (!fits(s->off, s->len, h->region->data_size) || !fits(s->arena_off, s->len, arena))
+			return -EFAULT;
+		break;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		if (s->len != 8 || s->off % 8)
+			return -EINVAL;
+		if (!fits(s->off, 8, h->region->data_size))
+			return -EFAULT;
+		break;
+	case ROSHM_OP_TXN_WRITE:
+		if (!h->region->txn_slots)
+			return -EOPNOTSUPP;
+		if (!fits(s->off, s->len, h->region->data_size) || !fits(s->arena_off, s->len, arena))
+			return -EFAULT;
+		break;
+	case ROSHM_OP_TXN_COMMIT:
+		if (!h->region->txn_slots)
+			return -EOPNOTSUPP;
+		break;
+	}
+	*want = h->region;
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct roshm_sqe s;
+	const struct rd_region *want;
+	struct rd_region *rg = (struct rd_region *)&regions[0]; /* must be overwritten */
+	uint64_t arena;
+	int ret, exp;
+
+	if (size < sizeof(s))
+		return 0;
+	/* the poller's own copy: shared memory is read once */
+	memcpy(&s, data, sizeof(s));
+	arena = size > sizeof(s) ? arenas[data[sizeof(s)] % (sizeof(arenas) / sizeof(arenas[0]))] : arenas[0];
+	ret = rd_sqe_check(&s, handles, NHANDLES, arena, &rg);
+	exp = model(&s, arena, &want);
+	if (ret != exp)
+		fuzz_fail("opcode %u flags %#x handle %#x off %llu arena_off %llu len %u arena %llu: "
+			  "rd_sqe_check %d, the rules say %d", s.opcode, s.flags, s.handle,
+			  (unsigned long long)s.off, (unsigned long long)s.arena_off, s.len,
+			  (unsigned long long)arena, ret, exp);
+	if (rg != want)
+		fuzz_fail("opcode %u handle %#x: region %p, expected %p", s.opcode, s.handle, (void *)rg,
+			  (const void *)want);
+	return 0;
+}

@@ -1,0 +1,43 @@
+# Sourced by the check_*.sh tests: scratch directories named for this run
+# (tests/check_leftovers.sh looks for them) and a daemon stop that cannot hang.
+# shellcheck shell=bash
+
+# th_tmpdir WHAT: a new /tmp/roshm-test-TAG-WHAT.XXXXXX
+th_tmpdir() {
+  mktemp -d "/tmp/roshm-test-${ROSHM_TEST_TAG:-manual}-$1.XXXXXX"
+}
+
+# th_stop PID: SIGCONT (it may have been stopped) and SIGTERM, SIGKILL after
+# 10 s; reap it. Prints nothing; the exit status is the process's.
+th_stop() {
+  local pid=$1
+  [[ -n $pid ]] || return 0
+  kill -CONT "$pid" 2>/dev/null
+  kill -TERM "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return; }
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
+# th_prefix WHAT: an EAL --file-prefix for this run (check_leftovers.sh
+# looks for its runtime directory)
+th_prefix() {
+  echo "${ROSHM_TEST_TAG:-manual}-$1$$"
+}
+
+# th_eal_rm PREFIX: EAL's runtime directory for it (left even by a clean exit)
+th_eal_rm() {
+  if [[ $(id -u) == 0 ]]; then rm -rf "/var/run/dpdk/$1"; else rm -rf "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$1"; fi
+}
+
+# th_rmdir DIR: remove it unless ROSHM_TEST_KEEP=1 (then say where it is)
+th_rmdir() {
+  if [[ ${ROSHM_TEST_KEEP:-0} != 0 ]]; then
+    echo "kept: $1" >&2
+  else
+    rm -rf "$1"
+  fi
+}
