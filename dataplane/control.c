@@ -409,10 +409,10 @@ static void client_free(struct rd_control *ctl, struct rd_client *c)
 	rd_verbs_unreg_client(ctl, c);
 	if (c->chan)
 		munmap(c->chan, c->chan_size);
-	if (c->sq_efd >= 0)
-		close(c->sq_efd);
-	if (c->cq_efd >= 0)
-		close(c->cq_efd);
+	if (c->sq_rfd >= 0)
+		close(c->sq_rfd);
+	if (c->cq_wfd >= 0)
+		close(c->cq_wfd);
 	free(c->ctl_handles);
 	free(c->dp_handles);
 	free(c);
@@ -424,8 +424,7 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
 	struct rd_client **pp;
 	int now;
 
-	now = rd_poller_cmd(ctl->poller, &cmd);
-	epoll_ctl(ctl->poller->epfd, EPOLL_CTL_DEL, c->sq_efd, NULL);
+	now = rd_poller_cmd(ctl->poller, &cmd); /* also takes sq_rfd out of its epoll */
 	for (uint32_t i = 0; i < c->nhandles; i++)
 		if (c->ctl_handles[i].region)
 			handle_release(ctl, c, rd_handle_make(i, c->ctl_handles[i].gen), false);
@@ -557,6 +556,7 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	struct roshm_ctl_hdr rep;
 	struct rd_client *c = NULL;
 	unsigned flags = RD_MEM_NO_HOLES;
+	int sq_sp[2] = { -1, -1 }, cq_sp[2] = { -1, -1 };
 	int ret;
 
 	if (!conn->hello || conn->client)
@@ -570,7 +570,7 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->sq_efd = c->cq_efd = -1;
+	c->sq_rfd = c->cq_wfd = -1;
 	c->defer.kind = RD_DEFER_CLIENT;
 	c->nhandles = cfg->max_handles;
 	c->ctl_handles = calloc(c->nhandles, sizeof(*c->ctl_handles));
@@ -632,15 +632,19 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	ret = rd_verbs_reg_client(ctl, c); /* READs land in the arena, WRITEs leave from it */
 	if (ret)
 		goto err;
-	c->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	c->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->sq_efd < 0 || c->cq_efd < 0) {
+	/* Wakeups: a datagram socketpair per direction; the client's ends go
+	 * out with the reply and are closed here then. Each side owns its own
+	 * file description, so no flag the client sets can block the poller. */
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sq_sp) < 0 ||
+	    socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, cq_sp) < 0) {
 		ret = -errno;
 		goto err;
 	}
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->sq_efd };
+	c->sq_rfd = sq_sp[0];
+	c->cq_wfd = cq_sp[1];
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c->sq_rfd };
 
-	if (epoll_ctl(ctl->poller->epfd, EPOLL_CTL_ADD, c->sq_efd, &ev) < 0) {
+	if (epoll_ctl(ctl->poller->epfd, EPOLL_CTL_ADD, c->sq_rfd, &ev) < 0) {
 		ret = -errno;
 		goto err;
 	}
@@ -648,7 +652,7 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 
 	ret = rd_poller_cmd(ctl->poller, &cmd);
 	if (ret) {
-		epoll_ctl(ctl->poller->epfd, EPOLL_CTL_DEL, c->sq_efd, NULL);
+		epoll_ctl(ctl->poller->epfd, EPOLL_CTL_DEL, c->sq_rfd, NULL);
 		goto err;
 	}
 	/* The quota reserved at HELLO is the client's now. */
@@ -667,15 +671,26 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	reply_hdr(&rep, ROSHM_CTL_CHANNEL, sizeof(rep), 0);
 	int fds[ROSHM_CHANNEL_NFDS];
 
-	fds[ROSHM_CHANNEL_FD_SQ_EVENT] = c->sq_efd;
-	fds[ROSHM_CHANNEL_FD_CQ_EVENT] = c->cq_efd;
+	fds[ROSHM_CHANNEL_FD_SQ_EVENT] = sq_sp[1];
+	fds[ROSHM_CHANNEL_FD_CQ_EVENT] = cq_sp[0];
 	RD_LOG(INFO, "client %u attached: pid %d uid %u tenant %s%s%s sq %u cq %u arena %llu%s", c->id,
 	       (int)c->pid, (unsigned)c->uid, c->tenant, c->pod[0] ? " pod " : "", c->pod, c->sq_entries,
 	       c->cq_entries, (unsigned long long)c->arena_size, c->hugetlb ? " hugetlb" : " (4k pages)");
-	if (send_reply(conn->fd, &rep, sizeof(rep), fds, ROSHM_CHANNEL_NFDS))
+	ret = send_reply(conn->fd, &rep, sizeof(rep), fds, ROSHM_CHANNEL_NFDS);
+	close(sq_sp[1]);
+	close(cq_sp[0]);
+	if (ret)
 		return -ECONNRESET; /* caller detaches */
 	return 1;
 err:
+	if (sq_sp[1] >= 0)
+		close(sq_sp[1]);
+	if (cq_sp[0] >= 0)
+		close(cq_sp[0]);
+	if (c->sq_rfd < 0 && sq_sp[0] >= 0)
+		close(sq_sp[0]);
+	if (c->cq_wfd < 0 && cq_sp[1] >= 0)
+		close(cq_sp[1]);
 	if (c->chan)
 		munmap(c->chan, c->chan_size);
 	c->chan = NULL;

@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	struct rd_control ctl;
 	char err[512], lcores[64];
 	char *eal_argv[RD_EAL_ARGS_MAX + 4];
-	int eal_argc = 0, opt, ret;
+	int eal_argc = 0, opt, ret, rc = 1;
 	unsigned worker;
 	sigset_t set;
 
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 
 		if (rd_config_apply_env(&cfg, environ, "/sys", envlog, sizeof(envlog), err, sizeof(err))) {
 			fprintf(stderr, "roshmd: %s\n", err);
-			return 1;
+			goto out_cfg;
 		}
 		if (envlog[0])
 			fprintf(stderr, "roshmd: from the environment:%s\n", envlog);
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
 	ret = rte_eal_init(eal_argc, eal_argv);
 	if (ret < 0) {
 		fprintf(stderr, "roshmd: EAL init failed: %s\n", rte_strerror(rte_errno));
-		return 1;
+		goto out_cfg;
 	}
 	rd_logtype = rte_log_register("roshm");
 	if (rd_logtype < 0)
@@ -182,32 +182,28 @@ int main(int argc, char **argv)
 		worker = (unsigned)cfg.lcore;
 		if (!rte_lcore_is_enabled(worker) || worker == rte_get_main_lcore()) {
 			RD_LOG(ERR, "dataplane.lcore %u is not an enabled worker lcore", worker);
-			return 1;
+			goto out_eal;
 		}
 	} else {
 		worker = rte_get_next_lcore(-1, 1, 0);
 		if (worker >= RTE_MAX_LCORE) {
 			RD_LOG(ERR, "EAL gave no worker lcore for the poller (need two lcores)");
-			return 1;
+			goto out_eal;
 		}
 	}
 	ret = rd_poller_init(&poller, &cfg);
 	if (ret) {
 		RD_LOG(ERR, "poller init: %s", strerror(-ret));
-		return 1;
+		goto out_eal;
 	}
 	ret = rd_control_init(&ctl, &cfg, &poller);
-	if (ret) {
-		rd_control_fini(&ctl);
-		rd_poller_fini(&poller);
-		rte_eal_cleanup();
-		return 1;
-	}
+	if (ret)
+		goto out_control;
 	atomic_store(&poller.running, true);
 	ret = rte_eal_remote_launch(rd_poller_main, &poller, worker);
 	if (ret) {
 		RD_LOG(ERR, "launching the poller on lcore %u: %s", worker, strerror(-ret));
-		return 1;
+		goto out_control;
 	}
 	RD_LOG(INFO, "version %s ready: node %s, main lcore %u, poller lcore %u", ROSHM_VERSION,
 	       cfg.node, rte_get_main_lcore(), worker);
@@ -222,10 +218,14 @@ int main(int argc, char **argv)
 		(void)w;
 	}
 	rte_eal_wait_lcore(worker);
+	RD_LOG(INFO, "stopped");
+	rc = 0;
+out_control:
 	rd_control_fini(&ctl);
 	rd_poller_fini(&poller);
+out_eal:
 	rte_eal_cleanup();
+out_cfg:
 	rd_config_free(&cfg);
-	RD_LOG(INFO, "stopped");
-	return 0;
+	return rc;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,12 +126,22 @@ void rd_poller_fini(struct rd_poller *p)
 
 static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
 
-static void kick(int fd)
+/* roshmd's own eventfds (command and event rings) */
+static void kick(int efd)
 {
 	uint64_t one = 1;
-	ssize_t n = write(fd, &one, sizeof(one));
+	ssize_t n = write(efd, &one, sizeof(one));
 
 	(void)n; /* EAGAIN: the counter is already non-zero, a wakeup is pending */
+}
+
+/* A sleeping client's wakeup socket: never blocks, never raises SIGPIPE. */
+static void kick_client(int fd)
+{
+	char one = 1;
+	ssize_t n = send(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	(void)n; /* EAGAIN: wakeups are queued already; EPIPE: the client closed its end */
 }
 
 int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
@@ -208,6 +219,9 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 				p->clients[i] = p->clients[--p->nclients];
 				break;
 			}
+		/* No event for it after this (the control thread closes the
+		 * fd, and its number may be reused, once we answer). */
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->sq_rfd, NULL);
 		if (p->tcp)
 			rd_tcp_client_gone(p->tcp, c);
 		rd_txn_client_gone(p, c);
@@ -360,7 +374,7 @@ static inline void client_publish(struct rd_client *c)
 	/* W3: pairs with the client's W2 before it sleeps. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&c->hdr->cq_flags, __ATOMIC_RELAXED) & ROSHM_CQ_NEED_WAKEUP)
-		kick(c->cq_efd);
+		kick_client(c->cq_wfd);
 }
 
 static inline unsigned batch_bucket(unsigned n)
@@ -493,7 +507,14 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			budget -= copy_step(p, c, budget);
 			break;
 		} else {
+			/* A client's operation: never raw, never roshmd's buffers. */
 			op.client = c;
+			op.txn = NULL;
+			op.raw = false;
+			op.src = NULL;
+			op.dst = NULL;
+			op.status = 0;
+			op.result = 0;
 			ret = op.region->xport->ops->submit(op.region->xport, &op);
 			if (ret < 0)
 				break; /* transport full: the SQE stays, next round */
@@ -604,14 +625,22 @@ static void poller_sleep(struct rd_poller *p)
 		RD_STAT_ADD(p->stats.sleeps, 1);
 		n = epoll_wait(p->epfd, evs, 32, rd_txn_sleep_ms(p));
 		for (int i = 0; i < n; i++) {
-			uint64_t v;
+			char buf[256];
 
 			if (p->verbs && p->verbs->comp && evs[i].data.fd == p->verbs->comp->fd) {
 				rd_verbs_events(p->verbs);
 				continue;
 			}
-			ssize_t r = read(evs[i].data.fd, &v, sizeof(v));
+			ssize_t r;
 
+			if (evs[i].data.fd == p->cmd_efd) /* our eventfd: clear it */
+				r = read(p->cmd_efd, buf, sizeof(uint64_t));
+			else if (p->tcp && evs[i].data.fd == p->tcp->epfd)
+				continue; /* the tcp transport's nested epoll: its round reads */
+			else /* a client's wakeup socket, roshmd's own end: one
+			      * datagram, never blocking (a client that keeps
+			      * sending fills its own queue and gets EAGAIN) */
+				r = recv(evs[i].data.fd, buf, sizeof(buf), MSG_DONTWAIT);
 			(void)r;
 		}
 	}

@@ -213,8 +213,11 @@ struct rd_client {
 	uint32_t id;                  /* slot (low 16 bits) | reuse count << 16 */
 	struct rd_conn *conn;         /* control: its connection */
 	int sock;
-	int sq_efd;                   /* client -> poller wakeup */
-	int cq_efd;                   /* poller -> client wakeup */
+	/* Wakeups are datagram socketpairs, not eventfds: roshmd keeps its own
+	 * ends (its own file descriptions) and never blocks on them whatever
+	 * the client does to its ends (MSG_DONTWAIT; MSG_NOSIGNAL). */
+	int sq_rfd;                   /* client -> poller wakeup: roshmd's end */
+	int cq_wfd;                   /* poller -> client wakeup: roshmd's end */
 	pid_t pid;
 	uid_t uid;
 	char tenant[ROSHM_NAME_MAX];

@@ -167,12 +167,27 @@ static inline uint64_t slot_off(const struct rd_txn *t)
 	return ROSHM_REGION_HDR_SIZE + (t->seq % t->region->txn_slots) * t->region->slot_size;
 }
 
+/* CRC32C of @len bytes at any alignment (rte_hash_crc loads through
+ * uint64_t pointers, which needs 8-byte aligned data). */
+static uint32_t crc_bytes(const uint8_t *p, uint32_t len, uint32_t crc)
+{
+	uint64_t v8;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		memcpy(&v8, p, 8);
+		crc = rte_hash_crc_8byte(v8, crc);
+	}
+	for (; len; p++, len--)
+		crc = rte_hash_crc_1byte(*p, crc);
+	return crc;
+}
+
 static uint32_t staged_crc(const uint8_t *staged, uint32_t len)
 {
 	/* Everything staged except the crc word itself (bytes 24..27 of the staged part). */
-	uint32_t crc = rte_hash_crc(staged, 24, 0xffffffffu);
+	uint32_t crc = crc_bytes(staged, 24, 0xffffffffu);
 
-	return rte_hash_crc(staged + 28, len - 28, crc);
+	return crc_bytes(staged + 28, len - 28, crc);
 }
 
 /* Issue one operation; returns 1, with the status and result filled in, if it completed at once. */

@@ -394,7 +394,7 @@ static inline void roshm_cq_advance(struct roshm *r, unsigned n)
 
 /*
  * roshm_wait_cqe() - wait for the next completion: spins spin_us, then
- * sleeps on the CQ eventfd. If roshmd went away, re-attaches to its
+ * sleeps on the CQ wakeup socket. If roshmd went away, re-attaches to its
  * successor (see struct roshm_tag) for up to reconnect_ms. Returns 0 with
  * *cqe set, -ECONNRESET if no roshmd came back (or this one hung up on us),
  * -EPROTO if the successor's channel differs, -EINTR.

@@ -325,7 +325,7 @@ static int hugepages_wanted(const struct roshm_params *p)
 /*
  * Attach to roshmd: socket (whose server we check), HELLO, then the channel:
  * our own memfd, mapped and touched here, sent to roshmd, which seals it and
- * answers with the wakeup eventfds.
+ * answers with the wakeup sockets.
  */
 static int attach(struct roshm *r, void **chan, size_t *chan_size)
 {
@@ -878,10 +878,10 @@ int roshm_submit(struct roshm *r)
 	 * look at the tail (poller W1), so one of us sees the other. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(sq->kflags, __ATOMIC_RELAXED) & ROSHM_SQ_NEED_WAKEUP) {
-		uint64_t one = 1;
-		ssize_t w = write(r->sq_event_fd, &one, sizeof(one));
+		char one = 1;
+		ssize_t w = send(r->sq_event_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 
-		(void)w; /* EAGAIN means a wakeup is already pending */
+		(void)w; /* EAGAIN: wakeups are queued already; EPIPE: roshmd is gone */
 	}
 	return (int)n;
 }
@@ -956,12 +956,12 @@ static int resubmit(struct roshm *r, struct roshm_tag **order, uint32_t n, uint6
 			r->tag_free = t;
 		}
 		if (r->sq.sqe_tail != r->sq.sqe_head) {
-			uint64_t one = 1;
+			char one = 1;
 			ssize_t w;
 
 			__atomic_store_n(r->sq.ktail, r->sq.sqe_tail, __ATOMIC_RELEASE);
 			r->sq.sqe_head = r->sq.sqe_tail;
-			w = write(r->sq_event_fd, &one, sizeof(one));
+			w = send(r->sq_event_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 			(void)w;
 		}
 		cq_to_lcq(r);
@@ -1171,8 +1171,12 @@ int roshm_wait_cqe_timeout(struct roshm *r, struct roshm_cqe **cqe, int timeout_
 		if (n < 0 && errno == EINTR)
 			return -EINTR;
 		if (n > 0 && (pfd[0].revents & POLLIN)) {
-			uint64_t v;
-			ssize_t rd = read(r->cq_event_fd, &v, sizeof(v));
+			char v[64];
+			ssize_t rd;
+
+			do /* every queued wakeup datagram */
+				rd = recv(r->cq_event_fd, v, sizeof(v), MSG_DONTWAIT);
+			while (rd > 0);
 
 			(void)rd;
 		}

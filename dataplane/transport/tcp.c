@@ -356,7 +356,7 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	tx_put(c, &req, sizeof(req));
 	if (payload)
 		tx_put(c, op->src ? op->src : op->client->arena + s->arena_off, payload);
-	c->frames_tx++;
+	RD_STAT_ADD(c->frames_tx, 1);
 	return 0;
 }
 
@@ -386,7 +386,7 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 			return;
 		}
 		c->tx_head += (uint64_t)w;
-		c->bytes_tx += (uint64_t)w;
+		RD_STAT_ADD(c->bytes_tx, (uint64_t)w);
 		if ((size_t)w < len)
 			return;
 	}
@@ -459,7 +459,7 @@ static void respond(struct rd_tcp_conn *c, uint64_t tag, int32_t status, uint64_
 	tx_put(c, &r, sizeof(r));
 	if (data)
 		tx_put(c, data, len);
-	c->frames_tx++;
+	RD_STAT_ADD(c->frames_tx, 1);
 }
 
 /* ---- rx: parse frames from the buffer ---- */
@@ -611,7 +611,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 					break;
 				c->rx_state = 0;
 				frame_done(t, c);
-				c->frames_rx++;
+				RD_STAT_ADD(c->frames_rx, 1);
 				continue;
 			}
 			if (avail < hdr_size(c))
@@ -625,7 +625,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (r == 0)
 				return; /* blocked on tx space: leave the rest in the socket */
 			if (c->rx_state == 0)
-				c->frames_rx++;
+				RD_STAT_ADD(c->frames_rx, 1);
 		}
 		if (!budget)
 			return;
@@ -647,12 +647,12 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (c->rx_dst)
 				c->rx_dst += n;
 			c->rx_left -= (uint32_t)n;
-			c->bytes_rx += (uint64_t)n;
+			RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
 			if (!c->rx_left) {
 				c->rx_state = 0;
 				frame_done(t, c);
-				c->frames_rx++;
+				RD_STAT_ADD(c->frames_rx, 1);
 			}
 			continue;
 		}
@@ -671,7 +671,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			return;
 		}
 		c->rx_end += (uint32_t)n;
-		c->bytes_rx += (uint64_t)n;
+		RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 		budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
 	}
 }

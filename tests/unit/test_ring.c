@@ -81,7 +81,7 @@ static struct fixture *fixture_new(uint32_t sq, uint32_t cq, uint32_t start)
 	f->c.sq_head = f->c.cq_tail = start;
 	f->c.nhandles = 4;
 	f->c.dp_handles = f->handles;
-	f->c.cq_efd = -1;
+	f->c.cq_wfd = -1;
 	f->rg.data = (uint8_t *)f->word;
 	f->rg.data_size = sizeof(f->word);
 	f->rg.xport = &local;

@@ -80,9 +80,9 @@ _Static_assert(sizeof(struct roshm_ring_idx) == 2 * ROSHM_CACHELINE, "ring idx")
 _Static_assert(offsetof(struct roshm_ring_idx, tail) == ROSHM_CACHELINE, "ring idx");
 
 /* Channel header flags (chan_hdr.sq_flags, written by roshmd). */
-#define ROSHM_SQ_NEED_WAKEUP (1u << 0) /* poller sleeps: ring the eventfd after submit */
+#define ROSHM_SQ_NEED_WAKEUP (1u << 0) /* poller sleeps: write the SQ wakeup socket after submit */
 /* chan_hdr.cq_flags, written by the client. */
-#define ROSHM_CQ_NEED_WAKEUP (1u << 0) /* client sleeps: poller signals the CQ eventfd */
+#define ROSHM_CQ_NEED_WAKEUP (1u << 0) /* client sleeps: poller writes the CQ wakeup socket */
 
 /*
  * Channel memory: [header | SQ idx | SQEs | CQ idx | CQEs | arena].

@@ -30,7 +30,7 @@ enum roshm_ctl_type {
 	ROSHM_CTL_ADMIN = 5,        /* roshmctl: request text is a command, reply is JSON */
 	ROSHM_CTL_REGION_REATTACH = 6, /* region_create + the region's memfd: re-register it
 					* after a roshmd restart; its contents survive */
-	ROSHM_CTL_CHANNEL = 7,      /* after HELLO: + the channel memfd; reply: the eventfds */
+	ROSHM_CTL_CHANNEL = 7,      /* after HELLO: + the channel memfd; reply: the wakeup sockets */
 };
 
 struct roshm_ctl_hdr {
@@ -47,7 +47,7 @@ struct roshm_ctl_hdr {
  * channel memfd must be (roshm_chan_layout()). The client creates that memfd
  * itself, so the memory is its pod's, touches every page, and sends it with
  * CHANNEL; roshmd checks it, maps it, seals it (no shrink, grow, hole punch
- * or new writable mapping) and answers with the two wakeup eventfds.
+ * or new writable mapping) and answers with the two wakeup sockets.
  */
 struct roshm_ctl_hello {
 	struct roshm_ctl_hdr hdr;
@@ -78,9 +78,11 @@ struct roshm_ctl_channel {
 	uint64_t size;              /* of the memfd sent along (>= chan_size) */
 };
 
-/* Reply to CHANNEL: wakeup eventfds in SCM_RIGHTS, in this order. */
-#define ROSHM_CHANNEL_FD_SQ_EVENT 0 /* client writes after submit when NEED_WAKEUP */
-#define ROSHM_CHANNEL_FD_CQ_EVENT 1 /* roshmd writes when the client sleeps */
+/* Reply to CHANNEL: the client's ends of two AF_UNIX SOCK_DGRAM socketpairs
+ * in SCM_RIGHTS, in this order. A wakeup is any datagram; roshmd keeps the
+ * other ends (its own file descriptions) and never blocks on them. */
+#define ROSHM_CHANNEL_FD_SQ_EVENT 0 /* client sends after submit when NEED_WAKEUP */
+#define ROSHM_CHANNEL_FD_CQ_EVENT 1 /* roshmd sends when the client sleeps */
 #define ROSHM_CHANNEL_NFDS 2
 
 enum roshm_policy {
