@@ -22,8 +22,9 @@
  *
  * How it fails on today's code (adv at 02924eb), 5 of 5 runs:
  *   "tenant b could not attach while the attacker held its 4 connections
- *    (1.5 s, three hello timeouts): exit 1 (roshm_open: -104 (connection
- *    reset)); the admin's "status": -104 (closed at once: no pending slot)"
+ *    (1.5 s, three hello timeouts): exit 1; the admin's "status": -104
+ *    (Connection reset by peer)" (the child said "roshm_open: -104": each
+ *    new connection is closed at once, there is no pending slot for it)
  */
 #define _GNU_SOURCE
 #include <errno.h>
