@@ -26,8 +26,11 @@
  * How it fails on today's code (adv at 02924eb), 5 of 5 runs:
  *   "with 4 idle authenticated connections of one peer held on node 2,
  *    tenant b's client on node 1 cannot reach its region there: open 0,
- *    WRITE -113 (peer node unreachable)" and node 2's log says "tcp: inbound
- *    connection from node sec-slot1 dropped: Too many open files"
+ *    WRITE -113 (peer node unreachable)" (2 of 5: WRITE -104, the
+ *    connection was lost) and node 2's log says "tcp: inbound connection
+ *    from node sec-slot1 dropped: Too many open files". Node 1 believes the
+ *    connection is up (its side of the handshake succeeded), so the open
+ *    succeeds and the WRITE fails.
  */
 #define _GNU_SOURCE
 #include <errno.h>
