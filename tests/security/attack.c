@@ -457,7 +457,7 @@ void atk_bystander_check(struct atk_bystander *b)
 
 /* ---- control socket ---- */
 
-static int ctl_connect(const char *sock)
+int atk_ctl_connect(const char *sock)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -501,7 +501,7 @@ static ssize_t ctl_reply(int fd, void *reply, size_t cap, int timeout_ms)
 ssize_t atk_ctl_request(const char *sock, const void *req, size_t len, void *reply, size_t cap,
 			int timeout_ms)
 {
-	int fd = ctl_connect(sock);
+	int fd = atk_ctl_connect(sock);
 	ssize_t n;
 
 	if (fd < 0)
@@ -514,6 +514,102 @@ ssize_t atk_ctl_request(const char *sock, const void *req, size_t len, void *rep
 	n = ctl_reply(fd, reply, cap, timeout_ms);
 	close(fd);
 	return n;
+}
+
+void atk_ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = ROSHM_CTL_MAGIC;
+	h->type = type;
+	h->version = ROSHM_ABI_VERSION;
+	h->len = (uint32_t)len;
+}
+
+ssize_t atk_ctl_call(int fd, const void *req, size_t len, int send_fd, void *reply, size_t cap,
+		     int timeout_ms)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr a;
+	} u;
+	struct iovec iov = { .iov_base = (void *)req, .iov_len = len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (send_fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.b;
+		m.msg_controllen = sizeof(u.b);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
+	}
+	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)len)
+		return -errno;
+	return ctl_reply(fd, reply, cap, timeout_ms);
+}
+
+int atk_memfd(size_t size, void **map)
+{
+	int fd = memfd_create("atk", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) < 0) {
+		close(fd);
+		return -EIO;
+	}
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (*map == MAP_FAILED) {
+		close(fd);
+		return -ENOMEM;
+	}
+	return fd;
+}
+
+int atk_raw_attach(const char *sock, const char *tenant, uint32_t sq, uint64_t arena)
+{
+	struct roshm_ctl_hello h;
+	struct roshm_ctl_hello_reply hr;
+	struct roshm_ctl_channel ch;
+	struct roshm_ctl_hdr rep;
+	int fd = atk_ctl_connect(sock), mfd;
+	ssize_t n;
+	void *map;
+
+	if (fd < 0)
+		return fd;
+	memset(&h, 0, sizeof(h));
+	atk_ctl_hdr(&h.hdr, ROSHM_CTL_HELLO, sizeof(h));
+	snprintf(h.tenant, sizeof(h.tenant), "%s", tenant);
+	snprintf(h.token, sizeof(h.token), "t%s", tenant);
+	h.sq_entries = sq;
+	h.cq_entries = sq;
+	h.arena_size = arena;
+	n = atk_ctl_call(fd, &h, sizeof(h), -1, &hr, sizeof(hr), 5000);
+	if (n != (ssize_t)sizeof(hr) || hr.hdr.status) {
+		close(fd);
+		return n < 0 ? (int)n : n == (ssize_t)sizeof(rep) ? hr.hdr.status : -EPROTO;
+	}
+	mfd = atk_memfd(hr.chan_size, &map);
+	if (mfd < 0) {
+		close(fd);
+		return mfd;
+	}
+	memset(&ch, 0, sizeof(ch));
+	atk_ctl_hdr(&ch.hdr, ROSHM_CTL_CHANNEL, sizeof(ch));
+	ch.size = hr.chan_size;
+	n = atk_ctl_call(fd, &ch, sizeof(ch), mfd, &rep, sizeof(rep), 5000);
+	munmap(map, hr.chan_size);
+	close(mfd);
+	if (n != (ssize_t)sizeof(rep) || rep.status) {
+		close(fd);
+		return n < 0 ? (int)n : rep.status ? rep.status : -EPROTO;
+	}
+	return fd;
 }
 
 /* An admin request with the node's admin token: the harness keeps it in
@@ -575,7 +671,7 @@ int atk_admin(const char *sock, const char *cmd, int timeout_ms, char **json)
 int atk_admin_send(const char *sock, const char *cmd)
 {
 	struct roshm_ctl_admin q;
-	int fd = ctl_connect(sock);
+	int fd = atk_ctl_connect(sock);
 
 	if (fd < 0)
 		return fd;

