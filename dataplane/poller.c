@@ -295,7 +295,9 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		struct rd_region *rg = cmd->region;
 		const struct rd_region *t = cmd->target;
 
-		rg->keep_log = rg->mem_id == t->mem_id;
+		/* The log survives only in the same memory with the same layout. */
+		rg->keep_log = rg->mem_id == t->mem_id && rg->txn_slots == t->txn_slots &&
+			       rg->slot_size == t->slot_size && rg->data_off == t->data_off;
 		rg->mem_id = t->mem_id;
 		rg->peer = t->peer;
 		rg->id = t->id;

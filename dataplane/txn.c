@@ -208,34 +208,6 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 	op.sqe.len = len;
 	op.sqe.operand1 = op1;
 	op.sqe.operand2 = op2;
-	if (t->region->dead) {
-		*st = -ESTALE;
-		*res = 0;
-		return 1;
-	}
-	if (t->region->gen != t->gen && t->region->keep_log) {
-		/* Same memory under a new epoch (its roshmd restarted): the log
-		 * survived, every step stays valid. */
-		t->gen = t->region->gen;
-	}
-	if (t->region->gen != t->gen) {
-		/* Retargeted to a new instance of the region: the old one applied
-		 * everything committed before it drained, and aborted the rest. */
-		*st = t->committing ? -EIO : -EAGAIN;
-		*res = 0;
-		if (!t->committing) {
-			t->gen = t->region->gen;
-			t->have_seq = false;
-			t->state = T_RESERVE;
-		}
-		return 1;
-	}
-	if (t->region->paused || (t->region->draining && opcode == ROSHM_OP_FETCH_ADD &&
-				  off == offsetof(struct roshm_region_hdr, txn_tail))) {
-		*st = -EAGAIN; /* stale or draining: wait, do not start */
-		*res = 0;
-		return 1;
-	}
 	r = t->region->xport->ops->submit(t->region->xport, &op);
 	if (r == 1) {
 		*st = op.status;
@@ -258,8 +230,52 @@ static void retry_later(struct rd_txn *t)
 
 /* Start (or restart) the current step. Returns 1, with status and result
  * filled in, when the step's deciding operation completed at once (local). */
+/*
+ * Whether the current step may go out at all; 1 (status in @st) when not.
+ * Checked before any slot offset is computed: a region retargeted to an
+ * instance with another log layout (or none: txn_slots 0) must not be
+ * touched with the old sequence number.
+ */
+static int gate(struct rd_txn *t, int32_t *st, uint64_t *res)
+{
+	const struct rd_region *rg = t->region;
+
+	*res = 0;
+	if (rg->dead) {
+		*st = -ESTALE;
+		return 1;
+	}
+	if (rg->gen != t->gen && rg->keep_log) {
+		/* Same memory and log layout under a new epoch (its roshmd
+		 * restarted): the log survived, every step stays valid. */
+		t->gen = rg->gen;
+	}
+	if (rg->gen != t->gen) {
+		/* Retargeted to a new instance of the region: the old one applied
+		 * everything committed before it drained, and aborted the rest. */
+		*st = t->committing ? -EIO : -EAGAIN;
+		if (!t->committing) {
+			t->gen = rg->gen;
+			t->have_seq = false;
+			t->state = T_RESERVE;
+		}
+		return 1;
+	}
+	if (!rg->txn_slots || !rg->slot_size) {
+		*st = -EOPNOTSUPP; /* defensive: no log to write into */
+		return 1;
+	}
+	if (rg->paused || (rg->draining && t->state == T_RESERVE)) {
+		*st = -EAGAIN; /* stale or draining: wait, do not start */
+		return 1;
+	}
+	return 0;
+}
+
 static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 {
+	if (t->state >= T_RESERVE && t->state <= T_CHECK && gate(t, st, res))
+		return 1;
 	switch (t->state) {
 	case T_RESERVE:
 		return issue(t, ROSHM_OP_FETCH_ADD, offsetof(struct roshm_region_hdr, txn_tail), 8, 1, 0,
@@ -342,7 +358,7 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 		if (st) {
 			/* Connection lost, peer down, region gone: the outcome of a
 			 * sent commit is unknown; find out once the peer is back. */
-			if (st == -ESTALE || st == -EIO) {
+			if (st == -ESTALE || st == -EIO || st == -EOPNOTSUPP) {
 				txn_finish(t, st);
 				return;
 			}
