@@ -82,6 +82,8 @@ struct rd_conn {
 static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
 /* the registry's event fd: its work runs from rd_control_run's dispatch */
 static struct rd_ep_tag tag_reg = { RD_EP_EV };
+/* the hole guard's: a region's owner punched a hole in it */
+static struct rd_ep_tag tag_guard = { RD_EP_EV };
 
 uint64_t rd_mono_ns(void)
 {
@@ -523,9 +525,11 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
 	if (send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
-	/* Making and touching the channel takes the client time in proportion
-	 * to its size (a 4 GiB arena: seconds): the CHANNEL may come that late. */
-	conn->deadline_ns += (conn->lay.size >> 20) * 4000000ull;
+	/* The one extension an unattached connection gets: the CHANNEL, for
+	 * which making and touching the channel takes the client time in
+	 * proportion to its size (a 4 GiB arena: seconds). */
+	conn->deadline_ns = rd_mono_ns() + (uint64_t)cfg->hello_timeout_ms * 1000000ull +
+			    (conn->lay.size >> 20) * 4000000ull;
 	return 1;
 }
 
@@ -917,7 +921,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	rg->ntenants = req->ntenants;
 	memcpy(rg->tenants, req->tenants, sizeof(rg->tenants));
 	rg->xport = &ctl->local;
-	ret = rd_region_take(rg, fd, req->size, req->txn_slots, req->slot_size, reattach);
+	ret = rd_region_take(rg, &ctl->guard, fd, req->size, req->txn_slots, req->slot_size, reattach);
 	if (ret) {
 		RD_LOG(NOTICE, "region %s/%s from client %u refused: %s", c->tenant, req->name, c->id,
 		       ret == -EFAULT ? "pages not all allocated (touch them first)" :
@@ -1280,6 +1284,10 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		json_object_set_new(o, "errors", json_integer((json_int_t)RD_STAT_GET(ps->errors)));
 		json_object_set_new(o, "corrupt_clients",
 				    json_integer((json_int_t)RD_STAT_GET(ps->corrupt_clients)));
+		json_object_set_new(o, "regions_tampered", json_integer((json_int_t)ctl->tampered_regions));
+		json_object_set_new(o, "hole_guard", json_boolean(ctl->guard.uffd >= 0));
+		json_object_set_new(o, "hole_faults",
+				    json_integer((json_int_t)__atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED)));
 		json_object_set_new(o, "txn_committed", json_integer((json_int_t)RD_STAT_GET(ps->txn_committed)));
 		json_object_set_new(o, "txn_replayed", json_integer((json_int_t)RD_STAT_GET(ps->txn_replayed)));
 		json_object_set_new(o, "txn_log_full", json_integer((json_int_t)RD_STAT_GET(ps->txn_log_full)));
@@ -1467,11 +1475,24 @@ static void conn_accept(struct rd_control *ctl)
 
 	while ((fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		if (ctl->npending >= ctl->cfg->max_pending_conns) {
-			/* Unauthenticated connections cannot pile up: attached
-			 * clients are counted by their tenants' quotas. */
-			close(fd);
+			/* Unauthenticated connections cannot pile up (attached
+			 * clients are counted by their tenants' quotas): the
+			 * oldest one that has not even passed HELLO makes room,
+			 * so that holding every slot takes a steady flood rather
+			 * than a few idle sockets; when all of them did (or wait
+			 * for a drain), the newcomer is refused. */
+			struct rd_conn *old = NULL;
+
+			for (struct rd_conn *c = ctl->conns; c; c = c->next)
+				if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0)
+					old = c; /* the list is newest first */
+			if (!old) {
+				close(fd);
+				ctl->refused_conns++;
+				continue;
+			}
 			ctl->refused_conns++;
-			continue;
+			conn_close(ctl, old, "evicted: too many connections not attached");
 		}
 		conn = calloc(1, sizeof(*conn));
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
@@ -1558,10 +1579,12 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		RD_LOG(NOTICE, "pid %d speaks ABI %u, this roshmd %u", (int)conn->pid, h->version,
 		       ROSHM_ABI_VERSION);
 		send_status(conn->fd, h->type, -EPROTO);
+		if (!conn->client)
+			conn_close(ctl, conn, "ABI version mismatch");
 		return;
 	}
-	if (!conn->client)
-		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+	/* An unattached connection's deadline runs from accept: no message
+	 * moves it, but a HELLO that succeeds (do_hello) for its CHANNEL. */
 	switch (h->type) {
 	case ROSHM_CTL_HELLO:
 		ret = do_hello(ctl, conn, buf, (size_t)n);
@@ -1594,8 +1617,50 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		conn_close(ctl, conn, "reply failed");
 		return;
 	}
-	if (ret <= 0 && send_status(conn->fd, h->type, ret))
+	if (ret <= 0 && send_status(conn->fd, h->type, ret)) {
 		conn_close(ctl, conn, "reply failed");
+		return;
+	}
+	/* Before HELLO a connection gets one answer: a refusal (a wrong token,
+	 * an unknown request) or an admin answer ends it, so nobody holds a
+	 * pending slot by talking (a drain that is still answering has no
+	 * deadline and stays). After HELLO the tenant's quota holds the slot,
+	 * and the deadline still runs. */
+	if (!conn->client && !conn->hello && conn->deadline_ns &&
+	    (ret < 0 || h->type == ROSHM_CTL_ADMIN))
+		conn_close(ctl, conn, ret < 0 ? "refused before attach" : "admin request answered");
+}
+
+/*
+ * The hole guard found a hole that a region's owner punched (guard.h): the
+ * owner is disconnected (its regions close), and the region's memory is
+ * punched out by region.c when the poller has let go of it.
+ */
+static void guard_events(struct rd_control *ctl)
+{
+	uint64_t v;
+	bool again = true;
+
+	if (read(ctl->guard.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	while (again) {
+		again = false;
+		for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+			if (rg->remote || rg->tamper_seen ||
+			    !__atomic_load_n(&rg->tampered, __ATOMIC_ACQUIRE))
+				continue;
+			rg->tamper_seen = true;
+			ctl->tampered_regions++;
+			RD_LOG(WARNING, "region %s/%s: its owner punched a hole in the region's memory: "
+			       "owner (client %u) disconnected, region closed",
+			       rg->tenant, rg->name, rg->owner ? rg->owner->id : 0);
+			if (rg->owner && rg->owner->conn) {
+				conn_close(ctl, rg->owner->conn, "punched a hole in its region");
+				again = true; /* the list changed under us */
+				break;
+			}
+		}
+	}
 }
 
 static void poller_events(struct rd_control *ctl)
@@ -1775,6 +1840,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	int ret;
 
 	memset(ctl, 0, sizeof(*ctl));
+	rd_guard_init(&ctl->guard);
 	ctl->cfg = cfg;
 	ctl->poller = p;
 	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
@@ -1839,6 +1905,14 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, p->ev_efd, &ev);
 	ev.data.ptr = &tag_reg;
 	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->reg.ops->event_fd(&ctl->reg), &ev);
+	if (ctl->guard.uffd >= 0) {
+		ev.data.ptr = &tag_guard;
+		epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->guard.efd, &ev);
+	} else {
+		RD_LOG(WARNING, "no hole guard (%s): a region owner that punches holes in its memory "
+		       "can make roshmd allocate pages charged to roshmd (docs/security.md)",
+		       ctl->guard.reason);
+	}
 	RD_LOG(INFO, "node %s listening on %s, registry %s:%s", cfg->node, cfg->socket,
 	       ctl->reg.ops->name, cfg->registry_dir);
 	return 0;
@@ -1899,6 +1973,8 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 				poller_events(ctl);
 			} else if (tag == &tag_reg) {
 				/* dispatched below */
+			} else if (tag == &tag_guard) {
+				guard_events(ctl);
 			} else {
 				/* A connection may have been closed by an earlier
 				 * event of this batch (poller_events): check it. */
@@ -1990,4 +2066,5 @@ void rd_control_fini(struct rd_control *ctl)
 	}
 	free(ctl->slots);
 	free(ctl->client_slots);
+	rd_guard_fini(&ctl->guard); /* every mapping it watched is gone */
 }

@@ -7,6 +7,7 @@
 #include "transport/transport.h"
 #include "transport/tcp.h"
 #include "transport/verbs.h"
+#include "guard.h"
 
 struct rd_conn;
 struct json_t;
@@ -89,6 +90,8 @@ struct rd_control {
 	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
 	uint64_t refused_peers;       /* tcp handshakes over their caps */
 	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
+	struct rd_guard guard;        /* holes punched in regions (guard.h) */
+	uint64_t tampered_regions;
 };
 
 int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p);

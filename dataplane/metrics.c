@@ -251,6 +251,11 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	counter(p, "roshm_sqe_errors_total", "Completions with an error status", RD_STAT_GET(ps->errors));
 	counter(p, "roshm_corrupt_clients_total", "Clients cut off for corrupting their rings",
 		RD_STAT_GET(ps->corrupt_clients));
+	counter(p, "roshm_regions_tampered_total",
+		"Regions whose owner punched a hole in their memory (owner disconnected)",
+		ctl->tampered_regions);
+	gauge(p, "roshm_hole_guard", "1 when roshmd's mappings of regions are guarded against holes",
+	      ctl->guard.uffd >= 0 ? 1 : 0);
 	counter(p, "roshm_txn_committed_total", "Transactions committed as writer",
 		RD_STAT_GET(ps->txn_committed));
 	counter(p, "roshm_txn_replayed_total", "Transactions replayed with a new sequence",

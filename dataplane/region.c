@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "roshmd.h"
+#include "guard.h"
 
 /*
  * Take the region memory its owner made (@fd, roshm_region_map_size()
@@ -16,8 +17,8 @@
  * with its contents and log, and its header is checked (one copy, read
  * once: the owner may be rewriting it as we look).
  */
-int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
-		   uint32_t slot_size, bool reattach)
+int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_t data_size,
+		   uint32_t txn_slots, uint32_t slot_size, bool reattach)
 {
 	uint64_t data_off = roshm_region_data_off(txn_slots, slot_size);
 	uint64_t want = roshm_region_map_size(data_size, txn_slots, slot_size);
@@ -29,9 +30,29 @@ int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t tx
 
 	if (data_size > (1ull << 40) || (uint64_t)txn_slots * slot_size > (1ull << 32))
 		return -EINVAL;
-	ret = rd_memfd_take(fd, want, reattach ? RD_MEM_SEALED_OK : 0, &map, &size, &huge);
+	ret = rd_memfd_take(fd, want, RD_MEM_NO_POPULATE | (reattach ? RD_MEM_SEALED_OK : 0), &map,
+			    &size, &huge);
 	if (ret)
 		return ret;
+	/* Watched before anything of ours touches it (populate included). */
+	rg->tampered = false;
+	rg->guard = NULL;
+	if (guard) {
+		ret = rd_guard_add(guard, map, size, &rg->tampered);
+		if (ret) {
+			munmap(map, size);
+			return ret;
+		}
+		rg->guard = guard;
+	}
+	ret = rd_memfd_populate(fd, map, size);
+	if (ret) {
+		if (rg->guard)
+			rd_guard_remove(rg->guard, map);
+		rg->guard = NULL;
+		munmap(map, size);
+		return ret;
+	}
 	h = map;
 	if (reattach) {
 		memcpy(&copy, h, sizeof(copy));
@@ -39,6 +60,9 @@ int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t tx
 		if (copy.magic != ROSHM_REGION_MAGIC || copy.data_size != data_size ||
 		    copy.data_off != data_off || copy.txn_slots != txn_slots ||
 		    copy.slot_size != slot_size || copy.txn_log_off != ROSHM_REGION_HDR_SIZE) {
+			if (rg->guard)
+				rd_guard_remove(rg->guard, map);
+			rg->guard = NULL;
 			munmap(map, size);
 			return -EINVAL;
 		}
@@ -82,6 +106,14 @@ int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t tx
 
 void rd_region_free(struct rd_region *rg)
 {
+	if (rg->map && rg->guard)
+		rd_guard_remove(rg->guard, rg->map);
+	rg->guard = NULL;
+	/* Its owner punched holes and our touches filled them: those pages
+	 * are charged to us for as long as the owner keeps the memfd. Punch
+	 * the whole region out (the owner was disconnected for it). */
+	if (rg->map && __atomic_load_n(&rg->tampered, __ATOMIC_ACQUIRE))
+		madvise(rg->map, rg->map_size, MADV_REMOVE);
 	if (rg->map)
 		munmap(rg->map, rg->map_size);
 	if (rg->fd >= 0)

@@ -70,6 +70,9 @@ struct rd_region {
 	void *map;
 	size_t map_size;
 	bool hugetlb;
+	bool tampered;                /* local: its owner punched a hole (guard.h); atomic */
+	bool tamper_seen;             /* control: acted on it */
+	struct rd_guard *guard;       /* local: watching its mapping, or NULL */
 	uint8_t *data;                /* data area in roshmd's mapping */
 	uint64_t data_size;
 	/* transaction log layout (local and remote) */
@@ -399,8 +402,10 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd);
 
 /* Region memory (region.c): the owner's memfd @fd, taken, sealed, and
  * initialised (or, with @reattach, checked and kept). 0 or -errno. */
-int rd_region_take(struct rd_region *rg, int fd, uint64_t data_size, uint32_t txn_slots,
-		   uint32_t slot_size, bool reattach);
+struct rd_guard;
+/* @guard (may be NULL) watches the mapping for holes the owner punches. */
+int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_t data_size,
+		   uint32_t txn_slots, uint32_t slot_size, bool reattach);
 void rd_region_free(struct rd_region *rg);
 
 /* Client memory (shm.c): map and seal a memfd the client made and touched.
@@ -409,6 +414,10 @@ void rd_region_free(struct rd_region *rg);
 #define RD_MEM_HUGE_REQ 2u    /* it must be */
 #define RD_MEM_NO_HOLES 4u    /* seal F_SEAL_FUTURE_WRITE too: no hole punching from now on */
 #define RD_MEM_SEALED_OK 8u   /* already sealed by an earlier roshmd (re-attach) */
+#define RD_MEM_NO_POPULATE 16u /* the caller populates (rd_memfd_populate) */
 int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map_size, bool *huge);
+/* Page tables for a mapping rd_memfd_take made, then the check that every
+ * page of @fd is still there. 0 or -EFAULT. */
+int rd_memfd_populate(int fd, void *map, size_t size);
 
 #endif

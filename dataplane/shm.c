@@ -16,10 +16,12 @@
  *    SIGBUS when the pool is empty;
  *  - regions: never hugetlb, and F_SEAL_SEAL only. A region must stay
  *    mappable writable for the next roshmd after a restart (re-attach), so
- *    FUTURE_WRITE is not an option there; its owner can punch holes in it,
- *    which on shmem only makes roshmd's next touch refault a zero page (no
- *    SIGBUS), costs the owner its own data, and is bounded by the region's
- *    size, which the tenant's byte quota counts. docs/security.md.
+ *    FUTURE_WRITE is not an option there, and its owner can punch holes in
+ *    it. roshmd's next touch of a hole would allocate a page charged to
+ *    roshmd; the hole guard (guard.h) turns that touch into a report: the
+ *    owner is disconnected and roshmd punches out the whole region when it
+ *    lets go of it, which frees whatever its touches allocated.
+ *    docs/security.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,8 +93,17 @@ int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map
 	}
 	/* Page tables now, not page faults on the poller later; nothing is
 	 * allocated (every page is there). */
-	madvise(m, (size_t)st.st_size, MADV_POPULATE_WRITE);
+	if (!(flags & RD_MEM_NO_POPULATE))
+		madvise(m, (size_t)st.st_size, MADV_POPULATE_WRITE);
 	*map = m;
 	*map_size = (size_t)st.st_size;
 	return 0;
+}
+
+int rd_memfd_populate(int fd, void *map, size_t size)
+{
+	/* Under the hole guard a hole makes this fail (EFAULT) instead of
+	 * allocating; either way the st_blocks check after it decides. */
+	madvise(map, size, MADV_POPULATE_WRITE);
+	return all_pages_present(fd) ? 0 : -EFAULT;
 }

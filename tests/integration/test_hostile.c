@@ -408,7 +408,9 @@ static void test_malformed_ctl(void **state)
 	assert_int_equal(send(fd, buf, sizeof(buf), 0), sizeof(buf));
 	assert_true(closed_by_peer(fd));
 	close(fd);
-	/* unterminated tenant: an error reply, connection kept */
+	/* unterminated tenant: an error reply, then the connection ends (before
+	 * HELLO one answer per connection: nobody holds a pending slot by
+	 * sending requests that fail) */
 	fd = raw_connect();
 	hdr(&hello.hdr, ROSHM_CTL_HELLO, sizeof(hello));
 	memset(hello.tenant, 'a', sizeof(hello.tenant));
@@ -416,17 +418,24 @@ static void test_malformed_ctl(void **state)
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
 	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EINVAL);
 	assert_int_equal(nfds, 0);
+	assert_true(closed_by_peer(fd));
+	close(fd);
 	/* region open before HELLO */
+	fd = raw_connect();
 	hdr(&ro.hdr, ROSHM_CTL_REGION_OPEN, sizeof(ro));
 	strcpy(ro.name, "default/good");
 	assert_int_equal(send(fd, &ro, sizeof(ro), 0), sizeof(ro));
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
 	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -ENOTCONN);
+	assert_true(closed_by_peer(fd));
+	close(fd);
 	/* unknown type */
+	fd = raw_connect();
 	hdr(&ro.hdr, 99, sizeof(ro));
 	assert_int_equal(send(fd, &ro, sizeof(ro), 0), sizeof(ro));
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
 	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EOPNOTSUPP);
+	assert_true(closed_by_peer(fd));
 	close(fd);
 	/* descriptors sent to roshmd: one with a HELLO is closed and ignored,
 	 * two in one message end the connection */

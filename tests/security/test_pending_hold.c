@@ -81,6 +81,31 @@ static int holder(void *arg)
 	return 0;
 }
 
+/* Silent connections, re-opened as soon as roshmd closes one (a deadline
+ * or an eviction), checked every 20 ms. */
+static int idle_holder(void *arg)
+{
+	int fds[PENDING];
+
+	(void)arg;
+	for (int i = 0; i < PENDING; i++)
+		fds[i] = atk_ctl_connect(d.sock);
+	for (;;) {
+		for (int i = 0; i < PENDING; i++) {
+			char junk[64];
+
+			if (fds[i] >= 0 && recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) < 0 &&
+			    (errno == EAGAIN || errno == EWOULDBLOCK))
+				continue; /* still held */
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = atk_ctl_connect(d.sock);
+		}
+		usleep(20000);
+	}
+	return 0;
+}
+
 static int attach_b(void *arg)
 {
 	struct roshm *r;
@@ -130,6 +155,29 @@ static void test_pending_slots_held(void **state)
 			 st, st ? strerror(-st) : "answered");
 }
 
+/* Idle connections that come back as soon as they are closed: the oldest
+ * one that has not passed HELLO makes room for a newcomer, so a client that
+ * attaches in a few ms gets through. */
+static void test_pending_slots_idle_flood(void **state)
+{
+	pid_t pid;
+	int b, st;
+
+	(void)state;
+	pid = th_spawn(idle_holder, NULL);
+	assert_true(pid > 0);
+	usleep(3 * TIMEOUT_MS * 1000);
+	b = atk_run_bounded(attach_b, NULL, 3000);
+	st = admin_status();
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (b || st)
+		fail_msg("tenant b could not attach while the attacker kept %d idle connections "
+			 "open: exit %d; the admin's \"status\": %d (%s)", PENDING, b, st,
+			 st ? strerror(-st) : "answered");
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
@@ -167,6 +215,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pending_slots_held),
+		cmocka_unit_test(test_pending_slots_idle_flood),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
