@@ -614,6 +614,13 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("quota.txn", cfg->quota.txn);
 	GET_INT("quota.peer_inflight", cfg->quota.peer_inflight);
 	cfg->tenants[0].quota = cfg->quota;
+	/* which quotas the operator chose for every tenant (the rest: a fair
+	 * share of the node, below) */
+	bool q_clients = config_lookup(&lc, "quota.clients") != NULL;
+	bool q_regions = config_lookup(&lc, "quota.regions") != NULL;
+	bool q_txn = config_lookup(&lc, "quota.txn") != NULL;
+	bool q_peer = config_lookup(&lc, "quota.peer_inflight") != NULL;
+	uint8_t t_set[RD_TENANTS_MAX] = { 0 }; /* bit per quota set in the tenant's own block */
 	if ((s = config_lookup(&lc, "tenants"))) {
 		cfg->ntenants = config_setting_length(s);
 		for (int i = 0; i < cfg->ntenants; i++) {
@@ -640,17 +647,41 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 			const config_setting_t *q = config_setting_get_member(e, "quota");
 			long long qv;
 
-			if (q && config_setting_lookup_int64(q, "clients", &qv))
+			if (q && config_setting_lookup_int64(q, "clients", &qv)) {
 				cfg->tenants[i].quota.clients = (uint32_t)qv;
-			if (q && config_setting_lookup_int64(q, "regions", &qv))
+				t_set[i] |= 1;
+			}
+			if (q && config_setting_lookup_int64(q, "regions", &qv)) {
 				cfg->tenants[i].quota.regions = (uint32_t)qv;
+				t_set[i] |= 2;
+			}
 			if (q && config_setting_lookup_int64(q, "bytes", &qv))
 				cfg->tenants[i].quota.bytes = (uint64_t)qv;
-			if (q && config_setting_lookup_int64(q, "txn", &qv))
+			if (q && config_setting_lookup_int64(q, "txn", &qv)) {
 				cfg->tenants[i].quota.txn = (uint32_t)qv;
-			if (q && config_setting_lookup_int64(q, "peer_inflight", &qv))
+				t_set[i] |= 4;
+			}
+			if (q && config_setting_lookup_int64(q, "peer_inflight", &qv)) {
 				cfg->tenants[i].quota.peer_inflight = (uint32_t)qv;
+				t_set[i] |= 8;
+			}
 		}
+	}
+	/* A quota nobody chose is the tenant's share of the node's limit, so
+	 * that no tenant can take what the others need (with one tenant: the
+	 * whole node). Chosen ones may oversubscribe: the operator's call. */
+	for (int i = 0; i < cfg->ntenants; i++) {
+		uint32_t n = (uint32_t)cfg->ntenants;
+		struct rd_quota *q = &cfg->tenants[i].quota;
+
+		if (!q_clients && !(t_set[i] & 1))
+			q->clients = cfg->max_clients / n ? cfg->max_clients / n : 1;
+		if (!q_regions && !(t_set[i] & 2))
+			q->regions = cfg->max_regions / n ? cfg->max_regions / n : 1;
+		if (!q_txn && !(t_set[i] & 4))
+			q->txn = cfg->txn_max_inflight / n ? cfg->txn_max_inflight / n : 1;
+		if (!q_peer && !(t_set[i] & 8))
+			q->peer_inflight = cfg->tcp_max_inflight / n ? cfg->tcp_max_inflight / n : 1;
 	}
 	if ((s = config_lookup(&lc, "admin.uids"))) {
 		cfg->nadmin_uids = config_setting_length(s);

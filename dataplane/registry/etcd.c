@@ -25,7 +25,8 @@
  * an eventfd (dispatch()).
  *
  * Everything etcd sends is untrusted: answers are capped at 16 MiB, values
- * at 16 KiB, keys at 512 bytes, the cache at RD_REG_CACHE_MAX records.
+ * at 16 KiB, keys at 512 bytes, the cache at RD_REG_CACHE_MAX valid records
+ * (and RD_REG_BAD_MAX that do not verify, apart).
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -151,6 +152,7 @@ struct etcd {
 	pthread_mutex_t lock;
 	struct ent *buckets[NBUCKETS];
 	unsigned nent;
+	unsigned nbad;                /* of them, records whose MAC did not verify */
 	uint64_t cap_logged_ns;
 	uint64_t gen;
 	struct req *todo, **todo_tail;
@@ -318,15 +320,19 @@ static struct ent *ent_find(struct etcd *e, const char *key)
 	return NULL;
 }
 
-/* Found or created; NULL at the cap (which our own records do not count against). */
-static struct ent *ent_get(struct etcd *e, const char *key, bool region, bool own)
+/* Found or created; NULL at the cap (which our own records do not count
+ * against). Records that do not verify (@bad) have a small cap of their
+ * own: junk written into etcd never takes the place of a valid record. */
+static struct ent *ent_get(struct etcd *e, const char *key, bool region, bool own, bool bad)
 {
 	struct ent *x = ent_find(e, key), **b;
 	size_t kl = strlen(key);
 
 	if (x)
 		return x;
-	if (!own && e->nent >= RD_REG_CACHE_MAX) {
+	if (!own && bad && e->nbad >= RD_REG_BAD_MAX)
+		return NULL; /* reads of it answer ENOENT, as for an absent record */
+	if (!own && !bad && e->nent - e->nbad >= RD_REG_CACHE_MAX) {
 		uint64_t now = now_ns();
 
 		if (now - e->cap_logged_ns >= 60000 * MS || !e->cap_logged_ns) {
@@ -376,9 +382,12 @@ static void ent_maybe_free(struct etcd *e, struct ent *x)
 }
 
 /* The store's view of @x becomes @present / @status / @rec (taken) at @rev. */
-static void store_set(struct ent *x, bool present, int status, void *rec, const uint8_t *mac,
-		      int64_t rev)
+static void store_set(struct etcd *e, struct ent *x, bool present, int status, void *rec,
+		      const uint8_t *mac, int64_t rev)
 {
+	bool was_bad = x->s_present && x->s_status, bad = present && status;
+
+	e->nbad += (unsigned)bad - (unsigned)was_bad;
 	free(x->s_rec);
 	x->s_present = present;
 	x->s_status = present ? status : 0;
@@ -461,7 +470,7 @@ static void finish(struct etcd *e, struct req *q, int status, int64_t rev)
 			if (x->own && x->o_gen == q->gen)
 				x->o_synced = true;
 			if (rev > x->s_rev) {
-				store_set(x, q->op == OP_PUT, 0, q->rec, q->mac, rev);
+				store_set(e, x, q->op == OP_PUT, 0, q->rec, q->mac, rev);
 				q->rec = NULL;
 			}
 		} else if (status == -EEXIST) {
@@ -1085,7 +1094,7 @@ static void apply(struct etcd *e, struct parsed *p, bool force, uint64_t gen)
 	bool changed, bad_news = false;
 
 	pthread_mutex_lock(&e->lock);
-	x = p->present ? ent_get(e, p->rel, p->region, false) : ent_find(e, p->rel);
+	x = p->present ? ent_get(e, p->rel, p->region, false, p->status != 0) : ent_find(e, p->rel);
 	if (!x || (!force && p->rev <= x->s_rev)) {
 		pthread_mutex_unlock(&e->lock);
 		free(p->rec);
@@ -1094,7 +1103,7 @@ static void apply(struct etcd *e, struct parsed *p, bool force, uint64_t gen)
 	changed = x->s_present != p->present || x->s_status != p->status ||
 		  (p->present && !p->status && CRYPTO_memcmp(x->s_mac, p->mac, 32));
 	bad_news = changed && p->present && p->status;
-	store_set(x, p->present, p->status, p->rec, p->mac, p->rev);
+	store_set(e, x, p->present, p->status, p->rec, p->mac, p->rev);
 	p->rec = NULL;
 	if (force)
 		x->seen = gen;
@@ -1257,7 +1266,7 @@ static void sweep(struct etcd *e, uint64_t gen, int64_t rev)
 			next = x->next;
 			if (x->seen == gen || !x->s_present)
 				continue;
-			store_set(x, false, 0, NULL, NULL, rev);
+			store_set(e, x, false, 0, NULL, NULL, rev);
 			e->flags |= RD_REG_CHANGED;
 			if (x->own && x->o_synced && !x->pending && !own_in_store(x)) {
 				x->o_synced = false;
@@ -1814,7 +1823,7 @@ static int submit_write(struct etcd *e, struct req *q, const void *rec)
 		memcpy(orec, rec, rec_size(q->region));
 	}
 	pthread_mutex_lock(&e->lock);
-	x = ent_get(e, q->key, q->region, true);
+	x = ent_get(e, q->key, q->region, true, false);
 	if (!x) {
 		pthread_mutex_unlock(&e->lock);
 		free(oval);

@@ -367,15 +367,29 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 		goto out;
 	}
 	/* another roshmd of this host may be writing the same name: the
-	 * check and the rename are one step under the tenant directory's lock
-	 * (held for a local write only) */
-	flock(tdir, LOCK_EX);
-	if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec))
-		ret = -EEXIST;
-	else
-		ret = write_atomic(tdir, fname, json);
-	flock(tdir, LOCK_UN);
+	 * check and the rename are one step under the tenant directory's lock,
+	 * which another roshmd holds for a local write only. Never waited for
+	 * in earnest (this is the control thread, and whoever can open the
+	 * directory can take the lock): a few tries over 2 ms, then -EAGAIN. */
+	ret = -EAGAIN;
+	for (int i = 0; i < 20; i++) {
+		if (flock(tdir, LOCK_EX | LOCK_NB) == 0) {
+			if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec))
+				ret = -EEXIST;
+			else
+				ret = write_atomic(tdir, fname, json);
+			flock(tdir, LOCK_UN);
+			break;
+		}
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		usleep(100);
+	}
 	close(tdir);
+	if (ret == -EAGAIN)
+		RD_LOG(WARNING, "registry: %s: the tenant directory stays locked: not published", key);
 	log_write("publishing", key, ret == -EEXIST ? 0 : ret);
 out:
 	free(json);

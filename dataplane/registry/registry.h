@@ -33,6 +33,7 @@
 #define RD_REC_MAX 16384
 /* Most records the etcd backend caches (a hostile etcd cannot make it grow). */
 #define RD_REG_CACHE_MAX 65536
+#define RD_REG_BAD_MAX 1024     /* records that do not verify, cached apart */
 
 /* put_region flags */
 #define RD_REG_EXCL 1u                /* -EEXIST if a valid record of another node holds the name */

@@ -22,6 +22,7 @@
  * (test_uncommitted_writes reports 128 of the 130 TXN_WRITEs taken: the pool.)
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,7 +107,7 @@ static void test_uncommitted_writes(void **state)
 	enum { N = POOL + 2 };
 	struct roshm *owner, *cl[N];
 	uint32_t h;
-	int err, taken = 0;
+	int err, taken = 0, n = N;
 
 	(void)state;
 	owner = atk_open(&d, "a", NULL, &err);
@@ -117,6 +118,12 @@ static void test_uncommitted_writes(void **state)
 		struct roshm_sqe *s;
 
 		cl[i] = atk_open(&d, "a", &p, &err);
+		if (!cl[i] && err == -EDQUOT) {
+			/* the tenant's share of the node's clients: fewer than
+			 * the pool, which its share of contexts covers too */
+			n = i;
+			break;
+		}
 		if (!cl[i])
 			fail_msg("attacker client %d: %s", i, roshm_strerror(err));
 		assert_int_equal(roshm_region_open(cl[i], "ctx-a", &hi, NULL), 0);
@@ -127,17 +134,17 @@ static void test_uncommitted_writes(void **state)
 	/* until the poller has taken all it will take */
 	for (int i = 0, last = -1, same = 0; i < 500 && same < 10; i++) {
 		taken = 0;
-		for (int k = 0; k < N; k++)
+		for (int k = 0; k < n; k++)
 			taken += consumed(cl[k]);
 		same = taken == last ? same + 1 : 0;
 		last = taken;
-		if (taken == N)
+		if (taken == n)
 			break;
 		usleep(20000);
 	}
-	print_message("tenant a: %d of %d uncommitted TXN_WRITEs taken by roshmd\n", taken, N);
+	print_message("tenant a: %d of %d uncommitted TXN_WRITEs taken by roshmd\n", taken, n);
 	victim();
-	for (int i = 0; i < N; i++)
+	for (int i = 0; i < n; i++)
 		roshm_close(cl[i]);
 	roshm_close(owner);
 	atk_assert_alive(&d);
