@@ -65,6 +65,7 @@ static const struct key schema[] = {
 	{ "transport", K_GROUP, 0, 0 },
 	{ "transport.tcp", K_GROUP, 0, 0 },
 	{ "transport.tcp.enabled", K_BOOL, 0, 0 },
+	{ "transport.tcp.check_peer_address", K_BOOL, 0, 0 },
 	{ "transport.tcp.listen", K_STR, 1, 63 },
 	{ "transport.tcp.port", K_INT, 1, 65535 },
 	{ "transport.tcp.advertise", K_STR, 0, 63 },
@@ -299,6 +300,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->revalidate_ms = 1000;
 	cfg->registry_timeout_ms = 5000;
 	cfg->tcp_enabled = false;
+	cfg->tcp_check_peer_addr = true;
 	strcpy(cfg->tcp_listen, "0.0.0.0");
 	cfg->tcp_port = 7471;
 	strcpy(cfg->tcp_secret_file, "/etc/roshm/cluster.secret");
@@ -519,6 +521,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_STR("transport.tcp.listen", cfg->tcp_listen);
 	GET_INT("transport.tcp.port", cfg->tcp_port);
 	GET_STR("transport.tcp.advertise", cfg->tcp_advertise);
+	if ((s = config_lookup(&lc, "transport.tcp.check_peer_address")))
+		cfg->tcp_check_peer_addr = config_setting_get_bool(s);
 	GET_STR("transport.tcp.secret_file", cfg->tcp_secret_file);
 	GET_INT("transport.tcp.max_msg", cfg->tcp_max_msg);
 	GET_INT("transport.tcp.max_inflight", cfg->tcp_max_inflight);

@@ -62,6 +62,7 @@ struct rd_config {
 	char etcd_password_file[RD_PATH_MAX];
 	/* transport.tcp */
 	bool tcp_enabled;
+	bool tcp_check_peer_addr;     /* inbound: from the address of the node's record */
 	char tcp_listen[64];
 	uint32_t tcp_port;
 	char tcp_advertise[64];

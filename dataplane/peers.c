@@ -224,6 +224,34 @@ void rd_peers_accept(struct rd_control *ctl)
 	}
 }
 
+/* Why node @node, connecting from IPv4 @from, may not have an inbound
+ * slot; NULL when it may. */
+static const char *node_refusal(struct rd_control *ctl, const char *node, uint32_t from)
+{
+	struct rd_node_rec nr;
+	struct in_addr a;
+	char host[64];
+	const char *p, *colon;
+
+	if (!strcmp(node, ctl->cfg->node))
+		return "that is our own name";
+	if (ctl->reg.ops->get_node(&ctl->reg, node, &nr))
+		return "no valid node record of that name in the registry";
+	if (!ctl->cfg->tcp_check_peer_addr)
+		return NULL;
+	p = !strncmp(nr.endpoint, "tcp:", 4) ? nr.endpoint + 4 :
+	    !strncmp(nr.endpoint, "verbs:", 6) ? nr.endpoint + 6 : NULL;
+	colon = p ? strrchr(p, ':') : NULL;
+	if (!colon || (size_t)(colon - p) >= sizeof(host))
+		return "its node record has no address";
+	memcpy(host, p, (size_t)(colon - p));
+	host[colon - p] = 0;
+	if (inet_pton(AF_INET, host, &a) != 1 || a.s_addr != from)
+		return "not from the address of its node record "
+		       "(transport.tcp.check_peer_address = false allows that)";
+	return NULL;
+}
+
 void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc)
 {
 	char node[ROSHM_NAME_MAX];
@@ -235,6 +263,19 @@ void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc)
 		RD_LOG(WARNING, "tcp: connection from %s refused: %s", acc->addr,
 		       ret == -EACCES ? "peer failed the cluster-secret challenge" :
 		       ret == -EPROTO ? "not a roshm peer" : strerror(-ret));
+		acc_free(ctl, acc, true);
+		return;
+	}
+	/* The secret says it is a roshm peer; the registry says which: only a
+	 * node with a valid record gets an inbound slot, and (unless
+	 * transport.tcp.check_peer_address = false, for multi-homed nodes)
+	 * only from the address that record advertises. One slot per node
+	 * (tcp.c replaces an older one). */
+	const char *why = node_refusal(ctl, node, acc->from);
+
+	if (why) {
+		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
+		ctl->refused_peers++;
 		acc_free(ctl, acc, true);
 		return;
 	}

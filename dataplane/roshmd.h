@@ -159,6 +159,7 @@ struct rd_tcp_conn {
 	uint32_t *free_ids;
 	uint32_t nfree;
 	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+	uint64_t last_rx;             /* inbound: timer cycles of the last read (or the connect) */
 	struct rd_tcp_conn *next_dead;  /* inbound: closed, freed after the poll */
 };
 

@@ -171,6 +171,7 @@ static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
 	c->rx_start = c->rx_end = 0;
 	c->rx_state = 0;
 	c->tx_head = c->tx_tail = 0;
+	c->last_rx = rte_get_timer_cycles();
 	epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
@@ -244,6 +245,26 @@ int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node)
 {
 	struct rd_tcp_conn *c;
 
+	/* One inbound connection per node: a node that connects again (it
+	 * restarted, or lost the old one without our noticing) replaces it,
+	 * and nobody holds slots by connecting many times under one name. */
+	for (uint32_t i = 0; i < t->nin; i++)
+		if (!strcmp(t->in[i]->node, node)) {
+			conn_down(t, t->in[i], -ECONNRESET, "replaced by a new connection of the node");
+			break;
+		}
+	if (t->nin >= t->max_in) {
+		/* Full (of nodes with valid records, from their addresses): the
+		 * one that has been quiet longest makes room; a node that needs
+		 * it connects again. */
+		struct rd_tcp_conn *q = NULL;
+
+		for (uint32_t i = 0; i < t->nin; i++)
+			if (!t->in[i]->rx_state && (!q || t->in[i]->last_rx < q->last_rx))
+				q = t->in[i];
+		if (q)
+			conn_down(t, q, -ECONNRESET, "evicted: inbound slots full, quiet longest");
+	}
 	if (t->nin >= t->max_in)
 		return -EMFILE;
 	c = malloc(sizeof(*c));
@@ -647,6 +668,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (c->rx_dst)
 				c->rx_dst += n;
 			c->rx_left -= (uint32_t)n;
+			c->last_rx = rte_get_timer_cycles();
 			RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
 			if (!c->rx_left) {
@@ -671,6 +693,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			return;
 		}
 		c->rx_end += (uint32_t)n;
+		c->last_rx = rte_get_timer_cycles();
 		RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 		budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
 	}

@@ -398,7 +398,10 @@ static int raw_peer(const char *secret)
 		return -1;
 	if (getrandom(h1.nonce, sizeof(h1.nonce), 0) != sizeof(h1.nonce))
 		return -1;
-	strcpy(h1.node, "intruder");
+	/* A peer with the cluster secret, on node 3's address, as node 3: the
+	 * only way in (node 1 gives an inbound slot to a node with a record,
+	 * from the record's address). It replaces node 3's own connection. */
+	strcpy(h1.node, "node3");
 	if (write(fd, &h1, sizeof(h1)) != sizeof(h1) || read_full(fd, &h2, sizeof(h2)) != 1)
 		return -1;
 	mac(secret, "roshm-req", h2.nonce, h1.nonce, h2.node, h1.node, h3.mac);

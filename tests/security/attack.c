@@ -28,6 +28,8 @@
 #include <cmocka.h>
 
 #include "attack.h"
+#include "config.h"
+#include "registry/registry.h"
 
 struct roshm *atk_open(const struct th_daemon *d, const char *tenant,
 		       const struct roshm_params *p, int *err)
@@ -863,4 +865,37 @@ uint32_t atk_staged_crc(const void *staged, uint32_t len)
 	uint32_t crc = crc32c(0xffffffffu, s, 24);
 
 	return crc32c(crc, s + 28, len - 28);
+}
+
+int atk_publish_node(const char *regdir, const char *secret_file, const char *node,
+		     const char *endpoint)
+{
+	struct rd_config cfg;
+	struct rd_registry r;
+	struct rd_node_rec rec;
+	uint8_t key[64];
+	size_t keylen;
+	bool rnd;
+	char err[256];
+	int ret;
+
+	memset(&cfg, 0, sizeof(cfg));
+	if ((size_t)snprintf(cfg.registry_secret_file, sizeof(cfg.registry_secret_file), "%s",
+			     secret_file) >= sizeof(cfg.registry_secret_file))
+		return -ENAMETOOLONG;
+	ret = rd_registry_load_key(&cfg, key, &keylen, &rnd, err, sizeof(err));
+	if (ret)
+		return ret;
+	memset(&r, 0, sizeof(r));
+	ret = rd_registry_file_open(&r, regdir, node, key, keylen);
+	if (ret)
+		return ret;
+	memset(&rec, 0, sizeof(rec));
+	snprintf(rec.node, sizeof(rec.node), "%s", node);
+	snprintf(rec.endpoint, sizeof(rec.endpoint), "%s", endpoint);
+	rec.pid = (uint32_t)getpid();
+	ret = r.ops->put_node(&r, &rec, NULL, NULL);
+	r.ops->dispatch(&r);
+	r.ops->close(&r);
+	return ret;
 }

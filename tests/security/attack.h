@@ -136,6 +136,13 @@ int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap);
 
 /* Connect to @ip:@port and pass the HMAC challenge as node @node. fd or -errno. */
 int atk_peer_connect(const char *ip, int port, const char *secret, const char *node);
+/* A valid node record for @node at @endpoint ("tcp:ADDR:PORT") in the file
+ * registry @regdir, signed with the secret in @secret_file: what a peer that
+ * also holds the registry's secret can publish (roshmd gives an inbound
+ * connection only to a node with a record, from the record's address).
+ * 0 or -errno. */
+int atk_publish_node(const char *regdir, const char *secret_file, const char *node,
+		     const char *endpoint);
 int atk_write_all(int fd, const void *buf, size_t len);
 /* Read exactly @len bytes within @timeout_ms: 0, -ETIME, -ECONNRESET (closed). */
 int atk_read_full(int fd, void *buf, size_t len, int timeout_ms);

@@ -1,39 +1,36 @@
 // SPDX-License-Identifier: MIT
 /*
  * One peer takes every inbound connection slot of a node. After the HMAC
- * challenge, an inbound tcp connection goes to the poller
- * (peers.c rd_peers_accept_step -> tcp.c rd_tcp_inbound_add) with no limit
- * per node name or per address: only the table's size, 2 x
- * limits.max_peers, bounds them, and an authenticated connection is never
- * closed for being idle. The handshake caps (64 in all, 8 per address,
- * 2 s each) cover handshakes in progress only. A peer that holds the
- * cluster secret (docs/security.md: peers may "send any frame, at any rate,
- * on an authenticated connection") opens that many connections, each under
- * a node name of its choosing, and sends nothing: every other node's
- * connection is refused from then on ("inbound connection from node X
- * dropped: Too many open files"), and no pod of any node can reach this
- * node's regions. Each slot also costs roshmd a tx ring of 2 x
- * (transport.tcp.max_msg + 56) bytes rounded up to a power of two (4 MiB by
- * default) and a 256 KiB rx buffer.
+ * challenge an inbound tcp connection went to the poller with no limit per
+ * node name or per address, only the table's size (2 x limits.max_peers),
+ * and an authenticated connection was never closed for being idle. A peer
+ * holding the cluster secret opened that many connections under names of
+ * its choosing and sent nothing: every other node's connection was refused
+ * ("inbound connection from node X dropped: Too many open files"), and no pod
+ * of any node could reach this node's regions. It failed 5 of 5 runs at
+ * 02924eb with "open 0, WRITE -113 (peer node unreachable)".
  *
- * Two roshmd (node 1 and node 2) in a private network namespace with the
- * tcp transport and a shared file registry, limits.max_peers = 2 (4
- * inbound slots). Tenant "b" owns a region on node 2. The attacker opens 4
- * authenticated connections to node 2 as "intruder0".."intruder3" and
- * holds them. Expected: tenant b's client on node 1 opens the region and a
- * WRITE into it completes (3 tries, 5 s).
+ * Now (dataplane/peers.c node_refusal, tcp.c rd_tcp_inbound_add) a
+ * connection gets a slot only for a node with a valid record in the
+ * registry, from the address of that record; one per node (a new one
+ * replaces the old); and when the slots are full the one quiet longest makes
+ * room.
  *
- * How it fails on today's code (adv at 02924eb), 5 of 5 runs:
- *   "with 4 idle authenticated connections of one peer held on node 2,
- *    tenant b's client on node 1 cannot reach its region there: open 0,
- *    WRITE -113 (peer node unreachable)" (2 of 5: WRITE -104, the
- *    connection was lost) and node 2's log says "tcp: inbound connection
- *    from node sec-slot1 dropped: Too many open files". Node 1 believes the
- *    connection is up (its side of the handshake succeeded), so the open
- *    succeeds and the WRITE fails.
+ * Two roshmd (node 1 and node 2) on loopback with the tcp transport and a
+ * shared file registry, limits.max_peers = 2 (4 inbound slots). Tenant "b"
+ * owns a region on node 2. Expected, each time: tenant b's client on node 1
+ * opens the region and a WRITE into it completes (3 tries, 5 s).
+ *   test_names_without_records: 4 connections as "intruder0".."intruder3",
+ *     names with no node record: refused.
+ *   test_one_name_many_times: the registry secret too, one record
+ *     "intruder" at 127.0.0.1, 4 connections under it: one slot.
+ *   test_records_for_every_slot: records "intruder0".."intruder3" at
+ *     127.0.0.1 (the attacker holds the registry's secret too), 4 idle
+ *     connections: node 1's connection evicts the quietest.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,13 +49,16 @@
 static struct th_daemon n1, n2;
 static char workdir[256], secret[300];
 
-static void test_idle_connections_take_every_slot(void **state)
+/* Hold SLOTS_IN connections to node 2 named by @name (with %d: numbered),
+ * then tenant b on node 1 must reach its region on node 2. */
+static void slots_attack(const char *name_fmt, bool publish)
 {
 	struct roshm *owner, *b;
 	int fds[SLOTS_IN], err, open_st = -1, write_st = -1;
 	uint32_t ho, h;
+	char regdir[300];
 
-	(void)state;
+	snprintf(regdir, sizeof(regdir), "%s/registry", workdir);
 	owner = atk_open(&n2, "b", NULL, &err);
 	assert_non_null(owner);
 	assert_int_equal(roshm_region_create(owner, "far", 65536, NULL, &ho), 0);
@@ -66,10 +66,11 @@ static void test_idle_connections_take_every_slot(void **state)
 	for (int i = 0; i < SLOTS_IN; i++) {
 		char name[32];
 
-		snprintf(name, sizeof(name), "intruder%d", i);
+		snprintf(name, sizeof(name), name_fmt, i);
+		if (publish)
+			assert_int_equal(atk_publish_node(regdir, secret, name, "tcp:127.0.0.1:7999"), 0);
 		fds[i] = atk_peer_connect("127.0.0.1", PORT2, ATK_SECRET, name);
-		if (fds[i] < 0)
-			fail_msg("peer handshake %d: %s", i, roshm_strerror(fds[i]));
+		/* refused after the challenge: the handshake itself may pass */
 	}
 	usleep(300000);
 	b = atk_open(&n1, "b", NULL, &err);
@@ -92,18 +93,37 @@ static void test_idle_connections_take_every_slot(void **state)
 		usleep(300000);
 	}
 	for (int i = 0; i < SLOTS_IN; i++)
-		close(fds[i]);
+		if (fds[i] >= 0)
+			close(fds[i]);
 	roshm_close(b);
 	roshm_close(owner);
 	atk_assert_alive(&n1);
 	atk_assert_alive(&n2);
 	if (open_st || write_st) {
 		atk_log_tail(&n2, 8);
-		fail_msg("with %d idle authenticated connections of one peer held on node 2, tenant b's "
-			 "client on node 1 cannot reach its region there: open %d, WRITE %d (%s)",
-			 SLOTS_IN, open_st, write_st,
+		fail_msg("with %d idle authenticated connections (%s) of one peer held on node 2, "
+			 "tenant b's client on node 1 cannot reach its region there: open %d, WRITE %d (%s)",
+			 SLOTS_IN, name_fmt, open_st, write_st,
 			 roshm_strerror(open_st ? open_st : write_st));
 	}
+}
+
+static void test_names_without_records(void **state)
+{
+	(void)state;
+	slots_attack("intruder%d", false);
+}
+
+static void test_one_name_many_times(void **state)
+{
+	(void)state;
+	slots_attack("intruder", true);
+}
+
+static void test_records_for_every_slot(void **state)
+{
+	(void)state;
+	slots_attack("intruder%d", true);
 }
 
 static int setup(void **state)
@@ -140,7 +160,9 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_idle_connections_take_every_slot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_names_without_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_name_many_times, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_records_for_every_slot, setup, teardown),
 	};
 	char ns[64];
 

@@ -67,6 +67,11 @@ static void test_stage_write_into_closed_region(void **state)
 	ea = (uint8_t *)atk_region_hdr(a, ha, 1, SLOT);
 	assert_int_equal(atk_record(regdir, "a", "stage", &rec), 0);
 
+	/* a peer that holds the registry's secret too: a node record of its own */
+	char sf[300];
+
+	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
+	assert_int_equal(atk_publish_node(regdir, sf, "intruder", "tcp:127.0.0.1:7999"), 0);
 	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "intruder");
 	if (fd < 0)
 		fail_msg("peer handshake: %s", roshm_strerror(fd));

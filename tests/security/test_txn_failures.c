@@ -400,8 +400,11 @@ static int start_nodes(void **state)
 
 		snprintf(name, sizeof(name), "node%d", n);
 		snprintf(extra, sizeof(extra),
+			 /* node 2's connections reach node 1 through the proxy,
+			  * from the proxy's address, not node 2's */
 			 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
-			 " advertise = \"198.18.0.%d\"; secret_file = \"%s\"; }; };\n"
+			 " advertise = \"198.18.0.%d\"; secret_file = \"%s\";"
+			 " check_peer_address = false; }; };\n"
 			 "registry: { dir = \"%s/registry\"; secret_file = \"%s\"; revalidate_ms = 200; };\n"
 			 "txn: { abort_ms = 300; deadline_ms = 60000; };\n",
 			 n, PORT, n == 1 ? 3 : 2, secret, workdir, secret);
