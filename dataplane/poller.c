@@ -590,19 +590,50 @@ static bool work_pending(struct rd_poller *p)
 	if (p->verbs && rd_verbs_busy(p->verbs) &&
 	    (p->cfg->idle == RD_IDLE_BUSY || rd_verbs_arm(p->verbs)))
 		return true;
+	/* Only work that can go on now: a socket that is full (its peer does
+	 * not read) wakes us through EPOLLOUT, not by our spinning on it. */
 	if (p->tcp) {
-		for (uint32_t i = 0; i < p->tcp->nout; i++)
-			if (p->tcp->out[i]->tx_tail != p->tcp->out[i]->tx_head)
+		for (uint32_t i = 0; i < p->tcp->nout; i++) {
+			const struct rd_tcp_conn *c = p->tcp->out[i];
+
+			if (c->tx_tail != c->tx_head && !c->tx_full)
 				return true;
-		for (uint32_t i = 0; i < p->tcp->nin; i++)
-			if (p->tcp->in[i]->tx_tail != p->tcp->in[i]->tx_head || p->tcp->in[i]->blocked)
+		}
+		for (uint32_t i = 0; i < p->tcp->nin; i++) {
+			const struct rd_tcp_conn *c = p->tcp->in[i];
+
+			if ((c->tx_tail != c->tx_head || c->blocked) && !c->tx_full)
 				return true;
+		}
 	}
+	p->cq_blocked = false;
 	for (uint32_t i = 0; i < p->nclients; i++) {
 		struct rd_client *c = p->clients[i];
 
-		if (!c->dead && __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) != c->sq_head)
-			return true;
+		if (c->dead)
+			continue;
+		if (c->copy.region)
+			return true; /* a big copy under way */
+		if (__atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) == c->sq_head)
+			continue;
+		/* SQEs, but none we may take: no CQ room (the client must reap;
+		 * reaping does not wake us: libroshm does before it sleeps,
+		 * and we sleep 20 ms at most), or a
+		 * FENCE behind operations in flight (their completions wake
+		 * us). One look at the head SQE, only to decide to sleep. */
+		uint32_t used = c->cq_tail - __atomic_load_n(c->cq_khead, __ATOMIC_ACQUIRE);
+
+		if (used + c->inflight >= c->cq_entries) {
+			p->cq_blocked = true;
+			continue;
+		}
+		const struct roshm_sqe *s = &c->sqes[c->sq_head & c->sq_mask];
+		uint8_t opc = __atomic_load_n(&s->opcode, __ATOMIC_RELAXED);
+		uint8_t fl = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
+
+		if (c->inflight && (opc == ROSHM_OP_FENCE || (fl & ROSHM_SQE_F_FENCE)))
+			continue;
+		return true;
 	}
 	return false;
 }
@@ -625,7 +656,9 @@ static void poller_sleep(struct rd_poller *p)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!work_pending(p) && !atomic_load(&p->stop)) {
 		RD_STAT_ADD(p->stats.sleeps, 1);
-		n = epoll_wait(p->epfd, evs, 32, rd_txn_sleep_ms(p));
+		int ms = rd_txn_sleep_ms(p);
+
+		n = epoll_wait(p->epfd, evs, 32, p->cq_blocked && ms > 20 ? 20 : ms);
 		for (int i = 0; i < n; i++) {
 			char buf[256];
 

@@ -138,6 +138,8 @@ struct rd_tcp_conn {
 	bool up;
 	bool inbound;
 	bool blocked;                 /* inbound: a response did not fit in tx */
+	bool tx_full;                 /* the socket took less than we had: wait for EPOLLOUT */
+	uint32_t ev_mask;             /* what its fd is registered for in the tcp epoll */
 	struct rd_peer *peer;         /* outbound */
 	char node[ROSHM_NAME_MAX];    /* the node at the other end */
 	/* rx: bytes [rx_start, rx_end) of rx_buf are unparsed */
@@ -339,7 +341,8 @@ struct rd_poller {
 	const struct rd_config *cfg;
 	struct rte_ring *cmd_ring;    /* control -> poller */
 	struct rte_ring *ev_ring;     /* poller -> control */
-	int epfd;                     /* adaptive idle: clients' sq_efd + cmd_efd */
+	int epfd;                     /* adaptive idle: clients' sq_rfd + cmd_efd + transports */
+	bool cq_blocked;              /* work_pending: a client's SQEs wait for CQ room */
 	int cmd_efd;                  /* control rings it after enqueueing a command */
 	int ev_efd;                   /* poller rings it after enqueueing an event */
 	atomic_bool stop;

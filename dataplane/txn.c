@@ -857,8 +857,12 @@ bool rd_txn_busy(const struct rd_poller *p)
 			ROSHM_REGION_HDR_SIZE + (rg->applied % rg->txn_slots) * rg->slot_size);
 		uint64_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 
-		if (st != ROSHM_TXN_STATE(rg->applied, ROSHM_TXN_EMPTY))
-			return true; /* committed or aborted: apply it */
+		/* what apply_region acts on; any other word (the owner's
+		 * scribbles) is not ours to judge, and no work (a hole is
+		 * timed by rd_txn_sleep_ms) */
+		if (st == ROSHM_TXN_STATE(rg->applied, ROSHM_TXN_COMMITTED) ||
+		    st == ROSHM_TXN_STATE(rg->applied, ROSHM_TXN_ABORTED))
+			return true;
 	}
 	return false;
 }

@@ -1157,6 +1157,15 @@ int roshm_wait_cqe_timeout(struct roshm *r, struct roshm_cqe **cqe, int timeout_
 			__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
 			return 0;
 		}
+		/* SQEs roshmd has not taken (it had no CQ room for them, and
+		 * reaping does not wake it): wake it before we sleep. */
+		if (__atomic_load_n(r->sq.khead, __ATOMIC_ACQUIRE) != r->sq.sqe_head &&
+		    (__atomic_load_n(r->sq.kflags, __ATOMIC_RELAXED) & ROSHM_SQ_NEED_WAKEUP)) {
+			char one = 1;
+			ssize_t w = send(r->sq_event_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+			(void)w;
+		}
 		struct pollfd pfd[2] = {
 			{ .fd = r->cq_event_fd, .events = POLLIN },
 			{ .fd = r->sock_fd, .events = POLLIN },

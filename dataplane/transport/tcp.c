@@ -161,6 +161,24 @@ static void pend_put(struct rd_tcp_conn *c, struct rd_tcp_pend *pd, uint32_t id)
 
 /* ---- connection lifecycle ---- */
 
+/*
+ * What a connection waits for: input unless it is blocked (its peer does
+ * not read our answers: what it sends stays in the socket, and a readable
+ * fd must not keep the poller awake), output while the socket is full.
+ * Changed only on those transitions, never per frame.
+ */
+static void conn_events(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	uint32_t want = (c->blocked ? 0 : EPOLLIN) | (c->tx_full ? EPOLLOUT : 0);
+
+	if (c->up && want != c->ev_mask) {
+		struct epoll_event ev = { .events = want, .data.ptr = c };
+
+		epoll_ctl(t->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+		c->ev_mask = want;
+	}
+}
+
 static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
@@ -168,6 +186,8 @@ static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
 	c->fd = fd;
 	c->up = true;
 	c->blocked = false;
+	c->tx_full = false;
+	c->ev_mask = EPOLLIN;
 	c->rx_start = c->rx_end = 0;
 	c->rx_state = 0;
 	c->tx_head = c->tx_tail = 0;
@@ -401,15 +421,27 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 		ssize_t w = writev(c->fd, iov, n);
 
 		if (w < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				return; /* the socket is full; next round */
+			if (errno == EINTR)
+				return;
+			if (errno == EAGAIN) {
+				c->tx_full = true; /* EPOLLOUT says when to go on */
+				conn_events(t, c);
+				return;
+			}
 			conn_down(t, c, -ECONNRESET, "write failed");
 			return;
 		}
 		c->tx_head += (uint64_t)w;
 		RD_STAT_ADD(c->bytes_tx, (uint64_t)w);
-		if ((size_t)w < len)
+		if ((size_t)w < len) {
+			c->tx_full = true;
+			conn_events(t, c);
 			return;
+		}
+	}
+	if (c->tx_full) {
+		c->tx_full = false;
+		conn_events(t, c);
 	}
 }
 
@@ -542,10 +574,16 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		uint32_t need = sizeof(struct roshm_tcp_resp) + (q.opcode == ROSHM_OP_READ ? q.len : 0);
 
 		if (tx_space(c) < need) {
-			c->blocked = true;
+			if (!c->blocked) {
+				c->blocked = true;
+				conn_events(t, c);
+			}
 			return 0;
 		}
-		c->blocked = false;
+		if (c->blocked) {
+			c->blocked = false;
+			conn_events(t, c);
+		}
 		c->rx_start += sizeof(q);
 		st = check_req(t, &q, &rg);
 		switch (q.opcode) {
@@ -718,7 +756,11 @@ static unsigned tcp_poll(struct rd_transport *xt, unsigned budget)
 
 		/* A connection that went down earlier in this batch is not up;
 		 * inbound ones are freed only after the batch (reap_dead). */
-		if (c->up && !c->blocked)
+		if (c->up && (evs[i].events & EPOLLOUT) && c->tx_full) {
+			c->tx_full = false; /* flush (every round) tries again */
+			conn_events(t, c);
+		}
+		if (c->up && !c->blocked && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 			conn_rx(t, c);
 	}
 	reap_dead(t);
