@@ -316,7 +316,7 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 	int ret;
 
 	rd_poller_cmd(ctl->poller, &cmd);
-	ret = ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name, NULL, NULL);
+	ret = rg->no_record ? 0 : ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name, NULL, NULL);
 	if (ret && ret != -ENOENT)
 		RD_LOG(WARNING, "registry: removing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
 	RD_LOG(INFO, "region %s/%s closed by its owner (client %u)", rg->tenant, rg->name,
@@ -830,6 +830,7 @@ static void create_published(void *arg, int status)
 	if (status) {
 		RD_LOG(NOTICE, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
 		       status == -EEXIST ? "another node holds the name" : strerror(-status));
+		rg->no_record = true; /* whatever is under the name, it is not ours to delete */
 		handle_release(ctl, conn->client, conn->put_hv, true);
 		if (send_status(conn->fd, conn->put_reattach ? ROSHM_CTL_REGION_REATTACH :
 				ROSHM_CTL_REGION_CREATE, status == -EEXIST ? -EEXIST : -EAGAIN))
@@ -1100,6 +1101,14 @@ grant:
  * connection is not read meanwhile (the client waits for this answer; a
  * hang-up still ends it); the open runs again when the connect is done.
  */
+bool rd_control_peer_waited(const struct rd_control *ctl, const struct rd_peer *p)
+{
+	for (const struct rd_conn *c = ctl->conns; c; c = c->next)
+		if (c->park_peer == p)
+			return true;
+	return false;
+}
+
 void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status)
 {
 	for (struct rd_conn *c = ctl->conns, *next; c; c = next) {
@@ -1285,6 +1294,7 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		json_object_set_new(o, "corrupt_clients",
 				    json_integer((json_int_t)RD_STAT_GET(ps->corrupt_clients)));
 		json_object_set_new(o, "regions_tampered", json_integer((json_int_t)ctl->tampered_regions));
+		json_object_set_new(o, "events_lost", json_integer((json_int_t)RD_STAT_GET(ps->events_lost)));
 		json_object_set_new(o, "hole_guard", json_boolean(ctl->guard.uffd >= 0));
 		json_object_set_new(o, "hole_faults",
 				    json_integer((json_int_t)__atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED)));
@@ -1741,14 +1751,19 @@ static int listen_socket(struct rd_control *ctl, const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+	/* Any local process may attach; tenants and tokens decide what it gets.
+	 * The mode comes from the umask at bind (no chmod by path after it,
+	 * which would follow whatever was put there meanwhile). */
+	mode_t old = umask(0111);
+	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+
+	umask(old);
+	if (r < 0 || listen(fd, 128) < 0) {
 		int e = -errno;
 
 		close(fd);
 		return e;
 	}
-	/* Any local process may attach; tenants and tokens decide what it gets. */
-	chmod(path, 0666);
 	return fd;
 }
 

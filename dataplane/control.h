@@ -156,6 +156,8 @@ void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d);
 void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node);
 /* control.c: the opens waiting for @p go on (@status 0: it is up). */
 void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status);
+/* Whether an open waits for @p to be connected. */
+bool rd_control_peer_waited(const struct rd_control *ctl, const struct rd_peer *p);
 void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);

@@ -91,7 +91,9 @@ void rd_metrics_fini(struct rd_control *ctl)
 	ctl->metrics_fd = -1;
 }
 
-/* Scrapers are few: more connections than this at once are closed at once. */
+/* Scrapers are few: past this many connections at once, the oldest goes
+ * for the newcomer (holding them all takes a flood, not a few idle ones:
+ * the liveness and readiness probes must get through). */
 #define MCONN_MAX 32
 
 void rd_metrics_accept(struct rd_control *ctl)
@@ -99,12 +101,16 @@ void rd_metrics_accept(struct rd_control *ctl)
 	int fd;
 
 	while ((fd = accept4(ctl->metrics_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct rd_mconn *m;
+		struct rd_mconn *m, *oldest = NULL;
 		uint32_t n = 0;
 
-		for (m = ctl->mconns; m; m = m->next)
+		for (m = ctl->mconns; m; m = m->next) {
 			n++;
-		m = n < MCONN_MAX ? calloc(1, sizeof(*m)) : NULL;
+			oldest = m; /* newest first */
+		}
+		if (n >= MCONN_MAX && oldest)
+			mconn_close(ctl, oldest);
+		m = calloc(1, sizeof(*m));
 		if (!m) {
 			close(fd);
 			continue;

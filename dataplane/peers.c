@@ -292,6 +292,31 @@ void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc)
 	RD_LOG(INFO, "tcp: node %s connected to us", node);
 }
 
+/*
+ * The table is full: forget one tcp peer that nothing needs any more (no
+ * region points at it, it is down and not being dialed, no open waits for
+ * it), such as a node that left the cluster. The poller holds nothing of a
+ * peer that is down (its connection left the poller's list when it went
+ * down). Verbs peers stay (their QPs are the poller's). 1 if one went.
+ */
+static int peer_forget_one(struct rd_control *ctl)
+{
+	for (struct rd_peer **pp = &ctl->peers; *pp; pp = &(*pp)->next) {
+		struct rd_peer *p = *pp;
+
+		if (p->verbs || p->self || p->refs || p->ctl_up || p->dialing || p->dial ||
+		    rd_control_peer_waited(ctl, p))
+			continue;
+		*pp = p->next;
+		ctl->npeers--;
+		RD_LOG(INFO, "node %s: forgotten (down, unused; the peer table was full)", p->node);
+		rd_tcp_conn_free(&p->conn);
+		free(p);
+		return 1;
+	}
+	return 0;
+}
+
 static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint)
 {
 	struct rd_peer *p;
@@ -302,7 +327,7 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 				snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
 			return p;
 		}
-	if (ctl->npeers >= ctl->cfg->max_peers) {
+	if (ctl->npeers >= ctl->cfg->max_peers && !peer_forget_one(ctl)) {
 		RD_LOG(WARNING, "node %s: already %u peer nodes (limits.max_peers)", node, ctl->npeers);
 		return NULL;
 	}

@@ -51,8 +51,16 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 	if (!p->tsc_per_us)
 		p->tsc_per_us = 1;
 	p->cmd_ring = rte_ring_create("roshm_cmd", 1024, SOCKET_ID_ANY, RING_F_SC_DEQ);
-	p->ev_ring = rte_ring_create_elem("roshm_ev", sizeof(struct rd_event), 1024,
-					  SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	/* Room for every event that can be outstanding at once: one per
+	 * client (CLIENT_CORRUPT, then it is dead), one per connection the
+	 * control thread brought up (PEER_DOWN, INBOUND_DOWN), and the
+	 * handshakes one control turn may add: none is ever dropped. */
+	uint32_t nev = 1024;
+
+	while (nev < cfg->max_clients + 4 * cfg->max_peers * RD_VERBS_QPS_MAX + 256)
+		nev <<= 1;
+	p->ev_ring = rte_ring_create_elem("roshm_ev", sizeof(struct rd_event), nev,
+					  SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
 	p->clients = calloc(cfg->max_clients, sizeof(*p->clients));
 	p->epfd = epoll_create1(EPOLL_CLOEXEC);
 	p->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -336,6 +344,8 @@ static void client_corrupt(struct rd_poller *p, struct rd_client *c, const char 
 	/* The control thread disconnects the client and frees its state. */
 	if (rte_ring_sp_enqueue_elem(p->ev_ring, &ev, sizeof(ev)) == 0)
 		kick(p->ev_efd);
+	else
+		RD_STAT_ADD(p->stats.events_lost, 1);
 }
 
 static inline void cq_post(struct rd_client *c, uint64_t user_data, int32_t status,

@@ -72,6 +72,7 @@ struct rd_region {
 	bool hugetlb;
 	bool tampered;                /* local: its owner punched a hole (guard.h); atomic */
 	bool tamper_seen;             /* control: acted on it */
+	bool no_record;               /* control: its publish failed: the record is not ours */
 	struct rd_guard *guard;       /* local: watching its mapping, or NULL */
 	uint8_t *data;                /* data area in roshmd's mapping */
 	uint64_t data_size;
@@ -326,6 +327,7 @@ struct rd_poller_stats {
 	uint64_t sqes;
 	uint64_t errors;
 	uint64_t corrupt_clients;
+	uint64_t events_lost;         /* poller -> control events that found the ring full */
 	uint64_t batch_hist[RD_BATCH_BUCKETS];
 	uint64_t batch_sqes;          /* sum over the batches of batch_hist */
 	uint64_t lat_hist[RD_LAT_XPORTS][RD_LAT_BUCKETS + 1];

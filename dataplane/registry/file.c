@@ -413,7 +413,13 @@ static int file_del_region(struct rd_registry *r, const char *tenant, const char
 	else if (tdir < 0)
 		ret = tdir;
 	else {
-		ret = unlinkat(tdir, fname, 0) < 0 ? -errno : 0;
+		struct rd_region_rec cur;
+
+		/* only our own record: another node's (it won the name) stays */
+		if (get_region_at(r, tdir, tenant, name, &cur) == 0 && strcmp(cur.node, r->node))
+			ret = -EPERM;
+		else
+			ret = unlinkat(tdir, fname, 0) < 0 ? -errno : 0;
 		close(tdir);
 	}
 	log_write("removing", key, ret);

@@ -130,6 +130,8 @@ static void post_event(struct rd_tcp *t, struct rd_event *ev)
 		ssize_t w = write(t->poller->ev_efd, &one, sizeof(one));
 
 		(void)w;
+	} else {
+		RD_STAT_ADD(t->poller->stats.events_lost, 1);
 	}
 }
 

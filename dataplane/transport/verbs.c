@@ -60,6 +60,8 @@ static void post_event(struct rd_verbs *v, struct rd_peer *peer, const char *why
 		ssize_t w = write(v->poller->ev_efd, &one, sizeof(one));
 
 		(void)w;
+	} else {
+		RD_STAT_ADD(v->poller->stats.events_lost, 1);
 	}
 }
 

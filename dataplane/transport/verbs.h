@@ -15,6 +15,7 @@
 
 #include "transport.h"
 #include "tcp.h"
+#include "verbs_pdata.h"
 
 /* An operation on a QP's send queue, by wr_id (a running counter). */
 struct rd_vpend {
@@ -53,7 +54,7 @@ struct rd_vqp {
 	int phase;                    /* 1: hello (answered by a challenge), 2: proof */
 	struct sockaddr_in dst;
 	struct roshm_verbs_hello hello;
-	struct roshm_verbs_challenge chal;
+	struct rd_vpd chal;              /* the responder's challenge, decoded */
 };
 enum { VD_IDLE, VD_ADDR, VD_ROUTE, VD_CONN }; /* rd_vqp.dstate */
 
@@ -122,6 +123,7 @@ struct rd_verbs_ctl {
 	struct rd_tcp_secret secret;
 	struct rd_vchal chal[RD_VERBS_CHAL_MAX];
 	uint64_t chal_refused;        /* hellos refused: no free challenge slot for them */
+	uint64_t chal_evicted;        /* live challenges dropped for a newcomer (table full) */
 	struct rd_vin *inbound;
 	struct ibv_comp_channel *comp;
 	bool atomic_glob;             /* the NIC's atomics are atomic with the CPU's */

@@ -30,6 +30,7 @@
 #include "../control.h"
 #include "../txn.h"
 #include "verbs.h"
+#include "verbs_pdata.h"
 
 #define CHAL_TTL_NS 2000000000ull
 #define CHAL_PER_ADDR 4
@@ -396,16 +397,19 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		       size_t plen, uint8_t initiator_depth)
 {
 	struct rd_verbs_ctl *v = ctl->verbs;
-	const struct roshm_verbs_hello *h = pdata;
 	uint64_t now = rd_mono_ns();
+	struct rd_vpd m;
+	int dr = rd_verbs_pdata_decode(pdata, plen, RD_VPD_REQUEST, &m);
 
-	if (!pdata || plen < sizeof(*h) || h->magic != ROSHM_VERBS_MAGIC ||
-	    h->version != ROSHM_VERBS_VERSION) {
-		RD_LOG(WARNING, "verbs: connect request that is not from a roshm peer: refused");
+	/* decoded and checked once (verbs_pdata.c): names valid, nothing
+	 * unterminated reaches a log line or a MAC */
+	if (dr) {
+		RD_LOG(WARNING, "verbs: connect request %s: refused",
+		       dr == -EPROTO ? "that is not from a roshm peer" : "with malformed private data");
 		deny(id);
 		return false;
 	}
-	if (h->kind == ROSHM_VERBS_HELLO) {
+	if (m.kind == ROSHM_VERBS_HELLO) {
 		struct roshm_verbs_challenge c = { .magic = ROSHM_VERBS_MAGIC,
 						   .kind = ROSHM_VERBS_CHALLENGE,
 						   .version = ROSHM_VERBS_VERSION };
@@ -415,17 +419,27 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		struct rd_vchal *slot = NULL;
 		uint32_t same = 0;
 
-		/* A challenge slot is never taken from a peer whose proof may be
-		 * on its way: only free or expired ones are reused, and one source
-		 * address holds at most CHAL_PER_ADDR of them. Past that, hellos
-		 * are refused (the peer retries), not anybody's challenge lost. */
+		/* One source address holds at most CHAL_PER_ADDR challenges
+		 * (past that its hellos are refused: it retries). Free or
+		 * expired slots go first; when every slot is live (many
+		 * addresses at once), the oldest challenge goes: filling the
+		 * table then takes a steady flood from many addresses, and a
+		 * real peer's proof comes back within its round trip. */
+		struct rd_vchal *oldest = NULL;
+
 		for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++) {
 			if (v->chal[i].used && v->chal[i].expires_ns >= now) {
 				same += v->chal[i].src == src;
+				if (!oldest || v->chal[i].expires_ns < oldest->expires_ns)
+					oldest = &v->chal[i];
 				continue;
 			}
 			if (!slot)
 				slot = &v->chal[i];
+		}
+		if (!slot && same < CHAL_PER_ADDR) {
+			slot = oldest;
+			v->chal_evicted++;
 		}
 		if (!slot || same >= CHAL_PER_ADDR) {
 			v->chal_refused++;
@@ -434,10 +448,9 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		}
 		slot->src = src;
 		rnd(slot->nonce_s, sizeof(slot->nonce_s));
-		memcpy(slot->nonce_r, h->nonce, sizeof(slot->nonce_r));
-		memcpy(slot->node_r, h->node, ROSHM_VERBS_ID);
-		slot->node_r[ROSHM_VERBS_ID - 1] = 0;
-		slot->node_r[ROSHM_VERBS_ID] = 0;
+		memcpy(slot->nonce_r, m.nonce, sizeof(slot->nonce_r));
+		memset(slot->node_r, 0, sizeof(slot->node_r));
+		memcpy(slot->node_r, m.node, strnlen(m.node, ROSHM_VERBS_ID - 1));
 		slot->expires_ns = now + CHAL_TTL_NS;
 		slot->used = true;
 		memcpy(c.nonce, slot->nonce_s, sizeof(c.nonce));
@@ -446,11 +459,11 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		rdma_reject(id, &c, sizeof(c));
 		return false;
 	}
-	if (h->kind != ROSHM_VERBS_PROOF) {
+	if (m.kind != ROSHM_VERBS_PROOF) {
 		deny(id);
 		return false;
 	}
-	const struct roshm_verbs_proof *pr = pdata;
+	const struct rd_vpd *pr = &m;
 	struct rd_vchal *ch = NULL;
 	uint8_t expect[32];
 
@@ -469,6 +482,35 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		       ch->node_r);
 		deny(id);
 		return false;
+	}
+	/* Bounded: a node has at most qps_per_peer passive QPs (a new one
+	 * replaces its oldest: a node that restarted connects again), and all
+	 * nodes together 2 x max_peers x qps_per_peer (the oldest of all makes
+	 * room), so that a peer holding the secret cannot pile up QPs. */
+	{
+		struct rd_vin **mine = NULL, **any = NULL;
+		uint32_t nmine = 0, nall = 0;
+
+		for (struct rd_vin **pp = &v->inbound; *pp; pp = &(*pp)->next) {
+			nall++;
+			any = pp; /* newest first: the last is the oldest */
+			if (!strcmp((*pp)->node, ch->node_r)) {
+				nmine++;
+				mine = pp;
+			}
+		}
+		struct rd_vin **drop = nmine >= ctl->cfg->verbs_qps_per_peer ? mine :
+				       nall >= 2 * ctl->cfg->max_peers * ctl->cfg->verbs_qps_per_peer ? any :
+				       NULL;
+
+		if (drop) {
+			struct rd_vin *old = *drop;
+
+			RD_LOG(NOTICE, "verbs: an older QP of node %s closed for a new one (%s)", old->node,
+			       drop == mine ? "qps_per_peer" : "inbound QPs full");
+			*drop = old->next;
+			vin_free(old);
+		}
 	}
 	/* Authenticated: a passive QP that lets the peer's NIC reach our MRs. */
 	struct rd_vin *in = calloc(1, sizeof(*in));
@@ -743,14 +785,15 @@ static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_
 	struct rd_verbs_ctl *v = ctl->verbs;
 	struct rd_peer *p = q->peer;
 	enum rdma_cm_event_type type = ev->event;
-	struct roshm_verbs_challenge c;
+	struct rd_vpd c;
 	uint8_t expect[32];
-	int ret = 0;
+	int ret = 0, cd = -EPROTO;
 
 	memset(&c, 0, sizeof(c));
-	if (type == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data &&
-	    ev->param.conn.private_data_len >= sizeof(c))
-		memcpy(&c, ev->param.conn.private_data, sizeof(c));
+	/* the responder's bytes, decoded and checked once (verbs_pdata.c) */
+	if (type == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data)
+		cd = rd_verbs_pdata_decode(ev->param.conn.private_data,
+					   ev->param.conn.private_data_len, RD_VPD_REJECT, &c);
 	rdma_ack_cm_event(ev); /* before any rdma_destroy_id of it */
 	switch (q->dstate) {
 	case VD_ADDR:
@@ -771,15 +814,14 @@ static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_
 				ret = type == RDMA_CM_EVENT_UNREACHABLE ? -EHOSTUNREACH : -EPROTO;
 				break;
 			}
-			if (c.magic != ROSHM_VERBS_MAGIC) {
+			if (cd == -EPROTO) {
 				ret = -ECONNREFUSED; /* nobody listening, or not roshm */
 				break;
 			}
-			if (c.kind != ROSHM_VERBS_CHALLENGE) {
-				ret = -EACCES;
+			if (cd || c.kind != ROSHM_VERBS_CHALLENGE) {
+				ret = -EACCES; /* denied, or malformed */
 				break;
 			}
-			c.node[sizeof(c.node) - 1] = 0;
 			vmac(&v->secret, "roshm-vsrv", q->hello.nonce, c.nonce, q->hello.node, c.node, expect);
 			if (CRYPTO_memcmp(expect, c.mac, sizeof(expect))) {
 				ret = -EACCES;
