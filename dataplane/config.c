@@ -762,6 +762,22 @@ static bool pci_addr_ok(const char *s)
 	return sscanf(s, "%4x:%2x:%2x.%1x%c", &a, &b, &c, &f, &tail) == 4 && strlen(s) == 12;
 }
 
+/* Append to @log (of @len bytes, @ll used): truncated, never past its end. */
+static void __attribute__((format(printf, 4, 5))) log_add(char *log, size_t len, size_t *ll,
+							  const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*ll + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(log + *ll, len - *ll, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*ll = *ll + (size_t)n < len ? *ll + (size_t)n : len - 1;
+}
+
 int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sysfs, char *log,
 			size_t loglen, char *err, size_t errlen)
 {
@@ -772,15 +788,16 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 	for (char *const *e = envp; e && *e; e++) {
 		const char *v = strchr(*e, '=');
 
-		if (!v++)
+		if (!v)
 			continue;
+		v++;
 		if (!strncmp(*e, "ROSHM_NODE=", 11)) {
 			if (!rd_valid_name(v) || strlen(v) >= sizeof(cfg->node)) {
 				snprintf(err, errlen, "ROSHM_NODE='%s': letters, digits, '-', '_', '.'", v);
 				return -1;
 			}
 			snprintf(cfg->node, sizeof(cfg->node), "%s", v);
-			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0, " node=%s", v);
+			log_add(log, loglen, &ll, " node=%s", v);
 		} else if (!strncmp(*e, "ROSHM_ADVERTISE=", 16)) {
 			if (inet_pton(AF_INET, v, &a) != 1) {
 				snprintf(err, errlen, "ROSHM_ADVERTISE='%s' is not an IPv4 address", v);
@@ -788,7 +805,7 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 			}
 			snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", v);
 			snprintf(cfg->verbs_advertise, sizeof(cfg->verbs_advertise), "%s", v);
-			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0, " advertise=%s", v);
+			log_add(log, loglen, &ll, " advertise=%s", v);
 		} else if (!strncmp(*e, "PCIDEVICE_", 10) && cfg->verbs_enabled && !cfg->verbs_device[0] &&
 			   !cfg->verbs_netdev[0]) {
 			/* the device plugin's value: one PCI address, or a list */
@@ -807,9 +824,8 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 				return -1;
 			}
 			sysfs_first(sysfs, pci, "net", cfg->verbs_netdev, sizeof(cfg->verbs_netdev));
-			ll += (size_t)snprintf(log + ll, ll < loglen ? loglen - ll : 0,
-					       " verbs device=%s netdev=%s (VF %s)", cfg->verbs_device,
-					       cfg->verbs_netdev[0] ? cfg->verbs_netdev : "?", pci);
+			log_add(log, loglen, &ll, " verbs device=%s netdev=%s (VF %s)", cfg->verbs_device,
+				cfg->verbs_netdev[0] ? cfg->verbs_netdev : "?", pci);
 		}
 	}
 	return 0;

@@ -16,6 +16,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
+#include <rte_pause.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
 
@@ -218,6 +219,9 @@ int main(int argc, char **argv)
 		(void)w;
 	}
 	rte_eal_wait_lcore(worker);
+	/* pairs with the poller's last store: its accesses before our teardown */
+	while (!atomic_load_explicit(&poller.exited, memory_order_acquire))
+		rte_pause();
 	RD_LOG(INFO, "stopped");
 	rc = 0;
 out_control:

@@ -725,5 +725,9 @@ int rd_poller_main(void *arg)
 	atomic_store(&p->running, false);
 	drain_cmds(p); /* anything enqueued while we were stopping */
 	RD_LOG(INFO, "poller stopped");
+	/* Last: everything above happens before whoever sees this (main,
+	 * after rte_eal_wait_lcore, before it tears the poller down; EAL's own
+	 * ordering of the two is in code no sanitizer sees). */
+	atomic_store_explicit(&p->exited, true, memory_order_release);
 	return 0;
 }

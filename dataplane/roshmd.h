@@ -349,6 +349,7 @@ struct rd_poller {
 	int ev_efd;                   /* poller rings it after enqueueing an event */
 	atomic_bool stop;
 	atomic_bool running;
+	atomic_bool exited;           /* rd_poller_main returned (release) */
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
 	struct rd_client **clients;   /* poller's active set, max_clients */

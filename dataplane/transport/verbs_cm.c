@@ -483,10 +483,11 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		deny(id);
 		return false;
 	}
-	/* Bounded: a node has at most qps_per_peer passive QPs (a new one
-	 * replaces its oldest: a node that restarted connects again), and all
-	 * nodes together 2 x max_peers x qps_per_peer (the oldest of all makes
-	 * room), so that a peer holding the secret cannot pile up QPs. */
+	/* Bounded: a node has at most RD_VERBS_QPS_MAX passive QPs (its own
+	 * qps_per_peer may differ from ours; a new one past that replaces its
+	 * oldest: a node that restarted connects again), and all nodes together
+	 * 2 x max_peers x RD_VERBS_QPS_MAX (the oldest of all makes room), so
+	 * that a peer holding the secret cannot pile up QPs. */
 	{
 		struct rd_vin **mine = NULL, **any = NULL;
 		uint32_t nmine = 0, nall = 0;
@@ -499,15 +500,14 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 				mine = pp;
 			}
 		}
-		struct rd_vin **drop = nmine >= ctl->cfg->verbs_qps_per_peer ? mine :
-				       nall >= 2 * ctl->cfg->max_peers * ctl->cfg->verbs_qps_per_peer ? any :
-				       NULL;
+		struct rd_vin **drop = nmine >= RD_VERBS_QPS_MAX ? mine :
+				       nall >= 2 * ctl->cfg->max_peers * RD_VERBS_QPS_MAX ? any : NULL;
 
 		if (drop) {
 			struct rd_vin *old = *drop;
 
 			RD_LOG(NOTICE, "verbs: an older QP of node %s closed for a new one (%s)", old->node,
-			       drop == mine ? "qps_per_peer" : "inbound QPs full");
+			       drop == mine ? "its QPs are at the most" : "inbound QPs full");
 			*drop = old->next;
 			vin_free(old);
 		}

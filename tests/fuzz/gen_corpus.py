@@ -189,4 +189,136 @@ put('verbs_cm', 'challenge_rsvd', b'\1' + vchal(rsvd=1))
 put('verbs_cm', 'challenge_short', b'\1' + vchal()[:119])
 put('verbs_cm', 'challenge_bad_name', b'\1' + vchal(b'node s'))
 put('verbs_cm', 'denied_short', b'\1' + denied[:56])
+
+# ---- tcp_dial: control byte, then the responder's hello2 (168) and more ----
+def hello2(node=b'node-s', magic=TCP_MAGIC, version=1, nonce=bytes(range(32, 64)), mac=b'\0' * 32):
+    return struct.pack('<II32s64s32s', magic, version, nonce, node, mac)
+
+
+put('tcp_dial', 'signed_whole', ctl(1, 0, 64) + hello2())
+put('tcp_dial', 'signed_then_frame', ctl(1, 0, 64) + hello2() + frame)
+put('tcp_dial', 'signed_bytewise_eof', ctl(1, 1, 1) + hello2(b'n' * 63))
+put('tcp_dial', 'unsigned_mac', ctl(0, 0, 64) + hello2(mac=b'\x55' * 32))
+put('tcp_dial', 'short_eof', ctl(0, 1, 9) + hello2()[:80])
+put('tcp_dial', 'bad_magic', ctl(1, 0, 64) + hello2(magic=0))
+put('tcp_dial', 'bad_version', ctl(1, 0, 64) + hello2(version=3))
+put('tcp_dial', 'node_unterminated', ctl(1, 0, 64) + hello2(b'x' * 64))
+put('tcp_dial', 'node_bad', ctl(1, 0, 64) + hello2(b'a b'))
+
+# ---- txn_slot: control byte, data size, slot size, staged slot bytes ----
+SEQ = 12345
+
+
+def slot(segs, payload, seq=SEQ, nseg=None, plen=None, crc=0):
+    body = b''.join(struct.pack('<QI4x', o, l) for o, l in segs)
+    return struct.pack('<QQIIII', seq, 7, len(segs) if nseg is None else nseg,
+                       len(payload) if plen is None else plen, crc, 0) + body + payload
+
+
+def txs(ctrl, dsize, ssize, data):
+    return bytes([ctrl]) + struct.pack('<HH', dsize - 1, ssize - 128) + data
+
+
+put('txn_slot', 'one_segment', txs(3, 4096, 512, slot([(100, 8)], b'ABCDEFGH')))
+put('txn_slot', 'two_segments', txs(3, 1000, 256, slot([(0, 4), (996, 4)], b'abcdwxyz')))
+put('txn_slot', 'empty', txs(3, 64, 128, slot([], b'')))
+put('txn_slot', 'crc_wrong', txs(1, 4096, 512, slot([(100, 8)], b'ABCDEFGH', crc=1)))
+put('txn_slot', 'seq_wrong', txs(2, 4096, 512, slot([(100, 8)], b'ABCDEFGH', seq=1)))
+put('txn_slot', 'seg_past_end', txs(3, 100, 256, slot([(96, 8)], b'ABCDEFGH')))
+put('txn_slot', 'seg_wraps', txs(3, 100, 256, slot([(2**64 - 4, 8)], b'ABCDEFGH')))
+put('txn_slot', 'sum_short', txs(3, 4096, 512, slot([(0, 8)], b'ABCD', plen=4)))
+put('txn_slot', 'nseg_17', txs(3, 4096, 2048, slot([(0, 1)] * 17, b'x' * 17)))
+put('txn_slot', 'too_big_for_slot', txs(3, 4096, 128, slot([(0, 100)], b'y' * 100)))
+
+# ---- tcp_frames: control byte, then the peer's frames (an exported region
+# id 1 of 64 KiB with a 2-slot, 1 KiB log; bit 0 fixes id, key, epoch) ----
+F_RAW = 1
+
+
+def req(op, off, ln, op1=0, op2=0, flags=0, tag=1, rid=1, key=0, epoch=0):
+    return struct.pack('<BBHIIIQQQQQ', op, flags, 0, ln, rid, key, epoch, off, op1, op2, tag)
+
+
+def fctl(fix, eof, chunk16):
+    return bytes([(1 if fix else 0) | (2 if eof else 0) | ((chunk16 - 1) << 2)])
+
+
+put('tcp_frames', 'write_read', fctl(1, 0, 64) + req(WRITE, 0, 16) + b'0123456789abcdef' +
+    req(READ, 0, 16, tag=2))
+put('tcp_frames', 'atomics', fctl(1, 0, 64) + req(FADD, 8, 8, op1=5) + req(CAS, 8, 8, op1=5, op2=9, tag=2))
+put('tcp_frames', 'write_last_bytes', fctl(1, 1, 1) + req(WRITE, 65536 - 4, 4) + b'tail')
+put('tcp_frames', 'write_past_end', fctl(1, 0, 64) + req(WRITE, 65536 - 4, 8) + b'overflow')
+put('tcp_frames', 'read_past_end', fctl(1, 0, 64) + req(READ, 2**63, 8))
+put('tcp_frames', 'raw_txn_tail', fctl(1, 0, 64) + req(FADD, 48, 8, op1=1, flags=F_RAW))
+put('tcp_frames', 'raw_stage_write', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW) + b'S' * 32)
+put('tcp_frames', 'raw_header_write', fctl(1, 0, 64) + req(WRITE, 0, 16, flags=F_RAW) + b'H' * 16)
+put('tcp_frames', 'raw_state_cas', fctl(1, 0, 64) + req(CAS, 4096, 8, op1=0, op2=1, flags=F_RAW))
+put('tcp_frames', 'bad_opcode', fctl(1, 0, 64) + req(99, 0, 8))
+put('tcp_frames', 'unfixed_key', fctl(0, 0, 64) + req(WRITE, 0, 8, key=1) + b'12345678')
+put('tcp_frames', 'many_reads', fctl(1, 0, 8) + b''.join(req(READ, 0, 4096, tag=i) for i in range(64)))
+put('tcp_frames', 'misaligned_atomic', fctl(1, 0, 64) + req(FADD, 3, 8, op1=1))
+
+# ---- control: records [kind][len lo][len hi][message] ----
+CTL_MAGIC, ABI = 0x4c54434f, 2
+T_HELLO, T_CREATE, T_OPEN, T_CLOSE, T_ADMIN, T_REATTACH, T_CHANNEL = 1, 2, 3, 4, 5, 6, 7
+
+
+def chdr(t, ln):
+    return struct.pack('<IHHIi', CTL_MAGIC, t, ABI, ln, 0)
+
+
+def rec(kind, msg):
+    return bytes([kind]) + struct.pack('<H', len(msg)) + msg
+
+
+def hello_msg(tenant_sel=1, sq=0, cq=0, arena=0):
+    body = bytes([tenant_sel, 0]) + bytes(64 - 2) + bytes(128) + bytes(64) + struct.pack('<IIQ', sq, cq, arena)
+    return chdr(T_HELLO, 16 + len(body))[:16] + body
+
+
+def channel_msg(size=0):
+    return chdr(T_CHANNEL, 24) + struct.pack('<Q', size)
+
+
+def create_msg(name=b'r1', size=4096, policy=0, tenants=(), slots=0, slot_size=0, t=T_CREATE):
+    tn = b''.join(struct.pack('64s', x) for x in tenants) + bytes(64 * (8 - len(tenants)))
+    body = struct.pack('64sQII', name, size, policy, len(tenants)) + tn + struct.pack('<II', slots, slot_size)
+    return chdr(t, 16 + len(body)) + body
+
+
+def open_msg(name=b'default/r1'):
+    return chdr(T_OPEN, 16 + 128) + struct.pack('128s', name)
+
+
+def close_msg(handle):
+    return chdr(T_CLOSE, 24) + struct.pack('<II', handle, 0)
+
+
+def admin_msg(cmd=b'status', tenant=b'', token=b'', admin=b''):
+    body = struct.pack('256s64s128s128s', cmd, tenant, token, admin)
+    return chdr(T_ADMIN, 16 + len(body)) + body
+
+
+HELLO_OK = 0x40
+FD_RIGHT, FD_SMALL, FD_PIPE, FIX = 1, 2, 3, 4
+attach = rec(HELLO_OK, hello_msg(1)) + rec(FD_RIGHT | FIX, channel_msg())
+put('control', 'attach', attach)
+put('control', 'attach_create_open_close', attach + rec(FD_RIGHT | FIX, create_msg()) +
+    rec(FIX, open_msg(b'a/r1')) + rec(FIX, close_msg(1 | 1 << 16)))
+put('control', 'attach_create_txn', attach + rec(FD_RIGHT | FIX, create_msg(b'tx', 8192, slots=4, slot_size=256)))
+put('control', 'attach_create_policy', attach + rec(FD_RIGHT | FIX, create_msg(b'p', 4096, 2, (b'b', b'default'))))
+put('control', 'attach_reattach', attach + rec(FD_RIGHT | FIX, create_msg(b'ra', 4096, t=T_REATTACH)))
+put('control', 'attach_create_pipe', attach + rec(FD_PIPE | FIX, create_msg()))
+put('control', 'attach_create_small', attach + rec(FD_SMALL | FIX, create_msg()))
+put('control', 'attach_open_missing', attach + rec(FIX, open_msg(b'b/none')))
+put('control', 'attach_twice', attach + rec(HELLO_OK, hello_msg(2)))
+put('control', 'channel_before_hello', rec(FD_RIGHT | FIX, channel_msg()))
+put('control', 'create_before_attach', rec(FD_RIGHT | FIX, create_msg()))
+put('control', 'admin_status', rec(FIX, admin_msg()))
+put('control', 'admin_tenant', rec(FIX, admin_msg(b'regions', b'a', b'fuzz-token-of-tenant-a')))
+put('control', 'admin_drain', rec(FIX, admin_msg(b'drain --tenant a', b'a', b'fuzz-token-of-tenant-a')))
+put('control', 'admin_uid1000', rec(0x80 | FIX, admin_msg(b'clients')))
+put('control', 'hello_bad_token', rec(FIX, hello_msg(1)))
+put('control', 'garbage', rec(0, b'abc'))
+put('control', 'unknown_type', rec(FIX | (0 << 3), chdr(99, 16)))
 print('corpus written under', os.path.join(here, 'corpus'))

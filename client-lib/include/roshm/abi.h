@@ -220,7 +220,7 @@ struct roshm_txn_slot {
 	uint64_t txn_id;            /* the writer's id for it (diagnostics) */
 	uint32_t nseg;
 	uint32_t payload_len;
-	uint32_t crc;               /* crc32c of the staged bytes, this field counted as 0 */
+	uint32_t crc;               /* crc32c of the staged bytes, all but this field */
 	uint32_t rsvd;
 	struct roshm_txn_seg seg[]; /* then the payload, segment after segment */
 };

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tcp transport, responder side: the frames an authenticated peer sends on
+ * an inbound connection (dataplane/transport/tcp.c conn_rx, frame_header,
+ * check_req, the WRITE payload into region memory, READ and atomics, the
+ * answers through the tx ring), driven through the transport's poll and
+ * flush as the poller drives them, with a real poller (EAL in memory).
+ *
+ * One exported region (id 1) with a 2-slot log: mapped between two
+ * inaccessible pages, so a write or read past it faults.
+ *
+ * Input: a control byte, then the peer's bytes.
+ *   bit 0     fix each frame's region id, key and epoch to the region's (so
+ *             that frames get past the key check), and bound WRITE/READ
+ *             lengths to 16 KiB: the frames are walked as the responder
+ *             would (header, then a WRITE's payload)
+ *   bit 1     close the peer's end after the last byte
+ *   bits 2-7  chunk size - 1, times 16 (16..1024 bytes per write)
+ * Properties: the region's header fields that only roshmd writes (magic,
+ * sizes, layout, epoch, mem_id) never change; every answer is a
+ * well-formed response (a known status, a READ's bytes only with status
+ * 0 and at most what was asked), never more answers than requests.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "config.h"
+#include "fuzz.h"
+#include "fuzz_eal.h"
+#include "roshmd.h"
+#include "transport/tcp.h"
+
+#define DATA (64u << 10)
+#define SLOTS 2
+#define SLOT_SIZE 1024
+#define KEY 0x5eed1234u
+#define EPOCH 0x1122334455667788ull
+
+static struct rd_config cfg;
+static struct rd_poller p;
+static struct rd_region rg;
+static uint8_t *map;
+static size_t map_size;
+static struct roshm_region_hdr hdr0;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const size_t page = 4096;
+	uint8_t *mem;
+
+	(void)argc;
+	(void)argv;
+	fuzz_eal_init("tcp");
+	rd_config_defaults(&cfg);
+	cfg.tcp_enabled = true;
+	cfg.max_regions = 4;
+	cfg.max_peers = 2;
+	cfg.tcp_max_msg = 16 << 10;
+	if (rd_poller_init(&p, &cfg))
+		abort();
+	map_size = roshm_region_map_size(DATA, SLOTS, SLOT_SIZE);
+	mem = mmap(NULL, map_size + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		abort();
+	map = mem + page;
+	if (mprotect(map, map_size, PROT_READ | PROT_WRITE))
+		abort();
+	struct roshm_region_hdr *h = (void *)map;
+
+	h->magic = ROSHM_REGION_MAGIC;
+	h->abi_version = ROSHM_ABI_VERSION;
+	h->epoch = EPOCH;
+	h->data_size = DATA;
+	h->data_off = roshm_region_data_off(SLOTS, SLOT_SIZE);
+	h->txn_slots = SLOTS;
+	h->slot_size = SLOT_SIZE;
+	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	h->mem_id = 42;
+	hdr0 = *h;
+	rg.id = 1;
+	rg.key = KEY;
+	rg.epoch = EPOCH;
+	rg.map = map;
+	rg.map_size = map_size;
+	rg.data = map + h->data_off;
+	rg.data_size = DATA;
+	rg.data_off = h->data_off;
+	rg.txn_slots = SLOTS;
+	rg.slot_size = SLOT_SIZE;
+	rg.tidx = 0;
+	rg.xport = &p.tcp->base;
+	rd_tcp_export(p.tcp, &rg, true);
+	return 0;
+}
+
+/* Walk @buf as the responder would and make each frame reach the region. */
+static size_t fix_frames(uint8_t *buf, size_t len, size_t *nreq)
+{
+	size_t off = 0;
+
+	*nreq = 0;
+	while (off + sizeof(struct roshm_tcp_req) <= len) {
+		struct roshm_tcp_req q;
+
+		memcpy(&q, buf + off, sizeof(q));
+		q.region_id = 1;
+		q.key = KEY;
+		q.epoch = EPOCH;
+		if (q.opcode == ROSHM_OP_WRITE || q.opcode == ROSHM_OP_READ)
+			q.len %= 16u << 10;
+		memcpy(buf + off, &q, sizeof(q));
+		off += sizeof(q);
+		(*nreq)++;
+		if (q.opcode == ROSHM_OP_WRITE)
+			off += q.len;
+	}
+	return off;
+}
+
+/* Take whatever answers are in @fd into @acc; parse complete ones. */
+static void read_answers(int fd, uint8_t *acc, size_t *have, size_t cap, size_t *nresp)
+{
+	for (;;) {
+		ssize_t n = recv(fd, acc + *have, cap - *have, MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		*have += (size_t)n;
+		for (;;) {
+			struct roshm_tcp_resp r;
+
+			if (*have < sizeof(r))
+				break;
+			memcpy(&r, acc, sizeof(r));
+			if (r.status != 0 && r.status != -ESTALE && r.status != -EACCES &&
+			    r.status != -EFAULT && r.status != -EINVAL && r.status != -EOPNOTSUPP &&
+			    r.status != -EAGAIN)
+				fuzz_fail("answer with status %d", r.status);
+			if (r.len && r.status)
+				fuzz_fail("an error answer carries %u bytes", r.len);
+			if (r.len > cfg.tcp_max_msg)
+				fuzz_fail("an answer of %u bytes", r.len);
+			if (*have < sizeof(r) + r.len)
+				break;
+			memmove(acc, acc + sizeof(r) + r.len, *have - sizeof(r) - r.len);
+			*have -= sizeof(r) + r.len;
+			(*nresp)++;
+		}
+		if (*have == cap)
+			fuzz_fail("an answer larger than the buffer");
+	}
+}
+
+static void drain_events(void)
+{
+	struct rd_event ev;
+
+	while (rte_ring_sc_dequeue_elem(p.ev_ring, &ev, sizeof(ev)) == 0)
+		;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static uint8_t acc[64 << 10];
+	const struct rd_transport_ops *ops = p.tcp->base.ops;
+	size_t len, chunk, off = 0, have = 0, nreq = 0, nresp = 0;
+	uint8_t *peer;
+	bool fix, eof;
+	int sv[2];
+
+	if (size < 1 || size > (256u << 10))
+		return 0;
+	fix = data[0] & 1;
+	eof = data[0] & 2;
+	chunk = ((size_t)(data[0] >> 2) + 1) * 16;
+	len = size - 1;
+	peer = malloc(len ? len : 1);
+	if (!peer)
+		abort();
+	memcpy(peer, data + 1, len);
+	if (fix)
+		fix_frames(peer, len, &nreq);
+	else
+		nreq = len / sizeof(struct roshm_tcp_req) + 1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
+		abort();
+	if (rd_tcp_inbound_add(p.tcp, sv[0], "fuzzpeer"))
+		abort();
+	for (int idle = 0; idle < 4;) {
+		size_t n = len - off < chunk ? len - off : chunk;
+		bool progress = false;
+
+		if (n) {
+			ssize_t w = send(sv[1], peer + off, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+			if (w > 0) {
+				off += (size_t)w;
+				progress = true;
+			}
+		} else if (eof) {
+			shutdown(sv[1], SHUT_WR);
+			eof = false;
+			progress = true;
+		}
+		ops->poll(&p.tcp->base, 64);
+		ops->flush(&p.tcp->base);
+		size_t before = have + nresp;
+
+		read_answers(sv[1], acc, &have, sizeof(acc), &nresp);
+		progress |= have + nresp != before;
+		idle = progress ? 0 : idle + 1;
+		drain_events();
+	}
+	if (nresp > nreq)
+		fuzz_fail("%zu answers to %zu requests", nresp, nreq);
+	/* the peer goes away: its connection goes down and is freed */
+	close(sv[1]);
+	for (int i = 0; i < 4 && p.tcp->nin; i++) {
+		ops->poll(&p.tcp->base, 64);
+		ops->flush(&p.tcp->base);
+		drain_events();
+	}
+	if (p.tcp->nin)
+		fuzz_fail("the connection outlived its peer");
+	struct roshm_region_hdr *h = (void *)map;
+
+	if (h->magic != hdr0.magic || h->abi_version != hdr0.abi_version || h->epoch != hdr0.epoch ||
+	    h->data_size != hdr0.data_size || h->data_off != hdr0.data_off ||
+	    h->txn_slots != hdr0.txn_slots || h->slot_size != hdr0.slot_size ||
+	    h->txn_log_off != hdr0.txn_log_off || h->mem_id != hdr0.mem_id)
+		fuzz_fail("a peer changed the region header's layout fields");
+	free(peer);
+	return 0;
+}
