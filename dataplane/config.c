@@ -715,6 +715,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	ret = 0;
 out:
 	config_destroy(&lc);
+	if (ret)
+		rd_config_free(cfg);
 	return ret;
 }
 

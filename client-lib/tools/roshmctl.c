@@ -161,14 +161,18 @@ int main(int argc, char **argv)
 		case 't':
 			free(token);
 			token = read_secret(optarg);
-			if (!token)
-				return 2;
+			if (!token) {
+				ret = 2;
+				goto out;
+			}
 			break;
 		case 'A':
 			free(admin);
 			admin = read_secret(optarg);
-			if (!admin)
-				return 2;
+			if (!admin) {
+				ret = 2;
+				goto out;
+			}
 			break;
 		case 'T':
 			tenant = optarg;
@@ -184,27 +188,33 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			ret = 0;
+			goto out;
 		default:
 			usage(stderr);
-			return 2;
+			ret = 2;
+			goto out;
 		}
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	if ((tenant || region || pod) && strcmp(argv[optind], "drain")) {
 		usage(stderr);
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	if (!!tenant + !!region + !!pod > 1) {
 		fprintf(stderr, "roshmctl: drain takes one of --tenant, --region, --pod\n");
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	if (token && !p.tenant) {
 		fprintf(stderr, "roshmctl: --token-file goes with --as TENANT\n");
-		return 2;
+		ret = 2;
+		goto out;
 	}
 	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[optind],
 		 tenant ? " tenant " : region ? " region " : pod ? " pod " : "",
@@ -215,6 +225,7 @@ int main(int argc, char **argv)
 	ret = roshm_admin_params(&p, cmd, &text);
 	free(token);
 	free(admin);
+	token = admin = NULL;
 	if (ret == -ENOENT || ret == -ECONNREFUSED) {
 		const char *path = sock ? sock : getenv("ROSHM_SOCK");
 
@@ -255,4 +266,8 @@ int main(int argc, char **argv)
 	}
 	json_decref(doc);
 	return 0;
+out:
+	free(token);
+	free(admin);
+	return ret;
 }
