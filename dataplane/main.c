@@ -21,7 +21,7 @@
 #include <rte_log.h>
 
 #include "config.h"
-#include "control.h"
+#include "control/control.h"
 #include "roshmd.h"
 
 

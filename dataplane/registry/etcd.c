@@ -44,9 +44,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../config.h"
-#include "../roshmd.h"
-#include "registry.h"
+#include "config.h"
+#include "roshmd.h"
+#include "registry/registry.h"
 
 #define MAX_ENDPOINTS 8
 #define RESP_MAX (1u << 24)          /* a 16 MiB answer is not one we asked for */

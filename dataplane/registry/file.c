@@ -30,9 +30,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../config.h"
-#include "../roshmd.h"
-#include "registry.h"
+#include "config.h"
+#include "roshmd.h"
+#include "registry/registry.h"
 
 struct fcomp {
 	struct fcomp *next;

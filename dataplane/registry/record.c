@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../config.h"
-#include "registry.h"
+#include "config.h"
+#include "registry/registry.h"
 
 /* Domain label: a record MAC can never pass for another HMAC over the secret. */
 static const char rec_label[] = "roshm-rec-v1"; /* hashed with its NUL */

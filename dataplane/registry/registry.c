@@ -14,10 +14,10 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "../config.h"
-#include "../roshmd.h"
-#include "../transport/tcp.h"
-#include "registry.h"
+#include "config.h"
+#include "roshmd.h"
+#include "transport/tcp/tcp.h"
+#include "registry/registry.h"
 
 static uint64_t mono_ns(void)
 {

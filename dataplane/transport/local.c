@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "transport.h"
+#include "transport/transport.h"
 
 void rd_local_exec(struct rd_op *op)
 {

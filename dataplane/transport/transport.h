@@ -12,7 +12,7 @@
 #define RD_TRANSPORT_H
 
 #include <stdint.h>
-#include "../roshmd.h"
+#include "roshmd.h"
 
 struct rd_txn;
 

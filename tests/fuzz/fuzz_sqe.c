@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rd_sqe_check (dataplane/sqe.c) on a 64-byte SQE, as a client writes it
+ * rd_sqe_check (dataplane/poller/sqe.c) on a 64-byte SQE, as a client writes it
  * into shared memory, against a fixed handle table: regions of different
  * sizes, with and without a transaction log, a dead one, empty slots and
  * stale generations. Beyond not crashing, every verdict is checked against
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sqe.h"
+#include "poller/sqe.h"
 
 static struct rd_region regions[] = {
 	{ .data_size = 4096 },

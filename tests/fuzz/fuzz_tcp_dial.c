@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tcp transport handshake, requester side (dataplane/transport/tcp_auth.c):
+ * tcp transport handshake, requester side (dataplane/transport/peer_auth.c):
  * rd_tcp_dial_step after its hello1 went out (state 1) on one end of a
  * non-blocking socketpair; the input is what the "responder" answers
  * (hello2, then whatever follows), written in chunks so that every
@@ -26,7 +26,7 @@
 
 #include "config.h"
 #include "fuzz.h"
-#include "transport/tcp.h"
+#include "transport/tcp/tcp.h"
 
 #define SELF "fuzz-requester"
 

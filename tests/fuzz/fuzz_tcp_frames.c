@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * tcp transport, responder side: the frames an authenticated peer sends on
- * an inbound connection (dataplane/transport/tcp.c conn_rx, frame_header,
+ * an inbound connection (dataplane/transport/tcp/tcp.c conn_rx, frame_header,
  * check_req, the WRITE payload into region memory, READ and atomics, the
  * answers through the tx ring), driven through the transport's poll and
  * flush as the poller drives them, with a real poller (EAL in memory).
@@ -36,7 +36,7 @@
 #include "fuzz.h"
 #include "fuzz_eal.h"
 #include "roshmd.h"
-#include "transport/tcp.h"
+#include "transport/tcp/tcp.h"
 
 #define DATA (64u << 10)
 #define SLOTS 2

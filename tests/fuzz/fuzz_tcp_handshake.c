@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * tcp transport handshake, responder side (dataplane/transport/tcp_auth.c):
+ * tcp transport handshake, responder side (dataplane/transport/peer_auth.c):
  * rd_tcp_accept_step on one end of a non-blocking socketpair, the input
  * written into the other end as the peer's bytes (hello1, then hello3,
  * then whatever follows), in chunks so that every partial-read path runs.
@@ -28,7 +28,7 @@
 
 #include "config.h"
 #include "fuzz.h"
-#include "transport/tcp.h"
+#include "transport/tcp/tcp.h"
 
 #define SELF "fuzz-responder"
 

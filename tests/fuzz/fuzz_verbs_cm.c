@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * verbs CM private data (dataplane/transport/verbs_pdata.c): the bytes a
+ * verbs CM private data (dataplane/transport/verbs/verbs_pdata.c): the bytes a
  * peer puts in a connect request or a reject. Properties: what decodes
  * re-encodes to the same leading bytes (the encoding is canonical: nothing
  * the MAC does not cover can vary), decodes again to the same message, and
@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "fuzz.h"
-#include "transport/verbs_pdata.h"
+#include "transport/verbs/verbs_pdata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

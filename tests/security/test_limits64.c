@@ -2,7 +2,7 @@
 /*
  * Defect 14: two hidden limits of 64.
  *   - A drain (roshmctl drain, SIGTERM) holds at most 64 regions
- *     (dataplane/drain.c): the others are never marked stale, never drained
+ *     (dataplane/control/drain.c): the others are never marked stale, never drained
  *     and never leave the registry, so peers keep using them as if nothing
  *     happened. test_drain_100_regions drains tenant "a" with 100 regions
  *     while tenant "b" works beside it: every one of a's records must leave

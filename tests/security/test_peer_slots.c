@@ -10,7 +10,7 @@
  * of any node could reach this node's regions. It failed 5 of 5 runs at
  * 02924eb with "open 0, WRITE -113 (peer node unreachable)".
  *
- * Now (dataplane/peers.c node_refusal, tcp.c rd_tcp_inbound_add) a
+ * Now (dataplane/control/peers.c node_refusal, tcp.c rd_tcp_inbound_add) a
  * connection gets a slot only for a node with a valid record in the
  * registry, from the address of that record; one per node (a new one
  * replaces the old); and when the slots are full the one quiet longest makes

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "roshm.h"
-#include "sqe.h"
+#include "poller/sqe.h"
 
 #define ARENA 65536u
 static struct rd_region rg = { .data_size = 4096 };

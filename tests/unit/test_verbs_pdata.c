@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "transport/verbs_pdata.h"
+#include "transport/verbs/verbs_pdata.h"
 
 /* the bytes verbs_cm.c's qp_connect and on_request put on the wire */
 static struct roshm_verbs_hello hello(const char *node)

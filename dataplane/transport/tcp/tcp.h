@@ -2,7 +2,7 @@
 #ifndef RD_TCP_H
 #define RD_TCP_H
 
-#include "transport.h"
+#include "transport/transport.h"
 #include "roshm/wire.h"
 
 /* Poller-side state of the tcp transport. */
@@ -37,7 +37,7 @@ void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on);
 /* Close everything (poller stopped). */
 void rd_tcp_close_all(struct rd_tcp *t);
 
-/* Handshake (tcp_auth.c), control thread. */
+/* Handshake (peer_auth.c), control thread. */
 struct rd_tcp_secret {
 	uint8_t key[256];
 	size_t len;

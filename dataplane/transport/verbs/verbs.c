@@ -27,8 +27,8 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "verbs.h"
-#include "../txn.h"
+#include "transport/verbs/verbs.h"
+#include "poller/txn.h"
 
 int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p)
 {

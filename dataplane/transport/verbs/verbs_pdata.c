@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "../config.h"
-#include "verbs_pdata.h"
+#include "config.h"
+#include "transport/verbs/verbs_pdata.h"
 
 /* Hello and proof share their first 8 bytes with the challenge's layout:
  * magic, kind, version, then qp_index (hello, proof) or rsvd (challenge). */

@@ -27,10 +27,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "../control.h"
-#include "../txn.h"
-#include "verbs.h"
-#include "verbs_pdata.h"
+#include "control/control.h"
+#include "poller/txn.h"
+#include "transport/verbs/verbs.h"
+#include "transport/verbs/verbs_pdata.h"
 
 #define CHAL_TTL_NS 2000000000ull
 #define CHAL_PER_ADDR 4

@@ -18,7 +18,7 @@
 
 #include <sys/epoll.h>
 
-#include "control.h"
+#include "control/control.h"
 
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
 /* Reconnects back off from RETRY_MIN_NS to RETRY_MAX_NS, doubling while

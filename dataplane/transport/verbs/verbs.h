@@ -13,9 +13,9 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
-#include "transport.h"
-#include "tcp.h"
-#include "verbs_pdata.h"
+#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
+#include "transport/verbs/verbs_pdata.h"
 
 /* An operation on a QP's send queue, by wr_id (a running counter). */
 struct rd_vpend {

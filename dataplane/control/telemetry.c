@@ -16,8 +16,8 @@
 
 #include <rte_telemetry.h>
 
-#include "control.h"
-#include "metrics.h"
+#include "control/control.h"
+#include "control/metrics.h"
 
 enum { TEL_STATS, TEL_REGIONS, TEL_PEERS, TEL_N };
 

@@ -19,8 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "metrics.h"
+#include "control/control.h"
+#include "control/metrics.h"
 
 #define REQ_MAX 2048
 #define CONN_TIMEOUT_NS 2000000000ull

@@ -30,9 +30,9 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "control.h"
-#include "metrics.h"
-#include "sqe.h"
+#include "control/control.h"
+#include "control/metrics.h"
+#include "poller/sqe.h"
 
 #ifndef ROSHM_VERSION
 #define ROSHM_VERSION "0"

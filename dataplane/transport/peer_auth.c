@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../config.h"
-#include "tcp.h"
+#include "config.h"
+#include "transport/tcp/tcp.h"
 
 int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, size_t errlen)
 {

@@ -8,7 +8,7 @@
 #include <rte_cycles.h>
 #include <rte_hash_crc.h>
 
-#include "txn.h"
+#include "poller/txn.h"
 #include "transport/transport.h"
 
 enum txn_state {

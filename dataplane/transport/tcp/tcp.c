@@ -24,8 +24,8 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "tcp.h"
-#include "../txn.h"
+#include "transport/tcp/tcp.h"
+#include "poller/txn.h"
 
 #define RX_BUF (256u * 1024)
 #define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */

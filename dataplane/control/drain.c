@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control.h"
+#include "control/control.h"
 
 struct rd_drain_job {
 	int reply_fd;                 /* the admin connection waiting, or -1 */

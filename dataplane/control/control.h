@@ -5,8 +5,8 @@
 #include "roshmd.h"
 #include "registry/registry.h"
 #include "transport/transport.h"
-#include "transport/tcp.h"
-#include "transport/verbs.h"
+#include "transport/tcp/tcp.h"
+#include "transport/verbs/verbs.h"
 #include "guard.h"
 
 struct rd_conn;

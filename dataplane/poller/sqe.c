@@ -2,7 +2,7 @@
 /* SQE validation: everything in an SQE is untrusted client input. */
 #include <errno.h>
 
-#include "sqe.h"
+#include "poller/sqe.h"
 
 /* off + len <= size without overflow */
 static inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size)

@@ -32,11 +32,11 @@
 #include <rte_ring_elem.h>
 
 #include "roshmd.h"
-#include "sqe.h"
+#include "poller/sqe.h"
 #include "transport/transport.h"
-#include "transport/tcp.h"
-#include "transport/verbs.h"
-#include "txn.h"
+#include "transport/tcp/tcp.h"
+#include "transport/verbs/verbs.h"
+#include "poller/txn.h"
 
 int rd_logtype = RTE_LOGTYPE_USER1;
 
