@@ -84,7 +84,7 @@ struct rd_region {
 	uint64_t abort_sent;          /* owner's poller: when its abort CAS went to the NIC */
 	uint64_t applied;             /* owner's poller: next sequence to apply */
 	uint64_t txn_hint;            /* writer's poller: highest txn_applied seen */
-	struct rd_transport *xport;   /* provider that reaches this region */
+	struct rd_provider *xport;    /* provider that reaches this region */
 	struct rd_client *owner;      /* control view; NULL once closed */
 	uint32_t owner_handle;
 	uint32_t refs;                /* control view: owner + open handles */
@@ -114,69 +114,16 @@ struct rd_region {
 	struct rd_region *znext;      /* control: zombies, freed at exit if still held */
 };
 
-/*
- * A connection of the tcp transport. Outbound connections carry this node's
- * requests to a peer (one per peer node, shared by every local client);
- * inbound connections carry a peer's requests to our regions.
- */
-struct rd_txn;
-struct rd_tcp_pend {
-	struct rd_client *client;     /* NULL once the client detached */
-	struct rd_txn *txn;           /* roshmd's own operation: the transaction engine's */
-	uint8_t *dst;                 /* its READ destination */
-	uint64_t user_data;
-	uint64_t arena_off;
-	uint32_t len;
-	uint32_t gen;
-	uint8_t opcode;
-	bool used;
-	int16_t tidx;                 /* the client's tenant (quota.peer_inflight), -1 roshmd's */
-	uint64_t tsc;                 /* when it was submitted */
-};
-
-struct rd_tcp_conn {
-	int fd;
-	bool up;
-	bool inbound;
-	bool blocked;                 /* inbound: a response did not fit in tx */
-	bool tx_full;                 /* the socket took less than we had: wait for EPOLLOUT */
-	uint32_t ev_mask;             /* what its fd is registered for in the tcp epoll */
-	struct rd_peer *peer;         /* outbound */
-	char node[ROSHM_NAME_MAX];    /* the node at the other end */
-	/* rx: bytes [rx_start, rx_end) of rx_buf are unparsed */
-	uint8_t *rx_buf;
-	uint32_t rx_start, rx_end;
-	int rx_state;                 /* 0: header, 1: payload */
-	uint8_t *rx_dst;              /* payload destination, NULL: discard */
-	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
-	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
-	uint32_t rx_left;
-	uint8_t rx_hdr[64];           /* the header whose payload is being received */
-	/* tx ring */
-	uint8_t *tx;
-	uint32_t tx_size;             /* power of two */
-	uint64_t tx_head, tx_tail;
-	/* outbound: operations waiting for a response, by tag */
-	struct rd_tcp_pend *pend;
-	uint32_t npend;
-	uint32_t *free_ids;
-	uint32_t nfree;
-	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
-	uint64_t last_rx;             /* inbound: timer cycles of the last read (or the connect) */
-	struct rd_tcp_conn *next_dead;  /* inbound: closed, freed after the poll */
-};
-
 #define RD_VERBS_QPS_MAX 8
-struct rd_vqp;
+struct rd_provider;
 
 struct rd_peer {
 	char node[ROSHM_NAME_MAX];
 	char endpoint[128];
-	bool verbs;                   /* reached with the verbs transport, else tcp */
+	struct rd_provider *prov;     /* the provider its endpoint's scheme names */
+	void *priv;                   /* the provider's per-peer state (cp->peer_alloc) */
 	bool self;                    /* verbs loopback to this node (atomics on our regions) */
-	struct rd_tcp_conn conn;      /* tcp: outbound, poller-owned while up */
-	struct rd_vqp *vq[RD_VERBS_QPS_MAX];  /* verbs: RC QPs, poller-owned while up */
-	uint32_t nvq;
+	bool dp_up;                   /* poller view: connected (PEER_UP .. down) */
 	/* poller: each tenant's operations in flight to this peer, within
 	 * quota.peer_inflight, so that no tenant takes every slot of a
 	 * connection that all tenants share */
@@ -185,12 +132,19 @@ struct rd_peer {
 	bool ctl_up;
 	bool dialing;                 /* a connect is under way (never waited for) */
 	uint64_t dial_deadline_ns;
-	struct rd_dial *dial;         /* tcp: the dial's state while dialing */
 	uint32_t refs;                /* remote regions that point here */
 	uint64_t retry_ns;
 	uint64_t backoff_ns;          /* the next reconnect's delay (doubles while failing) */
 	int last_err;
 	struct rd_peer *next;
+};
+
+/* A peer's counters, whatever its provider (metrics, admin). */
+struct rd_peer_stats {
+	uint64_t ops;                 /* operations sent (tcp frames, verbs WRs) */
+	uint64_t doorbells;           /* verbs: ibv_post_send calls */
+	uint64_t errors;              /* verbs: error completions */
+	bool nic;                     /* doorbells and errors are counted (a NIC provider) */
 };
 
 struct rd_handle {
@@ -199,7 +153,7 @@ struct rd_handle {
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */
-#define RD_LAT_XPORTS 2     /* 0 tcp, 1 verbs */
+#define RD_LAT_XPORTS 2     /* network providers' index (struct rd_provider lat): 0 tcp, 1 verbs */
 #define RD_LAT_BUCKETS 20   /* <= 1 us, 2 us, 4 us, ... 524 ms; then one overflow bucket */
 
 /* A big local WRITE/READ in progress, a piece per poll round. */
@@ -337,8 +291,6 @@ struct rd_poller_stats {
 };
 
 struct rte_ring;
-struct rd_tcp;
-struct rd_verbs;
 struct rd_poller {
 	const struct rd_config *cfg;
 	struct rte_ring *cmd_ring;    /* control -> poller */
@@ -353,8 +305,8 @@ struct rd_poller {
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
 	struct rd_client **clients;   /* poller's active set, max_clients */
-	struct rd_tcp *tcp;           /* NULL when the tcp transport is off */
-	struct rd_verbs *verbs;       /* NULL when the verbs transport is off */
+	struct rd_provider *local;    /* same-node regions */
+	struct rd_provider *net;      /* other nodes' (tcp or verbs), NULL when neither is on */
 	struct rd_txn_engine *txn;
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
@@ -390,8 +342,18 @@ static inline bool rd_peer_inflight_ok(const struct rd_poller *p, const struct r
 	return !c || peer->tenant_inflight[c->tidx] < p->cfg->tenants[c->tidx].quota.peer_inflight;
 }
 
-/* Post a completion for an operation a transport had queued (poller only). */
+/* Post a completion for an operation whose CQ slot was reserved (poller only). */
 void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result);
+/* Events for the control thread (poller only). */
+void rd_poller_post_event(struct rd_poller *p, const struct rd_event *ev);
+
+/* Hand a validated operation to its region's provider, after the checks
+ * they all need (paused, peer down, too large): RD_OP_DONE, RD_OP_QUEUED or
+ * -EBUSY (transport.h). Poller only. */
+struct rd_op;
+int rd_poller_submit(struct rd_poller *p, struct rd_op *op);
+/* Add @fd to what wakes a sleeping poller (before it runs). 0 or -errno. */
+int rd_poller_watch(struct rd_poller *p, int fd);
 
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg);
 void rd_poller_fini(struct rd_poller *p);

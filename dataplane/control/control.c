@@ -249,7 +249,7 @@ static void region_free(struct rd_control *ctl, struct rd_region *rg)
 			}
 	}
 	if (!rg->remote) {
-		rd_verbs_unreg_region(rg);
+		rd_peers_unreg_region(ctl, rg);
 		rd_region_free(rg);
 	}
 	free(rg);
@@ -408,7 +408,7 @@ static void client_free(struct rd_control *ctl, struct rd_client *c)
 				break;
 			}
 	}
-	rd_verbs_unreg_client(ctl, c);
+	rd_peers_unreg_client(ctl, c);
 	if (c->chan)
 		munmap(c->chan, c->chan_size);
 	if (c->sq_rfd >= 0)
@@ -633,7 +633,7 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	c->cq_mask = conn->cq - 1;
 	c->arena = (uint8_t *)c->chan + l->arena_off;
 	c->arena_size = conn->arena;
-	ret = rd_verbs_reg_client(ctl, c); /* READs land in the arena, WRITEs leave from it */
+	ret = rd_peers_reg_client(ctl, c); /* READs land in the arena, WRITEs leave from it */
 	if (ret)
 		goto err;
 	/* Wakeups: a datagram socketpair per direction; the client's ends go
@@ -921,7 +921,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 	rg->policy = req->policy;
 	rg->ntenants = req->ntenants;
 	memcpy(rg->tenants, req->tenants, sizeof(rg->tenants));
-	rg->xport = &ctl->local;
+	rg->xport = ctl->poller->local;
 	ret = rd_region_take(rg, &ctl->guard, fd, req->size, req->txn_slots, req->slot_size, reattach);
 	if (ret) {
 		RD_LOG(NOTICE, "region %s/%s from client %u refused: %s", c->tenant, req->name, c->id,
@@ -931,7 +931,7 @@ static int do_region_create(struct rd_control *ctl, struct rd_conn *conn, const 
 		free(rg);
 		return ret;
 	}
-	ret = rd_verbs_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
+	ret = rd_peers_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
 	if (ret) {
 		rd_region_free(rg);
 		free(rg);
@@ -1238,7 +1238,8 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 			json_object_set_new(o, "tenant", json_string(tenant));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));
 		json_object_set_new(o, "registry_ready", json_boolean(ctl->reg.ops->ready(&ctl->reg)));
-		json_object_set_new(o, "transports", json_string(ctl->poller->tcp ? "local,tcp" : ctl->poller->verbs ? "local,verbs" : "local"));
+		json_object_set_new(o, "transports", json_string(!ctl->poller->net ? "local" :
+			ctl->poller->net == &rd_tcp_provider ? "local,tcp" : "local,verbs"));
 		if (ctl->endpoint[0])
 			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
 		json_object_set_new(o, "idle", json_string(ctl->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive"));
@@ -1861,7 +1862,6 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
 	ctl->tcp_listen_fd = -1;
 	ctl->metrics_fd = -1;
-	ctl->local.ops = &rd_local_transport_ops;
 	ctl->start_ns = rd_mono_ns();
 	random_bytes(&ctl->instance, sizeof(ctl->instance));
 	ctl->slots = calloc(cfg->max_regions + 1, sizeof(*ctl->slots));
@@ -1951,15 +1951,8 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 			void *tag = evs[i].data.ptr;
 			enum rd_ep_kind kind = ((struct rd_ep_tag *)tag)->kind;
 
-			if (kind == RD_EP_TCP_LISTEN) {
-				rd_peers_accept(ctl);
-			} else if (kind == RD_EP_TCP_DIAL) {
-				rd_peers_dial_step(ctl, tag);
-			} else if (kind == RD_EP_TCP_ACCEPT) {
-				if (rd_peers_acc_live(ctl, tag))
-					rd_peers_accept_step(ctl, tag);
-			} else if (kind == RD_EP_VERBS_CM) {
-				rd_verbs_cm_events(ctl);
+			if (kind == RD_EP_PROVIDER) {
+				rd_peers_epoll_event(ctl, tag, evs[i].events);
 			} else if (kind == RD_EP_METRICS) {
 				rd_metrics_accept(ctl);
 			} else if (kind == RD_EP_METRICS_CONN) {
@@ -2050,10 +2043,8 @@ void rd_control_fini(struct rd_control *ctl)
 {
 	/* The poller has stopped: close its connections before the peers
 	 * (which own the outbound ones) are freed. */
-	if (ctl->poller && ctl->poller->tcp)
-		rd_tcp_close_all(ctl->poller->tcp);
-	if (ctl->poller && ctl->poller->verbs)
-		rd_verbs_close_all(ctl->poller->verbs);
+	if (ctl->poller && ctl->poller->net && ctl->poller->net->dp->close_all)
+		ctl->poller->net->dp->close_all(ctl->poller->net);
 	while (ctl->conns)
 		conn_close(ctl, ctl->conns, "roshmd stopping");
 	conns_reap(ctl);

@@ -13,14 +13,15 @@ struct rd_conn;
 struct json_t;
 
 /* What an epoll event of the control thread points at. */
-enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_TCP_LISTEN, RD_EP_TCP_ACCEPT,
-		  RD_EP_VERBS_CM, RD_EP_METRICS, RD_EP_METRICS_CONN, RD_EP_TCP_DIAL };
+enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_PROVIDER, RD_EP_METRICS,
+		  RD_EP_METRICS_CONN };
 struct rd_ep_tag {
 	enum rd_ep_kind kind;
 };
 
 struct rd_acc {
-	struct rd_ep_tag tag;         /* RD_EP_TCP_ACCEPT */
+	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
+	int kind;                     /* tcp_ctl.c's */
 	struct rd_tcp_accept a;
 	uint32_t from;                /* peer IPv4 address (per-address cap) */
 	char addr[64];
@@ -38,7 +39,8 @@ struct rd_tenant_use {
 
 /* A tcp connect to a peer in progress (peers.c). */
 struct rd_dial {
-	struct rd_ep_tag tag;         /* RD_EP_TCP_DIAL */
+	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
+	int kind;                     /* tcp_ctl.c's */
 	struct rd_tcp_dial d;
 	struct rd_peer *peer;
 };
@@ -47,7 +49,6 @@ struct rd_control {
 	const struct rd_config *cfg;
 	struct rd_poller *poller;
 	struct rd_registry reg;
-	struct rd_transport local;
 	int listen_fd;
 	int epfd;
 	int sig_fd;
@@ -67,6 +68,7 @@ struct rd_control {
 	int tcp_listen_fd;
 	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
 	struct rd_verbs_ctl *verbs;   /* verbs transport, control side */
+	struct rd_peer *self;         /* the loopback peer (atomics through the provider), or NULL */
 	int metrics_fd;               /* /metrics listener, -1 when off */
 	struct rd_mconn *mconns;
 	uint64_t tenant_sqes_gone[RD_TENANTS_MAX]; /* of detached clients: counters never go down */
@@ -142,16 +144,22 @@ void rd_drain_forget_fd(struct rd_control *ctl, int fd);
 /* The drain answered on @fd: its connection's idle deadline runs again. */
 void rd_control_conn_rearm(struct rd_control *ctl, int fd);
 
-/* peers.c: the tcp transport's control side */
+/* peers.c: peers and remote regions, through the network provider's control ops */
 int rd_peers_init(struct rd_control *ctl);
 void rd_peers_fini(struct rd_control *ctl);
-void rd_peers_accept(struct rd_control *ctl);
-void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc);
+/* An RD_EP_PROVIDER fd of the control thread's epoll is ready. */
+void rd_peers_epoll_event(struct rd_control *ctl, void *tag, uint32_t events);
+/* Memory the network provider reaches (no-ops without one). */
+int rd_peers_reg_client(struct rd_control *ctl, struct rd_client *c);
+void rd_peers_unreg_client(struct rd_control *ctl, struct rd_client *c);
+int rd_peers_reg_region(struct rd_control *ctl, struct rd_region *rg);
+void rd_peers_unreg_region(struct rd_control *ctl, struct rd_region *rg);
+/* "tcp", "verbs", "verbs-loopback" */
+const char *rd_peer_transport_name(const struct rd_peer *p);
 /* 0 with *out; -EINPROGRESS: *peer is being connected, the open waits for
  * rd_control_peer_ready(); -EHOSTUNREACH, -EACCES, -ENOMEM. */
 int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec,
 			 struct rd_region **out, struct rd_peer **peer);
-void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d);
 /* A connect finished (tcp: @fd; verbs: -1): @err 0 or why not. */
 void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node);
 /* control.c: the opens waiting for @p go on (@status 0: it is up). */
@@ -162,6 +170,5 @@ void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);
 struct json_t *rd_peers_json(struct rd_control *ctl);
-bool rd_peers_acc_live(struct rd_control *ctl, struct rd_acc *acc);
 
 #endif

@@ -214,29 +214,31 @@ static const char *esc(const char *s, char *out, size_t cap)
 	return out;
 }
 
-/* A counter summed over each verbs peer's QPs: the uint64_t at @off in struct rd_vqp. */
-static void verbs_counter(struct rd_control *ctl, struct page *p, const char *name, const char *help,
-			  size_t off)
+/* A counter of every peer whose provider counts it (struct rd_peer_stats). */
+static void peer_counter(struct rd_control *ctl, struct page *p, const char *name, const char *help,
+			 size_t off, bool nic_only)
 {
 	char e[160];
 
 	head(p, name, "counter", help);
 	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
-		uint64_t n = 0;
+		struct rd_peer_stats st = { 0 };
 
-		if (!q->verbs)
+		if (q->prov->cp->peer_stats)
+			q->prov->cp->peer_stats(q, &st);
+		if (nic_only && !st.nic)
 			continue;
-		for (uint32_t i = 0; i < q->nvq; i++)
-			n += RD_STAT_GET(*(uint64_t *)(void *)((uint8_t *)q->vq[i] + off));
-		put(p, "%s{node=\"%s\"} %llu\n", name, esc(q->node, e, sizeof(e)), (unsigned long long)n);
+		put(p, "%s{node=\"%s\"} %llu\n", name, esc(q->node, e, sizeof(e)),
+		    (unsigned long long)*(const uint64_t *)(const void *)((const uint8_t *)&st + off));
 	}
 }
 
 static void page_build(struct rd_control *ctl, struct page *p)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
-	static const char *const xp[RD_LAT_XPORTS] = { "tcp", "verbs" };
-	char e1[160], e2[160];
+	/* rows of the latency histogram: struct rd_provider lat */
+	static const char *const xp[RD_LAT_XPORTS] = { [RD_LAT_TCP] = "tcp", [RD_LAT_VERBS] = "verbs" };
+	char e1[160];
 	uint64_t cum, total;
 
 	head(p, "roshm_build_info", "gauge", "roshmd version and node; always 1");
@@ -323,24 +325,15 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	head(p, "roshm_peer_up", "gauge", "1 when the connection to the peer node is up");
 	for (struct rd_peer *q = ctl->peers; q; q = q->next)
 		put(p, "roshm_peer_up{node=\"%s\",transport=\"%s\"} %d\n", esc(q->node, e1, sizeof(e1)),
-		    q->self ? "verbs-loopback" : q->verbs ? "verbs" : "tcp", q->ctl_up ? 1 : 0);
-	head(p, "roshm_peer_work_requests_total", "counter",
-	     "Operations sent to the peer (tcp frames, verbs WRs)");
-	for (struct rd_peer *q = ctl->peers; q; q = q->next) {
-		uint64_t n = 0;
-
-		if (q->verbs)
-			for (uint32_t i = 0; i < q->nvq; i++)
-				n += RD_STAT_GET(q->vq[i]->wrs);
-		else
-			n = RD_STAT_GET(q->conn.frames_tx);
-		put(p, "roshm_peer_work_requests_total{node=\"%s\"} %llu\n", esc(q->node, e2, sizeof(e2)),
-		    (unsigned long long)n);
-	}
-	verbs_counter(ctl, p, "roshm_peer_doorbells_total", "verbs: ibv_post_send calls (WR chains)",
-		      offsetof(struct rd_vqp, posts));
-	verbs_counter(ctl, p, "roshm_peer_completion_errors_total",
-		      "verbs: error completions (each took the peer down)", offsetof(struct rd_vqp, errors));
+		    rd_peer_transport_name(q), q->ctl_up ? 1 : 0);
+	peer_counter(ctl, p, "roshm_peer_work_requests_total",
+		     "Operations sent to the peer (tcp frames, verbs WRs)",
+		     offsetof(struct rd_peer_stats, ops), false);
+	peer_counter(ctl, p, "roshm_peer_doorbells_total", "verbs: ibv_post_send calls (WR chains)",
+		     offsetof(struct rd_peer_stats, doorbells), true);
+	peer_counter(ctl, p, "roshm_peer_completion_errors_total",
+		     "verbs: error completions (each took the peer down)",
+		     offsetof(struct rd_peer_stats, errors), true);
 }
 
 char *rd_metrics_page(struct rd_control *ctl, size_t *len)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Control side of the tcp transport: the listening socket and the
- * responder half of the handshake (non-blocking), outbound connections to
- * peer nodes (one per node, made on first use, retried while regions need
- * them), remote regions and their revalidation against the registry.
+ * Peers, whatever their provider: outbound connections to peer nodes (one
+ * per node, made on first use through the provider that the endpoint's
+ * scheme names, retried while regions need them), remote regions and their
+ * revalidation against the registry. What is particular to tcp or verbs
+ * (listeners, handshakes, QPs) is behind the provider's control ops.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -20,7 +21,6 @@
 
 #include "control/control.h"
 
-#define ACCEPT_TIMEOUT_NS (2000000000ull)
 /* Reconnects back off from RETRY_MIN_NS to RETRY_MAX_NS, doubling while
  * they fail; a connection that comes up starts the next loss at the minimum. */
 #define RETRY_MIN_NS (50000000ull)
@@ -34,284 +34,139 @@ static void retry_later(struct rd_peer *p, uint64_t now)
 	p->backoff_ns = p->backoff_ns * 2 > RETRY_MAX_NS ? RETRY_MAX_NS : p->backoff_ns * 2;
 }
 
-static bool is_verbs(const char *endpoint)
+/* The provider that reaches @endpoint, if this node runs it. */
+static struct rd_provider *reachable(const struct rd_control *ctl, const char *endpoint)
 {
-	return !strncmp(endpoint, "verbs:", 6);
-}
+	struct rd_provider *pv = rd_provider_by_endpoint(endpoint);
 
-/* Whether this node has the transport that @endpoint needs. */
-static bool reachable(const struct rd_control *ctl, const char *endpoint)
-{
-	return is_verbs(endpoint) ? ctl->verbs != NULL
-				  : ctl->cfg->tcp_enabled && !strncmp(endpoint, "tcp:", 4);
+	return pv && pv == ctl->poller->net ? pv : NULL;
 }
 
 static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint);
 static int peer_connect(struct rd_control *ctl, struct rd_peer *p);
-static void dial_free(struct rd_control *ctl, struct rd_peer *p);
 static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now);
 
 /* Atomics of this node's pods and transaction engine on its own regions must
- * be serialized with the peers' NIC atomics: unless the NIC's atomics are
- * atomic with the CPU's (IBV_ATOMIC_GLOB), they go through a loopback QP. */
-static int verbs_loopback(struct rd_control *ctl)
+ * be serialized with the peers' NIC atomics: when the provider says so
+ * (rd_local_provider.atomics), they go through a peer that is ourselves (a
+ * loopback QP), re-made like any peer. */
+static int atomics_loopback(struct rd_control *ctl)
 {
 	struct rd_peer *self;
 	int ret;
 
-	if (ctl->verbs->atomic_glob) {
-		RD_LOG(INFO, "verbs: %s atomics are atomic with the CPU's (IBV_ATOMIC_GLOB): local "
-		       "atomics run on the CPU", ctl->verbs->dev);
+	if (!rd_local_provider.atomics)
 		return 0;
-	}
 	self = peer_get(ctl, ctl->cfg->node, ctl->endpoint);
 	if (!self)
 		return -ENOMEM;
 	self->self = true;
 	self->refs = 1; /* keep it connected */
-	ctl->verbs->self = self;
-	ctl->local.priv = ctl->poller->verbs;
+	ctl->self = self;
 	/* Until the loopback is up, local atomics on our regions wait in their
-	 * rings (rd_verbs_submit_local); it is re-made like any peer. */
+	 * rings (-EBUSY from the provider). */
 	ret = peer_connect(ctl, self);
 	if (ret) {
-		RD_LOG(ERR, "verbs: loopback QP to ourselves (for atomics on our regions): %s",
-		       strerror(-ret));
+		RD_LOG(ERR, "%s: loopback to ourselves (for atomics on our regions): %s",
+		       self->prov->name, strerror(-ret));
 		return ret;
 	}
-	RD_LOG(INFO, "verbs: %s atomics are not atomic with the CPU's: atomics on this node's regions "
-	       "go through a loopback QP", ctl->verbs->dev);
 	return 0;
 }
 
 int rd_peers_init(struct rd_control *ctl)
 {
-	static struct rd_ep_tag listen_tag = { RD_EP_TCP_LISTEN };
-	static struct rd_ep_tag verbs_tag = { RD_EP_VERBS_CM };
-	const struct rd_config *cfg = ctl->cfg;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->tcp_port) };
-	char err[300];
-	int fd, one = 1, ret;
+	struct rd_provider *pv = ctl->poller->net;
+	int ret;
 
 	ctl->tcp_listen_fd = -1;
-	if (cfg->verbs_enabled) {
-		ret = rd_verbs_ctl_init(ctl, ctl->endpoint, sizeof(ctl->endpoint));
-		if (ret)
-			return ret;
-		rd_control_epoll_add(ctl, ctl->verbs->ch->fd, &verbs_tag);
-		return verbs_loopback(ctl);
-	}
-	if (!cfg->tcp_enabled)
+	if (!pv)
 		return 0;
-	ret = rd_tcp_secret_load(&ctl->secret, cfg->tcp_secret_file, err, sizeof(err));
-	if (ret) {
-		RD_LOG(ERR, "%s", err);
+	ret = pv->cp->init(ctl, pv, ctl->endpoint, sizeof(ctl->endpoint));
+	if (ret)
 		return ret;
-	}
-	inet_pton(AF_INET, cfg->tcp_listen, &sa.sin_addr);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
-		ret = -errno;
-		RD_LOG(ERR, "tcp transport: listen on %s:%u: %s", cfg->tcp_listen, cfg->tcp_port,
-		       strerror(errno));
-		close(fd);
-		return ret;
-	}
-	ctl->tcp_listen_fd = fd;
-	snprintf(ctl->endpoint, sizeof(ctl->endpoint), "tcp:%s:%u", cfg->tcp_advertise,
-		 cfg->tcp_port);
-	rd_control_epoll_add(ctl, fd, &listen_tag);
-	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
-	       cfg->tcp_port, ctl->endpoint);
-	return 0;
+	return atomics_loopback(ctl);
 }
 
-static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
+void rd_peers_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 {
-	struct rd_acc **pp;
+	struct rd_provider *pv = ctl->poller->net;
 
-	rd_control_epoll_del(ctl, acc->a.fd);
-	if (close_fd)
-		close(acc->a.fd);
-	for (pp = &ctl->accepting; *pp; pp = &(*pp)->next)
-		if (*pp == acc) {
-			*pp = acc->next;
-			break;
-		}
-	free(acc);
+	if (pv && pv->cp->epoll_event)
+		pv->cp->epoll_event(ctl, tag, events);
 }
 
-bool rd_peers_acc_live(struct rd_control *ctl, struct rd_acc *acc)
+int rd_peers_reg_client(struct rd_control *ctl, struct rd_client *c)
 {
-	for (struct rd_acc *a = ctl->accepting; a; a = a->next)
-		if (a == acc)
-			return true;
-	return false;
+	struct rd_provider *pv = ctl->poller->net;
+
+	return pv && pv->cp->reg_client ? pv->cp->reg_client(ctl, c) : 0;
+}
+
+void rd_peers_unreg_client(struct rd_control *ctl, struct rd_client *c)
+{
+	struct rd_provider *pv = ctl->poller->net;
+
+	if (pv && pv->cp->unreg_client)
+		pv->cp->unreg_client(ctl, c);
+}
+
+int rd_peers_reg_region(struct rd_control *ctl, struct rd_region *rg)
+{
+	struct rd_provider *pv = ctl->poller->net;
+
+	return pv && pv->cp->reg_region ? pv->cp->reg_region(ctl, rg) : 0;
+}
+
+void rd_peers_unreg_region(struct rd_control *ctl, struct rd_region *rg)
+{
+	struct rd_provider *pv = ctl->poller->net;
+
+	if (pv && pv->cp->unreg_region)
+		pv->cp->unreg_region(ctl, rg);
+}
+
+static void peer_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	if (p->prov->cp->peer_free)
+		p->prov->cp->peer_free(ctl, p);
+	free(p);
 }
 
 void rd_peers_fini(struct rd_control *ctl)
 {
-	while (ctl->accepting)
-		acc_free(ctl, ctl->accepting, true);
-	if (ctl->tcp_listen_fd >= 0)
-		close(ctl->tcp_listen_fd);
-	ctl->tcp_listen_fd = -1;
+	struct rd_provider *pv = ctl->poller ? ctl->poller->net : NULL;
+
 	while (ctl->peers) {
 		struct rd_peer *p = ctl->peers;
 
 		ctl->peers = p->next;
-		if (p->dial) {
-			int fd = p->dial->d.fd;
-
-			dial_free(ctl, p);
-			close(fd);
-		}
-		if (p->verbs)
-			rd_verbs_peer_free(ctl, p);
-		else
-			rd_tcp_conn_free(&p->conn);
-		free(p);
+		peer_free(ctl, p);
 	}
-	rd_verbs_ctl_fini(ctl);
+	if (pv && pv->cp->fini)
+		pv->cp->fini(ctl, pv);
 }
 
 /*
- * Handshakes in progress are bounded: ACCEPT_MAX in all, ACCEPT_PER_ADDR
- * from one address, each ACCEPT_TIMEOUT_NS at most. A connection that comes
- * past them is closed at once: unauthenticated peers cannot pile up state.
- */
-#define ACCEPT_MAX 64
-#define ACCEPT_PER_ADDR 8
-
-void rd_peers_accept(struct rd_control *ctl)
-{
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	struct rd_acc *acc;
-	int fd;
-
-	while ((fd = accept4(ctl->tcp_listen_fd, (struct sockaddr *)&sa, &sl,
-			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		uint32_t all = 0, same = 0;
-
-		sl = sizeof(sa);
-		for (struct rd_acc *a = ctl->accepting; a; a = a->next) {
-			all++;
-			same += a->from == sa.sin_addr.s_addr;
-		}
-		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
-			close(fd);
-			ctl->refused_peers++;
-			continue;
-		}
-		acc = calloc(1, sizeof(*acc));
-		if (!acc) {
-			close(fd);
-			continue;
-		}
-		acc->tag.kind = RD_EP_TCP_ACCEPT;
-		acc->a.fd = fd;
-		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
-		acc->from = sa.sin_addr.s_addr;
-		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
-			 ntohs(sa.sin_port));
-		acc->next = ctl->accepting;
-		ctl->accepting = acc;
-		rd_control_epoll_add(ctl, fd, acc);
-	}
-}
-
-/* Why node @node, connecting from IPv4 @from, may not have an inbound
- * slot; NULL when it may. */
-static const char *node_refusal(struct rd_control *ctl, const char *node, uint32_t from)
-{
-	struct rd_node_rec nr;
-	struct in_addr a;
-	char host[64];
-	const char *p, *colon;
-
-	if (!strcmp(node, ctl->cfg->node))
-		return "that is our own name";
-	if (ctl->reg.ops->get_node(&ctl->reg, node, &nr))
-		return "no valid node record of that name in the registry";
-	if (!ctl->cfg->tcp_check_peer_addr)
-		return NULL;
-	p = !strncmp(nr.endpoint, "tcp:", 4) ? nr.endpoint + 4 :
-	    !strncmp(nr.endpoint, "verbs:", 6) ? nr.endpoint + 6 : NULL;
-	colon = p ? strrchr(p, ':') : NULL;
-	if (!colon || (size_t)(colon - p) >= sizeof(host))
-		return "its node record has no address";
-	memcpy(host, p, (size_t)(colon - p));
-	host[colon - p] = 0;
-	if (inet_pton(AF_INET, host, &a) != 1 || a.s_addr != from)
-		return "not from the address of its node record "
-		       "(transport.tcp.check_peer_address = false allows that)";
-	return NULL;
-}
-
-void rd_peers_accept_step(struct rd_control *ctl, struct rd_acc *acc)
-{
-	char node[ROSHM_NAME_MAX];
-	int ret = rd_tcp_accept_step(&acc->a, ctl->cfg->node, &ctl->secret, node);
-
-	if (ret == 0)
-		return;
-	if (ret < 0) {
-		RD_LOG(WARNING, "tcp: connection from %s refused: %s", acc->addr,
-		       ret == -EACCES ? "peer failed the cluster-secret challenge" :
-		       ret == -EPROTO ? "not a roshm peer" : strerror(-ret));
-		acc_free(ctl, acc, true);
-		return;
-	}
-	/* The secret says it is a roshm peer; the registry says which: only a
-	 * node with a valid record gets an inbound slot, and (unless
-	 * transport.tcp.check_peer_address = false, for multi-homed nodes)
-	 * only from the address that record advertises. One slot per node
-	 * (tcp.c replaces an older one). */
-	const char *why = node_refusal(ctl, node, acc->from);
-
-	if (why) {
-		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
-		ctl->refused_peers++;
-		acc_free(ctl, acc, true);
-		return;
-	}
-	int fd = acc->a.fd;
-	struct rd_cmd cmd = { .type = RD_CMD_INBOUND_ADD, .fd = fd, .node = node };
-
-	acc_free(ctl, acc, false);
-	ret = rd_control_cmd(ctl, &cmd);
-	if (ret) {
-		RD_LOG(WARNING, "tcp: inbound connection from node %s dropped: %s", node, strerror(-ret));
-		close(fd);
-		return;
-	}
-	RD_LOG(INFO, "tcp: node %s connected to us", node);
-}
-
-/*
- * The table is full: forget one tcp peer that nothing needs any more (no
+ * The table is full: forget one peer that nothing needs any more (no
  * region points at it, it is down and not being dialed, no open waits for
  * it), such as a node that left the cluster. The poller holds nothing of a
  * peer that is down (its connection left the poller's list when it went
- * down). Verbs peers stay (their QPs are the poller's). 1 if one went.
+ * down). A provider may keep its peers (verbs: the QPs stay the poller's).
+ * 1 if one went.
  */
 static int peer_forget_one(struct rd_control *ctl)
 {
 	for (struct rd_peer **pp = &ctl->peers; *pp; pp = &(*pp)->next) {
 		struct rd_peer *p = *pp;
 
-		if (p->verbs || p->self || p->refs || p->ctl_up || p->dialing || p->dial ||
+		if (p->prov->keep_peers || p->self || p->refs || p->ctl_up || p->dialing ||
 		    rd_control_peer_waited(ctl, p))
 			continue;
 		*pp = p->next;
 		ctl->npeers--;
 		RD_LOG(INFO, "node %s: forgotten (down, unused; the peer table was full)", p->node);
-		rd_tcp_conn_free(&p->conn);
-		free(p);
+		peer_free(ctl, p);
 		return 1;
 	}
 	return 0;
@@ -334,9 +189,8 @@ static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const 
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	p->verbs = is_verbs(endpoint);
-	if (!p->verbs &&
-	    rd_tcp_conn_alloc(&p->conn, ctl->cfg->tcp_max_msg, ctl->cfg->tcp_max_inflight, false)) {
+	p->prov = reachable(ctl, endpoint);
+	if (!p->prov || (p->prov->cp->peer_alloc && p->prov->cp->peer_alloc(ctl, p))) {
 		free(p);
 		return NULL;
 	}
@@ -367,22 +221,22 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	}
 	if (err) {
 		if (err != p->last_err)
-			RD_LOG(WARNING, "%s: connecting to node %s at %s: %s", p->verbs ? "verbs" : "tcp",
+			RD_LOG(WARNING, "%s: connecting to node %s at %s: %s", p->prov->name,
 			       p->node, p->endpoint,
 			       err == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-err));
 		p->last_err = err;
 		retry_later(p, rd_mono_ns());
-		if (p->verbs)
-			rd_verbs_peer_release(ctl, p);
-		else if (fd >= 0)
+		if (fd >= 0)
 			close(fd);
+		if (p->prov->cp->release)
+			p->prov->cp->release(ctl, p);
 		rd_control_peer_ready(ctl, p, err);
 		return;
 	}
 	p->ctl_up = true;
 	p->last_err = 0;
 	p->backoff_ns = RETRY_MIN_NS;
-	RD_LOG(INFO, "%s: connected to node %s at %s", p->verbs ? "verbs" : "tcp", p->node,
+	RD_LOG(INFO, "%s: connected to node %s at %s", p->prov->name, p->node,
 	       p->endpoint);
 	rd_control_peer_ready(ctl, p, 0);
 	/* Its regions that waited for it go on now, not at the next
@@ -390,45 +244,6 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
 		if (rg->remote && rg->peer == p && rg->ctl_paused && !rg->ctl_dead)
 			revalidate(ctl, rg, rd_mono_ns());
-}
-
-static void dial_free(struct rd_control *ctl, struct rd_peer *p)
-{
-	struct rd_dial *d = p->dial;
-
-	if (!d)
-		return;
-	rd_control_epoll_del(ctl, d->d.fd);
-	free(d);
-	p->dial = NULL;
-}
-
-static void dial_want(struct rd_control *ctl, struct rd_dial *d)
-{
-	struct epoll_event ev = { .events = d->d.want_out ? EPOLLOUT : EPOLLIN, .data.ptr = d };
-
-	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, d->d.fd, &ev);
-}
-
-/* The tcp dial's fd is ready: one more step of the handshake. */
-void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d)
-{
-	struct rd_peer *p = d->peer;
-	char node[ROSHM_NAME_MAX] = "";
-	int ret = rd_tcp_dial_step(&d->d, &ctl->secret, node);
-	int fd = d->d.fd;
-
-	if (ret == 0) {
-		dial_want(ctl, d);
-		return;
-	}
-	dial_free(ctl, p);
-	if (ret < 0) {
-		close(fd);
-		rd_peers_dial_done(ctl, p, -1, ret, "");
-		return;
-	}
-	rd_peers_dial_done(ctl, p, fd, 0, node);
 }
 
 /*
@@ -443,33 +258,11 @@ static int peer_connect(struct rd_control *ctl, struct rd_peer *p)
 	if (p->ctl_up || p->dialing)
 		return 0;
 	p->dialing = true;
-	if (p->verbs) {
-		p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->verbs_connect_timeout_ms * 1000000ull;
-		ret = rd_verbs_dial(ctl, p);
-		if (ret)
-			rd_peers_dial_done(ctl, p, -1, ret, "");
-		return ret;
-	}
-	struct rd_dial *d = calloc(1, sizeof(*d));
-
-	if (!d) {
-		rd_peers_dial_done(ctl, p, -1, -ENOMEM, "");
-		return -ENOMEM;
-	}
-	d->tag.kind = RD_EP_TCP_DIAL;
-	d->peer = p;
-	ret = rd_tcp_dial_start(&d->d, p->endpoint, ctl->cfg->node);
-	if (ret) {
-		free(d);
+	/* the provider sets p->dial_deadline_ns */
+	ret = p->prov->cp->connect(ctl, p);
+	if (ret)
 		rd_peers_dial_done(ctl, p, -1, ret, "");
-		return ret;
-	}
-	p->dial = d;
-	p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull;
-	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = d };
-
-	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, d->d.fd, &ev);
-	return 0;
+	return ret;
 }
 
 /* Dials past their deadline fail. */
@@ -478,15 +271,8 @@ static void dials_timer(struct rd_control *ctl, uint64_t now)
 	for (struct rd_peer *p = ctl->peers; p; p = p->next) {
 		if (!p->dialing || now < p->dial_deadline_ns)
 			continue;
-		if (p->verbs) {
-			rd_verbs_dial_abort(ctl, p);
-		} else {
-			int fd = p->dial ? p->dial->d.fd : -1;
-
-			dial_free(ctl, p);
-			if (fd >= 0)
-				close(fd);
-		}
+		if (p->prov->cp->dial_abort)
+			p->prov->cp->dial_abort(ctl, p);
 		rd_peers_dial_done(ctl, p, -1, -ETIMEDOUT, "");
 	}
 }
@@ -514,7 +300,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 			return ret == -EACCES ? -EACCES : -EHOSTUNREACH;
 		return -EINPROGRESS;
 	}
-	if (p->verbs != is_verbs(rec->endpoint))
+	if (p->prov != rd_provider_by_endpoint(rec->endpoint))
 		return -EHOSTUNREACH; /* the node switched transports: not supported live */
 	for (rg = ctl->regions; rg; rg = rg->next)
 		if (rg->remote && !rg->ctl_dead && rg->peer == p && rg->id == rec->region_id &&
@@ -542,7 +328,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));
-		rg->xport = p->verbs ? &ctl->poller->verbs->base : &ctl->poller->tcp->base;
+		rg->xport = p->prov;
 		rg->tidx = -1;
 		rd_control_region_link(ctl, rg);
 		p->refs++;
@@ -590,7 +376,7 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	struct rd_region t = { 0 };
 	struct rd_peer *p = peer_get(ctl, rec->node, rec->endpoint);
 
-	if (!p || !reachable(ctl, rec->endpoint) || p->verbs != is_verbs(rec->endpoint))
+	if (!p || !reachable(ctl, rec->endpoint) || p->prov != reachable(ctl, rec->endpoint))
 		return; /* not reachable: try again at the next revalidation */
 	if (!p->ctl_up) {
 		/* connect meanwhile; the next revalidation retargets */
@@ -674,13 +460,8 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 	uint64_t now = rd_mono_ns();
 	struct rd_node_rec nrec;
 
-	for (struct rd_acc *a = ctl->accepting, *next; a; a = next) {
-		next = a->next;
-		if (now >= a->a.deadline_ns) {
-			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);
-			acc_free(ctl, a, true);
-		}
-	}
+	if (ctl->poller->net && ctl->poller->net->cp->timer)
+		ctl->poller->net->cp->timer(ctl, now);
 	dials_timer(ctl, now);
 	if (!registry_changed && now < ctl->next_revalidate_ns)
 		goto reconnect;
@@ -720,19 +501,20 @@ reconnect:
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 {
 	if (ev->type == RD_EV_INBOUND_DOWN) {
-		RD_LOG(INFO, "tcp: inbound connection from node %.63s closed: %.63s", ev->node, ev->why);
+		RD_LOG(INFO, "%s: inbound connection from node %.63s closed: %.63s",
+		       ctl->poller->net ? ctl->poller->net->name : "?", ev->node, ev->why);
 		return;
 	}
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (p == ev->peer) {
 			if (p->ctl_up)
 				RD_LOG(WARNING, "%s: connection to node %s lost: %.63s; operations in "
-				       "flight failed", p->verbs ? "verbs" : "tcp", p->node, ev->why);
+				       "flight failed", p->prov->name, p->node, ev->why);
 			p->ctl_up = false;
 			retry_later(p, rd_mono_ns());
 			pause_peer_regions(ctl, p);
-			if (p->verbs)
-				rd_verbs_peer_release(ctl, p); /* the poller let go of its QPs */
+			if (p->prov->cp->release)
+				p->prov->cp->release(ctl, p); /* the poller let go of it */
 		}
 }
 
@@ -745,29 +527,17 @@ struct json_t *rd_peers_json(struct rd_control *ctl)
 
 		json_object_set_new(o, "node", json_string(p->node));
 		json_object_set_new(o, "endpoint", json_string(p->endpoint));
-		json_object_set_new(o, "transport", json_string(p->self ? "verbs-loopback" :
-								p->verbs ? "verbs" : "tcp"));
+		json_object_set_new(o, "transport", json_string(rd_peer_transport_name(p)));
 		json_object_set_new(o, "up", json_boolean(p->ctl_up));
 		json_object_set_new(o, "regions", json_integer(p->refs));
-		if (p->verbs) {
-			uint64_t wrs = 0, posts = 0, cqes = 0, errs = 0;
-
-			for (uint32_t i = 0; i < p->nvq; i++) {
-				wrs += RD_STAT_GET(p->vq[i]->wrs);
-				posts += RD_STAT_GET(p->vq[i]->posts);
-				cqes += RD_STAT_GET(p->vq[i]->cqes);
-				errs += RD_STAT_GET(p->vq[i]->errors);
-			}
-			json_object_set_new(o, "qps", json_integer(p->nvq));
-			json_object_set_new(o, "wrs", json_integer((json_int_t)wrs));
-			json_object_set_new(o, "doorbells", json_integer((json_int_t)posts));
-			json_object_set_new(o, "cqes", json_integer((json_int_t)cqes));
-			json_object_set_new(o, "wc_errors", json_integer((json_int_t)errs));
-		} else {
-			json_object_set_new(o, "frames_tx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_tx)));
-			json_object_set_new(o, "frames_rx", json_integer((json_int_t)RD_STAT_GET(p->conn.frames_rx)));
-		}
+		if (p->prov->cp->peer_json)
+			p->prov->cp->peer_json(ctl, p, o);
 		json_array_append_new(a, o);
 	}
 	return a;
+}
+
+const char *rd_peer_transport_name(const struct rd_peer *p)
+{
+	return p->self && p->prov->loopback_name ? p->prov->loopback_name : p->prov->name;
 }

@@ -34,11 +34,21 @@
 #include "roshmd.h"
 #include "poller/sqe.h"
 #include "transport/transport.h"
-#include "transport/tcp/tcp.h"
-#include "transport/verbs/verbs.h"
 #include "poller/txn.h"
 
 int rd_logtype = RTE_LOGTYPE_USER1;
+
+static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, uint64_t result);
+static void op_event(struct rd_provider *pv, const struct rd_event *ev);
+
+/* The host callbacks: every provider's way back goes through the poller. */
+static struct rd_provider *provider_install(struct rd_poller *p, struct rd_provider *pv)
+{
+	pv->poller = p;
+	pv->done = op_done;
+	pv->event = op_event;
+	return pv;
+}
 
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 {
@@ -79,25 +89,20 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 		rd_poller_fini(p);
 		return -ENOMEM;
 	}
-	if (cfg->tcp_enabled) {
-		int ret;
+	p->local = provider_install(p, &rd_local_provider);
+	if (cfg->tcp_enabled || cfg->verbs_enabled) {
+		struct rd_provider *net = provider_install(p, cfg->tcp_enabled ? &rd_tcp_provider
+									    : &rd_verbs_provider);
+		int ret = net->dp->init(net, p);
 
-		p->tcp = calloc(1, sizeof(*p->tcp));
-		if (!p->tcp) {
-			rd_poller_fini(p);
-			return -ENOMEM;
-		}
-		ret = rd_tcp_init(p->tcp, p, cfg->max_regions);
 		if (ret) {
 			rd_poller_fini(p);
 			return ret;
 		}
-	}
-	if (cfg->verbs_enabled) {
-		p->verbs = calloc(1, sizeof(*p->verbs));
-		if (!p->verbs || rd_verbs_init(p->verbs, p)) {
+		p->net = net;
+		if (net->wake_fd >= 0 && (ret = rd_poller_watch(p, net->wake_fd))) {
 			rd_poller_fini(p);
-			return -ENOMEM;
+			return ret;
 		}
 	}
 	return 0;
@@ -105,18 +110,16 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 
 void rd_poller_fini(struct rd_poller *p)
 {
-	if (p->verbs) {
-		rd_verbs_close_all(p->verbs);
-		rd_verbs_fini(p->verbs);
-		free(p->verbs);
-		p->verbs = NULL;
-	}
+	struct rd_provider *net = p->net;
+
+	/* Everything queued fails (and finishes the engine's operations)
+	 * before the engine goes. */
+	if (net && net->dp->close_all)
+		net->dp->close_all(net);
 	rd_txn_fini(p);
-	if (p->tcp) {
-		rd_tcp_close_all(p->tcp);
-		rd_tcp_fini(p->tcp);
-		free(p->tcp);
-		p->tcp = NULL;
+	if (net) {
+		net->dp->fini(net);
+		p->net = NULL;
 	}
 	rte_ring_free(p->cmd_ring);
 	rte_ring_free(p->ev_ring);
@@ -133,6 +136,14 @@ void rd_poller_fini(struct rd_poller *p)
 }
 
 static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
+static void region_export(struct rd_poller *p, struct rd_region *rg, bool on);
+
+int rd_poller_watch(struct rd_poller *p, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
 
 /* roshmd's own eventfds (command and event rings) */
 static void kick(int efd)
@@ -230,14 +241,14 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		/* No event for it after this (the control thread closes the
 		 * fd, and its number may be reused, once we answer). */
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->sq_rfd, NULL);
-		if (p->tcp)
-			rd_tcp_client_gone(p->tcp, c);
+		c->released = true; /* before the providers look: no more CQEs for it */
+		if (p->net && p->net->dp->client_gone)
+			p->net->dp->client_gone(p->net, c);
 		rd_txn_client_gone(p, c);
 		if (c->copy.region) { /* its big copy ends here */
 			rd_region_unhold(p, c->copy.region);
 			c->copy.region = NULL;
 		}
-		c->released = true;
 		cmd->result = c->dp_refs == 0;
 		break;
 	case RD_CMD_HANDLE_SET:
@@ -249,49 +260,41 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		break;
 	case RD_CMD_REGION_DEAD:
 		cmd->region->dead = true;
-		if (!cmd->region->remote) {
-			if (p->tcp)
-				rd_tcp_export(p->tcp, cmd->region, false);
-			rd_txn_region_add(p, cmd->region, false);
-		}
+		if (!cmd->region->remote)
+			region_export(p, cmd->region, false);
 		break;
 	case RD_CMD_REGION_EXPORT:
 	case RD_CMD_REGION_UNEXPORT:
-		if (p->tcp)
-			rd_tcp_export(p->tcp, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
-		rd_txn_region_add(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
+		region_export(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
 		break;
 	case RD_CMD_REGION_RELEASE:
 		/* Nothing reaches it from now on; what still holds it finishes. */
 		cmd->region->dead = true;
-		if (!cmd->region->remote) {
-			if (p->tcp)
-				rd_tcp_export(p->tcp, cmd->region, false);
-			rd_txn_region_add(p, cmd->region, false);
-		}
+		if (!cmd->region->remote)
+			region_export(p, cmd->region, false);
 		cmd->region->released = true;
 		cmd->result = cmd->region->dp_refs == 0;
 		break;
-	case RD_CMD_PEER_UP:
-		if (cmd->peer->verbs && p->verbs)
-			cmd->result = rd_verbs_peer_up(p->verbs, cmd->peer);
-		else if (!cmd->peer->verbs && p->tcp)
-			cmd->result = rd_tcp_peer_up(p->tcp, cmd->peer, cmd->fd);
-		else
-			cmd->result = -EOPNOTSUPP;
+	case RD_CMD_PEER_UP: {
+		struct rd_provider *pv = cmd->peer->prov;
+
+		cmd->result = pv && pv == p->net ? pv->dp->peer_up(pv, cmd->peer, cmd->fd) : -EOPNOTSUPP;
+		cmd->peer->dp_up = cmd->result == 0;
 		break;
+	}
 	case RD_CMD_PEER_DOWN: {
 		int st = cmd->status ? cmd->status : -EHOSTUNREACH;
 		const char *why = cmd->why ? cmd->why : "registry: node gone";
+		struct rd_provider *pv = cmd->peer->prov;
 
-		if (cmd->peer->verbs && p->verbs)
-			rd_verbs_peer_down(p->verbs, cmd->peer, st, why);
-		else if (!cmd->peer->verbs && p->tcp)
-			rd_tcp_peer_down(p->tcp, cmd->peer, st, why);
+		cmd->peer->dp_up = false;
+		if (pv && pv == p->net)
+			pv->dp->peer_down(pv, cmd->peer, st, why);
 		break;
 	}
 	case RD_CMD_INBOUND_ADD:
-		cmd->result = p->tcp ? rd_tcp_inbound_add(p->tcp, cmd->fd, cmd->node) : -EOPNOTSUPP;
+		cmd->result = p->net && p->net->dp->inbound ?
+			      p->net->dp->inbound(p->net, cmd->fd, cmd->node) : -EOPNOTSUPP;
 		break;
 	case RD_CMD_REGION_DRAIN:
 		cmd->region->draining = true;
@@ -326,12 +329,29 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	atomic_store_explicit(&cmd->done, 1, memory_order_release);
 }
 
+/* A local region reachable by peers (@on) or not: the network provider and
+ * the transaction engine (whose log it applies) are told. */
+static void region_export(struct rd_poller *p, struct rd_region *rg, bool on)
+{
+	if (p->net && p->net->dp->export)
+		p->net->dp->export(p->net, rg, on);
+	rd_txn_region_add(p, rg, on);
+}
+
 static void drain_cmds(struct rd_poller *p)
 {
 	void *obj;
 
 	while (rte_ring_sc_dequeue(p->cmd_ring, &obj) == 0)
 		apply_cmd(p, obj);
+}
+
+void rd_poller_post_event(struct rd_poller *p, const struct rd_event *ev)
+{
+	if (rte_ring_sp_enqueue_elem(p->ev_ring, (void *)(uintptr_t)ev, sizeof(*ev)) == 0)
+		kick(p->ev_efd);
+	else
+		RD_STAT_ADD(p->stats.events_lost, 1);
 }
 
 static void client_corrupt(struct rd_poller *p, struct rd_client *c, const char *why)
@@ -342,10 +362,7 @@ static void client_corrupt(struct rd_poller *p, struct rd_client *c, const char 
 	RD_STAT_ADD(p->stats.corrupt_clients, 1);
 	strncpy(ev.why, why, sizeof(ev.why) - 1);
 	/* The control thread disconnects the client and frees its state. */
-	if (rte_ring_sp_enqueue_elem(p->ev_ring, &ev, sizeof(ev)) == 0)
-		kick(p->ev_efd);
-	else
-		RD_STAT_ADD(p->stats.events_lost, 1);
+	rd_poller_post_event(p, &ev);
 }
 
 static inline void cq_post(struct rd_client *c, uint64_t user_data, int32_t status,
@@ -368,6 +385,71 @@ void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uin
 	c->inflight--;
 	if (status)
 		RD_STAT_ADD(c->stats.errors, 1);
+}
+
+/*
+ * The one way back of every queued operation (pv->done): what the client
+ * sees is decided here once (the byte count for WRITE/READ, the old value
+ * for atomics, nothing on error), then it goes to the transaction engine or
+ * to the client's CQ (a client that detached gets none), the tenant's share
+ * of the peer and the client's hold come back, and the latency is recorded.
+ */
+static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, uint64_t result)
+{
+	struct rd_poller *p = pv->poller;
+	/* Everything out of the entry first: what is called below may queue
+	 * a new operation into the same slot (a transaction's next step). */
+	struct rd_pend d = *pd;
+	uint64_t res = status ? 0 : d.opcode <= ROSHM_OP_READ ? d.len : result;
+
+	pd->client = NULL;
+	pd->txn = NULL;
+	pd->peer = NULL;
+	if (!status && pv->lat != RD_LAT_NONE)
+		rd_lat_record(p, pv->lat, d.tsc, rte_rdtsc());
+	if (d.client) {
+		if (d.peer)
+			d.peer->tenant_inflight[d.tidx]--;
+		if (!d.client->released)
+			rd_op_complete(d.client, d.user_data, status, res);
+		rd_client_unhold(p, d.client);
+	} else if (d.txn) {
+		rd_txn_complete(d.txn, d.opcode, status, res);
+	}
+}
+
+static void op_event(struct rd_provider *pv, const struct rd_event *ev)
+{
+	/* The poller's view of the peer first: no new work goes to it. */
+	if (ev->type == RD_EV_PEER_DOWN && ev->peer)
+		ev->peer->dp_up = false;
+	rd_poller_post_event(pv->poller, ev);
+}
+
+/*
+ * Hand one validated operation to the provider of its region, after the
+ * checks every provider needs: RD_OP_DONE (status, result set), RD_OP_QUEUED,
+ * or -EBUSY (nothing taken: try again next round).
+ */
+int rd_poller_submit(struct rd_poller *p, struct rd_op *op)
+{
+	struct rd_region *rg = op->region;
+	struct rd_provider *pv = rg->xport;
+
+	(void)p;
+	if (rg->remote) {
+		if (rg->paused)
+			return -EBUSY; /* stale: the SQE waits in its ring for the next epoch */
+		if (!rg->peer->dp_up) {
+			op->status = -EHOSTUNREACH;
+			return RD_OP_DONE;
+		}
+		if (op->sqe.len > pv->max_msg && op->sqe.opcode <= ROSHM_OP_READ) {
+			op->status = -EMSGSIZE;
+			return RD_OP_DONE;
+		}
+	}
+	return pv->dp->submit(pv, op);
 }
 
 /* Make this round's progress visible to the client, and wake it if it sleeps. */
@@ -505,7 +587,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			errors++;
 		} else if (!op.region) { /* NOP, FENCE */
 			cq_post(c, op.sqe.user_data, 0, 0);
-		} else if (op.sqe.len > COPY_CHUNK && op.region->xport->ops == &rd_local_transport_ops &&
+		} else if (op.sqe.len > COPY_CHUNK && op.region->xport == p->local &&
 			   op.sqe.opcode <= ROSHM_OP_READ) {
 			/* a big local copy: a piece now, the rest in later rounds */
 			c->copy.sqe = op.sqe;
@@ -527,7 +609,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			op.dst = NULL;
 			op.status = 0;
 			op.result = 0;
-			ret = op.region->xport->ops->submit(op.region->xport, &op);
+			ret = rd_poller_submit(p, &op);
 			if (ret < 0)
 				break; /* transport full: the SQE stays, next round */
 			if (op.sqe.opcode <= ROSHM_OP_READ)
@@ -567,10 +649,8 @@ unsigned rd_poller_round(struct rd_poller *p)
 	if (rte_ring_count(p->cmd_ring))
 		drain_cmds(p);
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
-	if (p->tcp)
-		total += p->tcp->base.ops->poll(&p->tcp->base, p->cfg->burst);
-	if (p->verbs)
-		total += p->verbs->base.ops->poll(&p->verbs->base, p->cfg->burst);
+	if (p->net)
+		total += p->net->dp->poll(p->net, p->cfg->burst);
 	total += rd_txn_tick(p);
 	if (n) {
 		uint32_t start = p->rr++ % n;
@@ -581,10 +661,8 @@ unsigned rd_poller_round(struct rd_poller *p)
 			if (!p->clients[i]->dead)
 				client_publish(p->clients[i]);
 	}
-	if (p->tcp)
-		p->tcp->base.ops->flush(&p->tcp->base);
-	if (p->verbs)
-		p->verbs->base.ops->flush(&p->verbs->base);
+	if (p->net)
+		p->net->dp->flush(p->net);
 	RD_STAT_ADD(p->stats.rounds, 1);
 	if (total)
 		RD_STAT_ADD(p->stats.busy_rounds, 1);
@@ -595,27 +673,10 @@ static bool work_pending(struct rd_poller *p)
 {
 	if (rte_ring_count(p->cmd_ring) || rd_txn_busy(p))
 		return true;
-	/* WRs in flight: a busy poller keeps polling the CQs; an adaptive one
-	 * requests completion events and sleeps until one comes */
-	if (p->verbs && rd_verbs_busy(p->verbs) &&
-	    (p->cfg->idle == RD_IDLE_BUSY || rd_verbs_arm(p->verbs)))
+	/* Only work that can go on now; the provider arms its wakeup (wake_fd)
+	 * for the rest. */
+	if (p->net && p->net->dp->busy && p->net->dp->busy(p->net))
 		return true;
-	/* Only work that can go on now: a socket that is full (its peer does
-	 * not read) wakes us through EPOLLOUT, not by our spinning on it. */
-	if (p->tcp) {
-		for (uint32_t i = 0; i < p->tcp->nout; i++) {
-			const struct rd_tcp_conn *c = p->tcp->out[i];
-
-			if (c->tx_tail != c->tx_head && !c->tx_full)
-				return true;
-		}
-		for (uint32_t i = 0; i < p->tcp->nin; i++) {
-			const struct rd_tcp_conn *c = p->tcp->in[i];
-
-			if ((c->tx_tail != c->tx_head || c->blocked) && !c->tx_full)
-				return true;
-		}
-	}
 	p->cq_blocked = false;
 	for (uint32_t i = 0; i < p->nclients; i++) {
 		struct rd_client *c = p->clients[i];
@@ -672,16 +733,17 @@ static void poller_sleep(struct rd_poller *p)
 		for (int i = 0; i < n; i++) {
 			char buf[256];
 
-			if (p->verbs && p->verbs->comp && evs[i].data.fd == p->verbs->comp->fd) {
-				rd_verbs_events(p->verbs);
+			if (p->net && evs[i].data.fd == p->net->wake_fd) {
+				/* the provider's (tcp: its nested epoll, which its
+				 * round reads; verbs: the completion channel) */
+				if (p->net->dp->on_wake)
+					p->net->dp->on_wake(p->net);
 				continue;
 			}
 			ssize_t r;
 
 			if (evs[i].data.fd == p->cmd_efd) /* our eventfd: clear it */
 				r = read(p->cmd_efd, buf, sizeof(uint64_t));
-			else if (p->tcp && evs[i].data.fd == p->tcp->epfd)
-				continue; /* the tcp transport's nested epoll: its round reads */
 			else /* a client's wakeup socket, roshmd's own end: one
 			      * datagram, never blocking (a client that keeps
 			      * sending fills its own queue and gets EAGAIN) */

@@ -208,7 +208,7 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 	op.sqe.len = len;
 	op.sqe.operand1 = op1;
 	op.sqe.operand2 = op2;
-	r = t->region->xport->ops->submit(t->region->xport, &op);
+	r = rd_poller_submit(t->e->p, &op);
 	if (r == 1) {
 		*st = op.status;
 		*res = op.result;
@@ -756,7 +756,7 @@ static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint
 			}
 			if (now - rg->hole_since < abort)
 				break;
-			if (rg->peer && e->p->verbs) {
+			if (rg->peer && rg->xport->atomics) {
 				/* Peers' commits are NIC atomics that the CPU's are not
 				 * atomic with: abort with the NIC too (loopback QP). The
 				 * outcome shows in the state word on a later round. */
@@ -772,7 +772,7 @@ static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint
 				op.sqe.len = 8;
 				op.sqe.operand1 = st;
 				op.sqe.operand2 = ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED);
-				if (rd_verbs_submit_local(e->p->verbs, &op) >= 0)
+				if (rd_poller_submit(e->p, &op) >= 0)
 					rg->abort_sent = now;
 				break;
 			}

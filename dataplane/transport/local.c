@@ -51,22 +51,59 @@ void rd_local_exec(struct rd_op *op)
 	}
 }
 
-static int local_submit(struct rd_transport *t, struct rd_op *op)
+static int local_submit(struct rd_provider *pv, struct rd_op *op)
 {
 	uint8_t opc = op->sqe.opcode;
 
-	/* t->priv: the verbs transport, when peers' NIC atomics on our regions
-	 * are not atomic with the CPU's; region->peer is then our loopback. */
-	if (t->priv && op->region->peer && (opc == ROSHM_OP_FETCH_ADD || opc == ROSHM_OP_CMP_SWAP))
-		return rd_verbs_submit_local(t->priv, op);
+	/* Atomics on our regions go through the provider that peers' atomics
+	 * come in by (the verbs loopback), when the NIC's are not atomic with
+	 * the CPU's; region->peer is that loopback then. */
+	if (pv->atomics && op->region->peer && (opc == ROSHM_OP_FETCH_ADD || opc == ROSHM_OP_CMP_SWAP))
+		return pv->atomics->dp->submit(pv->atomics, op);
 	rd_local_exec(op);
-	return 1;
+	return RD_OP_DONE;
 }
 
-const struct rd_transport_ops rd_local_transport_ops = {
-	.name = "local",
+static int local_init(struct rd_provider *pv, struct rd_poller *p)
+{
+	(void)p;
+	pv->max_msg = UINT32_MAX;
+	return 0;
+}
+
+static const struct rd_provider_dp_ops local_dp_ops = {
+	.init = local_init,
 	.submit = local_submit,
 };
+
+struct rd_provider rd_local_provider = {
+	.name = "local",
+	.dp = &local_dp_ops,
+	.lat = RD_LAT_NONE,
+	.wake_fd = -1,
+	.max_msg = UINT32_MAX,
+};
+
+struct rd_provider *rd_provider_by_name(const char *name)
+{
+	static struct rd_provider *const all[] = { &rd_local_provider, &rd_tcp_provider,
+						   &rd_verbs_provider };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(all[i]->name, name))
+			return all[i];
+	return NULL;
+}
+
+struct rd_provider *rd_provider_by_endpoint(const char *endpoint)
+{
+	static struct rd_provider *const net[] = { &rd_tcp_provider, &rd_verbs_provider };
+
+	for (size_t i = 0; i < sizeof(net) / sizeof(net[0]); i++)
+		if (!strncmp(endpoint, net[i]->scheme, strlen(net[i]->scheme)))
+			return net[i];
+	return NULL;
+}
 
 bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len)
 {

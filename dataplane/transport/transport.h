@@ -1,12 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Transport providers. The poller hands each validated operation to the
- * provider that serves the target region: `local` (same node) today, `tcp`
- * and `verbs` for remote nodes. A provider either completes an operation at
- * once (submit returns 1 with op->status/result set) or queues it and later
- * reports it through rd_op_complete() from its poll callback. flush runs once
- * per poll round, after every client's burst was submitted: that is where a
- * network provider rings one doorbell (writev, ibv_post_send) per peer.
+ * Transport providers: one interface for `local` (same node), `tcp` and
+ * `verbs` (other nodes). A provider is a scheme ("tcp:", "verbs:"), a table
+ * of poller operations (the data path: submit, flush, poll, ...) and a table
+ * of control operations (connections, memory registration, peer state);
+ * a NULL entry means the provider needs no such step.
+ *
+ * The poller owns one network provider (tcp or verbs, whichever the config
+ * enables) besides `local`; every region points at the provider that reaches
+ * it (rg->xport), every peer at the one that connects it (peer->prov).
+ *
+ * One way back: an operation a provider queued carries a struct rd_pend
+ * header (first in the provider's own pending entry). The provider finishes
+ * it with pv->done(pv, pend, status, result): @result is the provider's raw
+ * value (the old value of an atomic); the poller turns it into what the
+ * client sees (the byte count for WRITE/READ), routes it to the transaction
+ * engine or to the client's CQ, returns the tenant's share of the peer and
+ * the client hold, and records the latency. Events for the control thread
+ * (a peer lost, an inbound connection closed) go through pv->event().
  */
 #ifndef RD_TRANSPORT_H
 #define RD_TRANSPORT_H
@@ -15,6 +26,8 @@
 #include "roshmd.h"
 
 struct rd_txn;
+struct rd_control;
+struct json_t;
 
 struct rd_op {
 	struct rd_client *client;   /* NULL for roshmd's own operations */
@@ -29,32 +42,145 @@ struct rd_op {
 	uint64_t result;
 };
 
+/* The common header of an operation a provider queued (struct rd_op minus
+ * what only submit needs). Filled by rd_pend_start(). */
+struct rd_pend {
+	struct rd_client *client;   /* held (dp_refs) until done; NULL: roshmd's own */
+	struct rd_txn *txn;         /* the transaction engine's operation, or NULL */
+	struct rd_peer *peer;       /* whose per-tenant share it counts in */
+	uint64_t user_data;
+	uint64_t tsc;               /* submitted at */
+	uint32_t len;
+	uint8_t opcode;
+	int16_t tidx;               /* the client's tenant, -1: none */
+};
+
 /* Whether a raw (region-relative) access touches only what the transaction
  * protocol needs: txn_tail, slot state words, staged slot bytes. */
 bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len);
 
-struct rd_transport;
+/* submit() results */
+#define RD_OP_QUEUED 0   /* pv->done() comes later (in a poll or a peer_down) */
+#define RD_OP_DONE 1     /* finished now: op->status, op->result set */
+/* -EBUSY: no room right now (send queue, tx ring, the tenant's share of the
+ * peer): nothing was taken; the SQE stays in its ring, a transaction step
+ * is retried next round. A provider returns nothing else. */
 
-struct rd_transport_ops {
-	const char *name;
-	/* 1: completed (status/result set); 0: queued; never fails otherwise. */
-	int (*submit)(struct rd_transport *t, struct rd_op *op);
-	/* End of a poll round: push queued work to the wire. May be NULL. */
-	void (*flush)(struct rd_transport *t);
-	/* Reap up to @budget completions. May be NULL. */
-	unsigned (*poll)(struct rd_transport *t, unsigned budget);
+struct rd_provider;
+
+/* Poller side: called on the poller thread only (or before it runs / after
+ * it stopped). */
+struct rd_provider_dp_ops {
+	int (*init)(struct rd_provider *pv, struct rd_poller *p);
+	void (*fini)(struct rd_provider *pv);
+	/* The poller checked before: the region is not paused, its peer is up
+	 * (poller view), len <= pv->max_msg. */
+	int (*submit)(struct rd_provider *pv, struct rd_op *op);
+	/* End of a poll round: push queued work to the wire (the doorbell). */
+	void (*flush)(struct rd_provider *pv);
+	/* Reap completions and input; returns the work done. */
+	unsigned (*poll)(struct rd_provider *pv, unsigned budget);
+	/* Before the poller sleeps: work that can go on now. A provider may arm
+	 * its wakeups (pv->wake_fd) here and look once more. */
+	bool (*busy)(struct rd_provider *pv);
+	/* pv->wake_fd woke the poller: consume what woke it. */
+	void (*on_wake)(struct rd_provider *pv);
+	/* The control thread connected @peer (@fd: tcp's socket, -1 verbs). */
+	int (*peer_up)(struct rd_provider *pv, struct rd_peer *peer, int fd);
+	/* Fail everything queued to @peer with @status; no new work. */
+	void (*peer_down)(struct rd_provider *pv, struct rd_peer *peer, int status, const char *why);
+	/* An authenticated inbound connection from @node (tcp). */
+	int (*inbound)(struct rd_provider *pv, int fd, const char *node);
+	/* @c detached: nothing of its is written any more. */
+	void (*client_gone)(struct rd_provider *pv, struct rd_client *c);
+	/* A local region becomes reachable by peers (@on) or stops being. */
+	void (*export)(struct rd_provider *pv, struct rd_region *rg, bool on);
+	/* roshmd stops: fail everything, close every connection. */
+	void (*close_all)(struct rd_provider *pv);
 };
 
-struct rd_transport {
-	const struct rd_transport_ops *ops;
-	void *priv;
+/* Control side: called on the control thread. */
+struct rd_provider_cp_ops {
+	/* Bring up listener, device, secret; fill @endpoint (what peers dial). */
+	int (*init)(struct rd_control *ctl, struct rd_provider *pv, char *endpoint, size_t len);
+	void (*fini)(struct rd_control *ctl, struct rd_provider *pv);
+	/* Per-peer state (peer->priv). */
+	int (*peer_alloc)(struct rd_control *ctl, struct rd_peer *peer);
+	void (*peer_free)(struct rd_control *ctl, struct rd_peer *peer);
+	/* Start connecting @peer; the outcome comes to rd_peers_dial_done(). */
+	int (*connect)(struct rd_control *ctl, struct rd_peer *peer);
+	/* The connect's deadline passed: undo what it made. */
+	void (*dial_abort)(struct rd_control *ctl, struct rd_peer *peer);
+	/* The poller let go of a peer that went down: tear its connection down. */
+	void (*release)(struct rd_control *ctl, struct rd_peer *peer);
+	/* Memory the NIC reaches. */
+	int (*reg_client)(struct rd_control *ctl, struct rd_client *c);
+	void (*unreg_client)(struct rd_control *ctl, struct rd_client *c);
+	int (*reg_region)(struct rd_control *ctl, struct rd_region *rg);
+	void (*unreg_region)(struct rd_control *ctl, struct rd_region *rg);
+	/* The provider's part of the peer's JSON (admin "peers") and counters. */
+	void (*peer_json)(struct rd_control *ctl, const struct rd_peer *peer, struct json_t *o);
+	void (*peer_stats)(const struct rd_peer *peer, struct rd_peer_stats *st);
+	/* An fd it put in the control thread's epoll with an RD_EP_PROVIDER
+	 * tag is ready (the tag may name something an earlier event of the
+	 * same batch ended: the provider checks). */
+	void (*epoll_event)(struct rd_control *ctl, void *tag, uint32_t events);
+	/* Every control turn: its own deadlines (handshakes). */
+	void (*timer)(struct rd_control *ctl, uint64_t now_ns);
 };
 
-extern const struct rd_transport_ops rd_local_transport_ops;
+#define RD_LAT_NONE (-1) /* latency histogram index of a provider (rd_lat_record) */
+#define RD_LAT_TCP 0
+#define RD_LAT_VERBS 1
 
-/* An atomic on one of our own regions through the verbs loopback QP
- * (verbs.c): same return values as submit. */
-int rd_verbs_submit_local(void *verbs, struct rd_op *op);
+struct rd_provider {
+	const char *name;             /* "local", "tcp", "verbs" */
+	const char *scheme;           /* endpoint prefix: "tcp:", "verbs:"; NULL local */
+	const struct rd_provider_dp_ops *dp;
+	const struct rd_provider_cp_ops *cp;
+	const char *loopback_name;    /* a peer that is ourselves (atomics): "verbs-loopback" */
+	bool keep_peers;              /* its peers are never forgotten when the table is full */
+	int lat;                      /* RD_LAT_*: its row of the latency histogram */
+	/* set by the provider */
+	void *priv;                   /* poller-side state */
+	void *ctl_priv;               /* control-side state */
+	uint32_t max_msg;             /* largest WRITE/READ (the poller checks) */
+	int wake_fd;                  /* in the poller's epoll: on_wake; -1 none */
+	/* local: atomics on this node's regions go through this provider (the
+	 * NIC's atomics are not atomic with the CPU's): NULL means the CPU */
+	struct rd_provider *atomics;
+	/* host callbacks, installed by the poller */
+	struct rd_poller *poller;
+	void (*done)(struct rd_provider *pv, struct rd_pend *pd, int32_t status, uint64_t result);
+	void (*event)(struct rd_provider *pv, const struct rd_event *ev);
+};
+
+/* The providers there are: by name, by endpoint scheme. */
+extern struct rd_provider rd_local_provider;
+extern struct rd_provider rd_tcp_provider;
+extern struct rd_provider rd_verbs_provider;
+struct rd_provider *rd_provider_by_name(const char *name);
+struct rd_provider *rd_provider_by_endpoint(const char *endpoint);
+
+/* Fill the common header of an operation @op a provider is queueing: the
+ * client is held, its tenant's share of @peer taken (poller only). */
+static inline void rd_pend_start(struct rd_pend *pd, const struct rd_op *op, struct rd_peer *peer,
+				 uint64_t tsc)
+{
+	pd->client = op->client;
+	pd->txn = op->txn;
+	pd->peer = peer;
+	pd->user_data = op->sqe.user_data;
+	pd->tsc = tsc;
+	pd->len = op->sqe.len;
+	pd->opcode = op->sqe.opcode;
+	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
+	if (op->client) {
+		op->client->dp_refs++;
+		if (peer)
+			peer->tenant_inflight[pd->tidx]++;
+	}
+}
 
 /* Execute one operation on a region mapped in this process (local.c). */
 void rd_local_exec(struct rd_op *op);

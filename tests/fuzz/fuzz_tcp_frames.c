@@ -96,8 +96,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	rg.txn_slots = SLOTS;
 	rg.slot_size = SLOT_SIZE;
 	rg.tidx = 0;
-	rg.xport = &p.tcp->base;
-	rd_tcp_export(p.tcp, &rg, true);
+	rg.xport = p.net;
+	p.net->dp->export(p.net, &rg, true);
 	return 0;
 }
 
@@ -170,7 +170,8 @@ static void drain_events(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t acc[64 << 10];
-	const struct rd_transport_ops *ops = p.tcp->base.ops;
+	struct rd_provider *pv = p.net;
+	struct rd_tcp *tcp = pv->priv;
 	size_t len, chunk, off = 0, have = 0, nreq = 0, nresp = 0;
 	uint8_t *peer;
 	bool fix, eof;
@@ -192,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		nreq = len / sizeof(struct roshm_tcp_req) + 1;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
 		abort();
-	if (rd_tcp_inbound_add(p.tcp, sv[0], "fuzzpeer"))
+	if (pv->dp->inbound(pv, sv[0], "fuzzpeer"))
 		abort();
 	for (int idle = 0; idle < 4;) {
 		size_t n = len - off < chunk ? len - off : chunk;
@@ -210,8 +211,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			eof = false;
 			progress = true;
 		}
-		ops->poll(&p.tcp->base, 64);
-		ops->flush(&p.tcp->base);
+		pv->dp->poll(pv, 64);
+		pv->dp->flush(pv);
 		size_t before = have + nresp;
 
 		read_answers(sv[1], acc, &have, sizeof(acc), &nresp);
@@ -223,12 +224,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_fail("%zu answers to %zu requests", nresp, nreq);
 	/* the peer goes away: its connection goes down and is freed */
 	close(sv[1]);
-	for (int i = 0; i < 4 && p.tcp->nin; i++) {
-		ops->poll(&p.tcp->base, 64);
-		ops->flush(&p.tcp->base);
+	for (int i = 0; i < 4 && tcp->nin; i++) {
+		pv->dp->poll(pv, 64);
+		pv->dp->flush(pv);
 		drain_events();
 	}
-	if (p.tcp->nin)
+	if (tcp->nin)
 		fuzz_fail("the connection outlived its peer");
 	struct roshm_region_hdr *h = (void *)map;
 

@@ -25,7 +25,7 @@
 
 static struct rd_config cfg;
 static struct rd_poller poller;
-static struct rd_transport local = { .ops = &rd_local_transport_ops };
+
 
 struct fixture {
 	void *mem;
@@ -84,7 +84,7 @@ static struct fixture *fixture_new(uint32_t sq, uint32_t cq, uint32_t start)
 	f->c.cq_wfd = -1;
 	f->rg.data = (uint8_t *)f->word;
 	f->rg.data_size = sizeof(f->word);
-	f->rg.xport = &local;
+	f->rg.xport = &rd_local_provider;
 	f->handles[1].region = &f->rg;
 	f->handles[1].gen = 0;
 

@@ -25,7 +25,6 @@
 #include <rte_ring_elem.h>
 
 #include "transport/tcp/tcp.h"
-#include "poller/txn.h"
 
 #define RX_BUF (256u * 1024)
 #define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */
@@ -74,29 +73,35 @@ void rd_tcp_conn_free(struct rd_tcp_conn *c)
 	c->free_ids = NULL;
 }
 
-int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions)
-{
-	struct epoll_event ev = { .events = EPOLLIN };
+static void tcp_fini(struct rd_provider *pv);
 
-	memset(t, 0, sizeof(*t));
-	t->base.ops = &rd_tcp_transport_ops;
-	t->base.priv = t;
+static int tcp_init(struct rd_provider *pv, struct rd_poller *p)
+{
+	struct rd_tcp *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pv->priv = t;
+	t->pv = pv;
 	t->poller = p;
+	t->epfd = -1;
 	t->max_msg = p->cfg->tcp_max_msg;
 	t->max_inflight = p->cfg->tcp_max_inflight;
-	t->nexported = max_regions + 1;
+	pv->max_msg = t->max_msg;
+	t->nexported = p->cfg->max_regions + 1;
 	t->exported = calloc(t->nexported, sizeof(*t->exported));
 	t->scratch = malloc(RX_BUF);
 	t->out = calloc(p->cfg->max_peers, sizeof(*t->out));
 	t->max_in = 2 * p->cfg->max_peers;
 	t->in = calloc(t->max_in, sizeof(*t->in));
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!t->exported || !t->scratch || !t->out || !t->in || t->epfd < 0)
+	if (!t->exported || !t->scratch || !t->out || !t->in || t->epfd < 0) {
+		tcp_fini(pv);
 		return -ENOMEM;
-	/* The poller sleeps on its own epfd: nest ours so that traffic wakes it. */
-	ev.data.fd = t->epfd;
-	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, t->epfd, &ev) < 0)
-		return -errno;
+	}
+	/* The poller sleeps on its own epfd with ours nested in it: traffic
+	 * wakes it, and the round's epoll_wait(0) on ours takes the events. */
+	pv->wake_fd = t->epfd;
 	return 0;
 }
 
@@ -111,8 +116,12 @@ static void reap_dead(struct rd_tcp *t)
 	}
 }
 
-void rd_tcp_fini(struct rd_tcp *t)
+static void tcp_fini(struct rd_provider *pv)
 {
+	struct rd_tcp *t = pv->priv;
+
+	if (!t)
+		return;
 	reap_dead(t);
 	free(t->exported);
 	free(t->scratch);
@@ -120,19 +129,9 @@ void rd_tcp_fini(struct rd_tcp *t)
 	free(t->in);
 	if (t->epfd >= 0)
 		close(t->epfd);
-}
-
-static void post_event(struct rd_tcp *t, struct rd_event *ev)
-{
-	uint64_t one = 1;
-
-	if (rte_ring_sp_enqueue_elem(t->poller->ev_ring, ev, sizeof(*ev)) == 0) {
-		ssize_t w = write(t->poller->ev_efd, &one, sizeof(one));
-
-		(void)w;
-	} else {
-		RD_STAT_ADD(t->poller->stats.events_lost, 1);
-	}
+	free(t);
+	pv->priv = NULL;
+	pv->wake_fd = -1;
 }
 
 /* ---- tx ring ---- */
@@ -152,13 +151,15 @@ static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
 	c->tx_tail += len;
 }
 
-/* An outbound operation is over: its slot and its tenant's share come back. */
-static void pend_put(struct rd_tcp_conn *c, struct rd_tcp_pend *pd, uint32_t id)
+/* An outbound operation is over: the host finishes it, its slot comes back. */
+static void pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int32_t status,
+		      uint64_t result)
 {
-	if (pd->tidx >= 0)
-		c->peer->tenant_inflight[pd->tidx]--;
+	struct rd_tcp_pend *pd = &c->pend[id];
+
 	pd->used = false;
 	c->free_ids[c->nfree++] = id;
+	t->pv->done(t->pv, &pd->h, status, result);
 }
 
 /* ---- connection lifecycle ---- */
@@ -221,33 +222,26 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 	if (c->inbound) {
 		list_del(t->in, &t->nin, c);
 		ev.type = RD_EV_INBOUND_DOWN;
-		post_event(t, &ev);
+		t->pv->event(t->pv, &ev);
 		/* freed after this poll: an event of the same batch may name it */
 		c->next_dead = t->dead;
 		t->dead = c;
 		return;
 	}
 	/* Every operation in flight on it fails to its client, exactly once. */
-	for (uint32_t i = 0; i < c->npend; i++) {
-		struct rd_tcp_pend *pd = &c->pend[i];
-
-		if (!pd->used)
-			continue;
-		if (pd->txn)
-			rd_txn_complete(pd->txn, pd->opcode, status, 0);
-		else if (pd->client)
-			rd_op_complete(pd->client, pd->user_data, status, 0);
-		pend_put(c, pd, i);
-	}
+	for (uint32_t i = 0; i < c->npend; i++)
+		if (c->pend[i].used)
+			pend_done(t, c, i, status, 0);
 	list_del(t->out, &t->nout, c);
 	ev.type = RD_EV_PEER_DOWN;
 	ev.peer = c->peer;
-	post_event(t, &ev);
+	t->pv->event(t->pv, &ev);
 }
 
-int rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd)
+static int tcp_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
 {
-	struct rd_tcp_conn *c = &peer->conn;
+	struct rd_tcp *t = pv->priv;
+	struct rd_tcp_conn *c = rd_tcp_peer_conn(peer);
 
 	if (t->nout >= t->poller->cfg->max_peers)
 		return -ENOSPC; /* peers.c keeps to max_peers: this is a bug, not load */
@@ -258,13 +252,14 @@ int rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd)
 	return 0;
 }
 
-void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why)
+static void tcp_peer_down(struct rd_provider *pv, struct rd_peer *peer, int status, const char *why)
 {
-	conn_down(t, &peer->conn, status, why);
+	conn_down(pv->priv, rd_tcp_peer_conn(peer), status, why);
 }
 
-int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node)
+static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
 {
+	struct rd_tcp *t = pv->priv;
 	struct rd_tcp_conn *c;
 
 	/* One inbound connection per node: a node that connects again (it
@@ -300,23 +295,26 @@ int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node)
 	return 0;
 }
 
-void rd_tcp_client_gone(struct rd_tcp *t, struct rd_client *cl)
+static void tcp_client_gone(struct rd_provider *pv, struct rd_client *cl)
 {
+	struct rd_tcp *t = pv->priv;
+
+	/* A READ response being received into its arena goes nowhere now (the
+	 * arena stays mapped until its operations are done: the hold); those
+	 * not started yet find the client released (frame_header). */
 	for (uint32_t k = 0; k < t->nout; k++) {
 		struct rd_tcp_conn *c = t->out[k];
 
-		/* A READ response being received into its arena goes nowhere now. */
 		if (c->rx_state == 1 && c->rx_dst >= cl->arena &&
 		    c->rx_dst < cl->arena + cl->arena_size)
 			c->rx_dst = NULL;
-		for (uint32_t i = 0; i < c->npend; i++)
-			if (c->pend[i].used && c->pend[i].client == cl)
-				c->pend[i].client = NULL; /* its response is discarded */
 	}
 }
 
-void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on)
+static void tcp_export(struct rd_provider *pv, struct rd_region *rg, bool on)
 {
+	struct rd_tcp *t = pv->priv;
+
 	if (rg->id < t->nexported && (on || t->exported[rg->id] == rg))
 		t->exported[rg->id] = on ? rg : NULL;
 	if (on)
@@ -335,8 +333,12 @@ void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on)
 	}
 }
 
-void rd_tcp_close_all(struct rd_tcp *t)
+static void tcp_close_all(struct rd_provider *pv)
 {
+	struct rd_tcp *t = pv->priv;
+
+	if (!t)
+		return;
 	while (t->nin)
 		conn_down(t, t->in[0], -ECONNRESET, "roshmd stopping");
 	while (t->nout)
@@ -346,27 +348,17 @@ void rd_tcp_close_all(struct rd_tcp *t)
 
 /* ---- requester: submit ---- */
 
-static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
+static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 {
-	struct rd_tcp *t = xt->priv;
+	struct rd_tcp *t = pv->priv;
 	struct rd_region *rg = op->region;
-	struct rd_tcp_conn *c = &rg->peer->conn;
+	struct rd_tcp_conn *c = rd_tcp_peer_conn(rg->peer);
 	const struct roshm_sqe *s = &op->sqe;
 	uint32_t payload = s->opcode == ROSHM_OP_WRITE ? s->len : 0;
 	struct roshm_tcp_req req;
 	struct rd_tcp_pend *pd;
 	uint32_t id;
 
-	if (rg->paused)
-		return -EBUSY; /* stale: the SQE waits in its ring for the next epoch */
-	if (!c->up) {
-		op->status = -EHOSTUNREACH;
-		return 1;
-	}
-	if (s->len > t->max_msg) {
-		op->status = -EMSGSIZE;
-		return 1;
-	}
 	if (!c->nfree || tx_space(c) < sizeof(req) + payload ||
 	    !rd_peer_inflight_ok(t->poller, rg->peer, op->client))
 		return -EBUSY;
@@ -374,17 +366,9 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	pd = &c->pend[id];
 	pd->used = true;
 	pd->gen++;
-	pd->client = op->client;
-	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
-	if (op->client)
-		rg->peer->tenant_inflight[pd->tidx]++;
-	pd->txn = op->txn;
-	pd->dst = op->dst;
-	pd->user_data = s->user_data;
-	pd->arena_off = s->arena_off;
-	pd->len = s->len;
-	pd->opcode = s->opcode;
-	pd->tsc = rte_rdtsc();
+	rd_pend_start(&pd->h, op, rg->peer, rte_rdtsc());
+	/* the arena offset was checked at validation; the hold keeps it mapped */
+	pd->dst = op->txn ? op->dst : op->client ? op->client->arena + s->arena_off : NULL;
 	memset(&req, 0, sizeof(req));
 	req.opcode = s->opcode;
 	req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
@@ -400,7 +384,7 @@ static int tcp_submit(struct rd_transport *xt, struct rd_op *op)
 	if (payload)
 		tx_put(c, op->src ? op->src : op->client->arena + s->arena_off, payload);
 	RD_STAT_ADD(c->frames_tx, 1);
-	return 0;
+	return RD_OP_QUEUED;
 }
 
 /* ---- flush: one writev per connection per round ---- */
@@ -447,9 +431,9 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 	}
 }
 
-static void tcp_flush(struct rd_transport *xt)
+static void tcp_flush(struct rd_provider *pv)
 {
-	struct rd_tcp *t = xt->priv;
+	struct rd_tcp *t = pv->priv;
 
 	for (uint32_t i = 0; i < t->nout; i++)
 		conn_flush(t, t->out[i]);
@@ -541,19 +525,9 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 		return 0;
 	}
 	struct roshm_tcp_resp r;
-	struct rd_tcp_pend *pd;
 
 	memcpy(&r, c->rx_hdr, sizeof(r));
-	pd = &c->pend[(uint32_t)r.tag];
-	if (!r.status)
-		rd_lat_record(t->poller, 0, pd->tsc, rte_rdtsc());
-	if (pd->txn)
-		rd_txn_complete(pd->txn, pd->opcode, r.status,
-				r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
-	else if (pd->client)
-		rd_op_complete(pd->client, pd->user_data, r.status,
-			       r.status ? 0 : (pd->opcode <= ROSHM_OP_READ ? pd->len : r.result));
-	pend_put(c, pd, (uint32_t)r.tag);
+	pend_done(t, c, (uint32_t)r.tag, r.status, r.result);
 	return 0;
 }
 
@@ -630,16 +604,15 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	pd = &c->pend[id];
 	if (!pd->used || pd->gen != (uint32_t)(r.tag >> 32))
 		return -1;
-	if (r.len && (r.status || pd->opcode != ROSHM_OP_READ || r.len != pd->len))
+	if (r.len && (r.status || pd->h.opcode != ROSHM_OP_READ || r.len != pd->h.len))
 		return -1;
-	if (!r.status && pd->opcode == ROSHM_OP_READ && r.len != pd->len)
+	if (!r.status && pd->h.opcode == ROSHM_OP_READ && r.len != pd->h.len)
 		return -1;
 	c->rx_start += sizeof(r);
 	memcpy(c->rx_hdr, &r, sizeof(r));
 	if (r.len) {
-		/* The arena offset was checked at submission; a client that left
-		 * gets nothing written. */
-		c->rx_dst = pd->txn ? pd->dst : pd->client ? pd->client->arena + pd->arena_off : NULL;
+		/* A client that left gets nothing written. */
+		c->rx_dst = pd->h.client && pd->h.client->released ? NULL : pd->dst;
 		c->rx_left = r.len;
 		c->rx_state = 1;
 		return 1;
@@ -739,9 +712,9 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 	}
 }
 
-static unsigned tcp_poll(struct rd_transport *xt, unsigned budget)
+static unsigned tcp_poll(struct rd_provider *pv, unsigned budget)
 {
-	struct rd_tcp *t = xt->priv;
+	struct rd_tcp *t = pv->priv;
 	struct epoll_event evs[64];
 	int n;
 
@@ -769,9 +742,49 @@ static unsigned tcp_poll(struct rd_transport *xt, unsigned budget)
 	return (unsigned)(n > 0 ? n : 0);
 }
 
-const struct rd_transport_ops rd_tcp_transport_ops = {
-	.name = "tcp",
+/* Work that can go on now: a socket that is full (its peer does not read)
+ * wakes us through EPOLLOUT, not by our spinning on it. */
+static bool tcp_busy(struct rd_provider *pv)
+{
+	struct rd_tcp *t = pv->priv;
+
+	for (uint32_t i = 0; i < t->nout; i++) {
+		const struct rd_tcp_conn *c = t->out[i];
+
+		if (c->tx_tail != c->tx_head && !c->tx_full)
+			return true;
+	}
+	for (uint32_t i = 0; i < t->nin; i++) {
+		const struct rd_tcp_conn *c = t->in[i];
+
+		if ((c->tx_tail != c->tx_head || c->blocked) && !c->tx_full)
+			return true;
+	}
+	return false;
+}
+
+static const struct rd_provider_dp_ops tcp_dp_ops = {
+	.init = tcp_init,
+	.fini = tcp_fini,
 	.submit = tcp_submit,
 	.flush = tcp_flush,
 	.poll = tcp_poll,
+	.busy = tcp_busy,
+	.peer_up = tcp_peer_up,
+	.peer_down = tcp_peer_down,
+	.inbound = tcp_inbound,
+	.client_gone = tcp_client_gone,
+	.export = tcp_export,
+	.close_all = tcp_close_all,
+};
+
+extern const struct rd_provider_cp_ops rd_tcp_cp_ops;
+
+struct rd_provider rd_tcp_provider = {
+	.name = "tcp",
+	.scheme = "tcp:",
+	.dp = &tcp_dp_ops,
+	.cp = &rd_tcp_cp_ops,
+	.lat = RD_LAT_TCP,
+	.wake_fd = -1,
 };

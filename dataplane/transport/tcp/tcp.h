@@ -5,10 +5,67 @@
 #include "transport/transport.h"
 #include "roshm/wire.h"
 
-/* Poller-side state of the tcp transport. */
+/*
+ * A connection of the tcp transport. Outbound connections carry this node's
+ * requests to a peer (one per peer node, shared by every local client);
+ * inbound connections carry a peer's requests to our regions.
+ */
+struct rd_tcp_pend {
+	struct rd_pend h;             /* the common header (client held while it is used) */
+	uint8_t *dst;                 /* where a READ's payload goes: the engine's buffer or the
+					 client's arena (kept mapped by the hold) */
+	uint32_t gen;
+	bool used;
+};
+
+struct rd_tcp_conn {
+	int fd;
+	bool up;
+	bool inbound;
+	bool blocked;                 /* inbound: a response did not fit in tx */
+	bool tx_full;                 /* the socket took less than we had: wait for EPOLLOUT */
+	uint32_t ev_mask;             /* what its fd is registered for in the tcp epoll */
+	struct rd_peer *peer;         /* outbound */
+	char node[ROSHM_NAME_MAX];    /* the node at the other end */
+	/* rx: bytes [rx_start, rx_end) of rx_buf are unparsed */
+	uint8_t *rx_buf;
+	uint32_t rx_start, rx_end;
+	int rx_state;                 /* 0: header, 1: payload */
+	uint8_t *rx_dst;              /* payload destination, NULL: discard */
+	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
+	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
+	uint32_t rx_left;
+	uint8_t rx_hdr[64];           /* the header whose payload is being received */
+	/* tx ring */
+	uint8_t *tx;
+	uint32_t tx_size;             /* power of two */
+	uint64_t tx_head, tx_tail;
+	/* outbound: operations waiting for a response, by tag */
+	struct rd_tcp_pend *pend;
+	uint32_t npend;
+	uint32_t *free_ids;
+	uint32_t nfree;
+	uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+	uint64_t last_rx;             /* inbound: timer cycles of the last read (or the connect) */
+	struct rd_tcp_conn *next_dead;  /* inbound: closed, freed after the poll */
+};
+
+/* A peer reached with tcp (peer->priv). */
+struct rd_dial;
+struct rd_tcp_peer {
+	struct rd_tcp_conn conn;      /* outbound, poller-owned while up */
+	struct rd_dial *dial;         /* control: the dial's state while dialing */
+};
+
+static inline struct rd_tcp_conn *rd_tcp_peer_conn(const struct rd_peer *p)
+{
+	return &((struct rd_tcp_peer *)p->priv)->conn;
+}
+
+/* Poller-side state of the tcp transport (rd_tcp_provider.priv). */
 struct rd_tcp {
-	struct rd_transport base;     /* base.priv == this */
 	struct rd_poller *poller;
+	struct rd_provider *pv;
 	uint32_t max_msg;
 	uint32_t max_inflight;
 	int epfd;                     /* every up connection; nested in the poller's epfd */
@@ -22,20 +79,9 @@ struct rd_tcp {
 	uint8_t *scratch;             /* discard buffer */
 };
 
-int rd_tcp_init(struct rd_tcp *t, struct rd_poller *p, uint32_t max_regions);
-void rd_tcp_fini(struct rd_tcp *t);
 /* Buffers of a connection (control thread, before it is handed over). */
 int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_inflight, bool inbound);
 void rd_tcp_conn_free(struct rd_tcp_conn *c);
-
-/* Poller commands (poller.c's apply_cmd calls these). */
-int rd_tcp_peer_up(struct rd_tcp *t, struct rd_peer *peer, int fd);
-void rd_tcp_peer_down(struct rd_tcp *t, struct rd_peer *peer, int status, const char *why);
-int rd_tcp_inbound_add(struct rd_tcp *t, int fd, const char *node);
-void rd_tcp_client_gone(struct rd_tcp *t, struct rd_client *c);
-void rd_tcp_export(struct rd_tcp *t, struct rd_region *rg, bool on);
-/* Close everything (poller stopped). */
-void rd_tcp_close_all(struct rd_tcp *t);
 
 /* Handshake (peer_auth.c), control thread. */
 struct rd_tcp_secret {
@@ -83,7 +129,5 @@ struct rd_tcp_accept {
 /* Returns 1 when authenticated (node name in @node), 0 to wait for more, -errno to drop. */
 int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct rd_tcp_secret *sec,
 		       char *node);
-
-extern const struct rd_transport_ops rd_tcp_transport_ops;
 
 #endif

@@ -28,41 +28,47 @@
 #include <rte_ring_elem.h>
 
 #include "transport/verbs/verbs.h"
-#include "poller/txn.h"
 
-int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p)
+static int verbs_init(struct rd_provider *pv, struct rd_poller *p)
 {
-	memset(v, 0, sizeof(*v));
-	v->base.ops = &rd_verbs_transport_ops;
-	v->base.priv = v;
+	struct rd_verbs *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	v->pv = pv;
 	v->poller = p;
 	v->signal_every = p->cfg->verbs_signal_every;
 	v->max_msg = 1u << 30; /* the control thread lowers it to the port's max_msg_sz */
+	pv->max_msg = v->max_msg;
 	v->max_act = (p->cfg->max_peers + 1) * p->cfg->verbs_qps_per_peer;
 	v->act = calloc(v->max_act, sizeof(*v->act));
-	return v->act ? 0 : -ENOMEM;
+	if (!v->act) {
+		free(v);
+		return -ENOMEM;
+	}
+	pv->priv = v;
+	return 0;
 }
 
-void rd_verbs_fini(struct rd_verbs *v)
+static void verbs_fini(struct rd_provider *pv)
 {
+	struct rd_verbs *v = pv->priv;
+
+	if (!v)
+		return;
 	free(v->act);
-	v->act = NULL;
+	free(v);
+	pv->priv = NULL;
+	pv->wake_fd = -1;
 }
 
 static void post_event(struct rd_verbs *v, struct rd_peer *peer, const char *why)
 {
 	struct rd_event ev = { .type = RD_EV_PEER_DOWN, .peer = peer };
-	uint64_t one = 1;
 
 	snprintf(ev.node, sizeof(ev.node), "%s", peer->node);
 	snprintf(ev.why, sizeof(ev.why), "%s", why);
-	if (rte_ring_sp_enqueue_elem(v->poller->ev_ring, &ev, sizeof(ev)) == 0) {
-		ssize_t w = write(v->poller->ev_efd, &one, sizeof(one));
-
-		(void)w;
-	} else {
-		RD_STAT_ADD(v->poller->stats.events_lost, 1);
-	}
+	v->pv->event(v->pv, &ev);
 }
 
 static int wc_errno(enum ibv_wc_status st)
@@ -87,24 +93,12 @@ static int wc_errno(enum ibv_wc_status st)
 static inline void complete_one(struct rd_verbs *v, struct rd_vqp *q, uint32_t id, int32_t st)
 {
 	struct rd_vpend *pd = &q->pend[id & q->mask];
-	uint64_t res = st ? 0 : pd->opcode <= ROSHM_OP_READ ? pd->len : q->res[id & q->mask];
+	struct rd_region *rg = pd->region;
 
-	if (pd->txn) {
-		rd_txn_complete(pd->txn, pd->opcode, st, res);
-	} else if (pd->client) {
-		/* a client that detached gets no CQE; its arena was kept for the WR */
-		if (!pd->client->released)
-			rd_op_complete(pd->client, pd->user_data, st, res);
-		rd_client_unhold(v->poller, pd->client);
-	}
-	if (pd->region)
-		rd_region_unhold(v->poller, pd->region);
-	if (pd->tidx >= 0)
-		q->peer->tenant_inflight[pd->tidx]--;
-	pd->tidx = -1;
-	pd->client = NULL;
-	pd->txn = NULL;
 	pd->region = NULL;
+	v->pv->done(v->pv, &pd->h, st, q->res[id & q->mask]);
+	if (rg)
+		rd_region_unhold(v->poller, rg);
 }
 
 static void act_del(struct rd_verbs *v, struct rd_vqp *q)
@@ -134,8 +128,8 @@ static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q
 {
 	bool was_up = false;
 
-	for (uint32_t i = 0; i < peer->nvq; i++) {
-		struct rd_vqp *o = peer->vq[i];
+	for (uint32_t i = 0; i < rd_vpeer(peer)->nvq; i++) {
+		struct rd_vqp *o = rd_vpeer(peer)->vq[i];
 
 		if (!o || !o->up)
 			continue;
@@ -146,12 +140,16 @@ static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q
 		post_event(v, peer, why);
 }
 
-int rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
+static int verbs_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
 {
-	if (v->nact + peer->nvq > v->max_act)
+	struct rd_verbs *v = pv->priv;
+	struct rd_verbs_peer *vp = rd_vpeer(peer);
+
+	(void)fd;
+	if (v->nact + vp->nvq > v->max_act)
 		return -ENOSPC; /* peers.c keeps to max_peers: a bug, not load */
-	for (uint32_t i = 0; i < peer->nvq; i++) {
-		struct rd_vqp *q = peer->vq[i];
+	for (uint32_t i = 0; i < vp->nvq; i++) {
+		struct rd_vqp *q = vp->vq[i];
 
 		q->head = q->tail = 0;
 		q->nchain = 0;
@@ -162,39 +160,50 @@ int rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer)
 	return 0;
 }
 
-void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why)
+static void verbs_peer_down(struct rd_provider *pv, struct rd_peer *peer, int status,
+			    const char *why)
 {
+	struct rd_verbs_peer *vp = rd_vpeer(peer);
+
 	/* Stop the hardware first, so that nothing lands after we said it failed. */
-	for (uint32_t i = 0; i < peer->nvq; i++) {
+	for (uint32_t i = 0; i < vp->nvq; i++) {
 		struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
 
-		if (peer->vq[i] && peer->vq[i]->up)
-			ibv_modify_qp(peer->vq[i]->qp, &a, IBV_QP_STATE);
+		if (vp->vq[i] && vp->vq[i]->up)
+			ibv_modify_qp(vp->vq[i]->qp, &a, IBV_QP_STATE);
 	}
-	peer_fail(v, peer, NULL, 0, status, status, why);
+	peer_fail(pv->priv, peer, NULL, 0, status, status, why);
 }
 
-bool rd_verbs_busy(const struct rd_verbs *v)
-{
-	for (uint32_t k = 0; k < v->nact; k++)
-		if (v->act[k]->head != v->act[k]->tail)
-			return true;
-	return false;
-}
+static unsigned verbs_poll(struct rd_provider *pv, unsigned budget);
 
-static unsigned verbs_poll(struct rd_transport *xt, unsigned budget);
-
-bool rd_verbs_arm(struct rd_verbs *v)
+/*
+ * Before the poller sleeps. WRs in flight: a busy poller keeps polling the
+ * CQs; an adaptive one requests completion events (the comp channel is its
+ * wake_fd) and sleeps, unless a completion came before the request (which
+ * raises no event).
+ */
+static bool verbs_busy(struct rd_provider *pv)
 {
+	struct rd_verbs *v = pv->priv;
+	bool inflight = false;
+
+	for (uint32_t k = 0; k < v->nact && !inflight; k++)
+		inflight = v->act[k]->head != v->act[k]->tail;
+	if (!inflight)
+		return false;
+	if (v->poller->cfg->idle == RD_IDLE_BUSY)
+		return true;
 	for (uint32_t k = 0; k < v->nact; k++)
 		if (v->act[k]->head != v->act[k]->tail)
 			ibv_req_notify_cq(v->act[k]->cq, 0);
-	/* A completion that arrived before the request raises no event. */
-	return verbs_poll(&v->base, 0) > 0;
+	return verbs_poll(pv, 0) > 0;
 }
 
-void rd_verbs_events(struct rd_verbs *v)
+/* The comp channel woke the poller: consume and acknowledge its events. */
+static void verbs_on_wake(struct rd_provider *pv)
 {
+	struct rd_verbs *v = pv->priv;
 	struct ibv_cq *cq;
 	void *ctx;
 
@@ -202,8 +211,12 @@ void rd_verbs_events(struct rd_verbs *v)
 		ibv_ack_cq_events(cq, 1);
 }
 
-void rd_verbs_close_all(struct rd_verbs *v)
+static void verbs_close_all(struct rd_provider *pv)
 {
+	struct rd_verbs *v = pv->priv;
+
+	if (!v)
+		return;
 	while (v->nact) {
 		struct rd_vqp *q = v->act[0];
 
@@ -225,9 +238,9 @@ static bool own_lkey(const struct rd_verbs *v, const void *p, uint32_t len, uint
 	return false;
 }
 
-static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
+static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 {
-	struct rd_verbs *v = xt->priv;
+	struct rd_verbs *v = pv->priv;
 	struct rd_region *rg = op->region;
 	struct rd_peer *peer = rg->peer;
 	const struct roshm_sqe *s = &op->sqe;
@@ -239,19 +252,18 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 	uint32_t i, lkey = 0;
 	uint8_t *laddr = NULL;
 
-	if (rg->paused)
-		return -EBUSY; /* stale: the SQE waits in its ring for the next epoch */
 	/* A client's operations stay on one QP (ordered); the transaction
 	 * engine's go on the first (its staging WRITE and commit CAS must be
 	 * executed in order). */
-	q = peer->vq[op->client && peer->nvq > 1 ? op->client->id % peer->nvq : 0];
+	struct rd_verbs_peer *vp = rd_vpeer(peer);
+
+	q = vp->nvq ? vp->vq[op->client && vp->nvq > 1 ? op->client->id % vp->nvq : 0] : NULL;
 	if (!q || !q->up) {
-		op->status = -EHOSTUNREACH;
-		return 1;
-	}
-	if (s->len > v->max_msg) {
-		op->status = -EMSGSIZE;
-		return 1;
+		/* The loopback (atomics on our own regions) is being re-made, or
+		 * a QP went down this round: wait (the SQE stays, a transaction
+		 * step is retried). A remote peer found down by the poller's own
+		 * check fails at once before it gets here. */
+		return -EBUSY;
 	}
 	if (q->tail - q->head >= q->depth || !rd_peer_inflight_ok(v->poller, peer, op->client))
 		return -EBUSY; /* send queue (or this tenant's share of it) full: next round */
@@ -263,7 +275,7 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 			laddr = s->opcode == ROSHM_OP_WRITE ? (uint8_t *)(uintptr_t)op->src : op->dst;
 			if (!own_lkey(v, laddr, s->len, &lkey)) {
 				op->status = -EFAULT;
-				return 1;
+				return RD_OP_DONE;
 			}
 		}
 	}
@@ -302,7 +314,7 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 		break;
 	default:
 		op->status = -EINVAL;
-		return 1;
+		return RD_OP_DONE;
 	}
 	sg->addr = (uintptr_t)laddr;
 	sg->length = s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP ? 8 : s->len;
@@ -313,44 +325,21 @@ static int verbs_submit(struct rd_transport *xt, struct rd_op *op)
 		wr->send_flags |= IBV_SEND_SIGNALED;
 		q->since_signal = 0;
 	}
-	pd->client = op->client;
-	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
-	if (op->client) {
-		op->client->dp_refs++;
-		peer->tenant_inflight[pd->tidx]++;
-	}
-	pd->txn = op->txn;
+	rd_pend_start(&pd->h, op, peer, rte_rdtsc());
 	/* The NIC writes into our own regions through the loopback: keep the
 	 * region (its memory and MR) until the WR is done. */
 	pd->region = rg->remote ? NULL : rg;
 	if (pd->region)
 		rd_region_hold(rg);
-	pd->user_data = s->user_data;
-	pd->len = s->len;
-	pd->opcode = s->opcode;
-	pd->tsc = rte_rdtsc();
 	q->tail++;
 	q->nchain++;
-	return 0;
-}
-
-int rd_verbs_submit_local(void *verbs, struct rd_op *op)
-{
-	struct rd_verbs *v = verbs;
-	struct rd_peer *self = op->region->peer;
-	struct rd_vqp *q = self->nvq ? self->vq[0] : NULL;
-
-	/* The loopback is being re-made: the operation waits (SQE in its ring,
-	 * transaction step retried). */
-	if (!q || !q->up)
-		return -EBUSY;
-	return verbs_submit(&v->base, op);
+	return RD_OP_QUEUED;
 }
 
 /* One doorbell per QP per round. */
-static void verbs_flush(struct rd_transport *xt)
+static void verbs_flush(struct rd_provider *pv)
 {
-	struct rd_verbs *v = xt->priv;
+	struct rd_verbs *v = pv->priv;
 
 	for (uint32_t k = 0; k < v->nact; k++) {
 		struct rd_vqp *q = v->act[k];
@@ -378,9 +367,9 @@ static void verbs_flush(struct rd_transport *xt)
 	}
 }
 
-static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
+static unsigned verbs_poll(struct rd_provider *pv, unsigned budget)
 {
-	struct rd_verbs *v = xt->priv;
+	struct rd_verbs *v = pv->priv;
 	struct ibv_wc wc[RD_VERBS_CQ_BURST];
 	unsigned total = 0;
 
@@ -405,15 +394,12 @@ static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
 				k = (uint32_t)-1; /* the active set changed: start over */
 				break;
 			}
-			uint64_t now = rte_rdtsc();
-
 			/* In order: this completes every WR up to it. */
 			while ((int32_t)(id - q->head) >= 0) {
 				struct rd_vpend *pd = &q->pend[q->head & q->mask];
 
-				rd_lat_record(v->poller, 1, pd->tsc, now);
-				if (pd->opcode <= ROSHM_OP_READ)
-					RD_STAT_ADD(q->bytes, pd->len);
+				if (pd->h.opcode <= ROSHM_OP_READ)
+					RD_STAT_ADD(q->bytes, pd->h.len);
 				complete_one(v, q, q->head, 0);
 				q->head++;
 				total++;
@@ -428,9 +414,28 @@ static unsigned verbs_poll(struct rd_transport *xt, unsigned budget)
 	return total;
 }
 
-const struct rd_transport_ops rd_verbs_transport_ops = {
-	.name = "verbs",
+static const struct rd_provider_dp_ops verbs_dp_ops = {
+	.init = verbs_init,
+	.fini = verbs_fini,
 	.submit = verbs_submit,
 	.flush = verbs_flush,
 	.poll = verbs_poll,
+	.busy = verbs_busy,
+	.on_wake = verbs_on_wake,
+	.peer_up = verbs_peer_up,
+	.peer_down = verbs_peer_down,
+	.close_all = verbs_close_all,
+};
+
+extern const struct rd_provider_cp_ops rd_verbs_cp_ops;
+
+struct rd_provider rd_verbs_provider = {
+	.name = "verbs",
+	.scheme = "verbs:",
+	.dp = &verbs_dp_ops,
+	.cp = &rd_verbs_cp_ops,
+	.loopback_name = "verbs-loopback",
+	.keep_peers = true,
+	.lat = RD_LAT_VERBS,
+	.wake_fd = -1,
 };

@@ -19,14 +19,8 @@
 
 /* An operation on a QP's send queue, by wr_id (a running counter). */
 struct rd_vpend {
-	struct rd_client *client;     /* held (dp_refs): the WR uses its arena */
-	struct rd_txn *txn;
+	struct rd_pend h;             /* the common header (client held: the WR uses its arena) */
 	struct rd_region *region;     /* held while the NIC may touch it (our own, loopback) */
-	uint64_t user_data;
-	uint32_t len;
-	uint8_t opcode;
-	int16_t tidx;                 /* the client's tenant (quota.peer_inflight), -1 none */
-	uint64_t tsc;                 /* when it was submitted */
 };
 
 /* One RC QP to a peer node, shared by every local client. */
@@ -58,8 +52,20 @@ struct rd_vqp {
 };
 enum { VD_IDLE, VD_ADDR, VD_ROUTE, VD_CONN }; /* rd_vqp.dstate */
 
+/* A peer reached with verbs (peer->priv): its RC QPs, poller-owned while up. */
+struct rd_verbs_peer {
+	struct rd_vqp *vq[RD_VERBS_QPS_MAX];
+	uint32_t nvq;
+};
+
+static inline struct rd_verbs_peer *rd_vpeer(const struct rd_peer *p)
+{
+	return p->priv;
+}
+
+/* Poller-side state (rd_verbs_provider.priv). */
 struct rd_verbs {
-	struct rd_transport base;     /* base.priv == this */
+	struct rd_provider *pv;
 	struct rd_poller *poller;
 	uint32_t signal_every;
 	uint32_t max_msg;
@@ -75,20 +81,7 @@ struct rd_verbs {
 
 #define RD_VERBS_CQ_BURST 32
 
-/* Poller side (verbs.c). */
-int rd_verbs_init(struct rd_verbs *v, struct rd_poller *p);
-int rd_verbs_peer_up(struct rd_verbs *v, struct rd_peer *peer);
-void rd_verbs_fini(struct rd_verbs *v);
-void rd_verbs_peer_down(struct rd_verbs *v, struct rd_peer *peer, int status, const char *why);
-
-bool rd_verbs_busy(const struct rd_verbs *v);
-/* Before the poller sleeps with WRs in flight: request CQ events, then look
- * once more. True when completions were found (do not sleep). */
-bool rd_verbs_arm(struct rd_verbs *v);
-/* The comp channel woke the poller: consume and acknowledge its events. */
-void rd_verbs_events(struct rd_verbs *v);
-void rd_verbs_close_all(struct rd_verbs *v);
-extern const struct rd_transport_ops rd_verbs_transport_ops;
+/* The poller side is rd_verbs_provider's dp ops (verbs.c). */
 
 /* Control side (verbs_cm.c). */
 #define RD_VERBS_CHAL_MAX 1024
@@ -127,7 +120,6 @@ struct rd_verbs_ctl {
 	struct rd_vin *inbound;
 	struct ibv_comp_channel *comp;
 	bool atomic_glob;             /* the NIC's atomics are atomic with the CPU's */
-	struct rd_peer *self;         /* loopback QP for atomics on our own regions */
 };
 
 int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <jansson.h>
 #include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -162,7 +163,7 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 {
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_verbs_ctl *v = calloc(1, sizeof(*v));
-	struct rd_verbs *pv = ctl->poller->verbs;
+	struct rd_verbs *pv = rd_verbs_provider.priv;
 	char err[300], as[INET_ADDRSTRLEN];
 	int ret;
 
@@ -214,18 +215,17 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 		pv->mem[i].lkey = v->mem_mr[i]->lkey;
 	}
 	pv->max_msg = v->max_msg;
+	rd_verbs_provider.max_msg = v->max_msg;
 	/* Completion events let an adaptive poller sleep while WRs fly. */
 	v->comp = ibv_create_comp_channel(v->ctx);
 	if (!v->comp)
 		return -errno;
 	fcntl(v->comp->fd, F_SETFL, fcntl(v->comp->fd, F_GETFL) | O_NONBLOCK);
-	{
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = v->comp->fd };
-
-		if (epoll_ctl(ctl->poller->epfd, EPOLL_CTL_ADD, v->comp->fd, &ev) < 0)
-			return -errno;
-	}
+	ret = rd_poller_watch(ctl->poller, v->comp->fd);
+	if (ret)
+		return ret;
 	pv->comp = v->comp;
+	rd_verbs_provider.wake_fd = v->comp->fd;
 	inet_ntop(AF_INET, &v->addr.sin_addr, as, sizeof(as));
 	snprintf(endpoint, eplen, "verbs:%s:%u", cfg->verbs_advertise[0] ? cfg->verbs_advertise : as,
 		 cfg->verbs_port);
@@ -276,21 +276,21 @@ static void vin_free(struct rd_vin *in)
 void rd_verbs_peer_release(struct rd_control *ctl, struct rd_peer *p)
 {
 	(void)ctl;
-	for (uint32_t i = 0; i < p->nvq; i++) {
-		if (p->vq[i]->id)
-			rdma_disconnect(p->vq[i]->id);
-		qp_teardown(p->vq[i]);
+	for (uint32_t i = 0; i < rd_vpeer(p)->nvq; i++) {
+		if (rd_vpeer(p)->vq[i]->id)
+			rdma_disconnect(rd_vpeer(p)->vq[i]->id);
+		qp_teardown(rd_vpeer(p)->vq[i]);
 	}
 }
 
 void rd_verbs_peer_free(struct rd_control *ctl, struct rd_peer *p)
 {
 	rd_verbs_peer_release(ctl, p);
-	for (uint32_t i = 0; i < p->nvq; i++) {
-		qp_free(p->vq[i]);
-		p->vq[i] = NULL;
+	for (uint32_t i = 0; i < rd_vpeer(p)->nvq; i++) {
+		qp_free(rd_vpeer(p)->vq[i]);
+		rd_vpeer(p)->vq[i] = NULL;
 	}
-	p->nvq = 0;
+	rd_vpeer(p)->nvq = 0;
 }
 
 void rd_verbs_ctl_fini(struct rd_control *ctl)
@@ -370,7 +370,7 @@ int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg)
 	rg->raddr = (uintptr_t)rg->map;
 	/* Our own atomics on it go through the NIC too (loopback QP) when the
 	 * NIC's atomics are not atomic with the CPU's (atomic_cap != GLOB). */
-	rg->peer = ctl->verbs->self;
+	rg->peer = ctl->self;
 	return 0;
 }
 
@@ -763,7 +763,7 @@ static void log_qp_gid(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp 
  * flushed completions), then the hello. */
 static int qp_dial(struct rd_control *ctl, struct rd_peer *p, uint32_t i)
 {
-	struct rd_vqp *q = p->vq[i];
+	struct rd_vqp *q = rd_vpeer(p)->vq[i];
 
 	q->cq = ibv_create_cq(ctl->verbs->ctx, (int)q->depth, q, ctl->verbs->comp, 0);
 	if (!q->cq)
@@ -843,7 +843,7 @@ static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_
 		}
 		q->dstate = VD_IDLE;
 		log_qp_gid(ctl, p, q);
-		if (q->index + 1 < p->nvq) {
+		if (q->index + 1 < rd_vpeer(p)->nvq) {
 			ret = qp_dial(ctl, p, q->index + 1);
 			break;
 		}
@@ -865,16 +865,16 @@ int rd_verbs_dial(struct rd_control *ctl, struct rd_peer *p)
 	if (!ctl->verbs)
 		return -EHOSTUNREACH;
 	/* The structures are made once and kept: the poller may read them. */
-	while (p->nvq < ctl->cfg->verbs_qps_per_peer) {
-		struct rd_vqp *q = qp_new(ctl, p, p->nvq);
+	while (rd_vpeer(p)->nvq < ctl->cfg->verbs_qps_per_peer) {
+		struct rd_vqp *q = qp_new(ctl, p, rd_vpeer(p)->nvq);
 
 		if (!q)
 			return -ENOMEM;
-		p->vq[p->nvq++] = q;
+		rd_vpeer(p)->vq[rd_vpeer(p)->nvq++] = q;
 	}
 	rd_verbs_peer_release(ctl, p); /* an earlier, failed set */
-	for (uint32_t i = 0; i < p->nvq; i++) {
-		ret = rd_parse_endpoint(p->endpoint, "verbs", &p->vq[i]->dst);
+	for (uint32_t i = 0; i < rd_vpeer(p)->nvq; i++) {
+		ret = rd_parse_endpoint(p->endpoint, "verbs", &rd_vpeer(p)->vq[i]->dst);
 		if (ret)
 			return ret;
 	}
@@ -888,3 +888,119 @@ void rd_verbs_dial_abort(struct rd_control *ctl, struct rd_peer *p)
 {
 	rd_verbs_peer_release(ctl, p);
 }
+
+/* ---- the provider's control ops ---- */
+
+static int verbs_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *endpoint, size_t len)
+{
+	static struct rd_ep_tag cm_tag = { RD_EP_PROVIDER };
+	int ret = rd_verbs_ctl_init(ctl, endpoint, len);
+
+	if (ret)
+		return ret;
+	rd_control_epoll_add(ctl, ctl->verbs->ch->fd, &cm_tag);
+	/* Atomics of this node's pods and transaction engine on its own
+	 * regions must be serialized with the peers' NIC atomics: unless the
+	 * NIC's atomics are atomic with the CPU's (IBV_ATOMIC_GLOB), they go
+	 * through a loopback QP (peers.c makes it). */
+	if (ctl->verbs->atomic_glob) {
+		RD_LOG(INFO, "verbs: %s atomics are atomic with the CPU's (IBV_ATOMIC_GLOB): local "
+		       "atomics run on the CPU", ctl->verbs->dev);
+		rd_local_provider.atomics = NULL;
+	} else {
+		RD_LOG(INFO, "verbs: %s atomics are not atomic with the CPU's: atomics on this node's "
+		       "regions go through a loopback QP", ctl->verbs->dev);
+		rd_local_provider.atomics = pv;
+	}
+	return 0;
+}
+
+static void verbs_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
+{
+	(void)pv;
+	rd_verbs_ctl_fini(ctl);
+}
+
+static int verbs_peer_alloc(struct rd_control *ctl, struct rd_peer *p)
+{
+	(void)ctl;
+	p->priv = calloc(1, sizeof(struct rd_verbs_peer));
+	return p->priv ? 0 : -ENOMEM;
+}
+
+static void verbs_peer_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	if (!p->priv)
+		return;
+	rd_verbs_peer_free(ctl, p);
+	free(p->priv);
+	p->priv = NULL;
+}
+
+static int verbs_connect(struct rd_control *ctl, struct rd_peer *p)
+{
+	p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->verbs_connect_timeout_ms * 1000000ull;
+	return rd_verbs_dial(ctl, p);
+}
+
+static void verbs_unreg_region_op(struct rd_control *ctl, struct rd_region *rg)
+{
+	(void)ctl;
+	rd_verbs_unreg_region(rg);
+}
+
+static void verbs_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
+{
+	(void)tag;
+	(void)events;
+	rd_verbs_cm_events(ctl);
+}
+
+static void verbs_peer_json(struct rd_control *ctl, const struct rd_peer *p, json_t *o)
+{
+	const struct rd_verbs_peer *vp = rd_vpeer(p);
+	uint64_t wrs = 0, posts = 0, cqes = 0, errs = 0;
+
+	(void)ctl;
+	for (uint32_t i = 0; i < vp->nvq; i++) {
+		wrs += RD_STAT_GET(vp->vq[i]->wrs);
+		posts += RD_STAT_GET(vp->vq[i]->posts);
+		cqes += RD_STAT_GET(vp->vq[i]->cqes);
+		errs += RD_STAT_GET(vp->vq[i]->errors);
+	}
+	json_object_set_new(o, "qps", json_integer(vp->nvq));
+	json_object_set_new(o, "wrs", json_integer((json_int_t)wrs));
+	json_object_set_new(o, "doorbells", json_integer((json_int_t)posts));
+	json_object_set_new(o, "cqes", json_integer((json_int_t)cqes));
+	json_object_set_new(o, "wc_errors", json_integer((json_int_t)errs));
+}
+
+static void verbs_peer_stats(const struct rd_peer *p, struct rd_peer_stats *st)
+{
+	const struct rd_verbs_peer *vp = rd_vpeer(p);
+
+	memset(st, 0, sizeof(*st));
+	st->nic = true;
+	for (uint32_t i = 0; i < vp->nvq; i++) {
+		st->ops += RD_STAT_GET(vp->vq[i]->wrs);
+		st->doorbells += RD_STAT_GET(vp->vq[i]->posts);
+		st->errors += RD_STAT_GET(vp->vq[i]->errors);
+	}
+}
+
+const struct rd_provider_cp_ops rd_verbs_cp_ops = {
+	.init = verbs_cp_init,
+	.fini = verbs_cp_fini,
+	.peer_alloc = verbs_peer_alloc,
+	.peer_free = verbs_peer_free,
+	.connect = verbs_connect,
+	.dial_abort = rd_verbs_dial_abort,
+	.release = rd_verbs_peer_release,
+	.reg_client = rd_verbs_reg_client,
+	.unreg_client = rd_verbs_unreg_client,
+	.reg_region = rd_verbs_reg_region,
+	.unreg_region = verbs_unreg_region_op,
+	.epoll_event = verbs_epoll_event,
+	.peer_json = verbs_peer_json,
+	.peer_stats = verbs_peer_stats,
+};

@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `tcp` transport, control side: the listening socket and the responder half
+ * of the handshake, the requester's dial (both non-blocking, driven by the
+ * control thread's epoll), per-peer buffers, and the peer's counters.
+ * Everything provider-neutral about peers is in control/peers.c.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control/control.h"
+#include "transport/tcp/tcp.h"
+
+#define ACCEPT_TIMEOUT_NS (2000000000ull)
+
+/* What a tcp fd in the control thread's epoll is (struct rd_acc, rd_dial:
+ * their kind after the common tag). */
+enum { TCP_TAG_LISTEN, TCP_TAG_ACCEPT, TCP_TAG_DIAL };
+
+static struct {
+	struct rd_ep_tag tag;
+	int kind;
+} listen_tag = { { RD_EP_PROVIDER }, TCP_TAG_LISTEN };
+
+static inline struct rd_tcp_peer *TP(const struct rd_peer *p)
+{
+	return p->priv;
+}
+
+static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *endpoint, size_t len)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->tcp_port) };
+	char err[300];
+	int fd, one = 1, ret;
+
+	(void)pv;
+	ctl->tcp_listen_fd = -1;
+	ret = rd_tcp_secret_load(&ctl->secret, cfg->tcp_secret_file, err, sizeof(err));
+	if (ret) {
+		RD_LOG(ERR, "%s", err);
+		return ret;
+	}
+	inet_pton(AF_INET, cfg->tcp_listen, &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		ret = -errno;
+		RD_LOG(ERR, "tcp transport: listen on %s:%u: %s", cfg->tcp_listen, cfg->tcp_port,
+		       strerror(errno));
+		close(fd);
+		return ret;
+	}
+	ctl->tcp_listen_fd = fd;
+	snprintf(endpoint, len, "tcp:%s:%u", cfg->tcp_advertise, cfg->tcp_port);
+	rd_control_epoll_add(ctl, fd, &listen_tag);
+	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
+	       cfg->tcp_port, endpoint);
+	return 0;
+}
+
+static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
+{
+	struct rd_acc **pp;
+
+	rd_control_epoll_del(ctl, acc->a.fd);
+	if (close_fd)
+		close(acc->a.fd);
+	for (pp = &ctl->accepting; *pp; pp = &(*pp)->next)
+		if (*pp == acc) {
+			*pp = acc->next;
+			break;
+		}
+	free(acc);
+}
+
+static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
+{
+	(void)pv;
+	while (ctl->accepting)
+		acc_free(ctl, ctl->accepting, true);
+	if (ctl->tcp_listen_fd >= 0)
+		close(ctl->tcp_listen_fd);
+	ctl->tcp_listen_fd = -1;
+}
+
+/*
+ * Handshakes in progress are bounded: ACCEPT_MAX in all, ACCEPT_PER_ADDR
+ * from one address, each ACCEPT_TIMEOUT_NS at most. A connection that comes
+ * past them is closed at once: unauthenticated peers cannot pile up state.
+ */
+#define ACCEPT_MAX 64
+#define ACCEPT_PER_ADDR 8
+
+static void tcp_accept(struct rd_control *ctl)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	struct rd_acc *acc;
+	int fd;
+
+	while ((fd = accept4(ctl->tcp_listen_fd, (struct sockaddr *)&sa, &sl,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		uint32_t all = 0, same = 0;
+
+		sl = sizeof(sa);
+		for (struct rd_acc *a = ctl->accepting; a; a = a->next) {
+			all++;
+			same += a->from == sa.sin_addr.s_addr;
+		}
+		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
+			close(fd);
+			ctl->refused_peers++;
+			continue;
+		}
+		acc = calloc(1, sizeof(*acc));
+		if (!acc) {
+			close(fd);
+			continue;
+		}
+		acc->tag.kind = RD_EP_PROVIDER;
+		acc->kind = TCP_TAG_ACCEPT;
+		acc->a.fd = fd;
+		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
+		acc->from = sa.sin_addr.s_addr;
+		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
+			 ntohs(sa.sin_port));
+		acc->next = ctl->accepting;
+		ctl->accepting = acc;
+		rd_control_epoll_add(ctl, fd, acc);
+	}
+}
+
+/* Why node @node, connecting from IPv4 @from, may not have an inbound
+ * slot; NULL when it may. */
+static const char *node_refusal(struct rd_control *ctl, const char *node, uint32_t from)
+{
+	struct rd_node_rec nr;
+	struct in_addr a;
+	char host[64];
+	const char *p, *colon;
+
+	if (!strcmp(node, ctl->cfg->node))
+		return "that is our own name";
+	if (ctl->reg.ops->get_node(&ctl->reg, node, &nr))
+		return "no valid node record of that name in the registry";
+	if (!ctl->cfg->tcp_check_peer_addr)
+		return NULL;
+	p = !strncmp(nr.endpoint, "tcp:", 4) ? nr.endpoint + 4 :
+	    !strncmp(nr.endpoint, "verbs:", 6) ? nr.endpoint + 6 : NULL;
+	colon = p ? strrchr(p, ':') : NULL;
+	if (!colon || (size_t)(colon - p) >= sizeof(host))
+		return "its node record has no address";
+	memcpy(host, p, (size_t)(colon - p));
+	host[colon - p] = 0;
+	if (inet_pton(AF_INET, host, &a) != 1 || a.s_addr != from)
+		return "not from the address of its node record "
+		       "(transport.tcp.check_peer_address = false allows that)";
+	return NULL;
+}
+
+static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
+{
+	char node[ROSHM_NAME_MAX];
+	int ret = rd_tcp_accept_step(&acc->a, ctl->cfg->node, &ctl->secret, node);
+
+	if (ret == 0)
+		return;
+	if (ret < 0) {
+		RD_LOG(WARNING, "tcp: connection from %s refused: %s", acc->addr,
+		       ret == -EACCES ? "peer failed the cluster-secret challenge" :
+		       ret == -EPROTO ? "not a roshm peer" : strerror(-ret));
+		acc_free(ctl, acc, true);
+		return;
+	}
+	/* The secret says it is a roshm peer; the registry says which: only a
+	 * node with a valid record gets an inbound slot, and (unless
+	 * transport.tcp.check_peer_address = false, for multi-homed nodes)
+	 * only from the address that record advertises. One slot per node
+	 * (tcp.c replaces an older one). */
+	const char *why = node_refusal(ctl, node, acc->from);
+
+	if (why) {
+		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
+		ctl->refused_peers++;
+		acc_free(ctl, acc, true);
+		return;
+	}
+	int fd = acc->a.fd;
+	struct rd_cmd cmd = { .type = RD_CMD_INBOUND_ADD, .fd = fd, .node = node };
+
+	acc_free(ctl, acc, false);
+	ret = rd_control_cmd(ctl, &cmd);
+	if (ret) {
+		RD_LOG(WARNING, "tcp: inbound connection from node %s dropped: %s", node, strerror(-ret));
+		close(fd);
+		return;
+	}
+	RD_LOG(INFO, "tcp: node %s connected to us", node);
+}
+
+static void dial_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	struct rd_dial *d = TP(p)->dial;
+
+	if (!d)
+		return;
+	rd_control_epoll_del(ctl, d->d.fd);
+	free(d);
+	TP(p)->dial = NULL;
+}
+
+static void dial_want(struct rd_control *ctl, struct rd_dial *d)
+{
+	struct epoll_event ev = { .events = d->d.want_out ? EPOLLOUT : EPOLLIN, .data.ptr = d };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, d->d.fd, &ev);
+}
+
+/* The tcp dial's fd is ready: one more step of the handshake. */
+static void dial_step(struct rd_control *ctl, struct rd_dial *d)
+{
+	struct rd_peer *p = d->peer;
+	char node[ROSHM_NAME_MAX] = "";
+	int ret = rd_tcp_dial_step(&d->d, &ctl->secret, node);
+	int fd = d->d.fd;
+
+	if (ret == 0) {
+		dial_want(ctl, d);
+		return;
+	}
+	dial_free(ctl, p);
+	if (ret < 0) {
+		close(fd);
+		rd_peers_dial_done(ctl, p, -1, ret, "");
+		return;
+	}
+	rd_peers_dial_done(ctl, p, fd, 0, node);
+}
+
+static int tcp_peer_alloc(struct rd_control *ctl, struct rd_peer *p)
+{
+	struct rd_tcp_peer *tp = calloc(1, sizeof(*tp));
+
+	if (!tp)
+		return -ENOMEM;
+	if (rd_tcp_conn_alloc(&tp->conn, ctl->cfg->tcp_max_msg, ctl->cfg->tcp_max_inflight, false)) {
+		free(tp);
+		return -ENOMEM;
+	}
+	p->priv = tp;
+	return 0;
+}
+
+static void tcp_peer_free(struct rd_control *ctl, struct rd_peer *p)
+{
+	struct rd_tcp_peer *tp = p->priv;
+
+	if (!tp)
+		return;
+	if (tp->dial) {
+		int fd = tp->dial->d.fd;
+
+		dial_free(ctl, p);
+		close(fd);
+	}
+	rd_tcp_conn_free(&tp->conn);
+	free(tp);
+	p->priv = NULL;
+}
+
+/* Start the dial: rd_peers_dial_done() reports how it ended. 0 or -errno. */
+static int tcp_connect(struct rd_control *ctl, struct rd_peer *p)
+{
+	struct rd_dial *d = calloc(1, sizeof(*d));
+	int ret;
+
+	if (!d)
+		return -ENOMEM;
+	d->tag.kind = RD_EP_PROVIDER;
+	d->kind = TCP_TAG_DIAL;
+	d->peer = p;
+	ret = rd_tcp_dial_start(&d->d, p->endpoint, ctl->cfg->node);
+	if (ret) {
+		free(d);
+		return ret;
+	}
+	TP(p)->dial = d;
+	p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull;
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = d };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, d->d.fd, &ev);
+	return 0;
+}
+
+static void tcp_dial_abort(struct rd_control *ctl, struct rd_peer *p)
+{
+	int fd = TP(p)->dial ? TP(p)->dial->d.fd : -1;
+
+	dial_free(ctl, p);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
+{
+	int kind = tag == &listen_tag ? TCP_TAG_LISTEN : -1;
+
+	(void)events;
+	if (kind < 0) {
+		/* an accept that an earlier event of this batch ended is gone:
+		 * look it up before touching it */
+		for (struct rd_acc *a = ctl->accepting; a; a = a->next)
+			if ((void *)a == tag)
+				kind = TCP_TAG_ACCEPT;
+		if (kind < 0)
+			for (struct rd_peer *p = ctl->peers; p; p = p->next)
+				if (p->prov == &rd_tcp_provider && p->priv && (void *)TP(p)->dial == tag)
+					kind = TCP_TAG_DIAL;
+	}
+	switch (kind) {
+	case TCP_TAG_LISTEN:
+		tcp_accept(ctl);
+		break;
+	case TCP_TAG_ACCEPT:
+		accept_step(ctl, tag);
+		break;
+	case TCP_TAG_DIAL:
+		dial_step(ctl, tag);
+		break;
+	default:
+		break;
+	}
+}
+
+static void tcp_timer(struct rd_control *ctl, uint64_t now)
+{
+	for (struct rd_acc *a = ctl->accepting, *next; a; a = next) {
+		next = a->next;
+		if (now >= a->a.deadline_ns) {
+			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);
+			acc_free(ctl, a, true);
+		}
+	}
+}
+
+static void tcp_peer_json(struct rd_control *ctl, const struct rd_peer *p, json_t *o)
+{
+	const struct rd_tcp_conn *c = &TP(p)->conn;
+
+	(void)ctl;
+	json_object_set_new(o, "frames_tx", json_integer((json_int_t)RD_STAT_GET(c->frames_tx)));
+	json_object_set_new(o, "frames_rx", json_integer((json_int_t)RD_STAT_GET(c->frames_rx)));
+}
+
+static void tcp_peer_stats(const struct rd_peer *p, struct rd_peer_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->ops = RD_STAT_GET(TP(p)->conn.frames_tx);
+}
+
+const struct rd_provider_cp_ops rd_tcp_cp_ops = {
+	.init = tcp_cp_init,
+	.fini = tcp_cp_fini,
+	.peer_alloc = tcp_peer_alloc,
+	.peer_free = tcp_peer_free,
+	.connect = tcp_connect,
+	.dial_abort = tcp_dial_abort,
+	.epoll_event = tcp_epoll_event,
+	.timer = tcp_timer,
+	.peer_json = tcp_peer_json,
+	.peer_stats = tcp_peer_stats,
+};
