@@ -154,7 +154,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 void rd_peers_dial_step(struct rd_control *ctl, struct rd_dial *d);
 /* A connect finished (tcp: @fd; verbs: -1): @err 0 or why not. */
 void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node);
-/* control.c: the opens waiting for @p go on (@status 0: it is up). */
+/* regions.c: the opens waiting for @p go on (@status 0: it is up). */
 void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status);
 /* Whether an open waits for @p to be connected. */
 bool rd_control_peer_waited(const struct rd_control *ctl, const struct rd_peer *p);
