@@ -223,14 +223,15 @@ static bool known_admin_cmd(const char *cmd)
  * "drain tenant T" for its own T, "drain region T/N" in its own T, "drain pod
  * P" (its regions whose owners attached with pod P). Nobody else anything.
  */
-int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
-	const struct roshm_ctl_admin *req = buf;
+	const struct roshm_ctl_admin *req = msg;
 	const char *tenant = NULL;
 	json_t *o;
 	int ret;
 
-	if (len != sizeof(*req) || !memchr(req->cmd, 0, sizeof(req->cmd)) ||
+	(void)fd;
+	if (!memchr(req->cmd, 0, sizeof(req->cmd)) ||
 	    !memchr(req->tenant, 0, sizeof(req->tenant)) || !memchr(req->token, 0, sizeof(req->token)) ||
 	    !memchr(req->admin_token, 0, sizeof(req->admin_token)))
 		return -EINVAL;

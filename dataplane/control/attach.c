@@ -136,9 +136,9 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
  * limits and the tenant's quota (reserved until CHANNEL or the connection
  * ends), and say how big the client's channel memfd must be.
  */
-static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
-	const struct roshm_ctl_hello *req = buf;
+	const struct roshm_ctl_hello *req = msg;
 	const struct rd_config *cfg = ctl->cfg;
 	struct roshm_ctl_hello_reply rep;
 	char tok[ROSHM_TOKEN_MAX];
@@ -146,9 +146,8 @@ static int do_hello(struct rd_control *ctl, struct rd_conn *conn, const void *bu
 	uint32_t sq, cq;
 	int tidx;
 
-	if (conn->client || conn->hello)
-		return -EALREADY;
-	if (len != sizeof(*req) || !memchr(req->tenant, 0, sizeof(req->tenant)) ||
+	(void)fd;
+	if (!memchr(req->tenant, 0, sizeof(req->tenant)) ||
 	    !memchr(req->token, 0, sizeof(req->token)) || !memchr(req->pod, 0, sizeof(req->pod)) ||
 	    (req->pod[0] && !rd_valid_name(req->pod)))
 		return -EINVAL;
@@ -229,11 +228,9 @@ static int client_slot(struct rd_control *ctl, uint32_t *id)
 	return -EMFILE;
 }
 
-/* CHANNEL: take the client's channel memfd (@fd, ours to close). */
-static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len,
-		      int fd)
+/* CHANNEL: take the client's channel memfd (@fd; the caller closes it). */
+static int msg_channel(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
-	const struct roshm_ctl_channel *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	const struct roshm_chan_layout *l = &conn->lay;
 	struct roshm_ctl_hdr rep;
@@ -242,10 +239,7 @@ static int do_channel(struct rd_control *ctl, struct rd_conn *conn, const void *
 	int sq_sp[2] = { -1, -1 }, cq_sp[2] = { -1, -1 };
 	int ret;
 
-	if (!conn->hello || conn->client)
-		return -EPROTO;
-	if (len != sizeof(*req) || fd < 0)
-		return -EINVAL;
+	(void)msg; /* its size field is the client's word: rd_memfd_take checks the memfd */
 	if (cfg->hugepages != RD_HUGE_OFF)
 		flags |= RD_MEM_HUGE_OK;
 	if (cfg->hugepages == RD_HUGE_ON)
@@ -500,6 +494,81 @@ void rd_conn_accept(struct rd_control *ctl)
 	}
 }
 
+/* ---- control messages ------------------------------------------------------ */
+
+/* Where a connection must be for a message, and the status when it is not. */
+enum msg_state {
+	MSG_ANY,                      /* any connection (admin requests) */
+	MSG_FRESH,                    /* before HELLO: else -EALREADY */
+	MSG_HELLO,                    /* after HELLO, before CHANNEL: else -EPROTO */
+	MSG_ATTACHED,                 /* attached (after CHANNEL): else -ENOTCONN */
+};
+
+/*
+ * The control messages, vhost-user style. Before a handler runs, the
+ * dispatcher checks the connection's state, then the length (exact: every
+ * message has a fixed size) and the descriptor (nfds 1: it must come);
+ * either of those is -EINVAL. The handler checks the contents. It returns 1
+ * when it answered (or the answer comes later), 0 or -errno for the
+ * dispatcher to answer with that status, -ECONNRESET to close the
+ * connection. Its @fd is the descriptor that came with the message (-1 when
+ * nfds is 0); the dispatcher closes it after.
+ */
+static const struct msg_handler {
+	uint16_t type;
+	int (*handler)(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+	size_t size;
+	uint8_t nfds;
+	enum msg_state state;
+} handlers[] = {
+	{ ROSHM_CTL_HELLO, msg_hello, sizeof(struct roshm_ctl_hello), 0, MSG_FRESH },
+	{ ROSHM_CTL_CHANNEL, msg_channel, sizeof(struct roshm_ctl_channel), 1, MSG_HELLO },
+	{ ROSHM_CTL_REGION_CREATE, rd_msg_region_create, sizeof(struct roshm_ctl_region_create), 1,
+	  MSG_ATTACHED },
+	{ ROSHM_CTL_REGION_REATTACH, rd_msg_region_reattach, sizeof(struct roshm_ctl_region_create),
+	  1, MSG_ATTACHED },
+	{ ROSHM_CTL_REGION_OPEN, rd_msg_region_open, sizeof(struct roshm_ctl_region_open), 0,
+	  MSG_ATTACHED },
+	{ ROSHM_CTL_REGION_CLOSE, rd_msg_region_close, sizeof(struct roshm_ctl_region_close), 0,
+	  MSG_ATTACHED },
+	{ ROSHM_CTL_ADMIN, rd_msg_admin, sizeof(struct roshm_ctl_admin), 0, MSG_ANY },
+};
+
+/* The most descriptors any message takes (nfds above); more end the connection. */
+#define MSG_FDS_MAX 1
+
+static const struct msg_handler *msg_handler(uint16_t type)
+{
+	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+		if (handlers[i].type == type)
+			return &handlers[i];
+	return NULL;
+}
+
+/* What every message of its type needs: 0, or the status it is refused with. */
+static int msg_check(const struct msg_handler *mh, const struct rd_conn *conn, size_t len, int fd)
+{
+	switch (mh->state) {
+	case MSG_ANY:
+		break;
+	case MSG_FRESH:
+		if (conn->client || conn->hello)
+			return -EALREADY;
+		break;
+	case MSG_HELLO:
+		if (!conn->hello || conn->client)
+			return -EPROTO;
+		break;
+	case MSG_ATTACHED:
+		if (!conn->client)
+			return -ENOTCONN;
+		break;
+	}
+	if (len != mh->size || (mh->nfds && fd < 0))
+		return -EINVAL;
+	return 0;
+}
+
 static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 {
 	union {
@@ -511,14 +580,18 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			      .msg_controllen = sizeof(u.buf) };
 	const struct roshm_ctl_hdr *h = (void *)buf;
+	const struct msg_handler *mh = NULL;
 	ssize_t n;
 	int ret;
 
 	n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	/* CHANNEL, REGION_CREATE and REGION_REATTACH carry one descriptor;
-	 * every other one is closed at once, and two end the connection. */
+	if (n > 0 && (size_t)n >= sizeof(*h))
+		mh = msg_handler(h->type);
+	/* A message that takes a descriptor (CHANNEL, REGION_CREATE and
+	 * REGION_REATTACH) keeps the first; every other one is closed at once,
+	 * and more than MSG_FDS_MAX end the connection. */
 	int in_fd = -1, nfd = 0;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -526,14 +599,12 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
 				int fd = ((int *)CMSG_DATA(c))[i];
 
-				if (nfd++ == 0 && n > 0 && (size_t)n >= sizeof(*h) &&
-				    (h->type == ROSHM_CTL_REGION_REATTACH || h->type == ROSHM_CTL_REGION_CREATE ||
-				     h->type == ROSHM_CTL_CHANNEL))
+				if (nfd++ == 0 && mh && mh->nfds)
 					in_fd = fd;
 				else
 					close(fd);
 			}
-	if (nfd > 1 || (msg.msg_flags & MSG_CTRUNC)) {
+	if (nfd > MSG_FDS_MAX || (msg.msg_flags & MSG_CTRUNC)) {
 		if (in_fd >= 0)
 			close(in_fd);
 		rd_conn_close(ctl, conn, "too many descriptors");
@@ -564,32 +635,11 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		return;
 	}
 	/* An unattached connection's deadline runs from accept: no message
-	 * moves it, but a HELLO that succeeds (do_hello) for its CHANNEL. */
-	switch (h->type) {
-	case ROSHM_CTL_HELLO:
-		ret = do_hello(ctl, conn, buf, (size_t)n);
-		break;
-	case ROSHM_CTL_CHANNEL:
-		ret = do_channel(ctl, conn, buf, (size_t)n, in_fd);
-		break;
-	case ROSHM_CTL_REGION_CREATE:
-	case ROSHM_CTL_REGION_REATTACH:
-		ret = rd_msg_region_create(ctl, conn, buf, (size_t)n, in_fd,
-				       h->type == ROSHM_CTL_REGION_REATTACH);
-		break;
-	case ROSHM_CTL_REGION_OPEN:
-		ret = rd_msg_region_open(ctl, conn, buf, (size_t)n);
-		break;
-	case ROSHM_CTL_REGION_CLOSE:
-		ret = rd_msg_region_close(ctl, conn, buf, (size_t)n);
-		break;
-	case ROSHM_CTL_ADMIN:
-		ret = rd_msg_admin(ctl, conn, buf, (size_t)n);
-		break;
-	default:
+	 * moves it, but a HELLO that succeeds (msg_hello) for its CHANNEL. */
+	if (!mh)
 		ret = -EOPNOTSUPP;
-		break;
-	}
+	else if (!(ret = msg_check(mh, conn, (size_t)n, in_fd)))
+		ret = mh->handler(ctl, conn, buf, in_fd);
 	/* Whoever took the memory mapped it; the descriptor is not kept. */
 	if (in_fd >= 0)
 		close(in_fd);

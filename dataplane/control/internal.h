@@ -85,15 +85,12 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t hv,
 		       bool notify_poller);
 
-/*
- * Control-message handlers: 1 answered (or the answer comes later), 0 or
- * -errno for the caller to answer with a status, -ECONNRESET to close.
- */
-int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			 size_t len, int fd, bool reattach);
-int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len);
-int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len);
+/* Control-message handlers (attach.c's message table says what they return). */
+int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 /* admin.c */
-int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len);
+int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 
 #endif

@@ -303,6 +303,9 @@ static struct wait_ref *wait_ref(struct rd_control *ctl, struct rd_conn *conn)
 	return w;
 }
 
+static int region_open(struct rd_control *ctl, struct rd_conn *conn,
+		       const struct roshm_ctl_region_open *req);
+
 /* The registry's answer to an open's read past its cache. */
 static void open_fetched(void *arg, int status, const struct rd_region_rec *rec)
 {
@@ -321,7 +324,7 @@ static void open_fetched(void *arg, int status, const struct rd_region_rec *rec)
 		conn->fetched = malloc(sizeof(*conn->fetched));
 		if (conn->fetched)
 			*conn->fetched = *rec;
-		ret = conn->fetched ? rd_msg_region_open(ctl, conn, &req, sizeof(req)) : -ENOMEM;
+		ret = conn->fetched ? region_open(ctl, conn, &req) : -ENOMEM;
 		free(conn->fetched);
 		conn->fetched = NULL;
 	} else {
@@ -372,15 +375,16 @@ static void create_published(void *arg, int status)
 		rd_conn_close(ctl, conn, "reply failed");
 }
 
+/* ---- messages: REGION_CREATE, REGION_REATTACH, REGION_OPEN, REGION_CLOSE ---- */
+
 /*
  * REGION_CREATE / REGION_REATTACH: the region's memory comes with the
- * request (@fd, the owner's memfd, ours to close): new, or kept from before
- * a roshmd restart (@reattach: its contents and log survive).
+ * request (@fd, the owner's memfd; the caller closes it): new, or kept from
+ * before a roshmd restart (@reattach: its contents and log survive).
  */
-int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *buf,
-			 size_t len, int fd, bool reattach)
+static int region_create(struct rd_control *ctl, struct rd_conn *conn,
+			 const struct roshm_ctl_region_create *req, int fd, bool reattach)
 {
-	const struct roshm_ctl_region_create *req = buf;
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_client *c = conn->client;
 	struct rd_region_rec rec;
@@ -389,9 +393,7 @@ int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 	uint32_t hv;
 	int ret;
 
-	if (!c)
-		return -ENOTCONN;
-	if (len != sizeof(*req) || fd < 0 || !memchr(req->name, 0, sizeof(req->name)) ||
+	if (!memchr(req->name, 0, sizeof(req->name)) ||
 	    !rd_valid_name(req->name) || req->size == 0 || req->size > cfg->max_region_size ||
 	    req->policy > ROSHM_POLICY_LIST || req->ntenants > ROSHM_POLICY_TENANTS_MAX ||
 	    (req->policy != ROSHM_POLICY_LIST && req->ntenants))
@@ -500,9 +502,10 @@ int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 	return 1;
 }
 
-int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+/* REGION_OPEN, also run again when what it waited for came (@conn->fetched). */
+static int region_open(struct rd_control *ctl, struct rd_conn *conn,
+		       const struct roshm_ctl_region_open *req)
 {
-	const struct roshm_ctl_region_open *req = buf;
 	struct rd_client *c = conn->client;
 	struct roshm_ctl_region_reply rep;
 	char tenant[ROSHM_NAME_MAX], name[ROSHM_NAME_MAX];
@@ -512,9 +515,7 @@ int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void 
 	uint32_t hv;
 	int ret;
 
-	if (!c)
-		return -ENOTCONN;
-	if (len != sizeof(*req) || !memchr(req->name, 0, sizeof(req->name)))
+	if (!memchr(req->name, 0, sizeof(req->name)))
 		return -EINVAL;
 	slash = strchr(req->name, '/');
 	if (slash) {
@@ -637,7 +638,7 @@ void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status
 		conn_unpark(ctl, c);
 		req = c->park_req;
 		ret = status ? (status == -EACCES ? -EACCES : -EHOSTUNREACH)
-			     : rd_msg_region_open(ctl, c, &req, sizeof(req));
+			     : region_open(ctl, c, &req);
 		if (ret <= 0 && ret != -ECONNRESET) {
 			c->park_tries = 0;
 			if (rd_send_status(c->fd, ROSHM_CTL_REGION_OPEN, ret))
@@ -650,14 +651,27 @@ void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status
 	}
 }
 
-int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *buf, size_t len)
+int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
-	const struct roshm_ctl_region_close *req = buf;
+	return region_create(ctl, conn, msg, fd, false);
+}
 
-	if (!conn->client)
-		return -ENOTCONN;
-	if (len != sizeof(*req))
-		return -EINVAL;
+int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
+{
+	return region_create(ctl, conn, msg, fd, true);
+}
+
+int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
+{
+	(void)fd;
+	return region_open(ctl, conn, msg);
+}
+
+int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
+{
+	const struct roshm_ctl_region_close *req = msg;
+
+	(void)fd;
 	if (!handle_lookup(conn->client, req->handle))
 		return -EBADF;
 	rd_handle_release(ctl, conn->client, req->handle, true);
