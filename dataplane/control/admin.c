@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "control/internal.h"
+#include "control/metrics.h"
 
 #ifndef ROSHM_VERSION
 #define ROSHM_VERSION "0"
@@ -155,24 +156,16 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		json_t *h = json_array();
 
 		o = json_object();
-		json_object_set_new(o, "rounds", json_integer((json_int_t)RD_STAT_GET(ps->rounds)));
-		json_object_set_new(o, "busy_rounds", json_integer((json_int_t)RD_STAT_GET(ps->busy_rounds)));
-		json_object_set_new(o, "sleeps", json_integer((json_int_t)RD_STAT_GET(ps->sleeps)));
-		json_object_set_new(o, "sqes", json_integer((json_int_t)RD_STAT_GET(ps->sqes)));
-		json_object_set_new(o, "errors", json_integer((json_int_t)RD_STAT_GET(ps->errors)));
-		json_object_set_new(o, "corrupt_clients",
-				    json_integer((json_int_t)RD_STAT_GET(ps->corrupt_clients)));
-		json_object_set_new(o, "regions_tampered", json_integer((json_int_t)ctl->tampered_regions));
-		json_object_set_new(o, "events_lost", json_integer((json_int_t)RD_STAT_GET(ps->events_lost)));
-		json_object_set_new(o, "hole_guard", json_boolean(ctl->guard.uffd >= 0));
-		json_object_set_new(o, "hole_faults",
-				    json_integer((json_int_t)__atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED)));
-		json_object_set_new(o, "txn_committed", json_integer((json_int_t)RD_STAT_GET(ps->txn_committed)));
-		json_object_set_new(o, "txn_replayed", json_integer((json_int_t)RD_STAT_GET(ps->txn_replayed)));
-		json_object_set_new(o, "txn_log_full", json_integer((json_int_t)RD_STAT_GET(ps->txn_log_full)));
-		json_object_set_new(o, "txn_applied", json_integer((json_int_t)RD_STAT_GET(ps->txn_applied)));
-		json_object_set_new(o, "txn_aborted", json_integer((json_int_t)RD_STAT_GET(ps->txn_aborted)));
-		json_object_set_new(o, "txn_invalid", json_integer((json_int_t)RD_STAT_GET(ps->txn_invalid)));
+		for (size_t i = 0; i < rd_nmetrics; i++) {
+			const struct rd_metric *m = &rd_metrics[i];
+			uint64_t v;
+
+			if (!m->key)
+				continue;
+			v = rd_metric_value(ctl, m);
+			json_object_set_new(o, m->key, m->type == RD_METRIC_FLAG ? json_boolean(v) :
+						       json_integer((json_int_t)v));
+		}
 		for (int i = 0; i < RD_BATCH_BUCKETS; i++)
 			json_array_append_new(h, json_integer((json_int_t)RD_STAT_GET(ps->batch_hist[i])));
 		json_object_set_new(o, "batch_log2_hist", h);
