@@ -16,6 +16,7 @@
 #include <dirent.h>
 
 #include "config.h"
+#include "registry/registry.h"
 
 enum kind { K_INT, K_STR, K_BOOL, K_GROUP, K_STRARR, K_INTARR, K_LIST };
 
@@ -475,9 +476,19 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("limits.max_peers", cfg->max_peers);
 	GET_INT("limits.max_region_size", cfg->max_region_size);
 	GET_STR("registry.backend", cfg->registry_backend);
-	if ((s = config_lookup(&lc, "registry.backend")) && strcmp(cfg->registry_backend, "file") &&
-	    strcmp(cfg->registry_backend, "etcd")) {
-		fail(&c, s, "'registry.backend' must be \"file\" or \"etcd\"");
+	if ((s = config_lookup(&lc, "registry.backend")) && !rd_registry_backend(cfg->registry_backend)) {
+		char names[128] = "";
+		size_t o = 0;
+
+		/* the backends' names: "file" or "etcd" */
+		for (size_t i = 0; i < rd_registry_nbackends && o < sizeof(names); i++) {
+			int n = snprintf(names + o, sizeof(names) - o, "%s\"%s\"",
+					 !i ? "" : i + 1 < rd_registry_nbackends ? ", " : " or ",
+					 rd_registry_backends[i].name);
+
+			o += n > 0 ? (size_t)n : 0;
+		}
+		fail(&c, s, "'registry.backend' must be %s", names);
 		goto out;
 	}
 	GET_STR("registry.dir", cfg->registry_dir);

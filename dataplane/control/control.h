@@ -96,36 +96,40 @@ struct rd_control {
 	uint64_t tampered_regions;
 };
 
+/* loop.c: the control thread */
 int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p);
 /* Serve until SIGTERM/SIGINT; returns 0 on an orderly stop. */
 int rd_control_run(struct rd_control *ctl);
 /* One turn of the control loop: wait up to @timeout_ms for events, handle
  * them, run the timers (rd_control_run is this in a loop; fuzzers drive it). */
 void rd_control_step(struct rd_control *ctl, int timeout_ms);
-/* Serve @fd, an already connected control-socket peer with these
- * credentials, as if it had been accepted (fuzzers, tests). */
-int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid);
 /* Release every client and region (after the poller stopped). */
 void rd_control_fini(struct rd_control *ctl);
+/* attach.c: serve @fd, an already connected control-socket peer with these
+ * credentials, as if it had been accepted (fuzzers, tests). */
+int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid);
 
-/* Shared with peers.c */
+/* loop.c, for the control thread's other files (peers.c, drain.c, metrics.c) */
 uint64_t rd_mono_ns(void);
 int rd_control_cmd(struct rd_control *ctl, struct rd_cmd *cmd);
 void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag);
 void rd_control_epoll_del(struct rd_control *ctl, int fd);
+
+/* regions.c */
 bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
 		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant);
-
 void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg);
 void rd_control_region_put(struct rd_control *ctl, struct rd_region *rg);
 /* Add @rg to the control thread's lists (local ones also by name). */
 void rd_control_region_link(struct rd_control *ctl, struct rd_region *rg);
+void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
+		      struct rd_region_rec *rec, const char *state);
+
+/* admin.c */
 int rd_control_admin_reply(int fd, struct json_t *o);
 /* An admin command's JSON; @tenant NULL: the node admin's view, else that
  * tenant's own part (NULL when the command is not a tenant's). */
 struct json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const char *tenant);
-void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
-		      struct rd_region_rec *rec, const char *state);
 
 /* drain.c: stop new work on regions, finish their logs, unpublish them.
  * Which regions: all NULL is every one; else those of @tenant, the region
@@ -141,7 +145,7 @@ int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int r
 void rd_drain_tick(struct rd_control *ctl);
 bool rd_drain_idle(const struct rd_control *ctl);
 void rd_drain_forget_fd(struct rd_control *ctl, int fd);
-/* The drain answered on @fd: its connection's idle deadline runs again. */
+/* attach.c: the drain answered on @fd: its connection's idle deadline runs again. */
 void rd_control_conn_rearm(struct rd_control *ctl, int fd);
 
 /* peers.c: peers and remote regions, through the network provider's control ops */
@@ -162,7 +166,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 			 struct rd_region **out, struct rd_peer **peer);
 /* A connect finished (tcp: @fd; verbs: -1): @err 0 or why not. */
 void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int err, const char *node);
-/* control.c: the opens waiting for @p go on (@status 0: it is up). */
+/* regions.c: the opens waiting for @p go on (@status 0: it is up). */
 void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status);
 /* Whether an open waits for @p to be connected. */
 bool rd_control_peer_waited(const struct rd_control *ctl, const struct rd_peer *p);

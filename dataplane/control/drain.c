@@ -83,7 +83,9 @@ int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int r
 		return -ENOENT;
 	}
 	job->pending = job->nregions;
-	if (job->nregions && ctl->cfg->tcp_enabled)
+	/* peers (any network provider) see the stale records at their next
+	 * revalidation and hold their work: give them two */
+	if (job->nregions && ctl->poller->net)
 		job->not_before_ns += 2ull * ctl->cfg->revalidate_ms * 1000000ull;
 	job->next = ctl->drains;
 	ctl->drains = job;

@@ -5,7 +5,9 @@
  * HTTP/1.0 server: non-blocking sockets in the control thread's epoll, one
  * GET per connection, answered and closed; a connection that does not send
  * its request within 2 s is dropped. The page is built from the poller's
- * counters (relaxed reads) and the control thread's own state.
+ * counters (relaxed reads) and the control thread's own state; the node's
+ * counters are one table, rd_metrics[], that the admin "stats" JSON
+ * (admin.c) is built from too.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -143,6 +145,92 @@ void rd_metrics_timer(struct rd_control *ctl)
 	}
 }
 
+/* ---- the node's counters: /metrics and the admin "stats" ---- */
+
+static uint64_t get_clients(struct rd_control *ctl)
+{
+	return ctl->nclients;
+}
+
+static uint64_t get_regions(struct rd_control *ctl)
+{
+	return ctl->nregions;
+}
+
+static uint64_t get_registry_ready(struct rd_control *ctl)
+{
+	return ctl->reg.ops->ready(&ctl->reg);
+}
+
+static uint64_t get_tampered(struct rd_control *ctl)
+{
+	return ctl->tampered_regions;
+}
+
+static uint64_t get_hole_guard(struct rd_control *ctl)
+{
+	return ctl->guard.uffd >= 0;
+}
+
+static uint64_t get_hole_faults(struct rd_control *ctl)
+{
+	return __atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED);
+}
+
+/* a counter of the poller's (struct rd_poller_stats) */
+#define POLLER(field) .stat = offsetof(struct rd_poller_stats, field)
+
+/* In the order of the page and of the JSON object. */
+const struct rd_metric rd_metrics[] = {
+	{ "roshm_clients", NULL, RD_METRIC_GAUGE, "Attached clients (pods)", .get = get_clients },
+	{ "roshm_regions", NULL, RD_METRIC_GAUGE, "Regions owned by this node's clients",
+	  .get = get_regions },
+	{ "roshm_registry_ready", NULL, RD_METRIC_FLAG,
+	  "1 when the registry is usable (etcd: lease held, prefix ranged and watched)",
+	  .get = get_registry_ready },
+	{ "roshm_poller_rounds_total", "rounds", RD_METRIC_COUNTER, "Poll rounds", POLLER(rounds) },
+	{ "roshm_poller_busy_rounds_total", "busy_rounds", RD_METRIC_COUNTER,
+	  "Poll rounds that did work", POLLER(busy_rounds) },
+	{ "roshm_poller_sleeps_total", "sleeps", RD_METRIC_COUNTER, "Times the adaptive poller slept",
+	  POLLER(sleeps) },
+	{ "roshm_sqes_total", "sqes", RD_METRIC_COUNTER, "Submission queue entries consumed",
+	  POLLER(sqes) },
+	{ "roshm_sqe_errors_total", "errors", RD_METRIC_COUNTER, "Completions with an error status",
+	  POLLER(errors) },
+	{ "roshm_corrupt_clients_total", "corrupt_clients", RD_METRIC_COUNTER,
+	  "Clients cut off for corrupting their rings", POLLER(corrupt_clients) },
+	{ "roshm_regions_tampered_total", "regions_tampered", RD_METRIC_COUNTER,
+	  "Regions whose owner punched a hole in their memory (owner disconnected)",
+	  .get = get_tampered },
+	{ NULL, "events_lost", RD_METRIC_COUNTER, "Poller events that found the event ring full",
+	  POLLER(events_lost) },
+	{ "roshm_hole_guard", "hole_guard", RD_METRIC_FLAG,
+	  "1 when roshmd's mappings of regions are guarded against holes", .get = get_hole_guard },
+	{ NULL, "hole_faults", RD_METRIC_COUNTER, "Holes the hole guard found",
+	  .get = get_hole_faults },
+	{ "roshm_txn_committed_total", "txn_committed", RD_METRIC_COUNTER,
+	  "Transactions committed as writer", POLLER(txn_committed) },
+	{ "roshm_txn_replayed_total", "txn_replayed", RD_METRIC_COUNTER,
+	  "Transactions replayed with a new sequence", POLLER(txn_replayed) },
+	{ "roshm_txn_log_full_total", "txn_log_full", RD_METRIC_COUNTER,
+	  "Reservations that waited for a full log", POLLER(txn_log_full) },
+	{ "roshm_txn_applied_total", "txn_applied", RD_METRIC_COUNTER,
+	  "Transactions applied to this node's regions", POLLER(txn_applied) },
+	{ "roshm_txn_aborted_total", "txn_aborted", RD_METRIC_COUNTER,
+	  "Reserved sequences aborted as holes", POLLER(txn_aborted) },
+	{ "roshm_txn_invalid_total", "txn_invalid", RD_METRIC_COUNTER,
+	  "Committed records that failed their checks", POLLER(txn_invalid) },
+};
+const size_t rd_nmetrics = sizeof(rd_metrics) / sizeof(rd_metrics[0]);
+
+uint64_t rd_metric_value(struct rd_control *ctl, const struct rd_metric *m)
+{
+	if (m->get)
+		return m->get(ctl);
+	return RD_STAT_GET(*(const uint64_t *)(const void *)((const uint8_t *)&ctl->poller->stats +
+							       m->stat));
+}
+
 /* ---- the page ---- */
 
 struct page {
@@ -183,12 +271,6 @@ static void put(struct page *p, const char *fmt, ...)
 static void head(struct page *p, const char *name, const char *type, const char *help)
 {
 	put(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void counter(struct page *p, const char *name, const char *help, uint64_t v)
-{
-	head(p, name, "counter", help);
-	put(p, "%s %llu\n", name, (unsigned long long)v);
 }
 
 static void gauge(struct page *p, const char *name, const char *help, double v)
@@ -237,45 +319,28 @@ static void page_build(struct rd_control *ctl, struct page *p)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
 	/* rows of the latency histogram: struct rd_provider lat */
-	static const char *const xp[RD_LAT_XPORTS] = { [RD_LAT_TCP] = "tcp", [RD_LAT_VERBS] = "verbs" };
+	static const struct rd_provider *const xpv[RD_LAT_XPORTS] = {
+		[RD_LAT_TCP] = &rd_tcp_provider, [RD_LAT_VERBS] = &rd_verbs_provider };
+	const char *xp[RD_LAT_XPORTS];
 	char e1[160];
 	uint64_t cum, total;
+
+	for (int x = 0; x < RD_LAT_XPORTS; x++)
+		xp[x] = xpv[x]->name;
 
 	head(p, "roshm_build_info", "gauge", "roshmd version and node; always 1");
 	put(p, "roshm_build_info{version=\"%s\",node=\"%s\"} 1\n", ROSHM_VERSION,
 	    esc(ctl->cfg->node, e1, sizeof(e1)));
 	gauge(p, "roshm_uptime_seconds", "Seconds since roshmd started",
 	      (double)(rd_mono_ns() - ctl->start_ns) / 1e9);
-	gauge(p, "roshm_clients", "Attached clients (pods)", ctl->nclients);
-	gauge(p, "roshm_regions", "Regions owned by this node's clients", ctl->nregions);
-	gauge(p, "roshm_registry_ready",
-	      "1 when the registry is usable (etcd: lease held, prefix ranged and watched)",
-	      ctl->reg.ops->ready(&ctl->reg) ? 1 : 0);
-	counter(p, "roshm_poller_rounds_total", "Poll rounds", RD_STAT_GET(ps->rounds));
-	counter(p, "roshm_poller_busy_rounds_total", "Poll rounds that did work",
-		RD_STAT_GET(ps->busy_rounds));
-	counter(p, "roshm_poller_sleeps_total", "Times the adaptive poller slept", RD_STAT_GET(ps->sleeps));
-	counter(p, "roshm_sqes_total", "Submission queue entries consumed", RD_STAT_GET(ps->sqes));
-	counter(p, "roshm_sqe_errors_total", "Completions with an error status", RD_STAT_GET(ps->errors));
-	counter(p, "roshm_corrupt_clients_total", "Clients cut off for corrupting their rings",
-		RD_STAT_GET(ps->corrupt_clients));
-	counter(p, "roshm_regions_tampered_total",
-		"Regions whose owner punched a hole in their memory (owner disconnected)",
-		ctl->tampered_regions);
-	gauge(p, "roshm_hole_guard", "1 when roshmd's mappings of regions are guarded against holes",
-	      ctl->guard.uffd >= 0 ? 1 : 0);
-	counter(p, "roshm_txn_committed_total", "Transactions committed as writer",
-		RD_STAT_GET(ps->txn_committed));
-	counter(p, "roshm_txn_replayed_total", "Transactions replayed with a new sequence",
-		RD_STAT_GET(ps->txn_replayed));
-	counter(p, "roshm_txn_log_full_total", "Reservations that waited for a full log",
-		RD_STAT_GET(ps->txn_log_full));
-	counter(p, "roshm_txn_applied_total", "Transactions applied to this node's regions",
-		RD_STAT_GET(ps->txn_applied));
-	counter(p, "roshm_txn_aborted_total", "Reserved sequences aborted as holes",
-		RD_STAT_GET(ps->txn_aborted));
-	counter(p, "roshm_txn_invalid_total", "Committed records that failed their checks",
-		RD_STAT_GET(ps->txn_invalid));
+	for (size_t i = 0; i < rd_nmetrics; i++) {
+		const struct rd_metric *m = &rd_metrics[i];
+
+		if (!m->name)
+			continue;
+		head(p, m->name, m->type == RD_METRIC_COUNTER ? "counter" : "gauge", m->help);
+		put(p, "%s %llu\n", m->name, (unsigned long long)rd_metric_value(ctl, m));
+	}
 
 	/* SQEs consumed per client per poll round (rounds that consumed any). */
 	head(p, "roshm_batch_size", "histogram", "SQEs taken from one client in one poll round");

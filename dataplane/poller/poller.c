@@ -400,7 +400,7 @@ static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, 
 	/* Everything out of the entry first: what is called below may queue
 	 * a new operation into the same slot (a transaction's next step). */
 	struct rd_pend d = *pd;
-	uint64_t res = status ? 0 : d.opcode <= ROSHM_OP_READ ? d.len : result;
+	uint64_t res = status ? 0 : rd_op_moves_bytes(d.opcode) ? d.len : result;
 
 	pd->client = NULL;
 	pd->txn = NULL;
@@ -444,7 +444,7 @@ int rd_poller_submit(struct rd_poller *p, struct rd_op *op)
 			op->status = -EHOSTUNREACH;
 			return RD_OP_DONE;
 		}
-		if (op->sqe.len > pv->max_msg && op->sqe.opcode <= ROSHM_OP_READ) {
+		if (op->sqe.len > pv->max_msg && rd_op_moves_bytes(op->sqe.opcode)) {
 			op->status = -EMSGSIZE;
 			return RD_OP_DONE;
 		}
@@ -588,7 +588,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		} else if (!op.region) { /* NOP, FENCE */
 			cq_post(c, op.sqe.user_data, 0, 0);
 		} else if (op.sqe.len > COPY_CHUNK && op.region->xport == p->local &&
-			   op.sqe.opcode <= ROSHM_OP_READ) {
+			   rd_op_moves_bytes(op.sqe.opcode)) {
 			/* a big local copy: a piece now, the rest in later rounds */
 			c->copy.sqe = op.sqe;
 			c->copy.done = 0;
@@ -612,17 +612,17 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			ret = rd_poller_submit(p, &op);
 			if (ret < 0)
 				break; /* transport full: the SQE stays, next round */
-			if (op.sqe.opcode <= ROSHM_OP_READ)
+			if (rd_op_moves_bytes(op.sqe.opcode))
 				budget = op.sqe.len >= budget ? 0 : budget - op.sqe.len;
 			if (ret) {
 				cq_post(c, op.sqe.user_data, op.status, op.result);
 				if (op.status)
 					errors++;
-				else if (op.sqe.opcode <= ROSHM_OP_READ)
+				else if (rd_op_moves_bytes(op.sqe.opcode))
 					bytes += op.sqe.len;
 			} else {
 				c->inflight++;
-				if (op.sqe.opcode <= ROSHM_OP_READ)
+				if (rd_op_moves_bytes(op.sqe.opcode))
 					bytes += op.sqe.len;
 			}
 		}

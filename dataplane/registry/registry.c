@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Registry backends by name, the record key, and the rate-limited log of
+ * Registry backends by name (rd_registry_backends[]), the record key, and the rate-limited log of
  * rejected records (a hostile writer may plant thousands of them; each is
  * worth one line a minute at most, and all of them together a few dozen).
  */
@@ -68,8 +68,29 @@ int rd_registry_load_key(const struct rd_config *cfg, uint8_t key[64], size_t *k
 	return 0;
 }
 
+static int file_open(struct rd_registry *r, const struct rd_config *cfg, const uint8_t *key,
+		     size_t keylen)
+{
+	return rd_registry_file_open(r, cfg->registry_dir, cfg->node, key, keylen);
+}
+
+const struct rd_registry_backend rd_registry_backends[] = {
+	{ "file", file_open },
+	{ "etcd", rd_registry_etcd_open },
+};
+const size_t rd_registry_nbackends = sizeof(rd_registry_backends) / sizeof(rd_registry_backends[0]);
+
+const struct rd_registry_backend *rd_registry_backend(const char *name)
+{
+	for (size_t i = 0; i < rd_registry_nbackends; i++)
+		if (!strcmp(rd_registry_backends[i].name, name))
+			return &rd_registry_backends[i];
+	return NULL;
+}
+
 int rd_registry_open(struct rd_registry *r, const struct rd_config *cfg)
 {
+	const struct rd_registry_backend *b = rd_registry_backend(cfg->registry_backend);
 	uint8_t key[64];
 	size_t keylen;
 	bool rnd;
@@ -85,10 +106,11 @@ int rd_registry_open(struct rd_registry *r, const struct rd_config *cfg)
 		RD_LOG(NOTICE, "registry: no registry.secret_file and no network transport: records are "
 		       "signed with a random key of this start, so records of other roshmd instances "
 		       "(and of earlier starts) cannot be trusted and are ignored");
-	if (!strcmp(cfg->registry_backend, "etcd")) {
-		ret = rd_registry_etcd_open(r, cfg, key, keylen);
-	} else {
-		ret = rd_registry_file_open(r, cfg->registry_dir, cfg->node, key, keylen);
+	if (b) {
+		ret = b->open(r, cfg, key, keylen);
+	} else { /* the config loader lets only a known name through */
+		RD_LOG(ERR, "registry: no backend '%s'", cfg->registry_backend);
+		ret = -EINVAL;
 	}
 	OPENSSL_cleanse(key, sizeof(key));
 	return ret;

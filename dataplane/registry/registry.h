@@ -167,6 +167,16 @@ int rd_registry_open(struct rd_registry *r, const struct rd_config *cfg);
  */
 int rd_registry_load_key(const struct rd_config *cfg, uint8_t key[64], size_t *keylen,
 			 bool *random, char *err, size_t errlen);
+/* The backends by the name registry.backend gives (registry.c). */
+struct rd_registry_backend {
+	const char *name;
+	int (*open)(struct rd_registry *r, const struct rd_config *cfg, const uint8_t *key,
+		    size_t keylen);
+};
+extern const struct rd_registry_backend rd_registry_backends[];
+extern const size_t rd_registry_nbackends;
+/* The backend called @name; NULL when there is none. */
+const struct rd_registry_backend *rd_registry_backend(const char *name);
 /* Backends, with an explicit key (tests drive them directly). */
 int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *node,
 			  const uint8_t *key, size_t keylen);

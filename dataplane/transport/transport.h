@@ -55,6 +55,13 @@ struct rd_pend {
 	int16_t tidx;               /* the client's tenant, -1: none */
 };
 
+/* WRITE and READ move bytes (their result is the byte count); atomics
+ * return the old value. */
+static inline bool rd_op_moves_bytes(uint8_t opcode)
+{
+	return opcode == ROSHM_OP_WRITE || opcode == ROSHM_OP_READ;
+}
+
 /* Whether a raw (region-relative) access touches only what the transaction
  * protocol needs: txn_tail, slot state words, staged slot bytes. */
 bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len);

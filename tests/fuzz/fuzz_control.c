@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Every control-socket message (dataplane/control/control.c: HELLO, CHANNEL,
+ * Every control-socket message (dataplane/control/attach.c: HELLO, CHANNEL,
  * REGION_CREATE / REATTACH / OPEN / CLOSE, ADMIN, and whatever else comes),
  * with the descriptors they carry, sent on one connection to a real
  * control thread and poller (EAL in memory, the poller not launched: its

@@ -4,7 +4,7 @@
  * long as it likes, without a token. Connections that have not attached are
  * capped (admin.max_pending) and meant to be closed after
  * admin.hello_timeout_ms (docs/security.md), but conn_readable
- * (dataplane/control/control.c) sets the deadline again on every well-formed
+ * (dataplane/control/attach.c) sets the deadline again on every well-formed
  * message of an unattached connection, whatever it was and however it was
  * answered: an unknown type (-EOPNOTSUPP), a HELLO with a wrong token
  * (-EACCES, the connection stays open for the next guess), an admin request

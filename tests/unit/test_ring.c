@@ -49,19 +49,20 @@ static void dump(const struct fixture *f, const char *what)
 static struct fixture *fixture_new(uint32_t sq, uint32_t cq, uint32_t start)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	size_t size = ROSHM_CHAN_HDR_SIZE + 2 * sizeof(struct roshm_ring_idx) +
-		      sq * sizeof(struct roshm_sqe) + cq * sizeof(struct roshm_cqe) + 65536;
+	struct roshm_chan_layout l;
 	uint8_t *m;
 
 	assert_non_null(f);
-	assert_int_equal(posix_memalign(&f->mem, 4096, size), 0);
-	memset(f->mem, 0, size);
+	/* the channel as roshmd and libroshm lay it out */
+	roshm_chan_layout(sq, cq, 65536, &l);
+	assert_int_equal(posix_memalign(&f->mem, 4096, l.size), 0);
+	memset(f->mem, 0, l.size);
 	m = f->mem;
-	struct roshm_ring_idx *sqi = (void *)(m + ROSHM_CHAN_HDR_SIZE);
-	struct roshm_sqe *sqes = (void *)(sqi + 1);
-	struct roshm_ring_idx *cqi = (void *)(sqes + sq);
-	struct roshm_cqe *cqes = (void *)(cqi + 1);
-	uint8_t *arena = (uint8_t *)(cqes + cq);
+	struct roshm_ring_idx *sqi = (void *)(m + l.sq_idx_off);
+	struct roshm_sqe *sqes = (void *)(m + l.sq_off);
+	struct roshm_ring_idx *cqi = (void *)(m + l.cq_idx_off);
+	struct roshm_cqe *cqes = (void *)(m + l.cq_off);
+	uint8_t *arena = m + l.arena_off;
 
 	sqi->head = sqi->tail = cqi->head = cqi->tail = start;
 	f->c.id = 1;

@@ -398,7 +398,7 @@ static unsigned verbs_poll(struct rd_provider *pv, unsigned budget)
 			while ((int32_t)(id - q->head) >= 0) {
 				struct rd_vpend *pd = &q->pend[q->head & q->mask];
 
-				if (pd->h.opcode <= ROSHM_OP_READ)
+				if (rd_op_moves_bytes(pd->h.opcode))
 					RD_STAT_ADD(q->bytes, pd->h.len);
 				complete_one(v, q, q->head, 0);
 				q->head++;

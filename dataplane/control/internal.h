@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What only the control thread's files in dataplane/control/ share: the
+ * control-socket connection, replies, handles, the control messages'
+ * handlers. The control thread's API for the rest of roshmd is control.h.
+ */
+#ifndef RD_CONTROL_INTERNAL_H
+#define RD_CONTROL_INTERNAL_H
+
+#include "control/control.h"
+
+/* What a connection's request waits for (the connection is not read meanwhile). */
+enum rd_conn_wait { RD_WAIT_NONE, RD_WAIT_PEER, RD_WAIT_FETCH, RD_WAIT_PUT };
+
+/*
+ * A control-socket connection: a client attaching (HELLO, then CHANNEL),
+ * an attached client, or roshmctl with an admin request. Until it is
+ * attached it counts against admin.max_pending and must finish (or send its
+ * next request) within admin.hello_timeout_ms.
+ */
+struct rd_conn {
+	struct rd_ep_tag tag;         /* RD_EP_CONN */
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	struct rd_client *client;     /* after CHANNEL */
+	/* after HELLO, until CHANNEL: what was granted (and reserved in the quota) */
+	bool hello;
+	int tidx;
+	char tenant[ROSHM_NAME_MAX];
+	char pod[ROSHM_NAME_MAX];
+	uint32_t sq, cq;
+	uint64_t arena;
+	struct roshm_chan_layout lay;
+	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
+	/*
+	 * A request that waits (the connection is not read meanwhile): an
+	 * open for its region's node to be connected (park_peer) or for the
+	 * registry to be read past its cache (RD_WAIT_FETCH), a create for its
+	 * record to be in the registry (RD_WAIT_PUT). wait_id names it to the
+	 * registry's completion, which may come after the connection is gone.
+	 */
+	enum rd_conn_wait wait;
+	uint64_t wait_id;
+	struct rd_peer *park_peer;
+	struct roshm_ctl_region_open park_req;
+	struct rd_region_rec *fetched; /* the record the fetch brought, for the open's rerun */
+	int park_tries;
+	struct rd_region *put_rg;     /* RD_WAIT_PUT: the new region and its owner handle */
+	uint32_t put_hv;
+	bool put_reattach;
+	struct rd_conn *next, *prev;
+};
+
+/* loop.c */
+/* @len random bytes from getrandom(2) (aborts only if the kernel cannot). */
+void rd_random_bytes(void *buf, size_t len);
+
+/* attach.c: replies */
+/* Fill a reply header of @type, @len bytes in all, with @status. */
+void rd_reply_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len, int status);
+/* Send one datagram with @nfds descriptors; 0 or -EIO (never blocks). */
+int rd_send_reply(int fd, const void *buf, size_t len, const int *fds, int nfds);
+/* A reply that is only a header: @status for a request of @type. */
+int rd_send_status(int fd, uint16_t type, int status);
+
+/* attach.c: connections and clients */
+/* Close @conn (detach its client); its memory goes at rd_conns_reap. */
+void rd_conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why);
+/* Free the connections closed in this epoll batch. */
+void rd_conns_reap(struct rd_control *ctl);
+/* Close unattached connections past their deadline, then reap. */
+void rd_conns_timer(struct rd_control *ctl, uint64_t now);
+/* Accept every waiting connection on the control socket. */
+void rd_conn_accept(struct rd_control *ctl);
+/* An epoll event (@events) on @conn: read its request, or a hang-up while it waits. */
+void rd_conn_event(struct rd_control *ctl, struct rd_conn *conn, uint32_t events);
+/* Free a client the poller no longer touches (detach, or its graveyard). */
+void rd_control_client_free(struct rd_control *ctl, struct rd_client *c);
+
+/* regions.c */
+/* Free a region the poller no longer touches (its last put, or the graveyard). */
+void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg);
+/* Drop @c's handle @hv; @notify_poller false: @c is already gone from the poller. */
+void rd_handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t hv,
+		       bool notify_poller);
+
+/* Control-message handlers (attach.c's message table says what they return). */
+int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+/* admin.c */
+int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+
+#endif

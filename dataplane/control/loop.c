@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control thread's loop: one epoll over the control socket and its
+ * connections (attach.c), the signalfd, the poller's events, the registry,
+ * the hole guard, the tcp/verbs transports' sockets (peers.c) and /metrics;
+ * after each batch its timers (deadlines, peers, drains, telemetry). It never
+ * touches a ring's data path; every change the poller must see is a command
+ * (rd_poller_cmd) that is applied before the control thread answers the
+ * client or frees anything. Also: its setup (control socket and lock, admin
+ * token, the node's record) and teardown.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "control/internal.h"
+#include "control/metrics.h"
+
+/* epoll tags for the fds that are not connections */
+static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
+/* the registry's event fd: its work runs from rd_control_run's dispatch */
+static struct rd_ep_tag tag_reg = { RD_EP_EV };
+/* the hole guard's: a region's owner punched a hole in it */
+static struct rd_ep_tag tag_guard = { RD_EP_EV };
+
+uint64_t rd_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void rd_random_bytes(void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			/* getrandom(2) cannot fail with a valid buffer on Linux >= 3.17. */
+			abort();
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+int rd_control_cmd(struct rd_control *ctl, struct rd_cmd *cmd)
+{
+	return rd_poller_cmd(ctl->poller, cmd);
+}
+
+void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void rd_control_epoll_del(struct rd_control *ctl, int fd)
+{
+	epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/*
+ * The hole guard found a hole that a region's owner punched (guard.h): the
+ * owner is disconnected (its regions close), and the region's memory is
+ * punched out by region.c when the poller has let go of it.
+ */
+static void guard_events(struct rd_control *ctl)
+{
+	uint64_t v;
+	bool again = true;
+
+	if (read(ctl->guard.efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	while (again) {
+		again = false;
+		for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+			if (rg->remote || rg->tamper_seen ||
+			    !__atomic_load_n(&rg->tampered, __ATOMIC_ACQUIRE))
+				continue;
+			rg->tamper_seen = true;
+			ctl->tampered_regions++;
+			RD_LOG(WARNING, "region %s/%s: its owner punched a hole in the region's memory: "
+			       "owner (client %u) disconnected, region closed",
+			       rg->tenant, rg->name, rg->owner ? rg->owner->id : 0);
+			if (rg->owner && rg->owner->conn) {
+				rd_conn_close(ctl, rg->owner->conn, "punched a hole in its region");
+				again = true; /* the list changed under us */
+				break;
+			}
+		}
+	}
+}
+
+static void poller_events(struct rd_control *ctl)
+{
+	struct rd_event ev;
+	uint64_t v;
+	ssize_t r = read(ctl->poller->ev_efd, &v, sizeof(v));
+
+	(void)r;
+	while (rte_ring_sc_dequeue_elem(ctl->poller->ev_ring, &ev, sizeof(ev)) == 0) {
+		if (ev.type != RD_EV_CLIENT_CORRUPT) {
+			rd_peers_event(ctl, &ev);
+			continue;
+		}
+		struct rd_client *c = ctl->client_slots[ev.client_id & 0xffffu];
+
+		if (c && c->id == ev.client_id) {
+			ev.why[sizeof(ev.why) - 1] = 0;
+			RD_LOG(WARNING, "client %u (pid %d): %s: disconnecting it", ev.client_id,
+			       (int)c->pid, ev.why);
+			rd_conn_close(ctl, c->conn, ev.why);
+		}
+	}
+	/* What the poller let go of since: free it now. */
+	for (struct rd_defer *d = rd_poller_graveyard(ctl->poller), *next; d; d = next) {
+		next = d->next;
+		if (d->kind == RD_DEFER_REGION)
+			rd_control_region_free(ctl, container_of(d, struct rd_region, defer));
+		else
+			rd_control_client_free(ctl, container_of(d, struct rd_client, defer));
+	}
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+/*
+ * The control socket. Whether another roshmd serves it is decided by a lock
+ * on "<socket>.lock", not by connecting: a stale socket file, or a process
+ * that took over the path and answers, must not keep roshmd from starting.
+ * The directory is created 0755: pods get it mounted read-only, so none of
+ * them can replace the socket (libroshm also checks the server's uid).
+ */
+static int listen_socket(struct rd_control *ctl, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[sizeof(sa.sun_path)], lock[sizeof(sa.sun_path) + 8];
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+
+	if (slash && slash != dir) {
+		*slash = 0;
+		for (char *p = dir + 1; *p; p++)
+			if (*p == '/') {
+				*p = 0;
+				mkdir(dir, 0755);
+				*p = '/';
+			}
+		mkdir(dir, 0755);
+		if (stat(dir, &st) == 0 && (st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+			RD_LOG(WARNING, "socket directory %s is writable by others (mode %03o): anyone "
+			       "who can write it can put another socket in roshmd's place",
+			       dir, (unsigned)(st.st_mode & 0777));
+	}
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	ctl->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (ctl->lock_fd < 0)
+		return -errno;
+	if (flock(ctl->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	/* Ours now: whatever sits at the path is stale or an impostor. */
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* Any local process may attach; tenants and tokens decide what it gets.
+	 * The mode comes from the umask at bind (no chmod by path after it,
+	 * which would follow whatever was put there meanwhile). */
+	mode_t old = umask(0111);
+	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+
+	umask(old);
+	if (r < 0 || listen(fd, 128) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+/*
+ * The node's admin token: the file's first line, or a new random one that
+ * roshmd writes there (0600, in a directory of its own that pods do not
+ * mount); roshmctl in roshmd's container reads the same file.
+ */
+static int admin_token_load(struct rd_control *ctl)
+{
+	const char *path = ctl->cfg->admin_token_file;
+	char dir[RD_PATH_MAX], buf[ROSHM_ADMIN_TOKEN_MAX];
+	uint8_t raw[32];
+	ssize_t n;
+	int fd;
+
+	ctl->admin_token[0] = 0;
+	if (!path[0])
+		return 0;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+
+		if (slash && slash != dir) {
+			*slash = 0;
+			mkdir(dir, 0700);
+		}
+		rd_random_bytes(raw, sizeof(raw));
+		for (size_t i = 0; i < sizeof(raw); i++)
+			snprintf(buf + 2 * i, 3, "%02x", raw[i]);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, buf, 64) != 64 || write(fd, "\n", 1) != 1) {
+			/* e.g. not root, or a read-only root: run without one */
+			RD_LOG(WARNING, "admin token %s: cannot create it (%s): no admin token; only "
+			       "roshmd's own uid (if not root) and admin.uids may administer it",
+			       path, strerror(errno ? errno : EIO));
+			if (fd >= 0) {
+				close(fd);
+				unlink(path);
+			}
+			return 0;
+		}
+		close(fd);
+		snprintf(ctl->admin_token, sizeof(ctl->admin_token), "%.64s", buf);
+		RD_LOG(INFO, "admin token created in %s (roshmctl reads it there)", path);
+		return 0;
+	}
+	if (fd < 0) {
+		RD_LOG(ERR, "admin token %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	buf[strcspn(buf, "\r\n")] = 0;
+	if (strlen(buf) < 16) {
+		RD_LOG(ERR, "admin token %s: shorter than 16 characters", path);
+		return -EINVAL;
+	}
+	snprintf(ctl->admin_token, sizeof(ctl->admin_token), "%s", buf);
+	return 0;
+}
+
+static int publish_node(struct rd_control *ctl)
+{
+	struct rd_node_rec n = { .pid = (uint32_t)getpid() };
+
+	snprintf(n.node, sizeof(n.node), "%s", ctl->cfg->node);
+	snprintf(n.endpoint, sizeof(n.endpoint), "%s", ctl->endpoint);
+	return ctl->reg.ops->put_node(&ctl->reg, &n, NULL, NULL);
+}
+
+static void forget_own_records(const struct rd_region_rec *rec, void *arg)
+{
+	struct rd_control *ctl = arg;
+
+	if (!strcmp(rec->node, ctl->cfg->node)) {
+		RD_LOG(INFO, "registry: removing %s/%s left by an earlier roshmd on this node",
+		       rec->tenant, rec->name);
+		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name, NULL, NULL);
+	}
+}
+
+int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	sigset_t set;
+	int ret;
+
+	memset(ctl, 0, sizeof(*ctl));
+	rd_guard_init(&ctl->guard);
+	ctl->cfg = cfg;
+	ctl->poller = p;
+	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
+	ctl->tcp_listen_fd = -1;
+	ctl->metrics_fd = -1;
+	ctl->start_ns = rd_mono_ns();
+	rd_random_bytes(&ctl->instance, sizeof(ctl->instance));
+	ctl->slots = calloc(cfg->max_regions + 1, sizeof(*ctl->slots));
+	ctl->client_slots = calloc(cfg->max_clients, sizeof(*ctl->client_slots));
+	if (!ctl->slots || !ctl->client_slots)
+		return -ENOMEM;
+	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (ctl->epfd < 0)
+		return -errno;
+	ret = rd_registry_open(&ctl->reg, cfg);
+	if (ret)
+		return ret;
+	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);
+	ret = rd_peers_init(ctl);
+	if (ret)
+		return ret;
+	ret = rd_metrics_init(ctl);
+	if (ret)
+		return ret;
+	ret = rd_telemetry_init(ctl);
+	if (ret)
+		RD_LOG(WARNING, "telemetry commands /roshm/* not registered: %s", strerror(-ret));
+	ret = publish_node(ctl);
+	if (ret) {
+		RD_LOG(ERR, "registry: publishing node %s: %s", cfg->node, strerror(-ret));
+		return ret;
+	}
+	for (int i = 0; i < cfg->ntenants; i++)
+		if (!cfg->tenants[i].token[0])
+			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
+			       cfg->tenants[i].name);
+	ret = admin_token_load(ctl);
+	if (ret)
+		return ret;
+	ret = listen_socket(ctl, cfg->socket);
+	if (ret < 0) {
+		RD_LOG(ERR, "socket %s: %s", cfg->socket,
+		       ret == -EADDRINUSE ? "another roshmd holds its lock file" : strerror(-ret));
+		return ret;
+	}
+	ctl->listen_fd = ret;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	ctl->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (ctl->sig_fd < 0)
+		return -errno;
+	ev.data.ptr = &tag_listen;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->listen_fd, &ev);
+	ev.data.ptr = &tag_sig;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->sig_fd, &ev);
+	ev.data.ptr = &tag_ev;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, p->ev_efd, &ev);
+	ev.data.ptr = &tag_reg;
+	epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->reg.ops->event_fd(&ctl->reg), &ev);
+	if (ctl->guard.uffd >= 0) {
+		ev.data.ptr = &tag_guard;
+		epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, ctl->guard.efd, &ev);
+	} else {
+		RD_LOG(WARNING, "no hole guard (%s): a region owner that punches holes in its memory "
+		       "can make roshmd allocate pages charged to roshmd (docs/security.md)",
+		       ctl->guard.reason);
+	}
+	RD_LOG(INFO, "node %s listening on %s, registry %s:%s", cfg->node, cfg->socket,
+	       ctl->reg.ops->name, cfg->registry_dir);
+	return 0;
+}
+
+int rd_control_run(struct rd_control *ctl)
+{
+	while (!ctl->stop)
+		rd_control_step(ctl, 100);
+	return 0;
+}
+
+void rd_control_step(struct rd_control *ctl, int timeout_ms)
+{
+	struct epoll_event evs[64];
+
+	{
+		int n = epoll_wait(ctl->epfd, evs, 64, timeout_ms);
+
+		for (int i = 0; i < n; i++) {
+			void *tag = evs[i].data.ptr;
+			enum rd_ep_kind kind = ((struct rd_ep_tag *)tag)->kind;
+
+			if (kind == RD_EP_PROVIDER) {
+				rd_peers_epoll_event(ctl, tag, evs[i].events);
+			} else if (kind == RD_EP_METRICS) {
+				rd_metrics_accept(ctl);
+			} else if (kind == RD_EP_METRICS_CONN) {
+				if (rd_metrics_conn_live(ctl, tag))
+					rd_metrics_readable(ctl, tag);
+			} else if (tag == &tag_listen) {
+				rd_conn_accept(ctl);
+			} else if (tag == &tag_sig) {
+				struct signalfd_siginfo si;
+
+				if (read(ctl->sig_fd, &si, sizeof(si)) == sizeof(si) &&
+				    si.ssi_signo != SIGHUP) {
+					if (ctl->stopping) {
+						RD_LOG(INFO, "signal %u again: stopping now", si.ssi_signo);
+						ctl->stop = 1;
+					} else {
+						/* preStop / SIGTERM: drain every region, then exit */
+						RD_LOG(INFO, "signal %u: draining, then stopping", si.ssi_signo);
+						ctl->stopping = 1;
+						struct rd_drain_match all = { 0 };
+
+						rd_drain_start(ctl, &all, -1);
+					}
+				}
+			} else if (tag == &tag_ev) {
+				poller_events(ctl);
+			} else if (tag == &tag_reg) {
+				/* dispatched below */
+			} else if (tag == &tag_guard) {
+				guard_events(ctl);
+			} else {
+				rd_conn_event(ctl, tag, evs[i].events);
+			}
+		}
+		rd_conns_reap(ctl);
+		rd_conns_timer(ctl, rd_mono_ns());
+		unsigned rs = ctl->reg.ops->dispatch(&ctl->reg);
+
+		if (rs & RD_REG_REPUBLISHED)
+			RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
+		rd_drain_tick(ctl);
+		rd_metrics_timer(ctl);
+		rd_telemetry_refresh(ctl);
+		if (ctl->stopping && rd_drain_idle(ctl))
+			ctl->stop = 1;
+	}
+}
+
+void rd_control_fini(struct rd_control *ctl)
+{
+	/* The poller has stopped: close its connections before the peers
+	 * (which own the outbound ones) are freed. */
+	if (ctl->poller && ctl->poller->net && ctl->poller->net->dp->close_all)
+		ctl->poller->net->dp->close_all(ctl->poller->net);
+	while (ctl->conns)
+		rd_conn_close(ctl, ctl->conns, "roshmd stopping");
+	rd_conns_reap(ctl);
+	/* The poller has stopped: what it still held is ours to free. */
+	poller_events(ctl);
+	while (ctl->zombie_regions)
+		rd_control_region_free(ctl, ctl->zombie_regions);
+	while (ctl->zombie_clients)
+		rd_control_client_free(ctl, ctl->zombie_clients);
+	if (ctl->listen_fd >= 0) {
+		close(ctl->listen_fd);
+		unlink(ctl->cfg->socket);
+	}
+	if (ctl->lock_fd >= 0)
+		close(ctl->lock_fd);
+	if (ctl->sig_fd >= 0)
+		close(ctl->sig_fd);
+	if (ctl->epfd >= 0)
+		close(ctl->epfd);
+	rd_peers_fini(ctl);
+	rd_metrics_fini(ctl);
+	if (ctl->reg.ops) {
+		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node, NULL, NULL);
+		ctl->reg.ops->close(&ctl->reg);
+	}
+	free(ctl->slots);
+	free(ctl->client_slots);
+	rd_guard_fini(&ctl->guard); /* every mapping it watched is gone */
+}
