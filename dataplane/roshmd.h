@@ -352,6 +352,10 @@ void rd_poller_post_event(struct rd_poller *p, const struct rd_event *ev);
  * -EBUSY (transport.h). Poller only. */
 struct rd_op;
 int rd_poller_submit(struct rd_poller *p, struct rd_op *op);
+/* Install @pv as the poller's network provider (host callbacks, its init,
+ * its wake fd): rd_poller_init does, with tcp or verbs; tests with a mock. */
+struct rd_provider;
+int rd_poller_set_net(struct rd_poller *p, struct rd_provider *pv);
 /* Add @fd to what wakes a sleeping poller (before it runs). 0 or -errno. */
 int rd_poller_watch(struct rd_poller *p, int fd);
 

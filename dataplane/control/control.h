@@ -5,28 +5,11 @@
 #include "roshmd.h"
 #include "registry/registry.h"
 #include "transport/transport.h"
-#include "transport/tcp/tcp.h"
-#include "transport/verbs/verbs.h"
 #include "guard.h"
 
 struct rd_conn;
 struct json_t;
 
-/* What an epoll event of the control thread points at. */
-enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_PROVIDER, RD_EP_METRICS,
-		  RD_EP_METRICS_CONN };
-struct rd_ep_tag {
-	enum rd_ep_kind kind;
-};
-
-struct rd_acc {
-	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
-	int kind;                     /* tcp_ctl.c's */
-	struct rd_tcp_accept a;
-	uint32_t from;                /* peer IPv4 address (per-address cap) */
-	char addr[64];
-	struct rd_acc *next;
-};
 
 #define RD_NAME_BUCKETS 4096
 
@@ -37,13 +20,6 @@ struct rd_tenant_use {
 	uint64_t bytes;
 };
 
-/* A tcp connect to a peer in progress (peers.c). */
-struct rd_dial {
-	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
-	int kind;                     /* tcp_ctl.c's */
-	struct rd_tcp_dial d;
-	struct rd_peer *peer;
-};
 
 struct rd_control {
 	const struct rd_config *cfg;
@@ -63,11 +39,7 @@ struct rd_control {
 	/* tcp transport, control side (peers.c) */
 	struct rd_peer *peers;
 	uint32_t npeers;
-	struct rd_acc *accepting;
-	struct rd_tcp_secret secret;
-	int tcp_listen_fd;
 	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
-	struct rd_verbs_ctl *verbs;   /* verbs transport, control side */
 	struct rd_peer *self;         /* the loopback peer (atomics through the provider), or NULL */
 	int metrics_fd;               /* /metrics listener, -1 when off */
 	struct rd_mconn *mconns;
@@ -90,7 +62,6 @@ struct rd_control {
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
 	uint64_t refused_conns;       /* over admin.max_pending */
 	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
-	uint64_t refused_peers;       /* tcp handshakes over their caps */
 	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
 	struct rd_guard guard;        /* holes punched in regions (guard.h) */
 	uint64_t tampered_regions;

@@ -300,7 +300,6 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->cfg = cfg;
 	ctl->poller = p;
 	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
-	ctl->tcp_listen_fd = -1;
 	ctl->metrics_fd = -1;
 	ctl->start_ns = rd_mono_ns();
 	rd_random_bytes(&ctl->instance, sizeof(ctl->instance));

@@ -79,7 +79,6 @@ int rd_peers_init(struct rd_control *ctl)
 	struct rd_provider *pv = ctl->poller->net;
 	int ret;
 
-	ctl->tcp_listen_fd = -1;
 	if (!pv)
 		return 0;
 	ret = pv->cp->init(ctl, pv, ctl->endpoint, sizeof(ctl->endpoint));

@@ -91,20 +91,27 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 	}
 	p->local = provider_install(p, &rd_local_provider);
 	if (cfg->tcp_enabled || cfg->verbs_enabled) {
-		struct rd_provider *net = provider_install(p, cfg->tcp_enabled ? &rd_tcp_provider
-									    : &rd_verbs_provider);
-		int ret = net->dp->init(net, p);
+		int ret = rd_poller_set_net(p, cfg->tcp_enabled ? &rd_tcp_provider : &rd_verbs_provider);
 
 		if (ret) {
 			rd_poller_fini(p);
 			return ret;
 		}
-		p->net = net;
-		if (net->wake_fd >= 0 && (ret = rd_poller_watch(p, net->wake_fd))) {
-			rd_poller_fini(p);
-			return ret;
-		}
 	}
+	return 0;
+}
+
+int rd_poller_set_net(struct rd_poller *p, struct rd_provider *pv)
+{
+	int ret;
+
+	provider_install(p, pv);
+	ret = pv->dp->init ? pv->dp->init(pv, p) : 0;
+	if (ret)
+		return ret;
+	p->net = pv;
+	if (pv->wake_fd >= 0)
+		return rd_poller_watch(p, pv->wake_fd);
 	return 0;
 }
 

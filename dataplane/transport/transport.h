@@ -73,6 +73,14 @@ bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, 
  * peer): nothing was taken; the SQE stays in its ring, a transaction step
  * is retried next round. A provider returns nothing else. */
 
+/* What an event of the control thread's epoll points at (a provider adds
+ * its own fds with RD_EP_PROVIDER: cp->epoll_event gets them). */
+enum rd_ep_kind { RD_EP_LISTEN, RD_EP_SIG, RD_EP_EV, RD_EP_CONN, RD_EP_PROVIDER, RD_EP_METRICS,
+		  RD_EP_METRICS_CONN };
+struct rd_ep_tag {
+	enum rd_ep_kind kind;
+};
+
 struct rd_provider;
 
 /* Poller side: called on the poller thread only (or before it runs / after

@@ -130,4 +130,29 @@ struct rd_tcp_accept {
 int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct rd_tcp_secret *sec,
 		       char *node);
 
+/* Control side (tcp_ctl.c): rd_tcp_provider.ctl_priv. */
+struct rd_acc {
+	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
+	int kind;                     /* tcp_ctl.c's */
+	struct rd_tcp_accept a;
+	uint32_t from;                /* peer IPv4 address (per-address cap) */
+	char addr[64];
+	struct rd_acc *next;
+};
+
+/* A tcp connect to a peer in progress. */
+struct rd_dial {
+	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
+	int kind;                     /* tcp_ctl.c's */
+	struct rd_tcp_dial d;
+	struct rd_peer *peer;
+};
+
+struct rd_tcp_ctl {
+	struct rd_tcp_secret secret;
+	int listen_fd;
+	struct rd_acc *accepting;     /* handshakes in progress */
+	uint64_t refused_peers;       /* handshakes over their caps or refused */
+};
+
 #endif

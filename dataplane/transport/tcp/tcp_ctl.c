@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "control/control.h"
 #include "transport/tcp/tcp.h"
 
@@ -31,6 +33,9 @@ static struct {
 	int kind;
 } listen_tag = { { RD_EP_PROVIDER }, TCP_TAG_LISTEN };
 
+/* the control-side state (one control thread) */
+#define TC ((struct rd_tcp_ctl *)rd_tcp_provider.ctl_priv)
+
 static inline struct rd_tcp_peer *TP(const struct rd_peer *p)
 {
 	return p->priv;
@@ -43,9 +48,11 @@ static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *end
 	char err[300];
 	int fd, one = 1, ret;
 
-	(void)pv;
-	ctl->tcp_listen_fd = -1;
-	ret = rd_tcp_secret_load(&ctl->secret, cfg->tcp_secret_file, err, sizeof(err));
+	pv->ctl_priv = calloc(1, sizeof(struct rd_tcp_ctl));
+	if (!pv->ctl_priv)
+		return -ENOMEM;
+	TC->listen_fd = -1;
+	ret = rd_tcp_secret_load(&TC->secret, cfg->tcp_secret_file, err, sizeof(err));
 	if (ret) {
 		RD_LOG(ERR, "%s", err);
 		return ret;
@@ -62,7 +69,7 @@ static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *end
 		close(fd);
 		return ret;
 	}
-	ctl->tcp_listen_fd = fd;
+	TC->listen_fd = fd;
 	snprintf(endpoint, len, "tcp:%s:%u", cfg->tcp_advertise, cfg->tcp_port);
 	rd_control_epoll_add(ctl, fd, &listen_tag);
 	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
@@ -77,7 +84,7 @@ static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
 	rd_control_epoll_del(ctl, acc->a.fd);
 	if (close_fd)
 		close(acc->a.fd);
-	for (pp = &ctl->accepting; *pp; pp = &(*pp)->next)
+	for (pp = &TC->accepting; *pp; pp = &(*pp)->next)
 		if (*pp == acc) {
 			*pp = acc->next;
 			break;
@@ -87,12 +94,15 @@ static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
 
 static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
 {
-	(void)pv;
-	while (ctl->accepting)
-		acc_free(ctl, ctl->accepting, true);
-	if (ctl->tcp_listen_fd >= 0)
-		close(ctl->tcp_listen_fd);
-	ctl->tcp_listen_fd = -1;
+	if (!TC)
+		return;
+	while (TC->accepting)
+		acc_free(ctl, TC->accepting, true);
+	if (TC->listen_fd >= 0)
+		close(TC->listen_fd);
+	OPENSSL_cleanse(&TC->secret, sizeof(TC->secret));
+	free(pv->ctl_priv);
+	pv->ctl_priv = NULL;
 }
 
 /*
@@ -110,18 +120,18 @@ static void tcp_accept(struct rd_control *ctl)
 	struct rd_acc *acc;
 	int fd;
 
-	while ((fd = accept4(ctl->tcp_listen_fd, (struct sockaddr *)&sa, &sl,
+	while ((fd = accept4(TC->listen_fd, (struct sockaddr *)&sa, &sl,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		uint32_t all = 0, same = 0;
 
 		sl = sizeof(sa);
-		for (struct rd_acc *a = ctl->accepting; a; a = a->next) {
+		for (struct rd_acc *a = TC->accepting; a; a = a->next) {
 			all++;
 			same += a->from == sa.sin_addr.s_addr;
 		}
 		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
 			close(fd);
-			ctl->refused_peers++;
+			TC->refused_peers++;
 			continue;
 		}
 		acc = calloc(1, sizeof(*acc));
@@ -136,8 +146,8 @@ static void tcp_accept(struct rd_control *ctl)
 		acc->from = sa.sin_addr.s_addr;
 		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
 			 ntohs(sa.sin_port));
-		acc->next = ctl->accepting;
-		ctl->accepting = acc;
+		acc->next = TC->accepting;
+		TC->accepting = acc;
 		rd_control_epoll_add(ctl, fd, acc);
 	}
 }
@@ -173,7 +183,7 @@ static const char *node_refusal(struct rd_control *ctl, const char *node, uint32
 static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 {
 	char node[ROSHM_NAME_MAX];
-	int ret = rd_tcp_accept_step(&acc->a, ctl->cfg->node, &ctl->secret, node);
+	int ret = rd_tcp_accept_step(&acc->a, ctl->cfg->node, &TC->secret, node);
 
 	if (ret == 0)
 		return;
@@ -193,7 +203,7 @@ static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 
 	if (why) {
 		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
-		ctl->refused_peers++;
+		TC->refused_peers++;
 		acc_free(ctl, acc, true);
 		return;
 	}
@@ -233,7 +243,7 @@ static void dial_step(struct rd_control *ctl, struct rd_dial *d)
 {
 	struct rd_peer *p = d->peer;
 	char node[ROSHM_NAME_MAX] = "";
-	int ret = rd_tcp_dial_step(&d->d, &ctl->secret, node);
+	int ret = rd_tcp_dial_step(&d->d, &TC->secret, node);
 	int fd = d->d.fd;
 
 	if (ret == 0) {
@@ -321,7 +331,7 @@ static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 	if (kind < 0) {
 		/* an accept that an earlier event of this batch ended is gone:
 		 * look it up before touching it */
-		for (struct rd_acc *a = ctl->accepting; a; a = a->next)
+		for (struct rd_acc *a = TC->accepting; a; a = a->next)
 			if ((void *)a == tag)
 				kind = TCP_TAG_ACCEPT;
 		if (kind < 0)
@@ -346,7 +356,7 @@ static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 
 static void tcp_timer(struct rd_control *ctl, uint64_t now)
 {
-	for (struct rd_acc *a = ctl->accepting, *next; a; a = next) {
+	for (struct rd_acc *a = TC->accepting, *next; a; a = next) {
 		next = a->next;
 		if (now >= a->a.deadline_ns) {
 			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);

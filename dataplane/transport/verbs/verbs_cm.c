@@ -33,6 +33,9 @@
 #include "transport/verbs/verbs.h"
 #include "transport/verbs/verbs_pdata.h"
 
+/* the control-side state (one control thread) */
+#define VCTL ((struct rd_verbs_ctl *)rd_verbs_provider.ctl_priv)
+
 #define CHAL_TTL_NS 2000000000ull
 #define CHAL_PER_ADDR 4
 #define INBOUND_DEPTH 4
@@ -169,7 +172,7 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 
 	if (!v)
 		return -ENOMEM;
-	ctl->verbs = v;
+	rd_verbs_provider.ctl_priv = v;
 	ret = rd_tcp_secret_load(&v->secret, cfg->verbs_secret_file, err, sizeof(err));
 	if (ret) {
 		RD_LOG(ERR, "verbs: %s", err);
@@ -295,8 +298,9 @@ void rd_verbs_peer_free(struct rd_control *ctl, struct rd_peer *p)
 
 void rd_verbs_ctl_fini(struct rd_control *ctl)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 
+	(void)ctl;
 	if (!v)
 		return;
 	while (v->inbound) {
@@ -316,16 +320,17 @@ void rd_verbs_ctl_fini(struct rd_control *ctl)
 		rdma_destroy_event_channel(v->ch);
 	/* v->comp stays: CQs of peers may outlive us until exit */
 	free(v);
-	ctl->verbs = NULL;
+	rd_verbs_provider.ctl_priv = NULL;
 }
 
 int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c)
 {
 	struct ibv_mr *mr;
 
-	if (!ctl->verbs)
+	(void)ctl;
+	if (!VCTL)
 		return 0;
-	mr = ibv_reg_mr(ctl->verbs->pd, c->chan, c->chan_size, IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr(VCTL->pd, c->chan, c->chan_size, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr) {
 		int e = errno;
 
@@ -353,9 +358,9 @@ int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg)
 {
 	struct ibv_mr *mr;
 
-	if (!ctl->verbs)
+	if (!VCTL)
 		return 0;
-	mr = ibv_reg_mr(ctl->verbs->pd, rg->map, rg->map_size,
+	mr = ibv_reg_mr(VCTL->pd, rg->map, rg->map_size,
 			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			IBV_ACCESS_REMOTE_ATOMIC);
 	if (!mr) {
@@ -396,7 +401,7 @@ static void deny(struct rdma_cm_id *id)
 static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void *pdata,
 		       size_t plen, uint8_t initiator_depth)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	uint64_t now = rd_mono_ns();
 	struct rd_vpd m;
 	int dr = rd_verbs_pdata_decode(pdata, plen, RD_VPD_REQUEST, &m);
@@ -560,7 +565,7 @@ static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_
 /* One CM event. Acks it. */
 static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct rdma_cm_id *id = ev->id;
 	enum rdma_cm_event_type type = ev->event;
 	struct rd_vin **pp, *in = NULL;
@@ -619,7 +624,7 @@ void rd_verbs_cm_events(struct rd_control *ctl)
 {
 	struct rdma_cm_event *ev;
 
-	while (ctl->verbs && rdma_get_cm_event(ctl->verbs->ch, &ev) == 0)
+	while (VCTL && rdma_get_cm_event(VCTL->ch, &ev) == 0)
 		dispatch(ctl, ev);
 }
 
@@ -628,7 +633,7 @@ void rd_verbs_cm_events(struct rd_control *ctl)
 static struct rd_vqp *qp_new(struct rd_control *ctl, struct rd_peer *p, uint32_t index)
 {
 	const struct rd_config *cfg = ctl->cfg;
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct rd_vqp *q = calloc(1, sizeof(*q));
 
 	if (!q)
@@ -676,9 +681,10 @@ static int ms_left(const struct rd_peer *p)
  * address; the route, the QP and the connect follow as events come. */
 static int attempt_start(struct rd_control *ctl, struct rd_vqp *q)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct sockaddr_in src = v->addr;
 
+	(void)ctl;
 	src.sin_port = 0;
 	if (rdma_create_id(v->ch, &q->id, q, RDMA_PS_TCP))
 		return -errno;
@@ -692,7 +698,7 @@ static int attempt_start(struct rd_control *ctl, struct rd_vqp *q)
 static int attempt_connect(struct rd_control *ctl, struct rd_vqp *q)
 {
 	const struct rd_config *cfg = ctl->cfg;
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct ibv_qp_init_attr qa = { 0 };
 	struct rdma_conn_param cp = { 0 };
 	struct roshm_verbs_proof pr = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_PROOF,
@@ -742,11 +748,12 @@ static int attempt_connect(struct rd_control *ctl, struct rd_vqp *q)
 /* Log which GID the connected QP uses: it must be RoCE v2. */
 static void log_qp_gid(struct rd_control *ctl, struct rd_peer *p, struct rd_vqp *q)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
 	struct ibv_gid_entry ge;
 
+	(void)ctl;
 	if (ibv_query_qp(q->qp, &a, IBV_QP_AV, &ia) ||
 	    ibv_query_gid_ex(v->ctx, v->port, a.ah_attr.grh.sgid_index, &ge, 0))
 		return;
@@ -765,7 +772,7 @@ static int qp_dial(struct rd_control *ctl, struct rd_peer *p, uint32_t i)
 {
 	struct rd_vqp *q = rd_vpeer(p)->vq[i];
 
-	q->cq = ibv_create_cq(ctl->verbs->ctx, (int)q->depth, q, ctl->verbs->comp, 0);
+	q->cq = ibv_create_cq(VCTL->ctx, (int)q->depth, q, VCTL->comp, 0);
 	if (!q->cq)
 		return -errno;
 	memset(&q->hello, 0, sizeof(q->hello));
@@ -782,7 +789,7 @@ static int qp_dial(struct rd_control *ctl, struct rd_peer *p, uint32_t i)
 /* A CM event of a QP being connected (acked here). */
 static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_event *ev)
 {
-	struct rd_verbs_ctl *v = ctl->verbs;
+	struct rd_verbs_ctl *v = VCTL;
 	struct rd_peer *p = q->peer;
 	enum rdma_cm_event_type type = ev->event;
 	struct rd_vpd c;
@@ -862,7 +869,7 @@ int rd_verbs_dial(struct rd_control *ctl, struct rd_peer *p)
 {
 	int ret;
 
-	if (!ctl->verbs)
+	if (!VCTL)
 		return -EHOSTUNREACH;
 	/* The structures are made once and kept: the poller may read them. */
 	while (rd_vpeer(p)->nvq < ctl->cfg->verbs_qps_per_peer) {
@@ -898,18 +905,18 @@ static int verbs_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *e
 
 	if (ret)
 		return ret;
-	rd_control_epoll_add(ctl, ctl->verbs->ch->fd, &cm_tag);
+	rd_control_epoll_add(ctl, VCTL->ch->fd, &cm_tag);
 	/* Atomics of this node's pods and transaction engine on its own
 	 * regions must be serialized with the peers' NIC atomics: unless the
 	 * NIC's atomics are atomic with the CPU's (IBV_ATOMIC_GLOB), they go
 	 * through a loopback QP (peers.c makes it). */
-	if (ctl->verbs->atomic_glob) {
+	if (VCTL->atomic_glob) {
 		RD_LOG(INFO, "verbs: %s atomics are atomic with the CPU's (IBV_ATOMIC_GLOB): local "
-		       "atomics run on the CPU", ctl->verbs->dev);
+		       "atomics run on the CPU", VCTL->dev);
 		rd_local_provider.atomics = NULL;
 	} else {
 		RD_LOG(INFO, "verbs: %s atomics are not atomic with the CPU's: atomics on this node's "
-		       "regions go through a loopback QP", ctl->verbs->dev);
+		       "regions go through a loopback QP", VCTL->dev);
 		rd_local_provider.atomics = pv;
 	}
 	return 0;
