@@ -359,6 +359,10 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	struct rd_tcp_pend *pd;
 	uint32_t id;
 
+	if (!c->up) { /* the poller's view lags ours by nothing, but never queue on a dead one */
+		op->status = -EHOSTUNREACH;
+		return RD_OP_DONE;
+	}
 	if (!c->nfree || tx_space(c) < sizeof(req) + payload ||
 	    !rd_peer_inflight_ok(t->poller, rg->peer, op->client))
 		return -EBUSY;

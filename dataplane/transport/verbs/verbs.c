@@ -259,11 +259,13 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 
 	q = vp->nvq ? vp->vq[op->client && vp->nvq > 1 ? op->client->id % vp->nvq : 0] : NULL;
 	if (!q || !q->up) {
-		/* The loopback (atomics on our own regions) is being re-made, or
-		 * a QP went down this round: wait (the SQE stays, a transaction
-		 * step is retried). A remote peer found down by the poller's own
-		 * check fails at once before it gets here. */
-		return -EBUSY;
+		/* The loopback (atomics on our own regions) is being re-made:
+		 * wait (the SQE stays, a transaction step is retried). A remote
+		 * peer is down: fail, as the poller's own check does. */
+		if (peer->self)
+			return -EBUSY;
+		op->status = -EHOSTUNREACH;
+		return RD_OP_DONE;
 	}
 	if (q->tail - q->head >= q->depth || !rd_peer_inflight_ok(v->poller, peer, op->client))
 		return -EBUSY; /* send queue (or this tenant's share of it) full: next round */
