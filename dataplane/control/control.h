@@ -43,6 +43,7 @@ struct rd_control {
 	struct rd_peer *self;         /* the loopback peer (atomics through the provider), or NULL */
 	int metrics_fd;               /* /metrics listener, -1 when off */
 	struct rd_mconn *mconns;
+	struct rd_mconn *mdead;       /* closed in this epoll batch, freed after it */
 	uint64_t tenant_sqes_gone[RD_TENANTS_MAX]; /* of detached clients: counters never go down */
 	struct rd_tel *tel;           /* telemetry snapshot */
 	uint64_t next_revalidate_ns;

@@ -76,18 +76,32 @@ static void mconn_close(struct rd_control *ctl, struct rd_mconn *m)
 
 	rd_control_epoll_del(ctl, m->fd);
 	close(m->fd);
+	m->fd = -1;
 	for (pp = &ctl->mconns; *pp; pp = &(*pp)->next)
 		if (*pp == m) {
 			*pp = m->next;
 			break;
 		}
-	free(m);
+	/* freed after this epoll batch: an event of it may still name m */
+	m->next = ctl->mdead;
+	ctl->mdead = m;
+}
+
+static void mdead_free(struct rd_control *ctl)
+{
+	while (ctl->mdead) {
+		struct rd_mconn *m = ctl->mdead;
+
+		ctl->mdead = m->next;
+		free(m);
+	}
 }
 
 void rd_metrics_fini(struct rd_control *ctl)
 {
 	while (ctl->mconns)
 		mconn_close(ctl, ctl->mconns);
+	mdead_free(ctl);
 	if (ctl->metrics_fd >= 0)
 		close(ctl->metrics_fd);
 	ctl->metrics_fd = -1;
@@ -136,6 +150,7 @@ bool rd_metrics_conn_live(struct rd_control *ctl, void *tag)
 
 void rd_metrics_timer(struct rd_control *ctl)
 {
+	mdead_free(ctl); /* after the batch that closed them */
 	uint64_t now = rd_mono_ns();
 
 	for (struct rd_mconn *m = ctl->mconns, *next; m; m = next) {

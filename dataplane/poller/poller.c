@@ -248,7 +248,10 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		/* No event for it after this (the control thread closes the
 		 * fd, and its number may be reused, once we answer). */
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->sq_rfd, NULL);
-		c->released = true; /* before the providers look: no more CQEs for it */
+		/* Providers let go of what they can first (a hold they drop
+		 * now must not bury it: the control thread frees it below when
+		 * nothing holds it), then it is released: whatever completes
+		 * later for it posts no CQE, and its last hold buries it. */
 		if (p->net && p->net->dp->client_gone)
 			p->net->dp->client_gone(p->net, c);
 		rd_txn_client_gone(p, c);
@@ -256,6 +259,7 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 			rd_region_unhold(p, c->copy.region);
 			c->copy.region = NULL;
 		}
+		c->released = true;
 		cmd->result = c->dp_refs == 0;
 		break;
 	case RD_CMD_HANDLE_SET:
@@ -414,15 +418,25 @@ static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, 
 	pd->peer = NULL;
 	if (!status && pv->lat != RD_LAT_NONE)
 		rd_lat_record(p, pv->lat, d.tsc, rte_rdtsc());
+	if (d.peer && d.tidx >= 0)
+		d.peer->tenant_inflight[d.tidx]--;
 	if (d.client) {
-		if (d.peer)
-			d.peer->tenant_inflight[d.tidx]--;
 		if (!d.client->released)
 			rd_op_complete(d.client, d.user_data, status, res);
 		rd_client_unhold(p, d.client);
 	} else if (d.txn) {
 		rd_txn_complete(d.txn, d.opcode, status, res);
 	}
+}
+
+void rd_pend_forget_client(struct rd_provider *pv, struct rd_pend *pd)
+{
+	struct rd_client *c = pd->client;
+
+	if (!c)
+		return;
+	pd->client = NULL;
+	rd_client_unhold(pv->poller, c);
 }
 
 static void op_event(struct rd_provider *pv, const struct rd_event *ev)

@@ -197,6 +197,16 @@ static inline void rd_pend_start(struct rd_pend *pd, const struct rd_op *op, str
 	}
 }
 
+/*
+ * The client of @pd detached (from client_gone): its operation completes to
+ * nobody, and the hold on it ends now rather than at the completion (its
+ * tenant's share of the peer stays taken until then). Only for a provider
+ * that writes nothing more into the client's arena from here on (tcp); one
+ * whose NIC may still do (verbs) keeps the hold until the WR completes, so
+ * that the memory stays mapped. Poller only.
+ */
+void rd_pend_forget_client(struct rd_provider *pv, struct rd_pend *pd);
+
 /* Execute one operation on a region mapped in this process (local.c). */
 void rd_local_exec(struct rd_op *op);
 

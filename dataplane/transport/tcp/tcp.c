@@ -299,15 +299,19 @@ static void tcp_client_gone(struct rd_provider *pv, struct rd_client *cl)
 {
 	struct rd_tcp *t = pv->priv;
 
-	/* A READ response being received into its arena goes nowhere now (the
-	 * arena stays mapped until its operations are done: the hold); those
-	 * not started yet find the client released (frame_header). */
+	/* Nothing more is written into its arena: a READ response being
+	 * received into it goes nowhere, and its operations waiting for an
+	 * answer let go of it now (a peer that never answers must not keep a
+	 * detached client's memory mapped); their answers are discarded. */
 	for (uint32_t k = 0; k < t->nout; k++) {
 		struct rd_tcp_conn *c = t->out[k];
 
 		if (c->rx_state == 1 && c->rx_dst >= cl->arena &&
 		    c->rx_dst < cl->arena + cl->arena_size)
 			c->rx_dst = NULL;
+		for (uint32_t i = 0; i < c->npend; i++)
+			if (c->pend[i].used && c->pend[i].h.client == cl)
+				rd_pend_forget_client(pv, &c->pend[i].h);
 	}
 }
 
@@ -615,8 +619,8 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	c->rx_start += sizeof(r);
 	memcpy(c->rx_hdr, &r, sizeof(r));
 	if (r.len) {
-		/* A client that left gets nothing written. */
-		c->rx_dst = pd->h.client && pd->h.client->released ? NULL : pd->dst;
+		/* A client that left (client_gone) gets nothing written. */
+		c->rx_dst = pd->h.client || pd->h.txn ? pd->dst : NULL;
 		c->rx_left = r.len;
 		c->rx_state = 1;
 		return 1;
