@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // roshm.h from C++: the header compiles as C++ (g++ -std=c++17 -Wall -Wextra
-// -pedantic), its inline helpers work, and a C++ program links libroshm.
+// -Werror), its inline helpers work, and a C++ program links libroshm.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
