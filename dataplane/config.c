@@ -369,6 +369,40 @@ static bool endpoints_ok(const char *list, bool tls)
 	}
 }
 
+const char *rd_placeholder(const void *buf, size_t len)
+{
+	static const char *const words[] = { "replace-me", "replace_me", "replaceme", "change-me",
+					     "change_me", "changeme", "placeholder", "example" };
+	const char *b = buf;
+
+	for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+		size_t n = strlen(words[w]);
+
+		for (size_t i = 0; i + n <= len; i++)
+			if (!strncasecmp(b + i, words[w], n))
+				return words[w];
+	}
+	return NULL;
+}
+
+const char *rd_weak_secret(const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	bool seen[256] = { false };
+	unsigned distinct = 0;
+
+	if (rd_placeholder(buf, len))
+		return "it is a placeholder from an example (make one: openssl rand -base64 32)";
+	for (size_t i = 0; i < len; i++)
+		if (!seen[b[i]]) {
+			seen[b[i]] = true;
+			distinct++;
+		}
+	if (distinct < 8)
+		return "fewer than 8 different bytes: not random (make one: openssl rand -base64 32)";
+	return NULL;
+}
+
 bool rd_valid_name(const char *s)
 {
 	if (!*s || *s == '.')
@@ -651,6 +685,11 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 				goto out;
 			}
 			config_setting_lookup_string(e, "token", &tok);
+			if (tok && rd_placeholder(tok, strlen(tok))) {
+				fail(&c, e, "tenant '%s': its token is a placeholder from an example "
+				     "(scripts/k8s-secrets.sh makes real ones)", name);
+				goto out;
+			}
 			for (int j = 0; j < i; j++)
 				if (!strcmp(cfg->tenants[j].name, name)) {
 					fail(&c, e, "tenant '%s' defined twice", name);

@@ -125,6 +125,11 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 void rd_config_free(struct rd_config *cfg);
 /* Names of nodes, tenants and regions: [A-Za-z0-9._-]+, not starting with a dot. */
 bool rd_valid_name(const char *s);
+/* The placeholder word in @buf ("replace-me", "changeme", ...), or NULL. */
+const char *rd_placeholder(const void *buf, size_t len);
+/* Why @buf is not fit to be a cluster secret (a placeholder, not random
+ * enough), or NULL. */
+const char *rd_weak_secret(const void *buf, size_t len);
 const struct rd_tenant_cfg *rd_config_tenant(const struct rd_config *cfg, const char *name);
 /* Index of tenant @name in cfg->tenants, or -1. */
 int rd_config_tenant_idx(const struct rd_config *cfg, const char *name);

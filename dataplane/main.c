@@ -74,19 +74,6 @@ static void lcores_from_affinity(char *out, size_t len)
 	snprintf(out, len, "0@%d,1@%d", first, second);
 }
 
-static int log_level(const char *s)
-{
-	if (!strcmp(s, "debug"))
-		return RTE_LOG_DEBUG;
-	if (!strcmp(s, "notice"))
-		return RTE_LOG_NOTICE;
-	if (!strcmp(s, "warning"))
-		return RTE_LOG_WARNING;
-	if (!strcmp(s, "error"))
-		return RTE_LOG_ERR;
-	return RTE_LOG_INFO;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -177,7 +164,7 @@ int main(int argc, char **argv)
 	rd_logtype = rte_log_register("roshm");
 	if (rd_logtype < 0)
 		rd_logtype = RTE_LOGTYPE_USER1;
-	rte_log_set_level(rd_logtype, (uint32_t)log_level(cfg.log_level));
+	rte_log_set_level(rd_logtype, (uint32_t)rd_log_level(cfg.log_level));
 
 	if (cfg.lcore >= 0) {
 		worker = (unsigned)cfg.lcore;
@@ -200,6 +187,7 @@ int main(int argc, char **argv)
 	ret = rd_control_init(&ctl, &cfg, &poller);
 	if (ret)
 		goto out_control;
+	ctl.cfg_path = path;
 	atomic_store(&poller.running, true);
 	ret = rte_eal_remote_launch(rd_poller_main, &poller, worker);
 	if (ret) {

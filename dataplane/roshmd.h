@@ -24,6 +24,8 @@
 #include "config.h"
 
 extern int rd_logtype;
+/* log.level's name as an RTE_LOG_* level (main.c). */
+int rd_log_level(const char *s);
 #define RD_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, rd_logtype, "roshmd: " fmt "\n", ##__VA_ARGS__)
 
@@ -301,6 +303,9 @@ struct rd_poller {
 	int ev_efd;                   /* poller rings it after enqueueing an event */
 	atomic_bool stop;
 	atomic_bool running;
+	/* liveness (/healthz): timer cycles when the poller last began a round,
+	 * 0 while it sleeps in epoll (relaxed: a hint for the control thread) */
+	_Atomic uint64_t heartbeat;
 	atomic_bool exited;           /* rd_poller_main returned (release) */
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
@@ -356,6 +361,9 @@ int rd_poller_submit(struct rd_poller *p, struct rd_op *op);
  * its wake fd): rd_poller_init does, with tcp or verbs; tests with a mock. */
 struct rd_provider;
 int rd_poller_set_net(struct rd_poller *p, struct rd_provider *pv);
+/* For how long the poller has been in its current round: 0 while it sleeps
+ * (or does not run); the liveness probe's measure (control thread). */
+uint64_t rd_poller_stuck_ms(const struct rd_poller *p);
 /* Add @fd to what wakes a sleeping poller (before it runs). 0 or -errno. */
 int rd_poller_watch(struct rd_poller *p, int fd);
 

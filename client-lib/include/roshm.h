@@ -460,7 +460,9 @@ int roshm_region_read_consistent(struct roshm *r, uint32_t handle, uint64_t off,
  * $ROSHM_TENANT with $ROSHM_TOKEN (a tenant may drain and list only its own).
  * On success returns 0 and *json holds a malloc'd JSON document the caller
  * frees. -EPERM when the credentials do not allow the command (or the socket
- * is not roshmd's), -EINVAL for an unknown command, -ENOENT nothing matched.
+ * is not roshmd's), -EINVAL for an unknown command, -ENOENT nothing matched,
+ * -ETIME when roshmd did not answer within 10 s (a drain waits for as long
+ * as roshmd drains, which its drain.timeout_ms bounds).
  */
 int roshm_admin(const char *sock_path, const char *cmd, char **json);
 

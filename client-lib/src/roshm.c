@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -1352,6 +1353,8 @@ static void admin_token(const char *given, char *out, size_t cap)
 	out[strcspn(out, "\r\n")] = 0;
 }
 
+#define ADMIN_TIMEOUT_S 10
+
 int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **json)
 {
 	struct roshm_params dflt = { 0 };
@@ -1378,6 +1381,15 @@ int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **jso
 		explicit_bzero(&req, sizeof(req));
 		return fd;
 	}
+	/* A roshmd that does not answer (stopped, or its control thread stuck)
+	 * must not hang the caller, a probe or a preStop hook: ADMIN_TIMEOUT_S
+	 * for everything but a drain, whose answer comes when it is done
+	 * (roshmd bounds that with drain.timeout_ms). */
+	struct timeval tv = { .tv_sec = ADMIN_TIMEOUT_S };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (strncmp(cmd, "drain", 5))
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	buf = malloc(ROSHM_CTL_MSG_MAX);
 	if (!buf) {
 		explicit_bzero(&req, sizeof(req));
@@ -1387,6 +1399,8 @@ int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **jso
 	ret = roshm__ctl_call(fd, &req, sizeof(req), buf, ROSHM_CTL_MSG_MAX, NULL, 0, NULL);
 	explicit_bzero(&req, sizeof(req));
 	close(fd);
+	if (ret == -EAGAIN || ret == -EWOULDBLOCK)
+		ret = -ETIME;
 	if (ret)
 		goto out;
 	struct roshm_ctl_hdr *h = (void *)buf;

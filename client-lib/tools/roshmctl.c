@@ -17,6 +17,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: roshmctl [-s SOCKET] [--json] [--admin-token-file FILE]\n"
 		   "                [--as TENANT --token-file FILE] COMMAND\n"
+		   "       roshmctl --version | --help\n"
 		   "commands:\n"
 		   "  status    node, version, uptime, counts\n"
 		   "  clients   attached clients and their counters\n"
@@ -138,6 +139,7 @@ int main(int argc, char **argv)
 		{ "token-file", required_argument, NULL, 't' },
 		{ "admin-token-file", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sock = NULL, *tenant = NULL, *region = NULL, *pod = NULL;
@@ -150,8 +152,12 @@ int main(int argc, char **argv)
 	json_error_t jerr;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "s:jhT:R:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:jhVT:R:", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'V':
+			printf("roshmctl %s (ABI %u)\n", ROSHM_VERSION, ROSHM_ABI_VERSION);
+			ret = 0;
+			goto out;
 		case 'P':
 			pod = optarg;
 			break;
@@ -201,6 +207,20 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	{
+		static const char *const cmds[] = { "status", "clients", "regions", "peers", "drain",
+						    "stats" };
+		bool known = false;
+
+		for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+			known |= !strcmp(argv[optind], cmds[i]);
+		if (!known) {
+			fprintf(stderr, "roshmctl: unknown command '%s'\n", argv[optind]);
+			usage(stderr);
+			ret = 2;
+			goto out;
+		}
+	}
 	if ((tenant || region || pod) && strcmp(argv[optind], "drain")) {
 		usage(stderr);
 		ret = 2;
@@ -238,7 +258,8 @@ int main(int argc, char **argv)
 			ret == -EINVAL ? "unknown command" :
 			ret == -EPERM ? "not allowed: no admin token, or a tenant asking for what is "
 					"not its own (or the socket is not served by roshmd's uid)" :
-			ret == -ENOENT ? "nothing matched" : strerror(-ret));
+			ret == -ENOENT ? "nothing matched" :
+			ret == -ETIME ? "roshmd did not answer in 10 s (timed out)" : strerror(-ret));
 		return 1;
 	}
 	if (as_json) {

@@ -42,6 +42,7 @@ struct rd_control {
 	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
 	struct rd_peer *self;         /* the loopback peer (atomics through the provider), or NULL */
 	int metrics_fd;               /* /metrics listener, -1 when off */
+	const char *cfg_path;         /* the configuration file (SIGHUP reloads from it) */
 	struct rd_mconn *mconns;
 	struct rd_mconn *mdead;       /* closed in this epoll batch, freed after it */
 	uint64_t tenant_sqes_gone[RD_TENANTS_MAX]; /* of detached clients: counters never go down */
@@ -75,6 +76,9 @@ int rd_control_run(struct rd_control *ctl);
 /* One turn of the control loop: wait up to @timeout_ms for events, handle
  * them, run the timers (rd_control_run is this in a loop; fuzzers drive it). */
 void rd_control_step(struct rd_control *ctl, int timeout_ms);
+/* SIGHUP: reload tokens, log.level and the control thread's quotas from
+ * ctl->cfg_path (set by main after init). */
+void rd_control_reload(struct rd_control *ctl);
 /* Release every client and region (after the poller stopped). */
 void rd_control_fini(struct rd_control *ctl);
 /* attach.c: serve @fd, an already connected control-socket peer with these

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/crypto.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -289,6 +290,87 @@ static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 	}
 }
 
+/* log.level as an RTE_LOG_* level (main sets it at start, SIGHUP again). */
+int rd_log_level(const char *s)
+{
+	if (!strcmp(s, "debug"))
+		return RTE_LOG_DEBUG;
+	if (!strcmp(s, "notice"))
+		return RTE_LOG_NOTICE;
+	if (!strcmp(s, "warning"))
+		return RTE_LOG_WARNING;
+	if (!strcmp(s, "error"))
+		return RTE_LOG_ERR;
+	return RTE_LOG_INFO;
+}
+
+/*
+ * SIGHUP: read the configuration file again and apply what can change under
+ * a running roshmd: tenant tokens (a client that attached keeps its
+ * session), log.level, and the quotas only this thread enforces (clients,
+ * regions, bytes). Everything else (sockets, transports, limits, the tenant
+ * list itself, the quotas the poller reads) needs a restart, and the log
+ * says so. A file that does not load changes nothing.
+ */
+void rd_control_reload(struct rd_control *ctl)
+{
+	struct rd_config *cur = (struct rd_config *)(uintptr_t)ctl->cfg; /* main's, not const */
+	struct rd_config *n = calloc(1, sizeof(*n));
+	char err[512], done[256] = "";
+	size_t o = 0;
+	int tokens = 0, quotas = 0;
+
+	if (!ctl->cfg_path || !n) {
+		RD_LOG(WARNING, "SIGHUP: nothing to reload from");
+		free(n);
+		return;
+	}
+	if (rd_config_load(n, ctl->cfg_path, err, sizeof(err))) {
+		RD_LOG(ERR, "SIGHUP: %s: the running configuration is kept", err);
+		free(n);
+		return;
+	}
+	if (strcmp(n->log_level, cur->log_level)) {
+		snprintf(cur->log_level, sizeof(cur->log_level), "%s", n->log_level);
+		rte_log_set_level(rd_logtype, (uint32_t)rd_log_level(cur->log_level));
+		o += (size_t)snprintf(done + o, sizeof(done) - o, " log.level=%s", cur->log_level);
+	}
+	bool same = n->ntenants == cur->ntenants;
+
+	for (int i = 0; same && i < n->ntenants; i++)
+		same = !strcmp(n->tenants[i].name, cur->tenants[i].name);
+	if (!same) {
+		RD_LOG(WARNING, "SIGHUP: the list of tenants changed: that needs a restart (tokens and "
+		       "quotas not reloaded)");
+	} else {
+		for (int i = 0; i < n->ntenants; i++) {
+			struct rd_tenant_cfg *t = &cur->tenants[i];
+			const struct rd_tenant_cfg *u = &n->tenants[i];
+
+			if (strcmp(t->token, u->token)) {
+				memcpy(t->token, u->token, sizeof(t->token));
+				tokens++;
+			}
+			if (t->quota.clients != u->quota.clients || t->quota.regions != u->quota.regions ||
+			    t->quota.bytes != u->quota.bytes) {
+				t->quota.clients = u->quota.clients;
+				t->quota.regions = u->quota.regions;
+				t->quota.bytes = u->quota.bytes;
+				quotas++;
+			}
+		}
+		if (tokens && o < sizeof(done))
+			o += (size_t)snprintf(done + o, sizeof(done) - o, " tokens of %d tenant(s)", tokens);
+		if (quotas && o < sizeof(done))
+			o += (size_t)snprintf(done + o, sizeof(done) - o, " quotas of %d tenant(s)", quotas);
+	}
+	RD_LOG(NOTICE, "SIGHUP: reloaded %s:%s (the rest of the file takes effect at a restart)",
+	       ctl->cfg_path, o ? done : " nothing changed");
+	OPENSSL_cleanse(n->tenants, sizeof(n->tenants));
+	rd_config_free(n);
+	free(n);
+}
+
 int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct rd_poller *p)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -403,7 +485,9 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 				struct signalfd_siginfo si;
 
 				if (read(ctl->sig_fd, &si, sizeof(si)) == sizeof(si) &&
-				    si.ssi_signo != SIGHUP) {
+				    si.ssi_signo == SIGHUP) {
+					rd_control_reload(ctl);
+				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
 					if (ctl->stopping) {
 						RD_LOG(INFO, "signal %u again: stopping now", si.ssi_signo);
 						ctl->stop = 1;

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -294,6 +296,58 @@ static void gauge(struct page *p, const char *name, const char *help, double v)
 	put(p, "%s %.17g\n", name, v);
 }
 
+/*
+ * The standard process metrics (as Prometheus client libraries export them),
+ * from /proc/self: start time, CPU, memory, descriptors. Read per scrape, on
+ * the control thread.
+ */
+static void process_metrics(struct page *p)
+{
+	char buf[1024], *q;
+	unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+	long long rss = 0, btime = 0;
+	long tck = sysconf(_SC_CLK_TCK), pg = sysconf(_SC_PAGESIZE);
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	struct rlimit rl;
+	DIR *d;
+	long fds = 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	/* after "(comm)", which may hold spaces: field 3 onwards */
+	q = strrchr(buf, ')');
+	if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d "
+			"%*d %*d %*d %llu %llu %lld", &utime, &stime, &start, &vsize, &rss) != 5)
+		q = NULL;
+	f = fopen("/proc/stat", "r");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %lld", &btime) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (q && tck > 0) {
+		gauge(p, "process_start_time_seconds", "Start time of the process since unix epoch in seconds",
+		      (double)btime + (double)start / (double)tck);
+		head(p, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds");
+		put(p, "process_cpu_seconds_total %.17g\n", (double)(utime + stime) / (double)tck);
+		gauge(p, "process_virtual_memory_bytes", "Virtual memory size in bytes", (double)vsize);
+		gauge(p, "process_resident_memory_bytes", "Resident memory size in bytes",
+		      (double)rss * (double)pg);
+	}
+	d = opendir("/proc/self/fd");
+	for (struct dirent *e; d && (e = readdir(d));)
+		fds += e->d_name[0] != '.';
+	if (d) {
+		closedir(d);
+		gauge(p, "process_open_fds", "Number of open file descriptors", (double)(fds - 1));
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		gauge(p, "process_max_fds", "Maximum number of open file descriptors",
+		      rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+}
+
 /* Label values: escape backslash, quote and newline (names are plain anyway). */
 static const char *esc(const char *s, char *out, size_t cap)
 {
@@ -346,6 +400,7 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	head(p, "roshm_build_info", "gauge", "roshmd version and node; always 1");
 	put(p, "roshm_build_info{version=\"%s\",node=\"%s\"} 1\n", ROSHM_VERSION,
 	    esc(ctl->cfg->node, e1, sizeof(e1)));
+	process_metrics(p);
 	gauge(p, "roshm_uptime_seconds", "Seconds since roshmd started",
 	      (double)(rd_mono_ns() - ctl->start_ns) / 1e9);
 	for (size_t i = 0; i < rd_nmetrics; i++) {
@@ -448,6 +503,10 @@ static void reply(struct rd_mconn *m, const char *status, const char *type, cons
 	(void)sendmsg(m->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* A round that takes this long is a stuck poller (rounds are bounded: a
+ * byte budget per client, a bounded transaction apply). */
+#define HEALTH_STUCK_MS 2000
+
 void rd_metrics_readable(struct rd_control *ctl, void *tag)
 {
 	struct rd_mconn *m = tag;
@@ -472,13 +531,27 @@ void rd_metrics_readable(struct rd_control *ctl, void *tag)
 		reply(m, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
 	} else if (!strncmp(m->buf + 4, "/readyz ", 8)) {
 		/* readiness probe: roshmd serves its pods without the registry,
-		 * but cannot publish or find regions across nodes */
-		if (ctl->reg.ops->ready(&ctl->reg))
+		 * but cannot publish or find regions across nodes; a draining
+		 * roshmd (SIGTERM) takes no new work */
+		if (ctl->stopping)
+			reply(m, "503 Service Unavailable", "text/plain", "draining\n", 9);
+		else if (ctl->reg.ops->ready(&ctl->reg))
 			reply(m, "200 OK", "text/plain", "ready\n", 6);
 		else
 			reply(m, "503 Service Unavailable", "text/plain", "registry not ready\n", 19);
+	} else if (!strncmp(m->buf + 4, "/healthz ", 9)) {
+		/* liveness probe: this thread answers, and the poller is asleep
+		 * or began a round in the last HEALTH_STUCK_MS */
+		char body[96];
+		uint64_t ms = rd_poller_stuck_ms(ctl->poller);
+		int bl = ms < HEALTH_STUCK_MS ? snprintf(body, sizeof(body), "ok\n") :
+			 snprintf(body, sizeof(body), "poller in one round for %llu ms\n",
+				  (unsigned long long)ms);
+
+		reply(m, ms < HEALTH_STUCK_MS ? "200 OK" : "503 Service Unavailable", "text/plain", body,
+		      (size_t)bl);
 	} else if (strncmp(m->buf + 4, "/metrics ", 9) && strncmp(m->buf + 4, "/metrics?", 9)) {
-		reply(m, "404 Not Found", "text/plain", "try /metrics or /readyz\n", 24);
+		reply(m, "404 Not Found", "text/plain", "try /metrics, /healthz or /readyz\n", 34);
 	} else {
 		size_t len;
 		char *page = rd_metrics_page(ctl, &len);

@@ -145,6 +145,16 @@ void rd_poller_fini(struct rd_poller *p)
 static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
 static void region_export(struct rd_poller *p, struct rd_region *rg, bool on);
 
+uint64_t rd_poller_stuck_ms(const struct rd_poller *p)
+{
+	uint64_t hb = atomic_load_explicit(&p->heartbeat, memory_order_relaxed);
+	uint64_t now = rte_get_timer_cycles(), hz = rte_get_timer_hz() / 1000;
+
+	if (!atomic_load(&p->running) || !hb || now < hb || !hz)
+		return 0;
+	return (now - hb) / hz;
+}
+
 int rd_poller_watch(struct rd_poller *p, int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
@@ -750,6 +760,8 @@ static void poller_sleep(struct rd_poller *p)
 		RD_STAT_ADD(p->stats.sleeps, 1);
 		int ms = rd_txn_sleep_ms(p);
 
+		atomic_store_explicit(&p->heartbeat, 0, memory_order_relaxed); /* asleep, not stuck */
+
 		n = epoll_wait(p->epfd, evs, 32, p->cq_blocked && ms > 20 ? 20 : ms);
 		for (int i = 0; i < n; i++) {
 			char buf[256];
@@ -785,6 +797,7 @@ int rd_poller_main(void *arg)
 	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
 	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
 	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
+		atomic_store_explicit(&p->heartbeat, rte_get_timer_cycles(), memory_order_relaxed);
 		if (rd_poller_round(p)) {
 			idle_since = 0;
 			continue;

@@ -43,6 +43,13 @@ int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, siz
 		snprintf(err, errlen, "cluster secret %s: need at least 16 bytes", path);
 		return -EINVAL;
 	}
+	const char *weak = rd_weak_secret(s->key, n);
+
+	if (weak) {
+		snprintf(err, errlen, "cluster secret %s: refused: %s", path, weak);
+		OPENSSL_cleanse(s->key, sizeof(s->key));
+		return -EINVAL;
+	}
 	s->len = n;
 	return 0;
 }

@@ -17,8 +17,12 @@ out=$("$roshmd" --check-config "$t" 2>&1); rc=$?
 printf 'colour = "blue";\n' > "$t"
 out=$("$roshmd" --check-config "$t" 2>&1) && fail "unknown key accepted"
 [[ "$out" == *"$t:1: unknown key 'colour'"* ]] || fail "unknown key message: $out"
+# a tenant token left as an example's placeholder is refused
+printf 'tenants = ( { name = "default"; token = "replace-me"; } );\n' > "$t"
+out=$("$roshmd" --check-config "$t" 2>&1) && fail "placeholder token accepted"
+[[ "$out" == *"$t:1:"*"token is a placeholder"* ]] || fail "placeholder token message: $out"
 # verbs enabled where there is no RDMA device: a clear error, exit 1
-n=3
+n=4
 if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
   d=$w/verbs
   mkdir "$d"
@@ -35,6 +39,6 @@ CONF
   [[ $rc -eq 1 ]] || fail "verbs without a device: exit $rc, expected 1: $out"
   [[ "$out" == *"verbs: no RDMA device"* ]] || fail "verbs without a device: $out"
 else
-  echo "check_config: this machine has RDMA devices: the no-device case is not run"; n=2
+  echo "check_config: this machine has RDMA devices: the no-device case is not run"; n=3
 fi
 echo "check_config: $n passed, 0 failed"

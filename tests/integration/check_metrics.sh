@@ -63,6 +63,16 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz")
 [[ $code = 200 ]] || fail "/readyz with the file registry: $code"
 grep -q '^roshm_registry_ready 1$' "$d/m1" || fail "roshm_registry_ready"
+# the standard process metrics
+st=$(sed -n 's/^process_start_time_seconds \([0-9.e+]*\)$/\1/p' "$d/m1")
+python3 -c 'import sys, time; t = float(sys.argv[1]); sys.exit(0 if abs(time.time() - t) < 300 else 1)' "${st:-0}" ||
+  fail "process_start_time_seconds '$st' is not when roshmd started"
+for k in process_cpu_seconds_total process_resident_memory_bytes process_open_fds process_max_fds; do
+  grep -q "^$k [0-9]" "$d/m1" || fail "$k missing"
+done
+# liveness: the control thread answers and the poller (asleep or busy) is not stuck
+body=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$port/healthz")
+[[ $body = $'ok\n 200' || $body = 'ok 200' ]] || fail "/healthz: $body"
 # a client that connects and says nothing: others are still served at once
 exec 7<>/dev/tcp/127.0.0.1/$port
 timeout 2 curl -sf "$url" > /dev/null || fail "a silent connection blocked /metrics"

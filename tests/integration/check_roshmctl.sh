@@ -7,6 +7,7 @@
 #   check_roshmctl.sh ROSHMD ROSHMCTL DEMO_OWNER ROSHM_PERF
 set -u
 roshmd=$1 ctl=$2 owner=$3 perf=$4
+src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; [[ -f "$d/roshmd.log" ]] && tail -20 "$d/roshmd.log"; exit 1; }
 command -v python3 >/dev/null || { echo "check_roshmctl: skipped: python3 missing"; exit 77; }
@@ -107,7 +108,14 @@ c drain --tenant b > /dev/null || fail "admin: drain --tenant b: exit $?"
 out=$(c drain --tenant default) || fail "drain: exit $?"
 c --json regions | python3 -c 'import json,sys; assert json.load(sys.stdin) == []' || fail "region still listed after drain"
 # exit codes
-c bogus > /dev/null 2>&1; rc=$?; [[ $rc = 1 ]] || fail "unknown command: exit $rc, expected 1"
+c bogus > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "unknown command: exit $rc, expected 2 (usage)"
+v=$("$ctl" --version) || fail "--version: exit $?"
+[[ $v =~ ^roshmctl\ [0-9]+\.[0-9]+\.[0-9]+\ \(ABI\ [0-9]+\)$ ]] || fail "--version: '$v'"
+# bash completion: commands, then drain's options
+comp=$(bash -c '. "$1"; COMP_WORDS=(roshmctl dr); COMP_CWORD=1; _roshmctl; echo "${COMPREPLY[*]}";
+  COMP_WORDS=(roshmctl drain --p); COMP_CWORD=2; _roshmctl; echo "${COMPREPLY[*]}"' _ "$src/client-lib/tools/roshmctl.bash") ||
+  fail "completion script: $comp"
+[[ $comp == $'drain\n--pod' ]] || fail "completion: '$comp'"
 c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "no command: exit $rc, expected 2"
 c status --tenant x > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "--tenant without drain: exit $rc"
 c drain --tenant a --region b/c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "drain with both: exit $rc"
@@ -115,6 +123,29 @@ c drain --pod p --region b/c > /dev/null 2>&1; rc=$?; [[ $rc = 2 ]] || fail "dra
 "$ctl" -s "$d/nope.sock" status > /dev/null 2> "$d/err"; rc=$?
 [[ $rc = 3 ]] || fail "no roshmd: exit $rc, expected 3"
 grep -q "nope.sock" "$d/err" || fail "unreachable message does not name the socket: $(cat "$d/err")"
+# a roshmd that does not answer: roshmctl gives up after 10 s (probes, hooks)
+kill -STOP "$pid"
+s0=$(date +%s)
+c status > /dev/null 2> "$d/err"; rc=$?
+kill -CONT "$pid"
+(( rc == 1 && $(date +%s) - s0 < 20 )) || fail "a stopped roshmd: exit $rc after $(( $(date +%s) - s0 )) s"
+grep -q "timed out" "$d/err" || fail "a stopped roshmd: $(cat "$d/err")"
+# SIGHUP reloads tenant tokens and log.level; a file that does not load changes nothing
+sed -i 's/token-of-a-0123456789/new-token-of-a-987654321/' "$d/r.conf"
+printf 'log: { level = "notice"; };\n' >> "$d/r.conf"
+kill -HUP "$pid"
+for _ in $(seq 50); do grep -q "SIGHUP: reloaded" "$d/roshmd.log" && break; sleep 0.1; done
+grep -q "SIGHUP: reloaded .*log.level=notice tokens of 1 tenant(s)" "$d/roshmd.log" ||
+  fail "SIGHUP: $(grep SIGHUP "$d/roshmd.log")"
+as_a status > /dev/null 2>&1 && fail "the old token still works after SIGHUP"
+echo new-token-of-a-987654321 > "$d/a.token"
+as_a status > /dev/null || fail "the new token does not work after SIGHUP"
+echo 'colour = "blue";' >> "$d/r.conf"
+kill -HUP "$pid"
+for _ in $(seq 50); do grep -q "running configuration is kept" "$d/roshmd.log" && break; sleep 0.1; done
+grep -q "unknown key 'colour'.*running configuration is kept" "$d/roshmd.log" ||
+  fail "a bad file on SIGHUP: $(grep SIGHUP "$d/roshmd.log")"
+as_a status > /dev/null || fail "a bad file on SIGHUP changed the tokens"
 # roshmd leaves cleanly: exit 0 on SIGTERM (a sanitizer report at exit fails here)
 th_stop "$opid"; opid=
 kill -TERM "$pid"; wait "$pid"; rc=$?; pid=

@@ -1143,6 +1143,13 @@ static void test_key_sources(void **st)
 	snprintf(cfg.registry_secret_file, sizeof(cfg.registry_secret_file), "%s", path);
 	assert_int_equal(rd_registry_load_key(&cfg, k1, &l1, &rnd, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "at least 16 bytes"));
+	/* a placeholder from an example, or bytes that are not random */
+	sh("echo replace-me-with-32-random-bytes-base64 > %s", path);
+	assert_int_equal(rd_registry_load_key(&cfg, k1, &l1, &rnd, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "placeholder"));
+	sh("echo aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa > %s", path);
+	assert_int_equal(rd_registry_load_key(&cfg, k1, &l1, &rnd, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not random"));
 	snprintf(cfg.registry_secret_file, sizeof(cfg.registry_secret_file), "%s/none", dir);
 	assert_int_equal(rd_registry_load_key(&cfg, k1, &l1, &rnd, err, sizeof(err)), -ENOENT);
 	/* verbs' when tcp is off; a long secret becomes HMAC's own hash of it */
@@ -1150,7 +1157,7 @@ static void test_key_sources(void **st)
 	cfg.tcp_enabled = false;
 	cfg.verbs_enabled = true;
 	snprintf(path, sizeof(path), "%s/verbs.secret", dir);
-	sh("head -c 100 /dev/zero | tr '\\0' v > %s", path);
+	sh("printf '0123456789%%.0s' 1 2 3 4 5 6 7 8 9 10 > %s", path); /* 100 bytes */
 	snprintf(cfg.verbs_secret_file, sizeof(cfg.verbs_secret_file), "%s", path);
 	assert_int_equal(rd_registry_load_key(&cfg, k1, &l1, &rnd, err, sizeof(err)), 0);
 	assert_int_equal(l1, 32);
@@ -1161,7 +1168,8 @@ static void test_key_sources(void **st)
 		struct rd_region_rec rec, back;
 		char *s;
 
-		memset(secret, 'v', 100);
+		for (int i = 0; i < 100; i++)
+			secret[i] = (char)('0' + i % 10);
 		secret[100] = 0;
 		region(&rec, "n", "t", "r");
 		s = rd_region_rec_sign(&rec, (const uint8_t *)secret, 100);

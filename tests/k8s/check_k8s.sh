@@ -22,8 +22,23 @@ fi
 cp "$src/tests/k8s/validate.mjs" "$v/validate.mjs"
 d=$(th_tmpdir k8s)
 trap 'th_rmdir "$d"' EXIT
+# No usable secret ships: the source renders only once scripts/k8s-secrets.sh
+# wrote them (into a copy here, as an operator does into their checkout).
+cp -r "$src/k8s" "$d/k8s"
+rm -rf "$d"/k8s/*/*/secrets
+kubectl kustomize "$d/k8s/overlays/tcp" > /dev/null 2> "$d/err" && fail "rendered without secrets"
+grep -q "secrets/cluster.secret" "$d/err" || fail "no secrets: unclear error: $(cat "$d/err")"
+"$src/scripts/k8s-secrets.sh" "$d/k8s" > "$d/sec.log" || fail "k8s-secrets.sh: $(cat "$d/sec.log")"
+"$src/scripts/k8s-secrets.sh" "$d/k8s" > "$d/sec2.log" || fail "k8s-secrets.sh again"
+grep -q "keeping the secrets" "$d/sec2.log" || fail "k8s-secrets.sh replaced existing secrets"
+cmp -s "$d/k8s/overlays/tcp/secrets/tenants.conf" "$d/k8s/overlays/sriov-roce/secrets/tenants.conf" ||
+  fail "overlays got different tenants.conf"
+tok=$(cat "$d/k8s/examples/app/secrets/token")
+grep -q "name = \"default\"; token = \"$tok\"" "$d/k8s/overlays/tcp/secrets/tenants.conf" ||
+  fail "the example app's token is not the default tenant's"
+(( $(base64 -d "$d/k8s/overlays/tcp/secrets/cluster.secret" | wc -c) == 32 )) || fail "cluster secret not 32 bytes"
 for o in overlays/tcp overlays/sriov-roce examples/app; do
-  kubectl kustomize "$src/k8s/$o" > "$d/out.yaml" 2> "$d/err" || fail "kustomize $o: $(cat "$d/err")"
+  kubectl kustomize "$d/k8s/$o" > "$d/out.yaml" 2> "$d/err" || fail "kustomize $o: $(cat "$d/err")"
   out=$(node "$v/validate.mjs" "$d/out.yaml") || fail "$o: $out"
   echo "check_k8s: $o: $out"
 done
@@ -44,17 +59,28 @@ for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory req
             "Deployment/app2: roshm-drain sidecar: preStop must drain its own pod"; do
   [[ "$out" == *"$want"* ]] || fail "bad.yaml: '$want' not reported in: $out"
 done
+# generated names carry a hash of their contents (an edit rolls the
+# DaemonSet), and everything that names them follows
+kubectl kustomize "$d/k8s/overlays/tcp" > "$d/out.yaml"
+cm=$(sed -n 's/^  name: \(roshmd-config-[a-z0-9]*\)$/\1/p' "$d/out.yaml" | head -1)
+sec=$(sed -n 's/^  name: \(roshm-secrets-[a-z0-9]*\)$/\1/p' "$d/out.yaml" | head -1)
+[[ -n $cm && -n $sec ]] || fail "ConfigMap or Secret without a content hash in its name"
+grep -q "name: $cm\$" "$d/out.yaml" && grep -q "secretName: $sec\$" "$d/out.yaml" ||
+  fail "the DaemonSet does not mount $cm and $sec"
+grep -q "\"$cm\"\|- $cm\$" "$d/out.yaml" || fail "the Role does not name $cm"
+kubectl kustomize "$d/k8s/examples/app" | grep -q "name: demo-roshm-token-[a-z0-9]*$" ||
+  fail "the example's token Secret is not generated"
 # an overlay without the etcd NetworkPolicy, and a roshmd given etcd's server key
-kubectl kustomize "$src/k8s/overlays/sriov-roce" > "$d/out.yaml"
+kubectl kustomize "$d/k8s/overlays/sriov-roce" > "$d/out.yaml"
 node -e 'const f = require("fs"), p = process.argv[1];
   f.writeFileSync(p, f.readFileSync(p, "utf8").split(/^---$/m).filter((x) => !/kind: NetworkPolicy/.test(x)).join("---"))' "$d/out.yaml"
 out=$(node "$v/validate.mjs" "$d/out.yaml") && fail "an etcd without a NetworkPolicy accepted"
 [[ "$out" == *"etcd: no NetworkPolicy restricts ingress to its pods"* ]] || fail "missing policy not reported: $out"
-kubectl kustomize "$src/k8s/overlays/tcp" | sed 's/key: client.key/key: server.key/' > "$d/out.yaml"
+kubectl kustomize "$d/k8s/overlays/tcp" | sed 's/key: client.key/key: server.key/' > "$d/out.yaml"
 out=$(node "$v/validate.mjs" "$d/out.yaml") && fail "roshmd with etcd's server key accepted"
 [[ "$out" == *"roshmd: mounts etcd's server.key"* ]] || fail "server key not reported: $out"
 # the shipped configurations use the TLS files the DaemonSet mounts
-kubectl kustomize "$src/k8s/overlays/tcp" | grep -q 'mountPath: /etc/roshm/etcd-tls' ||
+kubectl kustomize "$d/k8s/overlays/tcp" | grep -q 'mountPath: /etc/roshm/etcd-tls' ||
   fail "roshmd does not mount /etc/roshm/etcd-tls"
 for o in tcp sriov-roce; do
   c=$src/k8s/overlays/$o/roshmd.conf
@@ -63,10 +89,9 @@ for o in tcp sriov-roce; do
     grep -q " $k = \"/etc/roshm/etcd-tls/" "$c" || fail "$o roshmd.conf: registry.$k is not under /etc/roshm/etcd-tls"
   done
 done
-# the configurations the overlays ship
-printf 'tenants = ( { name = "default"; token = "t"; } );\n' > "$d/tenants.conf"
+# the configurations the overlays ship, with the tenants k8s-secrets.sh made
 for o in tcp sriov-roce; do
-  sed "s#/etc/roshm/secret/tenants.conf#$d/tenants.conf#" "$src/k8s/overlays/$o/roshmd.conf" > "$d/r.conf"
+  sed "s#/etc/roshm/secret/tenants.conf#$d/k8s/overlays/$o/secrets/tenants.conf#" "$src/k8s/overlays/$o/roshmd.conf" > "$d/r.conf"
   ROSHM_ADVERTISE=198.18.0.1 "$roshmd" --check-config "$d/r.conf" > "$d/cc" 2>&1 || fail "$o roshmd.conf: $(cat "$d/cc")"
 done
 echo "check_k8s: 1 passed, 0 failed"

@@ -13,6 +13,13 @@
 #include <stdint.h>
 #include <stddef.h>
 
+/* The layout checks, in C and in C++ (roshm.h is usable from both). */
+#ifdef __cplusplus
+#define ROSHM_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define ROSHM_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
 #define ROSHM_ABI_VERSION 2u
 #define ROSHM_CHAN_MAGIC 0x4d48534fu /* "OSHM" */
 #define ROSHM_REGION_MAGIC 0x4e474552u /* "REGN" */
@@ -60,10 +67,10 @@ struct roshm_cqe {
 	uint64_t rsvd;
 };
 
-_Static_assert(sizeof(struct roshm_sqe) == 64, "SQE is 64 bytes");
-_Static_assert(sizeof(struct roshm_cqe) == 32, "CQE is 32 bytes");
-_Static_assert(offsetof(struct roshm_sqe, user_data) == 48, "SQE layout");
-_Static_assert(offsetof(struct roshm_cqe, result) == 16, "CQE layout");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_sqe) == 64, "SQE is 64 bytes");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_cqe) == 32, "CQE is 32 bytes");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_sqe, user_data) == 48, "SQE layout");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_cqe, result) == 16, "CQE layout");
 
 /*
  * Ring indices. The producer index and the consumer index each sit on
@@ -76,8 +83,8 @@ struct roshm_ring_idx {
 	uint32_t tail;              /* written by the producer only */
 	uint8_t pad1[ROSHM_CACHELINE - 4];
 };
-_Static_assert(sizeof(struct roshm_ring_idx) == 2 * ROSHM_CACHELINE, "ring idx");
-_Static_assert(offsetof(struct roshm_ring_idx, tail) == ROSHM_CACHELINE, "ring idx");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_ring_idx) == 2 * ROSHM_CACHELINE, "ring idx");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_ring_idx, tail) == ROSHM_CACHELINE, "ring idx");
 
 /* Channel header flags (chan_hdr.sq_flags, written by roshmd). */
 #define ROSHM_SQ_NEED_WAKEUP (1u << 0) /* poller sleeps: write the SQ wakeup socket after submit */
@@ -110,8 +117,8 @@ struct roshm_chan_hdr {
 	uint32_t cq_flags;          /* client -> roshmd (NEED_WAKEUP) */
 	uint8_t pad2[ROSHM_CACHELINE - 4];
 };
-_Static_assert(sizeof(struct roshm_chan_hdr) == 4 * ROSHM_CACHELINE, "chan hdr");
-_Static_assert(offsetof(struct roshm_chan_hdr, sq_flags) == 2 * ROSHM_CACHELINE, "chan hdr");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_chan_hdr) == 4 * ROSHM_CACHELINE, "chan hdr");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_chan_hdr, sq_flags) == 2 * ROSHM_CACHELINE, "chan hdr");
 
 #define ROSHM_CHAN_HDR_SIZE 4096u
 
@@ -168,8 +175,8 @@ struct roshm_region_hdr {
 	uint64_t mem_id;            /* random per allocation; kept across re-attach */
 	uint8_t pad[ROSHM_CACHELINE - 24];
 };
-_Static_assert(sizeof(struct roshm_region_hdr) == 128, "region hdr");
-_Static_assert(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_region_hdr) == 128, "region hdr");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");
 #define ROSHM_REGION_HDR_SIZE 4096u
 
 /* Offset of the data area: the header, then the log rounded up to a page. */
@@ -225,8 +232,8 @@ struct roshm_txn_slot {
 	struct roshm_txn_seg seg[]; /* then the payload, segment after segment */
 };
 #define ROSHM_TXN_STAGE_OFF 32u
-_Static_assert(offsetof(struct roshm_txn_slot, seq) == ROSHM_TXN_STAGE_OFF, "txn slot");
-_Static_assert(sizeof(struct roshm_txn_slot) == 64, "txn slot");
+ROSHM_STATIC_ASSERT(offsetof(struct roshm_txn_slot, seq) == ROSHM_TXN_STAGE_OFF, "txn slot");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_txn_slot) == 64, "txn slot");
 #define ROSHM_TXN_SLOT_MIN 128u
 
 #endif /* ROSHM_ABI_H */

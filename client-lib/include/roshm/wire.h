@@ -50,9 +50,9 @@ struct roshm_tcp_hello3 {
 	uint8_t mac[ROSHM_TCP_MAC];
 };
 
-_Static_assert(sizeof(struct roshm_tcp_hello1) == 104, "hello1");
-_Static_assert(sizeof(struct roshm_tcp_hello2) == 136, "hello2");
-_Static_assert(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello1) == 104, "hello1");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello2) == 136, "hello2");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
 
 /* Request: followed by @len payload bytes for WRITE. */
 #define ROSHM_TCP_F_RAW 1u     /* off is from the region start: transaction log access */
@@ -70,7 +70,7 @@ struct roshm_tcp_req {
 	uint64_t operand2;
 	uint64_t tag;           /* requester's; echoed in the response */
 };
-_Static_assert(sizeof(struct roshm_tcp_req) == 56, "tcp req");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_req) == 56, "tcp req");
 
 /* Response: followed by @len bytes for a successful READ. */
 struct roshm_tcp_resp {
@@ -79,7 +79,7 @@ struct roshm_tcp_resp {
 	uint32_t len;
 	uint64_t result;
 };
-_Static_assert(sizeof(struct roshm_tcp_resp) == 24, "tcp resp");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_resp) == 24, "tcp resp");
 
 /*
  * `verbs` transport: connection setup through librdmacm between roshmd
@@ -137,8 +137,8 @@ struct roshm_verbs_proof {
 	uint8_t mac[32];
 };
 
-_Static_assert(sizeof(struct roshm_verbs_hello) == 56, "verbs hello fits an RC REQ");
-_Static_assert(sizeof(struct roshm_verbs_challenge) == 120, "verbs challenge fits a REJ");
-_Static_assert(sizeof(struct roshm_verbs_proof) == 56, "verbs proof fits an RC REQ");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_verbs_hello) == 56, "verbs hello fits an RC REQ");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_verbs_challenge) == 120, "verbs challenge fits a REJ");
+ROSHM_STATIC_ASSERT(sizeof(struct roshm_verbs_proof) == 56, "verbs proof fits an RC REQ");
 
 #endif /* ROSHM_WIRE_H */
