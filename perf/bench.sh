@@ -71,7 +71,7 @@ else
   [[ $rc != 0 && $rc != 77 ]] && echo "bench: verbs run failed (VM consoles above)"
 fi
 echo
-echo "== all metrics ($OUT) =="
+echo "== all metrics ($OUT); targets and how to read them: docs/performance.md =="
 python3 - "$OUT" <<'PY' 2>/dev/null || cat "$OUT"
 import json, sys
 rows = json.load(open(sys.argv[1]))

@@ -370,10 +370,11 @@ void print_results(const char *json_path)
 
 /* ---- main ---- */
 
-static void usage(void)
+static void usage_to(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: roshm-perf [-s SOCK] [-t TRIALS] [-n ITERS] [--json FILE] [--remote T/NAME] MODE\n"
+		"       roshm-perf --help | --version\n"
 		"modes:\n"
 		"  all                     local-path metrics with rte_ring and memcpy baselines\n"
 		"  sweep [MAX]             WRITE/READ/FETCH_ADD latency, 2 B .. MAX (8 MiB)\n"
@@ -385,7 +386,17 @@ static void usage(void)
 		"                          two-node metrics against --remote, raw TCP and Redis baselines\n"
 		"  verbs --peer ADDR [--ib-dev DEV] [--sweep-iters N]\n"
 		"                          roshm over verbs against --remote beside perftest (ib_read_lat,\n"
-		"                          ib_atomic_lat) on the same devices; ADDR runs the perftest servers\n");
+		"                          ib_atomic_lat) on the same devices; ADDR runs the perftest servers\n"
+		"options: -s/--socket roshmd's socket ($ROSHM_SOCK), -t/--trials (1..64, default 5),\n"
+		"  -n/--iters per trial (>= 100), --json FILE (merge the metrics into FILE),\n"
+		"  --remote TENANT/NAME (the target region), --spin-us N (client spin before sleeping)\n"
+		"Each metric is printed beside its baseline measured in the same run, as a ratio\n"
+		"(docs/performance.md). Exit 0 done, 1 a run failed, 2 usage.\n");
+}
+
+static void usage(void)
+{
+	usage_to(stderr);
 	exit(2);
 }
 
@@ -525,6 +536,8 @@ int main(int argc, char **argv)
 		{ "sweep-iters", required_argument, NULL, 'S' },
 		{ "ib-dev", required_argument, NULL, 'D' },
 		{ "spin-us", required_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct roshm_params p = { 0 };
@@ -537,8 +550,14 @@ int main(int argc, char **argv)
 	cpu_set_t set;
 	int cpus[2] = { -1, -1 }, nc = 0;
 
-	while ((opt = getopt_long(argc, argv, "s:t:n:j:r:p:R:S:D:P:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:t:n:j:r:p:R:S:D:P:hV", opts, NULL)) != -1) {
 		switch (opt) {
+		case 'h':
+			usage_to(stdout);
+			return 0;
+		case 'V':
+			printf("roshm-perf %s (ABI %u)\n", ROSHM_VERSION, ROSHM_ABI_VERSION);
+			return 0;
 		case 's': p.sock_path = optarg; break;
 		case 't': trials = atoi(optarg); break;
 		case 'n': iters = (size_t)atol(optarg); break;

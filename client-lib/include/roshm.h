@@ -134,7 +134,12 @@ struct roshm_region_opts {
 	enum roshm_policy policy;          /* default ROSHM_POLICY_TENANT */
 	uint32_t ntenants;                 /* ROSHM_POLICY_LIST: number of tenants */
 	const char *tenants[ROSHM_POLICY_TENANTS_MAX];
-	uint32_t txn_slots;                /* transaction staging log (0: none) */
+	/* Transaction staging log: 0 and 0 for none; else txn_slots a power of
+	 * two up to 65536, and slot_size a multiple of 64 from
+	 * ROSHM_TXN_SLOT_MIN (128) to roshmd's txn.max_slot_size (default 64 KiB).
+	 * A transaction's record (a 64-byte header, 16 bytes per write, the
+	 * payload) must fit one slot (-EMSGSIZE); other values: -EINVAL. */
+	uint32_t txn_slots;
 	uint32_t slot_size;
 };
 
@@ -258,9 +263,11 @@ static inline void roshm_prep_cmp_swap(struct roshm_sqe *sqe, uint32_t handle,
 
 /*
  * Transactions: any number of TXN_WRITEs (up to ROSHM_TXN_MAX_SEGS, all to
- * one region with a log, fitting one slot) then one TXN_COMMIT. The writes get
- * no CQE; the commit's CQE is 0 (result: the sequence) once the transaction
- * is committed, and then it is applied exactly once, all or nothing.
+ * one region with a log, fitting one slot) then one TXN_COMMIT on the same
+ * handle. The writes get no CQE; the commit's CQE is 0 (result: the sequence)
+ * once the transaction is committed, and then it is applied exactly once, all
+ * or nothing. Errors come on the commit: -EINVAL (writes to another handle),
+ * -EOPNOTSUPP (the commit's region has no log), -EMSGSIZE, -EFAULT, -EBADF.
  */
 static inline void roshm_prep_txn_write(struct roshm_sqe *sqe, uint32_t handle,
 					uint64_t off, uint64_t arena_off, uint32_t len)
