@@ -196,6 +196,13 @@ int main(int argc, char **argv)
 	}
 	RD_LOG(INFO, "version %s ready: node %s, main lcore %u, poller lcore %u", ROSHM_VERSION,
 	       cfg.node, rte_get_main_lcore(), worker);
+	{
+		char st[512];
+
+		snprintf(st, sizeof(st), "READY=1\nMAINPID=%d\nSTATUS=serving on %s", (int)getpid(),
+			 cfg.socket);
+		rd_notify(st);
+	}
 
 	rd_control_run(&ctl);
 

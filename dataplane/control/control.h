@@ -79,6 +79,9 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms);
 /* SIGHUP: reload tokens, log.level and the control thread's quotas from
  * ctl->cfg_path (set by main after init). */
 void rd_control_reload(struct rd_control *ctl);
+void rd_control_reload_file(struct rd_control *ctl);
+/* sd_notify(3): @state to $NOTIFY_SOCKET, when systemd gave one. */
+void rd_notify(const char *state);
 /* Release every client and region (after the poller stopped). */
 void rd_control_fini(struct rd_control *ctl);
 /* attach.c: serve @fd, an already connected control-socket peer with these

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -290,6 +291,34 @@ static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 	}
 }
 
+/*
+ * systemd's readiness protocol (sd_notify(3)) without libsystemd: one
+ * datagram to $NOTIFY_SOCKET ("@..." is the abstract namespace). Nothing
+ * when roshmd does not run under systemd (Type=notify).
+ */
+void rd_notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len;
+	int fd;
+
+	if (!path || !*path || (path[0] != '/' && path[0] != '@'))
+		return;
+	len = strlen(path);
+	if (len >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, len);
+	if (path[0] == '@')
+		sa.sun_path[0] = 0;
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	(void)sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+	close(fd);
+}
+
 /* log.level as an RTE_LOG_* level (main sets it at start, SIGHUP again). */
 int rd_log_level(const char *s)
 {
@@ -313,6 +342,13 @@ int rd_log_level(const char *s)
  * says so. A file that does not load changes nothing.
  */
 void rd_control_reload(struct rd_control *ctl)
+{
+	rd_notify("RELOADING=1");
+	rd_control_reload_file(ctl);
+	rd_notify("READY=1");
+}
+
+void rd_control_reload_file(struct rd_control *ctl)
 {
 	struct rd_config *cur = (struct rd_config *)(uintptr_t)ctl->cfg; /* main's, not const */
 	struct rd_config *n = calloc(1, sizeof(*n));
@@ -495,6 +531,7 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 						/* preStop / SIGTERM: drain every region, then exit */
 						RD_LOG(INFO, "signal %u: draining, then stopping", si.ssi_signo);
 						ctl->stopping = 1;
+						rd_notify("STOPPING=1\nSTATUS=draining");
 						struct rd_drain_match all = { 0 };
 
 						rd_drain_start(ctl, &all, -1);

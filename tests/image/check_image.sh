@@ -19,6 +19,7 @@ lib=$(ls -d "$r"/usr/lib/*-linux-gnu 2>/dev/null | head -1)
 for f in usr/sbin/roshmd usr/sbin/roshmctl usr/bin/roshm-perf usr/bin/demo-owner usr/bin/demo-writer usr/include/roshm.h \
          usr/share/man/man8/roshmd.8 usr/share/man/man8/roshmctl.8 usr/share/man/man3/libroshm.3 \
          usr/share/man/man1/roshm-perf.1 usr/share/bash-completion/completions/roshmctl \
+         usr/lib/systemd/system/roshmd.service \
          etc/roshm/roshmd.conf.sample; do
   [[ -e $r/$f ]] || fail "$f not installed"
 done
