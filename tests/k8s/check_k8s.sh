@@ -70,6 +70,16 @@ grep -q "name: $cm\$" "$d/out.yaml" && grep -q "secretName: $sec\$" "$d/out.yaml
 grep -q "\"$cm\"\|- $cm\$" "$d/out.yaml" || fail "the Role does not name $cm"
 kubectl kustomize "$d/k8s/examples/app" | grep -q "name: demo-roshm-token-[a-z0-9]*$" ||
   fail "the example's token Secret is not generated"
+# sriov-roce: the DaemonSet asks for the resource the example policy makes
+# (the operator's default prefix + its resourceName), the network attachment
+# names the same, and the DaemonSet runs only where the policy configures VFs
+pol=$src/k8s/overlays/sriov-roce/sriov-node-policy.example.yaml
+res="openshift.io/$(sed -n 's/^  resourceName: *//p' "$pol")"
+sel=$(sed -n '/^  nodeSelector:/{n;s/^ *//;p}' "$pol")
+kubectl kustomize "$d/k8s/overlays/sriov-roce" > "$d/out.yaml"
+grep -q "^ *$res: \"1\"" "$d/out.yaml" || fail "sriov-roce: the DaemonSet does not request $res"
+grep -q "resourceName: $res\$" "$d/out.yaml" || fail "sriov-roce: the network attachment is not for $res"
+grep -q "^ *$sel\$" "$d/out.yaml" || fail "sriov-roce: no nodeSelector '$sel' as in the policy"
 # an overlay without the etcd NetworkPolicy, and a roshmd given etcd's server key
 kubectl kustomize "$d/k8s/overlays/sriov-roce" > "$d/out.yaml"
 node -e 'const f = require("fs"), p = process.argv[1];
