@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # README.md's "Using it" snippet is what a newcomer copies first: it must
 # build cleanly (-Wall -Wextra -Werror) against roshm.h and link libroshm.
-#   check_readme.sh SRC LIBDIR
+#   check_readme.sh SRC LIBDIR [SANITIZE]
+# In a sanitizer build (SANITIZE not "none") libroshm is instrumented for
+# the compiler that built it: the snippet is compiled there, linked only in
+# the plain build.
 set -u
-src=$1 lib=$2
+src=$1 lib=$2 san=${3:-none}
 . "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 d=$(th_tmpdir readme)
@@ -21,6 +24,8 @@ body = [l for l in lines if not l.startswith('#include')]
 open(sys.argv[2], 'w').write('\n'.join(inc) + '\nint main(void)\n{\n' +
     '\n'.join('\t' + l for l in body) + '\n\treturn 0;\n}\n')
 PY
-cc -std=gnu11 -Wall -Wextra -Werror -I"$src/client-lib/include" "$d/snippet.c" -L"$lib" -lroshm \
-  -o "$d/snippet" 2> "$d/err" || fail "README snippet: $(cat "$d/err")"
+link=(-L"$lib" -lroshm -o "$d/snippet")
+[[ $san == none ]] || link=(-c -o "$d/snippet.o")
+cc -std=gnu11 -Wall -Wextra -Werror -I"$src/client-lib/include" "$d/snippet.c" "${link[@]}" \
+  2> "$d/err" || fail "README snippet: $(cat "$d/err")"
 echo "check_readme: 1 passed, 0 failed"
