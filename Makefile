@@ -40,7 +40,7 @@ test-tsan: deps
 	@scripts/host-setup.sh
 	@scripts/sanitize.sh tsan $(TSAN_BUILD)
 
-# libFuzzer: every target of tests/fuzz for FUZZ_SECONDS each (docs/fuzzing.md).
+# libFuzzer: every target of tests/fuzz for FUZZ_SECONDS each (docs/testing.md, "make fuzz").
 fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 

@@ -6,14 +6,14 @@
 # the committed reproducers (tests/fuzz/crashes/T); what it finds new goes
 # to BUILD/fuzz-corpus/T, never into the source tree. A crash, a leak, UB or
 # a failed property stops that target and fails the run; its reproducer is
-# left in BUILD/fuzz-crashes/T/ (docs/fuzzing.md says what to do with it).
+# left in BUILD/fuzz-crashes/T/ (docs/testing.md, "make fuzz", says what to do with it).
 set -uo pipefail
 build=$1 secs=$2
 shift 2
 src=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if (( ${#targets[@]} == 0 )); then
-  targets=(config sqe record tcp_handshake tcp_dial verbs_cm txn_slot tcp_frames control)
+  targets=(config sqe record tcp_handshake tcp_dial verbs_cm txn_slot tcp_frames control etcd_watch)
 fi
 command -v clang-14 >/dev/null || { echo "fuzz: clang-14 missing (make deps installs it)"; exit 1; }
 if [[ ! -f $build/build.ninja ]]; then

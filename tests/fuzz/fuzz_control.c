@@ -63,6 +63,24 @@ static int count_fds(void)
 	return n - 1; /* the directory's own */
 }
 
+static void show_fds(const char *when)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], to[256];
+
+	while (d && (e = readdir(d))) {
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		k = readlink(path, to, sizeof(to) - 1);
+		to[k > 0 ? k : 0] = 0;
+		fprintf(stderr, "%s: fd %s -> %s\n", when, e->d_name, to);
+	}
+	if (d)
+		closedir(d);
+}
+
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -206,14 +224,17 @@ static void turn(int sock, uint64_t *chan_size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int base = -1;
+	/* Counted at each input, not once: between inputs libFuzzer itself
+	 * may open descriptors for good (the sanitizer's symbolizer keeps two
+	 * pipes to llvm-symbolizer from the first NEW_FUNC it prints on). */
+	int base = count_fds();
 	uint64_t chan_size = 0;
 	uid_t uid = 0;
 	size_t off = 0;
 	int sv[2];
 
-	if (base < 0)
-		base = count_fds();
+	if (getenv("FUZZ_SHOW_FDS"))
+		show_fds("before");
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv))
 		abort();
 	if (size && (data[0] & 0x80))
@@ -313,22 +334,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		now = count_fds();
 	}
 
-	if (now != base && getenv("FUZZ_SHOW_FDS")) {
-		DIR *d = opendir("/proc/self/fd");
-		struct dirent *e;
-		char path[300], to[256];
-
-		while (d && (e = readdir(d))) {
-			ssize_t k;
-
-			snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-			k = readlink(path, to, sizeof(to) - 1);
-			to[k > 0 ? k : 0] = 0;
-			fprintf(stderr, "fd %s -> %s\n", e->d_name, to);
-		}
-		if (d)
-			closedir(d);
-	}
+	if (now != base && getenv("FUZZ_SHOW_FDS"))
+		show_fds("after");
 	if (now != base)
 		fuzz_fail("%d descriptors before the input, %d after", base, now);
 	return 0;
