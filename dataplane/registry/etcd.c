@@ -2245,3 +2245,99 @@ err:
 	rd_registry_fini_common(r);
 	return ret;
 }
+
+/* ---- test hook: the watch parser alone ---------------------------------------- */
+
+int rd_etcd_probe_open(struct rd_registry *r, const char *prefix)
+{
+	struct etcd *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->r = r;
+	e->efd = -1;
+	snprintf(e->prefix, sizeof(e->prefix), "%s", prefix);
+	e->plen = strlen(e->prefix);
+	pthread_mutex_init(&e->lock, NULL);
+	r->ops = &etcd_ops;
+	r->priv = e;
+	return 0;
+}
+
+void rd_etcd_probe_feed(struct rd_registry *r, const char *data, size_t len)
+{
+	struct etcd *e = r->priv;
+
+	if (watch_data((char *)data, 1, len, e) != len || e->watch_failed) {
+		/* as the thread does: a new watch starts from an empty line buffer */
+		e->watch_failed = false;
+		e->wbuf.len = 0;
+	}
+}
+
+int rd_etcd_probe_check(struct rd_registry *r, char *why, size_t len)
+{
+	struct etcd *e = r->priv;
+	unsigned n = 0, bad = 0;
+
+	for (unsigned i = 0; i < NBUCKETS; i++)
+		for (struct ent *x = e->buckets[i]; x; x = x->next) {
+			char a[ROSHM_NAME_MAX], b[ROSHM_NAME_MAX];
+			bool region;
+			uint8_t mac[32];
+
+			n++;
+			if (hash_key(x->key) % NBUCKETS != i) {
+				snprintf(why, len, "%s in the wrong bucket", x->key);
+				return -1;
+			}
+			if (!classify(x->key, &region, a, b) || region != x->region) {
+				snprintf(why, len, "cached key %s is not one of ours", x->key);
+				return -1;
+			}
+			if (x->own || x->pending || !x->s_present) {
+				snprintf(why, len, "%s: cached with nothing in it", x->key);
+				return -1;
+			}
+			if (x->s_status) {
+				bad++;
+				if (x->s_rec) {
+					snprintf(why, len, "%s: a bad record with a body", x->key);
+					return -1;
+				}
+				continue;
+			}
+			if (!x->s_rec) {
+				snprintf(why, len, "%s: a good record without a body", x->key);
+				return -1;
+			}
+			if (region ? strcmp(((struct rd_region_rec *)x->s_rec)->tenant, a) ||
+					     strcmp(((struct rd_region_rec *)x->s_rec)->name, b)
+				   : strcmp(((struct rd_node_rec *)x->s_rec)->node, a)) {
+				snprintf(why, len, "%s holds a record of another name", x->key);
+				return -1;
+			}
+			rec_mac(r, region, x->s_rec, mac);
+			if (CRYPTO_memcmp(mac, x->s_mac, 32)) {
+				snprintf(why, len, "%s: the cached MAC is not the record's", x->key);
+				return -1;
+			}
+		}
+	if (n != e->nent || bad != e->nbad || bad > RD_REG_BAD_MAX ||
+	    n - bad > RD_REG_CACHE_MAX) {
+		snprintf(why, len, "counts: %u entries (nent %u), %u bad (nbad %u)", n, e->nent, bad,
+			 e->nbad);
+		return -1;
+	}
+	return 0;
+}
+
+void rd_etcd_probe_close(struct rd_registry *r)
+{
+	struct etcd *e = r->priv;
+
+	free(e->wbuf.p);
+	etcd_free(e);
+	r->priv = NULL;
+	r->ops = NULL;
+}

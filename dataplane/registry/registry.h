@@ -183,6 +183,18 @@ int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *no
 int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, const uint8_t *key,
 			  size_t keylen);
 
+/*
+ * Test hook (tests/fuzz/fuzz_etcd_watch.c): an etcd backend with no thread
+ * and no connection under @prefix, fed bytes as the gateway's watch stream
+ * would bring them (probe_feed, any split), and its cache checked against
+ * its invariants (probe_check: 0, or -1 and @why). @r comes from
+ * rd_registry_init_common; get_region, get_node and list_regions work.
+ */
+int rd_etcd_probe_open(struct rd_registry *r, const char *prefix);
+void rd_etcd_probe_feed(struct rd_registry *r, const char *data, size_t len);
+int rd_etcd_probe_check(struct rd_registry *r, char *why, size_t len);
+void rd_etcd_probe_close(struct rd_registry *r);
+
 /* Shared by the backends (registry.c). */
 void rd_registry_init_common(struct rd_registry *r, const char *node, const uint8_t *key,
 			     size_t keylen);

@@ -321,4 +321,39 @@ put('control', 'admin_uid1000', rec(0x80 | FIX, admin_msg(b'clients')))
 put('control', 'hello_bad_token', rec(FIX, hello_msg(1)))
 put('control', 'garbage', rec(0, b'abc'))
 put('control', 'unknown_type', rec(FIX | (0 << 3), chdr(99, 16)))
+# ---- etcd_watch: the gateway's watch stream (fuzz_etcd_watch.c) ----
+def kv(key, val, rev, delete=False, created=False):
+    import base64
+    ev = {'kv': {'key': base64.b64encode(key.encode()).decode(), 'create_revision': '1',
+                 'mod_revision': str(rev), 'version': '1',
+                 'value': base64.b64encode(val.encode()).decode()}}
+    if delete:
+        ev['type'] = 'DELETE'
+    res = {'header': {'revision': str(rev)}, 'events': [ev]}
+    if created:
+        res['created'] = True
+    return json.dumps({'result': res}) + '\n'
+
+
+def wev(op, ksel, rev, val):
+    val = val.encode()
+    return bytes([op, ksel, rev]) + struct.pack('<H', len(val)) + val
+
+
+wregion = dict(region, tenant='a', name='r1')
+wnode = {'node': 'n1', 'endpoint': 'tcp:198.18.0.1:7471', 'pid': 7}
+put('etcd_watch', 'raw_put_unsigned', b'\x00\x3f' + kv('roshm/regions/a/r1', dump(wregion), 5, created=True).encode())
+put('etcd_watch', 'raw_split', b'\x00\x02' + (kv('roshm/nodes/n1', dump(wnode), 3) +
+                                             kv('roshm/nodes/n1', '', 4, delete=True)).encode())
+put('etcd_watch', 'raw_canceled', b'\x00\x10' + json.dumps({'result': {'canceled': True, 'compact_revision': '9',
+                                                                       'cancel_reason': 'compacted'}}).encode() + b'\n')
+put('etcd_watch', 'raw_error', b'\x00\x10{"error":{"grpc_code":16,"message":"invalid auth token"}}\n')
+put('etcd_watch', 'raw_not_json', b'\x00\x05{"result":\n')
+put('etcd_watch', 'signed_region_put_delete', b'\x01' + wev(2 | 4 | 8, 0, 5, dump(wregion)) +
+    wev(1, 0, 6, '') + wev(2 | 4 | 32, 0, 7, dump(wregion)))
+put('etcd_watch', 'signed_node_stale_rev', b'\x01' + wev(2 | 4, 1, 9, dump(wnode)) +
+    wev(2 | 4, 1, 8, dump(dict(wnode, pid=8))))
+put('etcd_watch', 'filed_under_another_name', b'\x01' + wev(2, 0, 3, dump(dict(wregion, name='r2'))))
+put('etcd_watch', 'bad_then_good', b'\x01' + wev(0, 0, 3, dump(wregion)) + wev(2 | 4, 0, 4, dump(wregion)))
+put('etcd_watch', 'other_keys', b'\x01' + b''.join(wev(2, k, 10 + k, dump(wregion)) for k in range(8)))
 print('corpus written under', os.path.join(here, 'corpus'))
