@@ -36,6 +36,7 @@ static const struct key schema[] = {
 	{ "dataplane.idle", K_STR, 0, 15 },
 	{ "dataplane.idle_spin_us", K_INT, 0, 10000000 },
 	{ "dataplane.burst", K_INT, 1, 1024 },
+	{ "dataplane.share_quantum", K_INT, 1024, 1 << 20 },
 	{ "channel", K_GROUP, 0, 0 },
 	{ "channel.sq_entries", K_INT, 2, 65536 },
 	{ "channel.cq_entries", K_INT, 2, 131072 },
@@ -106,6 +107,9 @@ static const struct key schema[] = {
 	{ "quota.bytes", K_INT, 4096, 1ll << 50 },
 	{ "quota.txn", K_INT, 1, 65536 },
 	{ "quota.peer_inflight", K_INT, 1, 1 << 20 },
+	{ "quota.weight", K_INT, 1, 1000 },
+	{ "quota.ops_per_sec", K_INT, 0, 1ll << 40 },
+	{ "quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
@@ -115,6 +119,9 @@ static const struct key schema[] = {
 	{ "tenants.*.quota.bytes", K_INT, 4096, 1ll << 50 },
 	{ "tenants.*.quota.txn", K_INT, 1, 65536 },
 	{ "tenants.*.quota.peer_inflight", K_INT, 1, 1 << 20 },
+	{ "tenants.*.quota.weight", K_INT, 1, 1000 },
+	{ "tenants.*.quota.ops_per_sec", K_INT, 0, 1ll << 40 },
+	{ "tenants.*.quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
 	{ "admin", K_GROUP, 0, 0 },
 	{ "admin.uids", K_INTARR, 0, UINT32_MAX },
 	{ "admin.token_file", K_STR, 0, RD_PATH_MAX - 1 },
@@ -281,6 +288,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->idle = RD_IDLE_ADAPTIVE;
 	cfg->idle_spin_us = 200;
 	cfg->burst = 32;
+	cfg->share_quantum = 16384;
 	cfg->sq_entries = 256;
 	cfg->cq_entries = 512;
 	cfg->max_sq_entries = 4096;
@@ -330,6 +338,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->quota.bytes = 64ull << 30;
 	cfg->quota.txn = 128;
 	cfg->quota.peer_inflight = 512;
+	cfg->quota.weight = 1;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
 	cfg->tenants[0].quota = cfg->quota;
@@ -467,6 +476,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	}
 	GET_INT("dataplane.idle_spin_us", cfg->idle_spin_us);
 	GET_INT("dataplane.burst", cfg->burst);
+	GET_INT("dataplane.share_quantum", cfg->share_quantum);
 	GET_INT("channel.sq_entries", cfg->sq_entries);
 	GET_INT("channel.cq_entries", cfg->cq_entries);
 	GET_INT("channel.max_sq_entries", cfg->max_sq_entries);
@@ -662,6 +672,9 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("quota.bytes", cfg->quota.bytes);
 	GET_INT("quota.txn", cfg->quota.txn);
 	GET_INT("quota.peer_inflight", cfg->quota.peer_inflight);
+	GET_INT("quota.weight", cfg->quota.weight);
+	GET_INT("quota.ops_per_sec", cfg->quota.ops_per_sec);
+	GET_INT("quota.bytes_per_sec", cfg->quota.bytes_per_sec);
 	cfg->tenants[0].quota = cfg->quota;
 	/* which quotas the operator chose for every tenant (the rest: a fair
 	 * share of the node, below) */
@@ -719,6 +732,12 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 				cfg->tenants[i].quota.peer_inflight = (uint32_t)qv;
 				t_set[i] |= 8;
 			}
+			if (q && config_setting_lookup_int64(q, "weight", &qv))
+				cfg->tenants[i].quota.weight = (uint32_t)qv;
+			if (q && config_setting_lookup_int64(q, "ops_per_sec", &qv))
+				cfg->tenants[i].quota.ops_per_sec = (uint64_t)qv;
+			if (q && config_setting_lookup_int64(q, "bytes_per_sec", &qv))
+				cfg->tenants[i].quota.bytes_per_sec = (uint64_t)qv;
 		}
 	}
 	/* A quota nobody chose is the tenant's share of the node's limit, so

@@ -21,6 +21,10 @@ struct rd_quota {
 	uint64_t bytes;          /* channel + region memory it hands roshmd */
 	uint32_t txn;            /* transactions in flight */
 	uint32_t peer_inflight;  /* operations in flight to one peer node */
+	/* the poller's fair share (struct rd_share) */
+	uint32_t weight;         /* share of each poller round, against other tenants' */
+	uint64_t ops_per_sec;    /* SQEs per second, 0: no limit */
+	uint64_t bytes_per_sec;  /* bytes moved per second, 0: no limit */
 };
 
 struct rd_tenant_cfg {
@@ -39,6 +43,7 @@ struct rd_config {
 	enum rd_idle idle;
 	uint32_t idle_spin_us;
 	uint32_t burst;
+	uint32_t share_quantum;  /* cost units a weight-1 tenant gets per round (rd_share) */
 	/* channel */
 	uint32_t sq_entries, cq_entries, max_sq_entries;
 	uint64_t arena_size, max_arena_size;

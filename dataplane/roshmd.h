@@ -245,6 +245,7 @@ enum rd_cmd_type {
 	RD_CMD_REGION_RETARGET,       /* remote @region: now the instance described by @target */
 	RD_CMD_REGION_RELEASE,        /* control let go of @region: result 1 free it now, 0 the
 					 poller frees it later (graveyard) */
+	RD_CMD_SHARE_SET,             /* tenant @handle's share: @share (SIGHUP) */
 };
 
 struct rd_cmd {
@@ -258,6 +259,7 @@ struct rd_cmd {
 	const struct rd_region *target;
 	int status;                   /* PEER_DOWN: what its operations fail with */
 	const char *why;
+	const struct rd_quota *share; /* SHARE_SET: weight, ops_per_sec, bytes_per_sec */
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };
@@ -290,6 +292,29 @@ struct rd_poller_stats {
 	uint64_t lat_sum_us[RD_LAT_XPORTS];
 	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
 	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
+	/* client rounds in which a tenant's waiting SQEs were held back: by
+	 * its ops/bytes rate limit [0], by its share of the round [1] */
+	uint64_t tenant_held[RD_TENANTS_MAX][2];
+};
+
+/*
+ * A tenant's share of the poller (poller only). With clients of more than
+ * one tenant attached, each round gives every tenant share_quantum x weight
+ * of cost (deficit round robin: a bytes-moving operation costs its length,
+ * every SQE RD_OP_COST more), so that a tenant's operation waits at most a
+ * quantum per other tenant, whatever the others submit. Optional token
+ * buckets cap its operations and bytes per second.
+ */
+#define RD_OP_COST 512
+struct rd_share {
+	int64_t credit;               /* DRR deficit, in cost units; may go negative (a big op) */
+	int64_t ops_tokens;           /* token buckets, may go negative (a big op) */
+	int64_t byte_tokens;
+	uint64_t ops_tsc, byte_tsc;   /* the buckets' last refill */
+	uint32_t weight;
+	uint64_t ops_per_sec, bytes_per_sec; /* 0: no limit */
+	uint32_t nclients;            /* attached */
+	bool held;                    /* this round: its rate limit holds it */
 };
 
 struct rte_ring;
@@ -313,6 +338,10 @@ struct rd_poller {
 	struct rd_provider *local;    /* same-node regions */
 	struct rd_provider *net;      /* other nodes' (tcp or verbs), NULL when neither is on */
 	struct rd_txn_engine *txn;
+	struct rd_share share[RD_TENANTS_MAX];
+	uint32_t ntenants_on;         /* tenants with clients attached */
+	bool limits_on;               /* some tenant has a rate limit */
+	bool held_any;                /* a rate limit held work back: sleep at most 1 ms */
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
 	_Atomic(struct rd_defer *) graveyard; /* poller pushes, control pops (struct rd_defer) */

@@ -394,6 +394,19 @@ void rd_control_reload_file(struct rd_control *ctl)
 				t->quota.bytes = u->quota.bytes;
 				quotas++;
 			}
+			if (t->quota.weight != u->quota.weight ||
+			    t->quota.ops_per_sec != u->quota.ops_per_sec ||
+			    t->quota.bytes_per_sec != u->quota.bytes_per_sec) {
+				struct rd_cmd cmd = { .type = RD_CMD_SHARE_SET, .handle = (uint32_t)i,
+						      .share = &u->quota };
+
+				/* the poller's own copy, set while we wait */
+				rd_poller_cmd(ctl->poller, &cmd);
+				t->quota.weight = u->quota.weight;
+				t->quota.ops_per_sec = u->quota.ops_per_sec;
+				t->quota.bytes_per_sec = u->quota.bytes_per_sec;
+				quotas++;
+			}
 		}
 		if (tokens && o < sizeof(done))
 			o += (size_t)snprintf(done + o, sizeof(done) - o, " tokens of %d tenant(s)", tokens);

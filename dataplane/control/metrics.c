@@ -455,6 +455,14 @@ static void page_build(struct rd_control *ctl, struct page *p)
 		    esc(ctl->cfg->tenants[t].name, e1, sizeof(e1)),
 		    (unsigned long long)(n + ctl->tenant_sqes_gone[t]));
 	}
+	head(p, "roshm_tenant_throttled_total", "counter",
+	     "Client rounds in which a tenant's waiting SQEs were held back: by its rate limit "
+	     "(quota.ops_per_sec, quota.bytes_per_sec) or by its share of the poller (quota.weight)");
+	for (int t = 0; t < ctl->cfg->ntenants; t++)
+		for (int r = 0; r < 2; r++)
+			put(p, "roshm_tenant_throttled_total{tenant=\"%s\",reason=\"%s\"} %llu\n",
+			    esc(ctl->cfg->tenants[t].name, e1, sizeof(e1)), r ? "share" : "rate",
+			    (unsigned long long)RD_STAT_GET(ps->tenant_held[t][r]));
 
 	/* Peers. */
 	head(p, "roshm_peer_up", "gauge", "1 when the connection to the peer node is up");

@@ -50,6 +50,8 @@ static struct rd_provider *provider_install(struct rd_poller *p, struct rd_provi
 	return pv;
 }
 
+static void share_set(struct rd_poller *p, int t, const struct rd_quota *q);
+
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -89,6 +91,8 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 		rd_poller_fini(p);
 		return -ENOMEM;
 	}
+	for (int t = 0; t < cfg->ntenants; t++)
+		share_set(p, t, &cfg->tenants[t].quota);
 	p->local = provider_install(p, &rd_local_provider);
 	if (cfg->tcp_enabled || cfg->verbs_enabled) {
 		int ret = rd_poller_set_net(p, cfg->tcp_enabled ? &rd_tcp_provider : &rd_verbs_provider);
@@ -240,6 +244,97 @@ void rd_client_unhold(struct rd_poller *p, struct rd_client *c)
 		bury(p, &c->defer);
 }
 
+/* ---- tenants' shares of the poller (struct rd_share) ---------------------- */
+
+static int64_t bucket_cap(uint64_t per_sec)
+{
+	/* 10 ms of the rate: short bursts pass, the average holds */
+	return per_sec / 100 ? (int64_t)(per_sec / 100) : 1;
+}
+
+static void share_set(struct rd_poller *p, int t, const struct rd_quota *q)
+{
+	struct rd_share *sh = &p->share[t];
+
+	sh->weight = q->weight ? q->weight : 1;
+	sh->ops_per_sec = q->ops_per_sec;
+	sh->bytes_per_sec = q->bytes_per_sec;
+	sh->ops_tokens = bucket_cap(sh->ops_per_sec);
+	sh->byte_tokens = bucket_cap(sh->bytes_per_sec);
+	sh->ops_tsc = sh->byte_tsc = rte_get_timer_cycles();
+	sh->held = false;
+	p->limits_on = false;
+	for (int i = 0; i < p->cfg->ntenants; i++)
+		if (p->share[i].ops_per_sec || p->share[i].bytes_per_sec)
+			p->limits_on = true;
+}
+
+/* Whole tokens for the time since *@tsc; *@tsc moves on by exactly the
+ * time they stand for, so no fraction is lost however often it runs. */
+static void refill(int64_t *tokens, uint64_t *tsc, uint64_t per_sec, uint64_t now, uint64_t hz)
+{
+	int64_t cap = bucket_cap(per_sec);
+	uint64_t dt = now - *tsc;
+	unsigned __int128 add;
+
+	if (dt > hz) { /* a second idle: a full bucket at most anyway */
+		dt = hz;
+		*tsc = now - hz;
+	}
+	add = (unsigned __int128)dt * per_sec / hz;
+	if (!add)
+		return;
+	*tsc += (uint64_t)(add * hz / per_sec);
+	if (add >= (unsigned __int128)(cap - *tokens)) {
+		*tokens = cap;
+		*tsc = now;
+	} else {
+		*tokens += (int64_t)add;
+	}
+}
+
+/* Once per round: every tenant's DRR credit, and its token buckets. */
+static void share_round(struct rd_poller *p)
+{
+	int nt = p->cfg->ntenants;
+
+	if (p->ntenants_on > 1) {
+		for (int t = 0; t < nt; t++) {
+			struct rd_share *sh = &p->share[t];
+			int64_t q = (int64_t)p->cfg->share_quantum * sh->weight;
+
+			if (sh->nclients)
+				sh->credit = sh->credit < 0 ? sh->credit + q : q; /* a debt is paid first */
+		}
+	}
+	if (!p->limits_on)
+		return;
+	uint64_t now = rte_get_timer_cycles(), hz = rte_get_timer_hz();
+
+	for (int t = 0; t < nt; t++) {
+		struct rd_share *sh = &p->share[t];
+
+		if (sh->ops_per_sec)
+			refill(&sh->ops_tokens, &sh->ops_tsc, sh->ops_per_sec, now, hz);
+		if (sh->bytes_per_sec)
+			refill(&sh->byte_tokens, &sh->byte_tsc, sh->bytes_per_sec, now, hz);
+		sh->held = (sh->ops_per_sec && sh->ops_tokens <= 0) ||
+			   (sh->bytes_per_sec && sh->byte_tokens <= 0);
+	}
+}
+
+/* What a client round used: off its tenant's credit and buckets. */
+static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_t cost,
+				uint32_t ops, uint64_t bytes)
+{
+	if (p->ntenants_on > 1)
+		sh->credit -= cost;
+	if (p->limits_on) {
+		sh->ops_tokens -= ops;
+		sh->byte_tokens -= (int64_t)bytes;
+	}
+}
+
 static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 {
 	struct rd_client *c = cmd->client;
@@ -248,11 +343,15 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	switch (cmd->type) {
 	case RD_CMD_CLIENT_ADD:
 		p->clients[p->nclients++] = c;
+		if (p->share[c->tidx].nclients++ == 0)
+			p->ntenants_on++;
 		break;
 	case RD_CMD_CLIENT_DEL:
 		for (uint32_t i = 0; i < p->nclients; i++)
 			if (p->clients[i] == c) {
 				p->clients[i] = p->clients[--p->nclients];
+				if (--p->share[c->tidx].nclients == 0)
+					p->ntenants_on--;
 				break;
 			}
 		/* No event for it after this (the control thread closes the
@@ -287,6 +386,9 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	case RD_CMD_REGION_EXPORT:
 	case RD_CMD_REGION_UNEXPORT:
 		region_export(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
+		break;
+	case RD_CMD_SHARE_SET:
+		share_set(p, (int)cmd->handle, cmd->share);
 		break;
 	case RD_CMD_REGION_RELEASE:
 		/* Nothing reaches it from now on; what still holds it finishes. */
@@ -546,17 +648,38 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 /* Serve one client: returns SQEs consumed (and big copies advanced). */
 static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 {
-	uint32_t sq_tail, avail, cq_head, used, room, n, i, budget = ROUND_BYTES;
+	uint32_t sq_tail, avail, cq_head, used, room, n, i;
+	/* cost units this round: ROUND_BYTES, or less when its tenant's share
+	 * of the round is less (each SQE RD_OP_COST, plus the bytes it moves) */
+	int64_t budget = ROUND_BYTES, budget0;
+	struct rd_share *sh = &p->share[c->tidx];
 	unsigned done = 0;
 	uint64_t bytes = 0, errors = 0;
 	struct rd_op op;
 
 	if (c->dead)
 		return 0;
+	if (sh->held || (p->ntenants_on > 1 && sh->credit <= 0)) {
+		/* its tenant's rate limit, or its share of this round is spent */
+		if (c->copy.region || __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) != c->sq_head)
+			RD_STAT_ADD(p->stats.tenant_held[c->tidx][sh->held ? 0 : 1], 1);
+		return 0;
+	}
+	if (p->ntenants_on > 1 && sh->credit < budget)
+		budget = sh->credit;
+	budget0 = budget;
+	bool by_share = budget0 < (int64_t)ROUND_BYTES;
 	if (c->copy.region) {
-		budget -= copy_step(p, c, budget);
-		if (c->copy.region)
+		uint32_t k = copy_step(p, c, (uint32_t)budget);
+
+		budget -= k;
+		share_charge(p, sh, k, 0, 0); /* its bytes were charged when it began */
+		if (c->copy.region) {
+			if (by_share) /* the rest waits for its tenant's next share */
+				RD_STAT_ADD(p->stats.tenant_held[c->tidx][1], 1);
 			return 1; /* its budget went into the copy */
+		}
+		budget0 = budget;
 		done = 1; /* progress: the poller must not sleep */
 	}
 	/* R0 */
@@ -587,7 +710,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
 		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
 	}
-	for (i = 0; i < n && budget; i++) {
+	for (i = 0; i < n && budget > 0; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
 		 * us, and we must check and use one and the same value. */
 		memcpy(&op.sqe, &c->sqes[c->sq_head & c->sq_mask], sizeof(op.sqe));
@@ -598,7 +721,10 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 
 		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
 				       &op.region);
+		budget -= RD_OP_COST;
 		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
+			if (!ret)
+				budget -= op.sqe.len; /* staged: copied */
 			/* No CQE of its own: its status travels to the commit. */
 			rd_txn_write(p, c, &op.sqe, op.region, ret);
 		} else if (op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
@@ -629,7 +755,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			bytes += op.sqe.len;
 			c->sq_head++;
 			done++;
-			budget -= copy_step(p, c, budget);
+			budget -= copy_step(p, c, budget > 0 ? (uint32_t)budget : 0);
 			break;
 		} else {
 			/* A client's operation: never raw, never roshmd's buffers. */
@@ -641,10 +767,12 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			op.status = 0;
 			op.result = 0;
 			ret = rd_poller_submit(p, &op);
-			if (ret < 0)
+			if (ret < 0) {
+				budget += RD_OP_COST;
 				break; /* transport full: the SQE stays, next round */
+			}
 			if (rd_op_moves_bytes(op.sqe.opcode))
-				budget = op.sqe.len >= budget ? 0 : budget - op.sqe.len;
+				budget -= op.sqe.len;
 			if (ret) {
 				cq_post(c, op.sqe.user_data, op.status, op.result);
 				if (op.status)
@@ -662,6 +790,9 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	}
 	if (!done)
 		return 0;
+	share_charge(p, sh, budget0 - budget, done, bytes);
+	if (by_share && budget <= 0 && (c->copy.region || i < avail))
+		RD_STAT_ADD(p->stats.tenant_held[c->tidx][1], 1); /* more waits for the next share */
 
 	RD_STAT_ADD(c->stats.sqes, done);
 	RD_STAT_ADD(c->stats.errors, errors);
@@ -680,6 +811,8 @@ unsigned rd_poller_round(struct rd_poller *p)
 	if (rte_ring_count(p->cmd_ring))
 		drain_cmds(p);
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
+	if (p->ntenants_on > 1 || p->limits_on)
+		share_round(p);
 	if (p->net)
 		total += p->net->dp->poll(p->net, p->cfg->burst);
 	total += rd_txn_tick(p);
@@ -709,11 +842,18 @@ static bool work_pending(struct rd_poller *p)
 	if (p->net && p->net->dp->busy && p->net->dp->busy(p->net))
 		return true;
 	p->cq_blocked = false;
+	p->held_any = false;
 	for (uint32_t i = 0; i < p->nclients; i++) {
 		struct rd_client *c = p->clients[i];
 
 		if (c->dead)
 			continue;
+		if (p->share[c->tidx].held) {
+			/* its rate limit: tokens come back within a millisecond
+			 * or a few (poller_sleep wakes up for them) */
+			p->held_any = true;
+			continue;
+		}
 		if (c->copy.region)
 			return true; /* a big copy under way */
 		if (__atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) == c->sq_head)
@@ -762,7 +902,11 @@ static void poller_sleep(struct rd_poller *p)
 
 		atomic_store_explicit(&p->heartbeat, 0, memory_order_relaxed); /* asleep, not stuck */
 
-		n = epoll_wait(p->epfd, evs, 32, p->cq_blocked && ms > 20 ? 20 : ms);
+		if (p->cq_blocked && ms > 20)
+			ms = 20;
+		if (p->held_any)
+			ms = 1;
+		n = epoll_wait(p->epfd, evs, 32, ms);
 		for (int i = 0; i < n; i++) {
 			char buf[256];
 

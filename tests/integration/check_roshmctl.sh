@@ -140,6 +140,14 @@ grep -q "SIGHUP: reloaded .*log.level=notice tokens of 1 tenant(s)" "$d/roshmd.l
 as_a status > /dev/null 2>&1 && fail "the old token still works after SIGHUP"
 echo new-token-of-a-987654321 > "$d/a.token"
 as_a status > /dev/null || fail "the new token does not work after SIGHUP"
+# ... and each tenant's share of the poller (weight, rate caps): the poller's
+# own copy is set before the log says so
+printf 'quota: { weight = 2; ops_per_sec = 1000; };\n' >> "$d/r.conf"
+n0=$(grep -c "SIGHUP: reloaded" "$d/roshmd.log")
+kill -HUP "$pid"
+for _ in $(seq 50); do (( $(grep -c "SIGHUP: reloaded" "$d/roshmd.log") > n0 )) && break; sleep 0.1; done
+grep "SIGHUP: reloaded" "$d/roshmd.log" | tail -1 | grep -q "quotas of 3 tenant(s)" ||
+  fail "SIGHUP with new shares: $(grep SIGHUP "$d/roshmd.log" | tail -1)"
 echo 'colour = "blue";' >> "$d/r.conf"
 kill -HUP "$pid"
 for _ in $(seq 50); do grep -q "running configuration is kept" "$d/roshmd.log" && break; sleep 0.1; done

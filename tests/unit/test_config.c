@@ -118,6 +118,37 @@ static void test_out_of_range(void **st)
 	expect_error("registry: { backend = \"zookeeper\"; };\n", 1, "must be \"file\"");
 }
 
+/* The poller's shares: inherited from quota, a tenant's own block wins,
+ * ranges checked. */
+static void test_shares(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	assert_int_equal(load("dataplane: { share_quantum = 4096; };\n"
+			      "quota: { weight = 2; bytes_per_sec = 1048576; };\n"
+			      "tenants = ( { name = \"a\"; }, { name = \"b\"; quota = { weight = 5; "
+			      "ops_per_sec = 100; }; } );\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.share_quantum, 4096);
+	assert_int_equal(cfg.tenants[0].quota.weight, 2);
+	assert_int_equal(cfg.tenants[0].quota.bytes_per_sec, 1048576);
+	assert_int_equal(cfg.tenants[0].quota.ops_per_sec, 0);
+	assert_int_equal(cfg.tenants[1].quota.weight, 5);
+	assert_int_equal(cfg.tenants[1].quota.ops_per_sec, 100);
+	assert_int_equal(cfg.tenants[1].quota.bytes_per_sec, 1048576);
+	rd_config_free(&cfg);
+	assert_int_equal(load("node = \"n\";\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.share_quantum, 16384);
+	assert_int_equal(cfg.tenants[0].quota.weight, 1);
+	rd_config_free(&cfg);
+	expect_error("quota: { weight = 0; };\n", 1, "out of range");
+	expect_error("tenants = ( { name = \"a\";\n quota = { weight = 1001; }; } );\n", 2,
+		     "out of range");
+	expect_error("dataplane: { share_quantum = 100; };\n", 1, "out of range");
+	expect_error("quota: { ops_per_sec = -1; };\n", 1, "out of range");
+}
+
 static void test_verbs_keys(void **st)
 {
 	struct rd_config cfg;
@@ -253,6 +284,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_key),
 		cmocka_unit_test(test_wrong_type),
 		cmocka_unit_test(test_out_of_range),
+		cmocka_unit_test(test_shares),
 		cmocka_unit_test(test_verbs_keys),
 		cmocka_unit_test(test_registry_keys),
 		cmocka_unit_test(test_env),
