@@ -420,7 +420,9 @@ static inline uint64_t roshm_inflight(const struct roshm *r)
 /*
  * Blocking conveniences: submit one operation and wait for its completion.
  * They need an idle ring (-EBUSY if any operation is in flight) and return
- * the operation's status (0 or its -errno), or a roshm_wait_cqe error.
+ * the operation's status (0 or its -errno), or a roshm_wait_cqe error. After
+ * -ECONNRESET (no roshmd came back) the ring is idle again: the next call
+ * tries to re-attach.
  */
 int roshm_nop_sync(struct roshm *r);
 int roshm_write_sync(struct roshm *r, uint32_t handle, uint64_t off,

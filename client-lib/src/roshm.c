@@ -1207,6 +1207,21 @@ int roshm_wait_cqe(struct roshm *r, struct roshm_cqe **cqe)
 	return roshm_wait_cqe_timeout(r, cqe, -1);
 }
 
+/*
+ * Wait for the one operation of a blocking helper. When no roshmd came back
+ * (-ECONNRESET), the library has completed that operation with -ECONNRESET
+ * itself: take that CQE too, so that the ring is idle again and the next
+ * call tries to re-attach instead of failing with -EBUSY for good.
+ */
+static int sync_wait(struct roshm *r, struct roshm_cqe **cqe)
+{
+	int ret = roshm_wait_cqe(r, cqe);
+
+	if (ret == -ECONNRESET && roshm_peek_cqe(r, cqe) == 0)
+		roshm_cqe_seen(r, *cqe);
+	return ret;
+}
+
 static int sync_op(struct roshm *r, struct roshm_sqe *tmpl, uint64_t *result)
 {
 	struct roshm_sqe *sqe;
@@ -1220,7 +1235,7 @@ static int sync_op(struct roshm *r, struct roshm_sqe *tmpl, uint64_t *result)
 		return -EBUSY;
 	*sqe = *tmpl;
 	roshm_submit(r);
-	ret = roshm_wait_cqe(r, &cqe);
+	ret = sync_wait(r, &cqe);
 	if (ret)
 		return ret;
 	ret = cqe->status;
@@ -1252,7 +1267,7 @@ int roshm_txn_sync(struct roshm *r, uint32_t handle, const struct roshm_txn_writ
 		return -EBUSY;
 	roshm_prep_txn_commit(sqe, handle);
 	roshm_submit(r);
-	ret = roshm_wait_cqe(r, &cqe);
+	ret = sync_wait(r, &cqe);
 	if (ret)
 		return ret;
 	ret = cqe->status;
