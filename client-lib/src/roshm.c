@@ -1446,22 +1446,34 @@ int roshm_admin(const char *sock_path, const char *cmd, char **json)
 
 const char *roshm_strerror(int status)
 {
+	const char *d;
+
 	switch (-status) {
 	case 0: return "success";
 	case EINVAL: return "invalid argument or SQE field";
 	case EBADF: return "unknown or closed region handle";
 	case EFAULT: return "offset/length outside the region or the arena";
-	case EOPNOTSUPP: return "operation not supported by this roshmd";
+	case EOPNOTSUPP: return "operation not supported (a transaction on a region without a log)";
 	case ESTALE: return "region was closed or re-created (stale epoch)";
-	case ENOENT: return "no such region";
+	case ENOENT: return "no such region, or no roshmd at the socket";
 	case EACCES: return "access denied by tenant or region policy";
-	case ECONNRESET: return "connection to roshmd or to the peer node was lost";
+	case ECONNRESET: return "connection to roshmd or to the peer node was lost (outcome unknown)";
 	case EHOSTUNREACH: return "peer node unreachable";
 	case ETIME: return "timed out";
+	case ETIMEDOUT: return "transaction deadline ran out";
+	case EIO: return "transaction outcome could not be determined";
+	case EAGAIN: return "region is draining or paused: try again";
+	case EMSGSIZE: return "too big for a transaction slot or the transport";
+	case EEXIST: return "region name taken";
+	case EMFILE: return "handle table or client limit full";
+	case ENOSPC: return "no room for another region";
 	case EPROTO: return "protocol error (ABI mismatch or malformed message)";
-	case EBUSY: return "operations in flight";
+	case EBUSY: return "busy (operations in flight, or no transaction context free)";
 	case EPERM: return "not permitted (credentials, or the socket is not roshmd's)";
 	case EDQUOT: return "the tenant's quota is used up";
-	default: return "error";
+	default:
+		/* any other -errno: the C library's words for it */
+		d = status < 0 ? strerrordesc_np(-status) : NULL;
+		return d ? d : "error";
 	}
 }

@@ -185,9 +185,17 @@ static void test_roshmd_gone(void **state)
 	th_daemon_kill(&d);
 	/* published into a ring nobody serves any more */
 	sqe = roshm_get_sqe(r);
+	if (!sqe) {
+		fail_msg("SQ full");
+		return;
+	}
 	roshm_prep_nop(sqe);
 	roshm_sqe_set_data(sqe, 11);
 	sqe = roshm_get_sqe(r);
+	if (!sqe) {
+		fail_msg("SQ full");
+		return;
+	}
 	roshm_prep_fetch_add(sqe, h, 0, 1);
 	roshm_sqe_set_data(sqe, 12);
 	assert_int_equal(roshm_submit(r), 2);
