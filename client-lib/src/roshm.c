@@ -605,12 +605,20 @@ static inline uint32_t srv_handle(struct roshm *r, uint32_t app)
 
 static int reconnect(struct roshm *r);
 
+/* An earlier re-attach gave up (no socket): a control call tries again first. */
+static int ensure_attached(struct roshm *r)
+{
+	return r->sock_fd >= 0 ? 0 : reconnect(r);
+}
+
 /* A control request; when roshmd went away, re-attach once and retry. */
 static int ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *reply, size_t reply_max,
 			  int *fds, int nfds_max, int *nfds, int fd_out)
 {
-	int ret;
+	int ret = ensure_attached(r);
 
+	if (ret)
+		return ret;
 	for (int attempt = 0;; attempt++) {
 		if (fd_out >= 0)
 			ret = roshm__ctl_call_fd(r->sock_fd, req, req_len, reply, reply_max, fds, nfds_max,
@@ -787,6 +795,9 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 
 	if (!name || !handle)
 		return -EINVAL;
+	ret = ensure_attached(r);
+	if (ret)
+		return ret;
 	ret = open_region(r, name, &srv, size);
 	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = reconnect(r)))
 		ret = open_region(r, name, &srv, size);
@@ -816,6 +827,9 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 
 	if (!m)
 		return -EBADF;
+	ret = ensure_attached(r);
+	if (ret)
+		return ret;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
 	req.handle = m->srv;

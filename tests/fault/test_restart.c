@@ -163,9 +163,10 @@ static void test_roshmd_restart(void **state)
 /*
  * roshmd gone for longer than reconnect_ms: roshm_wait_cqe says so once
  * (-ECONNRESET), every operation that had no CQE then completes with
- * -ECONNRESET (its user_data given back), and the blocking helpers keep
- * trying to re-attach on each call (-ECONNRESET, never -EBUSY because of
- * their own lost operation) until roshmd is back, then work again.
+ * -ECONNRESET (its user_data given back), and the blocking helpers and the
+ * control calls keep trying to re-attach on each call (-ECONNRESET; never
+ * -EBUSY because of a helper's own lost operation, never -EBADF for want of
+ * a socket) until roshmd is back, then work again.
  */
 static void test_roshmd_gone(void **state)
 {
@@ -173,7 +174,7 @@ static void test_roshmd_gone(void **state)
 	struct roshm_sqe *sqe;
 	struct roshm_cqe *cqe;
 	uint64_t old = 0, seen = 0;
-	uint32_t h;
+	uint32_t h, h2;
 	int err;
 
 	(void)state;
@@ -210,11 +211,15 @@ static void test_roshmd_gone(void **state)
 	assert_int_equal(seen, (1ull << 11) | (1ull << 12));
 	assert_int_equal(roshm_peek_cqe(r, &cqe), -EAGAIN);
 	assert_int_equal(roshm_inflight(r), 0);
-	/* each call tries again */
+	/* each call tries again, control calls too */
 	assert_int_equal(roshm_nop_sync(r), -ECONNRESET);
 	assert_int_equal(roshm_fetch_add_sync(r, h, 0, 1, &old), -ECONNRESET);
 	assert_int_equal(roshm_inflight(r), 0);
+	assert_int_equal(roshm_region_open(r, "default/gone", &h2, NULL), -ECONNRESET);
 	assert_int_equal(th_daemon_restart(&d), 0);
+	/* a control call is the first to find it back: it re-attaches */
+	assert_int_equal(roshm_region_open(r, "default/gone", &h2, NULL), 0);
+	assert_int_equal(roshm_region_close(r, h2), 0);
 	assert_int_equal(roshm_nop_sync(r), 0);
 	/* our region came back with its contents: 1 (the FETCH_ADDs after
 	 * the kill never reached a roshmd) */
