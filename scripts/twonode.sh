@@ -5,7 +5,11 @@
 #   in_a CMD... / in_b CMD...             run a command on that node
 #   ctl_a ARGS... / ctl_b ARGS...         roshmctl on that node, as its admin
 #   twonode_down                          stop both, remove the namespaces
-TN_PREFIX=roshm2n
+# TN_PREFIX names the namespaces (PREFIX-1, PREFIX-2) and the EAL file
+# prefixes (PREFIX-a, PREFIX-b); without namespaces the nodes listen on
+# loopback ports TN_PORT_A and TN_PORT_B. Set them before twonode_up to run
+# beside another pair (tests do).
+TN_PREFIX=${TN_PREFIX:-roshm2n}
 TN_PIDS=()
 
 in_a() { if [[ -n ${TN_NS_A:-} ]]; then ip netns exec "$TN_NS_A" "$@"; else "$@"; fi; }
@@ -31,8 +35,8 @@ twonode_up() {
     TN_MODE="network namespaces $TN_NS_A (198.18.0.1) and $TN_NS_B (198.18.0.2)"
   else
     TN_NS_A= TN_NS_B=
-    ADDR_A=127.0.0.1 ADDR_B=127.0.0.1 PORT_A=7471 PORT_B=7472
-    TN_MODE="one host, loopback ports 7471 and 7472 (run as root for network namespaces)"
+    ADDR_A=127.0.0.1 ADDR_B=127.0.0.1 PORT_A=${TN_PORT_A:-7471} PORT_B=${TN_PORT_B:-7472}
+    TN_MODE="one host, loopback ports $PORT_A and $PORT_B (run as root for network namespaces)"
   fi
   SOCK_A=$dir/node-a.sock SOCK_B=$dir/node-b.sock
   local n addr port sock
@@ -41,7 +45,7 @@ twonode_up() {
     cat > "$dir/node-$n.conf" <<CONF
 node = "node-$n";
 socket = "$sock";
-eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "roshm-2n-$n",
+eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "$TN_PREFIX-$n",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };

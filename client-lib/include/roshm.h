@@ -148,10 +148,12 @@ struct roshm_region_opts {
  * Returns a handle, or NULL with *err set to: -ENOENT / -ECONNREFUSED (no
  * roshmd at the socket), -EPERM (the socket is served by a process of
  * another uid than expected: see server_uid), -EACCES (bad tenant or token),
- * -EDQUOT (the tenant's quota of clients or memory is used up), -EPROTO (ABI
- * mismatch or malformed reply), -EINVAL (bad params), -ENOMEM (no memory for
- * the channel, or huge pages required and missing), or another -errno from
- * socket, memfd_create, mmap or recvmsg.
+ * -EDQUOT (the tenant's quota of clients or memory is used up), -EMFILE
+ * (roshmd's client limit), -EPROTO (ABI mismatch or malformed reply), -EINVAL
+ * (bad params, sizes above roshmd's limits, or huge pages required and
+ * hugepages OFF), -ENAMETOOLONG (socket path), -ENOMEM (no memory for the
+ * channel, or huge pages required and missing), -ECONNRESET, or another
+ * -errno from socket, connect, memfd_create, ftruncate or mmap.
  */
 struct roshm *roshm_open(const struct roshm_params *p, int *err);
 
@@ -164,7 +166,8 @@ void roshm_close(struct roshm *r);
  * handle in *handle. The memory is this process's (a memfd it creates and
  * touches), handed to roshmd. Returns 0, -EINVAL (bad name, size, options),
  * -EEXIST (name taken), -ENOMEM / -ENOSPC (limits), -EDQUOT (the tenant's
- * quota of regions or memory), -EPROTO, -ECONNRESET.
+ * quota of regions or memory), -EMFILE (handle table full), -EAGAIN (the
+ * registry did not take the record), -EPROTO, -ECONNRESET.
  */
 int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 			const struct roshm_region_opts *opts, uint32_t *handle);
@@ -177,8 +180,11 @@ void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size);
 
 /*
  * roshm_region_open() - open "<tenant>/<name>" (or "<name>" in our tenant).
- * Returns 0 with *handle and *size set, -ENOENT (no such region), -EACCES
- * (policy forbids it), -EMFILE (handle table full), -EINVAL, -EPROTO, -ECONNRESET.
+ * Returns 0 with *handle and *size (may be NULL) set, -ENOENT (no such
+ * region, yet), -EACCES (policy forbids it, or its node failed to
+ * authenticate), -EAGAIN (draining or moving; the registry did not answer),
+ * -EHOSTUNREACH (its node is unreachable), -EMFILE (handle table full),
+ * -EINVAL, -ENOMEM, -EPROTO, -ECONNRESET.
  */
 int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle,
 		      uint64_t *size);
@@ -266,8 +272,12 @@ static inline void roshm_prep_cmp_swap(struct roshm_sqe *sqe, uint32_t handle,
  * one region with a log, fitting one slot) then one TXN_COMMIT on the same
  * handle. The writes get no CQE; the commit's CQE is 0 (result: the sequence)
  * once the transaction is committed, and then it is applied exactly once, all
- * or nothing. Errors come on the commit: -EINVAL (writes to another handle),
- * -EOPNOTSUPP (the commit's region has no log), -EMSGSIZE, -EFAULT, -EBADF.
+ * or nothing. Errors come on the commit: -EINVAL (no writes, or writes to
+ * another handle), -EOPNOTSUPP (the commit's region has no log), -EMSGSIZE,
+ * -EFAULT, -EBADF, -EBUSY (no transaction context free: nothing done),
+ * -EAGAIN (the region drains: nothing done), -ESTALE (region closed),
+ * -ETIMEDOUT (txn.deadline_ms; a commit in flight then may have committed),
+ * -EIO and -ECONNRESET (outcome unknown; never committed again by itself).
  */
 static inline void roshm_prep_txn_write(struct roshm_sqe *sqe, uint32_t handle,
 					uint64_t off, uint64_t arena_off, uint32_t len)
@@ -302,10 +312,6 @@ static inline void roshm_sqe_set_flags(struct roshm_sqe *sqe, uint8_t flags)
  */
 int roshm_submit(struct roshm *r);
 
-/*
- * roshm_peek_cqe() - the next completion without waiting: 0 with *cqe set,
- * or -EAGAIN when the CQ is empty.
- */
 /* Give the caller's user_data back and free the tag (once per CQE). */
 static inline void roshm__untag(struct roshm *r, struct roshm_cqe *c)
 {
@@ -322,6 +328,10 @@ static inline void roshm__untag(struct roshm *r, struct roshm_cqe *c)
 	}
 }
 
+/*
+ * roshm_peek_cqe() - the next completion without waiting: 0 with *cqe set,
+ * or -EAGAIN when the CQ is empty.
+ */
 static inline int roshm_peek_cqe(struct roshm *r, struct roshm_cqe **cqe)
 {
 	struct roshm_cq *cq = &r->cq;
@@ -403,8 +413,9 @@ static inline void roshm_cq_advance(struct roshm *r, unsigned n)
  * roshm_wait_cqe() - wait for the next completion: spins spin_us, then
  * sleeps on the CQ wakeup socket. If roshmd went away, re-attaches to its
  * successor (see struct roshm_tag) for up to reconnect_ms. Returns 0 with
- * *cqe set, -ECONNRESET if no roshmd came back (or this one hung up on us),
- * -EPROTO if the successor's channel differs, -EINTR.
+ * *cqe set, -ECONNRESET if no roshmd came back (or this one hung up on us:
+ * every operation without a CQE then completes with -ECONNRESET), -EPROTO if
+ * the successor's channel differs, -EINTR, -ENOMEM.
  */
 int roshm_wait_cqe(struct roshm *r, struct roshm_cqe **cqe);
 
@@ -420,7 +431,9 @@ static inline uint64_t roshm_inflight(const struct roshm *r)
 /*
  * Blocking conveniences: submit one operation and wait for its completion.
  * They need an idle ring (-EBUSY if any operation is in flight) and return
- * the operation's status (0 or its -errno), or a roshm_wait_cqe error.
+ * the operation's status (0 or its -errno), or a roshm_wait_cqe error. After
+ * -ECONNRESET (no roshmd came back) the ring is idle again: the next call
+ * tries to re-attach.
  */
 int roshm_nop_sync(struct roshm *r);
 int roshm_write_sync(struct roshm *r, uint32_t handle, uint64_t off,
@@ -442,9 +455,9 @@ struct roshm_txn_write {
 /*
  * roshm_txn_sync() - one transaction of @n writes to region @handle,
  * applied all-or-nothing and exactly once.
- * Returns 0 once committed (*seq: its sequence in the region's log),
- * -EOPNOTSUPP (region has no log), -EMSGSIZE (does not fit a slot),
- * -ETIMEDOUT (txn_deadline_ms ran out), -ESTALE (region gone), -EINVAL, -EBUSY.
+ * Returns 0 once committed (*seq: its sequence in the region's log), -EINVAL
+ * (@n 0, above ROSHM_TXN_MAX_SEGS or the SQ), -EBUSY (ring not idle), or
+ * any status of the commit (see roshm_prep_txn_write) or of roshm_wait_cqe.
  */
 int roshm_txn_sync(struct roshm *r, uint32_t handle, const struct roshm_txn_write *w,
 		   unsigned n, uint64_t *seq);

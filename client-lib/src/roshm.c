@@ -605,12 +605,20 @@ static inline uint32_t srv_handle(struct roshm *r, uint32_t app)
 
 static int reconnect(struct roshm *r);
 
+/* An earlier re-attach gave up (no socket): a control call tries again first. */
+static int ensure_attached(struct roshm *r)
+{
+	return r->sock_fd >= 0 ? 0 : reconnect(r);
+}
+
 /* A control request; when roshmd went away, re-attach once and retry. */
 static int ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *reply, size_t reply_max,
 			  int *fds, int nfds_max, int *nfds, int fd_out)
 {
-	int ret;
+	int ret = ensure_attached(r);
 
+	if (ret)
+		return ret;
 	for (int attempt = 0;; attempt++) {
 		if (fd_out >= 0)
 			ret = roshm__ctl_call_fd(r->sock_fd, req, req_len, reply, reply_max, fds, nfds_max,
@@ -787,6 +795,9 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 
 	if (!name || !handle)
 		return -EINVAL;
+	ret = ensure_attached(r);
+	if (ret)
+		return ret;
 	ret = open_region(r, name, &srv, size);
 	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = reconnect(r)))
 		ret = open_region(r, name, &srv, size);
@@ -816,6 +827,9 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 
 	if (!m)
 		return -EBADF;
+	ret = ensure_attached(r);
+	if (ret)
+		return ret;
 	memset(&req, 0, sizeof(req));
 	ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
 	req.handle = m->srv;
@@ -1207,6 +1221,21 @@ int roshm_wait_cqe(struct roshm *r, struct roshm_cqe **cqe)
 	return roshm_wait_cqe_timeout(r, cqe, -1);
 }
 
+/*
+ * Wait for the one operation of a blocking helper. When no roshmd came back
+ * (-ECONNRESET), the library has completed that operation with -ECONNRESET
+ * itself: take that CQE too, so that the ring is idle again and the next
+ * call tries to re-attach instead of failing with -EBUSY for good.
+ */
+static int sync_wait(struct roshm *r, struct roshm_cqe **cqe)
+{
+	int ret = roshm_wait_cqe(r, cqe);
+
+	if (ret == -ECONNRESET && roshm_peek_cqe(r, cqe) == 0)
+		roshm_cqe_seen(r, *cqe);
+	return ret;
+}
+
 static int sync_op(struct roshm *r, struct roshm_sqe *tmpl, uint64_t *result)
 {
 	struct roshm_sqe *sqe;
@@ -1220,7 +1249,7 @@ static int sync_op(struct roshm *r, struct roshm_sqe *tmpl, uint64_t *result)
 		return -EBUSY;
 	*sqe = *tmpl;
 	roshm_submit(r);
-	ret = roshm_wait_cqe(r, &cqe);
+	ret = sync_wait(r, &cqe);
 	if (ret)
 		return ret;
 	ret = cqe->status;
@@ -1252,7 +1281,7 @@ int roshm_txn_sync(struct roshm *r, uint32_t handle, const struct roshm_txn_writ
 		return -EBUSY;
 	roshm_prep_txn_commit(sqe, handle);
 	roshm_submit(r);
-	ret = roshm_wait_cqe(r, &cqe);
+	ret = sync_wait(r, &cqe);
 	if (ret)
 		return ret;
 	ret = cqe->status;
@@ -1431,22 +1460,34 @@ int roshm_admin(const char *sock_path, const char *cmd, char **json)
 
 const char *roshm_strerror(int status)
 {
+	const char *d;
+
 	switch (-status) {
 	case 0: return "success";
 	case EINVAL: return "invalid argument or SQE field";
 	case EBADF: return "unknown or closed region handle";
 	case EFAULT: return "offset/length outside the region or the arena";
-	case EOPNOTSUPP: return "operation not supported by this roshmd";
+	case EOPNOTSUPP: return "operation not supported (a transaction on a region without a log)";
 	case ESTALE: return "region was closed or re-created (stale epoch)";
-	case ENOENT: return "no such region";
+	case ENOENT: return "no such region, or no roshmd at the socket";
 	case EACCES: return "access denied by tenant or region policy";
-	case ECONNRESET: return "connection to roshmd or to the peer node was lost";
+	case ECONNRESET: return "connection to roshmd or to the peer node was lost (outcome unknown)";
 	case EHOSTUNREACH: return "peer node unreachable";
 	case ETIME: return "timed out";
+	case ETIMEDOUT: return "transaction deadline ran out";
+	case EIO: return "transaction outcome could not be determined";
+	case EAGAIN: return "region is draining or paused: try again";
+	case EMSGSIZE: return "too big for a transaction slot or the transport";
+	case EEXIST: return "region name taken";
+	case EMFILE: return "handle table or client limit full";
+	case ENOSPC: return "no room for another region";
 	case EPROTO: return "protocol error (ABI mismatch or malformed message)";
-	case EBUSY: return "operations in flight";
+	case EBUSY: return "busy (operations in flight, or no transaction context free)";
 	case EPERM: return "not permitted (credentials, or the socket is not roshmd's)";
 	case EDQUOT: return "the tenant's quota is used up";
-	default: return "error";
+	default:
+		/* any other -errno: the C library's words for it */
+		d = status < 0 ? strerrordesc_np(-status) : NULL;
+		return d ? d : "error";
 	}
 }

@@ -160,6 +160,74 @@ static void test_roshmd_restart(void **state)
 		      (unsigned long long)sh->progress, (long long)sh->txn_ok, (long long)sh->txn_reset);
 }
 
+/*
+ * roshmd gone for longer than reconnect_ms: roshm_wait_cqe says so once
+ * (-ECONNRESET), every operation that had no CQE then completes with
+ * -ECONNRESET (its user_data given back), and the blocking helpers and the
+ * control calls keep trying to re-attach on each call (-ECONNRESET; never
+ * -EBUSY because of a helper's own lost operation, never -EBADF for want of
+ * a socket) until roshmd is back, then work again.
+ */
+static void test_roshmd_gone(void **state)
+{
+	struct roshm_params p = { .sock_path = d.sock, .reconnect_ms = 300 };
+	struct roshm_sqe *sqe;
+	struct roshm_cqe *cqe;
+	uint64_t old = 0, seen = 0;
+	uint32_t h, h2;
+	int err;
+
+	(void)state;
+	struct roshm *r = roshm_open(&p, &err);
+
+	assert_non_null(r);
+	assert_int_equal(roshm_region_create(r, "gone", 4096, NULL, &h), 0);
+	assert_int_equal(roshm_fetch_add_sync(r, h, 0, 1, &old), 0);
+	th_daemon_kill(&d);
+	/* published into a ring nobody serves any more */
+	sqe = roshm_get_sqe(r);
+	if (!sqe) {
+		fail_msg("SQ full");
+		return;
+	}
+	roshm_prep_nop(sqe);
+	roshm_sqe_set_data(sqe, 11);
+	sqe = roshm_get_sqe(r);
+	if (!sqe) {
+		fail_msg("SQ full");
+		return;
+	}
+	roshm_prep_fetch_add(sqe, h, 0, 1);
+	roshm_sqe_set_data(sqe, 12);
+	assert_int_equal(roshm_submit(r), 2);
+	assert_int_equal(roshm_wait_cqe(r, &cqe), -ECONNRESET);
+	assert_int_equal(roshm_inflight(r), 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(roshm_peek_cqe(r, &cqe), 0);
+		assert_int_equal(cqe->status, -ECONNRESET);
+		seen |= 1ull << cqe->user_data;
+		roshm_cqe_seen(r, cqe);
+	}
+	assert_int_equal(seen, (1ull << 11) | (1ull << 12));
+	assert_int_equal(roshm_peek_cqe(r, &cqe), -EAGAIN);
+	assert_int_equal(roshm_inflight(r), 0);
+	/* each call tries again, control calls too */
+	assert_int_equal(roshm_nop_sync(r), -ECONNRESET);
+	assert_int_equal(roshm_fetch_add_sync(r, h, 0, 1, &old), -ECONNRESET);
+	assert_int_equal(roshm_inflight(r), 0);
+	assert_int_equal(roshm_region_open(r, "default/gone", &h2, NULL), -ECONNRESET);
+	assert_int_equal(th_daemon_restart(&d), 0);
+	/* a control call is the first to find it back: it re-attaches */
+	assert_int_equal(roshm_region_open(r, "default/gone", &h2, NULL), 0);
+	assert_int_equal(roshm_region_close(r, h2), 0);
+	assert_int_equal(roshm_nop_sync(r), 0);
+	/* our region came back with its contents: 1 (the FETCH_ADDs after
+	 * the kill never reached a roshmd) */
+	assert_int_equal(roshm_fetch_add_sync(r, h, 0, 1, &old), 0);
+	assert_int_equal(old, 1);
+	roshm_close(r);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -180,6 +248,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roshmd_restart),
+		cmocka_unit_test(test_roshmd_gone),
 	};
 
 	return cmocka_run_group_tests_name("restart", tests, setup, teardown);

@@ -16,8 +16,10 @@ trap 'th_rmdir "$d"' EXIT
 "$src/scripts/image-build.sh" build "$d/root" > "$d/log" 2>&1 || fail "image-build.sh build: $(tail -5 "$d/log")"
 r=$d/root
 lib=$(ls -d "$r"/usr/lib/*-linux-gnu 2>/dev/null | head -1)
-for f in usr/sbin/roshmd usr/sbin/roshmctl usr/bin/roshm-perf usr/bin/demo-owner usr/bin/demo-writer usr/include/roshm.h \
+for f in usr/sbin/roshmd usr/sbin/roshmctl usr/bin/roshm-perf usr/bin/demo-owner usr/bin/demo-writer \
+         usr/bin/txn-transfer usr/include/roshm.h \
          usr/share/man/man8/roshmd.8 usr/share/man/man8/roshmctl.8 usr/share/man/man3/libroshm.3 \
+         usr/share/man/man3/roshm_open.3 usr/share/man/man3/roshm_prep_read.3 \
          usr/share/man/man1/roshm-perf.1 usr/share/bash-completion/completions/roshmctl \
          usr/lib/systemd/system/roshmd.service \
          etc/roshm/roshmd.conf.sample; do
