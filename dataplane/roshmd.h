@@ -12,6 +12,7 @@
 #ifndef ROSHMD_H
 #define ROSHMD_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <rte_log.h>
 #include <stdbool.h>
@@ -155,14 +156,56 @@ struct rd_handle {
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */
-#define RD_LAT_XPORTS 2     /* network providers' index (struct rd_provider lat): 0 tcp, 1 verbs */
-#define RD_LAT_BUCKETS 20   /* <= 1 us, 2 us, 4 us, ... 524 ms; then one overflow bucket */
+
+/*
+ * The poller's operation counters (metrics.c shows them). Rows by the
+ * transport that carried the operation (struct rd_provider xp); RD_XP_NONE:
+ * none did (NOP, FENCE, an SQE refused before it reached one).
+ */
+enum { RD_XP_NONE, RD_XP_LOCAL, RD_XP_TCP, RD_XP_VERBS, RD_XPORTS };
+/* Columns by opcode: ROSHM_OP_* (TXN_WRITE never completes on its own),
+ * then one for opcodes roshmd does not know. */
+#define RD_SOPS (ROSHM_OP__MAX + 1)
+/* A completion's status, as a class an operator can act on. */
+enum rd_status_class {
+	RD_ST_OK,
+	RD_ST_INVALID,                /* the SQE: -EINVAL -EBADF -EFAULT -EOPNOTSUPP -EMSGSIZE */
+	RD_ST_DENIED,                 /* -EACCES (a key or bounds the owner refused) */
+	RD_ST_STALE,                  /* -ESTALE: the region went away or was re-created */
+	RD_ST_UNREACHABLE,            /* -EHOSTUNREACH: its node is down or unreachable */
+	RD_ST_RESET,                  /* -ECONNRESET: connection lost, outcome unknown */
+	RD_ST_BUSY,                   /* -EAGAIN (draining) -EBUSY -ENOSPC -EDQUOT (quotas) */
+	RD_ST_TIMEOUT,                /* -ETIMEDOUT (a transaction's deadline) */
+	RD_ST_ERROR,                  /* anything else (-EIO, -EPROTO, ...) */
+	RD_STATUSES
+};
+static inline unsigned rd_status_class(int32_t status)
+{
+	switch (status) {
+	case 0: return RD_ST_OK;
+	case -EINVAL: case -EBADF: case -EFAULT: case -EOPNOTSUPP: case -EMSGSIZE: return RD_ST_INVALID;
+	case -EACCES: return RD_ST_DENIED;
+	case -ESTALE: return RD_ST_STALE;
+	case -EHOSTUNREACH: return RD_ST_UNREACHABLE;
+	case -ECONNRESET: return RD_ST_RESET;
+	case -EAGAIN: case -EBUSY: case -ENOSPC: case -EDQUOT: return RD_ST_BUSY;
+	case -ETIMEDOUT: return RD_ST_TIMEOUT;
+	default: return RD_ST_ERROR;
+	}
+}
+/* Latency histograms: rows RD_XP_LOCAL.. (index xp - 1), the operations
+ * that reach a transport. */
+enum { RD_LOP_WRITE, RD_LOP_READ, RD_LOP_FETCH_ADD, RD_LOP_CMP_SWAP, RD_LOP_TXN_COMMIT, RD_LOPS };
+#define RD_LAT_XPORTS (RD_XPORTS - 1)
+/* <= 1/8 us, 1/4 us, ... 2^22/8 us (524 ms); then one overflow bucket */
+#define RD_LAT_BUCKETS 23
 
 /* A big local WRITE/READ in progress, a piece per poll round. */
 struct rd_copy {
 	struct roshm_sqe sqe;         /* the validated copy */
 	struct rd_region *region;     /* held; NULL: no copy in progress */
 	uint32_t done;
+	uint64_t tsc;                 /* consumed at (its latency) */
 };
 
 struct rd_client_stats {
@@ -278,6 +321,7 @@ struct rd_event {
 	char why[64];
 };
 
+enum { RD_HELD_RATE, RD_HELD_SHARE, RD_HELD_PEER, RD_HELD_REASONS };
 struct rd_poller_stats {
 	uint64_t rounds;
 	uint64_t busy_rounds;
@@ -288,13 +332,22 @@ struct rd_poller_stats {
 	uint64_t events_lost;         /* poller -> control events that found the ring full */
 	uint64_t batch_hist[RD_BATCH_BUCKETS];
 	uint64_t batch_sqes;          /* sum over the batches of batch_hist */
-	uint64_t lat_hist[RD_LAT_XPORTS][RD_LAT_BUCKETS + 1];
-	uint64_t lat_sum_us[RD_LAT_XPORTS];
+	uint64_t cq_full;             /* client rounds that left SQEs for want of CQ room */
+	uint64_t xport_busy;          /* SQEs left in their ring: the transport was full */
 	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
 	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
+	/* completions posted to clients */
+	uint64_t done[RD_XPORTS][RD_SOPS][RD_STATUSES];
+	/* successful client operations, consumed to completed, in 1/8 us */
+	uint64_t lat_hist[RD_LAT_XPORTS][RD_LOPS][RD_LAT_BUCKETS + 1];
+	uint64_t lat_sum[RD_LAT_XPORTS][RD_LOPS];
 	/* client rounds in which a tenant's waiting SQEs were held back: by
-	 * its ops/bytes rate limit [0], by its share of the round [1] */
-	uint64_t tenant_held[RD_TENANTS_MAX][2];
+	 * its ops/bytes rate limit [RD_HELD_RATE], by its share of the round
+	 * [RD_HELD_SHARE], by its share of a peer's operations in flight
+	 * (quota.peer_inflight) [RD_HELD_PEER] */
+	uint64_t tenant_held[RD_TENANTS_MAX][RD_HELD_REASONS];
+	/* transactions refused for its share of contexts (quota.txn) */
+	uint64_t tenant_txn_refused[RD_TENANTS_MAX];
 };
 
 /*
@@ -344,6 +397,7 @@ struct rd_poller {
 	bool held_any;                /* a rate limit held work back: sleep at most 1 ms */
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
+	uint64_t lat_mult;            /* TSC cycles to 1/8 us: (cycles * lat_mult) >> 32 */
 	_Atomic(struct rd_defer *) graveyard; /* poller pushes, control pops (struct rd_defer) */
 };
 
@@ -357,16 +411,41 @@ void rd_client_unhold(struct rd_poller *p, struct rd_client *c);
 /* Control: take everything the poller let go of (a list through ->next). */
 struct rd_defer *rd_poller_graveyard(struct rd_poller *p);
 
-/* Latency of a remote operation submitted at TSC @t0 (poller only). */
-static inline void rd_lat_record(struct rd_poller *p, int x, uint64_t t0, uint64_t now)
+/* A completion posted to a client: its transport row @xp, @opcode, @status
+ * (poller only; plain stores: this thread is the only writer). */
+static inline void rd_op_count(struct rd_poller *p, unsigned xp, uint8_t opcode, int32_t status)
 {
-	uint64_t us = (now - t0) / p->tsc_per_us;
-	unsigned b = us <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(us - 1);
+	unsigned o = opcode < ROSHM_OP__MAX ? opcode : ROSHM_OP__MAX;
 
+	RD_STAT_ADD(p->stats.done[xp][o][rd_status_class(status)], 1);
+	if (status)
+		RD_STAT_ADD(p->stats.errors, 1);
+}
+
+/* Latency of a successful client operation @opcode on transport row @xp
+ * (RD_XP_LOCAL..), TSC @t0 to @now (poller only). */
+static inline void rd_lat_record(struct rd_poller *p, unsigned xp, uint8_t opcode, uint64_t t0,
+				 uint64_t now)
+{
+	unsigned o, b;
+	uint64_t u;
+
+	switch (opcode) {
+	case ROSHM_OP_WRITE: o = RD_LOP_WRITE; break;
+	case ROSHM_OP_READ: o = RD_LOP_READ; break;
+	case ROSHM_OP_FETCH_ADD: o = RD_LOP_FETCH_ADD; break;
+	case ROSHM_OP_CMP_SWAP: o = RD_LOP_CMP_SWAP; break;
+	case ROSHM_OP_TXN_COMMIT: o = RD_LOP_TXN_COMMIT; break;
+	default: return;
+	}
+	if (xp == RD_XP_NONE || xp >= RD_XPORTS)
+		return;
+	u = (uint64_t)(((unsigned __int128)(now - t0) * p->lat_mult) >> 32);
+	b = u <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(u - 1);
 	if (b > RD_LAT_BUCKETS)
 		b = RD_LAT_BUCKETS;
-	RD_STAT_ADD(p->stats.lat_hist[x][b], 1);
-	RD_STAT_ADD(p->stats.lat_sum_us[x], us);
+	RD_STAT_ADD(p->stats.lat_hist[xp - 1][o][b], 1);
+	RD_STAT_ADD(p->stats.lat_sum[xp - 1][o], u);
 }
 
 /* A tenant's operations in flight to a peer (poller only): may one more go? */
@@ -376,8 +455,10 @@ static inline bool rd_peer_inflight_ok(const struct rd_poller *p, const struct r
 	return !c || peer->tenant_inflight[c->tidx] < p->cfg->tenants[c->tidx].quota.peer_inflight;
 }
 
-/* Post a completion for an operation whose CQ slot was reserved (poller only). */
-void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result);
+/* Post a completion for an operation whose CQ slot was reserved, and count
+ * it (@xp: the transport row that carried it) (poller only). */
+void rd_op_complete(struct rd_poller *p, struct rd_client *c, unsigned xp, uint8_t opcode,
+		    uint64_t user_data, int32_t status, uint64_t result);
 /* Events for the control thread (poller only). */
 void rd_poller_post_event(struct rd_poller *p, const struct rd_event *ev);
 

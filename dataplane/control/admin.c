@@ -173,7 +173,8 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		for (int i = 0; i < RD_BATCH_BUCKETS; i++)
 			json_array_append_new(h, json_integer((json_int_t)RD_STAT_GET(ps->batch_hist[i])));
 		json_object_set_new(o, "batch_log2_hist", h);
-		/* work each tenant's limits and share held back (roshm_tenant_throttled_total) */
+		/* work each tenant's limits, share and share of peers held back
+		 * (roshm_tenant_throttled_total) */
 		json_t *th = json_object();
 
 		for (int t = 0; t < ctl->cfg->ntenants; t++) {
@@ -181,6 +182,7 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 
 			json_object_set_new(e, "rate", json_integer((json_int_t)RD_STAT_GET(ps->tenant_held[t][0])));
 			json_object_set_new(e, "share", json_integer((json_int_t)RD_STAT_GET(ps->tenant_held[t][1])));
+			json_object_set_new(e, "peer", json_integer((json_int_t)RD_STAT_GET(ps->tenant_held[t][RD_HELD_PEER])));
 			json_object_set_new(th, ctl->cfg->tenants[t].name, e);
 		}
 		json_object_set_new(o, "tenant_throttled", th);

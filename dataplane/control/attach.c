@@ -178,6 +178,7 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 		RD_LOG(NOTICE, "attach refused: pid %d, tenant %s: quota (clients %u, bytes %llu)",
 		       (int)conn->pid, req->tenant, ctl->tuse[tidx].clients,
 		       (unsigned long long)ctl->tuse[tidx].bytes);
+		ctl->tenant_attach_refused[tidx]++;
 		return -EDQUOT;
 	}
 	ctl->tuse[tidx].clients++;

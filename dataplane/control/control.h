@@ -46,6 +46,10 @@ struct rd_control {
 	struct rd_mconn *mconns;
 	struct rd_mconn *mdead;       /* closed in this epoll batch, freed after it */
 	uint64_t tenant_sqes_gone[RD_TENANTS_MAX]; /* of detached clients: counters never go down */
+	/* requests refused for a tenant's quota (-EDQUOT): attach (clients,
+	 * bytes), region create (regions, bytes) */
+	uint64_t tenant_attach_refused[RD_TENANTS_MAX];
+	uint64_t tenant_region_refused[RD_TENANTS_MAX];
 	struct rd_tel *tel;           /* telemetry snapshot */
 	uint64_t next_revalidate_ns;
 	struct rd_drain_job *drains;

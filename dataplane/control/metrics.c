@@ -4,7 +4,8 @@
  * /readyz (200 when the registry is ready, else 503). A tiny
  * HTTP/1.0 server: non-blocking sockets in the control thread's epoll, one
  * GET per connection, answered and closed; a connection that does not send
- * its request within 2 s is dropped. The page is built from the poller's
+ * its request within 2 s is dropped, one that does not take its answer
+ * within 10 s too (the answer goes out as the socket drains). The page is built from the poller's
  * counters (relaxed reads) and the control thread's own state; the node's
  * counters are one table, rd_metrics[], that the admin "stats" JSON
  * (admin.c) is built from too.
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 
 #define REQ_MAX 2048
 #define CONN_TIMEOUT_NS 2000000000ull
+#define SEND_TIMEOUT_NS 10000000000ull
 
 struct rd_mconn {
 	struct rd_ep_tag tag;         /* RD_EP_METRICS_CONN */
@@ -35,6 +38,8 @@ struct rd_mconn {
 	uint32_t have;
 	char buf[REQ_MAX];
 	uint64_t deadline_ns;
+	char *out;                    /* the answer, being sent (NULL: reading the request) */
+	size_t out_len, out_off;
 	struct rd_mconn *next;
 };
 
@@ -79,6 +84,8 @@ static void mconn_close(struct rd_control *ctl, struct rd_mconn *m)
 	rd_control_epoll_del(ctl, m->fd);
 	close(m->fd);
 	m->fd = -1;
+	free(m->out);
+	m->out = NULL;
 	for (pp = &ctl->mconns; *pp; pp = &(*pp)->next)
 		if (*pp == m) {
 			*pp = m->next;
@@ -194,6 +201,11 @@ static uint64_t get_hole_faults(struct rd_control *ctl)
 	return __atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED);
 }
 
+static uint64_t get_lease_lost(struct rd_control *ctl)
+{
+	return RD_STAT_GET(ctl->reg.stats.lease_lost);
+}
+
 /* a counter of the poller's (struct rd_poller_stats) */
 #define POLLER(field) .stat = offsetof(struct rd_poller_stats, field)
 
@@ -205,6 +217,9 @@ const struct rd_metric rd_metrics[] = {
 	{ "roshm_registry_ready", NULL, RD_METRIC_FLAG,
 	  "1 when the registry is usable (etcd: lease held, prefix ranged and watched)",
 	  .get = get_registry_ready },
+	{ "roshm_registry_lease_lost_total", "registry_lease_lost", RD_METRIC_COUNTER,
+	  "etcd: times this node's lease expired or etcd forgot it (its records were put again)",
+	  .get = get_lease_lost },
 	{ "roshm_poller_rounds_total", "rounds", RD_METRIC_COUNTER, "Poll rounds", POLLER(rounds) },
 	{ "roshm_poller_busy_rounds_total", "busy_rounds", RD_METRIC_COUNTER,
 	  "Poll rounds that did work", POLLER(busy_rounds) },
@@ -216,6 +231,12 @@ const struct rd_metric rd_metrics[] = {
 	  POLLER(errors) },
 	{ "roshm_corrupt_clients_total", "corrupt_clients", RD_METRIC_COUNTER,
 	  "Clients cut off for corrupting their rings", POLLER(corrupt_clients) },
+	{ "roshm_cq_full_total", "cq_full", RD_METRIC_COUNTER,
+	  "Client rounds that left SQEs in the ring because the client's CQ was full",
+	  POLLER(cq_full) },
+	{ "roshm_transport_busy_total", "transport_busy", RD_METRIC_COUNTER,
+	  "Times an SQE stayed in its ring because its transport's queue was full",
+	  POLLER(xport_busy) },
 	{ "roshm_regions_tampered_total", "regions_tampered", RD_METRIC_COUNTER,
 	  "Regions whose owner punched a hole in their memory (owner disconnected)",
 	  .get = get_tampered },
@@ -384,18 +405,170 @@ static void peer_counter(struct rd_control *ctl, struct page *p, const char *nam
 	}
 }
 
+/* Label values of the poller's operation counters (roshmd.h). */
+static const char *const xp_name[RD_XPORTS] = { "none", "local", "tcp", "verbs" };
+static const char *const op_name[RD_SOPS] = {
+	[ROSHM_OP_NOP] = "nop", [ROSHM_OP_WRITE] = "write", [ROSHM_OP_READ] = "read",
+	[ROSHM_OP_FETCH_ADD] = "fetch_add", [ROSHM_OP_CMP_SWAP] = "compare_swap",
+	[ROSHM_OP_TXN_WRITE] = "txn_write", [ROSHM_OP_TXN_COMMIT] = "txn_commit",
+	[ROSHM_OP_FENCE] = "fence", [ROSHM_OP__MAX] = "other" };
+static const char *const lop_name[RD_LOPS] = { "write", "read", "fetch_add", "compare_swap",
+					       "txn_commit" };
+static const uint8_t lop_opcode[RD_LOPS] = { ROSHM_OP_WRITE, ROSHM_OP_READ, ROSHM_OP_FETCH_ADD,
+					     ROSHM_OP_CMP_SWAP, ROSHM_OP_TXN_COMMIT };
+static const char *const st_name[RD_STATUSES] = { "ok", "invalid", "denied", "stale",
+						  "unreachable", "reset", "busy", "timeout",
+						  "error" };
+static const char *const regop_name[RD_REGOPS] = { "put", "get", "delete", "watch", "lease",
+						   "auth" };
+static const char *const held_name[RD_HELD_REASONS] = { [RD_HELD_RATE] = "rate",
+							[RD_HELD_SHARE] = "share",
+							[RD_HELD_PEER] = "peer" };
+static const char *const regerr_name[RD_REGERRS] = { "timeout", "unreachable", "denied",
+						     "invalid", "other" };
+
+/* The transports this roshmd has: local, and its network provider if any. */
+static bool xp_present(const struct rd_control *ctl, unsigned xp)
+{
+	const struct rd_provider *net = ctl->poller->net;
+
+	return xp == RD_XP_LOCAL || (net && net->xp == xp);
+}
+
+/* Operations and their completions: latency histograms (successful client
+ * operations, consumed to completed) and completion counters by status. */
+static void op_metrics(struct rd_control *ctl, struct page *p)
+{
+	const struct rd_poller_stats *ps = &ctl->poller->stats;
+
+	head(p, "roshm_op_latency_seconds", "histogram",
+	     "Client operation latency in roshmd, from the poller taking the SQE to its completion "
+	     "(local: the poller's time on it; tcp, verbs: including the network round trip), "
+	     "successful operations, by transport and operation");
+	for (unsigned xp = RD_XP_LOCAL; xp < RD_XPORTS; xp++) {
+		if (!xp_present(ctl, xp))
+			continue;
+		for (unsigned o = 0; o < RD_LOPS; o++) {
+			const uint64_t *h = ps->lat_hist[xp - 1][o];
+			uint64_t cum = 0;
+
+			for (int i = 0; i < RD_LAT_BUCKETS; i++) {
+				cum += RD_STAT_GET(h[i]);
+				/* bucket i: up to 2^i / 8 us */
+				put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",op=\"%s\",le=\"%g\"} %llu\n",
+				    xp_name[xp], lop_name[o], (double)(1ull << i) * 0.125e-6,
+				    (unsigned long long)cum);
+			}
+			cum += RD_STAT_GET(h[RD_LAT_BUCKETS]);
+			put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",op=\"%s\",le=\"+Inf\"} %llu\n",
+			    xp_name[xp], lop_name[o], (unsigned long long)cum);
+			put(p, "roshm_op_latency_seconds_sum{transport=\"%s\",op=\"%s\"} %.9f\n", xp_name[xp],
+			    lop_name[o], (double)RD_STAT_GET(ps->lat_sum[xp - 1][o]) * 0.125e-6);
+			put(p, "roshm_op_latency_seconds_count{transport=\"%s\",op=\"%s\"} %llu\n", xp_name[xp],
+			    lop_name[o], (unsigned long long)cum);
+		}
+	}
+
+	/* Always the successful series of what this roshmd can do (a rate
+	 * needs the series before its first increment), and every other one
+	 * that is not zero. */
+	head(p, "roshm_completions_total", "counter",
+	     "Completions posted to clients (CQEs), by transport, operation and status class");
+	for (unsigned xp = 0; xp < RD_XPORTS; xp++)
+		for (unsigned o = 0; o < RD_SOPS; o++)
+			for (unsigned st = 0; st < RD_STATUSES; st++) {
+				uint64_t v = RD_STAT_GET(ps->done[xp][o][st]);
+				bool base = st == RD_ST_OK &&
+					    (xp == RD_XP_NONE ? o == ROSHM_OP_NOP || o == ROSHM_OP_FENCE :
+					     xp_present(ctl, xp) && memchr(lop_opcode, (int)o, RD_LOPS));
+
+				if (v || base)
+					put(p, "roshm_completions_total{transport=\"%s\",op=\"%s\",status=\"%s\"} %llu\n",
+					    xp_name[xp], op_name[o], st_name[st], (unsigned long long)v);
+			}
+}
+
+/* The registry's requests to its store (struct rd_reg_stats). */
+static void registry_metrics(struct rd_control *ctl, struct page *p)
+{
+	const struct rd_reg_stats *rs = &ctl->reg.stats;
+	const char *b = ctl->reg.ops->name;
+
+	head(p, "roshm_registry_latency_seconds", "histogram",
+	     "Registry requests to the store (file: the directory; etcd: its HTTP gateway), answered "
+	     "or not, by backend and operation");
+	for (unsigned o = 0; o < RD_REGOPS; o++) {
+		uint64_t cum = 0;
+
+		if (!(rs->ops & (1u << o)))
+			continue;
+		for (int i = 0; i < RD_REG_LAT_BUCKETS; i++) {
+			cum += RD_STAT_GET(rs->hist[o][i]);
+			put(p, "roshm_registry_latency_seconds_bucket{backend=\"%s\",op=\"%s\",le=\"%g\"} %llu\n",
+			    b, regop_name[o], (double)rd_reg_lat_le_ns[i] * 1e-9, (unsigned long long)cum);
+		}
+		cum += RD_STAT_GET(rs->hist[o][RD_REG_LAT_BUCKETS]);
+		put(p, "roshm_registry_latency_seconds_bucket{backend=\"%s\",op=\"%s\",le=\"+Inf\"} %llu\n",
+		    b, regop_name[o], (unsigned long long)cum);
+		put(p, "roshm_registry_latency_seconds_sum{backend=\"%s\",op=\"%s\"} %.9f\n", b,
+		    regop_name[o], (double)RD_STAT_GET(rs->sum_ns[o]) * 1e-9);
+		put(p, "roshm_registry_latency_seconds_count{backend=\"%s\",op=\"%s\"} %llu\n", b,
+		    regop_name[o], (unsigned long long)cum);
+	}
+	head(p, "roshm_registry_errors_total", "counter",
+	     "Registry requests that failed, by backend, operation and reason");
+	for (unsigned o = 0; o < RD_REGOPS; o++)
+		for (unsigned w = 0; w < RD_REGERRS && (rs->ops & (1u << o)); w++)
+			put(p, "roshm_registry_errors_total{backend=\"%s\",op=\"%s\",reason=\"%s\"} %llu\n", b,
+			    regop_name[o], regerr_name[w], (unsigned long long)RD_STAT_GET(rs->errors[o][w]));
+}
+
+/* Per tenant: what its clients did, and what its quotas held back. */
+static void tenant_metrics(struct rd_control *ctl, struct page *p)
+{
+	const struct rd_poller_stats *ps = &ctl->poller->stats;
+	const struct rd_config *cfg = ctl->cfg;
+	char e[160];
+
+	head(p, "roshm_tenant_sqes_total", "counter", "SQEs consumed, by tenant");
+	for (int t = 0; t < cfg->ntenants; t++) {
+		uint64_t n = 0;
+
+		for (struct rd_client *c = ctl->clients; c; c = c->next)
+			if (!strcmp(c->tenant, cfg->tenants[t].name))
+				n += RD_STAT_GET(c->stats.sqes);
+		put(p, "roshm_tenant_sqes_total{tenant=\"%s\"} %llu\n",
+		    esc(cfg->tenants[t].name, e, sizeof(e)),
+		    (unsigned long long)(n + ctl->tenant_sqes_gone[t]));
+	}
+	head(p, "roshm_tenant_throttled_total", "counter",
+	     "Client rounds in which a tenant's waiting SQEs were held back: by its rate limit "
+	     "(quota.ops_per_sec, quota.bytes_per_sec), by its share of the poller (quota.weight), "
+	     "or by its share of a peer's operations in flight (quota.peer_inflight)");
+	for (int t = 0; t < cfg->ntenants; t++)
+		for (int r = 0; r < RD_HELD_REASONS; r++)
+			put(p, "roshm_tenant_throttled_total{tenant=\"%s\",reason=\"%s\"} %llu\n",
+			    esc(cfg->tenants[t].name, e, sizeof(e)), held_name[r],
+			    (unsigned long long)RD_STAT_GET(ps->tenant_held[t][r]));
+	head(p, "roshm_tenant_quota_refusals_total", "counter",
+	     "Requests refused for a tenant's quota: attach (quota.clients, quota.bytes), region "
+	     "(quota.regions, quota.bytes), txn (quota.txn: the commit fails with EBUSY)");
+	for (int t = 0; t < cfg->ntenants; t++) {
+		esc(cfg->tenants[t].name, e, sizeof(e));
+		put(p, "roshm_tenant_quota_refusals_total{tenant=\"%s\",request=\"attach\"} %llu\n", e,
+		    (unsigned long long)ctl->tenant_attach_refused[t]);
+		put(p, "roshm_tenant_quota_refusals_total{tenant=\"%s\",request=\"region\"} %llu\n", e,
+		    (unsigned long long)ctl->tenant_region_refused[t]);
+		put(p, "roshm_tenant_quota_refusals_total{tenant=\"%s\",request=\"txn\"} %llu\n", e,
+		    (unsigned long long)RD_STAT_GET(ps->tenant_txn_refused[t]));
+	}
+}
+
 static void page_build(struct rd_control *ctl, struct page *p)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
-	/* rows of the latency histogram: struct rd_provider lat */
-	static const struct rd_provider *const xpv[RD_LAT_XPORTS] = {
-		[RD_LAT_TCP] = &rd_tcp_provider, [RD_LAT_VERBS] = &rd_verbs_provider };
-	const char *xp[RD_LAT_XPORTS];
 	char e1[160];
-	uint64_t cum, total;
-
-	for (int x = 0; x < RD_LAT_XPORTS; x++)
-		xp[x] = xpv[x]->name;
+	uint64_t cum;
 
 	head(p, "roshm_build_info", "gauge", "roshmd version and node; always 1");
 	put(p, "roshm_build_info{version=\"%s\",node=\"%s\"} 1\n", ROSHM_VERSION,
@@ -424,45 +597,9 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	put(p, "roshm_batch_size_sum %llu\n", (unsigned long long)RD_STAT_GET(ps->batch_sqes));
 	put(p, "roshm_batch_size_count %llu\n", (unsigned long long)cum);
 
-	/* Remote operation latency: submit to completion, per transport. */
-	head(p, "roshm_op_latency_seconds", "histogram",
-	     "Remote operation latency from submission to completion, by transport");
-	for (int x = 0; x < RD_LAT_XPORTS; x++) {
-		cum = 0;
-		for (int i = 0; i < RD_LAT_BUCKETS; i++) {
-			cum += RD_STAT_GET(ps->lat_hist[x][i]);
-			put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",le=\"%g\"} %llu\n", xp[x],
-			    (double)(1ull << i) * 1e-6, (unsigned long long)cum);
-		}
-		total = cum + RD_STAT_GET(ps->lat_hist[x][RD_LAT_BUCKETS]);
-		put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",le=\"+Inf\"} %llu\n", xp[x],
-		    (unsigned long long)total);
-		put(p, "roshm_op_latency_seconds_sum{transport=\"%s\"} %.9f\n", xp[x],
-		    (double)RD_STAT_GET(ps->lat_sum_us[x]) * 1e-6);
-		put(p, "roshm_op_latency_seconds_count{transport=\"%s\"} %llu\n", xp[x],
-		    (unsigned long long)total);
-	}
-
-	/* Per tenant: what its clients did. */
-	head(p, "roshm_tenant_sqes_total", "counter", "SQEs consumed, by tenant");
-	for (int t = 0; t < ctl->cfg->ntenants; t++) {
-		uint64_t n = 0;
-
-		for (struct rd_client *c = ctl->clients; c; c = c->next)
-			if (!strcmp(c->tenant, ctl->cfg->tenants[t].name))
-				n += RD_STAT_GET(c->stats.sqes);
-		put(p, "roshm_tenant_sqes_total{tenant=\"%s\"} %llu\n",
-		    esc(ctl->cfg->tenants[t].name, e1, sizeof(e1)),
-		    (unsigned long long)(n + ctl->tenant_sqes_gone[t]));
-	}
-	head(p, "roshm_tenant_throttled_total", "counter",
-	     "Client rounds in which a tenant's waiting SQEs were held back: by its rate limit "
-	     "(quota.ops_per_sec, quota.bytes_per_sec) or by its share of the poller (quota.weight)");
-	for (int t = 0; t < ctl->cfg->ntenants; t++)
-		for (int r = 0; r < 2; r++)
-			put(p, "roshm_tenant_throttled_total{tenant=\"%s\",reason=\"%s\"} %llu\n",
-			    esc(ctl->cfg->tenants[t].name, e1, sizeof(e1)), r ? "share" : "rate",
-			    (unsigned long long)RD_STAT_GET(ps->tenant_held[t][r]));
+	op_metrics(ctl, p);
+	registry_metrics(ctl, p);
+	tenant_metrics(ctl, p);
 
 	/* Peers. */
 	head(p, "roshm_peer_up", "gauge", "1 when the connection to the peer node is up");
@@ -496,19 +633,52 @@ char *rd_metrics_page(struct rd_control *ctl, size_t *len)
 	return p.buf;
 }
 
-static void reply(struct rd_mconn *m, const char *status, const char *type, const char *body,
-		  size_t blen)
+/* Send what the socket takes of the answer; the rest when it drains
+ * (EPOLLOUT). The connection closes once it is all out, or on an error. */
+static void flush(struct rd_control *ctl, struct rd_mconn *m)
+{
+	while (m->out_off < m->out_len) {
+		ssize_t n = send(m->fd, m->out + m->out_off, m->out_len - m->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			m->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = m };
+
+			epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, m->fd, &ev);
+			return;
+		}
+		break; /* the scraper went away */
+	}
+	mconn_close(ctl, m);
+}
+
+/* Answer @m: this thread never blocks on it (a scraper that never reads
+ * is dropped at its deadline). */
+static void reply(struct rd_control *ctl, struct rd_mconn *m, const char *status, const char *type,
+		  const char *body, size_t blen)
 {
 	char hdr[256];
 	int n = snprintf(hdr, sizeof(hdr),
 			 "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
 			 status, type, blen);
-	struct iovec iov[2] = { { hdr, (size_t)n }, { (void *)body, blen } };
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 
-	/* The page fits the socket buffer of a fresh connection; what does not
-	 * (a peer that never reads) is cut: this thread never blocks. */
-	(void)sendmsg(m->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	m->out = malloc((size_t)n + blen);
+	if (!m->out) {
+		mconn_close(ctl, m);
+		return;
+	}
+	memcpy(m->out, hdr, (size_t)n);
+	memcpy(m->out + n, body, blen);
+	m->out_len = (size_t)n + blen;
+	m->out_off = 0;
+	m->deadline_ns = rd_mono_ns() + SEND_TIMEOUT_NS;
+	flush(ctl, m);
 }
 
 /* A round that takes this long is a stuck poller (rounds are bounded: a
@@ -518,7 +688,13 @@ static void reply(struct rd_mconn *m, const char *status, const char *type, cons
 void rd_metrics_readable(struct rd_control *ctl, void *tag)
 {
 	struct rd_mconn *m = tag;
-	ssize_t n = read(m->fd, m->buf + m->have, sizeof(m->buf) - 1 - m->have);
+	ssize_t n;
+
+	if (m->out) { /* writable: the rest of the answer */
+		flush(ctl, m);
+		return;
+	}
+	n = read(m->fd, m->buf + m->have, sizeof(m->buf) - 1 - m->have);
 
 	if (n <= 0) {
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -529,24 +705,22 @@ void rd_metrics_readable(struct rd_control *ctl, void *tag)
 	m->have += (uint32_t)n;
 	m->buf[m->have] = 0;
 	if (!strstr(m->buf, "\r\n\r\n") && !strstr(m->buf, "\n\n")) {
-		if (m->have >= sizeof(m->buf) - 1) {
-			reply(m, "431 Request Header Fields Too Large", "text/plain", "", 0);
-			mconn_close(ctl, m);
-		}
+		if (m->have >= sizeof(m->buf) - 1)
+			reply(ctl, m, "431 Request Header Fields Too Large", "text/plain", "", 0);
 		return;
 	}
 	if (strncmp(m->buf, "GET ", 4)) {
-		reply(m, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
+		reply(ctl, m, "405 Method Not Allowed", "text/plain", "GET only\n", 9);
 	} else if (!strncmp(m->buf + 4, "/readyz ", 8)) {
 		/* readiness probe: roshmd serves its pods without the registry,
 		 * but cannot publish or find regions across nodes; a draining
 		 * roshmd (SIGTERM) takes no new work */
 		if (ctl->stopping)
-			reply(m, "503 Service Unavailable", "text/plain", "draining\n", 9);
+			reply(ctl, m, "503 Service Unavailable", "text/plain", "draining\n", 9);
 		else if (ctl->reg.ops->ready(&ctl->reg))
-			reply(m, "200 OK", "text/plain", "ready\n", 6);
+			reply(ctl, m, "200 OK", "text/plain", "ready\n", 6);
 		else
-			reply(m, "503 Service Unavailable", "text/plain", "registry not ready\n", 19);
+			reply(ctl, m, "503 Service Unavailable", "text/plain", "registry not ready\n", 19);
 	} else if (!strncmp(m->buf + 4, "/healthz ", 9)) {
 		/* liveness probe: this thread answers, and the poller is asleep
 		 * or began a round in the last HEALTH_STUCK_MS */
@@ -556,19 +730,18 @@ void rd_metrics_readable(struct rd_control *ctl, void *tag)
 			 snprintf(body, sizeof(body), "poller in one round for %llu ms\n",
 				  (unsigned long long)ms);
 
-		reply(m, ms < HEALTH_STUCK_MS ? "200 OK" : "503 Service Unavailable", "text/plain", body,
+		reply(ctl, m, ms < HEALTH_STUCK_MS ? "200 OK" : "503 Service Unavailable", "text/plain", body,
 		      (size_t)bl);
 	} else if (strncmp(m->buf + 4, "/metrics ", 9) && strncmp(m->buf + 4, "/metrics?", 9)) {
-		reply(m, "404 Not Found", "text/plain", "try /metrics, /healthz or /readyz\n", 34);
+		reply(ctl, m, "404 Not Found", "text/plain", "try /metrics, /healthz or /readyz\n", 34);
 	} else {
 		size_t len;
 		char *page = rd_metrics_page(ctl, &len);
 
 		if (page)
-			reply(m, "200 OK", "text/plain; version=0.0.4; charset=utf-8", page, len);
+			reply(ctl, m, "200 OK", "text/plain; version=0.0.4; charset=utf-8", page, len);
 		else
-			reply(m, "500 Internal Server Error", "text/plain", "", 0);
+			reply(ctl, m, "500 Internal Server Error", "text/plain", "", 0);
 		free(page);
 	}
-	mconn_close(ctl, m);
 }

@@ -411,8 +411,10 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	if (ctl->nregions >= cfg->max_regions)
 		return -ENOSPC;
 	if (ctl->tuse[c->tidx].regions >= cfg->tenants[c->tidx].quota.regions ||
-	    ctl->tuse[c->tidx].bytes + map_size > cfg->tenants[c->tidx].quota.bytes)
+	    ctl->tuse[c->tidx].bytes + map_size > cfg->tenants[c->tidx].quota.bytes) {
+		ctl->tenant_region_refused[c->tidx]++;
 		return -EDQUOT;
+	}
 	if (find_region(ctl, c->tenant, req->name))
 		return -EEXIST;
 	ret = ctl->reg.ops->get_region(&ctl->reg, c->tenant, req->name, &rec);

@@ -62,6 +62,8 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 	p->tsc_per_us = rte_get_tsc_hz() / 1000000;
 	if (!p->tsc_per_us)
 		p->tsc_per_us = 1;
+	/* 1/8 us per cycle, in 32.32 fixed point: latencies cost a multiply */
+	p->lat_mult = (uint64_t)((8000000ull << 32) / (rte_get_tsc_hz() ? rte_get_tsc_hz() : 1000000));
 	p->cmd_ring = rte_ring_create("roshm_cmd", 1024, SOCKET_ID_ANY, RING_F_SC_DEQ);
 	/* Room for every event that can be outstanding at once: one per
 	 * client (CLIENT_CORRUPT, then it is dead), one per connection the
@@ -501,11 +503,21 @@ static inline void cq_post(struct rd_client *c, uint64_t user_data, int32_t stat
 	c->cq_tail++;
 }
 
-void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uint64_t result)
+/* A completion of an SQE handled in the round that consumed it, counted. */
+static inline void post(struct rd_poller *p, struct rd_client *c, unsigned xp, uint8_t opcode,
+			uint64_t user_data, int32_t status, uint64_t result)
+{
+	cq_post(c, user_data, status, result);
+	rd_op_count(p, xp, opcode, status);
+}
+
+void rd_op_complete(struct rd_poller *p, struct rd_client *c, unsigned xp, uint8_t opcode,
+		    uint64_t user_data, int32_t status, uint64_t result)
 {
 	/* The CQ slot was reserved when the SQE was consumed (inflight). */
 	cq_post(c, user_data, status, result);
 	c->inflight--;
+	rd_op_count(p, xp, opcode, status);
 	if (status)
 		RD_STAT_ADD(c->stats.errors, 1);
 }
@@ -515,7 +527,9 @@ void rd_op_complete(struct rd_client *c, uint64_t user_data, int32_t status, uin
  * sees is decided here once (the byte count for WRITE/READ, the old value
  * for atomics, nothing on error), then it goes to the transaction engine or
  * to the client's CQ (a client that detached gets none), the tenant's share
- * of the peer and the client's hold come back, and the latency is recorded.
+ * of the peer and the client's hold come back, and what the client got is
+ * counted with its latency (the transaction engine's own steps are not: the
+ * commit's completion is).
  */
 static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, uint64_t result)
 {
@@ -528,13 +542,14 @@ static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, 
 	pd->client = NULL;
 	pd->txn = NULL;
 	pd->peer = NULL;
-	if (!status && pv->lat != RD_LAT_NONE)
-		rd_lat_record(p, pv->lat, d.tsc, rte_rdtsc());
 	if (d.peer && d.tidx >= 0)
 		d.peer->tenant_inflight[d.tidx]--;
 	if (d.client) {
-		if (!d.client->released)
-			rd_op_complete(d.client, d.user_data, status, res);
+		if (!d.client->released) {
+			if (!status)
+				rd_lat_record(p, pv->xp, d.opcode, d.tsc, rte_rdtsc());
+			rd_op_complete(p, d.client, pv->xp, d.opcode, d.user_data, status, res);
+		}
 		rd_client_unhold(p, d.client);
 	} else if (d.txn) {
 		rd_txn_complete(d.txn, d.opcode, status, res);
@@ -638,14 +653,26 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 		memcpy(arena, region, n);
 	k->done += n;
 	if (k->done == s->len) {
-		rd_op_complete(c, s->user_data, 0, s->len);
+		rd_lat_record(p, RD_XP_LOCAL, s->opcode, k->tsc, rte_rdtsc());
+		rd_op_complete(p, c, RD_XP_LOCAL, s->opcode, s->user_data, 0, s->len);
 		rd_region_unhold(p, k->region);
 		k->region = NULL;
 	}
 	return n;
 }
 
-/* Serve one client: returns SQEs consumed (and big copies advanced). */
+/* The transport row of the operation counters for @rg (NULL: none). */
+static inline unsigned xp_of(const struct rd_region *rg)
+{
+	return rg ? rg->xport->xp : RD_XP_NONE;
+}
+
+/*
+ * Serve one client: returns SQEs consumed (and big copies advanced).
+ * The latency of an operation finished here (local) is the poller's time on
+ * it: from the end of the one before it in this round (t0, one TSC read per
+ * operation) to its completion, its copy and checks included.
+ */
 static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 {
 	uint32_t sq_tail, avail, cq_head, used, room, n, i;
@@ -654,7 +681,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	int64_t budget = ROUND_BYTES, budget0;
 	struct rd_share *sh = &p->share[c->tidx];
 	unsigned done = 0;
-	uint64_t bytes = 0, errors = 0;
+	uint64_t bytes = 0, errors = 0, t0;
 	struct rd_op op;
 
 	if (c->dead)
@@ -701,8 +728,10 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	}
 	room = c->cq_entries - used - c->inflight;
 	n = avail < p->cfg->burst ? avail : p->cfg->burst;
-	if (n > room)
-		n = room;
+	if (n > room) {
+		n = room; /* the client must reap first */
+		RD_STAT_ADD(p->stats.cq_full, 1);
+	}
 
 	/* The SQEs were written by the client's core and the CQE slots were
 	 * last read there: start the cache-line transfers for the whole burst. */
@@ -710,6 +739,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
 		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
 	}
+	t0 = rte_rdtsc();
 	for (i = 0; i < n && budget > 0; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
 		 * us, and we must check and use one and the same value. */
@@ -733,22 +763,24 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			ret = rd_txn_commit(p, c, &op.sqe, op.region, ret);
 			if (ret) {
 				c->inflight--;
-				cq_post(c, op.sqe.user_data, ret, 0);
+				post(p, c, xp_of(op.region), op.sqe.opcode, op.sqe.user_data, ret, 0);
 				errors++;
 			}
 		} else if (!ret && op.region && op.region->draining) {
-			cq_post(c, op.sqe.user_data, -EAGAIN, 0); /* draining: no new work */
+			/* draining: no new work */
+			post(p, c, xp_of(op.region), op.sqe.opcode, op.sqe.user_data, -EAGAIN, 0);
 			errors++;
 		} else if (ret) {
-			cq_post(c, op.sqe.user_data, ret, 0);
+			post(p, c, RD_XP_NONE, op.sqe.opcode, op.sqe.user_data, ret, 0);
 			errors++;
 		} else if (!op.region) { /* NOP, FENCE */
-			cq_post(c, op.sqe.user_data, 0, 0);
+			post(p, c, RD_XP_NONE, op.sqe.opcode, op.sqe.user_data, 0, 0);
 		} else if (op.sqe.len > COPY_CHUNK && op.region->xport == p->local &&
 			   rd_op_moves_bytes(op.sqe.opcode)) {
 			/* a big local copy: a piece now, the rest in later rounds */
 			c->copy.sqe = op.sqe;
 			c->copy.done = 0;
+			c->copy.tsc = t0;
 			c->copy.region = op.region;
 			rd_region_hold(op.region);
 			c->inflight++;
@@ -769,16 +801,33 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			ret = rd_poller_submit(p, &op);
 			if (ret < 0) {
 				budget += RD_OP_COST;
-				break; /* transport full: the SQE stays, next round */
+				/* The SQE stays, next round: a paused region waits
+				 * for its next instance; else the tenant's share of
+				 * the peer is used up, or the transport is full. */
+				if (op.region->paused)
+					break;
+				if (op.region->peer && !rd_peer_inflight_ok(p, op.region->peer, c))
+					RD_STAT_ADD(p->stats.tenant_held[c->tidx][RD_HELD_PEER], 1);
+				else
+					RD_STAT_ADD(p->stats.xport_busy, 1);
+				break;
 			}
 			if (rd_op_moves_bytes(op.sqe.opcode))
 				budget -= op.sqe.len;
 			if (ret) {
-				cq_post(c, op.sqe.user_data, op.status, op.result);
-				if (op.status)
+				unsigned xp = xp_of(op.region);
+
+				post(p, c, xp, op.sqe.opcode, op.sqe.user_data, op.status, op.result);
+				if (op.status) {
 					errors++;
-				else if (rd_op_moves_bytes(op.sqe.opcode))
-					bytes += op.sqe.len;
+				} else {
+					uint64_t now = rte_rdtsc();
+
+					rd_lat_record(p, xp, op.sqe.opcode, t0, now);
+					t0 = now;
+					if (rd_op_moves_bytes(op.sqe.opcode))
+						bytes += op.sqe.len;
+				}
 			} else {
 				c->inflight++;
 				if (rd_op_moves_bytes(op.sqe.opcode))
@@ -798,7 +847,6 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	RD_STAT_ADD(c->stats.errors, errors);
 	RD_STAT_ADD(c->stats.bytes, bytes);
 	RD_STAT_ADD(p->stats.sqes, done);
-	RD_STAT_ADD(p->stats.errors, errors);
 	RD_STAT_ADD(p->stats.batch_hist[batch_bucket(done)], 1);
 	RD_STAT_ADD(p->stats.batch_sqes, done);
 	return done;

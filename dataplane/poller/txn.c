@@ -34,6 +34,7 @@ struct rd_txn {
 	bool committing;              /* a commit CAS was sent: outcome may be unknown */
 	int32_t error;                /* first TXN_WRITE error */
 	uint64_t deadline;
+	uint64_t t0;                  /* TSC when its commit was consumed (latency) */
 	uint64_t retry_at;            /* 0: not waiting */
 	uint32_t outstanding;         /* our operations in flight */
 	bool cas_sent;                /* the commit CAS of this attempt went out */
@@ -154,11 +155,18 @@ static void txn_free(struct rd_txn *t)
 	e->free = t;
 }
 
-/* The client's one completion. */
+/* The client's one completion, counted with the commit's latency. */
 static void txn_finish(struct rd_txn *t, int32_t status)
 {
-	if (t->client)
-		rd_op_complete(t->client, t->user_data, status, status ? 0 : t->seq);
+	if (t->client) {
+		struct rd_poller *p = t->e->p;
+		unsigned xp = t->region ? t->region->xport->xp : RD_XP_NONE;
+
+		if (!status)
+			rd_lat_record(p, xp, ROSHM_OP_TXN_COMMIT, t->t0, rte_rdtsc());
+		rd_op_complete(p, t->client, xp, ROSHM_OP_TXN_COMMIT, t->user_data, status,
+			       status ? 0 : t->seq);
+	}
 	txn_free(t);
 }
 
@@ -472,8 +480,11 @@ static struct rd_txn *txn_get(struct rd_poller *p, struct rd_client *c, struct r
 	struct rd_txn_engine *e = p->txn;
 	struct rd_txn *t = e->free;
 
-	if (!t || c->txn_active >= p->cfg->txn_max_per_client ||
-	    e->tenant_active[c->tidx] >= p->cfg->tenants[c->tidx].quota.txn)
+	if (e->tenant_active[c->tidx] >= p->cfg->tenants[c->tidx].quota.txn) {
+		RD_STAT_ADD(p->stats.tenant_txn_refused[c->tidx], 1);
+		return NULL;
+	}
+	if (!t || c->txn_active >= p->cfg->txn_max_per_client)
 		return NULL;
 	e->free = t->next_free;
 	memset(t->img, 0, sizeof(struct roshm_txn_slot));
@@ -577,6 +588,7 @@ int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_s
 		return status;
 	}
 	((struct roshm_txn_slot *)t->img)->txn_id = e->next_id++;
+	t->t0 = rte_rdtsc();
 	t->user_data = s->user_data;
 	t->have_seq = false;
 	t->committing = false;

@@ -131,6 +131,7 @@ struct etcd {
 	struct curl_slist *watch_hdr;
 	struct buf wbuf;              /* watch stream, up to the next newline */
 	bool watch_done, watch_failed, watch_created;
+	int watch_err;                /* why it failed (metrics): -errno, 0 not an error */
 	CURLcode watch_rc;
 	uint64_t watch_start_ns;
 	unsigned watch_backoff_ms;
@@ -601,6 +602,7 @@ static void watch_stop(struct etcd *e)
 	free(e->wbuf.p);
 	memset(&e->wbuf, 0, sizeof(e->wbuf));
 	e->watch_done = e->watch_failed = e->watch_created = false;
+	e->watch_err = 0;
 	atomic_store(&e->a_synced, false);
 }
 
@@ -608,10 +610,18 @@ static void watch_stop(struct etcd *e)
 static void watch_reap(struct etcd *e, CURLcode rc)
 {
 	uint64_t now = now_ns();
+	int err = e->watch_err;
 
 	if (!e->watch_failed && !atomic_load(&e->stop))
 		note_err(e, "watch on %s ended: %s", e->prefix,
 			 rc == CURLE_OK ? "closed by etcd" : curl_easy_strerror(rc));
+	if (!e->watch_failed)
+		err = rc == CURLE_OK ? -EIO : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH;
+	/* metrics: a watch never set up is a failed request; one that ended
+	 * (not a compaction) an error */
+	if (!atomic_load(&e->stop) && (err || !e->watch_created))
+		rd_registry_observe(e->r, RD_REGOP_WATCH, e->watch_created ? 0 : e->watch_start_ns,
+				    err ? err : -EIO);
 	/* a watch that lived a while was fine: start over quickly */
 	if (e->watch_created && now - e->watch_start_ns > 5000 * MS)
 		e->watch_backoff_ms = 0;
@@ -733,6 +743,34 @@ static int authenticate(struct etcd *e, uint64_t deadline);
 
 #define CALL_NOAUTH 1u               /* the authenticate call itself */
 
+/* The registry operation a request of the gateway is (its metrics). */
+static enum rd_reg_op path_op(const char *path)
+{
+	if (!strcmp(path, "/v3/kv/range"))
+		return RD_REGOP_GET;
+	if (!strcmp(path, "/v3/kv/deleterange"))
+		return RD_REGOP_DELETE;
+	if (!strncmp(path, "/v3/lease/", 10))
+		return RD_REGOP_LEASE;
+	if (!strncmp(path, "/v3/auth/", 9))
+		return RD_REGOP_AUTH;
+	return RD_REGOP_PUT; /* /v3/kv/put, and /v3/kv/txn: the conditional puts */
+}
+
+static int call_once(struct etcd *e, const char *path, json_t *body, json_t **resp,
+		     uint64_t deadline, unsigned flags);
+
+/* call_once(), timed and counted (a re-authentication inside it counts too). */
+static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, uint64_t deadline,
+		unsigned flags)
+{
+	uint64_t t0 = rd_registry_now_ns();
+	int ret = call_once(e, path, body, resp, deadline, flags);
+
+	rd_registry_observe(e->r, path_op(path), t0, ret);
+	return ret;
+}
+
 /*
  * POST @body (JSON) to @path, trying each endpoint in turn while none
  * answers, re-authenticating once when etcd says the token is invalid or
@@ -741,8 +779,8 @@ static int authenticate(struct etcd *e, uint64_t deadline);
  * endpoint answered), -ECANCELED, -ENOLINK (lease not found), -EACCES
  * (auth or permission), -EIO (another error answer), -EBADMSG (not JSON).
  */
-static int call(struct etcd *e, const char *path, json_t *body, json_t **resp, uint64_t deadline,
-		unsigned flags)
+static int call_once(struct etcd *e, const char *path, json_t *body, json_t **resp,
+		     uint64_t deadline, unsigned flags)
 {
 	char *text = json_dumps(body, JSON_COMPACT), msg[200];
 	bool reauthed = false;
@@ -951,6 +989,7 @@ static int grant(struct etcd *e)
 static void lease_lost(struct etcd *e, const char *why)
 {
 	RD_LOG(WARNING, "etcd: lease %s is gone (%s): taking a new one", e->lease, why);
+	RD_STAT_ADD(e->r->stats.lease_lost, 1);
 	e->lease[0] = 0;
 	atomic_store(&e->a_lease_until, 0);
 }
@@ -1132,6 +1171,7 @@ static size_t watch_data(char *data, size_t size, size_t nmemb, void *arg)
 	if (collect(data, size, nmemb, &e->wbuf) != n) {
 		note_err(e, "watch message larger than 16 MiB: watching again");
 		e->watch_failed = true;
+		e->watch_err = -EBADMSG;
 		return 0; /* ends the transfer */
 	}
 	/* the gateway writes one JSON object per line */
@@ -1159,6 +1199,7 @@ static void watch_line(struct etcd *e, const char *s, size_t len)
 	if (!json_is_object(o)) {
 		note_err(e, "watch: a message that is not JSON: watching again");
 		e->watch_failed = true;
+		e->watch_err = -EBADMSG;
 		goto out;
 	}
 	if (json_object_get(o, "error")) {
@@ -1170,6 +1211,8 @@ static void watch_line(struct etcd *e, const char *s, size_t len)
 			e->token[0] = 0;
 		note_err(e, "watch: %s", msg);
 		e->watch_failed = true;
+		e->watch_err = strstr(msg, "token") || strstr(msg, "auth") || strstr(msg, "permission") ?
+			       -EACCES : -EIO;
 		goto out;
 	}
 	res = json_object_get(o, "result");
@@ -1179,8 +1222,12 @@ static void watch_line(struct etcd *e, const char *s, size_t len)
 		const char *w = json_is_string(why) ? json_string_value(why) : "";
 
 		get_i64(res, "compact_revision", &compact);
-		if (strstr(w, "token") || strstr(w, "auth") || strstr(w, "permission"))
+		if (strstr(w, "token") || strstr(w, "auth") || strstr(w, "permission")) {
 			e->token[0] = 0; /* log in again before the next watch */
+			e->watch_err = -EACCES;
+		} else if (!compact) {
+			e->watch_err = -EIO;
+		}
 		if (compact)
 			RD_LOG(INFO, "etcd: watch from revision %lld compacted (now %lld): range and watch again",
 			       (long long)(e->watch_rev + 1), (long long)compact);
@@ -1189,8 +1236,9 @@ static void watch_line(struct etcd *e, const char *s, size_t len)
 		e->watch_failed = true;
 		goto out;
 	}
-	if (json_is_true(json_object_get(res, "created"))) {
+	if (json_is_true(json_object_get(res, "created")) && !e->watch_created) {
 		e->watch_created = true;
+		rd_registry_observe(e->r, RD_REGOP_WATCH, e->watch_start_ns, 0);
 		atomic_store(&e->a_synced, e->synced);
 	}
 	evs = json_object_get(res, "events");
@@ -2174,6 +2222,7 @@ int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, co
 		return -ENOMEM;
 	}
 	e->r = r;
+	r->stats.ops = ((1u << RD_REGOPS) - 1) & ~(cfg->etcd_username[0] ? 0u : 1u << RD_REGOP_AUTH);
 	e->efd = -1;
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);

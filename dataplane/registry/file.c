@@ -15,7 +15,9 @@
  * and their MAC decides whether they are believed.
  *
  * Writes happen at once; their completions are queued and run from
- * dispatch() (an eventfd), like the etcd backend's.
+ * dispatch() (an eventfd), like the etcd backend's. Every read and write of
+ * the directory is a request in the registry's metrics (struct
+ * rd_reg_stats: put, get, delete; no watch, no lease).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -258,8 +260,8 @@ static int tenant_dir(struct rd_registry *r, const char *tenant)
 	return -EBADMSG;
 }
 
-static int file_get_region(struct rd_registry *r, const char *tenant, const char *name,
-			   struct rd_region_rec *rec)
+static int get_region(struct rd_registry *r, const char *tenant, const char *name,
+		      struct rd_region_rec *rec)
 {
 	int tdir, ret;
 
@@ -271,6 +273,16 @@ static int file_get_region(struct rd_registry *r, const char *tenant, const char
 		return tdir;
 	ret = get_region_at(r, tdir, tenant, name, rec);
 	close(tdir);
+	return ret;
+}
+
+static int file_get_region(struct rd_registry *r, const char *tenant, const char *name,
+			   struct rd_region_rec *rec)
+{
+	uint64_t t0 = rd_registry_now_ns();
+	int ret = get_region(r, tenant, name, rec);
+
+	rd_registry_observe(r, RD_REGOP_GET, t0, ret);
 	return ret;
 }
 
@@ -287,8 +299,8 @@ static int file_fetch_region(struct rd_registry *r, const char *tenant, const ch
 	return 0;
 }
 
-static int file_list_regions(struct rd_registry *r,
-			     void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+static int list_regions(struct rd_registry *r,
+			void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
 	struct file_reg *f = r->priv;
 	struct rd_region_rec rec;
@@ -337,6 +349,16 @@ static int file_list_regions(struct rd_registry *r,
 	return count;
 }
 
+static int file_list_regions(struct rd_registry *r,
+			     void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+{
+	uint64_t t0 = rd_registry_now_ns();
+	int ret = list_regions(r, fn, arg);
+
+	rd_registry_observe(r, RD_REGOP_GET, t0, ret < 0 ? ret : 0);
+	return ret;
+}
+
 /* Whether a valid record of another node holds @fname in @tdir. */
 static bool held_by_other(struct rd_registry *r, int tdir, const struct rd_region_rec *mine)
 {
@@ -351,6 +373,7 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 {
 	struct file_reg *f = r->priv;
 	char why[96], fname[ROSHM_NAME_MAX + 8], key[2 * ROSHM_NAME_MAX + 16], *json;
+	uint64_t t0 = rd_registry_now_ns();
 	int tdir, ret;
 
 	if (!rd_valid_name(rec->tenant) || !rd_valid_name(rec->name) || !rd_valid_name(rec->node))
@@ -393,6 +416,7 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 	log_write("publishing", key, ret == -EEXIST ? 0 : ret);
 out:
 	free(json);
+	rd_registry_observe(r, RD_REGOP_PUT, t0, ret);
 	complete(r, done, NULL, arg, ret, NULL);
 	return 0;
 }
@@ -401,6 +425,7 @@ static int file_del_region(struct rd_registry *r, const char *tenant, const char
 			   rd_reg_done_fn done, void *arg)
 {
 	char fname[ROSHM_NAME_MAX + 8], key[2 * ROSHM_NAME_MAX + 16];
+	uint64_t t0 = rd_registry_now_ns();
 	int tdir, ret;
 
 	if (!rd_valid_name(tenant) || !rd_valid_name(name))
@@ -423,6 +448,7 @@ static int file_del_region(struct rd_registry *r, const char *tenant, const char
 		close(tdir);
 	}
 	log_write("removing", key, ret);
+	rd_registry_observe(r, RD_REGOP_DELETE, t0, ret);
 	complete(r, done, NULL, arg, ret, NULL);
 	return 0;
 }
@@ -432,6 +458,7 @@ static int file_put_node(struct rd_registry *r, const struct rd_node_rec *rec, r
 {
 	struct file_reg *f = r->priv;
 	char fname[ROSHM_NAME_MAX + 8], *json;
+	uint64_t t0 = rd_registry_now_ns();
 	int ret;
 
 	if (!rd_valid_name(rec->node))
@@ -443,11 +470,12 @@ static int file_put_node(struct rd_registry *r, const struct rd_node_rec *rec, r
 	ret = write_atomic(f->nodes_fd, fname, json);
 	free(json);
 	log_write("publishing node", rec->node, ret);
+	rd_registry_observe(r, RD_REGOP_PUT, t0, ret);
 	complete(r, done, NULL, arg, ret, NULL);
 	return 0;
 }
 
-static int file_get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
+static int get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
 {
 	struct file_reg *f = r->priv;
 	char buf[RD_REC_MAX + 2], fname[ROSHM_NAME_MAX + 8], key[ROSHM_NAME_MAX + 16];
@@ -476,10 +504,20 @@ static int file_get_node(struct rd_registry *r, const char *node, struct rd_node
 	return 0;
 }
 
+static int file_get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
+{
+	uint64_t t0 = rd_registry_now_ns();
+	int ret = get_node(r, node, rec);
+
+	rd_registry_observe(r, RD_REGOP_GET, t0, ret);
+	return ret;
+}
+
 static int file_del_node(struct rd_registry *r, const char *node, rd_reg_done_fn done, void *arg)
 {
 	struct file_reg *f = r->priv;
 	char fname[ROSHM_NAME_MAX + 8];
+	uint64_t t0 = rd_registry_now_ns();
 	int ret;
 
 	if (!rd_valid_name(node))
@@ -487,6 +525,7 @@ static int file_del_node(struct rd_registry *r, const char *node, rd_reg_done_fn
 	snprintf(fname, sizeof(fname), "%s.json", node);
 	ret = unlinkat(f->nodes_fd, fname, 0) < 0 ? -errno : 0;
 	log_write("removing node", node, ret);
+	rd_registry_observe(r, RD_REGOP_DELETE, t0, ret);
 	complete(r, done, NULL, arg, ret, NULL);
 	return 0;
 }
@@ -634,6 +673,7 @@ int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *no
 		goto err_free;
 	}
 	r->ops = &file_ops;
+	r->stats.ops = 1u << RD_REGOP_PUT | 1u << RD_REGOP_GET | 1u << RD_REGOP_DELETE;
 	return 0;
 err_free:
 	if (f->nodes_fd >= 0)

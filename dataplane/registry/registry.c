@@ -19,12 +19,42 @@
 #include "transport/tcp/tcp.h"
 #include "registry/registry.h"
 
-static uint64_t mono_ns(void)
+uint64_t rd_registry_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const uint64_t rd_reg_lat_le_ns[RD_REG_LAT_BUCKETS] = {
+	100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000, 50000000,
+	100000000, 250000000, 500000000, 1000000000, 2500000000, 5000000000, 10000000000,
+};
+
+void rd_registry_observe(struct rd_registry *r, enum rd_reg_op op, uint64_t t0_ns, int status)
+{
+	struct rd_reg_stats *st = &r->stats;
+	uint64_t d = rd_registry_now_ns() - t0_ns;
+	unsigned b = 0, why;
+
+	if (status == -ECANCELED)
+		return; /* roshmd stops: not the store's doing */
+	if (t0_ns) {
+		while (b < RD_REG_LAT_BUCKETS && d > rd_reg_lat_le_ns[b])
+			b++;
+		RD_STAT_ADD(st->hist[op][b], 1);
+		RD_STAT_ADD(st->sum_ns[op], d);
+	}
+	switch (status) {
+	case 0: case -ENOENT: case -EEXIST: return;
+	case -ETIMEDOUT: why = RD_REGERR_TIMEOUT; break;
+	case -EHOSTUNREACH: case -ECONNREFUSED: case -ENOTCONN: why = RD_REGERR_UNREACHABLE; break;
+	case -EACCES: case -EPERM: why = RD_REGERR_DENIED; break;
+	case -EBADMSG: why = RD_REGERR_INVALID; break;
+	default: why = RD_REGERR_OTHER; break;
+	}
+	RD_STAT_ADD(st->errors[op][why], 1);
 }
 
 int rd_registry_load_key(const struct rd_config *cfg, uint8_t key[64], size_t *keylen,
@@ -141,7 +171,7 @@ void rd_registry_fini_common(struct rd_registry *r)
 void rd_registry_log_bad(struct rd_registry *r, const char *key, const char *why)
 {
 	struct rd_reg_badlog *b = &r->badlog;
-	uint64_t now = mono_ns(), h = 1469598103934665603ull; /* FNV-1a */
+	uint64_t now = rd_registry_now_ns(), h = 1469598103934665603ull; /* FNV-1a */
 	unsigned suppressed = 0;
 	bool log = false;
 

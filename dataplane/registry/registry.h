@@ -143,6 +143,41 @@ struct rd_reg_badlog {
 	struct rd_reg_badslot slot[RD_REG_BADLOG_SLOTS];
 };
 
+/*
+ * What the backend asked of its store (metrics.c shows it): the latency of
+ * every request, answered or not, and the failed ones by reason. File: the
+ * control thread's reads and writes of the directory; etcd: the thread's
+ * HTTP requests (the control thread's reads answer from the cache and are
+ * not requests), the watch's set-up, the lease. One thread writes them
+ * (RD_STAT_ADD), the control thread reads them.
+ */
+enum rd_reg_op { RD_REGOP_PUT, RD_REGOP_GET, RD_REGOP_DELETE, RD_REGOP_WATCH, RD_REGOP_LEASE,
+		 RD_REGOP_AUTH, RD_REGOPS };
+enum rd_reg_err {
+	RD_REGERR_TIMEOUT,            /* -ETIMEDOUT */
+	RD_REGERR_UNREACHABLE,        /* -EHOSTUNREACH: no endpoint answered (connection, TLS) */
+	RD_REGERR_DENIED,             /* -EACCES -EPERM: auth, permission, certificate */
+	RD_REGERR_INVALID,            /* -EBADMSG: an answer or a record that does not verify */
+	RD_REGERR_OTHER,              /* another error answer, an I/O error */
+	RD_REGERRS
+};
+#define RD_REG_LAT_BUCKETS 16         /* 100 us .. 10 s (rd_reg_lat_le), then overflow */
+extern const uint64_t rd_reg_lat_le_ns[RD_REG_LAT_BUCKETS];
+struct rd_reg_stats {
+	unsigned ops;                 /* 1 << RD_REGOP_*: what this backend does */
+	uint64_t hist[RD_REGOPS][RD_REG_LAT_BUCKETS + 1];
+	uint64_t sum_ns[RD_REGOPS];
+	uint64_t errors[RD_REGOPS][RD_REGERRS];
+	uint64_t lease_lost;          /* etcd: the lease expired or etcd forgot it */
+};
+/* Count a request @op that started at CLOCK_MONOTONIC @t0_ns (0: only its
+ * error, no latency) and ended with @status (0 or -errno; -ENOENT, -EEXIST
+ * and -ECANCELED are answers, not failures). From the backend's one writing
+ * thread. */
+void rd_registry_observe(struct rd_registry *r, enum rd_reg_op op, uint64_t t0_ns, int status);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t rd_registry_now_ns(void);
+
 struct rd_registry {
 	const struct rd_registry_ops *ops;
 	char node[ROSHM_NAME_MAX];
@@ -150,6 +185,7 @@ struct rd_registry {
 	uint8_t key[64];              /* record MAC key (HMAC's own form of a longer secret) */
 	size_t keylen;
 	struct rd_reg_badlog badlog;
+	struct rd_reg_stats stats;
 	void *priv;
 };
 

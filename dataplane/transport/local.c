@@ -79,7 +79,7 @@ static const struct rd_provider_dp_ops local_dp_ops = {
 struct rd_provider rd_local_provider = {
 	.name = "local",
 	.dp = &local_dp_ops,
-	.lat = RD_LAT_NONE,
+	.xp = RD_XP_LOCAL,
 	.wake_fd = -1,
 	.max_msg = UINT32_MAX,
 };

@@ -16,8 +16,9 @@
  * value (the old value of an atomic); the poller turns it into what the
  * client sees (the byte count for WRITE/READ), routes it to the transaction
  * engine or to the client's CQ, returns the tenant's share of the peer and
- * the client hold, and records the latency. Events for the control thread
- * (a peer lost, an inbound connection closed) go through pv->event().
+ * the client hold, and counts the completion and its latency. Events for
+ * the control thread (a peer lost, an inbound connection closed) go through
+ * pv->event().
  */
 #ifndef RD_TRANSPORT_H
 #define RD_TRANSPORT_H
@@ -144,10 +145,6 @@ struct rd_provider_cp_ops {
 	void (*timer)(struct rd_control *ctl, uint64_t now_ns);
 };
 
-#define RD_LAT_NONE (-1) /* latency histogram index of a provider (rd_lat_record) */
-#define RD_LAT_TCP 0
-#define RD_LAT_VERBS 1
-
 struct rd_provider {
 	const char *name;             /* "local", "tcp", "verbs" */
 	const char *scheme;           /* endpoint prefix: "tcp:", "verbs:"; NULL local */
@@ -155,7 +152,8 @@ struct rd_provider {
 	const struct rd_provider_cp_ops *cp;
 	const char *loopback_name;    /* a peer that is ourselves (atomics): "verbs-loopback" */
 	bool keep_peers;              /* its peers are never forgotten when the table is full */
-	int lat;                      /* RD_LAT_*: its row of the latency histogram */
+	unsigned xp;                  /* RD_XP_*: its row of the operation counters and
+					 latency histograms (RD_XP_NONE: not counted) */
 	/* set by the provider */
 	void *priv;                   /* poller-side state */
 	void *ctl_priv;               /* control-side state */

@@ -84,7 +84,7 @@ static struct rd_provider mock_pv = {
 	.name = "mock",
 	.scheme = "mock:",
 	.dp = &mock_dp,
-	.lat = RD_LAT_NONE,
+	.xp = RD_XP_NONE,
 	.wake_fd = -1,
 	.max_msg = 4096,
 };

@@ -793,6 +793,6 @@ struct rd_provider rd_tcp_provider = {
 	.scheme = "tcp:",
 	.dp = &tcp_dp_ops,
 	.cp = &rd_tcp_cp_ops,
-	.lat = RD_LAT_TCP,
+	.xp = RD_XP_TCP,
 	.wake_fd = -1,
 };

@@ -438,6 +438,6 @@ struct rd_provider rd_verbs_provider = {
 	.cp = &rd_verbs_cp_ops,
 	.loopback_name = "verbs-loopback",
 	.keep_peers = true,
-	.lat = RD_LAT_VERBS,
+	.xp = RD_XP_VERBS,
 	.wake_fd = -1,
 };
