@@ -989,7 +989,8 @@ static int grant(struct etcd *e)
 static void lease_lost(struct etcd *e, const char *why)
 {
 	RD_LOG(WARNING, "etcd: lease %s is gone (%s): taking a new one", e->lease, why);
-	RD_STAT_ADD(e->r->stats.lease_lost, 1);
+	if (e->lease[0]) /* once per lease */
+		RD_STAT_ADD(e->r->stats.lease_lost, 1);
 	e->lease[0] = 0;
 	atomic_store(&e->a_lease_until, 0);
 }

@@ -280,7 +280,11 @@ static int file_get_region(struct rd_registry *r, const char *tenant, const char
 			   struct rd_region_rec *rec)
 {
 	uint64_t t0 = rd_registry_now_ns();
-	int ret = get_region(r, tenant, name, rec);
+	int ret;
+
+	if (!rd_valid_name(tenant) || !rd_valid_name(name))
+		return -EINVAL; /* asks nothing of the directory */
+	ret = get_region(r, tenant, name, rec);
 
 	rd_registry_observe(r, RD_REGOP_GET, t0, ret);
 	return ret;
@@ -507,7 +511,11 @@ static int get_node(struct rd_registry *r, const char *node, struct rd_node_rec 
 static int file_get_node(struct rd_registry *r, const char *node, struct rd_node_rec *rec)
 {
 	uint64_t t0 = rd_registry_now_ns();
-	int ret = get_node(r, node, rec);
+	int ret;
+
+	if (!rd_valid_name(node))
+		return -EINVAL; /* asks nothing of the directory */
+	ret = get_node(r, node, rec);
 
 	rd_registry_observe(r, RD_REGOP_GET, t0, ret);
 	return ret;

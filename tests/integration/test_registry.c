@@ -225,6 +225,36 @@ static int del_wait(struct rd_registry *r, const char *tenant, const char *name)
 	return d.status;
 }
 
+/* Requests @op the registry counted (struct rd_reg_stats), and its errors
+ * for @why (-1: every reason). */
+static uint64_t reqs(const struct rd_registry *r, enum rd_reg_op op)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i <= RD_REG_LAT_BUCKETS; i++)
+		n += __atomic_load_n(&r->stats.hist[op][i], __ATOMIC_RELAXED);
+	return n;
+}
+
+static uint64_t errs(const struct rd_registry *r, enum rd_reg_op op, int why)
+{
+	uint64_t n = 0;
+
+	for (int w = 0; w < RD_REGERRS; w++)
+		if (why < 0 || w == why)
+			n += __atomic_load_n(&r->stats.errors[op][w], __ATOMIC_RELAXED);
+	return n;
+}
+
+static uint64_t errs_all(const struct rd_registry *r)
+{
+	uint64_t n = 0;
+
+	for (int o = 0; o < RD_REGOPS; o++)
+		n += errs(r, o, -1);
+	return n;
+}
+
 static void count_cb(const struct rd_region_rec *rec, void *arg)
 {
 	struct { int n; char names[32][140]; } *l = arg;
@@ -393,9 +423,33 @@ static void test_file_records(void **st)
 	}
 
 	assert_int_equal(del_wait(&a, "blue", "buf1"), 0);
+	assert_int_equal(a.ops->get_region(&a, "../x", "buf1", &back), -EINVAL);
 	assert_int_equal(a.ops->get_region(&a, "blue", "buf1", &back), -ENOENT);
 	assert_int_equal(del_wait(&a, "blue", "buf1"), -ENOENT);
-	assert_int_equal(a.ops->get_region(&a, "../x", "buf1", &back), -EINVAL);
+
+	/* the metrics: every request each made of the directory; absent is an
+	 * answer, a record that does not verify an error; a bad name asks
+	 * nothing */
+	assert_int_equal(a.stats.ops, 1u << RD_REGOP_PUT | 1u << RD_REGOP_GET | 1u << RD_REGOP_DELETE);
+	assert_int_equal(reqs(&a, RD_REGOP_PUT), 3);
+	assert_int_equal(reqs(&a, RD_REGOP_GET), 1);
+	assert_int_equal(reqs(&a, RD_REGOP_DELETE), 2);
+	assert_int_equal(errs_all(&a), 0);
+	assert_int_equal(reqs(&b, RD_REGOP_PUT), 2);
+	assert_int_equal(reqs(&b, RD_REGOP_GET), 60);
+	assert_int_equal(errs(&b, RD_REGOP_GET, RD_REGERR_INVALID), 54);
+	assert_int_equal(errs_all(&b), 54);
+	assert_int_equal(reqs(&other, RD_REGOP_PUT), 1);
+	assert_int_equal(reqs(&other, RD_REGOP_GET), 3);
+	assert_int_equal(errs(&other, RD_REGOP_GET, RD_REGERR_INVALID), 2);
+	for (int o = RD_REGOP_PUT; o < RD_REGOPS; o++) {
+		uint64_t cum = 0;
+
+		for (int i = 0; i <= RD_REG_LAT_BUCKETS; i++)
+			cum += a.stats.hist[o][i];
+		if (cum)
+			assert_true(a.stats.sum_ns[o] > 0 && a.stats.sum_ns[o] / cum < 1000000000ull);
+	}
 	untrack(&a);
 	untrack(&b);
 	untrack(&other);
@@ -798,6 +852,20 @@ static void test_etcd_records(void **st)
 	assert_null(v);
 	assert_true(WAIT_UNTIL(b.ops->get_region(&b, "blue", "r1", &back) == -ENOENT, 3000));
 
+	/* the metrics: the thread's requests (reads from the cache are none),
+	 * every one answered */
+	assert_int_equal(a.stats.ops, (1u << RD_REGOPS) - 1);
+	assert_true(reqs(&a, RD_REGOP_AUTH) >= 1);
+	assert_true(reqs(&a, RD_REGOP_LEASE) >= 1);
+	assert_true(reqs(&a, RD_REGOP_GET) >= 1);  /* the range before the watch */
+	assert_true(reqs(&a, RD_REGOP_WATCH) >= 1);
+	assert_true(reqs(&a, RD_REGOP_PUT) >= 2);  /* node, region */
+	assert_true(reqs(&a, RD_REGOP_DELETE) >= 1);
+	assert_true(reqs(&b, RD_REGOP_GET) >= 3);  /* its range, two fetches */
+	assert_int_equal(errs(&a, RD_REGOP_PUT, -1) + errs(&a, RD_REGOP_DELETE, -1), 0);
+	assert_int_equal(errs(&b, RD_REGOP_GET, -1), 0);
+	assert_int_equal(a.stats.lease_lost, 0);
+
 	/* close revokes the lease: the node record goes with it */
 	etcd_close(&a);
 	v = etcd_value(PREFIX "/nodes/node-a", NULL, 0);
@@ -961,6 +1029,7 @@ static void test_etcd_lease_revoked(void **st)
 	assert_string_not_equal(lease, lease2);
 	assert_true(WAIT_UNTIL(flags_of(&a) & RD_REG_REPUBLISHED, 3000));
 	assert_true(WAIT_UNTIL(ready(&a), 3000));
+	assert_int_equal(__atomic_load_n(&a.stats.lease_lost, __ATOMIC_RELAXED), 1);
 	capture_stop("is gone", out, sizeof(out));
 	assert_non_null(strstr(out, "is gone"));
 	assert_non_null(strstr(out, "is back, under lease"));
@@ -1008,6 +1077,11 @@ static void test_etcd_stopped(void **st)
 	assert_true(dt >= 900 && dt < 2500);
 	/* past the lease TTL (2 s) without a keepalive: not ready */
 	assert_true(WAIT_UNTIL(!ready(&a), 4000));
+	/* the metrics: the write timed out after about 1 s, so did keepalives */
+	assert_true(WAIT_UNTIL(errs(&a, RD_REGOP_PUT, RD_REGERR_TIMEOUT) >= 1 &&
+			       errs(&a, RD_REGOP_LEASE, RD_REGERR_TIMEOUT) >= 1 &&
+			       __atomic_load_n(&a.stats.lease_lost, __ATOMIC_RELAXED) >= 1, 3000));
+	assert_true(__atomic_load_n(&a.stats.sum_ns[RD_REGOP_PUT], __ATOMIC_RELAXED) >= 900000000ull);
 	assert_int_equal(a.ops->get_region(&a, "blue", "before", &back), 0);
 	pump(500);
 	assert_int_equal(kill(etcd_pid, SIGCONT), 0);
@@ -1091,6 +1165,16 @@ static void test_etcd_refused(void **st)
 		assert_int_equal(w.ops->put_region(&w, &rec, 0, on_done, &d), 0);
 		assert_true(WAIT_UNTIL(d.called, 3000));
 		assert_int_equal(d.status, -ETIMEDOUT);
+	}
+	/* the metrics: refused logins; a TLS session etcd ends */
+	assert_true(errs(&w, RD_REGOP_AUTH, RD_REGERR_DENIED) >= 1);
+	assert_int_equal(errs(&w, RD_REGOP_AUTH, -1), errs(&w, RD_REGOP_AUTH, RD_REGERR_DENIED));
+	{
+		uint64_t n = 0;
+
+		for (int o = 0; o < RD_REGOPS; o++)
+			n += errs(&c, o, RD_REGERR_UNREACHABLE);
+		assert_true(n >= 1);
 	}
 	etcd_close(&w);
 	etcd_close(&c);
