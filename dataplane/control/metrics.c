@@ -25,6 +25,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <rte_cycles.h>
+
 #include "control/control.h"
 #include "control/metrics.h"
 
@@ -440,6 +442,7 @@ static bool xp_present(const struct rd_control *ctl, unsigned xp)
 static void op_metrics(struct rd_control *ctl, struct page *p)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
+	double hz = rte_get_tsc_hz() ? (double)rte_get_tsc_hz() : 1e9; /* the sums are in TSC cycles */
 
 	head(p, "roshm_op_latency_seconds", "histogram",
 	     "Client operation latency in roshmd, from the poller taking the SQE to its completion "
@@ -462,8 +465,8 @@ static void op_metrics(struct rd_control *ctl, struct page *p)
 			cum += RD_STAT_GET(h[RD_LAT_BUCKETS]);
 			put(p, "roshm_op_latency_seconds_bucket{transport=\"%s\",op=\"%s\",le=\"+Inf\"} %llu\n",
 			    xp_name[xp], lop_name[o], (unsigned long long)cum);
-			put(p, "roshm_op_latency_seconds_sum{transport=\"%s\",op=\"%s\"} %.9f\n", xp_name[xp],
-			    lop_name[o], (double)RD_STAT_GET(ps->lat_sum[xp - 1][o]) * 0.125e-6);
+			put(p, "roshm_op_latency_seconds_sum{transport=\"%s\",op=\"%s\"} %.12g\n", xp_name[xp],
+			    lop_name[o], (double)RD_STAT_GET(ps->lat_sum[xp - 1][o]) / hz);
 			put(p, "roshm_op_latency_seconds_count{transport=\"%s\",op=\"%s\"} %llu\n", xp_name[xp],
 			    lop_name[o], (unsigned long long)cum);
 		}

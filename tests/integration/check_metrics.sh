@@ -4,7 +4,7 @@
 # /roshm/* telemetry commands answer over the telemetry socket; bad requests
 # get 404/405 and a silent connection does not block the control thread.
 # /readyz: 200 with a file registry; a roshmd whose etcd is unreachable starts
-# anyway, answers 503, and stops promptly.
+# anyway, answers 503, counts its failed lease requests, and stops promptly.
 #   check_metrics.sh ROSHMD ROSHM_PERF
 set -u
 roshmd=$1 perf=$2
@@ -47,8 +47,14 @@ bc=$(val 'roshm_batch_size_count' "$d/m1"); bi=$(val 'roshm_batch_size_bucket{le
 awk -F'[ {}]' '/^roshm_batch_size_bucket/ { if ($NF < last) exit 1; last = $NF }' "$d/m1" ||
   fail "batch histogram buckets decrease"
 grep -q '^roshm_tenant_sqes_total{tenant="default"} [1-9]' "$d/m1" || fail "per-tenant counter"
-grep -q '^roshm_op_latency_seconds_bucket{transport="verbs",le="+Inf"} 0$' "$d/m1" ||
-  fail "latency histogram for verbs"
+# latency and completions by transport and op (tests/integration/test_metrics.c
+# checks them exactly); no rows for a transport this node does not have
+lw=$(val 'roshm_op_latency_seconds_count{transport="local",op="write"}' "$d/m1")
+cw=$(val 'roshm_completions_total{transport="local",op="write",status="ok"}' "$d/m1")
+[[ -n "$lw" && "$lw" -gt 0 && "$lw" = "$cw" ]] || fail "local write latency count $lw, completions $cw"
+grep -q 'transport="verbs"' "$d/m1" && fail "rows for verbs, which this node does not have"
+[[ $(val 'roshm_registry_latency_seconds_count{backend="file",op="put"}' "$d/m1") -gt 0 ]] ||
+  fail "no registry put counted"
 # counters survive the client's departure (they never go down)
 t1=$(val 'roshm_tenant_sqes_total{tenant="default"}' "$d/m1")
 curl -sf "$url" > "$d/m2"
@@ -118,8 +124,12 @@ for _ in $(seq 100); do [[ -S $d/e.sock ]] && break; sleep 0.1; done
 sleep 1
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$((port + 1))/readyz")
 [[ $code = 503 ]] || fail "/readyz with etcd unreachable: $code"
-curl -sf "http://127.0.0.1:$((port + 1))/metrics" | grep -q '^roshm_registry_ready 0$' ||
-  fail "roshm_registry_ready with etcd unreachable"
+curl -sf "http://127.0.0.1:$((port + 1))/metrics" > "$d/me"
+grep -q '^roshm_registry_ready 0$' "$d/me" || fail "roshm_registry_ready with etcd unreachable"
+# the lease grants that found nobody, by reason
+ue=$(val 'roshm_registry_errors_total{backend="etcd",op="lease",reason="unreachable"}' "$d/me")
+[[ -n "$ue" && "$ue" -gt 0 ]] || fail "etcd unreachable: lease errors '$ue'"
+promtool check metrics < "$d/me" > "$d/lint" 2>&1 || fail "promtool (etcd): $(cat "$d/lint")"
 grep -q 'etcd: http://127.0.0.1:1/v3/lease/grant' "$d/roshmd.log" || fail "no log line about etcd"
 kill -0 $pid || fail "roshmd exited without etcd"
 t0=$(date +%s%N)
