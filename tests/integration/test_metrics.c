@@ -6,9 +6,11 @@
  * throttling, the CQ-full counter, peers up and down. Real roshmd
  * processes in a private network namespace (loopback only): one node with
  * the local transport, then two nodes with tcp and a shared file registry.
- * Each page is fetched whole (Content-Length), parsed, and every histogram
- * checked for buckets that never decrease and a +Inf bucket equal to its
- * count.
+ * Each page is fetched whole (Content-Length: with the namespace's 4 KiB
+ * TCP send buffers and a small receive window, roshmd sends a page over
+ * many writable events),
+ * parsed, and every histogram checked for buckets that never decrease and a
+ * +Inf bucket equal to its count.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -62,9 +64,11 @@ static char *scrape(int port)
 	size_t len = 0, cap = 1 << 16;
 	char *buf = malloc(cap), *body, *cl;
 	uint64_t deadline = now_ms() + 5000;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), small = 4096;
 
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	/* a small window: the page cannot be sent in one go */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	if (!buf || fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
 		fprintf(stderr, "scrape :%d: %s\n", port, strerror(errno));
@@ -607,9 +611,11 @@ int main(void)
 		return 77;
 	}
 	th_cleanup_enable();
-	/* a namespace of our own: fixed ports on its loopback, nobody else's */
+	/* a namespace of our own: fixed ports on its loopback, nobody else's;
+	 * small send buffers, so that a page does not fit one */
 	snprintf(ns, sizeof(ns), "%s-met%d", th_tag(), (int)getpid() % 100000);
-	if (th_sh("ip netns add %s && ip -n %s link set lo up", ns, ns)) {
+	if (th_sh("ip netns add %s && ip -n %s link set lo up && "
+		  "ip netns exec %s sysctl -qw net.ipv4.tcp_wmem='4096 4096 4096'", ns, ns, ns)) {
 		printf("metrics: cannot make a network namespace\n");
 		return 1;
 	}
