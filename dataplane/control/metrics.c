@@ -472,18 +472,18 @@ static void op_metrics(struct rd_control *ctl, struct page *p)
 		}
 	}
 
-	/* Always the successful series of what this roshmd can do (a rate
-	 * needs the series before its first increment), and every other one
-	 * that is not zero. */
+	/* Every status of what this roshmd's transports can do, zero or not
+	 * (a rate or an increase needs the series before its first
+	 * increment), and every other series that is not zero. */
 	head(p, "roshm_completions_total", "counter",
 	     "Completions posted to clients (CQEs), by transport, operation and status class");
 	for (unsigned xp = 0; xp < RD_XPORTS; xp++)
 		for (unsigned o = 0; o < RD_SOPS; o++)
 			for (unsigned st = 0; st < RD_STATUSES; st++) {
 				uint64_t v = RD_STAT_GET(ps->done[xp][o][st]);
-				bool base = st == RD_ST_OK &&
-					    (xp == RD_XP_NONE ? o == ROSHM_OP_NOP || o == ROSHM_OP_FENCE :
-					     xp_present(ctl, xp) && memchr(lop_opcode, (int)o, RD_LOPS));
+				bool base = xp == RD_XP_NONE ?
+					    st == RD_ST_OK && (o == ROSHM_OP_NOP || o == ROSHM_OP_FENCE) :
+					    xp_present(ctl, xp) && memchr(lop_opcode, (int)o, RD_LOPS);
 
 				if (v || base)
 					put(p, "roshm_completions_total{transport=\"%s\",op=\"%s\",status=\"%s\"} %llu\n",
