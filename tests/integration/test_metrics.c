@@ -423,7 +423,7 @@ static void test_local(void **state)
 	EXPECT(page, 1, "roshm_tenant_quota_refusals_total{tenant=\"q\",request=\"region\"}");
 	EXPECT(page, 0, "roshm_tenant_quota_refusals_total{tenant=\"q\",request=\"txn\"}");
 	EXPECT(page, 0, "roshm_tenant_quota_refusals_total{tenant=\"default\",request=\"attach\"}");
-	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"q\"}");
+	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"q\",reason=\"peer\"}");
 	EXPECT(page, 0, "roshm_cq_full_total");
 	free(page);
 	roshm_close(q);
@@ -562,8 +562,9 @@ static void test_tcp(void **state)
 	assert_true((st[0] == 0 && st[1] == -EBUSY) || (st[0] == -EBUSY && st[1] == 0));
 	page = scrape(M3);
 	assert_non_null(page);
-	assert_true(val(page, "roshm_tenant_throttled_total{tenant=\"q\"}") >= 1);
-	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"default\"}");
+	assert_true(val(page, "roshm_tenant_throttled_total{tenant=\"q\",reason=\"peer\"}") >= 1);
+	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"default\",reason=\"peer\"}");
+	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"q\",reason=\"rate\"}");
 	EXPECT(page, 1, "roshm_tenant_quota_refusals_total{tenant=\"q\",request=\"txn\"}");
 	C(page, 1, "tcp", "txn_commit", "busy");
 	C(page, 5, "tcp", "txn_commit", "ok");
