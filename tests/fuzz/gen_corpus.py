@@ -321,4 +321,11 @@ put('control', 'admin_uid1000', rec(0x80 | FIX, admin_msg(b'clients')))
 put('control', 'hello_bad_token', rec(FIX, hello_msg(1)))
 put('control', 'garbage', rec(0, b'abc'))
 put('control', 'unknown_type', rec(FIX | (0 << 3), chdr(99, 16)))
+# ---- addr: a flags byte (1 port, 2 numeric, 4 passive), then the string ----
+for i, (fl, txt) in enumerate([(3, 'tcp'), (3, '198.18.0.1:7471'), (3, '[fd00:198:18::1]:7471'),
+                               (1, 'localhost:9472'), (7, '[::]:9472'), (0, 'fd00:198:18::2'),
+                               (0, '[fd00:198:18::2]'), (3, '[::ffff:198.18.0.1]:1'),
+                               (3, '[fe80::1%lo]:7471'), (3, '[::1:7471'), (3, '[::1]:0'),
+                               (3, '[::1]:65536'), (3, 'fd00::1:7471'), (0, '198.18.0.1:80')]):
+    put('addr', 'a%02d' % i, bytes([fl]) + txt.encode())
 print('corpus written under', os.path.join(here, 'corpus'))
