@@ -5,6 +5,8 @@
 #   in_a CMD... / in_b CMD...             run a command on that node
 #   ctl_a ARGS... / ctl_b ARGS...         roshmctl on that node, as its admin
 #   twonode_down                          stop both, remove the namespaces
+# With TN_TELEMETRY_A=1 node-a runs with DPDK telemetry (EAL file prefix
+# roshm-2n-a: dpdk-telemetry.py -f roshm-2n-a); otherwise --no-telemetry.
 TN_PREFIX=roshm2n
 TN_PIDS=()
 
@@ -35,14 +37,16 @@ twonode_up() {
     TN_MODE="one host, loopback ports 7471 and 7472 (run as root for network namespaces)"
   fi
   SOCK_A=$dir/node-a.sock SOCK_B=$dir/node-b.sock
-  local n addr port sock
+  local n addr port sock tel
   for n in a b; do
     if [[ $n == a ]]; then addr=$ADDR_A port=$PORT_A sock=$SOCK_A ; else addr=$ADDR_B port=$PORT_B sock=$SOCK_B; fi
+    tel=', "--no-telemetry"'
+    [[ $n == a && ${TN_TELEMETRY_A:-0} == 1 ]] && tel=
     cat > "$dir/node-$n.conf" <<CONF
 node = "node-$n";
 socket = "$sock";
 eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "roshm-2n-$n",
-        "--log-level", "lib.eal:error", "--no-telemetry" ];
+        "--log-level", "lib.eal:error"$tel ];
 dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };
 transport: { tcp: { enabled = true; listen = "$addr"; port = $port; secret_file = "$dir/cluster.secret"; }; };
