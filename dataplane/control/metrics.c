@@ -26,6 +26,8 @@
 #include "control/metrics.h"
 #include "addr.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 #define REQ_MAX 2048
 #define CONN_TIMEOUT_NS 2000000000ull
 

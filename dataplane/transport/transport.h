@@ -156,6 +156,7 @@ struct rd_provider {
 	const char *loopback_name;    /* a peer that is ourselves (atomics): "verbs-loopback" */
 	bool keep_peers;              /* its peers are never forgotten when the table is full */
 	int lat;                      /* RD_LAT_*: its row of the latency histogram */
+	int log_comp;                 /* RD_LC_*: the log type of its connections' events */
 	/* set by the provider */
 	void *priv;                   /* poller-side state */
 	void *ctl_priv;               /* control-side state */

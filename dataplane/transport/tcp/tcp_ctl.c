@@ -21,6 +21,8 @@
 #include "control/control.h"
 #include "transport/tcp/tcp.h"
 
+#define RD_LOG_COMPONENT RD_LC_TCP
+
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
 
 /* What a tcp fd in the control thread's epoll is (struct rd_acc, rd_dial:

@@ -33,6 +33,8 @@
 #include "transport/verbs/verbs.h"
 #include "transport/verbs/verbs_pdata.h"
 
+#define RD_LOG_COMPONENT RD_LC_VERBS
+
 /* the control-side state (one control thread) */
 #define VCTL ((struct rd_verbs_ctl *)rd_verbs_provider.ctl_priv)
 
