@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 #include <dirent.h>
 
 #include "config.h"
@@ -68,9 +67,9 @@ static const struct key schema[] = {
 	{ "transport.tcp", K_GROUP, 0, 0 },
 	{ "transport.tcp.enabled", K_BOOL, 0, 0 },
 	{ "transport.tcp.check_peer_address", K_BOOL, 0, 0 },
-	{ "transport.tcp.listen", K_STR, 1, 63 },
+	{ "transport.tcp.listen", K_STR, 1, RD_HOST_MAX - 1 },
 	{ "transport.tcp.port", K_INT, 1, 65535 },
-	{ "transport.tcp.advertise", K_STR, 0, 63 },
+	{ "transport.tcp.advertise", K_STR, 0, RD_HOST_MAX - 1 },
 	{ "transport.tcp.secret_file", K_STR, 1, RD_PATH_MAX - 1 },
 	{ "transport.tcp.max_msg", K_INT, 4096, 64 << 20 },
 	{ "transport.tcp.max_inflight", K_INT, 1, 65536 },
@@ -80,9 +79,9 @@ static const struct key schema[] = {
 	{ "transport.verbs.device", K_STR, 0, 63 },
 	{ "transport.verbs.netdev", K_STR, 0, 31 },
 	{ "transport.verbs.gid_index", K_INT, -1, 1023 },
-	{ "transport.verbs.listen", K_STR, 0, 63 },
+	{ "transport.verbs.listen", K_STR, 0, RD_HOST_MAX - 1 },
 	{ "transport.verbs.port", K_INT, 1, 65535 },
-	{ "transport.verbs.advertise", K_STR, 0, 63 },
+	{ "transport.verbs.advertise", K_STR, 0, RD_HOST_MAX - 1 },
 	{ "transport.verbs.secret_file", K_STR, 1, RD_PATH_MAX - 1 },
 	{ "transport.verbs.qps_per_peer", K_INT, 1, 8 },
 	{ "transport.verbs.sq_depth", K_INT, 16, 8192 },
@@ -98,7 +97,7 @@ static const struct key schema[] = {
 	{ "txn.abort_ms", K_INT, 1, 3600000 },
 	{ "txn.deadline_ms", K_INT, 1, 3600000 },
 	{ "metrics", K_GROUP, 0, 0 },
-	{ "metrics.listen", K_STR, 0, 63 },
+	{ "metrics.listen", K_STR, 0, RD_HOST_MAX + 7 },
 	{ "drain", K_GROUP, 0, 0 },
 	{ "drain.timeout_ms", K_INT, 1, 3600000 },
 	{ "quota", K_GROUP, 0, 0 },
@@ -423,6 +422,29 @@ bool rd_valid_name(const char *s)
 	return true;
 }
 
+/*
+ * The address of key @key (setting @s, NULL when absent): its form checked
+ * (rd_addr_split with @flags), and with @dst its host stored there without
+ * brackets. "" passes (the keys where it is allowed say what it means).
+ */
+static int host_key(struct ctx *c, const config_setting_t *s, const char *key, char *dst,
+		    size_t len, unsigned flags)
+{
+	char host[RD_HOST_MAX], why[256];
+	const char *v = s ? config_setting_get_string(s) : NULL;
+
+	if (!v || !*v)
+		return 0;
+	if (rd_addr_split(v, flags & (RD_ADDR_PORT | RD_ADDR_NUMERIC), host, sizeof(host), NULL, why,
+			  sizeof(why)))
+		return fail(c, s, "'%s': %s", key, why);
+	if (!(flags & RD_ADDR_PASSIVE) && !(flags & RD_ADDR_PORT) && rd_host_is_any(host))
+		return fail(c, s, "'%s': %s is a wildcard address, not one a peer can reach", key, host);
+	if (dst)
+		snprintf(dst, len, "%s", host);
+	return 0;
+}
+
 int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t errlen)
 {
 	struct ctx c = { .file = path, .err = err, .errlen = errlen };
@@ -620,51 +642,29 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("txn.deadline_ms", cfg->txn_deadline_ms);
 	GET_INT("drain.timeout_ms", cfg->drain_timeout_ms);
 	GET_STR("metrics.listen", cfg->metrics_listen);
-	if ((s = config_lookup(&lc, "metrics.listen")) && cfg->metrics_listen[0]) {
-		const char *colon = strrchr(cfg->metrics_listen, ':');
-		char host[64];
-		struct in_addr a;
-		long port = colon ? strtol(colon + 1, NULL, 10) : 0;
-
-		snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - cfg->metrics_listen) : 0,
-			 cfg->metrics_listen);
-		if (!colon || port < 1 || port > 65535 || inet_pton(AF_INET, host, &a) != 1) {
-			fail(&c, s, "'metrics.listen' must be \"IPV4:PORT\" (or \"\": off)");
+	/* Addresses: their form here; a name is resolved when roshmd starts
+	 * (--check-config asks no DNS). Hosts are kept without brackets. */
+	if ((s = config_lookup(&lc, "metrics.listen")) && cfg->metrics_listen[0] &&
+	    host_key(&c, s, "metrics.listen", NULL, 0, RD_ADDR_PORT))
+		goto out;
+	if (host_key(&c, config_lookup(&lc, "transport.tcp.listen"), "transport.tcp.listen",
+		     cfg->tcp_listen, sizeof(cfg->tcp_listen), RD_ADDR_PASSIVE) ||
+	    host_key(&c, config_lookup(&lc, "transport.tcp.advertise"), "transport.tcp.advertise",
+		     cfg->tcp_advertise, sizeof(cfg->tcp_advertise), 0) ||
+	    host_key(&c, config_lookup(&lc, "transport.verbs.listen"), "transport.verbs.listen",
+		     cfg->verbs_listen, sizeof(cfg->verbs_listen), RD_ADDR_NUMERIC | RD_ADDR_PASSIVE) ||
+	    host_key(&c, config_lookup(&lc, "transport.verbs.advertise"), "transport.verbs.advertise",
+		     cfg->verbs_advertise, sizeof(cfg->verbs_advertise), 0))
+		goto out;
+	/* ROSHM_ADVERTISE (rd_config_apply_env) may supply it */
+	if (cfg->tcp_enabled && !cfg->tcp_advertise[0] && !getenv("ROSHM_ADVERTISE")) {
+		if (!rd_host_is_any(cfg->tcp_listen)) {
+			snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", cfg->tcp_listen);
+		} else {
+			s = config_lookup(&lc, "transport.tcp");
+			fail(&c, s, "'transport.tcp.advertise' is needed when listening on a wildcard "
+			     "address (%s)", cfg->tcp_listen);
 			goto out;
-		}
-	}
-	{
-		struct in_addr a;
-
-		if ((s = config_lookup(&lc, "transport.tcp.listen")) &&
-		    inet_pton(AF_INET, cfg->tcp_listen, &a) != 1) {
-			fail(&c, s, "'transport.tcp.listen' must be an IPv4 address");
-			goto out;
-		}
-		if ((s = config_lookup(&lc, "transport.tcp.advertise")) && cfg->tcp_advertise[0] &&
-		    inet_pton(AF_INET, cfg->tcp_advertise, &a) != 1) {
-			fail(&c, s, "'transport.tcp.advertise' must be an IPv4 address");
-			goto out;
-		}
-		if ((s = config_lookup(&lc, "transport.verbs.listen")) && cfg->verbs_listen[0] &&
-		    inet_pton(AF_INET, cfg->verbs_listen, &a) != 1) {
-			fail(&c, s, "'transport.verbs.listen' must be an IPv4 address (or \"\": the GID's)");
-			goto out;
-		}
-		if ((s = config_lookup(&lc, "transport.verbs.advertise")) && cfg->verbs_advertise[0] &&
-		    inet_pton(AF_INET, cfg->verbs_advertise, &a) != 1) {
-			fail(&c, s, "'transport.verbs.advertise' must be an IPv4 address");
-			goto out;
-		}
-		/* ROSHM_ADVERTISE (rd_config_apply_env) may supply it */
-		if (cfg->tcp_enabled && !cfg->tcp_advertise[0] && !getenv("ROSHM_ADVERTISE")) {
-			if (strcmp(cfg->tcp_listen, "0.0.0.0")) {
-				snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", cfg->tcp_listen);
-			} else {
-				s = config_lookup(&lc, "transport.tcp");
-				fail(&c, s, "'transport.tcp.advertise' is needed when listening on 0.0.0.0");
-				goto out;
-			}
 		}
 	}
 	GET_INT("quota.clients", cfg->quota.clients);
@@ -853,7 +853,6 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 			size_t loglen, char *err, size_t errlen)
 {
 	size_t ll = 0;
-	struct in_addr a;
 
 	log[0] = 0;
 	for (char *const *e = envp; e && *e; e++) {
@@ -870,13 +869,20 @@ int rd_config_apply_env(struct rd_config *cfg, char *const *envp, const char *sy
 			snprintf(cfg->node, sizeof(cfg->node), "%s", v);
 			log_add(log, loglen, &ll, " node=%s", v);
 		} else if (!strncmp(*e, "ROSHM_ADVERTISE=", 16)) {
-			if (inet_pton(AF_INET, v, &a) != 1) {
-				snprintf(err, errlen, "ROSHM_ADVERTISE='%s' is not an IPv4 address", v);
+			char host[RD_HOST_MAX], why[256];
+
+			if (rd_addr_split(v, 0, host, sizeof(host), NULL, why, sizeof(why))) {
+				snprintf(err, errlen, "ROSHM_ADVERTISE='%s': %s", v, why);
 				return -1;
 			}
-			snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", v);
-			snprintf(cfg->verbs_advertise, sizeof(cfg->verbs_advertise), "%s", v);
-			log_add(log, loglen, &ll, " advertise=%s", v);
+			if (rd_host_is_any(host)) {
+				snprintf(err, errlen, "ROSHM_ADVERTISE='%s' is a wildcard address, not one a "
+					 "peer can reach", v);
+				return -1;
+			}
+			snprintf(cfg->tcp_advertise, sizeof(cfg->tcp_advertise), "%s", host);
+			snprintf(cfg->verbs_advertise, sizeof(cfg->verbs_advertise), "%s", host);
+			log_add(log, loglen, &ll, " advertise=%s", host);
 		} else if (!strncmp(*e, "PCIDEVICE_", 10) && cfg->verbs_enabled && !cfg->verbs_device[0] &&
 			   !cfg->verbs_netdev[0]) {
 			/* the device plugin's value: one PCI address, or a list */

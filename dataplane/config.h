@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "roshm/ctl.h"
+#include "addr.h"
 
 #define RD_EAL_ARGS_MAX 64
 #define RD_TENANTS_MAX 64
@@ -68,9 +69,9 @@ struct rd_config {
 	/* transport.tcp */
 	bool tcp_enabled;
 	bool tcp_check_peer_addr;     /* inbound: from the address of the node's record */
-	char tcp_listen[64];
+	char tcp_listen[RD_HOST_MAX];    /* a host: brackets removed by the loader */
 	uint32_t tcp_port;
-	char tcp_advertise[64];
+	char tcp_advertise[RD_HOST_MAX]; /* "": listen's (or ROSHM_ADVERTISE) */
 	char tcp_secret_file[RD_PATH_MAX];
 	uint32_t tcp_max_msg;
 	uint32_t tcp_max_inflight;
@@ -79,10 +80,10 @@ struct rd_config {
 	bool verbs_enabled;
 	char verbs_device[64];
 	char verbs_netdev[32];
-	int verbs_gid_index;     /* -1: the first RoCE v2 GID with an IPv4 address */
-	char verbs_listen[64];   /* "": the address of the chosen GID */
+	int verbs_gid_index;     /* -1: the first RoCE v2 GID with an IPv4 address (else IPv6) */
+	char verbs_listen[RD_HOST_MAX];   /* an address; "": the address of the chosen GID */
 	uint32_t verbs_port;
-	char verbs_advertise[64];
+	char verbs_advertise[RD_HOST_MAX];
 	char verbs_secret_file[RD_PATH_MAX];
 	uint32_t verbs_qps_per_peer;
 	uint32_t verbs_sq_depth;
@@ -98,7 +99,7 @@ struct rd_config {
 	uint32_t txn_abort_ms;
 	uint32_t txn_deadline_ms;
 	uint32_t drain_timeout_ms;
-	char metrics_listen[64];  /* "ADDR:PORT", "" = off */
+	char metrics_listen[RD_HOST_MAX + 8];  /* "HOST:PORT" or "[IPV6]:PORT", "" = off */
 	/* tenants */
 	struct rd_quota quota;   /* every tenant's, unless its entry says otherwise */
 	int ntenants;

@@ -24,6 +24,8 @@
 #include "control/control.h"
 #include "roshmd.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 
 
 static void usage(FILE *f)
@@ -161,10 +163,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "roshmd: EAL init failed: %s\n", rte_strerror(rte_errno));
 		goto out_cfg;
 	}
-	rd_logtype = rte_log_register("roshm");
-	if (rd_logtype < 0)
-		rd_logtype = RTE_LOGTYPE_USER1;
-	rte_log_set_level(rd_logtype, (uint32_t)rd_log_level(cfg.log_level));
+	rd_log_init(cfg.log_level, cfg.eal_argc, cfg.eal_argv);
 
 	if (cfg.lcore >= 0) {
 		worker = (unsigned)cfg.lcore;

@@ -24,11 +24,25 @@
 #include "roshm/ctl.h"
 #include "config.h"
 
-extern int rd_logtype;
-/* log.level's name as an RTE_LOG_* level (main.c). */
+/*
+ * Logs (log.c): one DPDK log type per component. A file that logs defines
+ * RD_LOG_COMPONENT (RD_LC_*) and writes RD_LOG(LEVEL, fmt, ...): one line
+ * per event, "roshm.tcp: ..."; never on the data path per operation.
+ */
+enum rd_log_comp { RD_LC_CONTROL, RD_LC_POLLER, RD_LC_TCP, RD_LC_VERBS, RD_LC_REGISTRY, RD_LC_N };
+extern int rd_logtypes[RD_LC_N];
+extern const char *const rd_log_names[RD_LC_N];
+/* log.level's name as an RTE_LOG_* level. */
 int rd_log_level(const char *s);
-#define RD_LOG(level, fmt, ...) \
-	rte_log(RTE_LOG_##level, rd_logtype, "roshmd: " fmt "\n", ##__VA_ARGS__)
+/* After rte_eal_init: register the types; a type that an EAL --log-level
+ * of @eal_argv names has the EAL's level, the others @level (log.level). */
+void rd_log_init(const char *level, int eal_argc, char *const *eal_argv);
+/* A new log.level (SIGHUP) for the types the EAL line does not name. */
+void rd_log_set_default(const char *level);
+#define RD_LOGC(comp, level, fmt, ...) \
+	rte_log(RTE_LOG_##level, (uint32_t)rd_logtypes[comp], "%s: " fmt "\n", rd_log_names[comp], \
+		##__VA_ARGS__)
+#define RD_LOG(level, fmt, ...) RD_LOGC(RD_LOG_COMPONENT, level, fmt, ##__VA_ARGS__)
 
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))

@@ -7,6 +7,7 @@ B=${1:-build}
 D=/tmp/roshm-demo
 rm -rf "$D"; mkdir -p "$D"
 source "$(dirname "$0")/twonode.sh"
+TN_TELEMETRY_A=1   # node-a answers DPDK telemetry (shown below)
 trap 'twonode_down >/dev/null 2>&1 || true' EXIT
 
 echo "demo: starting two roshmd nodes on $( [[ $(id -u) -eq 0 ]] && echo "network namespaces" || echo loopback ) (tcp transport, file registry in $D/registry)"
@@ -30,6 +31,22 @@ bg_a "$B/perf/roshm-perf" -s "$SOCK_A" serve sweep 1048576 > "$D/serve.out"
 serve=$BG_PID
 in_b "$B/perf/roshm-perf" -s "$SOCK_B" --remote default/sweep -n 300 sweep 65536 2>&1 | \
   awk '/READ completion/ {stop=1} !stop {print "    " $0}'
+
+# DPDK telemetry: the region list comes in pages ("next" names the next
+# page's start; see docs/operations.md), and one region by name.
+if command -v dpdk-telemetry.py >/dev/null; then
+  echo "demo: DPDK telemetry of node-a (dpdk-telemetry.py -f $TN_PREFIX-a): /roshm/regions and /roshm/region,default/sweep:"
+  tel=
+  for _ in $(seq 30); do   # the region list is refreshed once a second
+    tel=$(printf '/roshm/regions\n/roshm/region,default/sweep\n' | dpdk-telemetry.py -f $TN_PREFIX-a 2>&1) || true
+    [[ $tel == *'"name": "default/sweep"'* ]] && break
+    sleep 0.2
+  done
+  sed 's/^/    /' <<< "$tel"
+  [[ $tel == *'"name": "default/sweep"'* ]] || { echo "demo: FAILED (telemetry does not show default/sweep)"; exit 1; }
+else
+  echo "demo: (dpdk-telemetry.py, from dpdk-dev, is not installed: telemetry not shown)"
+fi
 kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true
 
 if twonode_down; then echo "demo: both roshmd stopped cleanly"; else echo "demo: FAILED (roshmd exit status)"; exit 1; fi

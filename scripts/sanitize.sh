@@ -35,7 +35,7 @@ tsan)
   # rte_ring_c11_pvt.h (__atomic acquire/release, which TSan understands);
   # the ring layout is the same and both ends are in the binary under test.
   opts=(-Db_sanitize=thread -Db_lundef=false "-Dc_args=-fno-omit-frame-pointer -DRTE_USE_C11_MEM_MODEL")
-  tests=(local_ops hostile txn multinode restart metrics check_metrics check_roshmctl check_leftovers)
+  tests=(local_ops hostile txn multinode ipv6 telemetry restart metrics check_metrics check_roshmctl check_leftovers)
   ;;
 *) echo "usage: $0 asan|tsan BUILD" >&2; exit 2 ;;
 esac

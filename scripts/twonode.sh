@@ -9,6 +9,8 @@
 # prefixes (PREFIX-a, PREFIX-b); without namespaces the nodes listen on
 # loopback ports TN_PORT_A and TN_PORT_B. Set them before twonode_up to run
 # beside another pair (tests do).
+# With TN_TELEMETRY_A=1 node-a runs with DPDK telemetry (EAL file prefix
+# $TN_PREFIX-a: dpdk-telemetry.py -f $TN_PREFIX-a); otherwise --no-telemetry.
 TN_PREFIX=${TN_PREFIX:-roshm2n}
 TN_PIDS=()
 
@@ -39,14 +41,16 @@ twonode_up() {
     TN_MODE="one host, loopback ports $PORT_A and $PORT_B (run as root for network namespaces)"
   fi
   SOCK_A=$dir/node-a.sock SOCK_B=$dir/node-b.sock
-  local n addr port sock
+  local n addr port sock tel
   for n in a b; do
     if [[ $n == a ]]; then addr=$ADDR_A port=$PORT_A sock=$SOCK_A ; else addr=$ADDR_B port=$PORT_B sock=$SOCK_B; fi
+    tel=', "--no-telemetry"'
+    [[ $n == a && ${TN_TELEMETRY_A:-0} == 1 ]] && tel=
     cat > "$dir/node-$n.conf" <<CONF
 node = "node-$n";
 socket = "$sock";
 eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "$TN_PREFIX-$n",
-        "--log-level", "lib.eal:error", "--no-telemetry" ];
+        "--log-level", "lib.eal:error"$tel ];
 dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };
 transport: { tcp: { enabled = true; listen = "$addr"; port = $port; secret_file = "$dir/cluster.secret"; }; };

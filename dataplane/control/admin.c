@@ -17,6 +17,8 @@
 #include "control/internal.h"
 #include "control/metrics.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 #ifndef ROSHM_VERSION
 #define ROSHM_VERSION "0"
 #endif
@@ -245,6 +247,8 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 	    !memchr(req->tenant, 0, sizeof(req->tenant)) || !memchr(req->token, 0, sizeof(req->token)) ||
 	    !memchr(req->admin_token, 0, sizeof(req->admin_token)))
 		return -EINVAL;
+	RD_LOG(DEBUG, "admin '%.32s' from pid %d uid %u", req->cmd, (int)conn->pid,
+	       (unsigned)conn->uid);
 	if (!admin_by_credential(ctl, conn, req)) {
 		if (!tenant_by_token(ctl, req)) {
 			RD_LOG(NOTICE, "admin '%.32s' refused: pid %d uid %u has no admin token and no "

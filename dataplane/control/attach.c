@@ -19,6 +19,8 @@
 #include "control/internal.h"
 #include "poller/sqe.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 /* ---- replies ------------------------------------------------------------ */
 
 void rd_reply_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len, int status)

@@ -39,7 +39,7 @@ struct rd_control {
 	/* tcp transport, control side (peers.c) */
 	struct rd_peer *peers;
 	uint32_t npeers;
-	char endpoint[96];            /* what peers connect to: "tcp:ADDR:PORT", "verbs:ADDR:PORT" */
+	char endpoint[96];            /* what peers dial: "tcp:HOST:PORT" (addr.h) */
 	struct rd_peer *self;         /* the loopback peer (atomics through the provider), or NULL */
 	int metrics_fd;               /* /metrics listener, -1 when off */
 	const char *cfg_path;         /* the configuration file (SIGHUP reloads from it) */

@@ -13,6 +13,8 @@
 
 #include "control/control.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 struct rd_drain_job {
 	int reply_fd;                 /* the admin connection waiting, or -1 */
 	uint32_t pending;             /* its regions not drained yet */

@@ -34,6 +34,8 @@
 #include "control/internal.h"
 #include "control/metrics.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 /* epoll tags for the fds that are not connections */
 static struct rd_ep_tag tag_listen = { RD_EP_LISTEN }, tag_sig = { RD_EP_SIG }, tag_ev = { RD_EP_EV };
 /* the registry's event fd: its work runs from rd_control_run's dispatch */
@@ -285,8 +287,8 @@ static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 	struct rd_control *ctl = arg;
 
 	if (!strcmp(rec->node, ctl->cfg->node)) {
-		RD_LOG(INFO, "registry: removing %s/%s left by an earlier roshmd on this node",
-		       rec->tenant, rec->name);
+		RD_LOGC(RD_LC_REGISTRY, INFO, "registry: removing %s/%s left by an earlier roshmd on "
+			"this node", rec->tenant, rec->name);
 		ctl->reg.ops->del_region(&ctl->reg, rec->tenant, rec->name, NULL, NULL);
 	}
 }
@@ -319,24 +321,11 @@ void rd_notify(const char *state)
 	close(fd);
 }
 
-/* log.level as an RTE_LOG_* level (main sets it at start, SIGHUP again). */
-int rd_log_level(const char *s)
-{
-	if (!strcmp(s, "debug"))
-		return RTE_LOG_DEBUG;
-	if (!strcmp(s, "notice"))
-		return RTE_LOG_NOTICE;
-	if (!strcmp(s, "warning"))
-		return RTE_LOG_WARNING;
-	if (!strcmp(s, "error"))
-		return RTE_LOG_ERR;
-	return RTE_LOG_INFO;
-}
-
 /*
  * SIGHUP: read the configuration file again and apply what can change under
  * a running roshmd: tenant tokens (a client that attached keeps its
- * session), log.level, and the quotas only this thread enforces (clients,
+ * session), log.level (for the roshm.* log types that no EAL --log-level
+ * names), and the quotas only this thread enforces (clients,
  * regions, bytes). Everything else (sockets, transports, limits, the tenant
  * list itself, the quotas the poller reads) needs a restart, and the log
  * says so. A file that does not load changes nothing.
@@ -366,11 +355,11 @@ void rd_control_reload_file(struct rd_control *ctl)
 		free(n);
 		return;
 	}
-	if (strcmp(n->log_level, cur->log_level)) {
-		snprintf(cur->log_level, sizeof(cur->log_level), "%s", n->log_level);
-		rte_log_set_level(rd_logtype, (uint32_t)rd_log_level(cur->log_level));
-		o += (size_t)snprintf(done + o, sizeof(done) - o, " log.level=%s", cur->log_level);
-	}
+	/* applied after the line that says so: it may silence that line */
+	bool level = strcmp(n->log_level, cur->log_level);
+
+	if (level)
+		o += (size_t)snprintf(done + o, sizeof(done) - o, " log.level=%s", n->log_level);
 	bool same = n->ntenants == cur->ntenants;
 
 	for (int i = 0; same && i < n->ntenants; i++)
@@ -415,6 +404,10 @@ void rd_control_reload_file(struct rd_control *ctl)
 	}
 	RD_LOG(NOTICE, "SIGHUP: reloaded %s:%s (the rest of the file takes effect at a restart)",
 	       ctl->cfg_path, o ? done : " nothing changed");
+	if (level) {
+		snprintf(cur->log_level, sizeof(cur->log_level), "%s", n->log_level);
+		rd_log_set_default(cur->log_level);
+	}
 	OPENSSL_cleanse(n->tenants, sizeof(n->tenants));
 	rd_config_free(n);
 	free(n);
@@ -456,7 +449,8 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		RD_LOG(WARNING, "telemetry commands /roshm/* not registered: %s", strerror(-ret));
 	ret = publish_node(ctl);
 	if (ret) {
-		RD_LOG(ERR, "registry: publishing node %s: %s", cfg->node, strerror(-ret));
+		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing node %s: %s", cfg->node,
+			strerror(-ret));
 		return ret;
 	}
 	for (int i = 0; i < cfg->ntenants; i++)
@@ -565,7 +559,8 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 		unsigned rs = ctl->reg.ops->dispatch(&ctl->reg);
 
 		if (rs & RD_REG_REPUBLISHED)
-			RD_LOG(NOTICE, "registry: node %s and its regions published again", ctl->cfg->node);
+			RD_LOGC(RD_LC_REGISTRY, NOTICE, "registry: node %s and its regions published "
+				"again", ctl->cfg->node);
 		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
 		rd_drain_tick(ctl);
 		rd_metrics_timer(ctl);

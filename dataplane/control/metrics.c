@@ -11,7 +11,6 @@
  * (admin.c) is built from too.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -29,6 +28,9 @@
 
 #include "control/control.h"
 #include "control/metrics.h"
+#include "addr.h"
+
+#define RD_LOG_COMPONENT RD_LC_CONTROL
 
 #define REQ_MAX 2048
 #define CONN_TIMEOUT_NS 2000000000ull
@@ -49,33 +51,28 @@ int rd_metrics_init(struct rd_control *ctl)
 {
 	static struct rd_ep_tag listen_tag = { RD_EP_METRICS };
 	const char *spec = ctl->cfg->metrics_listen;
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	char host[64];
-	const char *colon;
-	int fd, one = 1;
+	char why[256], as[RD_ADDR_PORT_STRLEN];
+	struct rd_addr a;
+	int fd;
 
 	ctl->metrics_fd = -1;
 	if (!spec[0])
 		return 0;
-	colon = strrchr(spec, ':');
-	/* the config loader checked the form ADDR:PORT */
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
-	inet_pton(AF_INET, host, &sa.sin_addr);
-	sa.sin_port = htons((uint16_t)atoi(colon + 1));
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-		int e = errno;
-
-		RD_LOG(ERR, "metrics: listening on %s: %s", spec, strerror(e));
-		close(fd);
-		return -e;
+	/* "HOST:PORT" or "[IPV6]:PORT"; a name resolves here, once */
+	if (rd_addr_parse(spec, RD_ADDR_PORT | RD_ADDR_PASSIVE, 0, &a, why, sizeof(why))) {
+		RD_LOG(ERR, "metrics.listen: %s", why);
+		return -EINVAL;
+	}
+	rd_addr_str(&a, true, as, sizeof(as));
+	fd = rd_addr_listen(&a, 16);
+	if (fd < 0) {
+		RD_LOG(ERR, "metrics: listening on %s: %s", as, strerror(-fd));
+		return fd;
 	}
 	ctl->metrics_fd = fd;
 	rd_control_epoll_add(ctl, fd, &listen_tag);
-	RD_LOG(INFO, "metrics: http://%s/metrics", spec);
+	RD_LOG(INFO, "metrics: http://%s/metrics%s", as,
+	       a.ss.ss_family == AF_INET6 && rd_addr_is_any(&a) ? " (IPv6 and IPv4)" : "");
 	return 0;
 }
 

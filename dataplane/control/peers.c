@@ -21,6 +21,8 @@
 
 #include "control/control.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 /* Reconnects back off from RETRY_MIN_NS to RETRY_MAX_NS, doubling while
  * they fail; a connection that comes up starts the next loss at the minimum. */
 #define RETRY_MIN_NS (50000000ull)
@@ -67,8 +69,8 @@ static int atomics_loopback(struct rd_control *ctl)
 	 * rings (-EBUSY from the provider). */
 	ret = peer_connect(ctl, self);
 	if (ret) {
-		RD_LOG(ERR, "%s: loopback to ourselves (for atomics on our regions): %s",
-		       self->prov->name, strerror(-ret));
+		RD_LOGC(self->prov->log_comp, ERR, "%s: loopback to ourselves (for atomics on our "
+			"regions): %s", self->prov->name, strerror(-ret));
 		return ret;
 	}
 	return 0;
@@ -220,9 +222,10 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	}
 	if (err) {
 		if (err != p->last_err)
-			RD_LOG(WARNING, "%s: connecting to node %s at %s: %s", p->prov->name,
-			       p->node, p->endpoint,
-			       err == -EACCES ? "peer failed the cluster-secret challenge" : strerror(-err));
+			RD_LOGC(p->prov->log_comp, WARNING, "%s: connecting to node %s at %s: %s",
+				p->prov->name, p->node, p->endpoint,
+				err == -EACCES ? "peer failed the cluster-secret challenge" :
+						 strerror(-err));
 		p->last_err = err;
 		retry_later(p, rd_mono_ns());
 		if (fd >= 0)
@@ -235,8 +238,8 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	p->ctl_up = true;
 	p->last_err = 0;
 	p->backoff_ns = RETRY_MIN_NS;
-	RD_LOG(INFO, "%s: connected to node %s at %s", p->prov->name, p->node,
-	       p->endpoint);
+	RD_LOGC(p->prov->log_comp, INFO, "%s: connected to node %s at %s", p->prov->name, p->node,
+		p->endpoint);
 	rd_control_peer_ready(ctl, p, 0);
 	/* Its regions that waited for it go on now, not at the next
 	 * revalidation: their records say whether they are still the same. */
@@ -500,15 +503,17 @@ reconnect:
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 {
 	if (ev->type == RD_EV_INBOUND_DOWN) {
-		RD_LOG(INFO, "%s: inbound connection from node %.63s closed: %.63s",
-		       ctl->poller->net ? ctl->poller->net->name : "?", ev->node, ev->why);
+		RD_LOGC(ctl->poller->net ? ctl->poller->net->log_comp : RD_LC_CONTROL, INFO,
+			"%s: inbound connection from node %.63s closed: %.63s",
+			ctl->poller->net ? ctl->poller->net->name : "?", ev->node, ev->why);
 		return;
 	}
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (p == ev->peer) {
 			if (p->ctl_up)
-				RD_LOG(WARNING, "%s: connection to node %s lost: %.63s; operations in "
-				       "flight failed", p->prov->name, p->node, ev->why);
+				RD_LOGC(p->prov->log_comp, WARNING, "%s: connection to node %s lost: "
+					"%.63s; operations in flight failed", p->prov->name, p->node,
+					ev->why);
 			p->ctl_up = false;
 			retry_later(p, rd_mono_ns());
 			pause_peer_regions(ctl, p);

@@ -16,6 +16,8 @@
 #include "control/internal.h"
 #include "poller/sqe.h"
 
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
 /* ---- the region lists: every region (O(1) unlink), local ones by name ---- */
 
 static uint32_t name_hash(const char *tenant, const char *name)
@@ -157,7 +159,8 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 	rd_poller_cmd(ctl->poller, &cmd);
 	ret = rg->no_record ? 0 : ctl->reg.ops->del_region(&ctl->reg, rg->tenant, rg->name, NULL, NULL);
 	if (ret && ret != -ENOENT)
-		RD_LOG(WARNING, "registry: removing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
+		RD_LOGC(RD_LC_REGISTRY, WARNING, "registry: removing %s/%s: %s", rg->tenant, rg->name,
+			strerror(-ret));
 	RD_LOG(INFO, "region %s/%s closed by its owner (client %u)", rg->tenant, rg->name,
 	       rg->owner ? rg->owner->id : 0);
 	rg->owner = NULL;
@@ -352,8 +355,8 @@ static void create_published(void *arg, int status)
 	conn->put_rg = NULL;
 	conn_unpark(ctl, conn);
 	if (status) {
-		RD_LOG(NOTICE, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
-		       status == -EEXIST ? "another node holds the name" : strerror(-status));
+		RD_LOGC(RD_LC_REGISTRY, NOTICE, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
+			status == -EEXIST ? "another node holds the name" : strerror(-status));
 		rg->no_record = true; /* whatever is under the name, it is not ours to delete */
 		rd_handle_release(ctl, conn->client, conn->put_hv, true);
 		if (rd_send_status(conn->fd, conn->put_reattach ? ROSHM_CTL_REGION_REATTACH :
@@ -497,7 +500,8 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		free(w);
 		conn_unpark(ctl, conn);
 		conn->put_rg = NULL;
-		RD_LOG(ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name, strerror(-ret));
+		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
+			strerror(-ret));
 		rd_handle_release(ctl, c, hv, true);
 		return ret;
 	}

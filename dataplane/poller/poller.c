@@ -36,7 +36,8 @@
 #include "transport/transport.h"
 #include "poller/txn.h"
 
-int rd_logtype = RTE_LOGTYPE_USER1;
+#define RD_LOG_COMPONENT RD_LC_POLLER
+
 
 static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, uint64_t result);
 static void op_event(struct rd_provider *pv, const struct rd_event *ev);

@@ -48,6 +48,8 @@
 #include "roshmd.h"
 #include "registry/registry.h"
 
+#define RD_LOG_COMPONENT RD_LC_REGISTRY
+
 #define MAX_ENDPOINTS 8
 #define RESP_MAX (1u << 24)          /* a 16 MiB answer is not one we asked for */
 #define KEY_MAX 512                  /* longer keys under the prefix are not ours */
@@ -1859,6 +1861,8 @@ static int submit_write(struct etcd *e, struct req *q, const void *rec)
 	struct ent *x;
 	char *oval = NULL;
 	void *orec = NULL;
+
+	RD_LOG(DEBUG, "registry: etcd: %s %s", q->op == OP_PUT ? "put" : "delete", q->key);
 
 	if (q->op == OP_PUT) {
 		oval = strdup(q->val);

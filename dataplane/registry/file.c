@@ -36,6 +36,8 @@
 #include "roshmd.h"
 #include "registry/registry.h"
 
+#define RD_LOG_COMPONENT RD_LC_REGISTRY
+
 struct fcomp {
 	struct fcomp *next;
 	rd_reg_done_fn done;
@@ -215,6 +217,8 @@ static void log_write(const char *what, const char *key, int ret)
 {
 	if (ret && ret != -ENOENT)
 		RD_LOG(WARNING, "registry: %s %s: %s", what, key, strerror(-ret));
+	else if (!ret)
+		RD_LOG(DEBUG, "registry: %s %s: done", what, key);
 }
 
 /* Record @fname in @dfd, verified; @key names it in logs. */

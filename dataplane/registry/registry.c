@@ -19,6 +19,8 @@
 #include "transport/tcp/tcp.h"
 #include "registry/registry.h"
 
+#define RD_LOG_COMPONENT RD_LC_REGISTRY
+
 uint64_t rd_registry_now_ns(void)
 {
 	struct timespec ts;

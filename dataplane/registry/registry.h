@@ -63,7 +63,7 @@ struct rd_region_rec {
 
 struct rd_node_rec {
 	char node[ROSHM_NAME_MAX];
-	char endpoint[128];          /* "tcp:ADDR:PORT", or "" without a network transport */
+	char endpoint[128];          /* "tcp:HOST:PORT" (addr.h), or "" without a network transport */
 	uint32_t pid;
 };
 

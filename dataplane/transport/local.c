@@ -80,6 +80,7 @@ struct rd_provider rd_local_provider = {
 	.name = "local",
 	.dp = &local_dp_ops,
 	.xp = RD_XP_LOCAL,
+	.log_comp = RD_LC_CONTROL,
 	.wake_fd = -1,
 	.max_msg = UINT32_MAX,
 };

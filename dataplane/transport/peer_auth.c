@@ -82,31 +82,6 @@ static void mac(const struct rd_tcp_secret *sec, const char *label, const uint8_
 		    out);
 }
 
-int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa)
-{
-	size_t sl = strlen(scheme);
-	char host[64];
-	const char *colon;
-	long port;
-	char *end;
-
-	if (strncmp(ep, scheme, sl) || ep[sl] != ':')
-		return -EINVAL;
-	ep += sl + 1;
-	colon = strrchr(ep, ':');
-	if (!colon || (size_t)(colon - ep) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, ep, (size_t)(colon - ep));
-	host[colon - ep] = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port < 1 || port > 65535)
-		return -EINVAL;
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -EINVAL;
-}
-
 static void tune(int fd)
 {
 	int one = 1;
@@ -116,18 +91,19 @@ static void tune(int fd)
 
 int rd_tcp_dial_start(struct rd_tcp_dial *d, const char *endpoint, const char *self)
 {
-	struct sockaddr_in sa;
+	struct rd_addr sa;
 	int ret;
 
 	memset(d, 0, sizeof(*d));
 	d->fd = -1;
+	/* numeric: never a DNS lookup in the control thread */
 	ret = rd_parse_endpoint(endpoint, "tcp", &sa);
 	if (ret)
 		return ret;
-	d->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	d->fd = socket(sa.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (d->fd < 0)
 		return -errno;
-	if (connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+	if (connect(d->fd, (struct sockaddr *)&sa.ss, sa.len) < 0 && errno != EINPROGRESS) {
 		ret = -errno;
 		close(d->fd);
 		d->fd = -1;

@@ -154,6 +154,7 @@ struct rd_provider {
 	bool keep_peers;              /* its peers are never forgotten when the table is full */
 	unsigned xp;                  /* RD_XP_*: its row of the operation counters and
 					 latency histograms (RD_XP_NONE: not counted) */
+	int log_comp;                 /* RD_LC_*: the log type of its connections' events */
 	/* set by the provider */
 	void *priv;                   /* poller-side state */
 	void *ctl_priv;               /* control-side state */

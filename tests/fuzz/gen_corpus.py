@@ -356,4 +356,11 @@ put('etcd_watch', 'signed_node_stale_rev', b'\x01' + wev(2 | 4, 1, 9, dump(wnode
 put('etcd_watch', 'filed_under_another_name', b'\x01' + wev(2, 0, 3, dump(dict(wregion, name='r2'))))
 put('etcd_watch', 'bad_then_good', b'\x01' + wev(0, 0, 3, dump(wregion)) + wev(2 | 4, 0, 4, dump(wregion)))
 put('etcd_watch', 'other_keys', b'\x01' + b''.join(wev(2, k, 10 + k, dump(wregion)) for k in range(8)))
+# ---- addr: a flags byte (1 port, 2 numeric, 4 passive), then the string ----
+for i, (fl, txt) in enumerate([(3, 'tcp'), (3, '198.18.0.1:7471'), (3, '[fd00:198:18::1]:7471'),
+                               (1, 'localhost:9472'), (7, '[::]:9472'), (0, 'fd00:198:18::2'),
+                               (0, '[fd00:198:18::2]'), (3, '[::ffff:198.18.0.1]:1'),
+                               (3, '[fe80::1%lo]:7471'), (3, '[::1:7471'), (3, '[::1]:0'),
+                               (3, '[::1]:65536'), (3, 'fd00::1:7471'), (0, '198.18.0.1:80')]):
+    put('addr', 'a%02d' % i, bytes([fl]) + txt.encode())
 print('corpus written under', os.path.join(here, 'corpus'))

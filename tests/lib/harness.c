@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -222,7 +223,30 @@ void th_untrack_pid(pid_t pid)
 			reg.pids[i] = 0;
 }
 
+static int netns_up(char *prefix, size_t len, const char *what, int n, const char *opt);
+
 int th_netns_up(char *prefix, size_t len, const char *what, int n)
+{
+	return netns_up(prefix, len, what, n, "");
+}
+
+int th_netns_up_v6(char *prefix, size_t len, const char *what, int n)
+{
+	return netns_up(prefix, len, what, n, "v6");
+}
+
+bool th_ipv6_available(void)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static int netns_up(char *prefix, size_t len, const char *what, int n, const char *opt)
 {
 	size_t i;
 	int st;
@@ -238,7 +262,7 @@ int th_netns_up(char *prefix, size_t len, const char *what, int n)
 	/* registered before it exists: a half-made set is deleted too */
 	snprintf(reg.ns[i].prefix, sizeof(reg.ns[i].prefix), "%s", prefix);
 	reg.ns[i].n = n;
-	st = th_sh("%s up %s %d", NETNS_SH, prefix, n);
+	st = th_sh("%s up %s %d %s", NETNS_SH, prefix, n, opt);
 	if (st)
 		th_netns_down(prefix);
 	return st;
@@ -345,6 +369,12 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra)
 
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra)
 {
+	return th_daemon_start_eal(d, name, netns, false, NULL, extra);
+}
+
+int th_daemon_start_eal(struct th_daemon *d, const char *name, const char *netns, bool telemetry,
+			const char *eal, const char *extra)
+{
 	char secret[300];
 	FILE *f;
 
@@ -371,13 +401,14 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
 	f = fopen(d->conf, "w");
 	if (!f)
 		return -errno;
+	snprintf(d->eal_prefix, sizeof(d->eal_prefix), "%s-%s-%d", th_tag(), name, (int)getpid());
 	fprintf(f,
 		"node = \"%s\";\n"
 		"socket = \"%s\";\n"
 		"eal = [ \"--no-huge\", \"-m\", \"128\", \"--no-pci\", \"--no-shconf\",\n"
-		"        \"--file-prefix\", \"%s-%s-%d\", \"--log-level\", \"lib.eal:error\",\n"
-		"        \"--no-telemetry\" ];\n",
-		name, d->sock, th_tag(), name, (int)getpid());
+		"        \"--file-prefix\", \"%s\", \"--log-level\", \"lib.eal:error\"%s%s%s ];\n",
+		name, d->sock, d->eal_prefix, telemetry ? "" : ", \"--no-telemetry\"",
+		eal ? ", " : "", eal ? eal : "");
 	if (!extra || !strstr(extra, "admin"))
 		fprintf(f, "admin: { token_file = \"%s\"; };\n", d->admin_token_file);
 	if (!extra || !strstr(extra, "registry"))

@@ -28,6 +28,7 @@ struct th_daemon {
 	char conf[300];
 	char log[300];
 	char admin_token_file[300];
+	char eal_prefix[128];     /* its EAL --file-prefix (the telemetry socket's directory) */
 };
 
 /* Start roshmd with the default test settings plus @extra (libconfig text,
@@ -37,6 +38,12 @@ int th_daemon_start(struct th_daemon *d, const char *name, const char *extra);
  * `registry` replaces the default private file registry (and its secret:
  * such a registry takes the transport's secret, or its own secret_file). */
 int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns, const char *extra);
+/* The same with EAL arguments of its own: @eal (libconfig strings, e.g.
+ * "\"--log-level\", \"roshm.tcp:debug\"", may be NULL) after the defaults,
+ * and DPDK telemetry on when @telemetry (its socket in the EAL runtime
+ * directory of d->eal_prefix; the default is --no-telemetry). */
+int th_daemon_start_eal(struct th_daemon *d, const char *name, const char *netns, bool telemetry,
+			const char *eal, const char *extra);
 /* Start roshmd again with the same config (after a kill). 0 or -errno. */
 int th_daemon_restart(struct th_daemon *d);
 /* SIGKILL, reap; the directory stays. */
@@ -70,6 +77,10 @@ void th_untrack_pid(pid_t pid);
  * "TAG-@what" + our pid, written to @prefix. 0 or the script's status. */
 int th_netns_up(char *prefix, size_t len, const char *what, int n);
 void th_netns_down(const char *prefix);
+/* The same with IPv6 too: fd00:198:18::i/64 beside 198.18.0.i (netns.sh v6). */
+int th_netns_up_v6(char *prefix, size_t len, const char *what, int n);
+/* IPv6 works here (a socket binds to ::1); false also when it is disabled. */
+bool th_ipv6_available(void);
 
 /* Fork a child that runs fn(arg) and exits with its return value. It is
  * killed at exit unless th_wait reaped it first. */

@@ -22,7 +22,7 @@ sed -i "s|device = \"rxe0\";|$SEL|" /run/roshm/roshmd.conf
 if [ "$n" = 2 ]; then
   sed 's|device = "rxe0";|device = "rxe0"; netdev = "lo";|; s|vm2";|vm2x";|' /run/roshm/roshmd.conf > /run/roshm/bad.conf
   out=$("$B/dataplane/roshmd" -c /run/roshm/bad.conf 2>&1); rc=$?
-  if [ $rc = 1 ] && echo "$out" | grep -q "no RoCE v2 GID with an IPv4 address matches.*rxe0/1/"; then
+  if [ $rc = 1 ] && echo "$out" | grep -q "no RoCE v2 GID with an IP address matches.*rxe0/1/"; then
     say "a GID filter that matches nothing is refused"
   else
     say "FAIL: bad GID filter: exit $rc: $out"

@@ -170,7 +170,8 @@ static void test_verbs_keys(void **st)
 	expect_error("transport: { verbs: {\n sq_depth = 100; }; };\n", 2, "power of two");
 	expect_error("transport: { verbs: {\n signal_every = 200; }; };\n", 2, "sq_depth / 2");
 	expect_error("transport: { verbs: {\n qps_per_peer = 9; }; };\n", 2, "out of range");
-	expect_error("transport: { verbs: {\n listen = \"eth0\"; }; };\n", 2, "IPv4 address");
+	expect_error("transport: { verbs: {\n listen = \"eth0\"; }; };\n", 2,
+		     "'transport.verbs.listen': 'eth0' is not an IP address");
 	expect_error("transport: { verbs: {\n gid_index = -2; }; };\n", 2, "out of range");
 }
 
@@ -251,7 +252,7 @@ static void test_env(void **st)
 	assert_string_equal(cfg.verbs_device, "rxe0");
 	rd_config_free(&cfg);
 	/* bad values are errors that name the variable */
-	char *bad1[] = { "ROSHM_NODE=a/b", NULL }, *bad2[] = { "ROSHM_ADVERTISE=node-1", NULL };
+	char *bad1[] = { "ROSHM_NODE=a/b", NULL }, *bad2[] = { "ROSHM_ADVERTISE=10.1.2.3:7471", NULL };
 	char *bad3[] = { "PCIDEVICE_X=0000:3b:02.2", NULL };
 
 	assert_int_equal(load("transport: { verbs: { enabled = true; }; };\n", &cfg, err, sizeof(err)), 0);
@@ -262,6 +263,70 @@ static void test_env(void **st)
 	assert_int_equal(rd_config_apply_env(&cfg, bad3, dir, log, sizeof(log), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no RDMA device"));
 	rd_config_free(&cfg);
+}
+
+/* Listen, advertise and metrics addresses: IPv4, IPv6 (bare or in
+ * brackets) and names; a bad form is an error at its line that says what
+ * is wrong. */
+static void test_addresses(void **st)
+{
+	struct rd_config cfg;
+	char err[512], log[256];
+
+	(void)st;
+	assert_int_equal(load("transport: { tcp: { enabled = true; listen = \"[::]\";\n"
+			      " advertise = \"[fd00:198:18::1]\"; }; };\n"
+			      "metrics: { listen = \"[::1]:9472\"; };\n", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.tcp_listen, "::");
+	assert_string_equal(cfg.tcp_advertise, "fd00:198:18::1");
+	assert_string_equal(cfg.metrics_listen, "[::1]:9472");
+	rd_config_free(&cfg);
+	/* a specific listen address is the advertised one */
+	assert_int_equal(load("transport: { tcp: { enabled = true; listen = \"fd00:198:18::2\"; }; };\n",
+			      &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.tcp_advertise, "fd00:198:18::2");
+	rd_config_free(&cfg);
+	assert_int_equal(load("transport: { tcp: { enabled = true; listen = \"roshm-node-1\"; }; };\n"
+			      "metrics: { listen = \"localhost:9472\"; };\n", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.tcp_advertise, "roshm-node-1");
+	rd_config_free(&cfg);
+	assert_int_equal(load("transport: { verbs: { enabled = true; listen = \"fd00:198:18::1\"; }; };\n"
+			      "metrics: { listen = \"198.18.0.1:9472\"; };\n", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg.verbs_listen, "fd00:198:18::1");
+	rd_config_free(&cfg);
+	/* ROSHM_ADVERTISE in any form of a host */
+	char *env6[] = { "ROSHM_ADVERTISE=[fd00:198:18::3]", NULL }, *envp[] = { "ROSHM_ADVERTISE=::", NULL };
+
+	assert_int_equal(load("", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(rd_config_apply_env(&cfg, env6, dir, log, sizeof(log), err, sizeof(err)), 0);
+	assert_string_equal(cfg.tcp_advertise, "fd00:198:18::3");
+	assert_string_equal(cfg.verbs_advertise, "fd00:198:18::3");
+	assert_int_equal(rd_config_apply_env(&cfg, envp, dir, log, sizeof(log), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "wildcard"));
+	rd_config_free(&cfg);
+
+	expect_error("transport: { tcp: {\n enabled = true; listen = \"::\"; }; };\n", 1,
+		     "'transport.tcp.advertise' is needed when listening on a wildcard address (::)");
+	expect_error("metrics: {\n listen = \"127.0.0.1\"; };\n", 2,
+		     "'metrics.listen': missing port in '127.0.0.1'");
+	expect_error("metrics: {\n listen = \"[::1]\"; };\n", 2, "missing port");
+	expect_error("metrics: {\n listen = \"::1:9472\"; };\n", 2,
+		     "an IPv6 address with a port is written [ADDR]:PORT");
+	expect_error("metrics: {\n listen = \"[::1]:0\"; };\n", 2, "port 0 is out of range 1-65535");
+	expect_error("metrics: {\n listen = \"[::1]:65536\"; };\n", 2,
+		     "port 65536 is out of range 1-65535");
+	expect_error("metrics: {\n\n listen = \"127.0.0.1:0\"; };\n", 3, "port 0 is out of range");
+	expect_error("metrics: {\n listen = \"[::1:9472\"; };\n", 2, "unterminated '['");
+	expect_error("metrics: {\n listen = \"127.0.0.1:http\"; };\n", 2, "not a number");
+	expect_error("transport: { tcp: {\n listen = \"[fd00::1\"; }; };\n", 2,
+		     "'transport.tcp.listen': unterminated '['");
+	expect_error("transport: { tcp: {\n listen = \"198.18.0.1:7471\"; }; };\n", 2,
+		     "no port here");
+	expect_error("transport: { tcp: {\n advertise = \"0.0.0.0\"; }; };\n", 2, "wildcard");
+	expect_error("transport: { tcp: {\n advertise = \"fd00::1::2\"; }; };\n", 2,
+		     "is not an IPv6 address");
+	expect_error("transport: { verbs: {\n advertise = \"[198.18.0.1]\"; }; };\n", 2,
+		     "brackets are for IPv6 addresses only");
 }
 
 static void test_missing_file(void **st)
@@ -288,6 +353,7 @@ int main(void)
 		cmocka_unit_test(test_verbs_keys),
 		cmocka_unit_test(test_registry_keys),
 		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_missing_file),
 	};
 	const char *tag = getenv("ROSHM_TEST_TAG");

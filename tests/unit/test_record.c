@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <cmocka.h>
 
+#include "addr.h"
 #include "registry/registry.h"
 #include "roshm/ctl.h"
 
@@ -291,6 +292,63 @@ static void test_node_record(void **st)
 	free(s);
 }
 
+/* IPv6 endpoints: the longest one roshmd writes fits and round-trips under
+ * the MAC, any change to its address or port fails it, and one longer than
+ * the record's field is refused, never cut short. */
+static void test_ipv6_endpoints(void **st)
+{
+	struct rd_region_rec r, back;
+	struct rd_node_rec n = { .pid = 7 }, nback;
+	const char *why;
+	char ep[RD_ADDR_PORT_STRLEN + 8], *s, *t;
+	/* "[" 45-char IPv6 "%" 15-char zone "]:65535" */
+	const char *host = "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255%abcdefghijklmno]";
+
+	(void)st;
+	snprintf(ep, sizeof(ep), "verbs:%s:65535", host);
+	assert_true(strlen(ep) < sizeof(r.endpoint));
+	assert_true(strlen(ep) < 96); /* ctl->endpoint, what the node record is made from */
+	sample(&r, true);
+	snprintf(r.endpoint, sizeof(r.endpoint), "%s", ep);
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_string_equal(back.endpoint, ep);
+	assert_int_equal(back.rkey, r.rkey); /* verbs fields still ride along */
+	free(s);
+	snprintf(r.endpoint, sizeof(r.endpoint), "tcp:[fd00:198:18::1]:7471");
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_string_equal(back.endpoint, "tcp:[fd00:198:18::1]:7471");
+	static const char *const forged[] = { "tcp:[fd00:198:18::6]:7471", "tcp:[fd00:198:18::1]:7472",
+					      "tcp:[fd00:198:18:0::1]:7471", "tcp:fd00:198:18::1:7471" };
+	for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+		t = with_field(s, "endpoint", json_string(forged[i]));
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		free(t);
+	}
+	free(s);
+	strcpy(n.node, "node-6");
+	snprintf(n.endpoint, sizeof(n.endpoint), "tcp:[fd00:198:18::2]:7471");
+	s = rd_node_rec_sign(&n, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_node_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &nback, &why), 0);
+	assert_string_equal(nback.endpoint, n.endpoint);
+	t = with_field(s, "endpoint", json_string("tcp:[fd00:198:18::3]:7471"));
+	assert_int_equal(rd_node_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &nback, &why),
+			 -EBADMSG);
+	free(t);
+	/* 128 bytes: one more than the field holds */
+	char big[160];
+
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "tcp:[", 5);
+	big[128] = 0;
+	t = with_field(s, "endpoint", json_string(big));
+	assert_int_equal(rd_node_rec_from_json(t, strlen(t), &nback), -EBADMSG);
+	free(t);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +356,7 @@ int main(void)
 		cmocka_unit_test(test_region_mac_forms),
 		cmocka_unit_test(test_region_invalid_signed),
 		cmocka_unit_test(test_node_record),
+		cmocka_unit_test(test_ipv6_endpoints),
 	};
 
 	return cmocka_run_group_tests_name("record", tests, NULL, NULL);

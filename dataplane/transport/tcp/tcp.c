@@ -794,5 +794,6 @@ struct rd_provider rd_tcp_provider = {
 	.dp = &tcp_dp_ops,
 	.cp = &rd_tcp_cp_ops,
 	.xp = RD_XP_TCP,
+	.log_comp = RD_LC_TCP,
 	.wake_fd = -1,
 };

@@ -4,6 +4,7 @@
 
 #include "transport/transport.h"
 #include "roshm/wire.h"
+#include "addr.h"
 
 /*
  * A connection of the tcp transport. Outbound connections carry this node's
@@ -94,10 +95,7 @@ int rd_tcp_secret_load(struct rd_tcp_secret *s, const char *path, char *err, siz
 void rd_peer_mac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *n1,
 		 const uint8_t *n2, size_t nonce_len, const char *node1, size_t node1_w,
 		 const char *node2, size_t node2_w, uint8_t *out);
-/* "SCHEME:IPV4:PORT" (tcp, verbs) into @sa; -EINVAL when malformed. */
-struct sockaddr_in;
-int rd_parse_endpoint(const char *ep, const char *scheme, struct sockaddr_in *sa);
-/* Requester side: connect to "tcp:ADDR:PORT" and authenticate both ways,
+/* Requester side: connect to "tcp:HOST:PORT" (numeric: see addr.h) and authenticate both ways,
  * step by step as the control thread's epoll says the fd is ready (for
  * writing while want_out, else for reading). */
 struct rd_tcp_dial {
@@ -135,8 +133,8 @@ struct rd_acc {
 	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
 	int kind;                     /* tcp_ctl.c's */
 	struct rd_tcp_accept a;
-	uint32_t from;                /* peer IPv4 address (per-address cap) */
-	char addr[64];
+	struct rd_addr from;          /* the peer's address (per-address cap, record check) */
+	char addr[RD_ADDR_PORT_STRLEN];
 	struct rd_acc *next;
 };
 

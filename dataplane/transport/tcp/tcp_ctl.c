@@ -6,7 +6,6 @@
  * Everything provider-neutral about peers is in control/peers.c.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -21,6 +20,8 @@
 
 #include "control/control.h"
 #include "transport/tcp/tcp.h"
+
+#define RD_LOG_COMPONENT RD_LC_TCP
 
 #define ACCEPT_TIMEOUT_NS (2000000000ull)
 
@@ -44,9 +45,9 @@ static inline struct rd_tcp_peer *TP(const struct rd_peer *p)
 static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *endpoint, size_t len)
 {
 	const struct rd_config *cfg = ctl->cfg;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->tcp_port) };
-	char err[300];
-	int fd, one = 1, ret;
+	struct rd_addr la, adv;
+	char err[300], ls[RD_ADDR_PORT_STRLEN], as[RD_ADDR_PORT_STRLEN];
+	int fd, ret;
 
 	pv->ctl_priv = calloc(1, sizeof(struct rd_tcp_ctl));
 	if (!pv->ctl_priv)
@@ -57,23 +58,31 @@ static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *end
 		RD_LOG(ERR, "%s", err);
 		return ret;
 	}
-	inet_pton(AF_INET, cfg->tcp_listen, &sa.sin_addr);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
-		ret = -errno;
-		RD_LOG(ERR, "tcp transport: listen on %s:%u: %s", cfg->tcp_listen, cfg->tcp_port,
-		       strerror(errno));
-		close(fd);
+	/* names resolve here, once: what peers dial is always an address */
+	ret = rd_addr_resolve(cfg->tcp_listen, (uint16_t)cfg->tcp_port, RD_ADDR_PASSIVE, &la, err,
+			      sizeof(err));
+	if (ret) {
+		RD_LOG(ERR, "tcp transport: transport.tcp.listen: %s", err);
 		return ret;
 	}
+	ret = rd_addr_resolve(cfg->tcp_advertise, (uint16_t)cfg->tcp_port, 0, &adv, err, sizeof(err));
+	if (ret) {
+		RD_LOG(ERR, "tcp transport: the address to advertise (transport.tcp.advertise or "
+		       "ROSHM_ADVERTISE): %s", err);
+		return ret;
+	}
+	rd_addr_str(&la, true, ls, sizeof(ls));
+	rd_addr_str(&adv, true, as, sizeof(as));
+	fd = rd_addr_listen(&la, 64);
+	if (fd < 0) {
+		RD_LOG(ERR, "tcp transport: listen on %s: %s", ls, strerror(-fd));
+		return fd;
+	}
 	TC->listen_fd = fd;
-	snprintf(endpoint, len, "tcp:%s:%u", cfg->tcp_advertise, cfg->tcp_port);
+	snprintf(endpoint, len, "tcp:%s", as);
 	rd_control_epoll_add(ctl, fd, &listen_tag);
-	RD_LOG(INFO, "tcp transport: listening on %s:%u, peers reach us at %s", cfg->tcp_listen,
-	       cfg->tcp_port, endpoint);
+	RD_LOG(INFO, "tcp transport: listening on %s%s, peers reach us at %s", ls,
+	       la.ss.ss_family == AF_INET6 && rd_addr_is_any(&la) ? " (IPv6 and IPv4)" : "", endpoint);
 	return 0;
 }
 
@@ -115,19 +124,19 @@ static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
 
 static void tcp_accept(struct rd_control *ctl)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
+	struct rd_addr sa;
 	struct rd_acc *acc;
 	int fd;
 
-	while ((fd = accept4(TC->listen_fd, (struct sockaddr *)&sa, &sl,
+	sa.len = sizeof(sa.ss);
+	while ((fd = accept4(TC->listen_fd, (struct sockaddr *)&sa.ss, &sa.len,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		uint32_t all = 0, same = 0;
 
-		sl = sizeof(sa);
+		/* one host is one host: a.b.c.d and ::ffff:a.b.c.d count together */
 		for (struct rd_acc *a = TC->accepting; a; a = a->next) {
 			all++;
-			same += a->from == sa.sin_addr.s_addr;
+			same += rd_addr_same_host(&a->from, &sa);
 		}
 		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
 			close(fd);
@@ -143,23 +152,22 @@ static void tcp_accept(struct rd_control *ctl)
 		acc->kind = TCP_TAG_ACCEPT;
 		acc->a.fd = fd;
 		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
-		acc->from = sa.sin_addr.s_addr;
-		snprintf(acc->addr, sizeof(acc->addr), "%s:%u", inet_ntoa(sa.sin_addr),
-			 ntohs(sa.sin_port));
+		acc->from = sa;
+		rd_addr_str(&sa, true, acc->addr, sizeof(acc->addr));
 		acc->next = TC->accepting;
 		TC->accepting = acc;
 		rd_control_epoll_add(ctl, fd, acc);
+		RD_LOG(DEBUG, "tcp: connection from %s: handshake", acc->addr);
+		sa.len = sizeof(sa.ss);
 	}
 }
 
-/* Why node @node, connecting from IPv4 @from, may not have an inbound
- * slot; NULL when it may. */
-static const char *node_refusal(struct rd_control *ctl, const char *node, uint32_t from)
+/* Why node @node, connecting from @from, may not have an inbound slot;
+ * NULL when it may. */
+static const char *node_refusal(struct rd_control *ctl, const char *node, const struct rd_addr *from)
 {
 	struct rd_node_rec nr;
-	struct in_addr a;
-	char host[64];
-	const char *p, *colon;
+	struct rd_addr a;
 
 	if (!strcmp(node, ctl->cfg->node))
 		return "that is our own name";
@@ -167,14 +175,10 @@ static const char *node_refusal(struct rd_control *ctl, const char *node, uint32
 		return "no valid node record of that name in the registry";
 	if (!ctl->cfg->tcp_check_peer_addr)
 		return NULL;
-	p = !strncmp(nr.endpoint, "tcp:", 4) ? nr.endpoint + 4 :
-	    !strncmp(nr.endpoint, "verbs:", 6) ? nr.endpoint + 6 : NULL;
-	colon = p ? strrchr(p, ':') : NULL;
-	if (!colon || (size_t)(colon - p) >= sizeof(host))
+	if (rd_parse_endpoint(nr.endpoint, "tcp", &a) && rd_parse_endpoint(nr.endpoint, "verbs", &a))
 		return "its node record has no address";
-	memcpy(host, p, (size_t)(colon - p));
-	host[colon - p] = 0;
-	if (inet_pton(AF_INET, host, &a) != 1 || a.s_addr != from)
+	/* a dual-stack listener sees an IPv4 peer as ::ffff:a.b.c.d */
+	if (!rd_addr_same_host(&a, from))
 		return "not from the address of its node record "
 		       "(transport.tcp.check_peer_address = false allows that)";
 	return NULL;
@@ -199,7 +203,7 @@ static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 	 * transport.tcp.check_peer_address = false, for multi-homed nodes)
 	 * only from the address that record advertises. One slot per node
 	 * (tcp.c replaces an older one). */
-	const char *why = node_refusal(ctl, node, acc->from);
+	const char *why = node_refusal(ctl, node, &acc->from);
 
 	if (why) {
 		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
@@ -307,6 +311,7 @@ static int tcp_connect(struct rd_control *ctl, struct rd_peer *p)
 		return ret;
 	}
 	TP(p)->dial = d;
+	RD_LOG(DEBUG, "tcp: dialing node %s at %s", p->node, p->endpoint);
 	p->dial_deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull;
 	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = d };
 

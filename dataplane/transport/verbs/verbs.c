@@ -439,5 +439,6 @@ struct rd_provider rd_verbs_provider = {
 	.loopback_name = "verbs-loopback",
 	.keep_peers = true,
 	.xp = RD_XP_VERBS,
+	.log_comp = RD_LC_VERBS,
 	.wake_fd = -1,
 };

@@ -46,7 +46,7 @@ struct rd_vqp {
 	/* control: connecting it, one CM event at a time (verbs_cm.c) */
 	int dstate;                   /* VD_* */
 	int phase;                    /* 1: hello (answered by a challenge), 2: proof */
-	struct sockaddr_in dst;
+	struct rd_addr dst;
 	struct roshm_verbs_hello hello;
 	struct rd_vpd chal;              /* the responder's challenge, decoded */
 };
@@ -87,7 +87,7 @@ struct rd_verbs {
 #define RD_VERBS_CHAL_MAX 1024
 struct rd_control;
 struct rd_vchal {
-	uint32_t src;                 /* the hello's IPv4 source address */
+	uint8_t src[16];              /* the hello's source address (IPv4 as ::ffff:a.b.c.d) */
 	uint8_t nonce_s[ROSHM_VERBS_NONCE];
 	uint8_t nonce_r[ROSHM_VERBS_NONCE];
 	char node_r[ROSHM_VERBS_ID + 1];
@@ -111,7 +111,7 @@ struct rd_verbs_ctl {
 	char dev[64];
 	uint8_t port;
 	int gid_index;
-	struct sockaddr_in addr;      /* ours */
+	struct rd_addr addr;          /* ours: the GID's address, transport.verbs.port */
 	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, max_msg;
 	struct rd_tcp_secret secret;
 	struct rd_vchal chal[RD_VERBS_CHAL_MAX];

@@ -33,6 +33,8 @@
 #include "transport/verbs/verbs.h"
 #include "transport/verbs/verbs_pdata.h"
 
+#define RD_LOG_COMPONENT RD_LC_VERBS
+
 /* the control-side state (one control thread) */
 #define VCTL ((struct rd_verbs_ctl *)rd_verbs_provider.ctl_priv)
 
@@ -58,28 +60,50 @@ static const char *gid_type_str(uint32_t t)
 	return t == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : t == IBV_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB";
 }
 
-static bool gid_ipv4(const union ibv_gid *g, struct in_addr *a)
+/*
+ * The IP address a RoCE v2 GID stands for: IPv4 (a v4-mapped GID) or IPv6
+ * (not link-local: that one is not routable, and every port has one).
+ */
+static bool gid_addr(const union ibv_gid *g, uint16_t port, struct rd_addr *a)
 {
 	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	struct in6_addr x;
 
-	if (memcmp(g->raw, pfx, sizeof(pfx)))
-		return false;
-	memcpy(&a->s_addr, g->raw + 12, 4);
+	memset(a, 0, sizeof(*a));
+	if (!memcmp(g->raw, pfx, sizeof(pfx))) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&a->ss;
+
+		s4->sin_family = AF_INET;
+		memcpy(&s4->sin_addr, g->raw + 12, 4);
+		a->len = sizeof(*s4);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a->ss;
+
+		memcpy(&x, g->raw, sizeof(x));
+		if (IN6_IS_ADDR_UNSPECIFIED(&x) || IN6_IS_ADDR_LINKLOCAL(&x))
+			return false;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_addr = x;
+		a->len = sizeof(*s6);
+	}
+	rd_addr_set_port(a, port);
 	return true;
 }
 
 /*
- * Pick device, port and GID: a RoCE v2 GID with an IPv4 address on an
- * active Ethernet port, filtered by the configured device name, netdev,
- * GID index and listen address. Sets v->ctx, port, gid_index, addr.
+ * Pick device, port and GID: a RoCE v2 GID with an IP address on an active
+ * Ethernet port, filtered by the configured device name, netdev, GID index
+ * and listen address; without a listen address an IPv4 GID first, else an
+ * IPv6 one. Sets v->ctx, port, gid_index, addr.
  */
 static int pick_gid(struct rd_control *ctl, struct rd_verbs_ctl *v)
 {
 	const struct rd_config *cfg = ctl->cfg;
 	struct ibv_context **devs;
 	unsigned int want_if = 0;
-	struct in_addr want_addr = { 0 };
-	char seen[512] = "";
+	struct rd_addr want;
+	bool have_want = false;
+	char seen[512] = "", why[256];
 	size_t sl = 0;
 	int n = 0;
 
@@ -87,8 +111,14 @@ static int pick_gid(struct rd_control *ctl, struct rd_verbs_ctl *v)
 		RD_LOG(ERR, "verbs: netdev %s: no such interface", cfg->verbs_netdev);
 		return -ENODEV;
 	}
-	if (cfg->verbs_listen[0])
-		inet_pton(AF_INET, cfg->verbs_listen, &want_addr);
+	if (cfg->verbs_listen[0] && !rd_host_is_any(cfg->verbs_listen)) {
+		if (rd_addr_resolve(cfg->verbs_listen, (uint16_t)cfg->verbs_port, RD_ADDR_NUMERIC, &want,
+				    why, sizeof(why))) {
+			RD_LOG(ERR, "verbs: transport.verbs.listen: %s", why);
+			return -EINVAL;
+		}
+		have_want = true;
+	}
 	devs = rdma_get_devices(&n);
 	if (!devs || n <= 0) {
 		RD_LOG(ERR, "verbs: no RDMA device (for Soft-RoCE: modprobe rdma_rxe; "
@@ -97,65 +127,72 @@ static int pick_gid(struct rd_control *ctl, struct rd_verbs_ctl *v)
 			rdma_free_devices(devs);
 		return -ENODEV;
 	}
-	for (int d = 0; d < n; d++) {
-		struct ibv_context *ctx = devs[d];
-		const char *name = ibv_get_device_name(ctx->device);
-		struct ibv_device_attr da;
+	/* pass 0: IPv4 GIDs (and the list of every GID for the error), 1: IPv6 */
+	for (int pass = 0; pass < 2; pass++) {
+		int fam = pass ? AF_INET6 : AF_INET;
 
-		if (cfg->verbs_device[0] && strcmp(name, cfg->verbs_device))
-			continue;
-		if (ibv_query_device(ctx, &da))
-			continue;
-		for (uint8_t port = 1; port <= da.phys_port_cnt; port++) {
-			struct ibv_port_attr pa;
+		if (pass && have_want && want.ss.ss_family != AF_INET6)
+			break;
+		for (int d = 0; d < n; d++) {
+			struct ibv_context *ctx = devs[d];
+			const char *name = ibv_get_device_name(ctx->device);
+			struct ibv_device_attr da;
 
-			if (ibv_query_port(ctx, port, &pa) || pa.link_layer != IBV_LINK_LAYER_ETHERNET)
+			if (cfg->verbs_device[0] && strcmp(name, cfg->verbs_device))
 				continue;
-			for (int gi = 0; gi < pa.gid_tbl_len; gi++) {
-				struct ibv_gid_entry ge;
-				struct in_addr a;
-				char as[INET_ADDRSTRLEN], ifn[IF_NAMESIZE] = "?";
+			if (ibv_query_device(ctx, &da))
+				continue;
+			for (uint8_t port = 1; port <= da.phys_port_cnt; port++) {
+				struct ibv_port_attr pa;
 
-				if (ibv_query_gid_ex(ctx, port, (uint32_t)gi, &ge, 0))
+				if (ibv_query_port(ctx, port, &pa) ||
+				    pa.link_layer != IBV_LINK_LAYER_ETHERNET)
 					continue;
-				if (!gid_ipv4(&ge.gid, &a))
-					continue;
-				inet_ntop(AF_INET, &a, as, sizeof(as));
-				if_indextoname(ge.ndev_ifindex, ifn);
-				if (sl < sizeof(seen) - 1)
-					sl += (size_t)snprintf(seen + sl, sizeof(seen) - sl, " %s/%u/%d=%s(%s,%s)",
-							       name, port, gi, as, gid_type_str(ge.gid_type), ifn);
-				if (ge.gid_type != IBV_GID_TYPE_ROCE_V2)
-					continue;
-				if (want_if && ge.ndev_ifindex != want_if)
-					continue;
-				if (cfg->verbs_gid_index >= 0 && gi != cfg->verbs_gid_index)
-					continue;
-				if (want_addr.s_addr && want_addr.s_addr != a.s_addr)
-					continue;
-				if (pa.state != IBV_PORT_ACTIVE)
-					RD_LOG(WARNING, "verbs: %s port %u is not active (state %d)", name, port,
-					       pa.state);
-				v->ctx = ctx;
-				v->port = port;
-				v->gid_index = gi;
-				v->max_msg = pa.max_msg_sz;
-				v->max_qp_rd_atom = (uint32_t)da.max_qp_rd_atom;
-				v->max_qp_init_rd_atom = (uint32_t)da.max_qp_init_rd_atom;
-				v->atomic_glob = da.atomic_cap == IBV_ATOMIC_GLOB;
-				snprintf(v->dev, sizeof(v->dev), "%s", name);
-				v->addr.sin_family = AF_INET;
-				v->addr.sin_addr = a;
-				v->addr.sin_port = htons((uint16_t)cfg->verbs_port);
-				RD_LOG(INFO, "verbs: device %s port %u GID index %d (RoCE v2, %s) on netdev %s",
-				       name, port, gi, as, ifn);
-				rdma_free_devices(devs);
-				return 0;
+				for (int gi = 0; gi < pa.gid_tbl_len; gi++) {
+					struct ibv_gid_entry ge;
+					struct rd_addr a;
+					char as[RD_ADDR_STRLEN], ifn[IF_NAMESIZE] = "?";
+
+					if (ibv_query_gid_ex(ctx, port, (uint32_t)gi, &ge, 0))
+						continue;
+					if (!gid_addr(&ge.gid, (uint16_t)cfg->verbs_port, &a))
+						continue;
+					rd_addr_str(&a, false, as, sizeof(as));
+					if_indextoname(ge.ndev_ifindex, ifn);
+					if (!pass && sl < sizeof(seen) - 1)
+						sl += (size_t)snprintf(seen + sl, sizeof(seen) - sl,
+								       " %s/%u/%d=%s(%s,%s)", name, port, gi,
+								       as, gid_type_str(ge.gid_type), ifn);
+					if (a.ss.ss_family != fam || ge.gid_type != IBV_GID_TYPE_ROCE_V2)
+						continue;
+					if (want_if && ge.ndev_ifindex != want_if)
+						continue;
+					if (cfg->verbs_gid_index >= 0 && gi != cfg->verbs_gid_index)
+						continue;
+					if (have_want && !rd_addr_same_host(&want, &a))
+						continue;
+					if (pa.state != IBV_PORT_ACTIVE)
+						RD_LOG(WARNING, "verbs: %s port %u is not active (state %d)",
+						       name, port, pa.state);
+					v->ctx = ctx;
+					v->port = port;
+					v->gid_index = gi;
+					v->max_msg = pa.max_msg_sz;
+					v->max_qp_rd_atom = (uint32_t)da.max_qp_rd_atom;
+					v->max_qp_init_rd_atom = (uint32_t)da.max_qp_init_rd_atom;
+					v->atomic_glob = da.atomic_cap == IBV_ATOMIC_GLOB;
+					snprintf(v->dev, sizeof(v->dev), "%s", name);
+					v->addr = a;
+					RD_LOG(INFO, "verbs: device %s port %u GID index %d (RoCE v2, %s) on "
+					       "netdev %s", name, port, gi, as, ifn);
+					rdma_free_devices(devs);
+					return 0;
+				}
 			}
 		}
 	}
 	rdma_free_devices(devs);
-	RD_LOG(ERR, "verbs: no RoCE v2 GID with an IPv4 address matches device='%s' netdev='%s' "
+	RD_LOG(ERR, "verbs: no RoCE v2 GID with an IP address matches device='%s' netdev='%s' "
 	       "gid_index=%d listen='%s'; GIDs seen (dev/port/index=addr(type,netdev)):%s",
 	       cfg->verbs_device, cfg->verbs_netdev, cfg->verbs_gid_index, cfg->verbs_listen,
 	       sl ? seen : " none");
@@ -167,7 +204,8 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 	const struct rd_config *cfg = ctl->cfg;
 	struct rd_verbs_ctl *v = calloc(1, sizeof(*v));
 	struct rd_verbs *pv = rd_verbs_provider.priv;
-	char err[300], as[INET_ADDRSTRLEN];
+	char err[300], as[RD_ADDR_PORT_STRLEN];
+	struct rd_addr adv;
 	int ret;
 
 	if (!v)
@@ -188,14 +226,15 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 	}
 	fcntl(v->ch->fd, F_SETFL, fcntl(v->ch->fd, F_GETFL) | O_NONBLOCK);
 	if (rdma_create_id(v->ch, &v->listen, NULL, RDMA_PS_TCP) ||
-	    rdma_bind_addr(v->listen, (struct sockaddr *)&v->addr) || rdma_listen(v->listen, 64)) {
+	    rdma_bind_addr(v->listen, (struct sockaddr *)&v->addr.ss) || rdma_listen(v->listen, 64)) {
 		ret = -errno;
-		RD_LOG(ERR, "verbs: listening on %s:%u: %s", inet_ntoa(v->addr.sin_addr),
-		       cfg->verbs_port, strerror(errno));
+		rd_addr_str(&v->addr, true, as, sizeof(as));
+		RD_LOG(ERR, "verbs: listening on %s: %s", as, strerror(errno));
 		return ret;
 	}
+	rd_addr_str(&v->addr, false, as, sizeof(as));
 	if (v->listen->verbs != v->ctx) {
-		RD_LOG(ERR, "verbs: %s belongs to device %s, not %s", inet_ntoa(v->addr.sin_addr),
+		RD_LOG(ERR, "verbs: %s belongs to device %s, not %s", as,
 		       v->listen->verbs ? ibv_get_device_name(v->listen->verbs->device) : "(none)",
 		       v->dev);
 		return -ENODEV;
@@ -229,11 +268,19 @@ int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen)
 		return ret;
 	pv->comp = v->comp;
 	rd_verbs_provider.wake_fd = v->comp->fd;
-	inet_ntop(AF_INET, &v->addr.sin_addr, as, sizeof(as));
-	snprintf(endpoint, eplen, "verbs:%s:%u", cfg->verbs_advertise[0] ? cfg->verbs_advertise : as,
-		 cfg->verbs_port);
-	RD_LOG(INFO, "verbs transport: listening on %s:%u (%s), peers reach us at %s, %u QP(s) per "
-	       "peer, sq_depth %u, signal every %u", as, cfg->verbs_port, v->dev, endpoint,
+	/* a name resolves here, once: the record carries an address */
+	adv = v->addr;
+	if (cfg->verbs_advertise[0] &&
+	    rd_addr_resolve(cfg->verbs_advertise, (uint16_t)cfg->verbs_port, 0, &adv, err, sizeof(err))) {
+		RD_LOG(ERR, "verbs: the address to advertise (transport.verbs.advertise or "
+		       "ROSHM_ADVERTISE): %s", err);
+		return -EINVAL;
+	}
+	rd_addr_str(&adv, true, err, sizeof(err));
+	snprintf(endpoint, eplen, "verbs:%s", err);
+	rd_addr_str(&v->addr, true, as, sizeof(as));
+	RD_LOG(INFO, "verbs transport: listening on %s (%s), peers reach us at %s, %u QP(s) per "
+	       "peer, sq_depth %u, signal every %u", as, v->dev, endpoint,
 	       cfg->verbs_qps_per_peer, cfg->verbs_sq_depth, cfg->verbs_signal_every);
 	return 0;
 }
@@ -418,9 +465,11 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 		struct roshm_verbs_challenge c = { .magic = ROSHM_VERBS_MAGIC,
 						   .kind = ROSHM_VERBS_CHALLENGE,
 						   .version = ROSHM_VERBS_VERSION };
-		struct sockaddr *from = rdma_get_peer_addr(id);
-		uint32_t src = from && from->sa_family == AF_INET ?
-			       ((struct sockaddr_in *)from)->sin_addr.s_addr : 0;
+		struct rd_addr from;
+		uint8_t src[16];
+
+		rd_addr_from_sa(&from, rdma_get_peer_addr(id));
+		rd_addr_key(&from, src);
 		struct rd_vchal *slot = NULL;
 		uint32_t same = 0;
 
@@ -434,7 +483,7 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 
 		for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++) {
 			if (v->chal[i].used && v->chal[i].expires_ns >= now) {
-				same += v->chal[i].src == src;
+				same += !memcmp(v->chal[i].src, src, sizeof(src));
 				if (!oldest || v->chal[i].expires_ns < oldest->expires_ns)
 					oldest = &v->chal[i];
 				continue;
@@ -451,7 +500,7 @@ static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void
 			deny(id);
 			return false;
 		}
-		slot->src = src;
+		memcpy(slot->src, src, sizeof(slot->src));
 		rnd(slot->nonce_s, sizeof(slot->nonce_s));
 		memcpy(slot->nonce_r, m.nonce, sizeof(slot->nonce_r));
 		memset(slot->node_r, 0, sizeof(slot->node_r));
@@ -682,14 +731,20 @@ static int ms_left(const struct rd_peer *p)
 static int attempt_start(struct rd_control *ctl, struct rd_vqp *q)
 {
 	struct rd_verbs_ctl *v = VCTL;
-	struct sockaddr_in src = v->addr;
+	struct rd_addr src = v->addr;
 
 	(void)ctl;
-	src.sin_port = 0;
+	rd_addr_set_port(&src, 0);
+	if (src.ss.ss_family != q->dst.ss.ss_family) {
+		RD_LOG(WARNING, "verbs: node %s is at %s, an address of the other IP family than our "
+		       "GID's", q->peer->node, q->peer->endpoint);
+		return -EAFNOSUPPORT;
+	}
 	if (rdma_create_id(v->ch, &q->id, q, RDMA_PS_TCP))
 		return -errno;
 	q->dstate = VD_ADDR;
-	if (rdma_resolve_addr(q->id, (struct sockaddr *)&src, (struct sockaddr *)&q->dst, ms_left(q->peer)))
+	if (rdma_resolve_addr(q->id, (struct sockaddr *)&src.ss, (struct sockaddr *)&q->dst.ss,
+			      ms_left(q->peer)))
 		return -errno;
 	return 0;
 }
@@ -706,8 +761,11 @@ static int attempt_connect(struct rd_control *ctl, struct rd_vqp *q)
 	uint8_t tmo = (uint8_t)cfg->verbs_ack_timeout;
 
 	if (q->id->verbs != v->ctx) {
+		char ds[RD_ADDR_STRLEN];
+
+		rd_addr_str(&q->dst, false, ds, sizeof(ds));
 		RD_LOG(WARNING, "verbs: the route to %s goes through device %s, not %s",
-		       inet_ntoa(q->dst.sin_addr), ibv_get_device_name(q->id->verbs->device), v->dev);
+		       ds, ibv_get_device_name(q->id->verbs->device), v->dev);
 		return -EHOSTUNREACH;
 	}
 	rdma_set_option(q->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tmo, sizeof(tmo));
