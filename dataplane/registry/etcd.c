@@ -1590,6 +1590,9 @@ static void run_queued(struct etcd *e, struct req *q)
 		e->retry_ns = now_ns() + 250 * MS;
 		return;
 	}
+	if (ret == -EHOSTUNREACH)
+		ret = -ETIMEDOUT; /* nothing answered within registry.timeout_ms (an
+				   * attempt cut short by the deadline says so too) */
 	if (ret == -ENOLINK) {
 		lease_lost(e, "a put was refused for it");
 		todo_push_front(e, q); /* again under the next lease */
