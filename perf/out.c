@@ -208,7 +208,7 @@ static void write_gp(const struct sweep *s)
 		fputs("set y2label ", f);
 		gp_str(f, s->y2label);
 		fputs("\nset y2tics\nset ytics nomirror\n", f);
-		if (s->flags & SW_LOGY)
+		if (s->flags & (SW_LOGY | SW_LOGY2))
 			fputs("set logscale y2\n", f);
 	}
 	fputs("plot ", f);

@@ -3,6 +3,7 @@
 #ifndef ROSHM_PERF_H
 #define ROSHM_PERF_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@ extern const char *out_dir;      /* --out: sweeps go there as CSV, JSON and a gn
 extern bool quiet;               /* -q: no progress on stderr */
 extern double run_seconds;       /* --seconds: each rate or bandwidth point */
 extern const char *sock_path;    /* -s: roshmd's socket (NULL: libroshm's default) */
+extern cpu_set_t perf_cpus;      /* the CPUs we may use, before the EAL pinned us */
 
 struct lat lat_of(uint64_t *cycles, size_t n);
 double median(double *v, int n);
@@ -74,6 +76,7 @@ void print_results(const char *json_path);
 #define SWEEP_COLS 16
 #define SW_LOGX 1u
 #define SW_LOGY 2u
+#define SW_LOGY2 8u
 #define SW_BYTES 4u   /* x is a size in bytes: 1KiB, 1MiB on the axis */
 struct sweep;
 /*

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -43,17 +44,24 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* roshmd takes its lcores from the CPUs it may use: it gets the ones
+ * roshm-perf had before the EAL pinned our threads (perf_cpus), as it would
+ * from a supervisor. The calling thread's affinity is inherited. */
 static pid_t spawn_daemon(void)
 {
 	posix_spawn_file_actions_t fa;
+	cpu_set_t mine;
 	pid_t pid;
 	int err;
 
+	pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
+	pthread_setaffinity_np(pthread_self(), sizeof(perf_cpus), &perf_cpus);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, daemon_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	err = posix_spawn(&pid, daemon_argv[0], &fa, NULL, daemon_argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);
 	return err ? -err : pid;
 }
 

@@ -438,6 +438,7 @@ static void usage(void)
 
 double run_seconds = 0.2;
 const char *sock_path;
+cpu_set_t perf_cpus;
 
 /* In flight for a streaming size: what the arena holds, at most @want. */
 static unsigned depth_for(uint32_t len, unsigned want)
@@ -622,7 +623,7 @@ static void run_batch(int trials)
 				     "batch,roshm_Mops,floor_Mops,roshm_cycles_per_op:y2,"
 				     "floor_cycles_per_op:y2,ratio:-",
 				     "SQEs per submit (batch)", "message rate [Mops/s]",
-				     "cycles per operation", SW_LOGX);
+				     "cycles per operation", SW_LOGX | SW_LOGY2);
 
 	bw_header("64 B WRITE, lock-step batches: roshm, then the floor (medians of trials)");
 	for (unsigned b = 1; b <= 256 && b <= R->sq.entries; b *= 2) {
@@ -769,6 +770,7 @@ int main(int argc, char **argv)
 	/* Two lcores on the first two CPUs we may use: main (the client) and
 	 * a worker for the baselines' other side. */
 	sched_getaffinity(0, sizeof(set), &set);
+	perf_cpus = set;
 	for (int i = 0; i < CPU_SETSIZE && nc < 2; i++)
 		if (CPU_ISSET(i, &set))
 			cpus[nc++] = i;

@@ -192,7 +192,7 @@ void run_clients(int trials, unsigned max, const char *json)
 		       "(each depth 32, one driver thread)",
 		       "clients,rate_Mops,p99_us:y2,p50_us:y2,rate_vs_1:-,cycles_per_op:-,"
 		       "roshmd_private_MiB:-",
-		       "attached clients", "aggregate rate [Mops/s]", "latency [us]", SW_LOGX);
+		       "attached clients", "aggregate rate [Mops/s]", "latency [us]", SW_LOGX | SW_LOGY2);
 	bw_header("64 B WRITE, every client depth 32 (one driver): aggregate over all clients");
 	printf(" %-8s", "clients");
 	printf("  (then: p50 / p99 [usec], roshmd private MiB)\n");
