@@ -146,7 +146,7 @@ double floor_run(const struct wopts *o, uint64_t *ops)
 	floor_start(o->len, depth, ndst, &src);
 	t0 = rte_rdtsc();
 	end = t0 + (uint64_t)(o->seconds * (double)hz);
-	while (rte_rdtsc() < end) {
+	while (rte_rdtsc() < end || !done) {
 		unsigned n = 0;
 
 		if (!o->lockstep || !inflight)

@@ -180,10 +180,10 @@ static double tcp_stream_bps(const char *peer, uint32_t chunk_len, double second
 
 	if (!chunk)
 		die("stream", -ENOMEM);
-	while (now_s() - t0 < seconds) {
+	do {
 		if (io_all(fd, chunk, chunk_len, true))
 			die("stream", -EIO);
-	}
+	} while (now_s() - t0 < seconds);
 	free(chunk);
 	shutdown(fd, SHUT_WR);
 	if (io_all(fd, &total, sizeof(total), false))

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,7 +184,8 @@ double write_run(struct roshm *r, uint32_t h, uint64_t region, const struct wopt
 		ndst = depth;
 	if (peak)
 		*peak = 0;
-	while (rte_rdtsc() < end) {
+	/* at least one completion, however short the time: a rate of 0 is no figure */
+	while (rte_rdtsc() < end || !done) {
 		unsigned n = 0;
 
 		if (!o->lockstep || !inflight)
@@ -428,6 +430,16 @@ static void usage_to(FILE *f)
 		"The tenant and token are libroshm's: $ROSHM_TENANT and $ROSHM_TOKEN.\n"
 		"Each metric is printed beside its baseline measured in the same run, as a ratio\n"
 		"(docs/performance.md). Exit 0 done, 1 a run failed, 2 usage.\n");
+}
+
+/* EAL's runtime directory of our --file-prefix stays behind, empty (no
+ * shared config): take it away on every exit. */
+static char eal_dir[4096];
+
+static void eal_rmdir(void)
+{
+	if (eal_dir[0])
+		rmdir(eal_dir);
 }
 
 static void usage(void)
@@ -681,20 +693,33 @@ static void run_txn(int trials, size_t iters, const char *json)
 	free(samples);
 }
 
+static volatile sig_atomic_t serve_stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	serve_stop = 1;
+}
+
+/* Hold a region until SIGTERM or SIGINT; then detach and exit 0. */
 static int serve(const char *name, uint64_t size, uint32_t slots, uint32_t slot_size)
 {
+	struct sigaction sa = { .sa_handler = on_term };
 	struct roshm_region_opts o = { .txn_slots = slots, .slot_size = slot_size };
 	uint32_t h;
 	int err;
 
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 	err = roshm_region_create(R, name, size, &o, &h);
 	if (err)
 		die("region create", err);
 	printf("serving region %s (%llu bytes) on node %s until SIGTERM\n", name,
 	       (unsigned long long)size, R->node);
 	fflush(stdout);
-	for (;;)
+	while (!serve_stop)
 		pause();
+	roshm_close(R);
 	return 0;
 }
 
@@ -784,6 +809,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "roshm-perf: EAL init failed\n");
 		return 1;
 	}
+	snprintf(eal_dir, sizeof(eal_dir), "%s", rte_eal_get_runtime_dir());
+	atexit(eal_rmdir);
 	hz = rte_get_tsc_hz();
 	worker = rte_get_next_lcore(-1, 1, 0);
 	floor_init();

@@ -224,7 +224,7 @@ void run_clients(int trials, unsigned max, const char *json)
 			pass(c, n, NULL); /* warm: every client has its depth in flight */
 			t0 = rte_rdtsc();
 			end = t0 + (uint64_t)(run_seconds * (double)hz);
-			while (rte_rdtsc() < end)
+			while (rte_rdtsc() < end || !done)
 				done += pass(c, n, h);
 			rate[t] = (double)done / ((double)(rte_rdtsc() - t0) / (double)hz);
 			drain(c, n);
