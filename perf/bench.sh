@@ -90,6 +90,45 @@ in_b "$P" -s "$SOCK_B" --remote default/bench-txn -n 2000 --json "$OUT" txn
 cleanup
 trap - EXIT
 echo
+echo "== peers: one node writing to 1 .. 4 peer nodes over tcp (loopback) =="
+D3=/tmp/roshm-bench-peers
+rm -rf "$D3"; mkdir -p "$D3/registry"
+head -c 32 /dev/urandom | base64 > "$D3/cluster.secret"
+ppids=()
+pcleanup() {
+  for p in "${ppids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${ppids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap pcleanup EXIT
+for n in 0 1 2 3 4; do
+  cat > "$D3/p$n.conf" <<CONF
+node = "peer-$n";
+socket = "$D3/p$n.sock";
+eal = [ "--no-huge", "-m", "128", "--no-pci", "--no-shconf", "--file-prefix", "roshm-bp-$n",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+dataplane: { idle = "adaptive"; idle_spin_us = 200; };
+registry: { dir = "$D3/registry"; secret_file = "$D3/cluster.secret"; revalidate_ms = 500; };
+transport: { tcp: { enabled = true; listen = "127.0.0.1"; port = $((7481 + n));
+                    secret_file = "$D3/cluster.secret"; }; };
+admin: { token_file = "$D3/p$n.admin-token"; };
+CONF
+  "$B/dataplane/roshmd" -c "$D3/p$n.conf" > "$D3/p$n.log" 2>&1 &
+  ppids+=($!)
+done
+for n in 0 1 2 3 4; do
+  for _ in $(seq 100); do [[ -S $D3/p$n.sock ]] && break; sleep 0.1; done
+  [[ -S $D3/p$n.sock ]] || { cat "$D3/p$n.log"; exit 1; }
+done
+targets=
+for n in 1 2 3 4; do
+  "$P" -s "$D3/p$n.sock" serve "peer-target-$n" 1048576 > "$D3/serve-$n.log" 2>&1 &
+  ppids+=($!)
+  targets+=${targets:+,}default/peer-target-$n
+done
+"$P" -s "$D3/p0.sock" --remote "$targets" -t 3 --out "$BO" peers
+pcleanup
+trap - EXIT
+echo
 echo "== verbs over Soft-RoCE: two qemu VMs (TCG), roshm beside perftest on the same rxe devices =="
 # Several minutes under TCG; SKIP_VERBS=1 leaves it out.
 if [[ -n "${SKIP_VERBS:-}" ]]; then

@@ -334,3 +334,58 @@ void run_tcp_sweep(int trials, size_t iters, const char *peer)
 	sweep_done(sw);
 	free(samples);
 }
+
+/*
+ * What one more peer node costs: 64 B WRITEs at depth 32 spread round-robin
+ * over the regions of the first 1, 2 .. K peer nodes (one region each, all
+ * through the tcp transport), the rate and the client core's cycles per
+ * operation at each K.
+ */
+void run_peers(int trials, const char *list)
+{
+	enum { MAXP = 32 };
+	uint32_t hs[MAXP];
+	uint64_t region = UINT64_MAX;
+	char buf[4096], *save = NULL;
+	unsigned n = 0;
+	struct sweep *sw;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *name = strtok_r(buf, ",", &save); name && n < MAXP; name = strtok_r(NULL, ",", &save)) {
+		uint64_t size = 0;
+		int err = -ENOENT;
+
+		for (int i = 0; i < 200 && err == -ENOENT; i++) {
+			err = roshm_region_open(R, name, &hs[n], &size);
+			if (err == -ENOENT)
+				usleep(25000);
+		}
+		if (err)
+			die(name, err);
+		if (size < region)
+			region = size;
+		n++;
+	}
+	if (!n)
+		die("peers: no region", -EINVAL);
+	sw = sweep_new("peers", "64 B WRITE rate against peer nodes written to (tcp, depth 32, round-robin)",
+		       "peers,rate_Mops,cycles_per_op:y2", "peer nodes", "message rate [Mops/s]",
+		       "cycles per operation", 0);
+	bw_header("64 B WRITE over tcp to 1 .. N peer nodes, round-robin, depth 32 (medians of trials)");
+	for (unsigned k = 1; k <= n; k++) {
+		double r[64];
+		uint64_t ops = 0;
+		struct wopts o = { .len = 64, .depth = 32, .seconds = run_seconds, .hs = hs, .nh = k };
+
+		for (int t = 0; t < trials; t++) {
+			progress("peers %u: %d/%d trials", k, t + 1, trials);
+			r[t] = write_run(R, hs[0], region, &o, NULL, &ops) / 64;
+		}
+		double m = median(r, trials);
+
+		printf(" peers %-3u", k);
+		bw_row(64, ops, m * 64, m * 64);
+		sweep_row(sw, (double[]){ k, m / 1e6, (double)hz / m });
+	}
+	sweep_done(sw);
+}

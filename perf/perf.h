@@ -53,6 +53,8 @@ struct wopts {
 	unsigned depth, batch;
 	bool fill, lockstep;
 	double seconds;
+	const uint32_t *hs;   /* with nh: WRITE i goes to region hs[i % nh] instead of @h */
+	unsigned nh;
 };
 double write_run(struct roshm *r, uint32_t h, uint64_t region, const struct wopts *o, double *peak,
 		 uint64_t *ops);
@@ -147,6 +149,9 @@ double roshmd_private_mib(int pid, double *shared_mib);
 int net_server(const char *addr, int port);
 void run_tcp(int trials, size_t iters, const char *peer, const char *redis, const char *json);
 void run_tcp_sweep(int trials, size_t iters, const char *peer);
+/* 64 B WRITE rate and cycles per operation against the number of peer
+ * nodes written to (@list: comma-separated TENANT/NAME, one per node). */
+void run_peers(int trials, const char *list);
 
 /* verbs.c: beside perftest on the same devices (the peer runs its servers) */
 void run_verbs(int trials, size_t iters, size_t sweep_iters, const char *peer, const char *dev,

@@ -194,7 +194,8 @@ double write_run(struct roshm *r, uint32_t h, uint64_t region, const struct wopt
 
 				if (o->fill)
 					memset(arena + slot * o->len, (int)(seq & 0xff), o->len);
-				roshm_prep_write(s, h, (seq % ndst) * o->len, slot * o->len, o->len);
+				roshm_prep_write(s, o->nh ? o->hs[seq % o->nh] : h, (seq % ndst) * o->len,
+						 slot * o->len, o->len);
 				seq++;
 				n++;
 			}
@@ -418,6 +419,9 @@ static void usage_to(FILE *f)
 		"  tcp-sweep --peer ADDR:PORT\n"
 		"                          latency and bandwidth against message size over tcp, beside\n"
 		"                          raw TCP (--remote)\n"
+		"  peers --remote T/NAME,T/NAME...\n"
+		"                          64 B WRITE rate and cycles per operation against the number\n"
+		"                          of peer nodes written to (one region on each)\n"
 		"  verbs --peer ADDR [--ib-dev DEV] [--sweep-iters N]\n"
 		"                          roshm over verbs against --remote beside perftest (ib_read_lat,\n"
 		"                          ib_atomic_lat) on the same devices; ADDR runs the perftest servers\n"
@@ -837,6 +841,14 @@ int main(int argc, char **argv)
 		return serve(argv[optind + 1], strtoull(argv[optind + 2], NULL, 0),
 			     optind + 5 == argc ? (uint32_t)atoi(argv[optind + 3]) : 0,
 			     optind + 5 == argc ? (uint32_t)atoi(argv[optind + 4]) : 0);
+	}
+	if (!strcmp(mode, "peers")) {
+		if (!remote)
+			usage();
+		run_peers(trials, remote);
+		roshm_close(R);
+		rte_eal_cleanup();
+		return 0;
 	}
 	if (remote) {
 		for (int i = 0; i < 200; i++) {

@@ -5,7 +5,7 @@
 # formed and hold what each mode measures. No speed is asserted: a test
 # is no benchmark (DESIGN section 9). The modes: all, sweep, batch,
 # clients, fair (two tenants with tokens), restart (SIGKILL + restart by
-# roshm-perf), tcp-sweep (two roshmd on loopback with the tcp transport);
+# roshm-perf), tcp-sweep and peers (two roshmd on loopback, tcp transport);
 # perf/plot.sh draws the plots with gnuplot, and says so without it.
 #   check_perf.sh ROSHMD ROSHM_PERF SRC
 set -u
@@ -104,6 +104,8 @@ pids+=($!)
 pids+=($!)
 "$perf" -s "$d/tb.sock" --remote default/perf-target --peer 127.0.0.1:$((port + 2)) "${quick[@]}" \
   tcp-sweep > "$d/tcp-sweep.log" 2>&1 || fail "roshm-perf tcp-sweep"
+"$perf" -s "$d/tb.sock" --remote default/perf-target "${quick[@]}" peers > "$d/peers.log" 2>&1 ||
+  fail "roshm-perf peers"
 
 # ---- what they wrote ----
 python3 "$src/perf/results_table.py" --check "$res" > /dev/null || fail "$res: $(python3 "$src/perf/results_table.py" --check "$res" 2>&1)"
@@ -132,7 +134,7 @@ if rows["victim_p99_under_flood_vs_idle"]["ratio"] != max(rows["victim_p99_under
                                                          rows["victim_p99_under_flood_vs_idle_small"]["ratio"]):
     sys.exit("victim_p99_under_flood_vs_idle is not the worse of bulk and small")
 sweeps = {"local_lat": 1, "local_bw": 1, "batch": 9, "clients": 3, "fair": 1, "fair_cdf": 50,
-          "restart": 2, "tcp_lat": 1, "tcp_bw": 1}
+          "restart": 2, "tcp_lat": 1, "tcp_bw": 1, "peers": 1}
 for name, nrows in sweeps.items():
     with open(os.path.join(out, name + ".csv")) as f:
         table = list(csv.reader(f))
