@@ -52,6 +52,7 @@ PLOTS = [
     ("restart", "restart blackout per kill"),
     ("tcp_lat", "latency over tcp against message size, beside raw TCP"),
     ("tcp_bw", "bandwidth over tcp against message size, beside raw TCP"),
+    ("peers", "64 B WRITE rate and cycles per operation against peer nodes"),
     ("verbs_lat", "latency over verbs against message size, beside ib_read_lat"),
 ]
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
