@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <rte_cycles.h>
 #include <rte_launch.h>
@@ -53,6 +54,7 @@ _Static_assert(sizeof(struct floor_cpl) == sizeof(struct roshm_cqe), "completion
 
 #define FLOOR_RING 1024
 #define FLOOR_BURST 32
+#define FLOOR_FLUSH_BYTES (64u << 10)
 
 static struct rte_ring *ring_a, *ring_b;   /* 8-byte pointers */
 static struct rte_ring *ring_d, *ring_c;   /* descriptors, completions */
@@ -74,6 +76,14 @@ void floor_init(void)
 
 /* ---- the floor ---- */
 
+/* The producer never has more in flight than the ring holds: this never
+ * waits for long. */
+static void post(const struct floor_cpl *c, unsigned n)
+{
+	for (unsigned done = 0; done < n;)
+		done += rte_ring_sp_enqueue_burst_elem(ring_c, c + done, sizeof(c[0]), n - done, NULL);
+}
+
 static int floor_consumer(void *arg)
 {
 	struct floor_desc d[FLOOR_BURST];
@@ -87,27 +97,63 @@ static int floor_consumer(void *arg)
 			rte_pause();
 			continue;
 		}
+		unsigned from = 0;
+		uint64_t bytes = 0;
+
 		for (unsigned i = 0; i < n; i++) {
 			memcpy(f_dst + d[i].dst_off, f_src + d[i].src_off, d[i].len);
 			c[i] = (struct floor_cpl){ .user_data = d[i].user_data, .result = d[i].len };
+			bytes += d[i].len;
+			/* Completions go back once a burst's worth of bytes is
+			 * copied, not only at the end of the burst: the producer
+			 * refills those buffers while the rest is copied. */
+			if (bytes >= FLOOR_FLUSH_BYTES || i == n - 1) {
+				post(c + from, i + 1 - from);
+				from = i + 1;
+				bytes = 0;
+			}
 		}
-		/* The producer never has more in flight than the ring holds:
-		 * this never waits for long. */
-		for (unsigned done = 0; done < n;)
-			done += rte_ring_sp_enqueue_burst_elem(ring_c, c + done, sizeof(c[0]), n - done,
-							       NULL);
 	}
 	return 0;
 }
 
+bool floor_huge;
+static size_t f_src_size, f_dst_size;
+
+/* The floor's buffers are the same kind of memory as roshm's: the source
+ * (the arena's part) on 2 MiB pages when roshm's channel got them (else a
+ * copy of 1 MiB buffers would pay TLB misses roshm does not), the
+ * destination (a region's part) on 4 KiB pages, as libroshm makes regions. */
+static void *buf_alloc(size_t *size, bool huge)
+{
+	const size_t hp = 2u << 20;
+	void *m = MAP_FAILED;
+
+	if (huge) {
+		size_t sz = (*size + hp - 1) & ~(hp - 1);
+
+		m = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB,
+			 -1, 0);
+		if (m != MAP_FAILED)
+			*size = sz;
+	}
+	if (m == MAP_FAILED) {
+		*size = (*size + 4095) & ~(size_t)4095;
+		m = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	if (m == MAP_FAILED)
+		die("floor buffers", -ENOMEM);
+	return m;
+}
+
 static void floor_start(uint32_t len, unsigned depth, unsigned ndst, uint8_t **src)
 {
-	*src = aligned_alloc(4096, ((size_t)depth * len + 4095) & ~(size_t)4095);
-	f_dst = aligned_alloc(4096, ((size_t)ndst * len + 4095) & ~(size_t)4095);
-	if (!*src || !f_dst)
-		die("floor buffers", -ENOMEM);
-	memset(*src, 1, (size_t)depth * len);
-	memset(f_dst, 2, (size_t)ndst * len);
+	f_src_size = (size_t)depth * len;
+	f_dst_size = (size_t)ndst * len;
+	*src = buf_alloc(&f_src_size, floor_huge);
+	f_dst = buf_alloc(&f_dst_size, false);
+	memset(*src, 1, f_src_size);
+	memset(f_dst, 2, f_dst_size);
 	f_src = *src;
 	worker_stop = 0;
 	rte_eal_remote_launch(floor_consumer, NULL, worker);
@@ -117,8 +163,8 @@ static void floor_stop(uint8_t *src)
 {
 	worker_stop = 1;
 	rte_eal_wait_lcore(worker);
-	free(src);
-	free(f_dst);
+	munmap(src, f_src_size);
+	munmap(f_dst, f_dst_size);
 	f_dst = NULL;
 }
 

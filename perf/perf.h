@@ -116,6 +116,7 @@ static inline void hist_add(struct hist *h, uint64_t v)
 double hist_us(const struct hist *h, double q);
 
 /* ---- baselines on the two cores (floor.c) ---- */
+extern bool floor_huge;          /* the floor's buffers on 2 MiB pages (as roshm's channel) */
 void floor_init(void);
 /*
  * The floor of a shared-memory service between our two cores: the main

@@ -835,6 +835,7 @@ int main(int argc, char **argv)
 	R = roshm_open(&p, &err);
 	if (!R)
 		die("attach to roshmd", err);
+	floor_huge = R->chan_huge;
 	if (!strcmp(mode, "serve")) {
 		if (optind + 3 != argc && optind + 5 != argc)
 			usage();
