@@ -12,9 +12,10 @@ DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
         libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps qemu-system-x86 busybox-static kmod cpio rdma-core \
-        ibverbs-utils perftest prometheus python3 python3-yaml clang-14 libclang-rt-14-dev g++
+        ibverbs-utils perftest prometheus python3 python3-yaml clang-14 libclang-rt-14-dev g++ \
+        gnuplot-nox
 
-.PHONY: all deps build test test-asan test-tsan fuzz demo bench clean
+.PHONY: all deps build test test-asan test-tsan fuzz demo bench bench-doc clean
 
 all: build
 
@@ -51,6 +52,11 @@ demo: build
 bench: build
 	@scripts/host-setup.sh
 	@perf/bench.sh $(BUILD)
+
+# The last `make bench` run (its metrics, plots, date and commit) into
+# docs/performance.md; the plots go to docs/bench/.
+bench-doc:
+	@python3 perf/results_table.py --doc $(BUILD)/bench-results.json docs/performance.md $(BUILD)/bench
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

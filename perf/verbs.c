@@ -86,6 +86,7 @@ void run_verbs(int trials, size_t iters, size_t sweep_iters, const char *peer, c
 		perftest(cmd, &pat, 1);
 		a = pat.v[2];
 		f = op_lat(ROSHM_OP_FETCH_ADD, 8, iters, samples, &lf) / 1000;
+		progress("verbs: %s %d/%d", t < 0 ? "warm-up" : "trial", t + 1, trials);
 		printf(" %s %d: ib_read_lat %.1f us, roshm WRITE 64 B %.1f us; ib_atomic_lat %.1f us, "
 		       "roshm FETCH_ADD %.1f us\n", t < 0 ? "warm-up" : "trial", t + 1, r, w, a, f);
 		fflush(stdout);
@@ -133,6 +134,17 @@ void run_verbs(int trials, size_t iters, size_t sweep_iters, const char *peer, c
 		lat_header("roshm READ over verbs (completion latency)");
 		for (int i = 0; i < n; i++)
 			lat_row(rows[i].bytes, sweep_iters, lr[i]);
+		struct sweep *sw = sweep_new("verbs_lat", "completion latency over verbs (Soft-RoCE) "
+					     "against message size, beside perftest ib_read_lat",
+					     "bytes,write_us,read_us,ib_read_lat_us,write_p99_us:-,"
+					     "read_p99_us:-,ib_read_lat_p99_us:-",
+					     "message size", "latency [us]", NULL,
+					     SW_LOGX | SW_LOGY | SW_BYTES);
+
+		for (int i = 0; i < n; i++)
+			sweep_row(sw, (double[]){ (double)rows[i].bytes, ll[i].typical, lr[i].typical,
+						  rows[i].v[2], ll[i].p99, lr[i].p99, rows[i].v[5] });
+		sweep_done(sw);
 		printf("\n side by side, t_typical[usec]:\n");
 		printf(" #bytes     ib_read_lat   roshm READ   roshm WRITE   READ/ib   WRITE/ib\n");
 		for (int i = 0; i < n; i++)

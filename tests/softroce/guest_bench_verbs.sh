@@ -30,7 +30,8 @@ if [ "$n" = 1 ]; then
 else
   sleep 2
   "$B/perf/roshm-perf" -s /run/roshm/roshmd.sock --remote default/bench-target -t 7 \
-    --spin-us 0 -n "$ITERS" --sweep-iters "$SWEEP" --json /run/shared/bench.json verbs --peer 198.18.1.1 \
+    --spin-us 0 -n "$ITERS" --sweep-iters "$SWEEP" --json /run/shared/bench.json \
+    --out /run/shared/bench verbs --peer 198.18.1.1 \
     2>&1 | tee /run/shared/bench.out
   echo "guest: roshm-perf exit ${PIPESTATUS[0]}"
   touch /run/shared/bench.done

@@ -46,6 +46,8 @@ done
 if [[ $fail = 0 && -n "${BENCH_JSON:-}" ]]; then
   cat "$W/shared/bench.out"
   cp "$W/shared/bench.json" "$BENCH_JSON"
+  # BENCH_OUT: where the guests' sweeps (CSV, JSON, gnuplot scripts) go
+  if [[ -n "${BENCH_OUT:-}" && -d $W/shared/bench ]]; then cp "$W"/shared/bench/* "$BENCH_OUT"/; fi
   rm -rf "$W"
   exit 0
 fi
