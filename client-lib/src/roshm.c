@@ -1051,7 +1051,10 @@ static int reconnect(struct roshm *r)
 			fail_inflight(r);
 			return -ECONNRESET;
 		}
-		usleep(50000);
+		/* A restarted roshmd serves within a few hundred ms: look every
+		 * 5 ms for the first 2 s (a refused connect() costs microseconds),
+		 * then every 50 ms. */
+		usleep(mono_ms() + r->reconnect_ms - deadline < 2000 ? 5000 : 50000);
 	}
 	const struct roshm_chan_hdr *h = map;
 
