@@ -654,7 +654,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	int64_t budget = ROUND_BYTES, budget0;
 	struct rd_share *sh = &p->share[c->tidx];
 	unsigned done = 0;
-	uint64_t bytes = 0, errors = 0;
+	uint64_t bytes = 0, errors = 0, staged = 0;
 	struct rd_op op;
 
 	if (c->dead)
@@ -723,8 +723,10 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 				       &op.region);
 		budget -= RD_OP_COST;
 		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
-			if (!ret)
+			if (!ret) {
 				budget -= op.sqe.len; /* staged: copied */
+				staged += op.sqe.len; /* bytes it gets through (bytes_per_sec) */
+			}
 			/* No CQE of its own: its status travels to the commit. */
 			rd_txn_write(p, c, &op.sqe, op.region, ret);
 		} else if (op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
@@ -790,7 +792,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	}
 	if (!done)
 		return 0;
-	share_charge(p, sh, budget0 - budget, done, bytes);
+	share_charge(p, sh, budget0 - budget, done, bytes + staged);
 	if (by_share && budget <= 0 && (c->copy.region || i < avail))
 		RD_STAT_ADD(p->stats.tenant_held[c->tidx][1], 1); /* more waits for the next share */
 
