@@ -723,12 +723,14 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 				       &op.region);
 		budget -= RD_OP_COST;
 		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
-			if (!ret) {
-				budget -= op.sqe.len; /* staged: copied */
+			/* No CQE of its own: its status travels to the commit.
+			 * It costs what staging copied and moved (the payload
+			 * gathered so far moves for every segment added). */
+			uint64_t work = rd_txn_write(p, c, &op.sqe, op.region, ret);
+
+			budget -= (int64_t)work;
+			if (work)
 				staged += op.sqe.len; /* bytes it gets through (bytes_per_sec) */
-			}
-			/* No CQE of its own: its status travels to the commit. */
-			rd_txn_write(p, c, &op.sqe, op.region, ret);
 		} else if (op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
 			/* Even a rejected commit ends what was gathered. */
 			c->inflight++;
