@@ -323,7 +323,9 @@ static void share_round(struct rd_poller *p)
 	}
 }
 
-/* What a client round used: off its tenant's credit and buckets. */
+/* What a client round used: off its tenant's credit and buckets. An empty
+ * bucket holds the tenant's next clients in this round too: one client's
+ * burst over the bucket, not one per client. */
 static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_t cost,
 				uint32_t ops, uint64_t bytes)
 {
@@ -332,6 +334,8 @@ static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_
 	if (p->limits_on) {
 		sh->ops_tokens -= ops;
 		sh->byte_tokens -= (int64_t)bytes;
+		sh->held = (sh->ops_per_sec && sh->ops_tokens <= 0) ||
+			   (sh->bytes_per_sec && sh->byte_tokens <= 0);
 	}
 }
 
