@@ -341,7 +341,7 @@ struct rd_poller {
 	struct rd_share share[RD_TENANTS_MAX];
 	uint32_t ntenants_on;         /* tenants with clients attached */
 	bool limits_on;               /* some tenant has a rate limit */
-	bool held_any;                /* a rate limit held work back: sleep at most 1 ms */
+	bool held_any;                /* a rate limit held work back: sleep until its tokens are back */
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
 	_Atomic(struct rd_defer *) graveyard; /* poller pushes, control pops (struct rd_defer) */

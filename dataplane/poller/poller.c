@@ -857,8 +857,8 @@ static bool work_pending(struct rd_poller *p)
 		if (c->dead)
 			continue;
 		if (p->share[c->tidx].held) {
-			/* its rate limit: tokens come back within a millisecond
-			 * or a few (poller_sleep wakes up for them) */
+			/* its rate limit: poller_sleep wakes up when its tokens
+			 * are back (held_ms) */
 			p->held_any = true;
 			continue;
 		}
@@ -895,6 +895,41 @@ static void set_need_wakeup(struct rd_poller *p, bool on)
 				 __ATOMIC_RELAXED);
 }
 
+/* Milliseconds until a bucket at @tokens (<= 0) holds one again at
+ * @per_sec: at least 1. */
+static uint64_t refill_ms(int64_t tokens, uint64_t per_sec)
+{
+	unsigned __int128 need = (unsigned __int128)(1 - (uint64_t)tokens) * 1000;
+	unsigned __int128 ms = (need + per_sec - 1) / per_sec;
+
+	return ms > UINT64_MAX ? UINT64_MAX : ms ? (uint64_t)ms : 1;
+}
+
+/* How long the poller may sleep for the held tenants: until the first of
+ * them has tokens in both its buckets again (a debt can last hours: a
+ * wakeup every millisecond for it would be work for nothing). */
+static int held_ms(const struct rd_poller *p)
+{
+	uint64_t ms = 3600000; /* an hour at most; a SIGHUP's SHARE_SET wakes us anyway */
+
+	for (int t = 0; t < p->cfg->ntenants; t++) {
+		const struct rd_share *sh = &p->share[t];
+		uint64_t w = 1;
+
+		if (!sh->held || !sh->nclients)
+			continue;
+		if (sh->ops_per_sec && sh->ops_tokens <= 0)
+			w = refill_ms(sh->ops_tokens, sh->ops_per_sec);
+		if (sh->bytes_per_sec && sh->byte_tokens <= 0) {
+			uint64_t b = refill_ms(sh->byte_tokens, sh->bytes_per_sec);
+
+			w = b > w ? b : w;
+		}
+		ms = w < ms ? w : ms;
+	}
+	return (int)ms;
+}
+
 /* Adaptive idle: announce NEED_WAKEUP, look once more, then sleep in epoll. */
 static void poller_sleep(struct rd_poller *p)
 {
@@ -912,8 +947,12 @@ static void poller_sleep(struct rd_poller *p)
 
 		if (p->cq_blocked && ms > 20)
 			ms = 20;
-		if (p->held_any)
-			ms = 1;
+		if (p->held_any) {
+			int h = held_ms(p);
+
+			if (ms < 0 || ms > h)
+				ms = h;
+		}
 		n = epoll_wait(p->epfd, evs, 32, ms);
 		for (int i = 0; i < n; i++) {
 			char buf[256];
