@@ -214,6 +214,7 @@ struct rd_client {
 	uint32_t inflight;            /* consumed SQEs without a posted CQE */
 	uint32_t sq_pub, cq_pub;      /* indices last published */
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
+	bool sq_busy;                 /* poller: its next SQE's transport had no room (-EBUSY) */
 	struct rd_copy copy;          /* poller: a big local copy in progress */
 	struct rd_txn *txn_build;     /* poller: the transaction being gathered */
 	int32_t txn_err;              /* poller: the gathered transaction already failed (no context) */

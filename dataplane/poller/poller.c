@@ -714,6 +714,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
 		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
 	}
+	c->sq_busy = false;
 	for (i = 0; i < n && budget > 0; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
 		 * us, and we must check and use one and the same value. */
@@ -777,6 +778,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			ret = rd_poller_submit(p, &op);
 			if (ret < 0) {
 				budget += RD_OP_COST;
+				c->sq_busy = true; /* work_pending: not work until something frees it */
 				break; /* transport full: the SQE stays, next round */
 			}
 			if (rd_op_moves_bytes(op.sqe.opcode))
@@ -866,6 +868,15 @@ static bool work_pending(struct rd_poller *p)
 			return true; /* a big copy under way */
 		if (__atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) == c->sq_head)
 			continue;
+		if (c->sq_busy) {
+			/* Its next SQE found no room in its transport (peer
+			 * quota, request ids, socket buffer; a paused region)
+			 * in every round of the idle spin. What frees it wakes
+			 * us (a completion or EPOLLOUT through wake_fd, a
+			 * command); 20 ms at most, as for a full CQ, in case. */
+			p->cq_blocked = true;
+			continue;
+		}
 		/* SQEs, but none we may take: no CQ room (the client must reap;
 		 * reaping does not wake us: libroshm does before it sleeps,
 		 * and we sleep 20 ms at most), or a
