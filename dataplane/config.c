@@ -150,6 +150,75 @@ static int fail(struct ctx *c, const config_setting_t *s, const char *fmt, ...)
 	return -1;
 }
 
+/*
+ * libconfig (1.5) keeps an integer literal without an L suffix in 32 bits
+ * and cuts what does not fit, silently (4294967296 reads as 0, which for a
+ * rate means no cap). For an integer it read as 32 bits: look for a literal
+ * on its source line (comments and strings aside) that does not fit 32 bits
+ * and cuts to the value read; 0, or -1 with @lit set to it.
+ */
+static int cut_literal(const config_setting_t *s, const char *file, char *lit, size_t litlen)
+{
+	const char *f = config_setting_source_file(s);
+	unsigned line = config_setting_source_line(s), n = 0;
+	int v = config_setting_get_int(s), ret = 0;
+	char *buf = NULL;
+	size_t cap = 0;
+	FILE *fp = fopen(f ? f : file, "r");
+
+	if (!fp || !line)
+		goto out;
+	while (n < line && getline(&buf, &cap, fp) >= 0)
+		n++;
+	if (n < line)
+		goto out;
+	for (char *p = buf; *p;) {
+		if (*p == '"') { /* a string: to its closing quote */
+			for (p++; *p && *p != '"'; p++)
+				if (*p == '\\' && p[1])
+					p++;
+			p += *p == '"';
+			continue;
+		}
+		if (*p == '#' || (p[0] == '/' && p[1] == '/'))
+			break;
+		if (p[0] == '/' && p[1] == '*') {
+			char *e = strstr(p + 2, "*/");
+
+			if (!e)
+				break;
+			p = e + 2;
+			continue;
+		}
+		bool start = *p >= '0' && *p <= '9' &&
+			     (p == buf || !(p[-1] == '_' || p[-1] == '.' || (p[-1] >= '0' && p[-1] <= '9') ||
+					    (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z')));
+
+		if (!start) {
+			p++;
+			continue;
+		}
+		char *num = p > buf && (p[-1] == '-' || p[-1] == '+') ? p - 1 : p, *end;
+		long long ll;
+
+		errno = 0;
+		ll = strtoll(num, &end, 0);
+		if (*end != 'L' && *end != '.' && *end != 'e' && *end != 'E' &&
+		    (errno == ERANGE || ll < INT32_MIN || ll > INT32_MAX) &&
+		    (int32_t)(uint32_t)(unsigned long long)ll == v) {
+			snprintf(lit, litlen, "%.*s", (int)(end - num), num);
+			ret = -1;
+			break;
+		}
+		p = end > p ? end : p + 1;
+	}
+out:
+	free(buf);
+	if (fp)
+		fclose(fp);
+	return ret;
+}
+
 static const struct key *find_key(const char *path)
 {
 	for (size_t i = 0; i < sizeof(schema) / sizeof(schema[0]); i++)
@@ -176,8 +245,13 @@ static int check_one(struct ctx *c, const config_setting_t *s, const char *path)
 		return fail(c, s, "unknown key '%s'", path);
 	switch (k->kind) {
 	case K_INT: {
+		char lit[32];
+
 		if (!is_int(s))
 			return fail(c, s, "'%s' must be an integer", path);
+		if (t == CONFIG_TYPE_INT && cut_literal(s, c->file, lit, sizeof(lit)))
+			return fail(c, s, "'%s' = %s does not fit 32 bits (read as %d): write %sL",
+				    path, lit, config_setting_get_int(s), lit);
 		long long v = config_setting_get_int64(s);
 
 		if (v < k->min || v > k->max)
@@ -213,10 +287,16 @@ static int check_one(struct ctx *c, const config_setting_t *s, const char *path)
 		for (int i = 0; i < n; i++) {
 			const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
 
+			char lit[32];
+
 			if (k->kind == K_STRARR ? config_setting_type(e) != CONFIG_TYPE_STRING
 						: !is_int(e))
 				return fail(c, e, "'%s' element %d must be a%s", path, i,
 					    k->kind == K_STRARR ? " string" : "n integer");
+			if (k->kind == K_INTARR && config_setting_type(e) == CONFIG_TYPE_INT &&
+			    cut_literal(e, c->file, lit, sizeof(lit)))
+				return fail(c, e, "'%s' element %d = %s does not fit 32 bits (read as "
+					    "%d): write %sL", path, i, lit, config_setting_get_int(e), lit);
 			if (k->kind == K_INTARR && (config_setting_get_int64(e) < k->min ||
 						    config_setting_get_int64(e) > k->max))
 				return fail(c, e, "'%s' element %d is out of range", path, i);

@@ -271,6 +271,7 @@ struct rd_client {
 	uint32_t inflight;            /* consumed SQEs without a posted CQE */
 	uint32_t sq_pub, cq_pub;      /* indices last published */
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
+	bool sq_busy;                 /* poller: its next SQE's transport had no room (-EBUSY) */
 	struct rd_copy copy;          /* poller: a big local copy in progress */
 	struct rd_txn *txn_build;     /* poller: the transaction being gathered */
 	int32_t txn_err;              /* poller: the gathered transaction already failed (no context) */
@@ -409,7 +410,7 @@ struct rd_poller {
 	struct rd_share share[RD_TENANTS_MAX];
 	uint32_t ntenants_on;         /* tenants with clients attached */
 	bool limits_on;               /* some tenant has a rate limit */
-	bool held_any;                /* a rate limit held work back: sleep at most 1 ms */
+	bool held_any;                /* a rate limit held work back: sleep until its tokens are back */
 	struct rd_poller_stats stats;
 	uint64_t tsc_per_us;
 	uint64_t lat_mult;            /* TSC cycles to 1/8 us: (cycles * lat_mult) >> 32 */

@@ -326,7 +326,9 @@ static void share_round(struct rd_poller *p)
 	}
 }
 
-/* What a client round used: off its tenant's credit and buckets. */
+/* What a client round used: off its tenant's credit and buckets. An empty
+ * bucket holds the tenant's next clients in this round too: one client's
+ * burst over the bucket, not one per client. */
 static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_t cost,
 				uint32_t ops, uint64_t bytes)
 {
@@ -335,6 +337,8 @@ static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_
 	if (p->limits_on) {
 		sh->ops_tokens -= ops;
 		sh->byte_tokens -= (int64_t)bytes;
+		sh->held = (sh->ops_per_sec && sh->ops_tokens <= 0) ||
+			   (sh->bytes_per_sec && sh->byte_tokens <= 0);
 	}
 }
 
@@ -682,7 +686,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	int64_t budget = ROUND_BYTES, budget0;
 	struct rd_share *sh = &p->share[c->tidx];
 	unsigned done = 0;
-	uint64_t bytes = 0, errors = 0, t0;
+	uint64_t bytes = 0, errors = 0, staged = 0, t0;
 	struct rd_op op;
 
 	if (c->dead)
@@ -740,6 +744,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		rte_prefetch0(&c->sqes[(c->sq_head + i) & c->sq_mask]);
 		__builtin_prefetch(&c->cqes[(c->cq_tail + i) & c->cq_mask], 1, 3);
 	}
+	c->sq_busy = false;
 	t0 = rte_rdtsc();
 	for (i = 0; i < n && budget > 0; i++) {
 		/* Copy before validating: the client may rewrite the SQE under
@@ -754,10 +759,14 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 				       &op.region);
 		budget -= RD_OP_COST;
 		if (op.sqe.opcode == ROSHM_OP_TXN_WRITE) {
-			if (!ret)
-				budget -= op.sqe.len; /* staged: copied */
-			/* No CQE of its own: its status travels to the commit. */
-			rd_txn_write(p, c, &op.sqe, op.region, ret);
+			/* No CQE of its own: its status travels to the commit.
+			 * It costs what staging copied and moved (the payload
+			 * gathered so far moves for every segment added). */
+			uint64_t work = rd_txn_write(p, c, &op.sqe, op.region, ret);
+
+			budget -= (int64_t)work;
+			if (work)
+				staged += op.sqe.len; /* bytes it gets through (bytes_per_sec) */
 		} else if (op.sqe.opcode == ROSHM_OP_TXN_COMMIT) {
 			/* Even a rejected commit ends what was gathered. */
 			c->inflight++;
@@ -802,6 +811,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			ret = rd_poller_submit(p, &op);
 			if (ret < 0) {
 				budget += RD_OP_COST;
+				c->sq_busy = true; /* work_pending: not work until something frees it */
 				/* The SQE stays, next round: a paused region waits
 				 * for its next instance; else the tenant's share of
 				 * the peer is used up, or the transport is full. */
@@ -840,7 +850,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 	}
 	if (!done)
 		return 0;
-	share_charge(p, sh, budget0 - budget, done, bytes);
+	share_charge(p, sh, budget0 - budget, done, bytes + staged);
 	if (by_share && budget <= 0 && (c->copy.region || i < avail))
 		RD_STAT_ADD(p->stats.tenant_held[c->tidx][1], 1); /* more waits for the next share */
 
@@ -898,8 +908,8 @@ static bool work_pending(struct rd_poller *p)
 		if (c->dead)
 			continue;
 		if (p->share[c->tidx].held) {
-			/* its rate limit: tokens come back within a millisecond
-			 * or a few (poller_sleep wakes up for them) */
+			/* its rate limit: poller_sleep wakes up when its tokens
+			 * are back (held_ms) */
 			p->held_any = true;
 			continue;
 		}
@@ -907,6 +917,15 @@ static bool work_pending(struct rd_poller *p)
 			return true; /* a big copy under way */
 		if (__atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) == c->sq_head)
 			continue;
+		if (c->sq_busy) {
+			/* Its next SQE found no room in its transport (peer
+			 * quota, request ids, socket buffer; a paused region)
+			 * in every round of the idle spin. What frees it wakes
+			 * us (a completion or EPOLLOUT through wake_fd, a
+			 * command); 20 ms at most, as for a full CQ, in case. */
+			p->cq_blocked = true;
+			continue;
+		}
 		/* SQEs, but none we may take: no CQ room (the client must reap;
 		 * reaping does not wake us: libroshm does before it sleeps,
 		 * and we sleep 20 ms at most), or a
@@ -936,6 +955,41 @@ static void set_need_wakeup(struct rd_poller *p, bool on)
 				 __ATOMIC_RELAXED);
 }
 
+/* Milliseconds until a bucket at @tokens (<= 0) holds one again at
+ * @per_sec: at least 1. */
+static uint64_t refill_ms(int64_t tokens, uint64_t per_sec)
+{
+	unsigned __int128 need = (unsigned __int128)(1 - (uint64_t)tokens) * 1000;
+	unsigned __int128 ms = (need + per_sec - 1) / per_sec;
+
+	return ms > UINT64_MAX ? UINT64_MAX : ms ? (uint64_t)ms : 1;
+}
+
+/* How long the poller may sleep for the held tenants: until the first of
+ * them has tokens in both its buckets again (a debt can last hours: a
+ * wakeup every millisecond for it would be work for nothing). */
+static int held_ms(const struct rd_poller *p)
+{
+	uint64_t ms = 3600000; /* an hour at most; a SIGHUP's SHARE_SET wakes us anyway */
+
+	for (int t = 0; t < p->cfg->ntenants; t++) {
+		const struct rd_share *sh = &p->share[t];
+		uint64_t w = 1;
+
+		if (!sh->held || !sh->nclients)
+			continue;
+		if (sh->ops_per_sec && sh->ops_tokens <= 0)
+			w = refill_ms(sh->ops_tokens, sh->ops_per_sec);
+		if (sh->bytes_per_sec && sh->byte_tokens <= 0) {
+			uint64_t b = refill_ms(sh->byte_tokens, sh->bytes_per_sec);
+
+			w = b > w ? b : w;
+		}
+		ms = w < ms ? w : ms;
+	}
+	return (int)ms;
+}
+
 /* Adaptive idle: announce NEED_WAKEUP, look once more, then sleep in epoll. */
 static void poller_sleep(struct rd_poller *p)
 {
@@ -953,8 +1007,12 @@ static void poller_sleep(struct rd_poller *p)
 
 		if (p->cq_blocked && ms > 20)
 			ms = 20;
-		if (p->held_any)
-			ms = 1;
+		if (p->held_any) {
+			int h = held_ms(p);
+
+			if (ms < 0 || ms > h)
+				ms = h;
+		}
 		n = epoll_wait(p->epfd, evs, 32, ms);
 		for (int i = 0; i < n; i++) {
 			char buf[256];

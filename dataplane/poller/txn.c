@@ -511,8 +511,8 @@ static void build_fail(struct rd_client *c, int32_t err)
 		c->txn_err = err;
 }
 
-int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
-		 struct rd_region *rg, int status)
+uint64_t rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		      struct rd_region *rg, int status)
 {
 	struct rd_txn_engine *e = p->txn;
 	struct rd_txn *t = c->txn_build;
@@ -551,6 +551,10 @@ int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sq
 		build_fail(c, -EMSGSIZE);
 		return 0;
 	}
+	/* what this costs the poller: the move and the copy (a write of 0
+	 * bytes still moves everything gathered before it) */
+	uint64_t work = (uint64_t)sl->payload_len + s->len;
+
 	memmove(t->img + hdr_new, t->img + hdr_old, sl->payload_len);
 	sl->seg[sl->nseg].off = s->off;
 	sl->seg[sl->nseg].len = s->len;
@@ -559,7 +563,7 @@ int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sq
 	sl->nseg++;
 	sl->payload_len += s->len;
 	t->staged_len = (uint32_t)(total - ROSHM_TXN_STAGE_OFF);
-	return 0;
+	return work;
 }
 
 int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,

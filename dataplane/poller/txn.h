@@ -30,11 +30,12 @@ struct rd_txn_engine;
 int rd_txn_init(struct rd_poller *p);
 void rd_txn_fini(struct rd_poller *p);
 /* TXN_WRITE (@status: its validation result, reported on the commit).
- * Always consumed (returns 0): a write that fails, or finds no context
- * within the client's and its tenant's share, fails the whole transaction
- * at its commit (-EBUSY then), and never holds up the ring. */
-int rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
-		 struct rd_region *rg, int status);
+ * Always consumed: a write that fails, or finds no context within the
+ * client's and its tenant's share, fails the whole transaction at its
+ * commit (-EBUSY then), and never holds up the ring. Returns the bytes it
+ * copied and moved (0 when it staged nothing): the poller charges them. */
+uint64_t rd_txn_write(struct rd_poller *p, struct rd_client *c, const struct roshm_sqe *s,
+		      struct rd_region *rg, int status);
 /* TXN_COMMIT, whatever its validation said (@status): what was gathered is
  * started or dropped now. 0 started (a CQE comes later), or -errno for the
  * CQE now (@status, -EAGAIN draining, the gathering's error, -EINVAL). */

@@ -149,6 +149,37 @@ static void test_shares(void **st)
 	expect_error("quota: { ops_per_sec = -1; };\n", 1, "out of range");
 }
 
+/*
+ * libconfig (1.5, Debian 12) keeps an integer literal without an L suffix
+ * in 32 bits and cuts what does not fit, silently: `bytes_per_sec =
+ * 4294967296;` (4 GiB/s) read as 0, which is "no cap", 4294967297 as 1
+ * byte/s, and `bytes = 4294971392;` (4 GiB + 4 KiB) as 4096. Such a value
+ * is an error that says to write the L; with it, it is the value written.
+ */
+static void test_int_past_32_bits(void **st)
+{
+	struct rd_config cfg;
+	char err[512];
+
+	(void)st;
+	expect_error("quota: { bytes_per_sec = 4294967296; };\n", 1, "does not fit 32 bits");
+	expect_error("\nquota: { bytes = 4294971392; };\n", 2, "4294971392L");
+	expect_error("tenants = ( { name = \"a\";\n quota = { ops_per_sec = 0x100000001; }; } );\n", 2,
+		     "does not fit 32 bits");
+	expect_error("quota: { bytes_per_sec = 8589934592 ; bytes = 4096; };\n", 1,
+		     "does not fit 32 bits");
+	assert_int_equal(load("quota: { bytes_per_sec = 4294967296L; bytes = 4294971392L; };\n",
+			      &cfg, err, sizeof(err)), 0);
+	assert_true(cfg.quota.bytes_per_sec == 4294967296ull);
+	assert_true(cfg.quota.bytes == 4294971392ull);
+	rd_config_free(&cfg);
+	/* what fits stays as it is, comments and strings around it too */
+	assert_int_equal(load("# bytes_per_sec = 99999999999;\nquota: { bytes_per_sec = 2147483647; "
+			      "/* bytes = 99999999999 */ };\n", &cfg, err, sizeof(err)), 0);
+	assert_true(cfg.quota.bytes_per_sec == 2147483647ull);
+	rd_config_free(&cfg);
+}
+
 static void test_verbs_keys(void **st)
 {
 	struct rd_config cfg;
@@ -350,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_type),
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_shares),
+		cmocka_unit_test(test_int_past_32_bits),
 		cmocka_unit_test(test_verbs_keys),
 		cmocka_unit_test(test_registry_keys),
 		cmocka_unit_test(test_env),
