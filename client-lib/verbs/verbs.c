@@ -415,7 +415,11 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		errno = ENOMEM;
 		return NULL;
 	}
-	for (int tries = 0; ret == -EEXIST && tries < 16; tries++) {
+	/* -EEXIST: that rkey is taken in the tenant, draw another; -EAGAIN: the
+	 * registry did not take the record this time (a busy file registry) */
+	for (int tries = 0; (ret == -EEXIST || ret == -EAGAIN) && tries < 50; tries++) {
+		if (ret == -EAGAIN)
+			usleep(20000u * (unsigned)(tries < 10 ? tries : 10));
 		if (getrandom(&rkey, sizeof(rkey), 0) != sizeof(rkey) || !rkey)
 			continue;
 		snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, rkey);
@@ -459,6 +463,8 @@ err_region:
 	roshm_region_close(c->r, handle);
 err:
 	free(m);
+	if (getenv("ROSHM_VERBS_DEBUG"))
+		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
 	errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
 	return NULL;
 }
