@@ -8,6 +8,9 @@
 # results.
 #   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK
 set -u
+# meson puts our libibverbs.so.1 on LD_LIBRARY_PATH (a linked target): roshmd
+# itself must get the system one; only the applications get ours.
+unset LD_LIBRARY_PATH
 build=$1 vdir=$2 vcheck=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
