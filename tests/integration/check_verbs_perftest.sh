@@ -47,6 +47,7 @@ run_pair ib_write_lat -n 200 -s 4096
 run_pair ib_read_lat -n 200
 run_pair ib_atomic_lat -n 200
 run_pair ib_atomic_lat -n 200 -A CMP_AND_SWAP
+run_pair ib_write_bw -n 200
 if [[ -x $vcheck ]]; then
   bg_a $va "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
   srv=$BG_PID
