@@ -179,6 +179,17 @@ int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size);
 
 /*
+ * roshm_region_fd() - a new descriptor (close-on-exec; the caller closes it)
+ * for the memfd behind a region this client created, and in *data_off (may be
+ * NULL) the file offset of its data area, a multiple of 4096. Mapping it
+ * MAP_SHARED at that offset gives another view of the same bytes roshmd
+ * serves (libroshm-verbs maps an application's registered buffer this way).
+ * Returns the descriptor, -EBADF (not a region this client created), or
+ * -errno from fcntl(F_DUPFD_CLOEXEC).
+ */
+int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off);
+
+/*
  * roshm_region_open() - open "<tenant>/<name>" (or "<name>" in our tenant).
  * Returns 0 with *handle and *size (may be NULL) set, -ENOENT (no such
  * region, yet), -EACCES (policy forbids it, or its node failed to

@@ -765,6 +765,21 @@ void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size)
 	return NULL;
 }
 
+int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		if (o->handle == handle) {
+			int fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+
+			if (fd < 0)
+				return -errno;
+			if (data_off)
+				*data_off = (uint64_t)(o->data - (uint8_t *)o->map);
+			return fd;
+		}
+	return -EBADF;
+}
+
 static int open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
 {
 	struct roshm_ctl_region_open req;

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libibverbs entry points that applications (or librdmacm, which Debian's
+ * perftest links and which binds every symbol it imports at load time) name
+ * but that roshm0 does not provide in this slice. Each fails the way
+ * libibverbs fails for a device without the feature: NULL with errno, or
+ * an errno value, never a pretended success. docs/verbs-compat.md lists them.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+#include <infiniband/sa.h>
+#include <rdma/ib_user_sa.h>
+#include <rdma/ib_user_verbs.h>
+
+#define RV_EXPORT __attribute__((visibility("default")))
+
+/* UD address handles: only RC QPs exist. */
+RV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	(void)pd, (void)attr;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+					       struct ibv_grh *grh, uint8_t port)
+{
+	(void)pd, (void)wc, (void)grh, (void)port;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	(void)ah;
+	return EOPNOTSUPP;
+}
+
+/* Shared receive queues: no receive side in this slice. */
+RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	(void)pd, (void)a;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	(void)srq;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp, (void)gid, (void)lid;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)qp, (void)gid, (void)lid;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp, (void)ece;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+	(void)qp, (void)ece;
+	return EOPNOTSUPP;
+}
+
+/* roshm0 has no sysfs node (that is the point): there is nothing to read. */
+RV_EXPORT int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)
+{
+	(void)dir, (void)file, (void)buf, (void)size;
+	errno = ENOENT;
+	return -1;
+}
+
+RV_EXPORT const char *ibv_get_sysfs_path(void)
+{
+	return "/sys";
+}
+
+/* Kernel-ABI converters, used by librdmacm: field-by-field copies. */
+RV_EXPORT void ibv_copy_ah_attr_from_kern(struct ibv_ah_attr *dst, struct ib_uverbs_ah_attr *src)
+{
+	memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid));
+	dst->grh.flow_label = src->grh.flow_label;
+	dst->grh.sgid_index = src->grh.sgid_index;
+	dst->grh.hop_limit = src->grh.hop_limit;
+	dst->grh.traffic_class = src->grh.traffic_class;
+	dst->dlid = src->dlid;
+	dst->sl = src->sl;
+	dst->src_path_bits = src->src_path_bits;
+	dst->static_rate = src->static_rate;
+	dst->is_global = src->is_global;
+	dst->port_num = src->port_num;
+}
+
+RV_EXPORT void ibv_copy_qp_attr_from_kern(struct ibv_qp_attr *dst, struct ib_uverbs_qp_attr *src)
+{
+	dst->cur_qp_state = src->cur_qp_state;
+	dst->path_mtu = src->path_mtu;
+	dst->path_mig_state = src->path_mig_state;
+	dst->qkey = src->qkey;
+	dst->rq_psn = src->rq_psn;
+	dst->sq_psn = src->sq_psn;
+	dst->dest_qp_num = src->dest_qp_num;
+	dst->qp_access_flags = src->qp_access_flags;
+	dst->cap.max_send_wr = src->max_send_wr;
+	dst->cap.max_recv_wr = src->max_recv_wr;
+	dst->cap.max_send_sge = src->max_send_sge;
+	dst->cap.max_recv_sge = src->max_recv_sge;
+	dst->cap.max_inline_data = src->max_inline_data;
+	ibv_copy_ah_attr_from_kern(&dst->ah_attr, &src->ah_attr);
+	ibv_copy_ah_attr_from_kern(&dst->alt_ah_attr, &src->alt_ah_attr);
+	dst->pkey_index = src->pkey_index;
+	dst->alt_pkey_index = src->alt_pkey_index;
+	dst->en_sqd_async_notify = src->en_sqd_async_notify;
+	dst->sq_draining = src->sq_draining;
+	dst->max_rd_atomic = src->max_rd_atomic;
+	dst->max_dest_rd_atomic = src->max_dest_rd_atomic;
+	dst->min_rnr_timer = src->min_rnr_timer;
+	dst->port_num = src->port_num;
+	dst->timeout = src->timeout;
+	dst->retry_cnt = src->retry_cnt;
+	dst->rnr_retry = src->rnr_retry;
+	dst->alt_port_num = src->alt_port_num;
+	dst->alt_timeout = src->alt_timeout;
+}
+
+RV_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
+					   struct ib_user_path_rec *src)
+{
+	memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid));
+	memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid));
+	dst->dlid = src->dlid;
+	dst->slid = src->slid;
+	dst->raw_traffic = (int)src->raw_traffic;
+	dst->flow_label = src->flow_label;
+	dst->reversible = (int)src->reversible;
+	dst->mtu = (uint8_t)src->mtu;
+	dst->pkey = src->pkey;
+	dst->hop_limit = src->hop_limit;
+	dst->traffic_class = src->traffic_class;
+	dst->numb_path = src->numb_path;
+	dst->sl = src->sl;
+	dst->mtu_selector = src->mtu_selector;
+	dst->rate_selector = src->rate_selector;
+	dst->rate = src->rate;
+	dst->packet_life_time_selector = src->packet_life_time_selector;
+	dst->packet_life_time = src->packet_life_time;
+	dst->preference = src->preference;
+}

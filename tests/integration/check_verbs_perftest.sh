@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Unmodified Debian perftest through libroshm-verbs: two roshmd nodes with the
+# tcp transport (network namespaces as root, scripts/twonode.sh), the server
+# and client of each test in its node, LD_LIBRARY_PATH naming our
+# libibverbs.so.1 and nothing else changed. perftest's own out-of-band TCP
+# goes over the nodes' addresses. Then verbs_check (ours) proves the bytes a
+# WRITE sent are the ones in the owner's buffer, and READ / FETCH_ADD / CAS
+# results.
+#   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK
+set -u
+# meson puts our libibverbs.so.1 on LD_LIBRARY_PATH (a linked target): roshmd
+# itself must get the system one; only the applications get ours.
+unset LD_LIBRARY_PATH
+build=$1 vdir=$2 vcheck=$3
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/cleanup.sh"
+for t in ib_write_lat ib_read_lat ib_atomic_lat; do
+  command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian package perftest)"; exit 77; }
+done
+[[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_perftest: skipped: needs root and ip for network namespaces"; exit 77; }
+d=$(th_tmpdir vperf)
+TN_PREFIX=$(th_prefix vp)
+. "$src/scripts/twonode.sh"
+srv=
+trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
+fail() { echo "FAIL: $*"; tail -20 "$d"/node-*.log; exit 1; }
+twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
+va="env ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
+vb="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+
+run_pair() {   # name args...
+  local name=$1; shift
+  bg_a $va "$name" -d roshm0 "$@" >"$d/$name.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  if ! in_b timeout 60 $vb "$name" -d roshm0 "$@" "$ADDR_A" >"$d/$name.client" 2>&1; then
+    cat "$d/$name.client" "$d/$name.server"; fail "$name client failed"
+  fi
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/$name.server"; fail "$name server exited $rc"; }
+  grep -E '^ +[0-9]+ +[0-9]+ ' "$d/$name.client" || { cat "$d/$name.client"; fail "$name printed no result line"; }
+  echo "ok: $name $*"
+}
+
+run_pair ib_write_lat -n 200
+run_pair ib_write_lat -n 200 -s 4096
+run_pair ib_read_lat -n 200
+run_pair ib_atomic_lat -n 200
+run_pair ib_atomic_lat -n 200 -A CMP_AND_SWAP
+run_pair ib_write_bw -n 200
+if [[ -x $vcheck ]]; then
+  bg_a $va "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 60 $vb "$vcheck" client "$ADDR_A" 7599 >"$d/check.client" 2>&1 ||
+    { cat "$d/check.client" "$d/check.server"; fail "verbs_check client"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "verbs_check server exited $rc"; }
+  cat "$d/check.client" "$d/check.server"
+fi
+echo "check_verbs_perftest: ok"
