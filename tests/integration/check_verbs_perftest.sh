@@ -6,12 +6,21 @@
 # goes over the nodes' addresses. Then verbs_check (ours) proves the bytes a
 # WRITE sent are the ones in the owner's buffer, and READ / FETCH_ADD / CAS
 # results.
-#   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK
+#   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK [SANITIZE]
+# In an ASan build our libibverbs.so.1 is instrumented and perftest is not:
+# the ASan runtime is preloaded into perftest (leak checks off there: its
+# leaks are not ours), so the library is checked inside unmodified binaries.
 set -u
 # meson puts our libibverbs.so.1 on LD_LIBRARY_PATH (a linked target): roshmd
 # itself must get the system one; only the applications get ours.
 unset LD_LIBRARY_PATH
-build=$1 vdir=$2 vcheck=$3
+build=$1 vdir=$2 vcheck=$3 sanitize=${4:-none}
+pre=
+if [[ $sanitize == *address* ]]; then
+  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+  [[ -f $rt ]] || { echo "check_verbs_perftest: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
+  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 for t in ib_write_lat ib_read_lat ib_atomic_lat; do
@@ -25,8 +34,10 @@ srv=
 trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
 fail() { echo "FAIL: $*"; tail -20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
-va="env ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
-vb="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+va="env $pre ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
+vb="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+# verbs_check is built with the rest (instrumented in an ASan build): no preload
+ca="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" cb="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
 
 run_pair() {   # name args...
   local name=$1; shift
@@ -49,10 +60,10 @@ run_pair ib_atomic_lat -n 200
 run_pair ib_atomic_lat -n 200 -A CMP_AND_SWAP
 run_pair ib_write_bw -n 200
 if [[ -x $vcheck ]]; then
-  bg_a $va "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
+  bg_a $ca "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
   srv=$BG_PID
   sleep 0.5
-  in_b timeout 60 $vb "$vcheck" client "$ADDR_A" 7599 >"$d/check.client" 2>&1 ||
+  in_b timeout 60 $cb "$vcheck" client "$ADDR_A" 7599 >"$d/check.client" 2>&1 ||
     { cat "$d/check.client" "$d/check.server"; fail "verbs_check client"; }
   wait "$srv"; rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "verbs_check server exited $rc"; }
