@@ -157,6 +157,13 @@ int main(int argc, char **argv)
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))
 			die("deregistration lost the buffer's contents");
+		/* everything goes back, as an application must (leak-checked) */
+		if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+		    ibv_close_device(ctx))
+			die("release");
+		ibv_free_device_list(dl);
+		free(buf - 8);
+		close(s);
 		return 0;
 	}
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
@@ -202,8 +209,11 @@ int main(int argc, char **argv)
 		die("exchange");
 	printf("verbs_check client: WRITE, READ back, FETCH_ADD, CMP_SWAP right; forged rkey -> "
 	       "REM_ACCESS_ERR, next WR -> WR_FLUSH_ERR\n");
-	ibv_destroy_qp(qp);
-	ibv_dereg_mr(mr);
-	ibv_close_device(ctx);
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx))
+		die("release");
+	ibv_free_device_list(dl);
+	free(buf - 8);
+	close(s);
 	return 0;
 }
