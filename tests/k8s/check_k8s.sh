@@ -56,7 +56,8 @@ for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory req
             "NetworkPolicy/etcd-open: etcd's client port 2379 is open to more than roshmd" \
             "NetworkPolicy/etcd-open: etcd's peer port 2380 is open to more than etcd members" \
             "Deployment/app2: container app: mounts roshmd's socket directory read-write" \
-            "Deployment/app2: roshm-drain sidecar: preStop must drain its own pod"; do
+            "Deployment/app2: container roshm-drain: preStop must drain its own pod" \
+            "Deployment/app3: a Deployment whose pods own regions needs strategy Recreate"; do
   [[ "$out" == *"$want"* ]] || fail "bad.yaml: '$want' not reported in: $out"
 done
 # generated names carry a hash of their contents (an edit rolls the

@@ -90,8 +90,14 @@ function podChecks(doc, spec) {
     // a pod drains its own regions (drain --pod, with its tenant's token),
     // never its whole tenant on the node nor the node
     const stop = (c.lifecycle?.preStop?.exec?.command ?? []).join(" ");
-    if (c.name === "roshm-drain" && stop && !/\bdrain --pod\b/.test(stop))
-      bad(doc, "roshm-drain sidecar: preStop must drain its own pod (roshmctl drain --pod)");
+    if (!isRoshmd && /\broshmctl\b.*\bdrain\b/.test(stop) && !/\bdrain --pod\b/.test(stop))
+      bad(doc, `container ${c.name}: preStop must drain its own pod (roshmctl drain --pod)`);
+    // a pod that owns regions drains them before its own process is told to
+    // stop (Kubernetes runs a container's preStop, then sends it SIGTERM),
+    // and its replacement starts only when it is gone: one owner per name
+    if (!isRoshmd && /\bdrain --pod\b/.test(stop) && doc.kind === "Deployment" &&
+        doc.spec?.strategy?.type !== "Recreate")
+      bad(doc, "a Deployment whose pods own regions needs strategy Recreate (one owner per region name)");
     // roshmd's socket directory: pods get it read-only, so that none can
     // put another socket in roshmd's place
     const runVols = new Set((spec.volumes ?? []).filter((v) => v.hostPath?.path === "/run/roshm")
