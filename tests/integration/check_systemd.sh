@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The systemd unit (packaging/systemd/roshmd.service) passes systemd-analyze
+# The systemd unit (packaging/systemd/roshmd.service.in, as meson configured
+# it for this install's prefix) starts the roshmd this install puts in
+# SBINDIR, passes systemd-analyze
 # verify, and roshmd speaks systemd's readiness protocol: READY=1 once it
 # serves, RELOADING=1 then READY=1 around a SIGHUP, STOPPING=1 on SIGTERM.
-#   check_systemd.sh SRC ROSHMD
+#   check_systemd.sh SRC ROSHMD UNIT SBINDIR
 set -u
-src=$1 roshmd=$2
+src=$1 roshmd=$2 unit=$3 sbindir=$4
 . "$(dirname "$0")/../lib/cleanup.sh"
 fail() { echo "FAIL: $*"; [[ -f $d/roshmd.log ]] && tail -5 "$d/roshmd.log"; exit 1; }
 command -v python3 >/dev/null || { echo "check_systemd: skipped: python3 missing"; exit 77; }
@@ -13,9 +15,11 @@ prefix=$(th_prefix sd)
 pid= rpid=
 trap 'th_stop "$pid"; th_stop "$rpid"; th_eal_rm "$prefix"; th_rmdir "$d"' EXIT
 n=1
+grep -qx "ExecStart=$sbindir/roshmd -c /etc/roshm/roshmd.conf" "$unit" ||
+  fail "the unit does not start $sbindir/roshmd: $(grep ^ExecStart "$unit")"
 if command -v systemd-analyze >/dev/null; then
-  sed "s#/usr/sbin/roshmd#$roshmd#g; s#/etc/roshm/roshmd.conf#$src/config/roshmd.conf#g" \
-    "$src/packaging/systemd/roshmd.service" > "$d/roshmd.service"
+  sed "s#$sbindir/roshmd#$roshmd#g; s#/etc/roshm/roshmd.conf#$src/config/roshmd.conf#g" \
+    "$unit" > "$d/roshmd.service"
   out=$(systemd-analyze verify --man=no "$d/roshmd.service" 2>&1) || fail "systemd-analyze verify: $out"
   n=2
 else
