@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,11 +247,16 @@ int main(int argc, char **argv)
 	free(token);
 	free(admin);
 	token = admin = NULL;
-	if (ret == -ENOENT || ret == -ECONNREFUSED) {
-		const char *path = sock ? sock : getenv("ROSHM_SOCK");
+	const char *path = sock ? sock : getenv("ROSHM_SOCK");
+	struct stat st;
 
+	if (!path || !*path)
+		path = ROSHM_DEFAULT_SOCK;
+	/* -ENOENT is also roshmd's answer to a drain that matched nothing:
+	 * only a socket that is not there means roshmd cannot be reached */
+	if ((ret == -ENOENT && (stat(path, &st) || !S_ISSOCK(st.st_mode))) || ret == -ECONNREFUSED) {
 		fprintf(stderr, "roshmctl: cannot reach roshmd at %s: %s (is it running? -s SOCKET)\n",
-			path && *path ? path : ROSHM_DEFAULT_SOCK, strerror(-ret));
+			path, strerror(-ret));
 		return 3;
 	}
 	if (ret) {

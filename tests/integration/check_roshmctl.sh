@@ -90,6 +90,9 @@ for cmd in "drain --tenant b" "drain --region b/r3" "drain --tenant default" dra
 done
 c --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert "b/r3" in n and "a/r1" in n, n' \
   || fail "a refused drain changed something"
+# a drain that matches nothing says so (roshmd answers ENOENT): not "cannot reach roshmd"
+out=$(as_a drain --region a/missing 2>&1); rc=$?
+[[ $rc = 1 && $out == *"nothing matched"* ]] || fail "drain of a missing region: exit $rc: $out"
 # a tenant drains its own pod's regions: only p1's
 as_a drain --pod p1 > /dev/null || fail "tenant a: drain --pod p1: exit $?"
 c --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert n == ["a/r2","b/r3","default/board"], n' \
