@@ -37,12 +37,63 @@ tok=$(cat "$d/k8s/examples/app/secrets/token")
 grep -q "name = \"default\"; token = \"$tok\"" "$d/k8s/overlays/tcp/secrets/tenants.conf" ||
   fail "the example app's token is not the default tenant's"
 (( $(base64 -d "$d/k8s/overlays/tcp/secrets/cluster.secret" | wc -c) == 32 )) || fail "cluster secret not 32 bytes"
+# more tenants on a second run: added (same token in every overlay), the
+# existing ones and the cluster secret kept
+cp "$d/k8s/overlays/tcp/secrets/cluster.secret" "$d/cs.before"
+"$src/scripts/k8s-secrets.sh" "$d/k8s" default teamb > "$d/sec3.log" || fail "k8s-secrets.sh default teamb"
+grep -q "added tenants teamb" "$d/sec3.log" || fail "k8s-secrets.sh did not say it added teamb: $(cat "$d/sec3.log")"
+grep -q "name = \"default\"; token = \"$tok\"" "$d/k8s/overlays/tcp/secrets/tenants.conf" || fail "teamb's addition changed default's token"
+grep -q 'name = "teamb"; token = "[0-9a-f]\{48\}"' "$d/k8s/overlays/tcp/secrets/tenants.conf" || fail "teamb not added"
+cmp -s "$d/k8s/overlays/tcp/secrets/tenants.conf" "$d/k8s/overlays/sriov-roce/secrets/tenants.conf" ||
+  fail "overlays got different tenants.conf after adding a tenant"
+cmp -s "$d/cs.before" "$d/k8s/overlays/tcp/secrets/cluster.secret" || fail "adding a tenant changed the cluster secret"
+# new secrets (the overlays' secrets/ deleted): the example's stale token is
+# replaced, and said so
+mkdir "$d/keep" && cp -r "$d/k8s/overlays/tcp/secrets" "$d/keep/tcp" && cp -r "$d/k8s/overlays/sriov-roce/secrets" "$d/keep/sriov-roce"
+rm -rf "$d"/k8s/overlays/*/secrets
+"$src/scripts/k8s-secrets.sh" "$d/k8s" > "$d/sec4.log" || fail "k8s-secrets.sh after deleting the overlays' secrets"
+grep -q "token was not tenant default's token" "$d/sec4.log" || fail "stale example token not reported: $(cat "$d/sec4.log")"
+grep -q "name = \"default\"; token = \"$(cat "$d/k8s/examples/app/secrets/token")\"" "$d/k8s/overlays/tcp/secrets/tenants.conf" ||
+  fail "the example's stale token was not replaced"
+rm -rf "$d"/k8s/overlays/*/secrets
+cp -r "$d/keep/tcp" "$d/k8s/overlays/tcp/secrets" && cp -r "$d/keep/sriov-roce" "$d/k8s/overlays/sriov-roce/secrets"
+printf '%s' "$tok" > "$d/k8s/examples/app/secrets/token"
+# Pod Security Admission: roshm-system runs roshmd (hostPath, IPC_LOCK, host
+# network), the example mounts hostPath: both say "privileged" explicitly
+for o in overlays/tcp examples/app; do
+  kubectl kustomize "$d/k8s/$o" | grep -q '^    pod-security.kubernetes.io/enforce: privileged$' ||
+    fail "$o: its Namespace has no pod-security.kubernetes.io/enforce label"
+done
+# the example Job goes away after it finished (a Job cannot be re-applied)
+kubectl kustomize "$d/k8s/examples/app" | grep -q 'ttlSecondsAfterFinished:' || fail "board-writer: no ttlSecondsAfterFinished"
 for o in overlays/tcp overlays/sriov-roce examples/app; do
   kubectl kustomize "$d/k8s/$o" > "$d/out.yaml" 2> "$d/err" || fail "kustomize $o: $(cat "$d/err")"
   out=$(node "$v/validate.mjs" "$d/out.yaml") || fail "$o: $out"
   echo "check_k8s: $o: $out"
 done
 out=$(node "$v/validate.mjs" "$src/k8s/overlays/sriov-roce/sriov-node-policy.example.yaml") || fail "policy: $out"
+# k8s/policy: the ValidatingAdmissionPolicy keeping /run/roshm read-only in
+# tenant pods, and its binding (schemas; the binding names the policy and
+# leaves out roshm-system)
+kubectl kustomize "$d/k8s/policy" > "$d/out.yaml" 2> "$d/err" || fail "kustomize policy: $(cat "$d/err")"
+out=$(node "$v/validate.mjs" "$d/out.yaml") || fail "policy: $out"
+echo "check_k8s: policy: $out"
+node --input-type=module - "$d/out.yaml" "$v" <<'JS' || fail "policy: not the socket directory's policy"
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+const { parseAllDocuments } = createRequire(process.argv[3] + "/node_modules/")("yaml");
+const docs = parseAllDocuments(readFileSync(process.argv[2], "utf8")).map((d) => d.toJS());
+const pol = docs.find((d) => d.kind === "ValidatingAdmissionPolicy");
+const bind = docs.find((d) => d.kind === "ValidatingAdmissionPolicyBinding");
+const ok = pol && bind && pol.apiVersion === "admissionregistration.k8s.io/v1" &&
+  bind.spec.policyName === pol.metadata.name && bind.spec.validationActions.includes("Deny") &&
+  pol.spec.matchConstraints.resourceRules.some((r) => r.resources.includes("pods") && r.operations.includes("CREATE")) &&
+  pol.spec.variables.some((v) => v.expression.includes("'/run/roshm'") && v.expression.includes("hostPath")) &&
+  pol.spec.validations.every((v) => v.expression.includes("readOnly")) &&
+  bind.spec.matchResources.namespaceSelector.matchExpressions.some((e) =>
+    e.key === "kubernetes.io/metadata.name" && e.operator === "NotIn" && e.values.includes("roshm-system"));
+process.exit(ok ? 0 : 1);
+JS
 # the rules can fail
 out=$(node "$v/validate.mjs" "$src/tests/k8s/bad.yaml") && fail "bad.yaml accepted"
 for want in "latest tag" "IPC_LOCK missing" "cpu must be an integer" "memory requests must equal limits" \
@@ -68,7 +119,9 @@ sec=$(sed -n 's/^  name: \(roshm-secrets-[a-z0-9]*\)$/\1/p' "$d/out.yaml" | head
 [[ -n $cm && -n $sec ]] || fail "ConfigMap or Secret without a content hash in its name"
 grep -q "name: $cm\$" "$d/out.yaml" && grep -q "secretName: $sec\$" "$d/out.yaml" ||
   fail "the DaemonSet does not mount $cm and $sec"
-grep -q "\"$cm\"\|- $cm\$" "$d/out.yaml" || fail "the Role does not name $cm"
+# roshmd reads its configuration and secrets from files: no Role grants it
+# (or anyone) access to them
+grep -q '^kind: \(Cluster\)\?Role\(Binding\)\?$' "$d/out.yaml" && fail "the base grants API access (a Role or RoleBinding)"
 kubectl kustomize "$d/k8s/examples/app" | grep -q "name: demo-roshm-token-[a-z0-9]*$" ||
   fail "the example's token Secret is not generated"
 # sriov-roce: the DaemonSet asks for the resource the example policy makes

@@ -13,7 +13,8 @@
 #   that selects the metrics Service, whose port targets roshmd's metrics
 #   port, a PrometheusRule of known fields, and the dashboard ConfigMap; the
 #   annotations component into the pod scrape annotations; the base alone
-#   into neither. A broken render is refused.
+#   into neither; with the kube-prometheus component, a Role that lets
+#   kube-prometheus's prometheus-k8s discover roshmd. A broken render is refused.
 #   check_monitoring.sh SRC ROSHMD ROSHM_PERF
 set -u
 src=$1 roshmd=$2 perf=$3
@@ -116,6 +117,25 @@ for m in operator annotations; do
 done
 kubectl kustomize "$d/k8s/base" > "$d/base.yaml" 2> "$d/err" || fail "kustomize base: $(cat "$d/err")"
 out=$($mon render base "$d/base.yaml") || fail "base render: $out"
+# kube-prometheus (jsonnet): its component gives Prometheus (prometheus-k8s
+# in monitoring) discovery in roshm-system
+printf 'components:\n  - ../../monitoring\n  - ../../monitoring/kube-prometheus\n' >> "$d/k8s/overlays/tcp/kustomization.yaml"
+kubectl kustomize "$d/k8s/overlays/tcp" > "$d/kp.yaml" 2> "$d/err" || fail "kustomize kube-prometheus: $(cat "$d/err")"
+sed -i '/^components:$/,$d' "$d/k8s/overlays/tcp/kustomization.yaml"
+python3 - "$d/kp.yaml" <<'PY' || fail "kube-prometheus: no Role letting prometheus-k8s discover roshmd in roshm-system"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "prometheus-k8s")
+rb = next(d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"] == {
+    "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "prometheus-k8s"})
+assert role["metadata"]["namespace"] == rb["metadata"]["namespace"] == "roshm-system"
+assert {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"} in rb["subjects"]
+can = {(g, r, v) for x in role["rules"] for g in x["apiGroups"] for r in x["resources"] for v in x["verbs"]}
+for r in ("services", "endpoints", "pods"):
+    for v in ("get", "list", "watch"):
+        assert ("", r, v) in can, (r, v)
+assert any(d["kind"] == "ServiceMonitor" for d in docs)
+PY
 python3 - "$d/operator.yaml" "$dash" <<'PY' || fail "the dashboard ConfigMap is not the dashboard"
 import json, sys, yaml
 cm = next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "ConfigMap"
