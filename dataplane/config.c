@@ -367,7 +367,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->idle = RD_IDLE_ADAPTIVE;
 	cfg->idle_spin_us = 200;
 	cfg->burst = 32;
-	cfg->share_quantum = 16384;
+	cfg->share_quantum = 2048;
 	cfg->sq_entries = 256;
 	cfg->cq_entries = 512;
 	cfg->max_sq_entries = 4096;

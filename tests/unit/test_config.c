@@ -139,7 +139,7 @@ static void test_shares(void **st)
 	assert_int_equal(cfg.tenants[1].quota.bytes_per_sec, 1048576);
 	rd_config_free(&cfg);
 	assert_int_equal(load("node = \"n\";\n", &cfg, err, sizeof(err)), 0);
-	assert_int_equal(cfg.share_quantum, 16384);
+	assert_int_equal(cfg.share_quantum, 2048);
 	assert_int_equal(cfg.tenants[0].quota.weight, 1);
 	rd_config_free(&cfg);
 	expect_error("quota: { weight = 0; };\n", 1, "out of range");
