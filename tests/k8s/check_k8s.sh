@@ -4,7 +4,9 @@
 # plus roshm's own rules (validate.mjs: among them etcd serves TLS clients
 # with client certificates, a NetworkPolicy lets only roshmd reach its client
 # port, roshmd mounts the client certificate), and their roshmd.conf passes
-# roshmd --check-config. A file breaking each rule must be refused.
+# roshmd --check-config. A file breaking each rule must be refused. The
+# admission policy's CEL runs on pods (policy.mjs), and the kustomization
+# docs/operations.md has the reader write (Install step 5) renders.
 #   check_k8s.sh SRC BUILD ROSHMD
 set -u
 src=$1 build=$2 roshmd=$3
