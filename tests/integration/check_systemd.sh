@@ -7,7 +7,8 @@
 # Then docs/operations.md's steps for nodes outside Kubernetes, its blocks
 # as written (what is replaced to run them on loopback is said below): the
 # secrets and TLS files, an etcd with its ETCD_* settings, and two roshmd
-# with its roshmd.conf sharing a region between demo-owner and demo-writer.
+# with its roshmd.conf sharing a region between demo-owner and demo-writer;
+# its CPUAffinity drop-in resets the unit's CPUs and verifies with the unit.
 #   check_systemd.sh SRC ROSHMD UNIT SBINDIR DEMO_OWNER DEMO_WRITER
 set -u
 src=$1 roshmd=$2 unit=$3 sbindir=$4 owner=$5 writer=$6
@@ -77,13 +78,8 @@ wait "$rpid"; rpid=
 # /etc/roshm (a scratch root), $HOME (a scratch home: the TLS directory),
 # and, to run on loopback, the hosts, ports, node names, data directory and
 # EAL arguments (no huge pages); etcd runs as one member.
-missing=
-for t in etcd openssl curl; do command -v $t >/dev/null || missing+=" $t"; done
-if [[ -n $missing ]]; then
-  echo "check_systemd: docs/operations.md's multi-node steps not run:$missing missing"
-else
-  mkdir -p "$d/doc" "$d/home" "$d/root"
-  python3 - "$src/docs/operations.md" "$d/doc" <<'PY' || fail "docs/operations.md: blocks for check_systemd"
+mkdir -p "$d/doc" "$d/home" "$d/root"
+python3 - "$src/docs/operations.md" "$d/doc" <<'PY' || fail "docs/operations.md: blocks for check_systemd"
 import re, sys
 t = open(sys.argv[1]).read()
 got = set()
@@ -92,11 +88,32 @@ for m in re.finditer(r'(?m)^( *)<!-- check_systemd runs this block: (\S+) -->\n\
     open(f'{sys.argv[2]}/{name}', 'w').write(''.join(l[len(ind):] if l.startswith(ind) else l
                                                      for l in body.splitlines(True)))
     got.add(name)
-need = {'secrets', 'tls', 'roshmd-tls', 'etcd', 'roshmd.conf'}
+need = {'secrets', 'tls', 'roshmd-tls', 'etcd', 'roshmd.conf', 'cpuaffinity'}
 if need - got:
     print('missing blocks:', ' '.join(sorted(need - got)))
     sys.exit(1)
 PY
+# step 5's drop-in for CPUAffinity: systemd adds a drop-in's CPUs to the
+# unit's, so it must reset the list (an empty CPUAffinity=) before it names
+# the CPUs; with systemd-analyze, the unit with it verifies without a word.
+awk '/^CPUAffinity=/ { if (!seen++ && $0 != "CPUAffinity=") bad = 1; if ($0 != "CPUAffinity=") set = 1 }
+     END { exit !(NR && !bad && set) }' "$d/doc/cpuaffinity" ||
+  fail "docs/operations.md's CPUAffinity drop-in does not reset the unit's CPUs first: $(cat "$d/doc/cpuaffinity")"
+grep -qx '\[Service\]' "$d/doc/cpuaffinity" || fail "docs/operations.md's CPUAffinity drop-in has no [Service]"
+if [[ -f $d/roshmd.service ]]; then
+  mkdir -p "$d/roshmd.service.d"
+  cp "$d/doc/cpuaffinity" "$d/roshmd.service.d/cpu.conf"
+  out=$(systemd-analyze verify --man=no "$d/roshmd.service" 2>&1) ||
+    fail "systemd-analyze verify with the CPUAffinity drop-in: $out"
+  [[ -z $out ]] || fail "systemd-analyze verify with the CPUAffinity drop-in: $out"
+  rm -r "$d/roshmd.service.d"
+fi
+n=$((n + 1))
+missing=
+for t in etcd openssl curl; do command -v $t >/dev/null || missing+=" $t"; done
+if [[ -n $missing ]]; then
+  echo "check_systemd: docs/operations.md's multi-node steps not run:$missing missing"
+else
   etc=$d/root/etc/roshm
   dash() { sed "s#/etc/roshm#$etc#g" "$d/doc/$1" | (cd "$d/home" && HOME=$d/home bash -e) > "$d/$1.log" 2>&1 ||
              fail "docs/operations.md block $1: $(cat "$d/$1.log")"; }
