@@ -143,7 +143,9 @@ struct roshm_region_opts {
 	uint32_t slot_size;
 	/*
 	 * What clients other than the owner may do, checked by roshmd on every
-	 * operation (the owner's own handle is not limited). All zero: the
+	 * operation (the owner's own handle is not limited, but for the window
+	 * on its transactions: the log's apply cannot tell who wrote a
+	 * record). All zero: the
 	 * whole data area, every operation.
 	 * - access: ROSHM_ACCESS_READ | _WRITE (also TXN_*) | _ATOMIC; an
 	 *   operation without its flag completes with -EACCES. 0: all.

@@ -77,6 +77,12 @@ int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 	if (h->region->restricted && !h->own && s->opcode <= ROSHM_OP_TXN_COMMIT &&
 	    (ret = limits(s, h->region)))
 		return ret;
+	/* The owner's transactions too stay in the window: the owner-side
+	 * apply cannot tell its records from a peer's (txn.c slot_copy). */
+	if (h->region->restricted && h->own && s->opcode == ROSHM_OP_TXN_WRITE &&
+	    (s->off < h->region->win_lo || s->off > h->region->win_hi ||
+	     s->len > h->region->win_hi - s->off))
+		return -EFAULT;
 
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:

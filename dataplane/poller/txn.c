@@ -674,8 +674,16 @@ static uint32_t slot_copy(const struct rd_region *rg, const uint8_t *sl, uint64_
 	/* the segment table and the payload, once, after the fixed part */
 	memcpy(buf + sizeof(*c), sl + sizeof(*c), (size_t)(total - sizeof(*c)));
 	__asm__ volatile("" ::: "memory");
+	/* A restricted region's window binds every record: the log does not
+	 * say who wrote it, and a peer's NIC or a hostile peer's raw WRITE
+	 * stages records no rd_sqe_check saw (the owner's own TXN_WRITE is
+	 * held to the window there, so it is never refused here). */
+	uint64_t lo = rg->restricted ? rg->win_lo : 0, hi = rg->restricted ? rg->win_hi : rg->data_size;
+
+	if (hi > rg->data_size)
+		return 0;
 	for (uint32_t i = 0; i < c->nseg; i++) {
-		if (c->seg[i].off > rg->data_size || c->seg[i].len > rg->data_size - c->seg[i].off)
+		if (c->seg[i].off < lo || c->seg[i].off > hi || c->seg[i].len > hi - c->seg[i].off)
 			return 0;
 		sum += c->seg[i].len;
 	}

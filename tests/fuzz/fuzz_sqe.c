@@ -99,6 +99,10 @@ static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_reg
 			s->off = (uint64_t)a;
 			*off = s->off;
 		}
+	} else if (h->region->restricted && s->opcode == ROSHM_OP_TXN_WRITE &&
+		   ((unsigned __int128)s->off < h->region->win_lo ||
+		    (unsigned __int128)s->off + s->len > h->region->win_hi)) {
+		return -EFAULT; /* the owner's transactions stay in the window */
 	}
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:

@@ -209,6 +209,15 @@ static void test_window_and_access(void **st)
 	assert_int_equal(s.off, 0);
 	roshm_prep_write(&s, 0, va + 1000, 0, 8);
 	assert_int_equal(mcheck(&s, 1), -EFAULT);
+	/* ... but its transactions stay in the window (the owner-side apply
+	 * cannot tell its log records from a peer's): out of it -EFAULT, in
+	 * it on to the next check (this region has no log) */
+	roshm_prep_txn_write(&s, 0, 0, 0, 8);
+	assert_int_equal(mcheck(&s, 1), -EFAULT);
+	roshm_prep_txn_write(&s, 0, 1096, 0, 8);
+	assert_int_equal(mcheck(&s, 1), -EFAULT);
+	roshm_prep_txn_write(&s, 0, 1000, 0, 100);
+	assert_int_equal(mcheck(&s, 1), -EOPNOTSUPP);
 }
 
 int main(void)

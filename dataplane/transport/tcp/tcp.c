@@ -466,6 +466,10 @@ static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_
 			     q->off == offsetof(struct roshm_region_hdr, txn_tail)))
 		return -EAGAIN;
 	if (q->flags & ROSHM_TCP_F_RAW) {
+		/* Raw accesses are others' transactions: writes (the window
+		 * is the owner-side apply's to check, txn.c slot_copy). */
+		if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
+			return -EACCES;
 		if (!rd_raw_access_ok(rg, q->opcode, q->off, q->len))
 			return -EFAULT;
 	} else if (q->off > rg->data_size || q->len > rg->data_size - q->off) {
