@@ -145,8 +145,7 @@ struct roshm_region_opts {
 	 * What clients other than the owner may do, checked by roshmd on every
 	 * operation (the owner's own handle is not limited, but for the window
 	 * on its transactions: the log's apply cannot tell who wrote a
-	 * record). All zero: the
-	 * whole data area, every operation.
+	 * record). All zero: the whole data area, every operation.
 	 * - access: ROSHM_ACCESS_READ | _WRITE (also TXN_*) | _ATOMIC; an
 	 *   operation without its flag completes with -EACCES. 0: all.
 	 * - win_off, win_len: the part of the data area they may touch; an
