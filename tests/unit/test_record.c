@@ -160,6 +160,50 @@ static void test_region_every_field(void **st)
 	check_every_field(true);
 }
 
+/*
+ * The limits have one encoding: one that parses to other limits than the
+ * signed ones but re-encodes to the same canonical text would keep its MAC.
+ * "win_hi": "0" re-encoded as data_size (an empty window for the reader:
+ * every opener's operation refused), and default limits added to a record
+ * without any (dropped by the encoder).
+ */
+static void test_region_limits_one_form(void **st)
+{
+	struct rd_region_rec r, back;
+	const char *why;
+	char *s, *t;
+
+	(void)st;
+	sample(&r, true);
+	r.win_lo = 0;
+	r.win_hi = r.data_size;
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(s);
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	t = with_field(s, "win_hi", json_string("0"));
+	if (rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why) != -EBADMSG)
+		fail_msg("\"win_hi\": \"0\" still verifies (window [%llu, %llu)): %s",
+			 (unsigned long long)back.win_lo, (unsigned long long)back.win_hi, t);
+	free(t);
+	free(s);
+
+	sample(&r, false);
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(s);
+	char *t1 = with_field(s, "access", json_integer(ROSHM_ACCESS_ALL));
+	char *t2 = with_field(t1, "win_lo", json_string("0"));
+	char *t3 = with_field(t2, "win_hi", json_string("0"));
+
+	t = with_field(t3, "va_base", json_string("0"));
+	if (rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why) != -EBADMSG)
+		fail_msg("default limits added to an unlimited record still verify: %s", t);
+	free(t);
+	free(t1);
+	free(t2);
+	free(t3);
+	free(s);
+}
+
 static void test_region_mac_forms(void **st)
 {
 	struct rd_region_rec r, back;
@@ -358,6 +402,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_region_every_field),
+		cmocka_unit_test(test_region_limits_one_form),
 		cmocka_unit_test(test_region_mac_forms),
 		cmocka_unit_test(test_region_invalid_signed),
 		cmocka_unit_test(test_node_record),
