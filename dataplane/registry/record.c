@@ -254,7 +254,12 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 		if (get_u32(o, "access", &rec->access) || get_u64s(o, "win_lo", &rec->win_lo) ||
 		    get_u64s(o, "win_hi", &rec->win_hi) || get_u64s(o, "va_base", &rec->va_base) ||
 		    !rec->access || (rec->access & ~ROSHM_ACCESS_ALL) || rec->win_lo > rec->win_hi ||
-		    rec->win_hi > rec->data_size || rec->va_base > UINT64_MAX - rec->data_size) {
+		    rec->win_hi > rec->data_size || rec->va_base > UINT64_MAX - rec->data_size ||
+		    /* one encoding: what region_obj writes, never a form it
+		     * re-encodes otherwise (the MAC covers that re-encoding) */
+		    (!rec->win_hi && rec->data_size) ||
+		    !rd_region_restricted(rec->access, rec->win_lo, rec->win_hi, rec->data_size,
+					  rec->va_base)) {
 			*why = "malformed access window";
 			return -EBADMSG;
 		}
