@@ -5,10 +5,23 @@
  * RDMA WRITEs a pattern into it, READs it back, does FETCH_ADD and CMP_SWAP,
  * then uses a forged rkey (REM_ACCESS_ERR, then the next WR flushes). The
  * server checks its own buffer holds exactly what the client sent.
+ * Then two-sided: SEND (gathered, scattered), SEND_WITH_IMM, RDMA
+ * WRITE_WITH_IMM, a SEND bigger than the receiver's ring, an inline SEND;
+ * the server's RECVs must hold exactly the bytes sent, with the right
+ * opcode, byte_len, imm_data, wc_flags and src_qp, the first arriving through
+ * a completion channel whose fd poll()s readable. RNR: SENDs to a QP without
+ * RECVs fill its ring, the next one gets IBV_WC_RNR_RETRY_EXC_ERR, and the
+ * messages that waited arrive intact once RECVs are posted. A SEND to a QP
+ * of another tenant fails (IBV_WC_RETRY_EXC_ERR) and reaches nothing.
  *   verbs_check server|client ADDR PORT
+ * The server's environment: ROSHM_VERBS_RECV_RING=65536 (the RNR and ring
+ * sizes below assume it) and VERBS_CHECK_OTHER=TENANT:TOKEN, a second tenant
+ * of its roshmd.
  */
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +81,341 @@ static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t
 	}
 	if (ibv_post_send(qp, &wr, &bad))
 		die("ibv_post_send");
+}
+
+/* ------------------------------------------------------------- two-sided */
+
+#define RB 480000          /* the server's receive buffer */
+#define WOFF 360000        /* where WRITE_WITH_IMM lands in it */
+#define RNR_OFF 380000     /* RNR receives, 8192 apart */
+#define BIG 300000         /* bigger than the server's 64 KiB ring */
+#define RNR_LEN 8000       /* 126 slots: 8 fit a 1024-slot ring, the 9th does not */
+#define RNR_FIT 8
+#define IMM2 0x12345678u
+#define IMM3 0xabcdef01u
+
+struct info2 {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t qpn[3];   /* main, RNR, other tenant (client: its three) */
+};
+
+static uint8_t pat(uint32_t i, uint32_t seed)
+{
+	return (uint8_t)(i * 31u + seed * 17u + 5u);
+}
+
+static void fill(uint8_t *p, uint32_t len, uint32_t from, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = pat(from + i, seed);
+}
+
+static void check_bytes(const uint8_t *p, uint32_t len, uint32_t from, uint32_t seed,
+			const char *what)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (p[i] != pat(from + i, seed)) {
+			fprintf(stderr, "%s: byte %u: expected 0x%02x, found 0x%02x\n", what,
+				from + i, pat(from + i, seed), p[i]);
+			die("received bytes differ from the bytes sent");
+		}
+}
+
+/* Whole pages of its own: no page shared with another MR. */
+static uint8_t *pages(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, (len + 4095) & ~(size_t)4095))
+		die("posix_memalign");
+	return p;
+}
+
+static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
+			   uint32_t sw, uint32_t rw, uint32_t rsge)
+{
+	struct ibv_qp_init_attr a = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = sw, .max_recv_wr = rw,
+					       .max_send_sge = 2, .max_recv_sge = rsge } };
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+
+	if (!qp)
+		die("ibv_create_qp");
+	return qp;
+}
+
+static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	a.min_rnr_timer = min_rnr_timer;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.rnr_retry = rnr_retry;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+		die("modify_qp RTS");
+}
+
+static void post_recv(struct ibv_qp *qp, uint64_t id, uint8_t *a, uint32_t alen, uint8_t *b,
+		      uint32_t blen, uint32_t lkey)
+{
+	struct ibv_sge sg[2] = { { (uintptr_t)a, alen, lkey }, { (uintptr_t)b, blen, lkey } };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = sg, .num_sge = b ? 2 : 1 }, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+static void post2(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id, struct ibv_sge *sg,
+		  int nsge, uint32_t imm, unsigned flags, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = sg, .num_sge = nsge, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED | flags,
+				  .imm_data = htonl(imm) }, *bad;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send (two-sided)");
+}
+
+static void expect_recv(struct ibv_cq *cq, uint64_t id, enum ibv_wc_opcode op, uint32_t len,
+			bool imm, uint32_t immv, uint32_t qpn, uint32_t src)
+{
+	struct ibv_wc wc = wait_wc(cq);
+
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != id || wc.opcode != op ||
+	    wc.byte_len != len || wc.qp_num != qpn || wc.src_qp != src ||
+	    !!(wc.wc_flags & IBV_WC_WITH_IMM) != imm || (imm && wc.imm_data != htonl(immv))) {
+		fprintf(stderr, "expected wr_id %" PRIu64 " status 0 opcode %d byte_len %u imm %d/0x%x "
+			"qp %u src %u; got wr_id %" PRIu64 " status %d (%s) opcode %d byte_len %u "
+			"flags 0x%x imm 0x%x qp %u src %u\n", id, op, len, imm, htonl(immv), qpn, src,
+			wc.wr_id, wc.status, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len,
+			wc.wc_flags, wc.imm_data, wc.qp_num, wc.src_qp);
+		die("receive completion");
+	}
+}
+
+static void sync_byte(int fd, char send_c, char want)
+{
+	char got;
+
+	if ((send_c && write(fd, &send_c, 1) != 1) || (want && (read(fd, &got, 1) != 1 || got != want)))
+		die("exchange");
+}
+
+static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *rcq = ch ? ibv_create_cq(ctx, 64, (void *)0x5eed, ch, 0) : NULL;
+	struct ibv_cq *scq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_context *octx;
+	struct ibv_device **dl;
+	struct ibv_pd *opd;
+	struct ibv_cq *ocq, *ecq;
+	struct ibv_qp *qa, *qr, *qt;
+	struct ibv_mr *rmr, *omr;
+	struct info2 me, peer;
+	char *other = getenv("VERBS_CHECK_OTHER"), *tok;
+	uint8_t *rb = pages(RB), *tb = pages(4096);
+	struct ibv_wc wc;
+	void *ectx;
+
+	if (!rcq || !scq)
+		die("channel/cq");
+	qa = mkqp(pd, scq, rcq, 8, 8, 2);
+	qr = mkqp(pd, scq, rcq, 4, 16, 1);
+	/* the same process, attached as another tenant */
+	if (!other || !(tok = strchr(other, ':')))
+		die("VERBS_CHECK_OTHER=TENANT:TOKEN is not set");
+	*tok++ = 0;
+	setenv("ROSHM_TENANT", other, 1);
+	setenv("ROSHM_TOKEN", tok, 1);
+	dl = ibv_get_device_list(NULL);
+	octx = dl ? ibv_open_device(dl[0]) : NULL;
+	unsetenv("ROSHM_TENANT");
+	unsetenv("ROSHM_TOKEN");
+	if (!octx)
+		die("ibv_open_device as the other tenant");
+	opd = ibv_alloc_pd(octx);
+	ocq = ibv_create_cq(octx, 16, NULL, NULL, 0);
+	if (!opd || !ocq)
+		die("other tenant's pd/cq");
+	qt = mkqp(opd, ocq, ocq, 4, 4, 1);
+	memset(rb, 0xee, RB);
+	memset(tb, 0xee, 4096);
+	rmr = ibv_reg_mr(pd, rb, RB, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	omr = ibv_reg_mr(opd, tb, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!rmr || !omr)
+		die("ibv_reg_mr (receive buffers)");
+	me = (struct info2){ (uintptr_t)rb, rmr->rkey, { qa->qp_num, qr->qp_num, qt->qp_num } };
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange");
+	connect_qp(qa, peer.qpn[0], 1, 7);
+	connect_qp(qr, peer.qpn[1], 1, 7);   /* min_rnr_timer 1: 10 us */
+	connect_qp(qt, peer.qpn[2], 1, 7);
+	/* gathered by the sender from 1500 + 1500, scattered here into 1000 + 2000 */
+	post_recv(qa, 1, rb, 1000, rb + 5000, 2000, rmr->lkey);
+	post_recv(qa, 2, rb + 10000, 4096, NULL, 0, rmr->lkey);
+	post_recv(qa, 3, rb + 20000, 16, NULL, 0, rmr->lkey);   /* consumed by WRITE_WITH_IMM */
+	post_recv(qa, 4, rb + 32768, BIG, NULL, 0, rmr->lkey);
+	post_recv(qa, 5, rb + 340000, 64, NULL, 0, rmr->lkey);
+	post_recv(qt, 9, tb, 4096, NULL, 0, omr->lkey);
+	if (ibv_req_notify_cq(rcq, 0))
+		die("ibv_req_notify_cq");
+	sync_byte(fd, 'g', 0);
+	/* the first message makes the channel's fd readable */
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+
+	if (poll(&pfd, 1, 20000) != 1 || !(pfd.revents & POLLIN))
+		die("the completion channel's fd did not become readable");
+	if (ibv_get_cq_event(ch, &ecq, &ectx) || ecq != rcq || ectx != (void *)0x5eed)
+		die("ibv_get_cq_event did not return the receive CQ and its context");
+	ibv_ack_cq_events(ecq, 1);
+	expect_recv(rcq, 1, IBV_WC_RECV, 3000, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb, 1000, 0, 1, "SEND (first SGE)");
+	check_bytes(rb + 5000, 2000, 1000, 1, "SEND (second SGE)");
+	if (rb[1000] != 0xee || rb[5000 + 2000] != 0xee)
+		die("a RECV wrote past its SGEs");
+	expect_recv(rcq, 2, IBV_WC_RECV, 100, true, IMM2, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 10000, 100, 0, 2, "SEND_WITH_IMM");
+	expect_recv(rcq, 3, IBV_WC_RECV_RDMA_WITH_IMM, 4096, true, IMM3, qa->qp_num, peer.qpn[0]);
+	/* the write's data is in place when its immediate is delivered */
+	check_bytes(rb + WOFF, 4096, 0, 3, "RDMA WRITE_WITH_IMM data");
+	if (rb[20000] != 0xee)
+		die("WRITE_WITH_IMM wrote into its RECV's buffer");
+	expect_recv(rcq, 4, IBV_WC_RECV, BIG, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 32768, BIG, 0, 4, "SEND bigger than the ring");
+	expect_recv(rcq, 5, IBV_WC_RECV, 64, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 340000, 64, 0, 5, "inline SEND");
+	printf("verbs_check server: SEND, SEND_WITH_IMM, WRITE_WITH_IMM, a %d-byte SEND through "
+	       "a 64 KiB ring and an inline SEND arrived intact, the first through the channel\n", BIG);
+
+	/* RNR: the client filled qr's ring and got RNR; what waited is delivered now */
+	sync_byte(fd, 0, 'r');
+	for (int i = 0; i <= RNR_FIT; i++)
+		post_recv(qr, 100 + i, rb + RNR_OFF + i * 8192, 8192, NULL, 0, rmr->lkey);
+	for (int i = 0; i < RNR_FIT; i++) {
+		expect_recv(rcq, 100 + i, IBV_WC_RECV, RNR_LEN, false, 0, qr->qp_num, peer.qpn[1]);
+		check_bytes(rb + RNR_OFF + i * 8192, RNR_LEN, 0, 100 + i, "a SEND that waited in the ring");
+	}
+	printf("verbs_check server: the %d SENDs that waited for RECVs arrived intact\n", RNR_FIT);
+
+	/* the other tenant's QP received nothing */
+	sync_byte(fd, 0, 't');
+	if (ibv_poll_cq(ocq, 1, &wc) != 0)
+		die("a QP of another tenant completed a RECV");
+	for (int i = 0; i < 4096; i++)
+		if (tb[i] != 0xee)
+			die("a QP of another tenant had its buffer written");
+	sync_byte(fd, 'x', 0);
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_destroy_qp(qt) || ibv_dereg_mr(rmr) ||
+	    ibv_dereg_mr(omr) || ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) ||
+	    ibv_destroy_comp_channel(ch) || ibv_destroy_cq(ocq) || ibv_dealloc_pd(opd) ||
+	    ibv_close_device(octx))
+		die("release (two-sided)");
+	ibv_free_device_list(dl);
+	free(rb);
+	free(tb);
+}
+
+static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
+{
+	struct ibv_cq *scq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *qa, *qr, *qt;
+	struct ibv_mr *mr;
+	struct info2 me, peer;
+	uint8_t *sb = pages(RB);
+	struct ibv_sge sg[2];
+	struct ibv_wc wc;
+	static const enum ibv_wc_opcode ops[5] = { IBV_WC_SEND, IBV_WC_SEND, IBV_WC_RDMA_WRITE,
+						    IBV_WC_SEND, IBV_WC_SEND };
+
+	if (!scq || !rcq)
+		die("cq");
+	qa = mkqp(pd, scq, rcq, 8, 0, 1);
+	qr = mkqp(pd, scq, rcq, 16, 0, 1);
+	qt = mkqp(pd, scq, rcq, 4, 0, 1);
+	mr = ibv_reg_mr(pd, sb, RB, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("ibv_reg_mr (send buffer)");
+	if (read(s, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange");
+	me = (struct info2){ 0, 0, { qa->qp_num, qr->qp_num, qt->qp_num } };
+	if (write(s, &me, sizeof(me)) != sizeof(me))
+		die("exchange");
+	connect_qp(qa, peer.qpn[0], 1, 7);
+	connect_qp(qr, peer.qpn[1], 1, 1);   /* one RNR retry, then RNR_RETRY_EXC_ERR */
+	connect_qp(qt, peer.qpn[2], 1, 7);
+	fill(sb, 1500, 0, 1);
+	fill(sb + 8192, 1500, 1500, 1);
+	fill(sb + 16384, 100, 0, 2);
+	fill(sb + 20480, 4096, 0, 3);
+	fill(sb + 32768, BIG, 0, 4);
+	fill(sb + 340000, 64, 0, 5);
+	sync_byte(s, 0, 'g');
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb, 1500, mr->lkey };
+	sg[1] = (struct ibv_sge){ (uintptr_t)sb + 8192, 1500, mr->lkey };
+	post2(qa, IBV_WR_SEND, 1, sg, 2, 0, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 16384, 100, mr->lkey };
+	post2(qa, IBV_WR_SEND_WITH_IMM, 2, sg, 1, IMM2, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 20480, 4096, mr->lkey };
+	post2(qa, IBV_WR_RDMA_WRITE_WITH_IMM, 3, sg, 1, IMM3, 0, peer.addr + WOFF, peer.rkey);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 32768, BIG, mr->lkey };
+	post2(qa, IBV_WR_SEND, 4, sg, 1, 0, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 340000, 64, 0 /* inline: no lkey */ };
+	post2(qa, IBV_WR_SEND, 5, sg, 1, 0, IBV_SEND_INLINE, 0, 0);
+	memset(sb + 340000, 0, 64);   /* an inline SEND's buffer is ours again at once */
+	for (uint64_t i = 1; i <= 5; i++) {
+		wc = wait_wc(scq);
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != i || wc.opcode != ops[i - 1]) {
+			fprintf(stderr, "WR %" PRIu64 ": status %s wr_id %" PRIu64 " opcode %d\n", i,
+				ibv_wc_status_str(wc.status), wc.wr_id, wc.opcode);
+			die("send completion (two-sided)");
+		}
+	}
+	/* RNR: the server posts no RECV on qr until we are done */
+	for (int i = 0; i < RNR_FIT + 2; i++) {
+		fill(sb + RNR_OFF + i * 8192, RNR_LEN, 0, 100 + i);
+		sg[0] = (struct ibv_sge){ (uintptr_t)sb + RNR_OFF + i * 8192, RNR_LEN, mr->lkey };
+		post2(qr, IBV_WR_SEND, 100 + i, sg, 1, 0, 0, 0, 0);
+	}
+	for (int i = 0; i < RNR_FIT + 2; i++) {
+		enum ibv_wc_status want = i < RNR_FIT ? IBV_WC_SUCCESS : i == RNR_FIT ?
+					  IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_WR_FLUSH_ERR;
+
+		wc = wait_wc(scq);
+		if (wc.wr_id != (uint64_t)(100 + i) || wc.status != want) {
+			fprintf(stderr, "RNR SEND %d: expected %s, got wr_id %" PRIu64 " %s\n", i,
+				ibv_wc_status_str(want), wc.wr_id, ibv_wc_status_str(wc.status));
+			die("RNR");
+		}
+	}
+	sync_byte(s, 'r', 0);
+	/* a QP of another tenant is not reachable by its QPN */
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb, 16, mr->lkey };
+	post2(qt, IBV_WR_SEND, 200, sg, 1, 0, 0, 0, 0);
+	wc = wait_wc(scq);
+	if (wc.wr_id != 200 || wc.status != IBV_WC_RETRY_EXC_ERR) {
+		fprintf(stderr, "SEND to another tenant's QP: got %s\n", ibv_wc_status_str(wc.status));
+		die("a SEND to a QP of another tenant did not fail with IBV_WC_RETRY_EXC_ERR");
+	}
+	sync_byte(s, 't', 'x');
+	printf("verbs_check client: SEND, SEND_WITH_IMM, WRITE_WITH_IMM, big and inline SENDs "
+	       "completed; %d SENDs fit the ring, the next -> RNR_RETRY_EXC_ERR, then "
+	       "WR_FLUSH_ERR; SEND to another tenant's QP -> RETRY_EXC_ERR\n", RNR_FIT);
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_destroy_qp(qt) || ibv_dereg_mr(mr) ||
+	    ibv_destroy_cq(scq) || ibv_destroy_cq(rcq))
+		die("release (two-sided)");
+	free(sb);
 }
 
 int main(int argc, char **argv)
@@ -153,6 +501,7 @@ int main(int argc, char **argv)
 			die("counter is not 1000 after FETCH_ADD 42 and CMP_SWAP 42 -> 1000");
 		printf("verbs_check server: %d written bytes and the atomic counter are right in the owner's buffer\n",
 		       PLEN);
+		server2(ctx, pd, fd);
 		if (ibv_dereg_mr(mr))
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))
@@ -209,6 +558,7 @@ int main(int argc, char **argv)
 		die("exchange");
 	printf("verbs_check client: WRITE, READ back, FETCH_ADD, CMP_SWAP right; forged rkey -> "
 	       "REM_ACCESS_ERR, next WR -> WR_FLUSH_ERR\n");
+	client2(ctx, pd, s);
 	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
 	    ibv_close_device(ctx))
 		die("release");
