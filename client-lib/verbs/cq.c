@@ -245,6 +245,14 @@ static void kick(struct rv_ctx *c)
 	(void)w;
 }
 
+/* A RECV was posted or the QP connected: if the notifier sleeps without
+ * watching the rings and this QP's receive CQ is armed, it must start. */
+void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
+{
+	if (c->thr_on && !c->watching && ((struct rv_cq *)q->qp.recv_cq)->armed && rv_ring_ready(q))
+		kick(c);
+}
+
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	struct rv_cq *q = (struct rv_cq *)cq;
@@ -357,6 +365,7 @@ static void *notifier(void *arg)
 			if (q->want && q->rnr_next_ns && (!rnr_at || q->rnr_next_ns < rnr_at))
 				rnr_at = q->rnr_next_ns;
 		}
+		c->watching = armed && watch;
 		if (c->pushes != seen) {
 			seen = c->pushes;
 			backoff = RV_BACKOFF_MIN_NS;

@@ -92,6 +92,18 @@ static enum ibv_wc_status wc_status(int st)
 	}
 }
 
+/* A fragment or credit READ failed: the peer QP's ring is gone (destroyed,
+ * its owner left) or unreachable, which a NIC sees as packets nobody answers. */
+static enum ibv_wc_status ring_status(int st)
+{
+	switch (st) {
+	case -ESTALE: case -ENOENT: case -EBADF: case -EACCES:
+		return IBV_WC_RETRY_EXC_ERR;
+	default:
+		return wc_status(st);
+	}
+}
+
 /* min_rnr_timer (IB spec table) in units of 10 us; 0 is the longest. */
 static uint64_t rnr_ns(uint8_t t)
 {
@@ -360,7 +372,7 @@ static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 	q->credit_inflight = false;
 	if (status) {
 		/* the peer QP is gone, or its node: what still waits fails */
-		q->peer_status = wc_status(status);
+		q->peer_status = ring_status(status);
 		if (q->want && q->issue != q->tail) {
 			wr_fail(q, w, q->peer_status);
 			w->issued = true;
@@ -668,7 +680,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	}
 	w = &q->swr[op->widx & q->mask];
 	if (e->status) {
-		wr_fail(q, w, wc_status(e->status));
+		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : wc_status(e->status));
 	} else if (op->kind == RV_OP_READ) {
 		memcpy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
@@ -1015,6 +1027,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)
 		peer_resolve(c, q, 1);
 	rv_deliver(c, q);
+	rv_notify_recv(c, q);
 out:
 	rv_unlock(c);
 	return ret;

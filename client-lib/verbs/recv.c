@@ -158,10 +158,12 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 	}
 	if (ret)
 		*bad = wr;
-	if (qp->state == IBV_QPS_ERR)
+	if (qp->state == IBV_QPS_ERR) {
 		rv_rq_flush(q);
-	else
+	} else {
 		rv_deliver(c, q);
+		rv_notify_recv(c, q);
+	}
 	rv_unlock(c);
 	return ret;
 }

@@ -245,6 +245,7 @@ struct rv_ctx {
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
 	pthread_t thr;
 	bool thr_on, stop;
+	bool watching;          /* it looks at the rings on a timer */
 	int wake_fd;
 };
 
@@ -290,5 +291,6 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
 int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_notifier_stop(struct rv_ctx *c);
+void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q);
 
 #endif /* RV_H */

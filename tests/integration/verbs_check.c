@@ -13,6 +13,10 @@
  * RECVs fill its ring, the next one gets IBV_WC_RNR_RETRY_EXC_ERR, and the
  * messages that waited arrive intact once RECVs are posted. A SEND to a QP
  * of another tenant fails (IBV_WC_RETRY_EXC_ERR) and reaches nothing.
+ * Hostile: a writer of the tenant opens a QP's ring with libroshm and puts
+ * fragments there that break the rules: the RECV fails (LOC_QP_OP_ERR, or
+ * LOC_LEN_ERR for a message longer than it), the next is flushed, and no
+ * byte around the RECV's buffer changes.
  *   verbs_check server|client ADDR PORT
  * The server's environment: ROSHM_VERBS_RECV_RING=65536 (the RNR and ring
  * sizes below assume it) and VERBS_CHECK_OTHER=TENANT:TOKEN, a second tenant
@@ -29,6 +33,9 @@
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "roshm.h"
+#include "rv.h"   /* the ring layout, for the hostile writer */
 
 #define LEN 10000
 #define OFF 123
@@ -85,7 +92,7 @@ static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t
 
 /* ------------------------------------------------------------- two-sided */
 
-#define RB 480000          /* the server's receive buffer */
+#define RB 480000          /* the server's receive buffer (H_OFF + 2048 fits) */
 #define WOFF 360000        /* where WRITE_WITH_IMM lands in it */
 #define RNR_OFF 380000     /* RNR receives, 8192 apart */
 #define BIG 300000         /* bigger than the server's 64 KiB ring */
@@ -211,6 +218,86 @@ static void sync_byte(int fd, char send_c, char want)
 		die("exchange");
 }
 
+#define H_OFF 470000       /* the hostile cases' RECVs; guard bytes around them */
+
+/* Write one fragment with a valid tag straight into @qpn's ring (no CAS, no
+ * library: what any pod of the tenant could do). */
+static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f, uint32_t pay)
+{
+	char name[ROSHM_NAME_MAX];
+	uint32_t h;
+	uint8_t *arena = roshm_arena(r, NULL);
+	int ret;
+
+	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn);
+	if (roshm_region_open(r, name, &h, NULL))
+		die("hostile: roshm_region_open of a QP's ring of our tenant");
+	memcpy(arena, f, sizeof(*f));
+	fill(arena + RV_SLOT, pay, 0, 77);
+	ret = roshm_write_sync(r, h, RV_RING_SLOTS, 0, RV_SLOT + pay);
+	if (ret)
+		die("hostile: roshm_write_sync");
+	roshm_region_close(r, h);
+}
+
+static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
+{
+	struct roshm_params p;
+	struct roshm *r;
+	struct ibv_cq *hcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	int err = 0;
+	static const struct { uint32_t nslots, len, total; enum ibv_wc_status want; const char *what; }
+	cases[] = {
+		{ 5000, 100, 100, IBV_WC_LOC_QP_OP_ERR, "slots beyond the ring" },
+		{ 2, 500, 500, IBV_WC_LOC_QP_OP_ERR, "payload beyond its slots" },
+		{ 17, 1000, 1000, IBV_WC_LOC_LEN_ERR, "a message longer than its RECV" },
+	};
+
+	memset(&p, 0, sizeof(p));
+	r = roshm_open(&p, &err);
+	if (!r || !hcq)
+		die("hostile: roshm_open / cq");
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ibv_qp *h = mkqp(pd, hcq, hcq, 1, 2, 1);
+		struct rv_frag f;
+		struct ibv_wc wc;
+
+		connect_qp(h, 0x123456, 1, 7);
+		memset(rb + H_OFF - 1024, 0xee, 3072);
+		post_recv(h, 1, rb + H_OFF, 256, NULL, 0, rmr->lkey);
+		post_recv(h, 2, rb + H_OFF + 512, 256, NULL, 0, rmr->lkey);
+		memset(&f, 0, sizeof(f));
+		f.tag = 1;   /* slot 0, the one the owner waits for */
+		f.nslots = cases[i].nslots;
+		f.len = cases[i].len;
+		f.total = cases[i].total;
+		f.src_qp = 0x123456;
+		f.opcode = RV_FRAG_SEND;
+		f.flags = RV_FRAG_FIRST | RV_FRAG_LAST;
+		hostile_write(r, h->qp_num, &f, cases[i].len);
+		wc = wait_wc(hcq);
+		if (wc.wr_id != 1 || wc.status != cases[i].want) {
+			fprintf(stderr, "hostile fragment (%s): expected %s, got wr_id %" PRIu64 " %s\n",
+				cases[i].what, ibv_wc_status_str(cases[i].want), wc.wr_id,
+				ibv_wc_status_str(wc.status));
+			die("a hostile fragment was not refused");
+		}
+		wc = wait_wc(hcq);
+		if (wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR)
+			die("the RECV after a hostile fragment was not flushed");
+		for (int j = 0; j < 3072; j++)
+			if (rb[H_OFF - 1024 + j] != 0xee)
+				die("a hostile fragment changed bytes of the receiver");
+		if (ibv_destroy_qp(h))
+			die("destroy (hostile)");
+	}
+	roshm_close(r);
+	if (ibv_destroy_cq(hcq))
+		die("destroy cq (hostile)");
+	printf("verbs_check server: hostile fragments (slots beyond the ring, payload beyond its "
+	       "slots, longer than the RECV) refused, nothing written around the RECVs\n");
+}
+
 static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -315,6 +402,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	for (int i = 0; i < 4096; i++)
 		if (tb[i] != 0xee)
 			die("a QP of another tenant had its buffer written");
+	hostile(ctx, pd, rmr, rb);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_destroy_qp(qt) || ibv_dereg_mr(rmr) ||
 	    ibv_dereg_mr(omr) || ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) ||
