@@ -16,13 +16,17 @@
  * Hostile: a writer of the tenant opens a QP's ring with libroshm and puts
  * fragments there that break the rules: the RECV fails (LOC_QP_OP_ERR, or
  * LOC_LEN_ERR for a message longer than it), the next is flushed, and no
- * byte around the RECV's buffer changes.
+ * byte around the RECV's buffer changes. Loopback: two QPs of the server
+ * exchange SENDs, through a non-blocking channel, a reset and reconnect, and
+ * the error state's flushes.
  *   verbs_check server|client ADDR PORT
  * The server's environment: ROSHM_VERBS_RECV_RING=65536 (the RNR and ring
  * sizes below assume it) and VERBS_CHECK_OTHER=TENANT:TOKEN, a second tenant
  * of its roshmd.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -54,19 +59,21 @@ static int die(const char *what)
 	exit(1);
 }
 
+/* The next completion, within 30 s. */
 static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
+	time_t t0 = time(NULL);
 	int n;
 
-	for (long i = 0; i < 2000000000L; i++) {
+	while (time(NULL) - t0 < 30) {
 		n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)
 			die("ibv_poll_cq");
 		if (n)
 			return wc;
 	}
-	die("no completion");
+	die("no completion within 30 s");
 	return wc;
 }
 
@@ -298,6 +305,85 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 	       "slots, longer than the RECV) refused, nothing written around the RECVs\n");
 }
 
+/*
+ * Two QPs of one process, connected to each other (the local transport):
+ * a SEND and its RECV, a non-blocking completion channel (EAGAIN, then
+ * readable), both QPs reset and connected again (the ring picks up where it
+ * stands), then one moved to the error state (its RECVs and a later SEND
+ * are flushed).
+ */
+static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq = ch ? ibv_create_cq(ctx, 16, NULL, ch, 0) : NULL, *ecq;
+	struct ibv_qp *x, *y;
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_sge sg;
+	struct ibv_wc wc;
+	uint8_t *src = rb + H_OFF, *dst = rb + H_OFF + 1024;
+	void *ectx;
+
+	if (!cq)
+		die("loopback: channel/cq");
+	x = mkqp(pd, cq, cq, 4, 4, 1);
+	y = mkqp(pd, cq, cq, 4, 4, 1);
+	for (int round = 0; round < 2; round++) {
+		connect_qp(x, y->qp_num, 1, 7);
+		connect_qp(y, x->qp_num, 1, 7);
+		memset(dst, 0xee, 512);
+		fill(src, 300, 0, 50 + round);
+		post_recv(y, 10 + round, dst, 512, NULL, 0, rmr->lkey);
+		sg = (struct ibv_sge){ (uintptr_t)src, 300, rmr->lkey };
+		if (round == 0) {
+			if (fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) ||
+			    ibv_get_cq_event(ch, &ecq, &ectx) != -1 || errno != EAGAIN)
+				die("loopback: a non-blocking channel without events did not say EAGAIN");
+			if (ibv_req_notify_cq(cq, 0))
+				die("loopback: ibv_req_notify_cq");
+		}
+		post2(x, IBV_WR_SEND, 20 + round, &sg, 1, 0, 0, 0, 0);
+		if (round == 0) {
+			struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+
+			if (poll(&pfd, 1, 20000) != 1 || ibv_get_cq_event(ch, &ecq, &ectx) || ecq != cq)
+				die("loopback: no event on the non-blocking channel");
+			ibv_ack_cq_events(ecq, 1);
+		}
+		for (int n = 0; n < 2; n++) {   /* the SEND's and the RECV's, in either order */
+			wc = wait_wc(cq);
+			if (wc.status != IBV_WC_SUCCESS ||
+			    (wc.wr_id != (uint64_t)(10 + round) && wc.wr_id != (uint64_t)(20 + round)))
+				die("loopback: completion");
+			if (wc.wr_id == (uint64_t)(10 + round) &&
+			    (wc.opcode != IBV_WC_RECV || wc.byte_len != 300 || wc.src_qp != x->qp_num))
+				die("loopback: RECV completion");
+		}
+		check_bytes(dst, 300, 0, 50 + round, "loopback SEND");
+		if (dst[300] != 0xee)
+			die("loopback: RECV wrote past the message");
+		if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE))
+			die("loopback: modify_qp RESET");
+	}
+	/* the error state flushes what is posted and what comes */
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+
+	connect_qp(x, y->qp_num, 1, 7);
+	post_recv(x, 30, dst, 64, NULL, 0, rmr->lkey);
+	if (ibv_modify_qp(x, &err, IBV_QP_STATE))
+		die("loopback: modify_qp ERR");
+	wc = wait_wc(cq);
+	if (wc.wr_id != 30 || wc.status != IBV_WC_WR_FLUSH_ERR)
+		die("loopback: a posted RECV was not flushed by the error state");
+	post2(x, IBV_WR_SEND, 31, &sg, 1, 0, 0, 0, 0);
+	wc = wait_wc(cq);
+	if (wc.wr_id != 31 || wc.status != IBV_WC_WR_FLUSH_ERR)
+		die("loopback: a SEND on a QP in error was not flushed");
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch))
+		die("loopback: release");
+	printf("verbs_check server: loopback SEND/RECV, non-blocking channel, reset and reconnect, "
+	       "error state flushes\n");
+}
+
 static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -403,6 +489,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 		if (tb[i] != 0xee)
 			die("a QP of another tenant had its buffer written");
 	hostile(ctx, pd, rmr, rb);
+	loopback(ctx, pd, rmr, rb);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_destroy_qp(qt) || ibv_dereg_mr(rmr) ||
 	    ibv_dereg_mr(omr) || ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) ||
