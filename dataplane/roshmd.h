@@ -97,6 +97,13 @@ struct rd_region {
 	uint32_t txn_slots;
 	uint32_t slot_size;
 	uint64_t data_off;            /* offset of the data area in the region */
+	/* What clients other than the owner may do (roshm_region_opts): set at
+	 * create, carried in the record; the poller checks them (rd_sqe_check),
+	 * the tcp responder again. restricted: any of them is not the default. */
+	bool restricted;
+	uint32_t access;              /* ROSHM_ACCESS_* */
+	uint64_t win_lo, win_hi;      /* data-area offsets [lo, hi) */
+	uint64_t va_base;             /* 0, or openers' offsets are addresses */
 	uint64_t hole_since;          /* owner's poller: when the next sequence became a hole */
 	uint64_t abort_sent;          /* owner's poller: when its abort CAS went to the NIC */
 	uint64_t applied;             /* owner's poller: next sequence to apply */
@@ -167,6 +174,7 @@ struct rd_peer_stats {
 struct rd_handle {
 	struct rd_region *region;
 	uint16_t gen;
+	bool own;                     /* the owner's handle: not limited by access/window */
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */
@@ -318,6 +326,7 @@ struct rd_cmd {
 	int status;                   /* PEER_DOWN: what its operations fail with */
 	const char *why;
 	const struct rd_quota *share; /* SHARE_SET: weight, ops_per_sec, bytes_per_sec */
+	bool own;                     /* HANDLE_SET: the region's owner's handle */
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };

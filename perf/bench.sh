@@ -140,6 +140,13 @@ else
     'guest: roshm-perf exit 0' || rc=$?
   [[ $rc = 77 ]] && echo "bench: verbs not measured (Soft-RoCE VMs need qemu, busybox, perftest: make deps)"
   [[ $rc != 0 && $rc != 77 ]] && echo "bench: verbs run failed (VM consoles above)"
+  echo
+  echo "== unmodified perftest through libroshm-verbs (roshm0) beside native perftest (rxe0), Soft-RoCE VMs =="
+  rc=0
+  BENCH_JSON=$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT") \
+    VM_TIMEOUT=900 tests/softroce/run2.sh "$B" bench_verbs_compat guest_bench_verbs_compat.sh \
+    'guest: verbs_compat.py exit 0' || rc=$?
+  [[ $rc != 0 && $rc != 77 ]] && echo "bench: verbs-compat run failed (VM consoles above)"
 fi
 echo
 echo "== plots =="

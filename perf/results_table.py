@@ -41,6 +41,11 @@ METRICS = [
     ("txn_commit_lat_vs_write", "one-write transaction commit", "a plain WRITE"),
     ("verbs_write_64b_lat_vs_ib_read_lat", "64 B WRITE over verbs", "ib_read_lat -s 64"),
     ("verbs_fadd_lat_vs_ib_atomic_lat", "FETCH_ADD over verbs", "ib_atomic_lat"),
+    ("verbs_compat_write_lat_vs_native", "ib_write_lat -s 64 through roshm0", "ib_write_lat on rxe0"),
+    ("verbs_compat_read_lat_vs_native", "ib_read_lat -s 64 through roshm0", "ib_read_lat on rxe0"),
+    ("verbs_compat_atomic_lat_vs_native", "ib_atomic_lat through roshm0", "ib_atomic_lat on rxe0"),
+    ("verbs_compat_msg_rate_vs_native", "ib_write_bw -s 64 message rate through roshm0", "the same on rxe0"),
+    ("verbs_compat_bw_64k_vs_native", "ib_write_bw -s 65536 through roshm0", "the same on rxe0"),
 ]
 PLOTS = [
     ("local_lat", "local latency against message size, beside the floor"),

@@ -141,6 +141,23 @@ struct roshm_region_opts {
 	 * payload) must fit one slot (-EMSGSIZE); other values: -EINVAL. */
 	uint32_t txn_slots;
 	uint32_t slot_size;
+	/*
+	 * What clients other than the owner may do, checked by roshmd on every
+	 * operation (the owner's own handle is not limited). All zero: the
+	 * whole data area, every operation.
+	 * - access: ROSHM_ACCESS_READ | _WRITE (also TXN_*) | _ATOMIC; an
+	 *   operation without its flag completes with -EACCES. 0: all.
+	 * - win_off, win_len: the part of the data area they may touch; an
+	 *   operation outside it completes with -EFAULT. win_len 0: all (then
+	 *   win_off must be 0); else win_off + win_len <= size.
+	 * - va_base: non-zero: their SQE offsets are addresses, data offset =
+	 *   off - va_base (an RDMA MR's remote_addr). roshmd keeps va_base to
+	 *   itself and its peers: openers never learn it.
+	 * Other values: -EINVAL.
+	 */
+	uint32_t access;
+	uint64_t win_off, win_len;
+	uint64_t va_base;
 };
 
 /*

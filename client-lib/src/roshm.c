@@ -729,6 +729,10 @@ int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
 				return -EINVAL;
 		req.txn_slots = opts->txn_slots;
 		req.slot_size = opts->slot_size;
+		req.access = opts->access;
+		req.win_off = opts->win_off;
+		req.win_len = opts->win_len;
+		req.va_base = opts->va_base;
 	}
 	ret = create_region(r, &req, -1, &o, handle);
 	if (ret)

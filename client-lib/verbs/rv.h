@@ -239,7 +239,6 @@ struct rv_ctx {
 	uint32_t sync_seq;
 	bool sync_done;
 	int sync_status;
-	uint16_t lid;
 	uint64_t guid;
 	uint64_t ring_bytes;    /* $ROSHM_VERBS_RECV_RING, 0: by max_recv_wr */
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */

@@ -147,7 +147,6 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 		c->free_slots[c->nfree++] = c->nslots - 1 - i;
 	pthread_mutex_init(&c->lock, NULL);
 	c->guid = fnv1a(c->r->node);
-	c->lid = (uint16_t)(1 + c->guid % 0xbffe);
 	c->vc.sz = sizeof(c->vc);
 	c->vc.query_port = rv_query_port;
 	c->vc.context.device = d;
@@ -212,6 +211,8 @@ static int rv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 {
 	struct ibv_port_attr pa;
 
+	(void)ctx;
+
 	if (port != 1)
 		return EINVAL;
 	memset(&pa, 0, sizeof(pa));
@@ -221,14 +222,16 @@ static int rv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	pa.gid_tbl_len = 1;
 	pa.max_msg_sz = 1u << 30;
 	pa.pkey_tbl_len = 1;
-	pa.lid = to_ctx(ctx)->lid;
-	pa.sm_lid = 1;
+	/* RoCE: no LID, no subnet manager; peers are addressed by GID */
+	pa.lid = 0;
+	pa.sm_lid = 0;
 	pa.lmc = 0;
 	pa.max_vl_num = 1;
 	pa.active_width = 2;    /* 4x */
-	pa.active_speed = 32;   /* EDR */
+	pa.active_speed = 32;   /* EDR: 25 Gb/s per lane */
 	pa.phys_state = 5;      /* LinkUp */
-	pa.link_layer = IBV_LINK_LAYER_INFINIBAND;
+	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
+	pa.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
 	memcpy(a, &pa, len < sizeof(pa) ? len : sizeof(pa));
 	return 0;
 }
@@ -241,6 +244,11 @@ RV_EXPORT int ibv_query_port(struct ibv_context *ctx, uint8_t port, struct _comp
 			     offsetof(struct ibv_port_attr, link_layer) + 1);
 }
 
+/*
+ * One GID, RoCE v2: the IPv6 link-local address fe80::<hash of the node's
+ * name>. It identifies the node (every pod of a node shows the same GID, as
+ * every process on one NIC port does); roshm never routes by it.
+ */
 RV_EXPORT int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
 {
 	if (port != 1 || index != 0)
@@ -260,7 +268,8 @@ RV_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t
 	memset(e, 0, sizeof(*e));
 	ibv_query_gid(ctx, 1, 0, &e->gid);
 	e->port_num = 1;
-	e->gid_type = IBV_GID_TYPE_IB;
+	e->gid_type = IBV_GID_TYPE_ROCE_V2;
+	e->ndev_ifindex = 0;
 	return 0;
 }
 

@@ -327,6 +327,12 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->txn_slots = rec->txn_slots;
 		rg->slot_size = rec->slot_size;
 		rg->data_off = roshm_region_data_off(rec->txn_slots, rec->slot_size);
+		rg->access = rec->access;
+		rg->win_lo = rec->win_lo;
+		rg->win_hi = rec->win_hi;
+		rg->va_base = rec->va_base;
+		rg->restricted = rd_region_restricted(rec->access, rec->win_lo, rec->win_hi,
+						      rec->data_size, rec->va_base);
 		memcpy(rg->tenant, rec->tenant, sizeof(rg->tenant));
 		memcpy(rg->name, rec->name, sizeof(rg->name));
 		memcpy(rg->node, rec->node, sizeof(rg->node));
@@ -395,6 +401,12 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	t.txn_slots = rec->txn_slots;
 	t.slot_size = rec->slot_size;
 	t.data_off = roshm_region_data_off(rec->txn_slots, rec->slot_size);
+	t.access = rec->access;
+	t.win_lo = rec->win_lo;
+	t.win_hi = rec->win_hi;
+	t.va_base = rec->va_base;
+	t.restricted = rd_region_restricted(rec->access, rec->win_lo, rec->win_hi, rec->data_size,
+					    rec->va_base);
 	t.peer = p;
 	struct rd_cmd cmd = { .type = RD_CMD_REGION_RETARGET, .region = rg, .target = &t };
 	struct rd_peer *old = rg->peer;

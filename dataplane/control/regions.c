@@ -148,6 +148,10 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	/* our own copies: the header is the owner's to scribble on */
 	rec->txn_slots = rg->txn_slots;
 	rec->slot_size = rg->slot_size;
+	rec->access = rg->access;
+	rec->win_lo = rg->win_lo;
+	rec->win_hi = rg->win_hi;
+	rec->va_base = rg->va_base;
 }
 
 /* The owner gives the region up: peers' handles now complete with -ESTALE. */
@@ -181,7 +185,7 @@ static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_r
 		h->gen++;
 		uint32_t hv = rd_handle_make(i, h->gen);
 		struct rd_cmd cmd = { .type = RD_CMD_HANDLE_SET, .client = c, .region = rg,
-				      .handle = hv };
+				      .handle = hv, .own = !rg->remote && rg->owner == c };
 		int ret = rd_poller_cmd(ctl->poller, &cmd);
 
 		if (ret)
@@ -410,6 +414,11 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		    req->slot_size > cfg->txn_max_slot_size || req->slot_size % 64)
 			return -EINVAL;
 	}
+	if (req->rsvd || (req->access & ~ROSHM_ACCESS_ALL) ||
+	    (!req->win_len && req->win_off) ||
+	    (req->win_len && (req->win_off > req->size || req->win_len > req->size - req->win_off)) ||
+	    req->va_base > UINT64_MAX - req->size)
+		return -EINVAL;
 	map_size = roshm_region_map_size(req->size, req->txn_slots, req->slot_size);
 	if (ctl->nregions >= cfg->max_regions)
 		return -ENOSPC;
@@ -450,6 +459,12 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	rg->ntenants = req->ntenants;
 	memcpy(rg->tenants, req->tenants, sizeof(rg->tenants));
 	rg->xport = ctl->poller->local;
+	rg->access = req->access ? req->access : ROSHM_ACCESS_ALL;
+	rg->win_lo = req->win_len ? req->win_off : 0;
+	rg->win_hi = req->win_len ? req->win_off + req->win_len : req->size;
+	rg->va_base = req->va_base;
+	rg->restricted = rd_region_restricted(rg->access, rg->win_lo, rg->win_hi, req->size,
+					      rg->va_base);
 	ret = rd_region_take(rg, &ctl->guard, fd, req->size, req->txn_slots, req->slot_size, reattach);
 	if (ret) {
 		RD_LOG(NOTICE, "region %s/%s from client %u refused: %s", c->tenant, req->name, c->id,

@@ -381,6 +381,7 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	case RD_CMD_HANDLE_SET:
 		c->dp_handles[idx].region = cmd->region;
 		c->dp_handles[idx].gen = (uint16_t)(cmd->handle >> 16);
+		c->dp_handles[idx].own = cmd->own;
 		break;
 	case RD_CMD_HANDLE_CLEAR:
 		c->dp_handles[idx].region = NULL;
@@ -450,6 +451,11 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		rg->txn_slots = t->txn_slots;
 		rg->slot_size = t->slot_size;
 		rg->data_off = t->data_off;
+		rg->access = t->access;
+		rg->win_lo = t->win_lo;
+		rg->win_hi = t->win_hi;
+		rg->va_base = t->va_base;
+		rg->restricted = t->restricted;
 		rg->txn_hint = 0;
 		rg->gen++;
 		rg->paused = false;

@@ -10,11 +10,54 @@ static inline bool in_bounds(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
-int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
+/* What an opcode needs of a region's ROSHM_ACCESS_* */
+static uint32_t access_needed(uint8_t opcode)
+{
+	switch (opcode) {
+	case ROSHM_OP_READ:
+		return ROSHM_ACCESS_READ;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		return ROSHM_ACCESS_ATOMIC;
+	default:
+		return ROSHM_ACCESS_WRITE; /* WRITE, TXN_WRITE, TXN_COMMIT */
+	}
+}
+
+/*
+ * A region's limits on clients other than its owner: the opcode's access
+ * flag, then the offset (an address when va_base is set: translated here,
+ * in the private copy) within the window. Bounds against the data area
+ * follow in the caller's switch.
+ */
+static int limits(struct roshm_sqe *s, const struct rd_region *rg)
+{
+	uint32_t need = access_needed(s->opcode);
+	uint64_t off = s->off, len = s->len;
+
+	if ((rg->access & need) != need)
+		return -EACCES;
+	if (s->opcode == ROSHM_OP_TXN_COMMIT)
+		return 0;
+	if (rg->va_base) {
+		if (off < rg->va_base)
+			return -EFAULT;
+		off -= rg->va_base;
+	}
+	if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
+		len = 8;
+	if (off < rg->win_lo || off > rg->win_hi || len > rg->win_hi - off)
+		return -EFAULT;
+	s->off = off;
+	return 0;
+}
+
+int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg)
 {
 	const struct rd_handle *h;
 	uint32_t idx;
+	int ret;
 
 	*rg = NULL;
 	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) ||
@@ -31,6 +74,9 @@ int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
 		return -EBADF;
 	if (h->region->dead)
 		return -ESTALE;
+	if (h->region->restricted && !h->own && s->opcode <= ROSHM_OP_TXN_COMMIT &&
+	    (ret = limits(s, h->region)))
+		return ret;
 
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:

@@ -14,9 +14,14 @@
  *   -ESTALE      the region was closed by its owner
  *   -EFAULT      offset/length outside the region's data area or the arena
  *   -EOPNOTSUPP  transaction opcode on a region without a staging log
+ *   -EACCES      the region's owner did not give others this operation
+ *                (ROSHM_ACCESS_*; the owner's own handle is not limited)
+ * On a region with a window or va_base (roshm_region_opts), an opener's
+ * offset must lie in the window (-EFAULT) and, with va_base, is an address:
+ * *s's off is then rewritten to the data offset.
  * A TXN_WRITE with an invalid handle still yields *rg == NULL.
  */
-int rd_sqe_check(const struct roshm_sqe *s, const struct rd_handle *handles,
+int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg);
 
 /* Handles: index in the low 16 bits, generation in the high 16. */

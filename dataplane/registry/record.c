@@ -140,6 +140,18 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->raddr);
 		json_object_set_new(o, "raddr", json_string(buf));
 	}
+	if (rd_region_restricted(rec->access, rec->win_lo, rec->win_hi, rec->data_size,
+				 rec->va_base)) {
+		json_object_set_new(o, "access", json_integer(rec->access ? rec->access :
+									  ROSHM_ACCESS_ALL));
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->win_lo);
+		json_object_set_new(o, "win_lo", json_string(buf));
+		snprintf(buf, sizeof(buf), "%llu",
+			 (unsigned long long)(rec->win_hi ? rec->win_hi : rec->data_size));
+		json_object_set_new(o, "win_hi", json_string(buf));
+		snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->va_base);
+		json_object_set_new(o, "va_base", json_string(buf));
+	}
 	json_object_set_new(o, "txn_slots", json_integer(rec->txn_slots));
 	json_object_set_new(o, "slot_size", json_integer(rec->slot_size));
 	json_object_set_new(o, "policy", json_string(rec->policy == ROSHM_POLICY_OWNER ? "owner" :
@@ -235,6 +247,18 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 	if (!strncmp(rec->endpoint, "verbs:", 6) &&
 	    (get_u32(o, "rkey", &rec->rkey) || get_u64s(o, "raddr", &rec->raddr)))
 		return -EBADMSG;
+	rec->access = ROSHM_ACCESS_ALL;
+	rec->win_hi = rec->data_size;
+	if (json_object_get(o, "access")) {
+		/* all four or none; the same limits as at create */
+		if (get_u32(o, "access", &rec->access) || get_u64s(o, "win_lo", &rec->win_lo) ||
+		    get_u64s(o, "win_hi", &rec->win_hi) || get_u64s(o, "va_base", &rec->va_base) ||
+		    !rec->access || (rec->access & ~ROSHM_ACCESS_ALL) || rec->win_lo > rec->win_hi ||
+		    rec->win_hi > rec->data_size || rec->va_base > UINT64_MAX - rec->data_size) {
+			*why = "malformed access window";
+			return -EBADMSG;
+		}
+	}
 	if (!strcmp(pol, "tenant")) {
 		rec->policy = ROSHM_POLICY_TENANT;
 	} else if (!strcmp(pol, "owner")) {

@@ -59,7 +59,21 @@ struct rd_region_rec {
 	uint32_t policy;
 	uint32_t ntenants;
 	char tenants[ROSHM_POLICY_TENANTS_MAX][ROSHM_NAME_MAX];
+	/* what openers may do (struct rd_region): in the record only when not
+	 * the default (every operation on the whole data area, offsets) */
+	uint32_t access;
+	uint64_t win_lo, win_hi;
+	uint64_t va_base;
 };
+
+/* Whether a region's access/window/va_base limit other clients at all
+ * (access 0 and win_hi 0 are the defaults of a zeroed record: all). */
+static inline bool rd_region_restricted(uint32_t access, uint64_t win_lo, uint64_t win_hi,
+					uint64_t data_size, uint64_t va_base)
+{
+	return (access && access != ROSHM_ACCESS_ALL) || win_lo != 0 ||
+	       (win_hi && win_hi != data_size) || va_base != 0;
+}
 
 struct rd_node_rec {
 	char node[ROSHM_NAME_MAX];

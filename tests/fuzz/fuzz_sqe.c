@@ -3,8 +3,11 @@
  * rd_sqe_check (dataplane/poller/sqe.c) on a 64-byte SQE, as a client writes it
  * into shared memory, against a fixed handle table: regions of different
  * sizes, with and without a transaction log, a dead one, empty slots and
- * stale generations. Beyond not crashing, every verdict is checked against
- * an independent model of the rules (128-bit bounds arithmetic).
+ * stale generations, regions whose owner limits the others (an access mask,
+ * a window, offsets as addresses from va_base) opened by the owner and by
+ * others. Beyond not crashing, every verdict, and the data offset a
+ * va_base region's address becomes, is checked against an independent
+ * model of the rules (128-bit bounds arithmetic).
  *
  * Input: 64 bytes of SQE, then optionally one byte choosing the arena size.
  */
@@ -21,6 +24,16 @@ static struct rd_region regions[] = {
 	{ .data_size = 4096, .dead = true },
 	{ .data_size = 0 },
 	{ .data_size = UINT64_MAX - 7 },    /* bounds arithmetic at the top */
+	/* limited for others: read + atomics in [24, 4000), addresses from 2^47 */
+	{ .data_size = 8192, .restricted = true, .access = ROSHM_ACCESS_READ | ROSHM_ACCESS_ATOMIC,
+	  .win_lo = 24, .win_hi = 4000, .va_base = 1ull << 47 },
+	/* write only, the whole area, addresses near the top of the space */
+	{ .data_size = 1u << 20, .txn_slots = 16, .slot_size = 4096, .restricted = true,
+	  .access = ROSHM_ACCESS_WRITE, .win_lo = 0, .win_hi = 1u << 20,
+	  .va_base = UINT64_MAX - (1u << 20) },
+	/* everything, a window, offsets */
+	{ .data_size = 4096, .restricted = true, .access = ROSHM_ACCESS_ALL, .win_lo = 64,
+	  .win_hi = 128 },
 };
 static struct rd_handle handles[] = {
 	{ NULL, 0 },
@@ -31,6 +44,11 @@ static struct rd_handle handles[] = {
 	{ NULL, 7 },        /* closed slot that had generation 7 */
 	{ &regions[4], 3 },
 	{ &regions[5], 9 },
+	{ &regions[6], 4 },
+	{ &regions[6], 5, true },   /* its owner */
+	{ &regions[7], 6 },
+	{ &regions[7], 7, true },
+	{ &regions[8], 8 },
 };
 #define NHANDLES (sizeof(handles) / sizeof(handles[0]))
 static const uint64_t arenas[] = { 1u << 16, 0, 4096, 1u << 22, UINT64_MAX };
@@ -40,13 +58,17 @@ static int fits(uint64_t off, uint64_t len, uint64_t size)
 	return (unsigned __int128)off + len <= size;
 }
 
-/* What rd_sqe_check must return, from the contract in sqe.h. */
-static int model(const struct roshm_sqe *s, uint64_t arena, const struct rd_region **want)
+/* What rd_sqe_check must return, from the contract in sqe.h; *off: the
+ * data offset it must leave in the SQE. */
+static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_region **want,
+		 uint64_t *off)
 {
 	const struct rd_handle *h;
+	struct roshm_sqe sc = *s0, *s = &sc;
 	uint32_t idx = s->handle & 0xffff;
 
 	*want = NULL;
+	*off = s->off;
 	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) || s->rsvd0 ||
 	    s->rsvd1 || s->rsvd2)
 		return -EINVAL;
@@ -57,6 +79,27 @@ static int model(const struct roshm_sqe *s, uint64_t arena, const struct rd_regi
 	h = &handles[idx];
 	if (h->region->dead)
 		return -ESTALE;
+	if (h->region->restricted && !h->own) {
+		const struct rd_region *r = h->region;
+		uint32_t need = s->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
+				s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP ?
+				ROSHM_ACCESS_ATOMIC : ROSHM_ACCESS_WRITE;
+		unsigned __int128 a = s->off, len = s->len;
+
+		if (!(r->access & need))
+			return -EACCES;
+		if (s->opcode != ROSHM_OP_TXN_COMMIT) {
+			if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
+				len = 8;
+			if (a < r->va_base)
+				return -EFAULT;
+			a -= r->va_base;
+			if (a < r->win_lo || a + len > r->win_hi)
+				return -EFAULT;
+			s->off = (uint64_t)a;
+			*off = s->off;
+		}
+	}
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
 	case ROSHM_OP_READ:
@@ -87,8 +130,9 @@ static int model(const struct roshm_sqe *s, uint64_t arena, const struct rd_regi
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct roshm_sqe s;
+	struct roshm_sqe s, orig;
 	const struct rd_region *want;
+	uint64_t off;
 	struct rd_region *rg = (struct rd_region *)&regions[0]; /* must be overwritten */
 	uint64_t arena;
 	int ret, exp;
@@ -97,14 +141,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	/* the poller's own copy: shared memory is read once */
 	memcpy(&s, data, sizeof(s));
+	orig = s;
 	arena = size > sizeof(s) ? arenas[data[sizeof(s)] % (sizeof(arenas) / sizeof(arenas[0]))] : arenas[0];
 	ret = rd_sqe_check(&s, handles, NHANDLES, arena, &rg);
-	exp = model(&s, arena, &want);
+	exp = model(&orig, arena, &want, &off);
 	if (ret != exp)
 		fuzz_fail("opcode %u flags %#x handle %#x off %llu arena_off %llu len %u arena %llu: "
-			  "rd_sqe_check %d, the rules say %d", s.opcode, s.flags, s.handle,
-			  (unsigned long long)s.off, (unsigned long long)s.arena_off, s.len,
+			  "rd_sqe_check %d, the rules say %d", orig.opcode, orig.flags, orig.handle,
+			  (unsigned long long)orig.off, (unsigned long long)orig.arena_off, orig.len,
 			  (unsigned long long)arena, ret, exp);
+	if (!ret && s.off != off)
+		fuzz_fail("opcode %u handle %#x off %llu: data offset %llu, the rules say %llu",
+			  orig.opcode, orig.handle, (unsigned long long)orig.off,
+			  (unsigned long long)s.off, (unsigned long long)off);
 	if (rg != want)
 		fuzz_fail("opcode %u handle %#x: region %p, expected %p", s.opcode, s.handle, (void *)rg,
 			  (const void *)want);

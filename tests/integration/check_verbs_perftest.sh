@@ -94,8 +94,7 @@ done
 echo "ok: qperf $qtests"
 
 if [[ -x $vcheck ]]; then
-  bg_a $ca ROSHM_VERBS_RECV_RING=65536 VERBS_CHECK_OTHER=other:other-token \
-    "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
+  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
   srv=$BG_PID
   sleep 0.5
   in_b timeout 60 $cb "$vcheck" client "$ADDR_A" 7599 >"$d/check.client" 2>&1 ||
@@ -103,5 +102,6 @@ if [[ -x $vcheck ]]; then
   wait "$srv"; rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "verbs_check server exited $rc"; }
   cat "$d/check.client" "$d/check.server"
+  grep -q "QP of another tenant received nothing" "$d/check.server" || fail "verbs_check: the tenant check did not run"
 fi
 echo "check_verbs_perftest: ok"

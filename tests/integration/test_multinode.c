@@ -321,6 +321,95 @@ static void test_cmp_swap_lock(void **state)
 
 /* ---- policy across nodes ---- */
 
+/*
+ * A region whose owner limits the others (roshm_region_opts: an RDMA MR's
+ * access flags, its bytes, addresses from va_base), opened by a client of
+ * the same tenant on another node (tcp) and on the owner's node (local):
+ * what is not given fails and changes nothing; what is, works on exactly
+ * those bytes; the owner's own handle is not limited.
+ */
+static int window_probe(struct roshm *r, const char *full, uint8_t *owner_data)
+{
+	const uint64_t va = 0x7f1234560000ull;
+	uint8_t *a = roshm_arena(r, NULL);
+	uint64_t old;
+	uint32_t h;
+
+	CHECK_EQ(open_retry(r, full, &h, NULL), 0);
+	/* READ in the window, by address */
+	CHECK_EQ(roshm_read_sync(r, h, va + 1000, 0, 100), 0);
+	for (int i = 0; i < 100; i++)
+		if (i < 88 || i >= 96) /* 1088: the atomics' counter */
+			CHECK_EQ(a[i], (uint8_t)(1000 + i));
+	/* one byte beyond it at either end, data offsets, below va_base */
+	CHECK_EQ(roshm_read_sync(r, h, va + 999, 0, 2), -EFAULT);
+	CHECK_EQ(roshm_read_sync(r, h, va + 1000, 0, 101), -EFAULT);
+	CHECK_EQ(roshm_read_sync(r, h, 1000, 0, 8), -EFAULT);
+	CHECK_EQ(roshm_read_sync(r, h, va - 4096, 0, 8), -EFAULT);
+	/* no WRITE given: refused, nothing changes */
+	memset(a, 0xee, 64);
+	CHECK_EQ(roshm_write_sync(r, h, va + 1000, 0, 64), -EACCES);
+	CHECK_EQ(roshm_write_sync(r, h, 1000, 0, 64), -EACCES);
+	for (int i = 0; i < 100; i++)
+		if (i < 88 || i >= 96)
+			CHECK_EQ(owner_data[1000 + i], (uint8_t)(1000 + i));
+	/* atomics given: in the window only */
+	CHECK_EQ(roshm_fetch_add_sync(r, h, va + 1088, 1, &old), 0);
+	CHECK_EQ(roshm_fetch_add_sync(r, h, va + 1096, 1, &old), -EFAULT);
+	CHECK_EQ(roshm_fetch_add_sync(r, h, va + 4096, 1, &old), -EFAULT);
+	CHECK_EQ(roshm_region_close(r, h), 0);
+	return 0;
+}
+
+static void test_window_across_nodes(void **state)
+{
+	struct roshm *a = attach_node(1), *b = attach_node(2), *c = attach_node(1);
+	struct roshm_region_opts lim = { .access = ROSHM_ACCESS_READ | ROSHM_ACCESS_ATOMIC,
+					 .win_off = 1000, .win_len = 100,
+					 .va_base = 0x7f1234560000ull };
+	struct roshm_region_opts bad = lim;
+	char name[64], full[128];
+	uint8_t *d, *arena;
+	uint64_t before;
+	uint32_t h;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(c);
+	snprintf(name, sizeof(name), "mr-%s", tag);
+	/* limits that do not fit the region are refused */
+	bad.win_len = 4000;
+	bad.win_off = 200;
+	assert_int_equal(roshm_region_create(a, name, 4096, &bad, &h), -EINVAL);
+	bad = lim;
+	bad.access = 1u << 7;
+	assert_int_equal(roshm_region_create(a, name, 4096, &bad, &h), -EINVAL);
+	bad = lim;
+	bad.win_len = 0;
+	assert_int_equal(roshm_region_create(a, name, 4096, &bad, &h), -EINVAL);
+	assert_int_equal(roshm_region_create(a, name, 4096, &lim, &h), 0);
+	d = roshm_region_data(a, h, NULL);
+	for (int i = 0; i < 4096; i++)
+		d[i] = (uint8_t)i;
+	*(uint64_t *)(d + 1088) = 0;
+	before = *(uint64_t *)(d + 2048);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(window_probe(b, full, d), 0); /* tcp */
+	assert_int_equal(*(uint64_t *)(d + 1088), 1);
+	assert_int_equal(window_probe(c, full, d), 0); /* local */
+	assert_int_equal(*(uint64_t *)(d + 1088), 2);
+	assert_int_equal(*(uint64_t *)(d + 2048), before);
+	/* the owner's handle: data offsets, the whole area, every opcode */
+	arena = roshm_arena(a, NULL);
+	memset(arena, 0x77, 16);
+	assert_int_equal(roshm_write_sync(a, h, 4080, 0, 16), 0);
+	assert_int_equal(d[4095], 0x77);
+	roshm_close(c);
+	roshm_close(b);
+	roshm_close(a);
+}
+
 static void test_policy_across_nodes(void **state)
 {
 	struct roshm *a = attach_node(1), *b = attach_node(2);
@@ -939,6 +1028,7 @@ int main(void)
 		cmocka_unit_test(test_fetch_add_three_nodes),
 		cmocka_unit_test(test_cmp_swap_lock),
 		cmocka_unit_test(test_policy_across_nodes),
+		cmocka_unit_test(test_window_across_nodes),
 		cmocka_unit_test(test_security),
 		cmocka_unit_test(test_lease_lost),
 		cmocka_unit_test(test_node_stopped),

@@ -42,3 +42,35 @@ guest_roshmd() {
   for _ in $(seq 100); do [ -S /run/roshm/roshmd.sock ] && break; sleep 0.2; done
   export ROSHM_SOCK=/run/roshm/roshmd.sock
 }
+
+# One perftest pair, step by step with VM1 as server and VM2 as client
+# (marker files go.N / done.N in /run/shared). DEV roshm0 runs the tool
+# through libroshm-verbs (LD_LIBRARY_PATH, roshmd's socket), rxe0 natively.
+# VM2 leaves the client's output in /run/shared/cli.N and sets PAIR_OK.
+#   perf_pair N DEV TOOL ARGS...     ($n: this VM, $B: the build dir)
+perf_pair() {
+  local i=$1 dev=$2 name=$3 rc s
+  shift 3
+  local run=(timeout 240)
+  [ "$dev" = roshm0 ] && run=(env LD_LIBRARY_PATH="$B/client-lib/verbs" ROSHM_SOCK=/run/roshm/roshmd.sock timeout 240)
+  PAIR_OK=
+  if [ "$n" = 1 ]; then
+    "${run[@]}" "$name" -d "$dev" -p $((18600 + i)) "$@" > "/run/shared/srv.$i" 2>&1 &
+    s=$!
+    sleep 1
+    touch "/run/shared/go.$i"
+    wait $s; rc=$?
+    [ $rc = 0 ] || { echo "guest: server $name -d $dev $* exit $rc"; cat "/run/shared/srv.$i"; }
+    for _ in $(seq 1200); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  else
+    for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+    "${run[@]}" "$name" -d "$dev" -p $((18600 + i)) "$@" 198.18.1.1 > "/run/shared/cli.$i" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && grep -qE '^ +[0-9]+ +[0-9]+ ' "/run/shared/cli.$i"; then
+      PAIR_OK=1
+    else
+      echo "guest: FAIL: $name -d $dev $* exit $rc"; cat "/run/shared/cli.$i"
+    fi
+    touch "/run/shared/done.$i"
+  fi
+}

@@ -5,6 +5,9 @@
 # EXPECT... is found in the VM consoles; otherwise print them and fail.
 #   run2.sh BUILD_DIR NAME GUEST EXPECT...
 set -uo pipefail
+# meson puts our libibverbs.so.1 on LD_LIBRARY_PATH for tests that depend on
+# libroshm-verbs: qemu (which links libibverbs) and roshmd need the system one
+unset LD_LIBRARY_PATH
 B=$(cd "${1:?build dir}" && pwd) NAME=$2 GUEST=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)

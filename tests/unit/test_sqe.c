@@ -16,9 +16,10 @@ static struct rd_region dead = { .data_size = 4096, .dead = true };
 static struct rd_handle handles[4] = { { NULL, 0 }, { &rg, 3 }, { &dead, 0 }, { NULL, 5 } };
 static const uint32_t H = (3u << 16) | 1; /* index 1, generation 3 */
 
-static int check(const struct roshm_sqe *s)
+static int check(const struct roshm_sqe *s0)
 {
 	struct rd_region *out = (void *)1;
+	struct roshm_sqe c = *s0, *s = &c;
 	int ret = rd_sqe_check(s, handles, 4, ARENA, &out);
 
 	if (ret == 0 && s->opcode != ROSHM_OP_NOP && s->opcode != ROSHM_OP_FENCE)
@@ -149,6 +150,67 @@ static void test_alignment(void **st)
 	assert_int_equal(check(&s), -EFAULT);
 }
 
+/*
+ * A region whose owner limits the others (roshm_region_opts): READ and
+ * atomics only, the window [1000, 1100) of an 8192-byte data area, offsets
+ * are addresses from 0x7f0000000000. The owner's handle is not limited.
+ */
+static struct rd_region mr = { .data_size = 8192, .restricted = true,
+			       .access = ROSHM_ACCESS_READ | ROSHM_ACCESS_ATOMIC,
+			       .win_lo = 1000, .win_hi = 1100, .va_base = 0x7f0000000000ull };
+static struct rd_handle mhandles[2] = { { &mr, 1, false }, { &mr, 2, true } };
+
+static int mcheck(struct roshm_sqe *s, uint32_t idx)
+{
+	struct rd_region *out = NULL;
+
+	s->handle = (mhandles[idx].gen << 16) | idx;
+	return rd_sqe_check(s, mhandles, 2, ARENA, &out);
+}
+
+static void test_window_and_access(void **st)
+{
+	const uint64_t va = 0x7f0000000000ull;
+	struct roshm_sqe s;
+
+	(void)st;
+	/* an opener: an address in the window reads, and becomes the data offset */
+	roshm_prep_read(&s, 0, va + 1000, 0, 100);
+	assert_int_equal(mcheck(&s, 0), 0);
+	assert_int_equal(s.off, 1000);
+	/* one byte out of the window at either end, or below va_base */
+	roshm_prep_read(&s, 0, va + 999, 0, 10);
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	roshm_prep_read(&s, 0, va + 1000, 0, 101);
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	roshm_prep_read(&s, 0, 1000, 0, 8);
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	roshm_prep_read(&s, 0, UINT64_MAX - 3, 0, 8); /* no wrap past the window */
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	/* data offsets are not addresses here: inside the data area, still refused */
+	roshm_prep_read(&s, 0, 1000, 0, 8);
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	/* WRITE was not given: refused whatever the offset */
+	roshm_prep_write(&s, 0, va + 1000, 0, 8);
+	assert_int_equal(mcheck(&s, 0), -EACCES);
+	roshm_prep_txn_commit(&s, 0);
+	assert_int_equal(mcheck(&s, 0), -EACCES);
+	/* atomics were: in the window, aligned */
+	roshm_prep_fetch_add(&s, 0, va + 1088, 1);
+	assert_int_equal(mcheck(&s, 0), 0);
+	assert_int_equal(s.off, 1088);
+	roshm_prep_fetch_add(&s, 0, va + 1096, 1); /* 8 bytes past 1100 */
+	assert_int_equal(mcheck(&s, 0), -EFAULT);
+	roshm_prep_cmp_swap(&s, 0, va + 1083, 0, 1); /* in the window, misaligned */
+	assert_int_equal(mcheck(&s, 0), -EINVAL);
+	/* the owner: plain data offsets over the whole data area, every opcode */
+	roshm_prep_write(&s, 0, 0, 0, 8192);
+	assert_int_equal(mcheck(&s, 1), 0);
+	assert_int_equal(s.off, 0);
+	roshm_prep_write(&s, 0, va + 1000, 0, 8);
+	assert_int_equal(mcheck(&s, 1), -EFAULT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_offset_and_length),
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_alignment),
+		cmocka_unit_test(test_window_and_access),
 	};
 
 	return cmocka_run_group_tests_name("sqe_validation", tests, NULL, NULL);

@@ -102,7 +102,20 @@ struct roshm_ctl_region_create {
 	char tenants[ROSHM_POLICY_TENANTS_MAX][ROSHM_NAME_MAX];
 	uint32_t txn_slots;
 	uint32_t slot_size;
+	/* What other clients may do (the owner's own handle is not limited):
+	 * see struct roshm_region_opts. All zero: everything, as before. */
+	uint64_t va_base;
+	uint64_t win_off;
+	uint64_t win_len;
+	uint32_t access;            /* ROSHM_ACCESS_*; 0: all */
+	uint32_t rsvd;
 };
+
+/* struct roshm_region_opts.access: what clients other than the owner may do */
+#define ROSHM_ACCESS_READ (1u << 0)     /* READ */
+#define ROSHM_ACCESS_WRITE (1u << 1)    /* WRITE, TXN_WRITE, TXN_COMMIT */
+#define ROSHM_ACCESS_ATOMIC (1u << 2)   /* FETCH_ADD, CMP_SWAP */
+#define ROSHM_ACCESS_ALL (ROSHM_ACCESS_READ | ROSHM_ACCESS_WRITE | ROSHM_ACCESS_ATOMIC)
 
 /* Reply to create and to open. */
 struct roshm_ctl_region_reply {

@@ -470,6 +470,17 @@ static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_
 			return -EFAULT;
 	} else if (q->off > rg->data_size || q->len > rg->data_size - q->off) {
 		return -EFAULT;
+	} else if (rg->restricted) {
+		/* The requester's roshmd checked its client against the
+		 * region's limits (rd_sqe_check) and sent a data offset; a
+		 * peer that did not is refused here too. */
+		uint32_t need = q->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
+				q->opcode == ROSHM_OP_WRITE ? ROSHM_ACCESS_WRITE : ROSHM_ACCESS_ATOMIC;
+
+		if (!(rg->access & need))
+			return -EACCES;
+		if (q->off < rg->win_lo || q->off > rg->win_hi || q->len > rg->win_hi - q->off)
+			return -EFAULT;
 	}
 	*out = rg;
 	return 0;

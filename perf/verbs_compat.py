@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Issue 14's verbs_compat_* metrics from perftest outputs (make bench).
+
+  verbs_compat.py DIR RESULTS
+
+DIR holds KIND-VARIANT-TRIAL.txt: the client output of one perftest run,
+VARIANT native (rxe0) or roshm (roshm0 through libroshm-verbs), written by
+tests/softroce/guest_bench_verbs_compat.sh. Each metric is the median over
+trials of roshm's figure over the median of native's, from the same run.
+The rows are merged into RESULTS (a JSON array, created if missing), in the
+format of perf/results_table.py. Exit 1 if a kind has no trial of either.
+"""
+import json
+import os
+import statistics
+import sys
+
+# kind: (metric, column of the result line, unit, lower is better, target, what)
+KINDS = {
+    "write_lat": ("verbs_compat_write_lat_vs_native", 4, "us", True, 1.2,
+                  "ib_write_lat -s 64, t_typical (an RC ping-pong: ~22 ms under TCG)"),
+    "read_lat": ("verbs_compat_read_lat_vs_native", 4, "us", True, 1.2,
+                 "ib_read_lat -s 64, t_typical (one RDMA READ: ~0.5 ms under TCG)"),
+    "atomic_lat": ("verbs_compat_atomic_lat_vs_native", 4, "us", True, 1.2,
+                   "ib_atomic_lat (FETCH_AND_ADD), t_typical"),
+    "msg_rate": ("verbs_compat_msg_rate_vs_native", 4, "Mpps", False, 0.5,
+                 "ib_write_bw -s 64, MsgRate"),
+    "bw_64k": ("verbs_compat_bw_64k_vs_native", 3, "MB/s", False, 0.9,
+               "ib_write_bw -s 65536, BW average"),
+}
+# FreeFlow on mlx4, as published by others (not measured here): roshm / native
+FREEFLOW = {
+    "write_lat": ("FreeFlow write lat 2.64 vs 1.24 us", 2.64 / 1.24),
+    "msg_rate": ("FreeFlow msg rate 0.435 vs 5.0 Mpps", 0.435 / 5.0),
+}
+
+
+def figure(path, col):
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > col and parts[0].isdigit() and parts[1].isdigit():
+                return float(parts[col])
+    raise ValueError(f"{path}: no result line")
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit(__doc__)
+    d, out = argv[1], argv[2]
+    files = os.listdir(d)
+    rows, bad = [], []
+    print(f" {'metric':36} {'roshm0':>10} {'native':>10} {'unit':5} {'ratio':>7} {'target':>8}  trials")
+    for kind, (metric, col, unit, lower, target, what) in KINDS.items():
+        vals = {}
+        for v in ("native", "roshm"):
+            vals[v] = [figure(os.path.join(d, f), col) for f in sorted(files)
+                       if f.startswith(f"{kind}-{v}-") and f.endswith(".txt")]
+        if not vals["native"] or not vals["roshm"] or statistics.median(vals["native"]) <= 0:
+            bad.append(kind)
+            print(f" {metric:36} not measured (native {len(vals['native'])}, roshm {len(vals['roshm'])} runs)")
+            continue
+        r, nat = statistics.median(vals["roshm"]), statistics.median(vals["native"])
+        ratio = r / nat
+        met = ratio <= target if lower else ratio >= target
+        cmp = "<=" if lower else ">="
+        row = {"metric": metric, "value": r, "unit": unit, "baseline": nat, "ratio": ratio,
+               "target": f"{cmp} {target:.2f}", "met": bool(met),
+               "reference": {"what": what, "value": nat, "measured": True}}
+        if kind in FREEFLOW:
+            row["reference"] = {"what": FREEFLOW[kind][0], "value": FREEFLOW[kind][1],
+                                "ratio": FREEFLOW[kind][1], "measured": False}
+        rows.append(row)
+        print(f" {metric:36} {r:10.3f} {nat:10.3f} {unit:5} {ratio:7.3f} {cmp} {target:5.2f}  "
+              f"{len(vals['roshm'])}+{len(vals['native'])}  ({what})")
+    old = []
+    if os.path.exists(out):
+        with open(out) as f:
+            old = json.load(f)
+    names = {r["metric"] for r in rows}
+    merged = [r for r in old if r.get("metric") not in names] + rows
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=1)
+    if bad:
+        sys.exit(f"verbs_compat: no measurement for {', '.join(bad)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,52 @@
+#!/bin/bash
+# make bench, issue 14: unmodified perftest through libroshm-verbs (roshm0,
+# carried by roshmd over the verbs transport on rxe0) beside the same perftest
+# natively on rxe0, between the same two Soft-RoCE VMs in the same run,
+# alternating (native first in odd trials, roshm0 first in even ones). VM1
+# runs the servers, VM2 the clients; perf/verbs_compat.py turns VM2's outputs
+# into the verbs_compat_* metrics of bench-results.json.
+n=$1
+B=$(cat /run/shared/build)
+TRIALS=${TRIALS:-3}
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
+# Both sides post work in the ping-pong tests: both pollers spin while work is
+# in flight and 5 ms after (longer than a round trip under TCG), as perftest
+# itself spins.
+guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
+dataplane: { idle = "adaptive"; idle_spin_us = 5000; };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
+guest_roshmd "$n"
+mkdir -p /run/shared/vc
+i=0
+one() {   # kind dev tool args...
+  local kind=$1 dev=$2 t=$3
+  shift 3
+  i=$((i + 1))
+  perf_pair $i "$dev" "$@"
+  if [ "$n" = 2 ]; then
+    local v=native
+    [ "$dev" = roshm0 ] && v=roshm
+    [ -n "$PAIR_OK" ] && cp "/run/shared/cli.$i" "/run/shared/vc/$kind-$v-$t.txt"
+    echo "guest: $kind $v trial $t: $(grep -E '^ +[0-9]+ +[0-9]+ ' "/run/shared/cli.$i" | head -1 | tr -s ' ')"
+  fi
+}
+for t in $(seq "$TRIALS"); do
+  devs="rxe0 roshm0"
+  [ $((t % 2)) = 0 ] && devs="roshm0 rxe0"
+  for d in $devs; do
+    one write_lat "$d" "$t" ib_write_lat -s 64 -n 30 -F
+    one read_lat "$d" "$t" ib_read_lat -s 64 -n 200 -F
+    one atomic_lat "$d" "$t" ib_atomic_lat -n 200 -F
+    one msg_rate "$d" "$t" ib_write_bw -s 64 -n 2000 -F
+    one bw_64k "$d" "$t" ib_write_bw -s 65536 -n 200 -F
+  done
+done
+if [ "$n" = 2 ]; then
+  python3 "$(dirname "$0")/../../perf/verbs_compat.py" /run/shared/vc /run/shared/bench.json \
+    > /run/shared/bench.out 2>&1
+  echo "guest: verbs_compat.py exit $?"
+  cat /run/shared/bench.out
+fi
+kill -TERM $RD; wait $RD
+echo "guest: roshmd exit $?"
