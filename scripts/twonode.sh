@@ -9,6 +9,7 @@
 # prefixes (PREFIX-a, PREFIX-b); without namespaces the nodes listen on
 # loopback ports TN_PORT_A and TN_PORT_B. Set them before twonode_up to run
 # beside another pair (tests do).
+# TN_EXTRA_CONF, when set, is appended to both nodes' configs (e.g. tenants).
 # With TN_TELEMETRY_A=1 node-a runs with DPDK telemetry (EAL file prefix
 # $TN_PREFIX-a: dpdk-telemetry.py -f $TN_PREFIX-a); otherwise --no-telemetry.
 TN_PREFIX=${TN_PREFIX:-roshm2n}
@@ -55,6 +56,7 @@ dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };
 transport: { tcp: { enabled = true; listen = "$addr"; port = $port; secret_file = "$dir/cluster.secret"; }; };
 admin: { token_file = "$dir/node-$n.admin-token"; };
+${TN_EXTRA_CONF:-}
 CONF
     if [[ $n == a ]]; then bg_a "$build/dataplane/roshmd" -c "$dir/node-$n.conf" >"$dir/node-$n.log" 2>&1
     else bg_b "$build/dataplane/roshmd" -c "$dir/node-$n.conf" >"$dir/node-$n.log" 2>&1; fi

@@ -4,17 +4,18 @@
  * applications. Placed first on LD_LIBRARY_PATH, it shows one device,
  * "roshm0", whose context is ours (the inline ibv_post_send / ibv_poll_cq of
  * rdma-core 44's <infiniband/verbs.h> call through context->ops), and carries
- * RDMA WRITE, READ and atomics over libroshm to the peer's roshmd.
+ * RDMA WRITE, READ, atomics, SEND and RDMA WRITE with immediate over
+ * libroshm to the peer's roshmd.
  *
- * Memory: ibv_reg_mr() creates a libroshm region "ibv-mr-<rkey>" of one
- * metadata page plus the buffer's pages, copies the buffer in once and maps
- * the region's memfd over the buffer's own pages (MAP_FIXED | MAP_SHARED):
- * from then on the application's loads and stores and the peers' operations
- * act on the same bytes. The rkey alone names the region (the tenant's
- * registry), the metadata page says which virtual range it covers.
- * Data path: a WRITE copies its source into an arena slot, a READ lands in
- * one and is copied out on completion (one copy, on the requester only).
- * See docs/verbs-compat.md.
+ * This file: the device, the context, PDs and memory. ibv_reg_mr() creates a
+ * libroshm region "ibv-mr-<rkey>" of one metadata page plus the buffer's
+ * pages, copies the buffer in once and maps the region's memfd over the
+ * buffer's own pages (MAP_FIXED | MAP_SHARED): from then on the
+ * application's loads and stores and the peers' operations act on the same
+ * bytes. The rkey alone names the region (the tenant's registry), the
+ * metadata page says which virtual range it covers.
+ * qp.c is the send engine, recv.c the receive side, cq.c the CQs and
+ * completion channels. See docs/verbs-compat.md.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,94 +32,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "roshm.h"
-
-#define RV_EXPORT __attribute__((visibility("default")))
-#define RV_PAGE 4096ull
-#define RV_META_MAGIC 0x31524d5672687372ull /* "rshrVMR1" */
-#define RV_META_TAG UINT64_MAX
-#define RV_RKEY_CACHE 64
-#define RV_MAX_INLINE 256
-#define RV_MAX_WR 4096
-#define RV_MAX_SGE 16
-
-/* First page of every MR region: what the owner registered. Read by peers. */
-struct rv_meta {
-	uint64_t magic;
-	uint64_t addr;          /* ibv_mr.addr */
-	uint64_t length;
-	uint64_t page_start;    /* data offset RV_PAGE maps here */
-	uint32_t access;        /* IBV_ACCESS_* */
-	uint32_t rkey;
-};
-
-struct rv_rkey {
-	uint32_t rkey;
-	uint32_t handle;
-	bool valid;
-	struct rv_meta m;
-};
-
-struct rv_mr {
-	struct ibv_mr mr;
-	struct rv_mr *next;
-	uint32_t handle;
-	uintptr_t page_start;
-	size_t page_len;
-};
-
-struct rv_cq {
-	struct ibv_cq cq;
-	struct ibv_wc *wc;
-	uint32_t mask, head, tail;
-	bool overrun;
-};
-
-/* A send WR in flight; completions are reported in posting order (RC). */
-struct rv_swr {
-	uint64_t wr_id;
-	uint32_t pending;       /* SQEs not yet completed */
-	enum ibv_wc_status status;
-	enum ibv_wc_opcode opcode;
-	uint32_t byte_len;
-	bool signaled;
-};
-
-struct rv_qp {
-	struct ibv_qp qp;
-	struct rv_swr *swr;
-	uint32_t mask, head, tail;
-	uint32_t max_send_wr;
-	bool sq_sig_all;
-	struct ibv_qp_cap cap;
-	uint32_t dest_qp_num, rq_psn, sq_psn;
-};
-
-/* One SQE in flight: it owns arena slot == its index. */
-struct rv_op {
-	struct rv_qp *qp;
-	uint32_t widx;
-	uint32_t len;
-	uint8_t kind;           /* 0 write, 1 read (copy out), 2 atomic (8-byte result) */
-	void *dst;
-};
-
-struct rv_ctx {
-	struct verbs_context vc;
-	struct roshm *r;
-	uint8_t *arena;
-	uint64_t slot_size;
-	uint32_t nslots;        /* slot nslots is the metadata slot */
-	uint32_t *free_slots;
-	uint32_t nfree;
-	struct rv_op *ops;
-	struct rv_mr *mrs;
-	struct rv_rkey rkeys[RV_RKEY_CACHE];
-	uint32_t rkey_next;
-	bool meta_done;
-	int meta_status;
-	uint64_t guid;
-};
+#include "rv.h"
 
 static struct ibv_device rv_device = {
 	.node_type = IBV_NODE_CA,
@@ -128,11 +42,6 @@ static struct ibv_device rv_device = {
 	.dev_path = "",
 	.ibdev_path = "",
 };
-
-static inline struct rv_ctx *to_ctx(struct ibv_context *c)
-{
-	return (struct rv_ctx *)((char *)c - offsetof(struct rv_ctx, vc.context));
-}
 
 /* The node's name as libroshm learned it at attach: hashed into LID and GUID. */
 static uint64_t fnv1a(const char *s)
@@ -181,11 +90,6 @@ RV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *d)
 	return htobe64(fnv1a("roshm0"));
 }
 
-static int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-static int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
-static int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-static int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-static int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 static int rv_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a, size_t len);
 
 RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
@@ -194,6 +98,7 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	struct rv_ctx *c;
 	const char *e;
 	size_t arena_size;
+	uint64_t avail;
 	int err = 0;
 
 	if (d != &rv_device) {
@@ -206,22 +111,31 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 		return NULL;
 	}
 	memset(&p, 0, sizeof(p));
+	/* room for every arena slot's SQEs (a fragment takes two) in flight */
+	p.sq_entries = 1024;
+	p.cq_entries = 2048;
 	e = getenv("ROSHM_VERBS_ARENA");
 	p.arena_size = e ? strtoull(e, NULL, 0) : 16ull << 20;
+	e = getenv("ROSHM_VERBS_RECV_RING");
+	c->ring_bytes = e ? strtoull(e, NULL, 0) : 0;
 	c->r = roshm_open(&p, &err);
 	if (!c->r) {
 		free(c);
 		errno = err < 0 ? -err : EIO;
 		return NULL;
 	}
+	/* The arena: nslots slots (each big enough for a 64 KiB message and its
+	 * fragment header when the arena allows), then the synchronous read area. */
 	c->arena = roshm_arena(c->r, &arena_size);
-	c->nslots = 256;
-	while (c->nslots > 8 && arena_size / (c->nslots + 1) < 16384)
-		c->nslots /= 2;
-	c->slot_size = (arena_size / (c->nslots + 1)) & ~63ull;
+	avail = arena_size > RV_META_SIZE ? arena_size - RV_META_SIZE : 0;
+	c->nslots = (uint32_t)(avail / RV_SLOT_TARGET < 8 ? 8 : avail / RV_SLOT_TARGET > 256 ?
+			       256 : avail / RV_SLOT_TARGET);
+	c->slot_size = (avail / c->nslots) & ~63ull;
+	c->meta_off = c->nslots * c->slot_size;
 	c->free_slots = calloc(c->nslots, sizeof(*c->free_slots));
 	c->ops = calloc(c->nslots, sizeof(*c->ops));
-	if (!c->free_slots || !c->ops || c->slot_size < sizeof(struct rv_meta)) {
+	c->wake_fd = -1;
+	if (!c->free_slots || !c->ops || c->slot_size < 1024) {
 		roshm_close(c->r);
 		free(c->free_slots);
 		free(c->ops);
@@ -231,6 +145,7 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	}
 	for (uint32_t i = 0; i < c->nslots; i++)
 		c->free_slots[c->nfree++] = c->nslots - 1 - i;
+	pthread_mutex_init(&c->lock, NULL);
 	c->guid = fnv1a(c->r->node);
 	c->vc.sz = sizeof(c->vc);
 	c->vc.query_port = rv_query_port;
@@ -252,9 +167,11 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	struct rv_ctx *c = to_ctx(ctx);
 
+	rv_notifier_stop(c);
 	roshm_close(c->r);   /* closes every region: nothing stays behind in roshmd */
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
+	pthread_mutex_destroy(&c->lock);
 	free(c->free_slots);
 	free(c->ops);
 	free(c);
@@ -425,6 +342,34 @@ static void copy_pages(void *dst, const void *src, size_t n)
 }
 #endif
 
+/*
+ * Create a region named @prefix and a random nonzero id of @digits hex digits
+ * (8: 32 bits, 6: 24 bits), drawing another id while the name is taken in the
+ * tenant (-EEXIST) or the registry did not take the record (-EAGAIN, a busy
+ * file registry). 0 with *id and *handle, or -errno.
+ */
+int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
+		    uint32_t *id, uint32_t *handle)
+{
+	uint32_t mask = digits >= 8 ? UINT32_MAX : (1u << (4 * digits)) - 1;
+	char name[ROSHM_NAME_MAX];
+	uint32_t v = 0;
+	int ret = -EEXIST;
+
+	for (int tries = 0; (ret == -EEXIST || ret == -EAGAIN) && tries < 50; tries++) {
+		if (ret == -EAGAIN)
+			usleep(20000u * (unsigned)(tries < 10 ? tries : 10));
+		if (getrandom(&v, sizeof(v), 0) != sizeof(v) || !(v & mask))
+			continue;
+		v &= mask;
+		snprintf(name, sizeof(name), "%s%0*" PRIx32, prefix, digits, v);
+		ret = roshm_region_create(c->r, name, size, NULL, handle);
+	}
+	if (!ret)
+		*id = v;
+	return ret;
+}
+
 #undef ibv_reg_mr
 RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
@@ -435,35 +380,29 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	struct rv_mr *m;
 	uint64_t data_off;
 	uint32_t handle = 0, rkey = 0;
-	char name[ROSHM_NAME_MAX];
-	int ret = -EEXIST, fd;
+	int ret, fd;
 	void *map;
 
 	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
 		errno = EINVAL;
 		return NULL;
 	}
+	rv_lock(c);
 	/* Two regions cannot both own one page: overlapping registrations are refused. */
 	for (m = c->mrs; m; m = m->next)
 		if (start < m->page_start + m->page_len && m->page_start < end) {
+			rv_unlock(c);
 			errno = EINVAL;
 			return NULL;
 		}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
+		rv_unlock(c);
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* -EEXIST: that rkey is taken in the tenant, draw another; -EAGAIN: the
-	 * registry did not take the record this time (a busy file registry) */
-	for (int tries = 0; (ret == -EEXIST || ret == -EAGAIN) && tries < 50; tries++) {
-		if (ret == -EAGAIN)
-			usleep(20000u * (unsigned)(tries < 10 ? tries : 10));
-		if (getrandom(&rkey, sizeof(rkey), 0) != sizeof(rkey) || !rkey)
-			continue;
-		snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, rkey);
-		ret = roshm_region_create(c->r, name, RV_PAGE + (end - start), NULL, &handle);
-	}
+	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + (end - start), &rkey,
+			      &handle);
 	if (ret)
 		goto err;
 	meta = roshm_region_data(c->r, handle, NULL);
@@ -497,10 +436,12 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->page_len = end - start;
 	m->next = c->mrs;
 	c->mrs = m;
+	rv_unlock(c);
 	return &m->mr;
 err_region:
 	roshm_region_close(c->r, handle);
 err:
+	rv_unlock(c);
 	free(m);
 	if (getenv("ROSHM_VERBS_DEBUG"))
 		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
@@ -523,389 +464,24 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	struct rv_ctx *c = to_ctx(mr->context);
 	struct rv_mr *m = (struct rv_mr *)mr, **pp;
 
+	rv_lock(c);
 	for (pp = &c->mrs; *pp && *pp != m; pp = &(*pp)->next)
 		;
-	if (!*pp)
+	if (!*pp) {
+		rv_unlock(c);
 		return EINVAL;
+	}
 	*pp = m->next;
 	/* roshmd forgets the region; the application keeps its bytes (our
 	 * MAP_SHARED view keeps the memfd alive until the pages are unmapped). */
 	roshm_region_close(c->r, m->handle);
+	rv_unlock(c);
 	free(m);
 	return 0;
 }
 
-/* --------------------------------------------------------------- CQ, channel */
-
-RV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
-{
-	struct ibv_comp_channel *ch = calloc(1, sizeof(*ch));
-
-	if (!ch) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	ch->context = ctx;
-	ch->fd = eventfd(0, EFD_CLOEXEC);
-	if (ch->fd < 0) {
-		free(ch);
-		return NULL;
-	}
-	return ch;
-}
-
-RV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *ch)
-{
-	close(ch->fd);
-	free(ch);
-	return 0;
-}
-
-RV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-				       struct ibv_comp_channel *channel, int comp_vector)
-{
-	struct rv_cq *q;
-	uint32_t n = 1024;
-
-	(void)comp_vector;
-	if (cqe < 1 || cqe > 65536) {
-		errno = EINVAL;
-		return NULL;
-	}
-	while (n < 2u * (uint32_t)cqe)
-		n <<= 1;
-	q = calloc(1, sizeof(*q));
-	if (q)
-		q->wc = calloc(n, sizeof(*q->wc));
-	if (!q || !q->wc) {
-		free(q);
-		errno = ENOMEM;
-		return NULL;
-	}
-	q->mask = n - 1;
-	q->cq.context = ctx;
-	q->cq.channel = channel;
-	q->cq.cq_context = cq_context;
-	q->cq.cqe = cqe;
-	pthread_mutex_init(&q->cq.mutex, NULL);
-	pthread_cond_init(&q->cq.cond, NULL);
-	return &q->cq;
-}
-
-RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
-{
-	struct rv_cq *q = (struct rv_cq *)cq;
-
-	free(q->wc);
-	free(q);
-	return 0;
-}
-
-/* Completion events would need a waiter on roshmd's CQ eventfd that turns
- * into channel events per CQ: not in this slice (docs/verbs-compat.md). */
-static int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
-{
-	(void)cq;
-	(void)solicited_only;
-	return EOPNOTSUPP;
-}
-
-RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, void **cq_context)
-{
-	(void)ch;
-	(void)cq;
-	(void)cq_context;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-RV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
-{
-	(void)cq;
-	(void)nevents;
-}
-
-/* ------------------------------------------------------------------- QPs */
-
-RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
-{
-	struct rv_qp *q;
-	uint32_t n = 1, qpn = 0;
-
-	if (a->qp_type != IBV_QPT_RC || a->srq) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
-	    a->cap.max_send_sge > RV_MAX_SGE || a->cap.max_inline_data > RV_MAX_INLINE) {
-		errno = EINVAL;
-		return NULL;
-	}
-	while (n < a->cap.max_send_wr)
-		n <<= 1;
-	q = calloc(1, sizeof(*q));
-	if (q)
-		q->swr = calloc(n, sizeof(*q->swr));
-	if (!q || !q->swr) {
-		free(q);
-		errno = ENOMEM;
-		return NULL;
-	}
-	while (!qpn)
-		if (getrandom(&qpn, sizeof(qpn), 0) == sizeof(qpn))
-			qpn &= 0xffffff;
-	q->mask = n - 1;
-	q->max_send_wr = a->cap.max_send_wr ? a->cap.max_send_wr : 1;
-	q->sq_sig_all = a->sq_sig_all;
-	q->cap = a->cap;
-	q->cap.max_recv_wr = 0;    /* no RECV in this slice */
-	q->cap.max_recv_sge = 0;
-	q->cap.max_inline_data = RV_MAX_INLINE;
-	a->cap = q->cap;
-	q->qp.context = pd->context;
-	q->qp.qp_context = a->qp_context;
-	q->qp.pd = pd;
-	q->qp.send_cq = a->send_cq;
-	q->qp.recv_cq = a->recv_cq;
-	q->qp.qp_num = qpn;
-	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_type = IBV_QPT_RC;
-	pthread_mutex_init(&q->qp.mutex, NULL);
-	pthread_cond_init(&q->qp.cond, NULL);
-	return &q->qp;
-}
-
-RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
-{
-	struct rv_qp *q = (struct rv_qp *)qp;
-
-	if (mask & IBV_QP_STATE) {
-		if (a->qp_state > IBV_QPS_ERR)
-			return EINVAL;
-		qp->state = a->qp_state;
-	}
-	if (mask & IBV_QP_DEST_QPN)
-		q->dest_qp_num = a->dest_qp_num;
-	if (mask & IBV_QP_RQ_PSN)
-		q->rq_psn = a->rq_psn;
-	if (mask & IBV_QP_SQ_PSN)
-		q->sq_psn = a->sq_psn;
-	return 0;
-}
-
-RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
-			   struct ibv_qp_init_attr *init)
-{
-	struct rv_qp *q = (struct rv_qp *)qp;
-
-	(void)mask;
-	memset(a, 0, sizeof(*a));
-	a->qp_state = qp->state;
-	a->cur_qp_state = qp->state;
-	a->path_mtu = IBV_MTU_4096;
-	a->dest_qp_num = q->dest_qp_num;
-	a->rq_psn = q->rq_psn;
-	a->sq_psn = q->sq_psn;
-	a->cap = q->cap;
-	if (init) {
-		memset(init, 0, sizeof(*init));
-		init->qp_context = qp->qp_context;
-		init->send_cq = qp->send_cq;
-		init->recv_cq = qp->recv_cq;
-		init->cap = q->cap;
-		init->qp_type = IBV_QPT_RC;
-		init->sq_sig_all = q->sq_sig_all;
-	}
-	return 0;
-}
-
-RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
-{
-	struct rv_qp *q = (struct rv_qp *)qp;
-	struct rv_ctx *c = to_ctx(qp->context);
-
-	if (q->head != q->tail) {
-		/* SQEs still in roshmd name this QP: let them drain first */
-		struct timespec t0, t;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do {
-			struct ibv_wc wc;
-
-			rv_poll_cq(qp->send_cq, 0, &wc);
-			clock_gettime(CLOCK_MONOTONIC, &t);
-		} while (q->head != q->tail && t.tv_sec - t0.tv_sec < 10);
-		if (q->head != q->tail)
-			return EBUSY;
-	}
-	(void)c;
-	free(q->swr);
-	free(q);
-	return 0;
-}
-
-RV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	return NULL;   /* QPs are not created with ibv_create_qp_ex: no new post API */
-}
-
-/* ------------------------------------------------------------- data path */
-
-static void cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
-{
-	struct rv_cq *q = (struct rv_cq *)cq;
-
-	if (q->tail - q->head > q->mask) {
-		q->overrun = true;
-		return;
-	}
-	q->wc[q->tail++ & q->mask] = *wc;
-}
-
-/* Report the QP's finished WRs in posting order. */
-static void qp_retire(struct rv_qp *q)
-{
-	while (q->head != q->tail) {
-		struct rv_swr *w = &q->swr[q->head & q->mask];
-		struct ibv_wc wc;
-
-		if (w->pending)
-			break;
-		if (w->status != IBV_WC_SUCCESS)
-			q->qp.state = IBV_QPS_ERR;
-		if (w->signaled || w->status != IBV_WC_SUCCESS) {
-			memset(&wc, 0, sizeof(wc));
-			wc.wr_id = w->wr_id;
-			wc.status = w->status;
-			wc.opcode = w->opcode;
-			wc.byte_len = w->byte_len;
-			wc.qp_num = q->qp.qp_num;
-			wc.vendor_err = 0;
-			cq_push(q->qp.send_cq, &wc);
-		}
-		q->head++;
-	}
-}
-
-static enum ibv_wc_status wc_status(int st)
-{
-	switch (st) {
-	case 0:
-		return IBV_WC_SUCCESS;
-	case -EACCES: case -EPERM: case -ERANGE: case -EBADF: case -ESTALE: case -ENOENT:
-	case -EFAULT:
-		return IBV_WC_REM_ACCESS_ERR;
-	case -EINVAL:
-		return IBV_WC_REM_INV_REQ_ERR;
-	case -EHOSTUNREACH: case -ECONNRESET: case -ETIMEDOUT: case -EIO:
-		return IBV_WC_RETRY_EXC_ERR;
-	default:
-		return IBV_WC_REM_OP_ERR;
-	}
-}
-
-/* Reap roshmd's completions: copy READ data and atomic results out, finish WRs. */
-static void progress(struct rv_ctx *c)
-{
-	struct roshm_cqe *cqes[32];
-	unsigned n = roshm_peek_batch_cqe(c->r, cqes, 32);
-
-	for (unsigned i = 0; i < n; i++) {
-		struct roshm_cqe *e = cqes[i];
-		struct rv_op *op;
-		struct rv_swr *w;
-
-		if (e->user_data == RV_META_TAG) {
-			c->meta_done = true;
-			c->meta_status = e->status;
-			continue;
-		}
-		if (e->user_data >= c->nslots)
-			continue;
-		op = &c->ops[e->user_data];
-		w = &op->qp->swr[op->widx & op->qp->mask];
-		if (e->status) {
-			if (w->status == IBV_WC_SUCCESS)
-				w->status = wc_status(e->status);
-		} else if (op->kind == 1) {
-			memcpy(op->dst, c->arena + e->user_data * c->slot_size, op->len);
-		} else if (op->kind == 2) {
-			memcpy(op->dst, &e->result, 8);
-		}
-		c->free_slots[c->nfree++] = (uint32_t)e->user_data;
-		w->pending--;
-		if (!w->pending)
-			qp_retire(op->qp);
-	}
-	if (n)
-		roshm_cq_advance(c->r, n);
-}
-
-static int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-	struct rv_cq *q = (struct rv_cq *)cq;
-	int got = 0;
-
-	progress(to_ctx(cq->context));
-	if (q->overrun && q->head == q->tail)
-		return -1;
-	while (got < n && q->head != q->tail)
-		wc[got++] = q->wc[q->head++ & q->mask];
-	return got;
-}
-
-/* The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant and read its
- * metadata page once; cached. A failed lookup leaves nothing cached. */
-static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
-{
-	struct rv_rkey *k;
-	struct roshm_sqe *sqe;
-	char name[ROSHM_NAME_MAX];
-	uint64_t size;
-	uint32_t h;
-	struct timespec t0, t;
-
-	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
-		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
-			return &c->rkeys[i];
-	k = &c->rkeys[c->rkey_next++ % RV_RKEY_CACHE];
-	if (k->valid) {
-		roshm_region_close(c->r, k->handle);
-		k->valid = false;
-	}
-	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, rkey);
-	if (roshm_region_open(c->r, name, &h, &size))
-		return NULL;
-	sqe = roshm_get_sqe(c->r);
-	if (!sqe)
-		goto err;
-	roshm_prep_read(sqe, h, 0, c->nslots * c->slot_size, sizeof(struct rv_meta));
-	roshm_sqe_set_data(sqe, RV_META_TAG);
-	c->meta_done = false;
-	roshm_submit(c->r);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		progress(c);
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while (!c->meta_done && t.tv_sec - t0.tv_sec < 10);
-	if (!c->meta_done || c->meta_status)
-		goto err;
-	memcpy(&k->m, c->arena + c->nslots * c->slot_size, sizeof(k->m));
-	if (k->m.magic != RV_META_MAGIC || k->m.rkey != rkey ||
-	    k->m.page_start & (RV_PAGE - 1) || k->m.addr < k->m.page_start ||
-	    k->m.length > size || k->m.addr - k->m.page_start > size - RV_PAGE - k->m.length)
-		goto err;
-	k->rkey = rkey;
-	k->handle = h;
-	k->valid = true;
-	return k;
-err:
-	roshm_region_close(c->r, h);
-	return NULL;
-}
-
-static bool local_ok(struct rv_ctx *c, const struct ibv_sge *s)
+/* Is @s inside a local MR of ours whose lkey it names? */
+bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
 {
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
 		if (m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
@@ -915,193 +491,10 @@ static bool local_ok(struct rv_ctx *c, const struct ibv_sge *s)
 	return false;
 }
 
-static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
+uint64_t rv_now_ns(void)
 {
-	struct rv_swr *w;
-	struct rv_rkey *k;
-	uint64_t len = 0, need, roff = 0, access = 0;
-	uint8_t kind;
-	enum ibv_wc_opcode wop;
+	struct timespec t;
 
-	switch (wr->opcode) {
-	case IBV_WR_RDMA_WRITE:
-		kind = 0, wop = IBV_WC_RDMA_WRITE, access = IBV_ACCESS_REMOTE_WRITE;
-		break;
-	case IBV_WR_RDMA_READ:
-		kind = 1, wop = IBV_WC_RDMA_READ, access = IBV_ACCESS_REMOTE_READ;
-		break;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		kind = 2, wop = IBV_WC_FETCH_ADD, access = IBV_ACCESS_REMOTE_ATOMIC;
-		break;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		kind = 2, wop = IBV_WC_COMP_SWAP, access = IBV_ACCESS_REMOTE_ATOMIC;
-		break;
-	default:
-		return EOPNOTSUPP;
-	}
-	if (wr->num_sge < 0 || wr->num_sge > RV_MAX_SGE)
-		return EINVAL;
-	if (kind == 2 && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
-		return EINVAL;
-	if (kind == 1 && wr->num_sge > 1)
-		return EINVAL;    /* scatter of one READ: one SGE in this slice */
-	for (int i = 0; i < wr->num_sge; i++)
-		len += wr->sg_list[i].length;
-	if ((wr->send_flags & IBV_SEND_INLINE) && (kind || len > RV_MAX_INLINE))
-		return EINVAL;
-	if (q->tail - q->head >= q->max_send_wr)
-		return ENOMEM;
-	need = kind == 2 ? 1 : (len + c->slot_size - 1) / c->slot_size;
-	if (!need)
-		need = 1;
-	/* Arena slots and SQEs are this library's, not the application's queue:
-	 * when they run short, wait for roshmd's completions (bounded). */
-	{
-		struct timespec t0, t;
-
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		while (c->nfree < need) {
-			progress(c);
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			if (t.tv_sec - t0.tv_sec >= 10)
-				return ENOMEM;
-		}
-	}
-	w = &q->swr[q->tail & q->mask];
-	memset(w, 0, sizeof(*w));
-	w->wr_id = wr->wr_id;
-	w->opcode = wop;
-	w->byte_len = kind == 2 ? 8 : (uint32_t)len;
-	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-	w->status = IBV_WC_SUCCESS;
-	q->tail++;
-	if (q->qp.state == IBV_QPS_ERR) {
-		w->status = IBV_WC_WR_FLUSH_ERR;
-		qp_retire(q);
-		return 0;
-	}
-	if (!(wr->send_flags & IBV_SEND_INLINE))
-		for (int i = 0; i < wr->num_sge; i++)
-			if (!local_ok(c, &wr->sg_list[i])) {
-				w->status = IBV_WC_LOC_PROT_ERR;
-				qp_retire(q);
-				return 0;
-			}
-	{
-		uint64_t raddr = kind == 2 ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
-		uint32_t rkey = kind == 2 ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
-		uint64_t rlen = kind == 2 ? 8 : len;
-
-		k = resolve(c, rkey);
-		if (!k || !(k->m.access & access) || raddr < k->m.addr || rlen > k->m.length ||
-		    raddr - k->m.addr > k->m.length - rlen || (kind == 2 && (raddr & 7))) {
-			w->status = IBV_WC_REM_ACCESS_ERR;
-			qp_retire(q);
-			return 0;
-		}
-		roff = RV_PAGE + (raddr - k->m.page_start);
-	}
-	w->pending = (uint32_t)need;
-	if (kind == 2) {
-		uint32_t slot = c->free_slots[--c->nfree];
-		struct roshm_sqe *sqe = roshm_get_sqe(c->r);
-
-		if (!sqe) {
-			roshm_submit(c->r);
-			while (!(sqe = roshm_get_sqe(c->r)))
-				progress(c);
-		}
-		if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)
-			roshm_prep_fetch_add(sqe, k->handle, roff, wr->wr.atomic.compare_add);
-		else
-			roshm_prep_cmp_swap(sqe, k->handle, roff, wr->wr.atomic.compare_add,
-					    wr->wr.atomic.swap);
-		roshm_sqe_set_data(sqe, slot);
-		c->ops[slot] = (struct rv_op){ .qp = q, .widx = q->tail - 1, .len = 8, .kind = 2,
-					       .dst = (void *)(uintptr_t)wr->sg_list[0].addr };
-		return 0;
-	}
-	/* WRITE / READ, in arena-slot-sized chunks; a WRITE gathers its SGEs */
-	{
-		int sg = 0;
-		uint64_t sg_off = 0, done = 0;
-
-		for (uint64_t i = 0; i < need; i++) {
-			uint32_t slot = c->free_slots[--c->nfree];
-			uint64_t chunk = len - done < c->slot_size ? len - done : c->slot_size;
-			uint8_t *buf = c->arena + slot * c->slot_size;
-			struct roshm_sqe *sqe;
-
-			if (kind == 0)
-				for (uint64_t got = 0; got < chunk;) {
-					const struct ibv_sge *s = &wr->sg_list[sg];
-					uint64_t take = s->length - sg_off;
-
-					if (take > chunk - got)
-						take = chunk - got;
-					memcpy(buf + got, (void *)(uintptr_t)(s->addr + sg_off), take);
-					got += take;
-					sg_off += take;
-					if (sg_off == s->length)
-						sg++, sg_off = 0;
-				}
-			sqe = roshm_get_sqe(c->r);
-			if (!sqe) {
-				roshm_submit(c->r);
-				while (!(sqe = roshm_get_sqe(c->r)))
-					progress(c);
-			}
-			if (!chunk)
-				roshm_prep_nop(sqe);
-			else if (kind == 0)
-				roshm_prep_write(sqe, k->handle, roff + done, slot * c->slot_size,
-						 (uint32_t)chunk);
-			else
-				roshm_prep_read(sqe, k->handle, roff + done, slot * c->slot_size,
-						(uint32_t)chunk);
-			roshm_sqe_set_data(sqe, slot);
-			c->ops[slot] = (struct rv_op){ .qp = q, .widx = q->tail - 1,
-						       .len = (uint32_t)chunk, .kind = kind,
-						       .dst = kind == 1 ? (void *)(uintptr_t)
-							     (wr->sg_list[0].addr + done) : NULL };
-			done += chunk;
-		}
-	}
-	return 0;
-}
-
-static int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-	struct rv_ctx *c = to_ctx(qp->context);
-	struct rv_qp *q = (struct rv_qp *)qp;
-	int ret = 0;
-
-	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
-		*bad = wr;
-		return EINVAL;
-	}
-	for (; wr; wr = wr->next) {
-		ret = post_one(c, q, wr);
-		if (ret) {
-			*bad = wr;
-			break;
-		}
-	}
-	roshm_submit(c->r);   /* one doorbell for the chain */
-	return ret;
-}
-
-/* SEND/RECV are not in this slice: no receive queue exists. */
-static int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	(void)qp;
-	*bad = wr;
-	return EOPNOTSUPP;
-}
-
-static int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	(void)srq;
-	*bad = wr;
-	return EOPNOTSUPP;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }

@@ -5,17 +5,43 @@
  * RDMA WRITEs a pattern into it, READs it back, does FETCH_ADD and CMP_SWAP,
  * then uses a forged rkey (REM_ACCESS_ERR, then the next WR flushes). The
  * server checks its own buffer holds exactly what the client sent.
+ * Then two-sided: SEND (gathered, scattered), SEND_WITH_IMM, RDMA
+ * WRITE_WITH_IMM, a SEND bigger than the receiver's ring, an inline SEND;
+ * the server's RECVs must hold exactly the bytes sent, with the right
+ * opcode, byte_len, imm_data, wc_flags and src_qp, the first arriving through
+ * a completion channel whose fd poll()s readable. RNR: SENDs to a QP without
+ * RECVs fill its ring, the next one gets IBV_WC_RNR_RETRY_EXC_ERR, and the
+ * messages that waited arrive intact once RECVs are posted. A SEND to a QP
+ * of another tenant fails (IBV_WC_RETRY_EXC_ERR) and reaches nothing.
+ * Hostile: a writer of the tenant opens a QP's ring with libroshm and puts
+ * fragments there that break the rules: the RECV fails (LOC_QP_OP_ERR, or
+ * LOC_LEN_ERR for a message longer than it), the next is flushed, and no
+ * byte around the RECV's buffer changes. Loopback: two QPs of the server
+ * exchange SENDs, through a non-blocking channel, a reset and reconnect, and
+ * the error state's flushes.
  *   verbs_check server|client ADDR PORT
+ * The server sets ROSHM_VERBS_RECV_RING=65536 for itself (the RNR and ring
+ * sizes below assume it). The tenant check runs when the server's
+ * environment has VERBS_CHECK_OTHER=TENANT:TOKEN, a second tenant of its
+ * roshmd (check_verbs_perftest.sh sets it and requires that line).
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "roshm.h"
+#include "rv.h"   /* the ring layout, for the hostile writer */
 
 #define LEN 10000
 #define OFF 123
@@ -34,19 +60,21 @@ static int die(const char *what)
 	exit(1);
 }
 
+/* The next completion, within 30 s. */
 static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
+	time_t t0 = time(NULL);
 	int n;
 
-	for (long i = 0; i < 2000000000L; i++) {
+	while (time(NULL) - t0 < 30) {
 		n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)
 			die("ibv_poll_cq");
 		if (n)
 			return wc;
 	}
-	die("no completion");
+	die("no completion within 30 s");
 	return wc;
 }
 
@@ -70,6 +98,519 @@ static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t
 		die("ibv_post_send");
 }
 
+/* ------------------------------------------------------------- two-sided */
+
+#define RB 480000          /* the server's receive buffer (H_OFF + 2048 fits) */
+#define WOFF 360000        /* where WRITE_WITH_IMM lands in it */
+#define RNR_OFF 380000     /* RNR receives, 8192 apart */
+#define BIG 300000         /* bigger than the server's 64 KiB ring */
+#define RNR_LEN 8000       /* 126 slots: 8 fit a 1024-slot ring, the 9th does not */
+#define RNR_FIT 8
+#define IMM2 0x12345678u
+#define IMM3 0xabcdef01u
+
+struct info2 {
+	uint64_t addr;
+	uint32_t rkey;
+	uint32_t qpn[3];   /* main, RNR, other tenant (client: its three) */
+};
+
+static uint8_t pat(uint32_t i, uint32_t seed)
+{
+	return (uint8_t)(i * 31u + seed * 17u + 5u);
+}
+
+static void fill(uint8_t *p, uint32_t len, uint32_t from, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = pat(from + i, seed);
+}
+
+static void check_bytes(const uint8_t *p, uint32_t len, uint32_t from, uint32_t seed,
+			const char *what)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (p[i] != pat(from + i, seed)) {
+			fprintf(stderr, "%s: byte %u: expected 0x%02x, found 0x%02x\n", what,
+				from + i, pat(from + i, seed), p[i]);
+			die("received bytes differ from the bytes sent");
+		}
+}
+
+/* Whole pages of its own: no page shared with another MR. */
+static uint8_t *pages(size_t len)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 4096, (len + 4095) & ~(size_t)4095))
+		die("posix_memalign");
+	return p;
+}
+
+static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
+			   uint32_t sw, uint32_t rw, uint32_t rsge)
+{
+	struct ibv_qp_init_attr a = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = sw, .max_recv_wr = rw,
+					       .max_send_sge = 2, .max_recv_sge = rsge } };
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+
+	if (!qp)
+		die("ibv_create_qp");
+	return qp;
+}
+
+static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	a.min_rnr_timer = min_rnr_timer;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.rnr_retry = rnr_retry;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+		die("modify_qp RTS");
+}
+
+static void post_recv(struct ibv_qp *qp, uint64_t id, uint8_t *a, uint32_t alen, uint8_t *b,
+		      uint32_t blen, uint32_t lkey)
+{
+	struct ibv_sge sg[2] = { { (uintptr_t)a, alen, lkey }, { (uintptr_t)b, blen, lkey } };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = sg, .num_sge = b ? 2 : 1 }, *bad;
+
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+static void post2(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t id, struct ibv_sge *sg,
+		  int nsge, uint32_t imm, unsigned flags, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = sg, .num_sge = nsge, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED | flags,
+				  .imm_data = htonl(imm) }, *bad;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send (two-sided)");
+}
+
+static void expect_recv(struct ibv_cq *cq, uint64_t id, enum ibv_wc_opcode op, uint32_t len,
+			bool imm, uint32_t immv, uint32_t qpn, uint32_t src)
+{
+	struct ibv_wc wc = wait_wc(cq);
+
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != id || wc.opcode != op ||
+	    wc.byte_len != len || wc.qp_num != qpn || wc.src_qp != src ||
+	    !!(wc.wc_flags & IBV_WC_WITH_IMM) != imm || (imm && wc.imm_data != htonl(immv))) {
+		fprintf(stderr, "expected wr_id %" PRIu64 " status 0 opcode %d byte_len %u imm %d/0x%x "
+			"qp %u src %u; got wr_id %" PRIu64 " status %d (%s) opcode %d byte_len %u "
+			"flags 0x%x imm 0x%x qp %u src %u\n", id, op, len, imm, htonl(immv), qpn, src,
+			wc.wr_id, wc.status, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len,
+			wc.wc_flags, wc.imm_data, wc.qp_num, wc.src_qp);
+		die("receive completion");
+	}
+}
+
+static void sync_byte(int fd, char send_c, char want)
+{
+	char got;
+
+	if ((send_c && write(fd, &send_c, 1) != 1) || (want && (read(fd, &got, 1) != 1 || got != want)))
+		die("exchange");
+}
+
+#define H_OFF 470000       /* the hostile cases' RECVs; guard bytes around them */
+
+/* Write one fragment with a valid tag straight into @qpn's ring (no CAS, no
+ * library: what any pod of the tenant could do). */
+static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f, uint32_t pay)
+{
+	char name[ROSHM_NAME_MAX];
+	uint32_t h;
+	uint8_t *arena = roshm_arena(r, NULL);
+	int ret;
+
+	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn);
+	if (roshm_region_open(r, name, &h, NULL))
+		die("hostile: roshm_region_open of a QP's ring of our tenant");
+	memcpy(arena, f, sizeof(*f));
+	fill(arena + RV_SLOT, pay, 0, 77);
+	ret = roshm_write_sync(r, h, RV_RING_SLOTS, 0, RV_SLOT + pay);
+	if (ret)
+		die("hostile: roshm_write_sync");
+	roshm_region_close(r, h);
+}
+
+static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
+{
+	struct roshm_params p;
+	struct roshm *r;
+	struct ibv_cq *hcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	int err = 0;
+	static const struct { uint32_t nslots, len, total; enum ibv_wc_status want; const char *what; }
+	cases[] = {
+		{ 5000, 100, 100, IBV_WC_LOC_QP_OP_ERR, "slots beyond the ring" },
+		{ 2, 500, 500, IBV_WC_LOC_QP_OP_ERR, "payload beyond its slots" },
+		{ 17, 1000, 1000, IBV_WC_LOC_LEN_ERR, "a message longer than its RECV" },
+	};
+
+	memset(&p, 0, sizeof(p));
+	r = roshm_open(&p, &err);
+	if (!r || !hcq)
+		die("hostile: roshm_open / cq");
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ibv_qp *h = mkqp(pd, hcq, hcq, 1, 2, 1);
+		struct rv_frag f;
+		struct ibv_wc wc;
+
+		connect_qp(h, 0x123456, 1, 7);
+		memset(rb + H_OFF - 1024, 0xee, 3072);
+		post_recv(h, 1, rb + H_OFF, 256, NULL, 0, rmr->lkey);
+		post_recv(h, 2, rb + H_OFF + 512, 256, NULL, 0, rmr->lkey);
+		memset(&f, 0, sizeof(f));
+		f.tag = 1;   /* slot 0, the one the owner waits for */
+		f.nslots = cases[i].nslots;
+		f.len = cases[i].len;
+		f.total = cases[i].total;
+		f.src_qp = 0x123456;
+		f.opcode = RV_FRAG_SEND;
+		f.flags = RV_FRAG_FIRST | RV_FRAG_LAST;
+		hostile_write(r, h->qp_num, &f, cases[i].len);
+		wc = wait_wc(hcq);
+		if (wc.wr_id != 1 || wc.status != cases[i].want) {
+			fprintf(stderr, "hostile fragment (%s): expected %s, got wr_id %" PRIu64 " %s\n",
+				cases[i].what, ibv_wc_status_str(cases[i].want), wc.wr_id,
+				ibv_wc_status_str(wc.status));
+			die("a hostile fragment was not refused");
+		}
+		wc = wait_wc(hcq);
+		if (wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR)
+			die("the RECV after a hostile fragment was not flushed");
+		for (int j = 0; j < 3072; j++)
+			if (rb[H_OFF - 1024 + j] != 0xee)
+				die("a hostile fragment changed bytes of the receiver");
+		if (ibv_destroy_qp(h))
+			die("destroy (hostile)");
+	}
+	roshm_close(r);
+	if (ibv_destroy_cq(hcq))
+		die("destroy cq (hostile)");
+	printf("verbs_check server: hostile fragments (slots beyond the ring, payload beyond its "
+	       "slots, longer than the RECV) refused, nothing written around the RECVs\n");
+}
+
+/*
+ * Two QPs of one process, connected to each other (the local transport):
+ * a SEND and its RECV, a non-blocking completion channel (EAGAIN, then
+ * readable), both QPs reset and connected again (the ring picks up where it
+ * stands), then one moved to the error state (its RECVs and a later SEND
+ * are flushed).
+ */
+static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq = ch ? ibv_create_cq(ctx, 16, NULL, ch, 0) : NULL, *ecq;
+	struct ibv_qp *x, *y;
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_sge sg;
+	struct ibv_wc wc;
+	uint8_t *src = rb + H_OFF, *dst = rb + H_OFF + 1024;
+	void *ectx;
+
+	if (!cq)
+		die("loopback: channel/cq");
+	x = mkqp(pd, cq, cq, 4, 4, 1);
+	y = mkqp(pd, cq, cq, 4, 4, 1);
+	for (int round = 0; round < 2; round++) {
+		connect_qp(x, y->qp_num, 1, 7);
+		connect_qp(y, x->qp_num, 1, 7);
+		memset(dst, 0xee, 512);
+		fill(src, 300, 0, 50 + round);
+		post_recv(y, 10 + round, dst, 512, NULL, 0, rmr->lkey);
+		sg = (struct ibv_sge){ (uintptr_t)src, 300, rmr->lkey };
+		if (round == 0) {
+			if (fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) ||
+			    ibv_get_cq_event(ch, &ecq, &ectx) != -1 || errno != EAGAIN)
+				die("loopback: a non-blocking channel without events did not say EAGAIN");
+			if (ibv_req_notify_cq(cq, 0))
+				die("loopback: ibv_req_notify_cq");
+		}
+		post2(x, IBV_WR_SEND, 20 + round, &sg, 1, 0, 0, 0, 0);
+		if (round == 0) {
+			struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+
+			if (poll(&pfd, 1, 20000) != 1 || ibv_get_cq_event(ch, &ecq, &ectx) || ecq != cq)
+				die("loopback: no event on the non-blocking channel");
+			ibv_ack_cq_events(ecq, 1);
+		}
+		for (int n = 0; n < 2; n++) {   /* the SEND's and the RECV's, in either order */
+			wc = wait_wc(cq);
+			if (wc.status != IBV_WC_SUCCESS ||
+			    (wc.wr_id != (uint64_t)(10 + round) && wc.wr_id != (uint64_t)(20 + round)))
+				die("loopback: completion");
+			if (wc.wr_id == (uint64_t)(10 + round) &&
+			    (wc.opcode != IBV_WC_RECV || wc.byte_len != 300 || wc.src_qp != x->qp_num))
+				die("loopback: RECV completion");
+		}
+		check_bytes(dst, 300, 0, 50 + round, "loopback SEND");
+		if (dst[300] != 0xee)
+			die("loopback: RECV wrote past the message");
+		if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE))
+			die("loopback: modify_qp RESET");
+	}
+	/* the error state flushes what is posted and what comes */
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+
+	connect_qp(x, y->qp_num, 1, 7);
+	post_recv(x, 30, dst, 64, NULL, 0, rmr->lkey);
+	if (ibv_modify_qp(x, &err, IBV_QP_STATE))
+		die("loopback: modify_qp ERR");
+	wc = wait_wc(cq);
+	if (wc.wr_id != 30 || wc.status != IBV_WC_WR_FLUSH_ERR)
+		die("loopback: a posted RECV was not flushed by the error state");
+	post2(x, IBV_WR_SEND, 31, &sg, 1, 0, 0, 0, 0);
+	wc = wait_wc(cq);
+	if (wc.wr_id != 31 || wc.status != IBV_WC_WR_FLUSH_ERR)
+		die("loopback: a SEND on a QP in error was not flushed");
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch))
+		die("loopback: release");
+	printf("verbs_check server: loopback SEND/RECV, non-blocking channel, reset and reconnect, "
+	       "error state flushes\n");
+}
+
+static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *rcq = ch ? ibv_create_cq(ctx, 64, (void *)0x5eed, ch, 0) : NULL;
+	struct ibv_cq *scq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_context *octx = NULL;
+	struct ibv_device **dl = NULL;
+	struct ibv_pd *opd = NULL;
+	struct ibv_cq *ocq = NULL, *ecq;
+	struct ibv_qp *qa, *qr, *qt = NULL;
+	struct ibv_mr *rmr, *omr = NULL;
+	struct info2 me, peer;
+	char *other = getenv("VERBS_CHECK_OTHER"), *tok;
+	uint8_t *rb = pages(RB), *tb = pages(4096);
+	struct ibv_wc wc;
+	void *ectx;
+
+	if (!rcq || !scq)
+		die("channel/cq");
+	qa = mkqp(pd, scq, rcq, 8, 8, 2);
+	qr = mkqp(pd, scq, rcq, 4, 16, 1);
+	/* the same process, attached as another tenant */
+	if (other && (tok = strchr(other, ':'))) {
+		*tok++ = 0;
+		setenv("ROSHM_TENANT", other, 1);
+		setenv("ROSHM_TOKEN", tok, 1);
+		dl = ibv_get_device_list(NULL);
+		octx = dl ? ibv_open_device(dl[0]) : NULL;
+		unsetenv("ROSHM_TENANT");
+		unsetenv("ROSHM_TOKEN");
+		if (!octx)
+			die("ibv_open_device as the other tenant");
+		opd = ibv_alloc_pd(octx);
+		ocq = ibv_create_cq(octx, 16, NULL, NULL, 0);
+		if (!opd || !ocq)
+			die("other tenant's pd/cq");
+		qt = mkqp(opd, ocq, ocq, 4, 4, 1);
+		memset(tb, 0xee, 4096);
+		omr = ibv_reg_mr(opd, tb, 4096, IBV_ACCESS_LOCAL_WRITE);
+		if (!omr)
+			die("ibv_reg_mr (the other tenant's buffer)");
+	}
+	memset(rb, 0xee, RB);
+	rmr = ibv_reg_mr(pd, rb, RB, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!rmr)
+		die("ibv_reg_mr (receive buffers)");
+	me = (struct info2){ (uintptr_t)rb, rmr->rkey,
+			     { qa->qp_num, qr->qp_num, qt ? qt->qp_num : 0 } };
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange");
+	connect_qp(qa, peer.qpn[0], 1, 7);
+	connect_qp(qr, peer.qpn[1], 1, 7);   /* min_rnr_timer 1: 10 us */
+	if (qt)
+		connect_qp(qt, peer.qpn[2], 1, 7);
+	/* gathered by the sender from 1500 + 1500, scattered here into 1000 + 2000 */
+	post_recv(qa, 1, rb, 1000, rb + 5000, 2000, rmr->lkey);
+	post_recv(qa, 2, rb + 10000, 4096, NULL, 0, rmr->lkey);
+	post_recv(qa, 3, rb + 20000, 16, NULL, 0, rmr->lkey);   /* consumed by WRITE_WITH_IMM */
+	post_recv(qa, 4, rb + 32768, BIG, NULL, 0, rmr->lkey);
+	post_recv(qa, 5, rb + 340000, 64, NULL, 0, rmr->lkey);
+	if (qt)
+		post_recv(qt, 9, tb, 4096, NULL, 0, omr->lkey);
+	if (ibv_req_notify_cq(rcq, 0))
+		die("ibv_req_notify_cq");
+	sync_byte(fd, 'g', 0);
+	/* the first message makes the channel's fd readable */
+	struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+
+	if (poll(&pfd, 1, 20000) != 1 || !(pfd.revents & POLLIN))
+		die("the completion channel's fd did not become readable");
+	if (ibv_get_cq_event(ch, &ecq, &ectx) || ecq != rcq || ectx != (void *)0x5eed)
+		die("ibv_get_cq_event did not return the receive CQ and its context");
+	ibv_ack_cq_events(ecq, 1);
+	expect_recv(rcq, 1, IBV_WC_RECV, 3000, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb, 1000, 0, 1, "SEND (first SGE)");
+	check_bytes(rb + 5000, 2000, 1000, 1, "SEND (second SGE)");
+	if (rb[1000] != 0xee || rb[5000 + 2000] != 0xee)
+		die("a RECV wrote past its SGEs");
+	expect_recv(rcq, 2, IBV_WC_RECV, 100, true, IMM2, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 10000, 100, 0, 2, "SEND_WITH_IMM");
+	expect_recv(rcq, 3, IBV_WC_RECV_RDMA_WITH_IMM, 4096, true, IMM3, qa->qp_num, peer.qpn[0]);
+	/* the write's data is in place when its immediate is delivered */
+	check_bytes(rb + WOFF, 4096, 0, 3, "RDMA WRITE_WITH_IMM data");
+	if (rb[20000] != 0xee)
+		die("WRITE_WITH_IMM wrote into its RECV's buffer");
+	expect_recv(rcq, 4, IBV_WC_RECV, BIG, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 32768, BIG, 0, 4, "SEND bigger than the ring");
+	expect_recv(rcq, 5, IBV_WC_RECV, 64, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 340000, 64, 0, 5, "inline SEND");
+	printf("verbs_check server: SEND, SEND_WITH_IMM, WRITE_WITH_IMM, a %d-byte SEND through "
+	       "a 64 KiB ring and an inline SEND arrived intact, the first through the channel\n", BIG);
+
+	/* RNR: the client filled qr's ring and got RNR; what waited is delivered now */
+	sync_byte(fd, 0, 'r');
+	for (int i = 0; i <= RNR_FIT; i++)
+		post_recv(qr, 100 + i, rb + RNR_OFF + i * 8192, 8192, NULL, 0, rmr->lkey);
+	for (int i = 0; i < RNR_FIT; i++) {
+		expect_recv(rcq, 100 + i, IBV_WC_RECV, RNR_LEN, false, 0, qr->qp_num, peer.qpn[1]);
+		check_bytes(rb + RNR_OFF + i * 8192, RNR_LEN, 0, 100 + i, "a SEND that waited in the ring");
+	}
+	printf("verbs_check server: the %d SENDs that waited for RECVs arrived intact\n", RNR_FIT);
+
+	/* the other tenant's QP received nothing */
+	sync_byte(fd, 0, 't');
+	if (qt) {
+		if (ibv_poll_cq(ocq, 1, &wc) != 0)
+			die("a QP of another tenant completed a RECV");
+		for (int i = 0; i < 4096; i++)
+			if (tb[i] != 0xee)
+				die("a QP of another tenant had its buffer written");
+		printf("verbs_check server: the QP of another tenant received nothing\n");
+	} else {
+		printf("verbs_check server: tenant check not run (VERBS_CHECK_OTHER not set)\n");
+	}
+	hostile(ctx, pd, rmr, rb);
+	loopback(ctx, pd, rmr, rb);
+	sync_byte(fd, 'x', 0);
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||
+	    ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch))
+		die("release (two-sided)");
+	if (qt && (ibv_destroy_qp(qt) || ibv_dereg_mr(omr) || ibv_destroy_cq(ocq) ||
+		   ibv_dealloc_pd(opd) || ibv_close_device(octx)))
+		die("release (other tenant)");
+	if (dl)
+		ibv_free_device_list(dl);
+	free(rb);
+	free(tb);
+}
+
+static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
+{
+	struct ibv_cq *scq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_qp *qa, *qr, *qt;
+	struct ibv_mr *mr;
+	struct info2 me, peer;
+	uint8_t *sb = pages(RB);
+	struct ibv_sge sg[2];
+	struct ibv_wc wc;
+	static const enum ibv_wc_opcode ops[5] = { IBV_WC_SEND, IBV_WC_SEND, IBV_WC_RDMA_WRITE,
+						    IBV_WC_SEND, IBV_WC_SEND };
+
+	if (!scq || !rcq)
+		die("cq");
+	qa = mkqp(pd, scq, rcq, 8, 0, 1);
+	qr = mkqp(pd, scq, rcq, 16, 0, 1);
+	qt = mkqp(pd, scq, rcq, 4, 0, 1);
+	mr = ibv_reg_mr(pd, sb, RB, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		die("ibv_reg_mr (send buffer)");
+	if (read(s, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange");
+	me = (struct info2){ 0, 0, { qa->qp_num, qr->qp_num, qt->qp_num } };
+	if (write(s, &me, sizeof(me)) != sizeof(me))
+		die("exchange");
+	connect_qp(qa, peer.qpn[0], 1, 7);
+	connect_qp(qr, peer.qpn[1], 1, 1);   /* one RNR retry, then RNR_RETRY_EXC_ERR */
+	if (peer.qpn[2])
+		connect_qp(qt, peer.qpn[2], 1, 7);
+	fill(sb, 1500, 0, 1);
+	fill(sb + 8192, 1500, 1500, 1);
+	fill(sb + 16384, 100, 0, 2);
+	fill(sb + 20480, 4096, 0, 3);
+	fill(sb + 32768, BIG, 0, 4);
+	fill(sb + 340000, 64, 0, 5);
+	sync_byte(s, 0, 'g');
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb, 1500, mr->lkey };
+	sg[1] = (struct ibv_sge){ (uintptr_t)sb + 8192, 1500, mr->lkey };
+	post2(qa, IBV_WR_SEND, 1, sg, 2, 0, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 16384, 100, mr->lkey };
+	post2(qa, IBV_WR_SEND_WITH_IMM, 2, sg, 1, IMM2, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 20480, 4096, mr->lkey };
+	post2(qa, IBV_WR_RDMA_WRITE_WITH_IMM, 3, sg, 1, IMM3, 0, peer.addr + WOFF, peer.rkey);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 32768, BIG, mr->lkey };
+	post2(qa, IBV_WR_SEND, 4, sg, 1, 0, 0, 0, 0);
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 340000, 64, 0 /* inline: no lkey */ };
+	post2(qa, IBV_WR_SEND, 5, sg, 1, 0, IBV_SEND_INLINE, 0, 0);
+	memset(sb + 340000, 0, 64);   /* an inline SEND's buffer is ours again at once */
+	for (uint64_t i = 1; i <= 5; i++) {
+		wc = wait_wc(scq);
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != i || wc.opcode != ops[i - 1]) {
+			fprintf(stderr, "WR %" PRIu64 ": status %s wr_id %" PRIu64 " opcode %d\n", i,
+				ibv_wc_status_str(wc.status), wc.wr_id, wc.opcode);
+			die("send completion (two-sided)");
+		}
+	}
+	/* RNR: the server posts no RECV on qr until we are done */
+	for (int i = 0; i < RNR_FIT + 2; i++) {
+		fill(sb + RNR_OFF + i * 8192, RNR_LEN, 0, 100 + i);
+		sg[0] = (struct ibv_sge){ (uintptr_t)sb + RNR_OFF + i * 8192, RNR_LEN, mr->lkey };
+		post2(qr, IBV_WR_SEND, 100 + i, sg, 1, 0, 0, 0, 0);
+	}
+	for (int i = 0; i < RNR_FIT + 2; i++) {
+		enum ibv_wc_status want = i < RNR_FIT ? IBV_WC_SUCCESS : i == RNR_FIT ?
+					  IBV_WC_RNR_RETRY_EXC_ERR : IBV_WC_WR_FLUSH_ERR;
+
+		wc = wait_wc(scq);
+		if (wc.wr_id != (uint64_t)(100 + i) || wc.status != want) {
+			fprintf(stderr, "RNR SEND %d: expected %s, got wr_id %" PRIu64 " %s\n", i,
+				ibv_wc_status_str(want), wc.wr_id, ibv_wc_status_str(wc.status));
+			die("RNR");
+		}
+	}
+	sync_byte(s, 'r', 0);
+	/* a QP of another tenant is not reachable by its QPN */
+	if (peer.qpn[2]) {
+		sg[0] = (struct ibv_sge){ (uintptr_t)sb, 16, mr->lkey };
+		post2(qt, IBV_WR_SEND, 200, sg, 1, 0, 0, 0, 0);
+		wc = wait_wc(scq);
+		if (wc.wr_id != 200 || wc.status != IBV_WC_RETRY_EXC_ERR) {
+			fprintf(stderr, "SEND to another tenant's QP: got %s\n",
+				ibv_wc_status_str(wc.status));
+			die("a SEND to a QP of another tenant did not fail with IBV_WC_RETRY_EXC_ERR");
+		}
+		printf("verbs_check client: SEND to another tenant's QP -> RETRY_EXC_ERR\n");
+	}
+	sync_byte(s, 't', 'x');
+	printf("verbs_check client: SEND, SEND_WITH_IMM, WRITE_WITH_IMM, big and inline SENDs "
+	       "completed; %d SENDs fit the ring, the next -> RNR_RETRY_EXC_ERR, then "
+	       "WR_FLUSH_ERR\n", RNR_FIT);
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_destroy_qp(qt) || ibv_dereg_mr(mr) ||
+	    ibv_destroy_cq(scq) || ibv_destroy_cq(rcq))
+		die("release (two-sided)");
+	free(sb);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **dl;
@@ -89,6 +630,8 @@ int main(int argc, char **argv)
 	if (argc != 4)
 		return 2;
 	server = !strcmp(argv[1], "server");
+	if (server)   /* read by ibv_open_device: the rings of the two-sided checks */
+		setenv("ROSHM_VERBS_RECV_RING", "65536", 1);
 	sa.sin_port = htons((uint16_t)atoi(argv[3]));
 	inet_pton(AF_INET, argv[2], &sa.sin_addr);
 	dl = ibv_get_device_list(NULL);
@@ -153,6 +696,7 @@ int main(int argc, char **argv)
 			die("counter is not 1000 after FETCH_ADD 42 and CMP_SWAP 42 -> 1000");
 		printf("verbs_check server: %d written bytes and the atomic counter are right in the owner's buffer\n",
 		       PLEN);
+		server2(ctx, pd, fd);
 		if (ibv_dereg_mr(mr))
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))
@@ -209,6 +753,7 @@ int main(int argc, char **argv)
 		die("exchange");
 	printf("verbs_check client: WRITE, READ back, FETCH_ADD, CMP_SWAP right; forged rkey -> "
 	       "REM_ACCESS_ERR, next WR -> WR_FLUSH_ERR\n");
+	client2(ctx, pd, s);
 	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
 	    ibv_close_device(ctx))
 		die("release");

@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: CQs and completion channels.
+ *
+ * A CQ is a ring of ibv_wc filled by the send engine (qp.c) and the receive
+ * side (recv.c) when the application polls, posts, or the notifier runs.
+ * ibv_req_notify_cq arms the CQ: the next completion added to it writes one
+ * event into its channel (an eventfd in semaphore mode, so the channel's fd
+ * polls readable while events are unread, and one read takes one event) and
+ * queues the CQ for ibv_get_cq_event. solicited_only arms for every
+ * completion (more events than asked, never fewer).
+ *
+ * Completions only come into being when this library runs, so while a CQ
+ * is armed a notifier thread (one per context, started by the first
+ * ibv_req_notify_cq, all signals blocked) drives progress for an
+ * application that sleeps in ibv_get_cq_event or poll(): it sleeps on
+ * roshmd's CQ wakeup (the channel's NEED_WAKEUP protocol, as in
+ * roshm_wait_cqe) and, while an armed receive CQ has a RECV posted, looks at
+ * the inbound rings every 20 us to 1 ms (backing off while nothing comes):
+ * a peer's fragment lands by roshmd's WRITE, which wakes nobody.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rv.h"
+
+#define RV_BACKOFF_MIN_NS 20000ull
+#define RV_BACKOFF_MAX_NS 1000000ull
+#define RV_IDLE_MAX_NS 100000000ull     /* a lost wakeup costs at most this */
+
+RV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
+{
+	struct rv_chan *ch = calloc(1, sizeof(*ch));
+
+	if (!ch) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ch->ch.context = ctx;
+	ch->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (ch->ch.fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	pthread_mutex_init(&ch->lock, NULL);
+	return &ch->ch;
+}
+
+RV_EXPORT int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct rv_chan *ch = (struct rv_chan *)channel;
+	struct rv_ctx *c = to_ctx(channel->context);
+
+	rv_lock(c);
+	if (channel->refcnt) {
+		rv_unlock(c);
+		return EBUSY;   /* CQs still use it */
+	}
+	rv_unlock(c);
+	close(channel->fd);
+	pthread_mutex_destroy(&ch->lock);
+	free(ch);
+	return 0;
+}
+
+RV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+				       struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct rv_ctx *c = to_ctx(ctx);
+	struct rv_cq *q;
+	uint32_t n = 1024;
+
+	(void)comp_vector;
+	if (cqe < 1 || cqe > 65536) {
+		errno = EINVAL;
+		return NULL;
+	}
+	while (n < 2u * (uint32_t)cqe)
+		n <<= 1;
+	q = calloc(1, sizeof(*q));
+	if (q)
+		q->wc = calloc(n, sizeof(*q->wc));
+	if (!q || !q->wc) {
+		free(q);
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->mask = n - 1;
+	q->cq.context = ctx;
+	q->cq.channel = channel;
+	q->cq.cq_context = cq_context;
+	q->cq.cqe = cqe;
+	pthread_mutex_init(&q->cq.mutex, NULL);
+	pthread_cond_init(&q->cq.cond, NULL);
+	rv_lock(c);
+	if (channel)
+		channel->refcnt++;
+	q->next = c->cqs;
+	c->cqs = q;
+	rv_unlock(c);
+	return &q->cq;
+}
+
+RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
+{
+	struct rv_cq *q = (struct rv_cq *)cq, **pp;
+	struct rv_ctx *c = to_ctx(cq->context);
+	struct rv_chan *ch = (struct rv_chan *)cq->channel;
+
+	rv_lock(c);
+	for (struct rv_qp *qp = c->qps; qp; qp = qp->next)
+		if (qp->qp.send_cq == cq || qp->qp.recv_cq == cq) {
+			rv_unlock(c);
+			return EBUSY;
+		}
+	for (pp = &c->cqs; *pp && *pp != q; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = q->next;
+	if (ch) {
+		struct rv_cq **ep;
+
+		pthread_mutex_lock(&ch->lock);
+		for (ep = &ch->first; *ep && *ep != q; ep = &(*ep)->ev_next)
+			;
+		if (*ep) {
+			*ep = q->ev_next;
+			if (ch->last == q) {
+				ch->last = NULL;
+				for (struct rv_cq *e = ch->first; e; e = e->ev_next)
+					ch->last = e;
+			}
+		}
+		pthread_mutex_unlock(&ch->lock);
+		ch->ch.refcnt--;
+	}
+	rv_unlock(c);
+	pthread_cond_destroy(&cq->cond);
+	pthread_mutex_destroy(&cq->mutex);
+	free(q->wc);
+	free(q);
+	return 0;
+}
+
+/* One event for an armed CQ: queue it on its channel, make the fd readable. */
+static void fire(struct rv_cq *q)
+{
+	struct rv_chan *ch = (struct rv_chan *)q->cq.channel;
+	uint64_t one = 1;
+	ssize_t w;
+
+	if (!ch)
+		return;
+	pthread_mutex_lock(&ch->lock);
+	q->ev_pending++;
+	if (!q->queued) {
+		q->queued = true;
+		q->ev_next = NULL;
+		if (ch->last)
+			ch->last->ev_next = q;
+		else
+			ch->first = q;
+		ch->last = q;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	w = write(ch->ch.fd, &one, sizeof(one));
+	(void)w;   /* an eventfd counter does not overflow at our rates */
+}
+
+void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
+{
+	struct rv_cq *q = (struct rv_cq *)cq;
+
+	if (q->tail - q->head > q->mask) {
+		q->overrun = true;
+		return;
+	}
+	q->wc[q->tail++ & q->mask] = *wc;
+	to_ctx(cq->context)->pushes++;
+	if (q->armed) {
+		q->armed = false;
+		fire(q);
+	}
+}
+
+int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	struct rv_cq *q = (struct rv_cq *)cq;
+	struct rv_ctx *c = to_ctx(cq->context);
+	int got = 0;
+
+	rv_lock(c);
+	rv_progress(c);
+	for (struct rv_qp *qp = c->qps; qp; qp = qp->next)
+		if (qp->qp.recv_cq == cq)
+			rv_deliver(c, qp);
+	if (q->overrun && q->head == q->tail) {
+		rv_unlock(c);
+		return -1;
+	}
+	while (got < n && q->head != q->tail)
+		wc[got++] = q->wc[q->head++ & q->mask];
+	rv_unlock(c);
+	return got;
+}
+
+static void *notifier(void *arg);
+
+/* Start the notifier with every signal blocked: an application's signals
+ * (qperf's SIGALRM ends a test) must reach its own threads. */
+static int notifier_start(struct rv_ctx *c)
+{
+	sigset_t all, old;
+	int ret;
+
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0)
+		return errno;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&c->thr, NULL, notifier, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		close(c->wake_fd);
+		c->wake_fd = -1;
+		return ret;
+	}
+	c->thr_on = true;
+	return 0;
+}
+
+static void kick(struct rv_ctx *c)
+{
+	uint64_t one = 1;
+	ssize_t w = write(c->wake_fd, &one, sizeof(one));
+
+	(void)w;
+}
+
+/* A RECV was posted or the QP connected: if the notifier sleeps without
+ * watching the rings and this QP's receive CQ is armed, it must start. */
+void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
+{
+	if (c->thr_on && !c->watching && ((struct rv_cq *)q->qp.recv_cq)->armed && rv_ring_ready(q))
+		kick(c);
+}
+
+int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	struct rv_cq *q = (struct rv_cq *)cq;
+	struct rv_ctx *c = to_ctx(cq->context);
+	int ret = 0;
+
+	(void)solicited_only;
+	rv_lock(c);
+	if (!c->thr_on)
+		ret = notifier_start(c);
+	if (!ret) {
+		q->armed = true;
+		kick(c);
+	}
+	rv_unlock(c);
+	return ret;
+}
+
+void rv_notifier_stop(struct rv_ctx *c)
+{
+	rv_lock(c);
+	if (!c->thr_on) {
+		rv_unlock(c);
+		return;
+	}
+	c->stop = true;
+	kick(c);
+	rv_unlock(c);
+	pthread_join(c->thr, NULL);
+	close(c->wake_fd);
+	c->wake_fd = -1;
+	c->thr_on = false;
+}
+
+RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
+			       void **cq_context)
+{
+	struct rv_chan *ch = (struct rv_chan *)channel;
+	struct rv_cq *q;
+	uint64_t v;
+
+	/* blocks unless the application made the fd non-blocking (EAGAIN);
+	 * a signal interrupts it (EINTR), as the kernel's channel would */
+	if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
+		return -1;
+	pthread_mutex_lock(&ch->lock);
+	q = ch->first;
+	if (q && !--q->ev_pending) {
+		ch->first = q->ev_next;
+		if (!ch->first)
+			ch->last = NULL;
+		q->queued = false;
+		q->ev_next = NULL;
+	}
+	pthread_mutex_unlock(&ch->lock);
+	if (!q) {
+		errno = EAGAIN;   /* its CQ was destroyed meanwhile */
+		return -1;
+	}
+	*cq = &q->cq;
+	*cq_context = q->cq.cq_context;
+	return 0;
+}
+
+RV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+static void drain(int fd, bool sock)
+{
+	char buf[64];
+	ssize_t n;
+
+	do
+		n = sock ? recv(fd, buf, sizeof(buf), MSG_DONTWAIT) : read(fd, buf, sizeof(buf));
+	while (n > 0 && sock);
+}
+
+/*
+ * The notifier: while some CQ is armed, do what a poll would (reap, issue,
+ * deliver), then sleep until roshmd posts a completion, the application
+ * arms or stops, an RNR timer runs out, or (receive CQs armed) the next look
+ * at the rings is due. With nothing armed it sleeps until it is kicked.
+ */
+static void *notifier(void *arg)
+{
+	struct rv_ctx *c = arg;
+	uint64_t backoff = RV_BACKOFF_MIN_NS, seen = 0;
+
+	rv_lock(c);
+	while (!c->stop) {
+		bool armed = false, watch = false;
+		uint64_t now, wait_ns = RV_IDLE_MAX_NS, rnr_at = 0;
+		struct pollfd pfd[2];
+		struct timespec ts;
+		struct roshm *r = c->r;
+
+		rv_progress(c);
+		for (struct rv_qp *q = c->qps; q; q = q->next)
+			rv_deliver(c, q);
+		for (struct rv_cq *q = c->cqs; q; q = q->next)
+			armed |= q->armed;
+		for (struct rv_qp *q = c->qps; q; q = q->next) {
+			if (rv_ring_ready(q) && ((struct rv_cq *)q->qp.recv_cq)->armed)
+				watch = true;
+			if (q->want && q->rnr_next_ns && (!rnr_at || q->rnr_next_ns < rnr_at))
+				rnr_at = q->rnr_next_ns;
+		}
+		c->watching = armed && watch;
+		if (c->pushes != seen) {
+			seen = c->pushes;
+			backoff = RV_BACKOFF_MIN_NS;
+		}
+		pfd[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = r->cq_event_fd, .events = POLLIN };
+		if (armed) {
+			/* W2 of roshm_wait_cqe: flag, full fence, one more look. */
+			__atomic_store_n(r->cq.kflags, ROSHM_CQ_NEED_WAKEUP, __ATOMIC_RELAXED);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			if (__atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE) != *r->cq.khead) {
+				__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
+				continue;
+			}
+			if (watch) {
+				wait_ns = backoff;
+				backoff = backoff * 2 > RV_BACKOFF_MAX_NS ? RV_BACKOFF_MAX_NS : backoff * 2;
+			}
+			now = rv_now_ns();
+			if (rnr_at)
+				wait_ns = rnr_at <= now ? 0 : rnr_at - now < wait_ns ? rnr_at - now : wait_ns;
+		}
+		ts.tv_sec = (time_t)(wait_ns / 1000000000ull);
+		ts.tv_nsec = (long)(wait_ns % 1000000000ull);
+		rv_unlock(c);
+		if (ppoll(pfd, armed ? 2 : 1, armed ? &ts : NULL, NULL) > 0) {
+			if (pfd[0].revents & POLLIN)
+				drain(c->wake_fd, false);
+			if (armed && (pfd[1].revents & POLLIN))
+				drain(pfd[1].fd, true);
+		}
+		rv_lock(c);
+		__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
+	}
+	rv_unlock(c);
+	return NULL;
+}
+
+RV_EXPORT const char *ibv_wc_status_str(enum ibv_wc_status status)
+{
+	static const char *const str[] = {
+		[IBV_WC_SUCCESS] = "success",
+		[IBV_WC_LOC_LEN_ERR] = "local length error",
+		[IBV_WC_LOC_QP_OP_ERR] = "local QP operation error",
+		[IBV_WC_LOC_EEC_OP_ERR] = "local EE context operation error",
+		[IBV_WC_LOC_PROT_ERR] = "local protection error",
+		[IBV_WC_WR_FLUSH_ERR] = "Work Request Flushed Error",
+		[IBV_WC_MW_BIND_ERR] = "memory management operation error",
+		[IBV_WC_BAD_RESP_ERR] = "bad response error",
+		[IBV_WC_LOC_ACCESS_ERR] = "local access error",
+		[IBV_WC_REM_INV_REQ_ERR] = "remote invalid request error",
+		[IBV_WC_REM_ACCESS_ERR] = "remote access error",
+		[IBV_WC_REM_OP_ERR] = "remote operation error",
+		[IBV_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[IBV_WC_RNR_RETRY_EXC_ERR] = "RNR retry counter exceeded",
+		[IBV_WC_LOC_RDD_VIOL_ERR] = "local RDD violation error",
+		[IBV_WC_REM_INV_RD_REQ_ERR] = "remote invalid RD request",
+		[IBV_WC_REM_ABORT_ERR] = "aborted error",
+		[IBV_WC_INV_EECN_ERR] = "invalid EE context number",
+		[IBV_WC_INV_EEC_STATE_ERR] = "invalid EE context state",
+		[IBV_WC_FATAL_ERR] = "fatal error",
+		[IBV_WC_RESP_TIMEOUT_ERR] = "response timeout error",
+		[IBV_WC_GENERAL_ERR] = "general error",
+		[IBV_WC_TM_ERR] = "TM error",
+		[IBV_WC_TM_RNDV_INCOMPLETE] = "TM software rendezvous",
+	};
+
+	if ((unsigned)status < sizeof(str) / sizeof(str[0]) && str[status])
+		return str[status];
+	return "unknown";
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: the receive side. Every QP owns an inbound ring, a region
+ * "ibv-qp-<qpn>" of its tenant (the QPN is drawn so that the name is free, so
+ * the QPN an application exchanges out of band names the ring). The
+ * connected peer fills it with fragments (qp.c); this side copies them into
+ * the posted RECVs in order, when the application polls its receive CQ (or
+ * the notifier thread does), and hands the slots back through the ring's
+ * consumer index. A message for which no RECV is posted waits in the ring;
+ * a sender finding the ring full is RNR-NAKed (qp.c).
+ *
+ * Everything in the ring but our own header is written by the peer and
+ * untrusted: each fragment header is copied once, checked (its slots inside
+ * the ring, its length inside its slots, the message's length inside the
+ * RECV, the sender being the connected QP), and only the copy is used. A
+ * fragment that breaks the rules fails the RECV (LOC_QP_OP_ERR) and the QP.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv.h"
+
+#define RV_RING_MIN (64u * 1024)
+#define RV_RING_MAX (4u << 20)
+#define RV_RING_ENV_MAX (256u << 20)
+
+static uint64_t pow2_64(uint64_t v)
+{
+	uint64_t n = 1;
+
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
+/*
+ * Create the QP's ring region and with it the QPN. Its size: $ROSHM_VERBS_RECV_RING
+ * bytes of slots, or 8 KiB per receive WR between 64 KiB and 4 MiB; a QP
+ * without a receive queue gets a header only (a peer's SEND to it then
+ * fails with REM_INV_REQ_ERR, as on a NIC).
+ */
+int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
+{
+	uint64_t bytes = 0;
+	uint32_t qpn = 0, h = 0;
+	int ret;
+
+	if (max_recv_wr) {
+		bytes = c->ring_bytes;
+		if (!bytes) {
+			bytes = (uint64_t)max_recv_wr * 8192;
+			bytes = bytes < RV_RING_MIN ? RV_RING_MIN : bytes > RV_RING_MAX ? RV_RING_MAX : bytes;
+		}
+		bytes = pow2_64(bytes < RV_SLOT * 64 ? RV_SLOT * 64 : bytes);
+		if (bytes > RV_RING_ENV_MAX)
+			bytes = RV_RING_ENV_MAX;
+	}
+	ret = rv_create_named(c, "ibv-qp-", 6, RV_RING_SLOTS + bytes, &qpn, &h);
+	if (ret)
+		return ret;
+	q->ring = roshm_region_data(c->r, h, NULL);
+	if (!q->ring) {
+		roshm_region_close(c->r, h);
+		return -EIO;
+	}
+	q->ring->qpn = qpn;
+	q->ring->nslots = (uint32_t)(bytes / RV_SLOT);
+	q->ring->cons = 0;
+	/* Release: a peer that finds the magic finds the rest (it reads through roshmd). */
+	__atomic_store_n(&q->ring->magic, RV_RING_MAGIC, __ATOMIC_RELEASE);
+	q->ring_handle = h;
+	q->ring_n = (uint32_t)(bytes / RV_SLOT);
+	q->ring_cons = 0;
+	q->qp.qp_num = qpn;
+	return 0;
+}
+
+void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer)
+{
+	if (q->ring)
+		__atomic_store_n(&q->ring->rnr_timer, timer & 31u, __ATOMIC_RELAXED);
+}
+
+static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opcode op,
+			uint32_t len, uint32_t imm, bool with_imm)
+{
+	struct rv_rwr *r = &q->rwr[q->rq_head & q->rq_mask];
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->wr_id;
+	wc.status = st;
+	wc.opcode = op;
+	wc.byte_len = len;
+	wc.qp_num = q->qp.qp_num;
+	wc.src_qp = q->dest_qp_num;
+	if (with_imm) {
+		wc.imm_data = imm;
+		wc.wc_flags = IBV_WC_WITH_IMM;
+	}
+	q->rq_head++;
+	rv_cq_push(q->qp.recv_cq, &wc);
+}
+
+/* Every posted RECV completes with WR_FLUSH_ERR (the QP is in error). */
+void rv_rq_flush(struct rv_qp *q)
+{
+	q->in_msg = false;
+	while (q->rq_head != q->rq_tail)
+		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, false);
+}
+
+int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	(void)srq;
+	*bad = wr;
+	return EOPNOTSUPP;   /* no SRQ can be created */
+}
+
+int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct rv_ctx *c = to_ctx(qp->context);
+	struct rv_qp *q = (struct rv_qp *)qp;
+	int ret = 0;
+
+	rv_lock(c);
+	if (qp->state == IBV_QPS_RESET) {
+		*bad = wr;
+		rv_unlock(c);
+		return EINVAL;
+	}
+	for (; wr; wr = wr->next) {
+		uint32_t at = q->rq_tail & q->rq_mask;
+		struct rv_rwr *r = &q->rwr[at];
+		struct ibv_sge *sg = &q->rsge[(size_t)at * q->rsge_stride];
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->rsge_stride) {
+			ret = EINVAL;
+			break;
+		}
+		if (q->rq_tail - q->rq_head >= q->cap.max_recv_wr) {
+			ret = ENOMEM;
+			break;
+		}
+		r->wr_id = wr->wr_id;
+		r->nsge = (uint16_t)wr->num_sge;
+		r->len = 0;
+		r->bad = false;
+		for (int i = 0; i < wr->num_sge; i++) {
+			sg[i] = wr->sg_list[i];
+			r->len += sg[i].length;
+			if (sg[i].length && !rv_local_ok(c, &sg[i]))
+				r->bad = true;
+		}
+		q->rq_tail++;
+	}
+	if (ret)
+		*bad = wr;
+	if (qp->state == IBV_QPS_ERR) {
+		rv_rq_flush(q);
+	} else {
+		rv_deliver(c, q);
+		rv_notify_recv(c, q);
+	}
+	rv_unlock(c);
+	return ret;
+}
+
+/* Copy @n bytes to the RECV's buffers from message byte @off on (bounds checked by the caller). */
+static void scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n)
+{
+	const struct rv_rwr *r = &q->rwr[at];
+	const struct ibv_sge *s = &q->rsge[(size_t)at * q->rsge_stride];
+
+	for (uint16_t i = 0; i < r->nsge && n; i++) {
+		uint64_t take;
+
+		if (off >= s[i].length) {
+			off -= s[i].length;
+			continue;
+		}
+		take = s[i].length - off;
+		if (take > n)
+			take = n;
+		memcpy((uint8_t *)(uintptr_t)s[i].addr + off, src, take);
+		src += take;
+		n -= take;
+		off = 0;
+	}
+}
+
+/* Is the copied fragment @f, at slot index @at, one the protocol allows now? */
+static bool frag_ok(const struct rv_qp *q, const struct rv_frag *f, uint32_t at)
+{
+	bool first = f->flags & RV_FRAG_FIRST, last = f->flags & RV_FRAG_LAST;
+	uint32_t total = first ? f->total : q->msg_total;
+	uint8_t op = first ? f->opcode : q->msg_op;
+	uint64_t off = first ? 0 : q->msg_off;
+
+	if (f->nslots < 1 || f->nslots > q->ring_n - at ||
+	    f->len > (uint64_t)(f->nslots - 1) * RV_SLOT)
+		return false;
+	if (f->opcode < RV_FRAG_SEND || f->opcode > RV_FRAG_WRITE_IMM ||
+	    (f->flags & ~(RV_FRAG_FIRST | RV_FRAG_LAST)) || f->src_qp != q->dest_qp_num)
+		return false;
+	if (first == q->in_msg || f->opcode != op || f->total != total || total > 1u << 30)
+		return false;
+	if (op == RV_FRAG_WRITE_IMM)
+		return f->len == 0 && first && last;
+	if (f->len > total - off)
+		return false;
+	return !last || off + f->len == total;
+}
+
+/* Move the ring's complete fragments into posted RECVs, in order. */
+void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
+{
+	struct rv_frag *slots;
+	uint32_t n = q->ring_n;
+
+	(void)c;
+	if (!n || q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
+		return;
+	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
+	while (q->rq_head != q->rq_tail) {
+		uint32_t at = (uint32_t)(q->ring_cons & (n - 1));
+		uint32_t ra = q->rq_head & q->rq_mask;
+		struct rv_rwr *r = &q->rwr[ra];
+		struct rv_frag f;
+
+		/* Acquire pairs with the sender's CAS, which roshmd executes
+		 * after the fragment's WRITE (same connection, in order). */
+		if (__atomic_load_n(&slots[at].tag, __ATOMIC_ACQUIRE) != q->ring_cons + 1)
+			break;
+		memcpy(&f, &slots[at], sizeof(f));
+		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
+		if (!frag_ok(q, &f, at)) {
+			rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, false);
+			rv_qp_fail(q);
+			return;
+		}
+		if (f.flags & RV_FRAG_FIRST) {
+			q->in_msg = true;
+			q->msg_off = 0;
+			q->msg_op = f.opcode;
+			q->msg_total = f.total;
+			q->msg_imm = f.imm;
+			q->msg_lenerr = f.opcode != RV_FRAG_WRITE_IMM && f.total > r->len;
+		}
+		if (f.len && !q->msg_lenerr && !r->bad)
+			scatter(q, ra, q->msg_off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
+		q->msg_off += f.len;
+		/* Clear every tag word of the fragment's slots (payload bytes of
+		 * this lap must never read as a tag in the next one). */
+		for (uint32_t j = 0; j < f.nslots; j++)
+			__atomic_store_n(&slots[at + j].tag, 0, __ATOMIC_RELAXED);
+		q->ring_cons += f.nslots;
+		/* Release: our copy and the cleared tags happen before the
+		 * sender, reading cons through roshmd, reuses the slots. */
+		__atomic_store_n(&q->ring->cons, q->ring_cons, __ATOMIC_RELEASE);
+		if (f.flags & RV_FRAG_LAST) {
+			enum ibv_wc_status st = r->bad ? IBV_WC_LOC_PROT_ERR :
+						q->msg_lenerr ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+
+			q->in_msg = false;
+			rq_complete(q, st, q->msg_op == RV_FRAG_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM :
+				    IBV_WC_RECV, q->msg_total, q->msg_imm, q->msg_op != RV_FRAG_SEND);
+			if (st != IBV_WC_SUCCESS) {
+				rv_qp_fail(q);
+				return;
+			}
+		}
+	}
+}
+
+/* Could a message arriving now complete a RECV of this QP? (notifier) */
+bool rv_ring_ready(const struct rv_qp *q)
+{
+	return q->ring_n && q->rq_head != q->rq_tail && q->qp.state >= IBV_QPS_RTR &&
+	       q->qp.state != IBV_QPS_ERR;
+}

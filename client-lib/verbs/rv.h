@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libroshm-verbs internals, shared by verbs.c (device, context, memory),
+ * qp.c (QPs and the send engine), recv.c (receive queues and the inbound
+ * ring every QP owns) and cq.c (CQs, completion channels, the notifier).
+ *
+ * Locking: one mutex per context (rv_ctx.lock) covers everything below it;
+ * every entry point that touches the context takes it, so the verbs calls
+ * are thread-safe, and the notifier thread (cq.c) drives progress for
+ * applications that sleep on a completion channel. A channel has its own
+ * lock (taken inside the context's, never the other way round).
+ */
+#ifndef RV_H
+#define RV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "roshm.h"
+
+#define RV_EXPORT __attribute__((visibility("default")))
+#define RV_PAGE 4096ull
+#define RV_META_MAGIC 0x31524d5672687372ull /* "rshrVMR1" */
+#define RV_RKEY_CACHE 64
+#define RV_MAX_INLINE 256
+#define RV_MAX_WR 4096
+#define RV_MAX_SGE 16
+/* An arena slot holds a 64 KiB message and its fragment header. */
+#define RV_SLOT_TARGET (68u * 1024)
+#define RV_META_SIZE 4096u      /* arena tail: the synchronous header reads */
+
+/* user_data of our SQEs: an arena slot, or a synchronous read. */
+#define RV_UD_PUBLISH (1ull << 32)      /* the CAS that publishes a fragment */
+#define RV_UD_SYNC (2ull << 62)         /* | sequence: sync_read() */
+
+/* First page of every MR region: what the owner registered. Read by peers. */
+struct rv_meta {
+	uint64_t magic;
+	uint64_t addr;          /* ibv_mr.addr */
+	uint64_t length;
+	uint64_t page_start;    /* data offset RV_PAGE maps here */
+	uint32_t access;        /* IBV_ACCESS_* */
+	uint32_t rkey;
+};
+
+/*
+ * Inbound ring of a QP: region "ibv-qp-<qpn>" (6 hex digits), created with
+ * the QP, in the QP's tenant. Data offset 0 holds this header; slots of 64
+ * bytes start at RV_RING_SLOTS. The owner writes everything here but the
+ * slots; the connected peer READs the credit words and fills slots.
+ */
+#define RV_RING_MAGIC 0x31474e5272687372ull /* "rshrRNG1" */
+#define RV_RING_CREDIT 64               /* offset of cons, rnr_timer */
+#define RV_RING_SLOTS 4096ull
+#define RV_SLOT 64u
+struct rv_ring_hdr {
+	uint64_t magic;
+	uint32_t qpn;
+	uint32_t nslots;        /* a power of two; 0: the QP has no receive queue */
+	uint64_t rsvd0[6];
+	uint64_t cons;          /* slots consumed (store-release by the owner) */
+	uint32_t rnr_timer;     /* the owner's min_rnr_timer (0..31) */
+	uint32_t rsvd1;
+	uint64_t rsvd2[6];
+};
+_Static_assert(sizeof(struct rv_ring_hdr) == 128, "ring header");
+_Static_assert(__builtin_offsetof(struct rv_ring_hdr, cons) == RV_RING_CREDIT, "credit words");
+
+/*
+ * A fragment: nslots consecutive slots (never wrapping), this header in the
+ * first, len payload bytes right after it. The sender WRITEs header and
+ * payload (tag 0), then CASes tag 0 -> slot sequence + 1 on the same
+ * connection: the tag is what the owner polls. A message is one or more
+ * fragments, FIRST ... LAST, like the packets of an IB message.
+ */
+enum { RV_FRAG_SEND = 1, RV_FRAG_SEND_IMM = 2, RV_FRAG_WRITE_IMM = 3 };
+#define RV_FRAG_FIRST 1u
+#define RV_FRAG_LAST 2u
+struct rv_frag {
+	uint64_t tag;
+	uint32_t len;           /* payload bytes in this fragment */
+	uint32_t nslots;        /* slots it covers, this header's included */
+	uint32_t total;         /* message bytes (WRITE_WITH_IMM: the write's length) */
+	uint32_t imm;           /* as the sender gave it (network order) */
+	uint32_t src_qp;
+	uint8_t opcode;         /* RV_FRAG_* */
+	uint8_t flags;          /* RV_FRAG_FIRST | RV_FRAG_LAST */
+	uint16_t rsvd0;
+	uint64_t rsvd1[4];
+};
+_Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
+
+struct rv_rkey {
+	uint32_t rkey;
+	uint32_t handle;
+	uint32_t refs;          /* WRs that still use it */
+	bool valid;
+	struct rv_meta m;
+};
+
+struct rv_mr {
+	struct ibv_mr mr;
+	struct rv_mr *next;
+	uint32_t handle;
+	uintptr_t page_start;
+	size_t page_len;
+};
+
+struct rv_cq {
+	struct ibv_cq cq;
+	struct rv_cq *next;     /* the context's CQs */
+	struct ibv_wc *wc;
+	uint32_t mask, head, tail;
+	bool overrun;
+	bool armed;             /* ibv_req_notify_cq: the next completion fires */
+	bool queued;            /* on its channel's list of fired CQs */
+	uint32_t ev_pending;    /* its events not yet taken by ibv_get_cq_event */
+	struct rv_cq *ev_next;
+};
+
+struct rv_chan {
+	struct ibv_comp_channel ch;     /* ch.fd: an eventfd (semaphore), one count per event */
+	pthread_mutex_t lock;
+	struct rv_cq *first, *last;     /* fired CQs, in order */
+};
+
+/* A send WR: recorded by ibv_post_send, issued as resources and credits allow. */
+struct rv_swr {
+	uint64_t wr_id;
+	uint64_t len;           /* bytes of the message */
+	uint64_t done;          /* RDMA bytes issued so far */
+	uint64_t sent;          /* message bytes published in fragments so far */
+	uint64_t roff;          /* remote region offset (RDMA and atomics) */
+	uint64_t cmp, swap;
+	struct rv_rkey *k;      /* remote MR (RDMA and atomics), a reference held */
+	uint8_t *inl;           /* inline copy of the data, or NULL */
+	uint32_t pending;       /* SQEs issued and not completed */
+	uint32_t nsqe;          /* SQEs issued so far */
+	uint32_t frags;         /* fragments published so far */
+	uint32_t imm;
+	enum ibv_wc_status status;
+	enum ibv_wc_opcode wc_op;
+	enum ibv_wr_opcode op;
+	uint16_t nsge;
+	bool signaled;
+	bool issued;            /* nothing left to issue */
+};
+
+struct rv_rwr {
+	uint64_t wr_id;
+	uint64_t len;           /* sum of its SGEs */
+	uint16_t nsge;
+	bool bad;               /* an SGE outside its MR: LOC_PROT_ERR when used */
+};
+
+struct rv_qp {
+	struct ibv_qp qp;
+	struct rv_qp *next;     /* the context's QPs */
+	struct ibv_qp_cap cap;
+	bool sq_sig_all;
+	uint32_t dest_qp_num, rq_psn, sq_psn;
+	uint8_t rnr_retry;      /* 7: forever */
+	bool broken;            /* a WR failed: what was not issued is flushed */
+	bool destroying;        /* destroy or reset drains it: no issue, no completions */
+	bool backlog_on;        /* counted in rv_ctx.nbacklog */
+
+	/* send queue: [head, issue) issued, [issue, tail) waiting */
+	struct rv_swr *swr;
+	struct ibv_sge *sge;    /* cap.max_send_sge per WR */
+	uint8_t *inl;           /* RV_MAX_INLINE per WR */
+	uint32_t mask, head, issue, tail;
+	uint32_t max_send_wr, sge_stride;
+	uint32_t inflight;      /* SQEs of this QP in roshmd (credit reads too) */
+	uint32_t data_inflight; /* RDMA WRITE and atomic SQEs: publications wait for them */
+
+	/* receive queue */
+	struct rv_rwr *rwr;
+	struct ibv_sge *rsge;   /* cap.max_recv_sge per WR */
+	uint32_t rq_mask, rq_head, rq_tail;
+	uint32_t rsge_stride;
+
+	/* our inbound ring */
+	uint32_t ring_handle;
+	struct rv_ring_hdr *ring;
+	uint32_t ring_n;        /* slots */
+	uint64_t ring_cons;
+	bool in_msg;            /* fragments of a message delivered, LAST not yet */
+	bool msg_lenerr;        /* it does not fit its RECV */
+	uint8_t msg_op;
+	uint32_t msg_total, msg_imm;
+	uint64_t msg_off;
+
+	/* the peer's ring (we send to it) */
+	bool peer_ok;
+	enum ibv_wc_status peer_status; /* not SUCCESS: every SEND to the peer fails so */
+	uint32_t peer_handle, peer_n;
+	uint64_t prod;          /* next slot sequence we fill */
+	uint64_t cons_known;    /* the peer's cons, as last read */
+	bool credit_inflight;
+	uint32_t want;          /* slots the blocked fragment needs (0: none blocked) */
+	uint32_t rnr_count;
+	uint8_t peer_rnr_timer;
+	uint64_t rnr_next_ns;   /* no credit read before this (RNR timer) */
+};
+
+enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT };
+
+/* One arena slot in use: the SQE(s) that own it. */
+struct rv_op {
+	struct rv_qp *qp;
+	uint32_t widx;
+	uint32_t len;
+	uint8_t kind;           /* RV_OP_* */
+	uint8_t refs;           /* CQEs still to come (a fragment: WRITE and CAS) */
+	void *dst;              /* READ: where the bytes go; atomic: the old value */
+};
+
+struct rv_ctx {
+	struct verbs_context vc;
+	pthread_mutex_t lock;
+	struct roshm *r;
+	uint8_t *arena;
+	uint64_t slot_size;
+	uint32_t nslots;
+	uint64_t meta_off;      /* RV_META_SIZE bytes after the slots */
+	uint32_t *free_slots;
+	uint32_t nfree;
+	struct rv_op *ops;
+	struct rv_mr *mrs;
+	struct rv_qp *qps;
+	struct rv_cq *cqs;
+	uint32_t nbacklog;      /* QPs with WRs waiting for issue */
+	uint64_t pushes;        /* completions ever added to its CQs (notifier) */
+	struct rv_rkey rkeys[RV_RKEY_CACHE];
+	uint32_t rkey_next;
+	uint32_t sync_seq;
+	bool sync_done;
+	int sync_status;
+	uint64_t guid;
+	uint64_t ring_bytes;    /* $ROSHM_VERBS_RECV_RING, 0: by max_recv_wr */
+	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
+	pthread_t thr;
+	bool thr_on, stop;
+	bool watching;          /* it looks at the rings on a timer */
+	int wake_fd;
+};
+
+static inline struct rv_ctx *to_ctx(struct ibv_context *c)
+{
+	return (struct rv_ctx *)((char *)c - __builtin_offsetof(struct rv_ctx, vc.context));
+}
+
+static inline void rv_lock(struct rv_ctx *c)
+{
+	pthread_mutex_lock(&c->lock);
+}
+
+static inline void rv_unlock(struct rv_ctx *c)
+{
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* verbs.c */
+bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
+int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
+		    uint32_t *id, uint32_t *handle);
+uint64_t rv_now_ns(void);
+
+/* qp.c */
+int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+void rv_reap(struct rv_ctx *c);
+void rv_progress(struct rv_ctx *c);
+int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
+void rv_qp_fail(struct rv_qp *q);
+
+/* recv.c */
+int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
+void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
+int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void rv_deliver(struct rv_ctx *c, struct rv_qp *q);
+void rv_rq_flush(struct rv_qp *q);
+bool rv_ring_ready(const struct rv_qp *q);
+
+/* cq.c */
+void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
+int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+void rv_notifier_stop(struct rv_ctx *c);
+void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q);
+
+#endif /* RV_H */
