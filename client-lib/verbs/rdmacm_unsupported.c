@@ -18,6 +18,7 @@
 #include <sys/select.h>
 
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <rdma/rsocket.h>
 
 #define RC_EXPORT __attribute__((visibility("default")))
