@@ -732,8 +732,12 @@ static void local_conn(struct rc_id *i, struct rc_msg *m, uint8_t type, uint32_t
 	m->type = type;
 	m->qpn = qpn & 0xffffff;
 	m->psn = i->psn;
-	if (rc_dev.verbs)
-		ibv_query_gid(rc_dev.verbs, 1, i->sgid_index, (union ibv_gid *)m->gid);
+	if (rc_dev.verbs) {
+		union ibv_gid g;
+
+		if (!ibv_query_gid(rc_dev.verbs, 1, i->sgid_index, &g))
+			memcpy(m->gid, g.raw, sizeof(m->gid));
+	}
 	m->lid = rc_dev.lid;
 	m->mtu = rc_dev.mtu;
 	m->responder_resources = i->resp_res;
@@ -1365,6 +1369,16 @@ RC_EXPORT int rdma_destroy_id(struct rdma_cm_id *id)
 	return 0;
 }
 
+/* RDMA_OPTION_ID_TOS marks the CM's own packets too */
+static void sock_tos(int fd, int family, uint8_t tos)
+{
+	int v = tos;
+
+	if (fd >= 0 && tos)
+		setsockopt(fd, family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
+			   family == AF_INET6 ? IPV6_TCLASS : IP_TOS, &v, sizeof(v));
+}
+
 static int id_socket(struct rc_id *i, int family)
 {
 	int one = 1, v6only = i->afonly > 0;
@@ -1383,12 +1397,7 @@ static int id_socket(struct rc_id *i, int family)
 		close(fd);
 		return -e;
 	}
-	if (i->tos) {
-		int tos = i->tos;
-
-		setsockopt(fd, family == AF_INET6 ? IPPROTO_IPV6 : IPPROTO_IP,
-			   family == AF_INET6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof(tos));
-	}
+	sock_tos(fd, family, i->tos);
 	return fd;
 }
 
@@ -2024,6 +2033,7 @@ RC_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, voi
 				err = EINVAL;
 			else
 				i->tos = *(uint8_t *)optval;
+			sock_tos(i->fd, i->id.route.addr.src_addr.sa_family, i->tos);
 			break;
 		case RDMA_OPTION_ID_REUSEADDR:
 			/* listeners reuse their port already (id_socket) */

@@ -48,7 +48,7 @@
 
 static const char *who = "rdmacm_check";
 
-static void fail(const char *fmt, ...)
+__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -334,8 +334,15 @@ static int server(const char *addr, int port)
 	CHECK(*(uint64_t *)(buf + CTR) == 7, "counter %" PRIu64 ", want 1000 + 5, swapped to 7",
 	      *(uint64_t *)(buf + CTR));
 	CHECK(!rdma_disconnect(id), "rdma_disconnect after the peer's: %s", strerror(errno));
-	rdma_destroy_qp(id);
+	{
+		struct ibv_cq *cq = id->qp->send_cq;
+
+		rdma_destroy_qp(id);
+		ibv_destroy_cq(cq);
+	}
 	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	free(buf - 5);
 	rdma_destroy_id(id);
 	printf("server: the client's WRITE, READ, FETCH_ADD and CMP_SWAP landed\n");
 
@@ -518,6 +525,7 @@ static int client(const char *addr, int port)
 		ibv_dereg_mr(mr);
 		rdma_destroy_qp(id);
 		ibv_destroy_cq(cq);
+		free(buf);
 	}
 	rdma_destroy_id(id);
 	printf("client: WRITE, READ, FETCH_ADD and CMP_SWAP through the CM's QP\n");
@@ -1310,6 +1318,13 @@ static int probe(void)
 	notify = ibv_req_notify_cq(cq, 0);
 	printf("probe: ibv_post_recv: %s, ibv_req_notify_cq: %s\n", recv ? strerror(recv) : "ok",
 	       notify ? strerror(notify) : "ok");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(cc);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(dl);
 	return recv || notify ? 2 : 0;
 }
 
