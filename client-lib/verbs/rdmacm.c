@@ -49,6 +49,7 @@
 #define RC_EXPORT __attribute__((visibility("default")))
 #define RC_DEVICE "roshm0"
 #define RC_MAX_PENDING 64          /* accepted sockets still without a REQ, per listener */
+#define RC_MAX_BACKLOG 1024        /* rdma_listen's backlog: CONNECT_REQUESTs not yet taken */
 #define RC_TIMEOUT_MS 30000        /* REQ -> REP, REP -> RTU, accept -> REQ */
 #define RC_REJ_CONSUMER 28         /* IB_CM_REJ_CONSUMER_DEFINED */
 #define RC_REJ_NO_LISTENER 8       /* IB_CM_REJ_INVALID_SERVICE_ID */
@@ -110,6 +111,7 @@ struct rc_id {
 	uint32_t ep_events;             /* registered with the channel's epoll (0: not) */
 	struct rc_id *listener;         /* while hidden: its listener */
 	unsigned npending;              /* listener: hidden connections */
+	unsigned backlog, nqueued;      /* listener: CONNECT_REQUESTs not yet taken, at most backlog */
 	uint64_t deadline;              /* CLOCK_MONOTONIC ms, 0: none */
 	uint32_t rlen;
 	uint8_t rbuf[RC_WIRE_MAX];
@@ -134,6 +136,7 @@ struct rc_evt {
 	struct rdma_cm_event ev;
 	struct rc_evt *next;
 	struct rc_id *id, *listen;      /* each holds a reference */
+	bool counted;                   /* a CONNECT_REQUEST in its listener's nqueued */
 	uint8_t pd[RC_PD_REP];
 };
 
@@ -484,6 +487,8 @@ static void id_put(struct rc_id *i)
 
 static void evt_free(struct rc_evt *e)
 {
+	if (e->counted && e->listen)
+		e->listen->nqueued--;
 	if (e->id)
 		id_put(e->id);
 	if (e->listen)
@@ -757,7 +762,9 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 
 	if (m->type != RC_MSG_REQ)
 		return false;
-	if (id_attach(i)) {
+	/* as the kernel CM with its listen backlog: requests the application
+	 * has not taken yet are bounded; one more is rejected */
+	if (l->nqueued >= l->backlog || id_attach(i)) {
 		send_simple(i, RC_MSG_REJ, RC_REJ_CONSUMER);
 		hidden_drop(i);
 		return true;
@@ -784,6 +791,8 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 	i->deadline = 0;
 	e->listen = l;
 	l->refs++;
+	e->counted = true;
+	l->nqueued++;
 	e->ev.listen_id = &l->id;
 	evt_conn(e, m, RC_PD_REQ);
 	chan_push(i->ch, e);
@@ -1105,7 +1114,10 @@ static void chan_process(struct rc_chan *c)
 		for (int k = 0; k < n; k++)
 			if (ids[k])
 				id_put(ids[k]);
-		if (n < 32 || c->dead)
+		/* again while sockets had something: a listener's new connections
+		 * may hold their REQ already (the queue's eventfd stays readable
+		 * while events wait, so it alone does not count) */
+		if (!nid || c->dead)
 			break;
 	}
 	chan_timeouts(c);
@@ -1213,6 +1225,10 @@ RC_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_
 		if (epoll_wait(c->ch.fd, &ev, 1, -1) < 0 && errno != EINTR)
 			return -1;
 		pthread_mutex_lock(&rc_lock);
+	}
+	if (e->counted) {
+		e->counted = false;
+		e->listen->nqueued--;
 	}
 	/* a sync listener's new id gets a private channel of its own */
 	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->listen && e->listen->sync) {
@@ -1607,6 +1623,8 @@ RC_EXPORT int rdma_listen(struct rdma_cm_id *id, int backlog)
 	if (!err) {
 		len = sizeof(i->id.route.addr.src_storage);
 		getsockname(i->fd, &i->id.route.addr.src_addr, &len);
+		/* 0: the kernel CM's default (its max_backlog) */
+		i->backlog = backlog > 0 && backlog < RC_MAX_BACKLOG ? (unsigned)backlog : RC_MAX_BACKLOG;
 		i->state = RC_LISTEN;
 		id_watch(i, EPOLLIN);
 	}

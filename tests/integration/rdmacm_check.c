@@ -1232,6 +1232,51 @@ static void hostile_active(int port)
 		      "rdma_accept of a failed request: want EINVAL");
 		rdma_destroy_id(id);
 	}
+	/* backlog 2: a third request the application has not taken yet is
+	 * rejected (reason 28), as the kernel CM does */
+	{
+		struct rdma_event_channel *L2 = rdma_create_event_channel();
+		struct rdma_addrinfo *r2 = ai("127.0.0.1", port + 1, true);
+		struct rdma_cm_id *l2, *got[2];
+		int f[3], rejected = 0;
+
+		nonblock(L2);
+		CHECK(!rdma_create_id(L2, &l2, NULL, RDMA_PS_TCP) && !rdma_bind_addr(l2, r2->ai_src_addr) &&
+		      !rdma_listen(l2, 2), "listener with backlog 2: %s", strerror(errno));
+		for (int k = 0; k < 3; k++) {
+			f[k] = raw_connect(port + 1);
+			CHECK(send(f[k], req, (size_t)nreq, 0) == nreq, "send");
+		}
+		for (int k = 0; k < 2; k++) {
+			e = ev_expect(L2, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+			got[k] = e->id;
+			rdma_ack_cm_event(e);
+		}
+		CHECK(!ev_next(L2, 200), "a CONNECT_REQUEST beyond the backlog");
+		for (int k = 0; k < 3; k++) {
+			uint8_t rb[RC_WIRE_MAX];
+			size_t have = 0;
+			struct pollfd pf = { .fd = f[k], .events = POLLIN };
+			struct rc_msg rm;
+
+			while (poll(&pf, 1, 300) == 1) {
+				ssize_t rr = recv(f[k], rb + have, sizeof(rb) - have, 0);
+
+				if (rr <= 0)
+					break;
+				have += (size_t)rr;
+			}
+			if (rc_wire_decode(rb, have, &rm) > 0 && rm.type == RC_MSG_REJ && rm.reason == 28)
+				rejected++;
+			close(f[k]);
+		}
+		CHECK(rejected == 1, "%d of 3 requests to a backlog of 2 were rejected, want 1", rejected);
+		rdma_destroy_id(got[0]);
+		rdma_destroy_id(got[1]);
+		rdma_destroy_id(l2);
+		rdma_destroy_event_channel(L2);
+		rdma_freeaddrinfo(r2);
+	}
 	/* 100 connections that say nothing: beyond 64 pending the listener
 	 * closes them at once; ROSHM_CM_TIMEOUT_MS later the rest */
 	for (int k = 0; k < 100; k++)
@@ -1263,7 +1308,7 @@ static void hostile_active(int port)
 	rdma_destroy_event_channel(L);
 	rdma_freeaddrinfo(r);
 	printf("local: the listener dropped 12 kinds of bad requests, half a REQ, 100 silent "
-	       "connections, and served a good one after\n");
+	       "connections, rejected a request beyond its backlog, and served a good one after\n");
 }
 
 static int local(int port)
