@@ -363,4 +363,50 @@ for i, (fl, txt) in enumerate([(3, 'tcp'), (3, '198.18.0.1:7471'), (3, '[fd00:19
                                (3, '[fe80::1%lo]:7471'), (3, '[::1:7471'), (3, '[::1]:0'),
                                (3, '[::1]:65536'), (3, 'fd00::1:7471'), (0, '198.18.0.1:80')]):
     put('addr', 'a%02d' % i, bytes([fl]) + txt.encode())
+# ---- rdmacm_wire: the CM frames of libroshm-verbs' librdmacm, as a stream ----
+CM_MAGIC, REQ, REP, REJ, RTU, DREQ = 0x52434d31, 1, 2, 3, 4, 5
+
+
+def cmhdr(typ, plen, magic=CM_MAGIC, version=1):
+    return struct.pack('>IBBH', magic, version, typ, plen)
+
+
+def cmconn(typ, pd=b'', qpn=0x123456, psn=0xabcdef, mtu=5, qp_type=2, retry=7, srq=0, zero=0, pd_len=None):
+    body = struct.pack('>II16sHBBBBBBBBBB', qpn, psn, bytes(range(16)), 0x1234, mtu, 16, 16, 0, retry, 7, srq,
+                       qp_type, len(pd) if pd_len is None else pd_len, zero) + pd
+    return cmhdr(typ, len(body)) + body
+
+
+def cmrej(reason=28, pd=b'', pd_len=None):
+    body = struct.pack('>IB3x', reason, len(pd) if pd_len is None else pd_len) + pd
+    return cmhdr(REJ, len(body)) + body
+
+
+put('rdmacm_wire', 'req', cmconn(REQ, b'hello'))
+put('rdmacm_wire', 'req_pd56', cmconn(REQ, bytes(range(56))))
+put('rdmacm_wire', 'rep_pd196', cmconn(REP, bytes(196)))
+put('rdmacm_wire', 'rej', cmrej(28, b'no thanks'))
+put('rdmacm_wire', 'rej_pd148', cmrej(8, bytes(148)))
+put('rdmacm_wire', 'active_stream', cmconn(REP) + cmhdr(DREQ, 0))
+put('rdmacm_wire', 'passive_stream', cmconn(REQ, b'x') + cmhdr(RTU, 0) + cmhdr(DREQ, 0))
+# near-valid
+put('rdmacm_wire', 'req_pd57', cmconn(REQ, bytes(57)))
+put('rdmacm_wire', 'rep_pd197', cmconn(REP, bytes(197)))
+put('rdmacm_wire', 'rej_pd149', cmrej(28, bytes(149)))
+put('rdmacm_wire', 'req_pd_len_lies', cmconn(REQ, bytes(10), pd_len=20))
+put('rdmacm_wire', 'rej_pd_len_lies', cmrej(28, bytes(10), pd_len=9))
+put('rdmacm_wire', 'req_qpn25', cmconn(REQ, qpn=0x1000000))
+put('rdmacm_wire', 'req_mtu6', cmconn(REQ, mtu=6))
+put('rdmacm_wire', 'req_ud', cmconn(REQ, qp_type=4))
+put('rdmacm_wire', 'req_retry8', cmconn(REQ, retry=8))
+put('rdmacm_wire', 'req_srq2', cmconn(REQ, srq=2))
+put('rdmacm_wire', 'req_zero_byte', cmconn(REQ, zero=1))
+put('rdmacm_wire', 'bad_magic', cmhdr(RTU, 0, magic=CM_MAGIC ^ 1))
+put('rdmacm_wire', 'version2', cmhdr(RTU, 0, version=2))
+put('rdmacm_wire', 'type0', cmhdr(0, 0))
+put('rdmacm_wire', 'type6', cmhdr(6, 0))
+put('rdmacm_wire', 'rtu_with_payload', cmhdr(RTU, 1) + b'\0')
+put('rdmacm_wire', 'req_huge_len', cmhdr(REQ, 0xffff))
+put('rdmacm_wire', 'req_truncated', cmconn(REQ, b'abc')[:30])
+put('rdmacm_wire', 'good_then_garbage', cmhdr(RTU, 0) + b'GET / HTTP/1.0\r\n\r\n')
 print('corpus written under', os.path.join(here, 'corpus'))

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# librdmacm of libroshm-verbs (client-lib/verbs/rdmacm.c) between two roshmd
+# nodes with the tcp transport in network namespaces (198.18.0.1 / .2, set
+# up as check_verbs_perftest.sh does); applications get our librdmacm.so.1
+# and libibverbs.so.1 through LD_LIBRARY_PATH and nothing else.
+#   check_rdmacm.sh BUILD_ROOT VERBS_DIR RDMACM_CHECK cm|send [SANITIZE]
+# cm:   rdmacm_check server/client (the API across the nodes, RDMA through
+#       the QPs it connects) and local (hostile peers on both ends of the CM
+#       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts);
+#       Debian's ucmatose -C 0 (connections without messages: several, then
+#       migrated) after garbage was thrown at its port; qperf -cm1's RDMA
+#       WRITE, READ and atomic tests.
+# send: what also needs SEND/RECV and completion channels from roshm0:
+#       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
+#       -R exchanges its keys with SENDs), ucmatose with messages,
+#       rdma_server + rdma_client, qperf -cm1 rc_lat / rc_bw. Skipped (77)
+#       while `rdmacm_check probe` finds no RECV or no completion events.
+set -u
+# meson puts our libraries on LD_LIBRARY_PATH (linked targets): roshmd
+# itself must get the system ones; only the applications get ours.
+unset LD_LIBRARY_PATH
+build=$1 vdir=$2 check=$3 mode=$4 sanitize=${5:-none}
+name=check_rdmacm
+[[ $mode == send ]] && name=check_rdmacm_send
+pre=
+if [[ $sanitize == *address* ]]; then
+  # unmodified binaries around our instrumented libraries: preload the runtime
+  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+  [[ -f $rt ]] || { echo "$name: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
+  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/cleanup.sh"
+if [[ $mode == cm ]]; then need=(ucmatose qperf)
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ucmatose rdma_server rdma_client qperf); fi
+for t in "${need[@]}"; do
+  command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
+done
+[[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "$name: skipped: needs root and ip for network namespaces"; exit 77; }
+d=$(th_tmpdir rdmacm)
+TN_PREFIX=$(th_prefix cm)
+. "$src/scripts/twonode.sh"
+srv=
+trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
+fail() { echo "FAIL: $*"; tail -20 "$d"/node-*.log; exit 1; }
+twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
+# Debian's binaries (ASan runtime preloaded in an ASan build) and ours
+va="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" vb="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+ca="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" cb="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+
+# pair NAME 'SERVER CMD' 'CLIENT CMD' [RESULT_RE]: server on node a, client on b
+pair() {
+  local n=$1 s=$2 c=$3 re=${4:-}
+  bg_a timeout 120 $va $s >"$d/$n.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  if ! in_b timeout 120 $vb $c >"$d/$n.client" 2>&1; then
+    cat "$d/$n.client" "$d/$n.server"; fail "$n: client failed"
+  fi
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/$n.server" "$d/$n.client"; fail "$n: server exited $rc"; }
+  if [[ -n $re ]] && ! grep -Eq "$re" "$d/$n.client"; then
+    cat "$d/$n.client"; fail "$n: no result line"
+  fi
+  echo "ok: $n"
+}
+
+# connect to node a's PORT from node b until it takes the connection, then
+# send what stdin gives (the garbage of a hostile peer)
+throw() {
+  local port=$1 f=$2
+  for _ in $(seq 100); do
+    in_b bash -c "exec 3<>/dev/tcp/$ADDR_A/$port && cat '$f' >&3 && sleep 0.2" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "nobody listens on $ADDR_A:$port"
+}
+
+if [[ $mode == cm ]]; then
+  bg_a timeout 120 $ca "$check" server "$ADDR_A" 7600 >"$d/check.server" 2>&1
+  srv=$BG_PID
+  in_b timeout 120 $cb "$check" client "$ADDR_A" 7600 >"$d/check.client" 2>&1 ||
+    { cat "$d/check.client" "$d/check.server"; fail "rdmacm_check client"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "rdmacm_check server exited $rc"; }
+  cat "$d/check.server" "$d/check.client"
+  in_a timeout 200 $ca "$check" local 7700 >"$d/check.local" 2>&1 ||
+    { cat "$d/check.local"; fail "rdmacm_check local"; }
+  cat "$d/check.local"
+
+  # ucmatose's listener first gets garbage, then half a REQ from a peer that
+  # leaves; it must still take its two connections
+  head -c 4096 /dev/urandom > "$d/garbage"
+  printf 'RCM1\001\001\000\044\000\000\000' > "$d/halfreq"
+  bg_a timeout 120 $va ucmatose -C 0 -c 2 -p 7800 >"$d/ucma.server" 2>&1
+  srv=$BG_PID
+  throw 7800 "$d/garbage"
+  throw 7800 "$d/halfreq"
+  in_b timeout 120 $vb ucmatose -C 0 -c 2 -p 7800 -s "$ADDR_A" >"$d/ucma.client" 2>&1 ||
+    { cat "$d/ucma.client" "$d/ucma.server"; fail "ucmatose client after garbage"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/ucma.server"; fail "ucmatose server exited $rc"; }
+  grep -q 'return status 0' "$d/ucma.client" || fail "ucmatose client: no 'return status 0'"
+  echo "ok: ucmatose -C 0 -c 2 after garbage on its port"
+  pair ucmatose-migrate "ucmatose -C 0 -c 3 -m -p 7801" "ucmatose -C 0 -c 3 -m -p 7801 -s $ADDR_A" 'return status 0'
+
+  # qperf: its own TCP exchange for keys, the CM for the QPs; polled CQs
+  bg_a timeout 200 $va qperf >"$d/qperf.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  for t in rc_rdma_write_poll_lat rc_rdma_read_lat rc_rdma_read_bw rc_fetch_add_mr rc_compare_swap_mr; do
+    in_b timeout 60 $vb qperf "$ADDR_A" -cm1 -cp1 -t 2 $t >"$d/qperf.$t" 2>&1 ||
+      { cat "$d/qperf.$t" "$d/qperf.server"; fail "qperf -cm1 $t"; }
+    # a result, and not 0: something went through the QP the CM connected
+    grep -Eq '(latency|bw|msg_rate) += +[0-9.]*[1-9][0-9.]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
+    echo "ok: qperf -cm1 $t: $(grep -E '(latency|bw|msg_rate) +=' "$d/qperf.$t" | tr -s ' ')"
+  done
+  th_stop "$srv"; srv=
+  echo "$name: ok"
+  exit 0
+fi
+
+# send: only where roshm0 has SEND/RECV and completion events
+probe=$(in_a timeout 30 $ca "$check" probe 2>&1); rc=$?
+if [[ $rc == 2 ]]; then
+  echo "$name: skipped: roshm0 has no SEND/RECV or completion events yet ($probe)"
+  exit 77
+fi
+[[ $rc == 0 ]] || fail "rdmacm_check probe exited $rc: $probe"
+re='^ +[0-9]+ +[0-9]+ '
+pair ib_write_lat-R "ib_write_lat -d roshm0 -R -n 200" "ib_write_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
+pair ib_read_lat-R "ib_read_lat -d roshm0 -R -n 200" "ib_read_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
+pair ib_atomic_lat-R "ib_atomic_lat -d roshm0 -R -n 200" "ib_atomic_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
+pair ib_send_lat-R "ib_send_lat -d roshm0 -R -n 200" "ib_send_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
+pair ucmatose "ucmatose -c 2 -p 7802" "ucmatose -c 2 -p 7802 -s $ADDR_A" 'data transfers complete'
+pair rdma_server-client "rdma_server -s $ADDR_A -p 7803" "rdma_client -s $ADDR_A -p 7803" 'rdma_client: end 0'
+bg_a timeout 200 $va qperf >"$d/qperf.server" 2>&1
+srv=$BG_PID
+sleep 0.5
+for t in rc_lat rc_bw; do
+  in_b timeout 60 $vb qperf "$ADDR_A" -cm1 -t 2 $t >"$d/qperf.$t" 2>&1 ||
+    { cat "$d/qperf.$t" "$d/qperf.server"; fail "qperf -cm1 $t"; }
+  grep -Eq '(latency|bw) += +[0-9.]*[1-9][0-9.]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
+  echo "ok: qperf -cm1 $t: $(grep -E '(latency|bw) +=' "$d/qperf.$t" | tr -s ' ')"
+done
+th_stop "$srv"; srv=
+echo "$name: ok"

@@ -1,0 +1,1407 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs' librdmacm driven the way applications drive it, each case
+ * checking what rdma_cm promises (events, private data, conn_param, QP
+ * states, addresses, errors), with data moved through the QPs it connects.
+ *
+ *   rdmacm_check server ADDR PORT   node a  \  together: the API between two
+ *   rdmacm_check client ADDR PORT   node b  /  nodes (PORT .. PORT+2)
+ *   rdmacm_check local PORT         one node: IPv6 and dual stack, migrate,
+ *                                   rdma_establish, nonblocking channels,
+ *                                   timeouts, hostile peers on both sides of
+ *                                   the CM socket, unsupported calls
+ *                                   (PORT .. PORT+4; helpers are this program)
+ *   rdmacm_check probe              exit 0 when roshm0 takes RECVs and arms
+ *                                   completion events, 2 when it does not
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
+
+#include "rdmacm_wire.h"
+
+#define MAGIC 0x6d63726bu   /* what both sides put first in their private data */
+#define LEN 10000
+#define OFF 123
+#define PLEN 3000
+#define CTR 8195   /* buf is malloc + 5: 8-byte aligned for the atomics */
+
+static const char *who = "rdmacm_check";
+
+__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: FAIL: ", who);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CHECK(c, ...) do { if (!(c)) fail(__VA_ARGS__); } while (0)
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static const char *estr(int e)
+{
+	return rdma_event_str((enum rdma_cm_event_type)e);
+}
+
+/* The next event of @ch within @ms (NULL when none came). A blocking
+ * channel blocks (the watchdog alarm bounds it). */
+static struct rdma_cm_event *ev_next(struct rdma_event_channel *ch, int ms)
+{
+	struct rdma_cm_event *e;
+	uint64_t end = now_ms() + (uint64_t)ms;
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+
+	for (;;) {
+		if (!rdma_get_cm_event(ch, &e))
+			return e;
+		CHECK(errno == EAGAIN, "rdma_get_cm_event: %s", strerror(errno));
+		if (now_ms() >= end)
+			return NULL;
+		poll(&p, 1, end - now_ms() < 20 ? (int)(end - now_ms()) : 20);
+	}
+}
+
+static struct rdma_cm_event *ev_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type t,
+				       int ms)
+{
+	struct rdma_cm_event *e = ev_next(ch, ms);
+
+	CHECK(e, "expected %s within %d ms, nothing came", estr(t), ms);
+	CHECK(e->event == t, "expected %s, got %s (status %d)", estr(t), estr(e->event), e->status);
+	return e;
+}
+
+static void nonblock(struct rdma_event_channel *ch)
+{
+	CHECK(!fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), "O_NONBLOCK");
+}
+
+static struct rdma_addrinfo *ai(const char *node, int port, bool passive)
+{
+	struct rdma_addrinfo h, *r;
+	char svc[16];
+	int ret;
+
+	memset(&h, 0, sizeof(h));
+	h.ai_port_space = RDMA_PS_TCP;
+	h.ai_flags = passive ? RAI_PASSIVE : 0;
+	snprintf(svc, sizeof(svc), "%d", port);
+	ret = rdma_getaddrinfo(node, svc, &h, &r);
+	CHECK(!ret, "rdma_getaddrinfo(%s, %s): %s", node ? node : "NULL", svc, gai_strerror(ret));
+	return r;
+}
+
+static const char *addr_str(const struct sockaddr *sa, char *buf, size_t n)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, a, sizeof(a));
+	snprintf(buf, n, "%s port %u", a, ntohs(sa->sa_family == AF_INET ?
+		((const struct sockaddr_in *)sa)->sin_port : ((const struct sockaddr_in6 *)sa)->sin6_port));
+	return buf;
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	CHECK(!ibv_query_qp(qp, &a, IBV_QP_STATE, &ia), "ibv_query_qp");
+	return a.qp_state;
+}
+
+/* resolve address and route of a new id on @ch towards node:port */
+static struct rdma_cm_id *resolve(struct rdma_event_channel *ch, const char *node, int port)
+{
+	struct rdma_addrinfo *r = ai(node, port, false);
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *e;
+
+	CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_resolve_addr(id, NULL, r->ai_dst_addr, 2000), "rdma_resolve_addr: %s",
+	      strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	CHECK(e->id == id && !e->status, "ADDR_RESOLVED for another id or status %d", e->status);
+	rdma_ack_cm_event(e);
+	CHECK(id->verbs && !strcmp(ibv_get_device_name(id->verbs->device), "roshm0"),
+	      "id->verbs is not roshm0");
+	CHECK(ntohs(rdma_get_dst_port(id)) == port, "dst port %u, want %d", ntohs(rdma_get_dst_port(id)), port);
+	CHECK(rdma_get_src_port(id) != 0, "no source port after ADDR_RESOLVED");
+	CHECK(!rdma_resolve_route(id, 2000), "rdma_resolve_route: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000);
+	rdma_ack_cm_event(e);
+	CHECK(id->route.num_paths == 1 && id->route.path_rec, "route without a path record");
+	rdma_freeaddrinfo(r);
+	return id;
+}
+
+/* a QP through rdma_create_qp with CQs (and channels) made by librdmacm */
+static void cm_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = 16;
+	a.cap.max_send_sge = 1;
+	a.cap.max_recv_wr = 1;
+	a.cap.max_recv_sge = 1;
+	a.sq_sig_all = 1;
+	CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp: %s", strerror(errno));
+	CHECK(id->qp && id->send_cq && id->send_cq_channel && id->recv_cq && id->recv_cq_channel &&
+	      id->pd == id->qp->pd,
+	      "rdma_create_qp did not make the QP, its CQ and channel");
+	CHECK(qp_state(id->qp) == IBV_QPS_INIT, "new QP not in INIT");
+}
+
+static struct ibv_wc wait_wc(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	uint64_t end = now_ms() + 20000;
+
+	while (now_ms() < end) {
+		int n = ibv_poll_cq(cq, 1, &wc);
+
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (n)
+			return wc;
+	}
+	fail("no completion in 20 s");
+	return wc;
+}
+
+static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t len, uint32_t lkey,
+		 uint64_t raddr, uint32_t rkey, uint64_t a, uint64_t b)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = a;
+		wr.wr.atomic.swap = b;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	CHECK(!ibv_post_send(qp, &wr, &bad), "ibv_post_send opcode %d", op);
+	wc = wait_wc(qp->send_cq);
+	CHECK(wc.status == IBV_WC_SUCCESS, "opcode %d completed with status %d", op, wc.status);
+}
+
+struct info {
+	uint32_t magic;
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+/* ============================================================ two nodes */
+
+static int server(const char *addr, int port)
+{
+	struct rdma_event_channel *ch, *ch2;
+	struct rdma_cm_id *lid, *lid2, *id;
+	struct rdma_cm_event *e;
+	struct rdma_addrinfo *r = ai(addr, port, true);
+	struct rdma_conn_param cp;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	struct info ci, si;
+	uint8_t zero[56] = { 0 }, *buf;
+	char s[96];
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct pollfd p;
+
+	who = "rdmacm_check server";
+	ch = rdma_create_event_channel();
+	CHECK(ch, "rdma_create_event_channel: %s", strerror(errno));
+	CHECK(!rdma_create_id(ch, &lid, (void *)0x5eed, RDMA_PS_TCP), "rdma_create_id");
+	CHECK(!rdma_bind_addr(lid, r->ai_src_addr), "rdma_bind_addr: %s", strerror(errno));
+	CHECK(ntohs(rdma_get_src_port(lid)) == port, "bound port %u", ntohs(rdma_get_src_port(lid)));
+	CHECK(!rdma_listen(lid, 4), "rdma_listen: %s", strerror(errno));
+	/* a second listener on the same port is refused */
+	CHECK(!rdma_create_id(ch, &lid2, NULL, RDMA_PS_TCP), "rdma_create_id");
+	CHECK(rdma_bind_addr(lid2, r->ai_src_addr) && errno == EADDRINUSE,
+	      "a second bind to a listening port: want EADDRINUSE, got %s", strerror(errno));
+	rdma_destroy_id(lid2);
+	printf("server: listening on %s\n", addr_str(r->ai_src_addr, s, sizeof(s)));
+	fflush(stdout);
+
+	/* 1: reject, with private data both ways */
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 60000);
+	CHECK(e->listen_id == lid && e->id != lid && e->id->context == (void *)0x5eed,
+	      "CONNECT_REQUEST: listen_id %p (want %p), id %p, context %p", (void *)e->listen_id,
+	      (void *)lid, (void *)e->id, e->id->context);
+	CHECK(e->id->verbs && !strcmp(ibv_get_device_name(e->id->verbs->device), "roshm0"),
+	      "new id's verbs is not roshm0");
+	CHECK(e->param.conn.private_data_len == 56 && !memcmp(e->param.conn.private_data, "reject me", 10) &&
+	      !memcmp((uint8_t *)e->param.conn.private_data + 10, zero, 46),
+	      "REQ private data: len %u, want 56 = 'reject me' and zeros", e->param.conn.private_data_len);
+	printf("server: request from %s\n", addr_str(rdma_get_peer_addr(e->id), s, sizeof(s)));
+	CHECK(!rdma_reject(e->id, "no thanks", 10), "rdma_reject: %s", strerror(errno));
+	id = e->id;
+	rdma_ack_cm_event(e);
+	rdma_destroy_id(id);
+
+	/* 2: accept with a QP, data through it */
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 30000);
+	id = e->id;
+	memcpy(&ci, e->param.conn.private_data, sizeof(ci));
+	CHECK(ci.magic == MAGIC, "REQ private data magic %x", ci.magic);
+	CHECK(e->param.conn.initiator_depth == 4 && e->param.conn.responder_resources == 2,
+	      "REQ seen with initiator_depth %u responder_resources %u, want 4 and 2 (the client's 4/2 "
+	      "from this side)", e->param.conn.initiator_depth, e->param.conn.responder_resources);
+	pd = ibv_alloc_pd(id->verbs);
+	CHECK(pd, "ibv_alloc_pd");
+	{
+		struct ibv_cq *cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+		struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+					      .cap = { .max_send_wr = 16, .max_send_sge = 1 } };
+
+		CHECK(cq, "ibv_create_cq");
+		CHECK(!rdma_create_qp(id, pd, &a), "rdma_create_qp: %s", strerror(errno));
+		CHECK(!id->send_cq && !id->send_cq_channel, "librdmacm made a CQ though one was given");
+	}
+	buf = malloc(LEN + 64);
+	CHECK(buf, "malloc");
+	buf += 5;   /* unaligned on purpose */
+	memset(buf, 0, LEN);
+	*(uint64_t *)(buf + CTR) = 1000;
+	mr = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	CHECK(mr, "ibv_reg_mr: %s", strerror(errno));
+	si = (struct info){ .magic = MAGIC, .rkey = mr->rkey, .addr = (uintptr_t)buf };
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = &si;
+	cp.private_data_len = sizeof(si);
+	cp.responder_resources = RDMA_MAX_RESP_RES;
+	cp.initiator_depth = RDMA_MAX_INIT_DEPTH;
+	cp.rnr_retry_count = 7;
+	CHECK(!rdma_accept(id, &cp), "rdma_accept: %s", strerror(errno));
+	CHECK(!ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qia), "ibv_query_qp");
+	CHECK(qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == e->param.conn.qp_num,
+	      "after rdma_accept: QP state %d dest_qp_num %06x, want RTS and the client's %06x",
+	      qa.qp_state, qa.dest_qp_num, e->param.conn.qp_num);
+	rdma_ack_cm_event(e);
+	e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
+	CHECK(e->id == id, "ESTABLISHED for another id");
+	rdma_ack_cm_event(e);
+	/* the client WRITEs, READs, adds and swaps, then disconnects */
+	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 60000);
+	CHECK(e->id == id, "DISCONNECTED for another id");
+	rdma_ack_cm_event(e);
+	for (int k = 0; k < PLEN; k++)
+		CHECK(buf[OFF + k] == (uint8_t)(k * 7 + 3), "byte %d of the client's WRITE: %u", k, buf[OFF + k]);
+	CHECK(*(uint64_t *)(buf + CTR) == 7, "counter %" PRIu64 ", want 1000 + 5, swapped to 7",
+	      *(uint64_t *)(buf + CTR));
+	CHECK(!rdma_disconnect(id), "rdma_disconnect after the peer's: %s", strerror(errno));
+	{
+		struct ibv_cq *cq = id->qp->send_cq;
+
+		rdma_destroy_qp(id);
+		ibv_destroy_cq(cq);
+	}
+	ibv_dereg_mr(mr);
+	ibv_dealloc_pd(pd);
+	free(buf - 5);
+	rdma_destroy_id(id);
+	printf("server: the client's WRITE, READ, FETCH_ADD and CMP_SWAP landed\n");
+
+	/* 3: a pollable, nonblocking channel; a QP-less accept; we disconnect */
+	ch2 = rdma_create_event_channel();
+	nonblock(ch2);
+	CHECK(rdma_get_cm_event(ch2, &e) && errno == EAGAIN, "an empty nonblocking channel: want EAGAIN");
+	rdma_destroy_event_channel(ch2);
+	nonblock(ch);
+	p = (struct pollfd){ .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 60000) == 1, "the channel's fd never polled readable");
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 30000);
+	id = e->id;
+	CHECK(rdma_accept(id, NULL) && errno == EINVAL, "rdma_accept(NULL) without a QP: want EINVAL");
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = 0x123456;
+	CHECK(!rdma_accept(id, &cp), "rdma_accept with conn_param.qp_num: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000));
+	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+	CHECK(e->id == id, "DISCONNECTED for another id");
+	rdma_ack_cm_event(e);
+	CHECK(!rdma_disconnect(id), "a second rdma_disconnect: %s", strerror(errno));
+	CHECK(!ev_next(ch, 200), "an event after the second rdma_disconnect");
+	rdma_destroy_id(id);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(ch);
+	rdma_freeaddrinfo(r);
+
+	/* 4: synchronous endpoints (rdma_server's calls) on PORT+2 */
+	{
+		struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
+					      .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						  .max_recv_wr = 1, .max_recv_sge = 1 } };
+		struct rdma_cm_id *lep, *cid;
+
+		r = ai(addr, port + 2, true);
+		CHECK(!rdma_create_ep(&lep, r, NULL, &a), "rdma_create_ep (passive): %s", strerror(errno));
+		CHECK(!rdma_listen(lep, 0), "rdma_listen: %s", strerror(errno));
+		CHECK(!rdma_get_request(lep, &cid), "rdma_get_request: %s", strerror(errno));
+		CHECK(cid->qp && cid->event && cid->event->event == RDMA_CM_EVENT_CONNECT_REQUEST,
+		      "rdma_get_request: no QP or no request event on the new id");
+		CHECK(!memcmp(cid->event->param.conn.private_data, "sync+pd", 7),
+		      "ai_connect and conn_param private data not both in the REQ");
+		CHECK(!rdma_accept(cid, NULL), "rdma_accept (sync): %s", strerror(errno));
+		CHECK(cid->event->event == RDMA_CM_EVENT_ESTABLISHED, "sync accept returned before ESTABLISHED");
+		e = ev_expect(cid->channel, RDMA_CM_EVENT_DISCONNECTED, 30000);
+		rdma_ack_cm_event(e);
+		rdma_destroy_ep(cid);
+		rdma_destroy_ep(lep);
+		rdma_freeaddrinfo(r);
+	}
+	printf("rdmacm_check server: ok\n");
+	return 0;
+}
+
+static int client(const char *addr, int port)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *e;
+	struct rdma_conn_param cp;
+	struct ibv_qp_attr qa;
+	struct info ci, si;
+	uint8_t *buf, big[57] = { 0 };
+	char s[96];
+	struct ibv_mr *mr;
+	int tries;
+
+	who = "rdmacm_check client";
+	ch = rdma_create_event_channel();
+	CHECK(ch, "rdma_create_event_channel: %s", strerror(errno));
+
+	/* 0: nobody listens on PORT+1: REJECTED (IB CM's invalid service id), QP in error */
+	id = resolve(ch, addr, port + 1);
+	printf("client: from %s\n", addr_str(rdma_get_local_addr(id), s, sizeof(s)));
+	cm_qp(id);
+	memset(&cp, 0, sizeof(cp));
+	CHECK(!rdma_connect(id, &cp), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_REJECTED, 10000);
+	CHECK(e->status == 8, "REJECTED status %d, want 8", e->status);
+	rdma_ack_cm_event(e);
+	CHECK(qp_state(id->qp) == IBV_QPS_ERR, "QP not in error after REJECTED");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* 1: private data too long for a REQ; then rejected with private data */
+	for (tries = 0;; tries++) {
+		id = resolve(ch, addr, port);
+		cm_qp(id);
+		memset(&cp, 0, sizeof(cp));
+		cp.private_data = big;
+		cp.private_data_len = sizeof(big);
+		CHECK(rdma_connect(id, &cp) && errno == EINVAL, "57 bytes of REQ private data: want EINVAL");
+		cp.private_data = "reject me";
+		cp.private_data_len = 10;
+		CHECK(!rdma_connect(id, &cp), "rdma_connect: %s", strerror(errno));
+		e = ev_next(ch, 10000);
+		CHECK(e, "no answer to a connect");
+		if (e->event == RDMA_CM_EVENT_REJECTED && e->status == 8 && tries < 100) {
+			/* the server is not listening yet */
+			rdma_ack_cm_event(e);
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+			usleep(100000);
+			continue;
+		}
+		break;
+	}
+	CHECK(e->event == RDMA_CM_EVENT_REJECTED && e->status == 28,
+	      "want REJECTED 28 (consumer), got %s %d", estr(e->event), e->status);
+	CHECK(e->param.conn.private_data_len == 148 && !memcmp(e->param.conn.private_data, "no thanks", 10),
+	      "REJ private data: len %u", e->param.conn.private_data_len);
+	rdma_ack_cm_event(e);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* 2: connect, then RDMA through the QP librdmacm moved to RTS */
+	id = resolve(ch, addr, port);
+	{
+		struct ibv_cq *cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+		struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+					      .cap = { .max_send_wr = 16, .max_send_sge = 1 } };
+
+		CHECK(cq, "ibv_create_cq");
+		CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp: %s", strerror(errno));
+	}
+	buf = malloc(LEN);
+	CHECK(buf, "malloc");
+	mr = ibv_reg_mr(id->pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "ibv_reg_mr");
+	ci = (struct info){ .magic = MAGIC };
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = &ci;
+	cp.private_data_len = sizeof(ci);
+	cp.responder_resources = 4;
+	cp.initiator_depth = 2;
+	cp.retry_count = 7;
+	cp.rnr_retry_count = 7;
+	CHECK(!rdma_connect(id, &cp), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
+	CHECK(e->param.conn.private_data_len == 196, "REP private data len %u, want 196",
+	      e->param.conn.private_data_len);
+	memcpy(&si, e->param.conn.private_data, sizeof(si));
+	CHECK(si.magic == MAGIC, "REP private data magic %x", si.magic);
+	{
+		struct ibv_qp_init_attr qia;
+		struct ibv_qp_attr ra;
+		int mask;
+
+		CHECK(!ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qia), "ibv_query_qp");
+		CHECK(qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == e->param.conn.qp_num,
+		      "after ESTABLISHED: QP state %d dest %06x, want RTS and the server's %06x",
+		      qa.qp_state, qa.dest_qp_num, e->param.conn.qp_num);
+		ra.qp_state = IBV_QPS_RTR;
+		CHECK(!rdma_init_qp_attr(id, &ra, &mask) && (mask & IBV_QP_DEST_QPN) &&
+		      ra.dest_qp_num == e->param.conn.qp_num && ra.ah_attr.is_global,
+		      "rdma_init_qp_attr(RTR) does not give the peer's QPN and GID");
+	}
+	rdma_ack_cm_event(e);
+	for (int k = 0; k < PLEN; k++)
+		buf[k] = (uint8_t)(k * 7 + 3);
+	post(id->qp, IBV_WR_RDMA_WRITE, buf, PLEN, mr->lkey, si.addr + OFF, si.rkey, 0, 0);
+	memset(buf, 0, LEN);
+	post(id->qp, IBV_WR_RDMA_READ, buf + 4096, PLEN, mr->lkey, si.addr + OFF, si.rkey, 0, 0);
+	for (int k = 0; k < PLEN; k++)
+		CHECK(buf[4096 + k] == (uint8_t)(k * 7 + 3), "READ byte %d: %u", k, buf[4096 + k]);
+	post(id->qp, IBV_WR_ATOMIC_FETCH_AND_ADD, buf, 8, mr->lkey, si.addr + CTR, si.rkey, 5, 0);
+	CHECK(*(uint64_t *)buf == 1000, "FETCH_ADD old value %" PRIu64, *(uint64_t *)buf);
+	post(id->qp, IBV_WR_ATOMIC_CMP_AND_SWP, buf, 8, mr->lkey, si.addr + CTR, si.rkey, 1005, 7);
+	CHECK(*(uint64_t *)buf == 1005, "CMP_SWAP old value %" PRIu64, *(uint64_t *)buf);
+	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+	rdma_ack_cm_event(e);
+	CHECK(qp_state(id->qp) == IBV_QPS_ERR, "QP not in error after rdma_disconnect");
+	{
+		struct ibv_cq *cq = id->qp->send_cq;
+
+		ibv_dereg_mr(mr);
+		rdma_destroy_qp(id);
+		ibv_destroy_cq(cq);
+		free(buf);
+	}
+	rdma_destroy_id(id);
+	printf("client: WRITE, READ, FETCH_ADD and CMP_SWAP through the CM's QP\n");
+
+	/* 3: the server accepts without a QP of its own and disconnects us */
+	id = resolve(ch, addr, port);
+	cm_qp(id);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect(NULL) with a QP: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
+	CHECK(e->param.conn.qp_num == 0x123456, "the server's conn_param.qp_num: %06x", e->param.conn.qp_num);
+	rdma_ack_cm_event(e);
+	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 30000);
+	rdma_ack_cm_event(e);
+	CHECK(!rdma_disconnect(id), "rdma_disconnect after the peer's: %s", strerror(errno));
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+
+	/* 4: synchronous endpoints (rdma_client's calls), with ai_connect */
+	{
+		struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC, .sq_sig_all = 1,
+					      .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						  .max_recv_wr = 1, .max_recv_sge = 1 } };
+		struct rdma_addrinfo *r = ai(addr, port + 2, false);
+		int ret;
+
+		r->ai_connect = malloc(4);
+		memcpy(r->ai_connect, "sync", 4);
+		r->ai_connect_len = 4;
+		memset(&cp, 0, sizeof(cp));
+		cp.private_data = "+pd";
+		cp.private_data_len = 3;
+		for (tries = 0;; tries++) {
+			struct ibv_qp_init_attr a2 = a;   /* rdma_create_qp writes its CQs back */
+
+			CHECK(!rdma_create_ep(&id, r, NULL, &a2), "rdma_create_ep: %s", strerror(errno));
+			CHECK(id->qp && id->send_cq, "rdma_create_ep made no QP");
+			ret = rdma_connect(id, &cp);
+			if (!ret || errno != ECONNREFUSED || tries > 100)
+				break;
+			rdma_destroy_ep(id);
+			usleep(100000);
+		}
+		CHECK(!ret, "rdma_connect (sync): %s", strerror(errno));
+		CHECK(id->event && id->event->event == RDMA_CM_EVENT_ESTABLISHED,
+		      "sync connect returned before ESTABLISHED");
+		CHECK(!rdma_disconnect(id), "rdma_disconnect (sync): %s", strerror(errno));
+		rdma_destroy_ep(id);
+		rdma_freeaddrinfo(r);
+	}
+	printf("rdmacm_check client: ok\n");
+	return 0;
+}
+
+/* =============================================================== local */
+
+static char *self;
+
+static pid_t spawn(const char *mode, const char *a1, const char *a2, const char *a3)
+{
+	pid_t p = fork();
+
+	CHECK(p >= 0, "fork");
+	if (!p) {
+		execl(self, "rdmacm_check", mode, a1, a2, a3, (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+static void reap(pid_t p, const char *what)
+{
+	int st;
+
+	CHECK(waitpid(p, &st, 0) == p, "waitpid");
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: helper exited %d", what,
+	      WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* h-passive ADDR PORT FAMILIES: accept connections (no QP here: conn_param
+ * qp_num), check each peer's address family ("4,6"), wait for their end. */
+static int h_passive(const char *addr, int port, const char *fams)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai(addr, port, true);
+	struct rdma_cm_id *lid;
+	struct rdma_cm_event *e;
+
+	who = "rdmacm_check h-passive";
+	CHECK(ch && !rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP), "create");
+	CHECK(!rdma_bind_addr(lid, r->ai_src_addr) && !rdma_listen(lid, 0), "bind/listen: %s", strerror(errno));
+	for (const char *f = fams; *f; f++) {
+		struct rdma_conn_param cp = { .qp_num = 0x77 };
+		struct rdma_cm_id *id;
+		int fam = *f == '6' ? AF_INET6 : AF_INET;
+
+		if (*f == ',')
+			continue;
+		e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 30000);
+		id = e->id;
+		CHECK(rdma_get_peer_addr(id)->sa_family == fam && rdma_get_local_addr(id)->sa_family == fam,
+		      "a connection over IPv%c shows family %d", *f, rdma_get_peer_addr(id)->sa_family);
+		CHECK(!rdma_accept(id, &cp), "rdma_accept: %s", strerror(errno));
+		rdma_ack_cm_event(e);
+		rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000));
+		rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 10000));
+		rdma_destroy_id(id);
+	}
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(ch);
+	rdma_freeaddrinfo(r);
+	return 0;
+}
+
+/* h-migrate ADDR PORT: the listener moves to a second channel before any
+ * request; the request comes there; our own QP, moved with
+ * rdma_init_qp_attr and ibv_modify_qp (rping -q's way). */
+static int h_migrate(const char *addr, int port)
+{
+	struct rdma_event_channel *c1 = rdma_create_event_channel(), *c2 = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai(addr, port, true);
+	struct rdma_cm_id *lid, *id;
+	struct rdma_cm_event *e, *x;
+	struct rdma_conn_param cp;
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_pd *pd;
+	const enum ibv_qp_state states[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+	int mask;
+
+	who = "rdmacm_check h-migrate";
+	CHECK(c1 && c2 && !rdma_create_id(c1, &lid, NULL, RDMA_PS_TCP), "create");
+	nonblock(c1);
+	nonblock(c2);
+	CHECK(!rdma_bind_addr(lid, r->ai_src_addr) && !rdma_listen(lid, 0), "bind/listen: %s", strerror(errno));
+	CHECK(!rdma_migrate_id(lid, c2), "rdma_migrate_id: %s", strerror(errno));
+	CHECK(lid->channel == c2, "id->channel after rdma_migrate_id");
+	e = ev_expect(c2, RDMA_CM_EVENT_CONNECT_REQUEST, 30000);
+	CHECK(rdma_get_cm_event(c1, &x) && errno == EAGAIN, "an event on the channel the listener left");
+	id = e->id;
+	CHECK(id->channel == c2, "the new id is not on the listener's channel");
+	pd = ibv_alloc_pd(id->verbs);
+	cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_sge = 1;
+	CHECK(pd && cq && (qp = ibv_create_qp(pd, &qa)), "our own QP: %s", strerror(errno));
+	for (int k = 0; k < 3; k++) {
+		a.qp_state = states[k];
+		CHECK(!rdma_init_qp_attr(id, &a, &mask), "rdma_init_qp_attr(%d): %s", states[k], strerror(errno));
+		CHECK(states[k] != IBV_QPS_RTR || a.dest_qp_num == e->param.conn.qp_num,
+		      "RTR attributes name QP %06x, the request came from %06x", a.dest_qp_num,
+		      e->param.conn.qp_num);
+		CHECK(!ibv_modify_qp(qp, &a, mask), "ibv_modify_qp to %d", states[k]);
+	}
+	memset(&cp, 0, sizeof(cp));
+	cp.qp_num = qp->qp_num;
+	cp.responder_resources = cp.initiator_depth = 1;
+	CHECK(!rdma_accept(id, &cp), "rdma_accept: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	rdma_ack_cm_event(ev_expect(c2, RDMA_CM_EVENT_ESTABLISHED, 10000));
+	rdma_ack_cm_event(ev_expect(c2, RDMA_CM_EVENT_DISCONNECTED, 10000));
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	rdma_destroy_id(id);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(c1);
+	rdma_destroy_event_channel(c2);
+	rdma_freeaddrinfo(r);
+	return 0;
+}
+
+/* h-active ADDR PORT: one well-behaved connection (retried while nobody
+ * listens), then its end. */
+static int h_active(const char *addr, int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *id;
+
+	who = "rdmacm_check h-active";
+	CHECK(ch, "rdma_create_event_channel");
+	for (int tries = 0;; tries++) {
+		id = resolve(ch, addr, port);
+		cm_qp(id);
+		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+		e = ev_next(ch, 20000);
+		CHECK(e, "no answer to a connect");
+		if (e->event == RDMA_CM_EVENT_ESTABLISHED)
+			break;
+		CHECK(tries < 100, "never established: last %s %d", estr(e->event), e->status);
+		rdma_ack_cm_event(e);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		usleep(100000);
+	}
+	rdma_ack_cm_event(e);
+	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
+static void misc(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	struct ibv_context **dl;
+	struct sockaddr_in far = { .sin_family = AF_INET, .sin_port = htons(1) };
+	struct sockaddr sa_ib = { .sa_family = AF_IB };
+	struct rdma_addrinfo h, *r;
+	uint8_t t = 1;
+	int v = 1, n = 0, pfd[2];
+	char c;
+
+	CHECK(ch, "rdma_create_event_channel: %s", strerror(errno));
+	CHECK(rsocket(AF_INET, SOCK_STREAM, 0) < 0 && errno == ENOSYS, "rsocket: want ENOSYS");
+	CHECK(rread(0, &c, 1) < 0 && errno == EBADF, "rread on a plain descriptor: want EBADF");
+	CHECK(!pipe(pfd) && write(pfd[1], "x", 1) == 1, "pipe");
+	{
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+
+		CHECK(rpoll(&p, 1, 1000) == 1 && (p.revents & POLLIN), "rpoll on a pipe");
+	}
+	close(pfd[0]);
+	close(pfd[1]);
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) && errno == EOPNOTSUPP,
+	      "rdma_create_id(RDMA_PS_UDP): want EOPNOTSUPP");
+	CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), "rdma_create_id");
+	CHECK(rdma_resolve_route(id, 100) && errno == EINVAL, "rdma_resolve_route before an address");
+	CHECK(rdma_connect(id, NULL) && errno == EINVAL, "rdma_connect of an idle id");
+	CHECK(rdma_accept(id, NULL) && errno == EINVAL, "rdma_accept of an idle id");
+	CHECK(rdma_establish(id) && errno == EINVAL, "rdma_establish of an idle id");
+	CHECK(rdma_disconnect(id) && errno == EINVAL, "rdma_disconnect of an idle id");
+	CHECK(rdma_join_multicast(id, (struct sockaddr *)&far, NULL) && errno == EOPNOTSUPP,
+	      "rdma_join_multicast: want EOPNOTSUPP");
+	CHECK(rdma_create_srq(id, NULL, NULL) && errno == EOPNOTSUPP, "rdma_create_srq: want EOPNOTSUPP");
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, 99, &v, sizeof(v)) && errno == ENOSYS,
+	      "an unknown option: want ENOSYS");
+	CHECK(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &v, sizeof(v)) && errno == EOPNOTSUPP,
+	      "RDMA_OPTION_IB_PATH: want EOPNOTSUPP");
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &v, sizeof(v)) && errno == EINVAL,
+	      "TOS with an int: want EINVAL");
+	CHECK(!rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &t, 1) &&
+	      !rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, 1) &&
+	      !rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &v, sizeof(v)) &&
+	      !rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &v, sizeof(v)),
+	      "TOS, ACK_TIMEOUT, REUSEADDR, AFONLY: %s", strerror(errno));
+	CHECK(rdma_bind_addr(id, &sa_ib) && errno == EAFNOSUPPORT, "AF_IB bind: want EAFNOSUPPORT");
+	far.sin_addr.s_addr = inet_addr("203.0.113.1");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&far, 100) && errno == ENETUNREACH,
+	      "an address without a route: want ENETUNREACH, got %s", strerror(errno));
+	CHECK(!strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") &&
+	      !strcmp(rdma_event_str((enum rdma_cm_event_type)99), "UNKNOWN EVENT"), "rdma_event_str");
+	CHECK(rdma_ack_cm_event(NULL) && errno == EINVAL, "rdma_ack_cm_event(NULL)");
+	memset(&h, 0, sizeof(h));
+	h.ai_flags = RAI_NUMERICHOST;
+	CHECK(rdma_getaddrinfo("256.1.1.1", "1", &h, &r), "rdma_getaddrinfo of a bad address succeeded");
+	h.ai_family = AF_IB;
+	CHECK(rdma_getaddrinfo("::1", "1", &h, &r) == EAI_FAMILY, "AF_IB hints: want EAI_FAMILY");
+	dl = rdma_get_devices(&n);
+	CHECK(dl && n == 1 && dl[0] && !dl[1] && !strcmp(ibv_get_device_name(dl[0]->device), "roshm0"),
+	      "rdma_get_devices: want roshm0 only");
+	rdma_free_devices(dl);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	printf("local: unsupported and out-of-order calls fail with their errno\n");
+}
+
+/* A dual-stack listener: one connection over IPv4, one over IPv6 (::1). */
+static void dual_stack(int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	char ps[16];
+	pid_t p;
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	p = spawn("h-passive", "::", ps, "4,6");
+	for (int k = 0; k < 2; k++) {
+		const char *to = k ? "::1" : "127.0.0.1";
+		struct rdma_cm_event *e;
+		struct rdma_cm_id *id;
+
+		for (int tries = 0;; tries++) {
+			id = resolve(ch, to, port);
+			cm_qp(id);
+			CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+			e = ev_next(ch, 20000);
+			CHECK(e, "no answer from the dual-stack listener");
+			if (e->event == RDMA_CM_EVENT_ESTABLISHED)
+				break;
+			CHECK(tries < 100, "to %s: %s %d", to, estr(e->event), e->status);
+			rdma_ack_cm_event(e);
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+			usleep(100000);
+		}
+		CHECK(e->param.conn.qp_num == 0x77, "the listener's conn_param.qp_num");
+		rdma_ack_cm_event(e);
+		CHECK(rdma_get_local_addr(id)->sa_family == (k ? AF_INET6 : AF_INET),
+		      "local address family over %s", to);
+		if (k)
+			CHECK(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)rdma_get_local_addr(id))->sin6_addr),
+			      "source of a connection to ::1 is not ::1");
+		CHECK(!rdma_disconnect(id), "rdma_disconnect");
+		rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	reap(p, "dual-stack listener");
+	rdma_destroy_event_channel(ch);
+	printf("local: IPv4 and IPv6 to one dual-stack listener\n");
+}
+
+/* Our id without a QP: CONNECT_RESPONSE, our own QP moved with
+ * rdma_init_qp_attr, rdma_establish; the peer's listener migrated. */
+static void migrate_establish(int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_pd *pd;
+	const enum ibv_qp_state states[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+	char ps[16];
+	int mask;
+	pid_t p;
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	p = spawn("h-migrate", "127.0.0.1", ps, NULL);
+	for (int tries = 0;; tries++) {
+		id = resolve(ch, "127.0.0.1", port);
+		pd = ibv_alloc_pd(id->verbs);
+		cq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+		memset(&qa, 0, sizeof(qa));
+		qa.send_cq = qa.recv_cq = cq;
+		qa.qp_type = IBV_QPT_RC;
+		qa.cap.max_send_wr = 4;
+		qa.cap.max_send_sge = 1;
+		CHECK(pd && cq && (qp = ibv_create_qp(pd, &qa)), "our own QP");
+		CHECK(rdma_connect(id, NULL) && errno == EINVAL, "rdma_connect(NULL) without a QP: want EINVAL");
+		memset(&cp, 0, sizeof(cp));
+		cp.qp_num = qp->qp_num;
+		cp.responder_resources = cp.initiator_depth = 1;
+		CHECK(!rdma_connect(id, &cp), "rdma_connect: %s", strerror(errno));
+		e = ev_next(ch, 20000);
+		CHECK(e, "no answer");
+		if (e->event == RDMA_CM_EVENT_CONNECT_RESPONSE)
+			break;
+		CHECK(tries < 100, "want CONNECT_RESPONSE, got %s %d", estr(e->event), e->status);
+		rdma_ack_cm_event(e);
+		ibv_destroy_qp(qp);
+		ibv_destroy_cq(cq);
+		ibv_dealloc_pd(pd);
+		rdma_destroy_id(id);
+		usleep(100000);
+	}
+	for (int k = 0; k < 3; k++) {
+		a.qp_state = states[k];
+		CHECK(!rdma_init_qp_attr(id, &a, &mask), "rdma_init_qp_attr(%d)", states[k]);
+		CHECK(states[k] != IBV_QPS_RTR || a.dest_qp_num == e->param.conn.qp_num,
+		      "RTR names %06x, the REP %06x", a.dest_qp_num, e->param.conn.qp_num);
+		CHECK(!ibv_modify_qp(qp, &a, mask), "ibv_modify_qp");
+	}
+	rdma_ack_cm_event(e);
+	CHECK(!rdma_establish(id), "rdma_establish: %s", strerror(errno));
+	CHECK(rdma_establish(id) && errno == EINVAL, "a second rdma_establish: want EINVAL");
+	CHECK(!rdma_disconnect(id), "rdma_disconnect");
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+	reap(p, "migrating listener");
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	printf("local: migrate, CONNECT_RESPONSE, rdma_init_qp_attr and rdma_establish\n");
+}
+
+static int raw_listener(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) && !listen(fd, 200),
+	      "raw listener on %d: %s", port, strerror(errno));
+	return fd;
+}
+
+static int raw_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof(a)), "raw connect to %d: %s", port,
+	      strerror(errno));
+	return fd;
+}
+
+static int frame(struct rc_msg *m, uint8_t *buf)
+{
+	int n = rc_wire_encode(m, buf, RC_WIRE_MAX);
+
+	CHECK(n > 0, "rc_wire_encode");
+	return n;
+}
+
+static struct rc_msg conn_msg(uint8_t type, uint32_t qpn)
+{
+	struct rc_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = type;
+	m.qpn = qpn;
+	m.psn = 7;
+	for (int k = 0; k < 16; k++)
+		m.gid[k] = (uint8_t)(k + 1);
+	m.lid = 3;
+	m.mtu = 3;
+	m.responder_resources = m.initiator_depth = 1;
+	m.retry_count = m.rnr_retry_count = 7;
+	m.qp_type = IBV_QPT_RC;
+	return m;
+}
+
+/* A peer's listener that answers our REQ with each thing a broken or
+ * hostile one could: the active side ends with the right event. */
+static void hostile_passive(int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int lfd = raw_listener(port);
+	uint8_t b[RC_WIRE_MAX + 64];
+
+	nonblock(ch);
+	for (int kind = 0; kind < 7; kind++) {
+		struct rdma_cm_id *id = resolve(ch, "127.0.0.1", port);
+		struct rc_msg m;
+		struct rdma_cm_event *e;
+		uint8_t rb[RC_WIRE_MAX];
+		size_t got = 0;
+		int c, n;
+
+		cm_qp(id);
+		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+		c = accept(lfd, NULL, NULL);
+		CHECK(c >= 0, "accept");
+		/* the REQ goes out when the channel is driven */
+		for (n = 0; n <= 0;) {
+			struct pollfd pf = { .fd = c, .events = POLLIN };
+
+			CHECK(!ev_next(ch, 10), "an event before any answer");
+			if (poll(&pf, 1, 10) == 1) {
+				ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
+
+				CHECK(r > 0, "the REQ did not come");
+				got += (size_t)r;
+			}
+			n = rc_wire_decode(rb, got, &m);
+			CHECK(n >= 0, "our own REQ does not decode");
+		}
+		CHECK(m.type == RC_MSG_REQ && m.qpn == id->qp->qp_num && m.qp_type == IBV_QPT_RC,
+		      "REQ: type %u qpn %06x (QP %06x)", m.type, m.qpn, id->qp->qp_num);
+		switch (kind) {
+		case 0:   /* garbage */
+			CHECK(send(c, "HELLO, this is not a REP at all", 31, 0) == 31, "send");
+			e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_ERROR, 5000);
+			CHECK(e->status == -EPROTO, "garbage for a REP: status %d, want -EPROTO", e->status);
+			break;
+		case 1:   /* a REP with an MTU that does not exist */
+			m = conn_msg(RC_MSG_REP, 0x42);
+			n = frame(&m, b);
+			b[RC_WIRE_HDR + 26] = 9;
+			CHECK(send(c, b, (size_t)n, 0) == n, "send");
+			e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_ERROR, 5000);
+			CHECK(e->status == -EPROTO, "REP with mtu 9: status %d", e->status);
+			break;
+		case 2:   /* a REJ claiming 200 bytes of private data */
+			memset(b, 0, sizeof(b));
+			b[0] = 'R', b[1] = 'C', b[2] = 'M', b[3] = '1', b[4] = 1, b[5] = RC_MSG_REJ;
+			b[6] = 0, b[7] = 208;
+			b[RC_WIRE_HDR + 4] = 200;
+			CHECK(send(c, b, RC_WIRE_HDR + 208, 0) == RC_WIRE_HDR + 208, "send");
+			e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_ERROR, 5000);
+			CHECK(e->status == -EPROTO, "REJ with 200 bytes: status %d", e->status);
+			break;
+		case 3:   /* the peer goes away */
+			close(c);
+			c = -1;
+			e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
+			CHECK(e->status == -ECONNRESET, "peer closed: status %d", e->status);
+			break;
+		case 4:   /* the peer never answers (ROSHM_CM_TIMEOUT_MS=1000) */
+			e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 10000);
+			CHECK(e->status == -ETIMEDOUT, "silent peer: status %d", e->status);
+			break;
+		case 5:   /* a proper REJ */
+			memset(&m, 0, sizeof(m));
+			m.type = RC_MSG_REJ;
+			m.reason = 28;
+			m.pd_len = 1;
+			m.pd[0] = 'x';
+			n = frame(&m, b);
+			CHECK(send(c, b, (size_t)n, 0) == n, "send");
+			e = ev_expect(ch, RDMA_CM_EVENT_REJECTED, 5000);
+			CHECK(e->status == 28 && e->param.conn.private_data_len == 148 &&
+			      ((const uint8_t *)e->param.conn.private_data)[0] == 'x', "REJ: status %d len %u",
+			      e->status, e->param.conn.private_data_len);
+			break;
+		case 6:   /* a proper REP, a byte at a time; RTU back; then DREQ */
+			m = conn_msg(RC_MSG_REP, 0x42);
+			n = frame(&m, b);
+			for (int k = 0; k < n; k++) {
+				CHECK(send(c, b + k, 1, 0) == 1, "send");
+				if (k + 1 < n)
+					CHECK(!ev_next(ch, 2), "an event from part of a REP");
+			}
+			e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 5000);
+			CHECK(e->param.conn.qp_num == 0x42, "REP qp_num %06x", e->param.conn.qp_num);
+			{
+				struct ibv_qp_attr qa;
+				struct ibv_qp_init_attr qia;
+
+				CHECK(!ibv_query_qp(id->qp, &qa, IBV_QP_DEST_QPN | IBV_QP_RQ_PSN, &qia) &&
+				      qa.dest_qp_num == 0x42 && qa.rq_psn == 7, "QP dest %06x psn %u",
+				      qa.dest_qp_num, qa.rq_psn);
+			}
+			got = 0;
+			for (n = 0; !n;) {
+				ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
+
+				CHECK(r > 0, "no RTU");
+				got += (size_t)r;
+				n = rc_wire_decode(rb, got, &m);
+			}
+			CHECK(n > 0 && m.type == RC_MSG_RTU, "want RTU, got %d type %u", n, m.type);
+			memset(&m, 0, sizeof(m));
+			m.type = RC_MSG_DREQ;
+			n = frame(&m, b);
+			CHECK(send(c, b, (size_t)n, 0) == n, "send");
+			rdma_ack_cm_event(e);
+			e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+			break;
+		}
+		rdma_ack_cm_event(e);
+		if (kind != 6)
+			CHECK(qp_state(id->qp) == IBV_QPS_ERR, "case %d: QP not in error", kind);
+		if (c >= 0)
+			close(c);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	close(lfd);
+	rdma_destroy_event_channel(ch);
+	printf("local: garbage, bad REP, bad REJ, close, silence, REJ and a dribbled REP from the peer\n");
+}
+
+/* Pump @L until @fd's peer (our listener) closes it; no event may come. */
+static void wait_dropped(struct rdma_event_channel *L, int fd, const char *what)
+{
+	uint64_t end = now_ms() + 5000;
+	uint8_t junk[256];
+
+	while (now_ms() < end) {
+		struct rdma_cm_event *e = ev_next(L, 10);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		CHECK(!e, "%s: the listener gave %s", what, e ? estr(e->event) : "");
+		if (poll(&p, 1, 0) == 1) {
+			ssize_t r = recv(fd, junk, sizeof(junk), MSG_DONTWAIT);
+
+			if (r == 0 || (r < 0 && errno == ECONNRESET))
+				return;
+			CHECK(r < 0 && errno == EAGAIN, "%s: the listener answered %zd bytes", what, r);
+		}
+	}
+	fail("%s: the listener kept the connection", what);
+}
+
+/* Broken and hostile connections to one listener; it stays up and serves
+ * a good connection afterwards. */
+static void hostile_active(int port)
+{
+	struct rdma_event_channel *L = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai("127.0.0.1", port, true);
+	struct rdma_cm_id *lid, *id;
+	struct rdma_cm_event *e;
+	struct rc_msg m = conn_msg(RC_MSG_REQ, 0x99);
+	uint8_t req[RC_WIRE_MAX], b[4096];
+	int nreq, n, fds[100], dropped = 0;
+	char ps[16];
+	pid_t p;
+
+	nonblock(L);
+	CHECK(!rdma_create_id(L, &lid, NULL, RDMA_PS_TCP) && !rdma_bind_addr(lid, r->ai_src_addr) &&
+	      !rdma_listen(lid, 0), "listener: %s", strerror(errno));
+	memcpy(m.pd, "dribble", 8);
+	m.pd_len = 8;
+	nreq = frame(&m, req);
+	for (int kind = 0; kind < 12; kind++) {
+		static const char *const names[] = {
+			"4 KiB of random bytes", "an HTTP request", "version 2", "message type 9",
+			"a REQ of 60000 bytes", "a REQ with 57 bytes of private data",
+			"a REQ whose lengths disagree", "a REQ for a UD QP", "a REQ with a 25-bit QPN",
+			"a REP to a listener", "an RTU to a listener", "a DREQ to a listener" };
+		int fd = raw_connect(port);
+
+		memset(b, 0, sizeof(b));
+		memcpy(b, req, (size_t)nreq);
+		n = nreq;
+		switch (kind) {
+		case 0:
+			CHECK(getrandom(b, 4096, 0) == 4096, "getrandom");
+			b[0] = 'X';   /* never our magic by chance */
+			n = 4096;
+			break;
+		case 1:
+			n = sprintf((char *)b, "GET / HTTP/1.0\r\n\r\n");
+			break;
+		case 2:
+			b[4] = 2;
+			break;
+		case 3:
+			b[5] = 9;
+			break;
+		case 4:
+			b[6] = 0xea, b[7] = 0x60;
+			break;
+		case 5:
+			b[RC_WIRE_HDR + 34] = 57;
+			b[7] = RC_WIRE_CONN + 57;
+			n = RC_WIRE_HDR + RC_WIRE_CONN + 57;
+			break;
+		case 6:
+			b[7] += 10;
+			n += 10;
+			break;
+		case 7:
+			b[RC_WIRE_HDR + 33] = IBV_QPT_UD;
+			break;
+		case 8:
+			b[RC_WIRE_HDR + 0] = 1;
+			break;
+		case 9:
+			b[5] = RC_MSG_REP;
+			break;
+		case 10:
+		case 11:
+			memset(b, 0, RC_WIRE_HDR);
+			memcpy(b, "RCM1", 4);
+			b[4] = 1;
+			b[5] = kind == 10 ? RC_MSG_RTU : RC_MSG_DREQ;
+			n = RC_WIRE_HDR;
+			break;
+		}
+		CHECK(send(fd, b, (size_t)n, MSG_NOSIGNAL) == n || kind == 0, "send: %s", strerror(errno));
+		wait_dropped(L, fd, names[kind]);
+		close(fd);
+	}
+	/* half a REQ, then the peer goes: nothing for the application */
+	{
+		int fd = raw_connect(port);
+
+		CHECK(send(fd, req, 20, 0) == 20, "send");
+		CHECK(!ev_next(L, 100), "an event from half a REQ");
+		close(fd);
+		CHECK(!ev_next(L, 100), "an event from half a REQ and a close");
+	}
+	/* a good REQ a byte at a time: CONNECT_REQUEST; then garbage from that
+	 * peer ends it (CONNECT_ERROR) and the id can no longer be accepted */
+	for (int kind = 0; kind < 2; kind++) {
+		int fd = raw_connect(port);
+
+		for (int k = 0; k < nreq; k++) {
+			CHECK(send(fd, req + k, 1, 0) == 1, "send");
+			if (k + 1 < nreq)
+				CHECK(!ev_next(L, 2), "an event from part of a REQ");
+		}
+		e = ev_expect(L, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+		id = e->id;
+		CHECK(e->param.conn.qp_num == 0x99 && !memcmp(e->param.conn.private_data, "dribble", 8),
+		      "the dribbled REQ: qp %06x", e->param.conn.qp_num);
+		rdma_ack_cm_event(e);
+		if (kind == 0)
+			CHECK(send(fd, "garbage!", 8, 0) == 8, "send");
+		close(fd);
+		e = ev_expect(L, RDMA_CM_EVENT_CONNECT_ERROR, 5000);
+		CHECK(e->id == id && e->status == (kind ? -ECONNRESET : -EPROTO),
+		      "CONNECT_ERROR status %d", e->status);
+		rdma_ack_cm_event(e);
+		CHECK(rdma_accept(id, &(struct rdma_conn_param){ .qp_num = 1 }) && errno == EINVAL,
+		      "rdma_accept of a failed request: want EINVAL");
+		rdma_destroy_id(id);
+	}
+	/* backlog 2: a third request the application has not taken yet is
+	 * rejected (reason 28), as the kernel CM does */
+	{
+		struct rdma_event_channel *L2 = rdma_create_event_channel();
+		struct rdma_addrinfo *r2 = ai("127.0.0.1", port + 1, true);
+		struct rdma_cm_id *l2, *got[2];
+		int f[3], rejected = 0;
+
+		nonblock(L2);
+		CHECK(!rdma_create_id(L2, &l2, NULL, RDMA_PS_TCP) && !rdma_bind_addr(l2, r2->ai_src_addr) &&
+		      !rdma_listen(l2, 2), "listener with backlog 2: %s", strerror(errno));
+		for (int k = 0; k < 3; k++) {
+			f[k] = raw_connect(port + 1);
+			CHECK(send(f[k], req, (size_t)nreq, 0) == nreq, "send");
+		}
+		for (int k = 0; k < 2; k++) {
+			e = ev_expect(L2, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+			got[k] = e->id;
+			rdma_ack_cm_event(e);
+		}
+		CHECK(!ev_next(L2, 200), "a CONNECT_REQUEST beyond the backlog");
+		for (int k = 0; k < 3; k++) {
+			uint8_t rb[RC_WIRE_MAX];
+			size_t have = 0;
+			struct pollfd pf = { .fd = f[k], .events = POLLIN };
+			struct rc_msg rm;
+
+			while (poll(&pf, 1, 300) == 1) {
+				ssize_t rr = recv(f[k], rb + have, sizeof(rb) - have, 0);
+
+				if (rr <= 0)
+					break;
+				have += (size_t)rr;
+			}
+			if (rc_wire_decode(rb, have, &rm) > 0 && rm.type == RC_MSG_REJ && rm.reason == 28)
+				rejected++;
+			close(f[k]);
+		}
+		CHECK(rejected == 1, "%d of 3 requests to a backlog of 2 were rejected, want 1", rejected);
+		rdma_destroy_id(got[0]);
+		rdma_destroy_id(got[1]);
+		rdma_destroy_id(l2);
+		rdma_destroy_event_channel(L2);
+		rdma_freeaddrinfo(r2);
+	}
+	/* 100 connections that say nothing: beyond 64 pending the listener
+	 * closes them at once; ROSHM_CM_TIMEOUT_MS later the rest */
+	for (int k = 0; k < 100; k++)
+		fds[k] = raw_connect(port);
+	for (uint64_t end = now_ms() + 10000; now_ms() < end && dropped < 100;) {
+		CHECK(!ev_next(L, 10), "an event from a silent connection");
+		dropped = 0;
+		for (int k = 0; k < 100; k++) {
+			struct pollfd pf = { .fd = fds[k], .events = POLLIN };
+
+			dropped += poll(&pf, 1, 0) == 1;
+		}
+	}
+	CHECK(dropped == 100, "%d of 100 silent connections were closed", dropped);
+	for (int k = 0; k < 100; k++)
+		close(fds[k]);
+	/* and it still serves */
+	snprintf(ps, sizeof(ps), "%d", port);
+	p = spawn("h-active", "127.0.0.1", ps, NULL);
+	e = ev_expect(L, RDMA_CM_EVENT_CONNECT_REQUEST, 20000);
+	id = e->id;
+	CHECK(!rdma_accept(id, &(struct rdma_conn_param){ .qp_num = 5 }), "rdma_accept: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	rdma_ack_cm_event(ev_expect(L, RDMA_CM_EVENT_ESTABLISHED, 10000));
+	rdma_ack_cm_event(ev_expect(L, RDMA_CM_EVENT_DISCONNECTED, 10000));
+	reap(p, "good client after the attacks");
+	rdma_destroy_id(id);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(L);
+	rdma_freeaddrinfo(r);
+	printf("local: the listener dropped 12 kinds of bad requests, half a REQ, 100 silent "
+	       "connections, rejected a request beyond its backlog, and served a good one after\n");
+}
+
+static int local(int port)
+{
+	who = "rdmacm_check local";
+	misc();
+	dual_stack(port);
+	migrate_establish(port + 1);
+	hostile_passive(port + 2);
+	hostile_active(port + 3);
+	printf("rdmacm_check local: ok\n");
+	return 0;
+}
+
+/* Does roshm0 take a RECV and arm a CQ for an event? (what rping,
+ * rdma_client / rdma_server, ucmatose's messages and perftest -R need) */
+static int probe(void)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = dl && dl[0] ? ibv_open_device(dl[0]) : NULL;
+	struct ibv_comp_channel *cc;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+	static uint8_t buf[4096];
+	struct ibv_sge sge;
+	struct ibv_recv_wr wr, *bad;
+	int recv, notify;
+
+	who = "rdmacm_check probe";
+	CHECK(ctx, "no roshm0 (ROSHM_SOCK?)");
+	pd = ibv_alloc_pd(ctx);
+	cc = ibv_create_comp_channel(ctx);
+	cq = ibv_create_cq(ctx, 4, NULL, cc, 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	CHECK(pd && cc && cq && (qp = ibv_create_qp(pd, &qa)), "QP");
+	CHECK(!ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+	      "INIT");
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "ibv_reg_mr");
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+	wr = (struct ibv_recv_wr){ .wr_id = 1, .sg_list = &sge, .num_sge = 1 };
+	recv = ibv_post_recv(qp, &wr, &bad);
+	notify = ibv_req_notify_cq(cq, 0);
+	printf("probe: ibv_post_recv: %s, ibv_req_notify_cq: %s\n", recv ? strerror(recv) : "ok",
+	       notify ? strerror(notify) : "ok");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(cc);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	ibv_free_device_list(dl);
+	return recv || notify ? 2 : 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: rdmacm_check server|client ADDR PORT | local PORT | probe\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	self = argv[0];
+	alarm(240);   /* a watchdog: nothing here waits forever */
+	signal(SIGPIPE, SIG_IGN);   /* a peer that closed shows as EPIPE */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 4 && !strcmp(argv[1], "server"))
+		return server(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "client"))
+		return client(argv[2], atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "local")) {
+		/* before the first CM call: short CM timeouts for the silent peers */
+		setenv("ROSHM_CM_TIMEOUT_MS", "1000", 1);
+		return local(atoi(argv[2]));
+	}
+	if (argc == 2 && !strcmp(argv[1], "probe"))
+		return probe();
+	if (argc == 5 && !strcmp(argv[1], "h-passive"))
+		return h_passive(argv[2], atoi(argv[3]), argv[4]);
+	if (argc == 4 && !strcmp(argv[1], "h-migrate"))
+		return h_migrate(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "h-active"))
+		return h_active(argv[2], atoi(argv[3]));
+	usage();
+	return 2;
+}
