@@ -29,7 +29,7 @@
 #include "transport/tcp/tcp.h"
 
 #define RX_BUF (256u * 1024)
-#define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */
+#define DIRECT_MIN (16u * 1024)      /* payload remainders this big skip the rx buffer */
 #define RX_BUDGET (4u << 20)         /* bytes per connection per round */
 #define TX_IOV 1024                  /* iovecs per writev (IOV_MAX) */
 
@@ -705,7 +705,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
 			c->rx_rg = st ? NULL : rg;
 			c->rx_status = st;
-			c->rx_left = q.len;
+			c->rx_left = c->rx_len = q.len;
 			c->rx_state = 1;
 			if (!q.len)
 				frame_done(t, c), c->rx_state = 0;
@@ -755,7 +755,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	if (r.len) {
 		/* A client that left (client_gone) gets nothing written. */
 		c->rx_dst = pd->h.client || pd->h.txn ? pd->dst : NULL;
-		c->rx_left = r.len;
+		c->rx_left = c->rx_len = r.len;
 		c->rx_state = 1;
 		return 1;
 	}
@@ -766,6 +766,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	uint32_t budget = RX_BUDGET;
+	bool drained = false;
 
 	while (c->up) {
 		/* Parse what is buffered. */
@@ -803,16 +804,34 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (c->rx_state == 0)
 				RD_STAT_ADD(c->frames_rx, 1);
 		}
-		if (!budget)
+		/* The socket had less than we asked for: it is empty (the next
+		 * round's epoll says when there is more), no read that would
+		 * only say EAGAIN. */
+		if (!budget || drained)
 			return;
-		/* Large payload remainder with an empty buffer: read straight into place. */
-		if (c->rx_state == 1 && c->rx_start == c->rx_end && c->rx_left >= DIRECT_MIN) {
+		/* The rest of a large payload with an empty buffer (the parse
+		 * above took what was buffered): read it straight into place,
+		 * and only the next frame's header behind it into the buffer, so
+		 * that in a stream of large frames every payload goes straight
+		 * into place, one read per frame. */
+		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
+		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
 			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
 			uint32_t want = c->rx_left;
+			struct iovec v[2];
+			int nv = 1;
 
 			if (!c->rx_dst && want > RX_BUF)
 				want = RX_BUF;
-			ssize_t n = read(c->fd, dst, want);
+			v[0].iov_base = dst;
+			v[0].iov_len = want;
+			if (want == c->rx_left) {
+				c->rx_start = c->rx_end = 0;
+				v[1].iov_base = c->rx_buf;
+				v[1].iov_len = hdr_size(c);
+				nv = 2;
+			}
+			ssize_t n = readv(c->fd, v, nv);
 
 			if (n <= 0) {
 				if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -820,9 +839,13 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 				conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
 				return;
 			}
+			uint32_t in_place = (size_t)n < want ? (uint32_t)n : want;
+
+			drained = (size_t)n < want + (nv == 2 ? v[1].iov_len : 0);
 			if (c->rx_dst)
-				c->rx_dst += n;
-			c->rx_left -= (uint32_t)n;
+				c->rx_dst += in_place;
+			c->rx_left -= in_place;
+			c->rx_end += (uint32_t)n - in_place;
 			c->last_rx = rte_get_timer_cycles();
 			RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
@@ -847,6 +870,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
 			return;
 		}
+		drained = (size_t)n < RX_BUF - c->rx_end;
 		c->rx_end += (uint32_t)n;
 		c->last_rx = rte_get_timer_cycles();
 		RD_STAT_ADD(c->bytes_rx, (uint64_t)n);

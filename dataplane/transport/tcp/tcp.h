@@ -55,6 +55,7 @@ struct rd_tcp_conn {
 	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
 	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
 	uint32_t rx_left;
+	uint32_t rx_len;              /* the payload's whole length */
 	uint8_t rx_hdr[64];           /* the header whose payload is being received */
 	/* tx ring: bytes [tx_head, tx_tail) are not in the socket yet */
 	uint8_t *tx;
