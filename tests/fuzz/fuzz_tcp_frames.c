@@ -12,7 +12,8 @@
  * Input: a control byte, then the peer's bytes.
  *   bit 0     fix each frame's region id, key and epoch to the region's (so
  *             that frames get past the key check), and bound WRITE/READ
- *             lengths to 16 KiB: the frames are walked as the responder
+ *             lengths to max_msg, 32 KiB (payload remainders of 16 KiB and
+ *             more are read straight into place): the frames are walked as the responder
  *             would (header, then a WRITE's payload)
  *   bit 1     close the peer's end after the last byte
  *   bits 2-7  chunk size - 1, times 16 (16..1024 bytes per write)
@@ -63,7 +64,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.tcp_enabled = true;
 	cfg.max_regions = 4;
 	cfg.max_peers = 2;
-	cfg.tcp_max_msg = 16 << 10;
+	cfg.tcp_max_msg = 32 << 10;
 	if (rd_poller_init(&p, &cfg))
 		abort();
 	map_size = roshm_region_map_size(DATA, SLOTS, SLOT_SIZE);
@@ -115,7 +116,7 @@ static size_t fix_frames(uint8_t *buf, size_t len, size_t *nreq)
 		q.key = KEY;
 		q.epoch = EPOCH;
 		if (q.opcode == ROSHM_OP_WRITE || q.opcode == ROSHM_OP_READ)
-			q.len %= 16u << 10;
+			q.len %= (32u << 10) + 1;
 		memcpy(buf + off, &q, sizeof(q));
 		off += sizeof(q);
 		(*nreq)++;

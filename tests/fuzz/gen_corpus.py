@@ -257,6 +257,10 @@ put('tcp_frames', 'bad_opcode', fctl(1, 0, 64) + req(99, 0, 8))
 put('tcp_frames', 'unfixed_key', fctl(0, 0, 64) + req(WRITE, 0, 8, key=1) + b'12345678')
 put('tcp_frames', 'many_reads', fctl(1, 0, 8) + b''.join(req(READ, 0, 4096, tag=i) for i in range(64)))
 put('tcp_frames', 'misaligned_atomic', fctl(1, 0, 64) + req(FADD, 3, 8, op1=1))
+# payloads of 16 KiB and more are read straight into the region, the next header behind them
+put('tcp_frames', 'write_direct', fctl(1, 0, 64) + req(WRITE, 0, 20000) + b'D' * 20000 +
+    req(WRITE, 20000, 32768, tag=2) + b'E' * 32768 + req(READ, 0, 20000, tag=3) +
+    req(WRITE, 65536 - 16, 16, tag=4) + b'F' * 16)
 
 # ---- control: records [kind][len lo][len hi][message] ----
 CTL_MAGIC, ABI = 0x4c54434f, 2

@@ -184,6 +184,160 @@ static void test_every_opcode(void **state)
 	assert_int_equal(th_wait(a), 0);
 }
 
+/* ---- many WRITEs of mixed sizes in flight over one connection ---- */
+
+/*
+ * tcp sends each WRITE's payload from the arena (writev pieces that the
+ * socket may take in part) and reads large payloads straight into place:
+ * 96 WRITEs of sizes from 1 B to 1 MiB (11.5 MiB, more than the sockets
+ * hold), up to 32 in flight, each from its own arena bytes to its own place
+ * in the region, then every byte checked by the owner and read back, up to
+ * 32 READs in flight.
+ */
+#define PW_REGION (16u << 20)
+#define PW_N 96
+
+static const uint32_t pw_sizes[] = { 1, 56, 4096, 16383, 16384, 20000, 65536, 200000, 1u << 20,
+				     24, 9000, 131072 };
+
+static uint8_t pw_byte(uint64_t off)
+{
+	return (uint8_t)((off * 2654435761u) >> 13 ^ off);
+}
+
+/* The region offset of WRITE @i (sizes rotate; places do not overlap). */
+static void pw_place(int i, uint64_t *off, uint32_t *len)
+{
+	uint64_t o = 0;
+
+	for (int k = 0; k < i; k++)
+		o += pw_sizes[k % (int)(sizeof(pw_sizes) / sizeof(pw_sizes[0]))] + 8;
+	*off = o;
+	*len = pw_sizes[i % (int)(sizeof(pw_sizes) / sizeof(pw_sizes[0]))];
+}
+
+static int pw_owner(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm *r = attach_node(1);
+	uint32_t h;
+	uint8_t *d;
+
+	CHECK(r);
+	CHECK_EQ(roshm_region_create(r, x->name, PW_REGION, NULL, &h), 0);
+	d = roshm_region_data(r, h, NULL);
+	th_chan_send(&x->ready, 1);
+	CHECK_EQ(th_chan_recv(&x->done), 1);
+	for (int i = 0; i < PW_N; i++) {
+		uint64_t off;
+		uint32_t len;
+
+		pw_place(i, &off, &len);
+		for (uint32_t k = 0; k < len; k++)
+			if (d[off + k] != pw_byte(off + k + (uint64_t)i)) {
+				fprintf(stderr, "owner: WRITE %d (%u B at %llu): byte %u is %u, expected %u\n",
+					i, len, (unsigned long long)off, k, d[off + k],
+					pw_byte(off + k + (uint64_t)i));
+				return 1;
+			}
+	}
+	th_chan_send(&x->ready, 2);
+	CHECK_EQ(th_chan_recv(&x->done), 2);
+	roshm_close(r);
+	return 0;
+}
+
+/* Submit @n operations (WRITE from arena slot, or READ into it), up to @depth in flight. */
+static int pw_run(struct roshm *r, uint32_t h, bool wr, int first, int n, int depth)
+{
+	int sent = first, got = first;
+
+	while (got < first + n) {
+		struct roshm_sqe *sqe;
+		struct roshm_cqe *cqe;
+
+		while (sent < first + n && sent - got < depth && (sqe = roshm_get_sqe(r))) {
+			uint64_t off;
+			uint32_t len;
+
+			pw_place(sent, &off, &len);
+			/* arena slot: the region offset, plus PW_REGION for reads */
+			if (wr)
+				roshm_prep_write(sqe, h, off, off, len);
+			else
+				roshm_prep_read(sqe, h, off, PW_REGION + off, len);
+			roshm_sqe_set_data(sqe, (uint64_t)sent);
+			sent++;
+		}
+		roshm_submit(r);
+		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 10000), 0);
+		do {
+			if (cqe->status)
+				fprintf(stderr, "%s %llu: %d\n", wr ? "WRITE" : "READ",
+					(unsigned long long)cqe->user_data, cqe->status);
+			CHECK_EQ(cqe->status, 0);
+			roshm_cqe_seen(r, cqe);
+			got++;
+		} while (roshm_peek_cqe(r, &cqe) == 0);
+	}
+	return 0;
+}
+
+static int pw_user(void *arg)
+{
+	struct ops_ctx *x = arg;
+	struct roshm_params p = { .sock_path = nodes[2].sock, .arena_size = 2 * PW_REGION };
+	int err;
+	struct roshm *r = roshm_open(&p, &err);
+	char full[128];
+	uint32_t h;
+	uint8_t *a;
+
+	CHECK(r);
+	CHECK_EQ(th_chan_recv(&x->ready), 1);
+	snprintf(full, sizeof(full), "default/%s", x->name);
+	CHECK_EQ(open_retry(r, full, &h, NULL), 0);
+	a = roshm_arena(r, NULL);
+	for (int k = 0; k < PW_N; k++) {
+		uint64_t off;
+		uint32_t len;
+
+		pw_place(k, &off, &len);
+		for (uint32_t j = 0; j < len; j++)
+			a[off + j] = pw_byte(off + j + (uint64_t)k);
+	}
+	CHECK_EQ(pw_run(r, h, true, 0, PW_N, 32), 0);
+	th_chan_send(&x->done, 1);
+	CHECK_EQ(th_chan_recv(&x->ready), 2);
+	/* and back, READs in flight together */
+	memset(a + PW_REGION, 0, PW_REGION);
+	CHECK_EQ(pw_run(r, h, false, 0, PW_N, 32), 0);
+	for (int i = 0; i < PW_N; i++) {
+		uint64_t off;
+		uint32_t len;
+
+		pw_place(i, &off, &len);
+		CHECK(memcmp(a + PW_REGION + off, a + off, len) == 0);
+	}
+	th_chan_send(&x->done, 2);
+	roshm_close(r);
+	return 0;
+}
+
+static void test_pipelined_writes(void **state)
+{
+	struct ops_ctx x;
+
+	(void)state;
+	th_chan_init(&x.ready);
+	th_chan_init(&x.done);
+	snprintf(x.name, sizeof(x.name), "pw-%s", tag);
+	pid_t a = th_spawn_ns(ns_name[1], pw_owner, &x), b = th_spawn_ns(ns_name[2], pw_user, &x);
+
+	assert_int_equal(th_wait(b), 0);
+	assert_int_equal(th_wait(a), 0);
+}
+
 /* ---- FETCH_ADD from three nodes ---- */
 
 #define FA_N 4000
@@ -1025,6 +1179,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_opcode),
+		cmocka_unit_test(test_pipelined_writes),
 		cmocka_unit_test(test_fetch_add_three_nodes),
 		cmocka_unit_test(test_cmp_swap_lock),
 		cmocka_unit_test(test_policy_across_nodes),

@@ -23,6 +23,17 @@
  * 48 MiB, arena 16 MiB each) each open "far", submit one READ and exit.
  * Expected: after they left, node 1's roshmd maps no "roshm-channel" memfd
  * beyond the quota; found: it maps all N.
+ *
+ * The same for WRITEs, since tcp sends a WRITE's payload straight from the
+ * client's arena (an iovec into it, held until the bytes are in the
+ * socket): with node 2 stopped, N writers each queue 2 MiB of 64 KiB
+ * WRITEs and exit; the first fill the socket, the payloads of the rest stay
+ * queued, pointing into their arenas. Expected: once they left, node 1
+ * maps no more than the quota (their unsent WRITEs became WRITEs of no
+ * bytes, or send zeros for the rest of a payload already started), and
+ * after node 2 resumes the connection still frames correctly: a new
+ * client's WRITE reads back, and neither node logged a malformed frame or
+ * a failed write.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,6 +141,85 @@ static int victim(void *arg)
 	_exit(0);       /* the pod goes away (detach) */
 }
 
+#define WRITE_LEN (64u << 10)
+#define WRITES 32  /* 2 MiB per writer */
+
+/* Node 2 is stopped: queue WRITES WRITEs that do not all fit in the socket, then leave. */
+static int writer(void *arg)
+{
+	struct roshm_params p = { .sock_path = nodes[1].sock, .arena_size = ARENA };
+	struct roshm *r;
+	size_t asz;
+	uint8_t *arena;
+	uint32_t h;
+	int err, n = 0;
+
+	(void)arg;
+	r = roshm_open(&p, &err);
+	if (!r) {
+		fprintf(stderr, "writer: roshm_open %d\n", err);
+		return 2;
+	}
+	err = roshm_region_open(r, "default/far", &h, NULL);
+	if (err) {
+		fprintf(stderr, "writer: open %d\n", err);
+		return 3;
+	}
+	arena = roshm_arena(r, &asz);
+	memset(arena, 0xa5, (size_t)WRITES * WRITE_LEN);
+	for (int i = 0; i < WRITES; i++) {
+		struct roshm_sqe *sqe = roshm_get_sqe(r);
+
+		if (!sqe)
+			break;
+		roshm_prep_write(sqe, h, (uint64_t)(i % 16) * WRITE_LEN, (uint64_t)i * WRITE_LEN,
+				 WRITE_LEN);
+		n++;
+	}
+	roshm_submit(r);
+	usleep(200000); /* roshmd took them */
+	/* what it leaves behind is being sent: its bytes may change under it */
+	memset(arena, 0x5a, (size_t)WRITES * WRITE_LEN);
+	_exit(n == WRITES ? 0 : 4);
+}
+
+/* After node 2 resumed: a new client's WRITE over the same connection reads back. */
+static int checker(void *arg)
+{
+	struct roshm_params p = { .sock_path = nodes[1].sock, .arena_size = 1 << 20 };
+	struct roshm *r;
+	size_t asz;
+	uint8_t *arena;
+	uint32_t h;
+	int err;
+
+	(void)arg;
+	r = roshm_open(&p, &err);
+	if (!r || open_retry(r, "default/far", &h))
+		return 2;
+	arena = roshm_arena(r, &asz);
+	for (uint32_t i = 0; i < 8192; i++)
+		arena[i] = (uint8_t)(i * 7 + 1);
+	err = roshm_write_sync(r, h, 4096, 0, 8192);
+	if (!err) {
+		memset(arena + 65536, 0, 8192);
+		err = roshm_read_sync(r, h, 4096, 65536, 8192);
+	}
+	if (err) {
+		fprintf(stderr, "checker: %d\n", err);
+		roshm_close(r);
+		return 3;
+	}
+	err = memcmp(arena, arena + 65536, 8192) ? 4 : 0;
+	roshm_close(r);
+	return err;
+}
+
+static bool log_has(const struct th_daemon *d, const char *what)
+{
+	return th_sh("grep -q '%s' %s", what, d->log) == 0;
+}
+
 /* Bytes of "roshm-channel" memfd mappings in @pid. */
 static unsigned long long channel_bytes(pid_t pid, int *count)
 {
@@ -201,6 +291,47 @@ static void test_detached_clients_let_go(void **state)
 	assert_true(bytes <= (48ull << 20));
 }
 
+static void test_detached_writers_let_go(void **state)
+{
+	struct shared *s = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	unsigned long long bytes;
+	pid_t po, pw;
+	int n, ok = 0, check;
+
+	(void)state;
+	th_chan_init(&s->ready);
+	th_chan_init(&s->done);
+	po = th_spawn_ns(ns_name[2], owner_main, s);
+	assert_int_equal(th_chan_recv(&s->ready), 1);
+	pw = th_spawn_ns(ns_name[1], warm, NULL);
+	assert_int_equal(th_wait(pw), 0);
+	kill(nodes[2].pid, SIGSTOP);
+	for (int i = 0; i < NCLIENTS; i++) {
+		pid_t pv = th_spawn_ns(ns_name[1], writer, NULL);
+
+		if (th_wait(pv) == 0)
+			ok++;
+	}
+	usleep(500000);
+	bytes = channel_bytes(nodes[1].pid, &n);
+	print_message("%d writers queued %u x %u KiB each and left; node 1 still maps %d "
+		      "roshm-channel memfds, %llu MiB\n", ok, WRITES, WRITE_LEN >> 10, n, bytes >> 20);
+	kill(nodes[2].pid, SIGCONT);
+	pw = th_spawn_ns(ns_name[1], checker, NULL);
+	check = th_wait(pw);
+	th_chan_send(&s->done, 1);
+	th_chan_send(&s->done, 1);
+	th_wait(po);
+	assert_int_equal(ok, NCLIENTS);
+	/* quota.bytes is 48 MiB: more than that mapped for nobody is the bug */
+	assert_true(bytes <= (48ull << 20));
+	if (check)
+		fprintf(stderr, "the checker's WRITE over the connection did not read back (%d)\n", check);
+	assert_int_equal(check, 0);
+	assert_false(log_has(&nodes[2], "malformed"));
+	assert_false(log_has(&nodes[1], "write failed"));
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[300];
@@ -241,6 +372,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_detached_clients_let_go),
+		cmocka_unit_test(test_detached_writers_let_go),
 	};
 	int fails;
 

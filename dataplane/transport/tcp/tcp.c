@@ -2,9 +2,11 @@
 /*
  * `tcp` transport, poller side: software one-sided RDMA between roshmd
  * instances. Requests of every local client to one peer node share one
- * outbound connection; frames are appended to the connection's tx ring during
- * a poll round and written with one writev per connection per round (the
- * doorbell). The responder side applies WRITE / READ / atomics to its own
+ * outbound connection; during a poll round each frame's header is built in
+ * the connection's tx ring (private memory) and a WRITE's payload is queued
+ * as a pointer to where it is (the client's arena): the round's frames go
+ * out with one writev per connection per round (the doorbell), the payloads
+ * copied once, by the kernel, from the arena into the socket. The responder side applies WRITE / READ / atomics to its own
  * regions after the checks a NIC makes: region id, epoch, key, bounds.
  *
  * Everything here is non-blocking; the only syscalls are epoll_wait(0),
@@ -27,8 +29,9 @@
 #include "transport/tcp/tcp.h"
 
 #define RX_BUF (256u * 1024)
-#define DIRECT_MIN (64u * 1024)      /* payload reads this big skip the rx buffer */
+#define DIRECT_MIN (16u * 1024)      /* payload remainders this big skip the rx buffer */
 #define RX_BUDGET (4u << 20)         /* bytes per connection per round */
+#define TX_IOV 1024                  /* iovecs per writev (IOV_MAX) */
 
 static uint32_t pow2(uint32_t v)
 {
@@ -44,15 +47,25 @@ int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_infl
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 	c->inbound = inbound;
-	c->tx_size = pow2(2 * (max_msg + (uint32_t)sizeof(struct roshm_tcp_req)));
+	/* Outbound: request headers only (a WRITE's payload is sent from
+	 * where it is), one per operation in flight at most. Inbound: answers,
+	 * a READ's bytes with them. */
+	if (inbound) {
+		c->tx_size = pow2(2 * (max_msg + (uint32_t)sizeof(struct roshm_tcp_resp)));
+		c->seg_mask = 1; /* ring spans only: one segment */
+	} else {
+		c->tx_size = pow2(max_inflight * (uint32_t)sizeof(struct roshm_tcp_req));
+		c->seg_mask = pow2(2 * max_inflight + 2) - 1; /* a header span and a payload each */
+	}
 	c->tx = malloc(c->tx_size);
+	c->seg = malloc(sizeof(*c->seg) * (c->seg_mask + 1));
 	c->rx_buf = malloc(RX_BUF);
 	if (!inbound) {
 		c->npend = max_inflight;
 		c->pend = calloc(max_inflight, sizeof(*c->pend));
 		c->free_ids = malloc(sizeof(uint32_t) * max_inflight);
 	}
-	if (!c->tx || !c->rx_buf || (!inbound && (!c->pend || !c->free_ids))) {
+	if (!c->tx || !c->seg || !c->rx_buf || (!inbound && (!c->pend || !c->free_ids))) {
 		rd_tcp_conn_free(c);
 		return -ENOMEM;
 	}
@@ -65,9 +78,11 @@ int rd_tcp_conn_alloc(struct rd_tcp_conn *c, uint32_t max_msg, uint32_t max_infl
 void rd_tcp_conn_free(struct rd_tcp_conn *c)
 {
 	free(c->tx);
+	free(c->seg);
 	free(c->rx_buf);
 	free(c->pend);
 	free(c->free_ids);
+	c->seg = NULL;
 	c->tx = c->rx_buf = NULL;
 	c->pend = NULL;
 	c->free_ids = NULL;
@@ -91,11 +106,14 @@ static int tcp_init(struct rd_provider *pv, struct rd_poller *p)
 	t->nexported = p->cfg->max_regions + 1;
 	t->exported = calloc(t->nexported, sizeof(*t->exported));
 	t->scratch = malloc(RX_BUF);
+	/* calloc'd: pages nobody writes, so reading them costs no memory */
+	t->zeros = calloc(1, t->max_msg ? t->max_msg : 1);
+	t->iov = malloc(sizeof(*t->iov) * TX_IOV);
 	t->out = calloc(p->cfg->max_peers, sizeof(*t->out));
 	t->max_in = 2 * p->cfg->max_peers;
 	t->in = calloc(t->max_in, sizeof(*t->in));
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!t->exported || !t->scratch || !t->out || !t->in || t->epfd < 0) {
+	if (!t->exported || !t->scratch || !t->zeros || !t->iov || !t->out || !t->in || t->epfd < 0) {
 		tcp_fini(pv);
 		return -ENOMEM;
 	}
@@ -125,6 +143,8 @@ static void tcp_fini(struct rd_provider *pv)
 	reap_dead(t);
 	free(t->exported);
 	free(t->scratch);
+	free((void *)t->zeros);
+	free(t->iov);
 	free(t->out);
 	free(t->in);
 	if (t->epfd >= 0)
@@ -141,14 +161,49 @@ static inline uint32_t tx_space(const struct rd_tcp_conn *c)
 	return c->tx_size - (uint32_t)(c->tx_tail - c->tx_head);
 }
 
-static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
+static inline uint32_t seg_room(const struct rd_tcp_conn *c)
 {
-	uint32_t pos = (uint32_t)c->tx_tail & (c->tx_size - 1);
+	return c->seg_mask + 1 - (c->seg_tail - c->seg_head);
+}
+
+static inline bool tx_pending(const struct rd_tcp_conn *c)
+{
+	return c->seg_tail != c->seg_head;
+}
+
+static inline void ring_write(struct rd_tcp_conn *c, uint64_t at, const void *src, uint32_t len)
+{
+	uint32_t pos = (uint32_t)at & (c->tx_size - 1);
 	uint32_t first = c->tx_size - pos < len ? c->tx_size - pos : len;
 
 	memcpy(c->tx + pos, src, first);
 	memcpy(c->tx, (const uint8_t *)src + first, len - first);
+}
+
+/* Bytes into the tx ring, sent after everything queued before them. The
+ * caller checked tx_space; a ring span extends the last segment when that
+ * is one, so that an inbound connection needs one segment only. */
+static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
+{
+	struct rd_tcp_seg *last = &c->seg[(c->seg_tail - 1) & c->seg_mask];
+
+	ring_write(c, c->tx_tail, src, len);
 	c->tx_tail += len;
+	if (tx_pending(c) && !last->ext) {
+		last->len += len;
+		return;
+	}
+	c->seg[c->seg_tail++ & c->seg_mask] = (struct rd_tcp_seg){ .len = len };
+}
+
+/* @len bytes at @src, sent in place (outbound WRITE payloads): the caller
+ * checked seg_room and keeps @src valid until the segment is consumed. */
+static inline uint32_t tx_ext(struct rd_tcp_conn *c, const uint8_t *src, uint32_t len, uint32_t pend)
+{
+	uint32_t at = c->seg_tail++;
+
+	c->seg[at & c->seg_mask] = (struct rd_tcp_seg){ .ext = src, .len = len, .pend = pend };
+	return at;
 }
 
 /* An outbound operation is over: the host finishes it, its slot comes back. */
@@ -194,6 +249,7 @@ static void conn_install(struct rd_tcp *t, struct rd_tcp_conn *c, int fd)
 	c->rx_start = c->rx_end = 0;
 	c->rx_state = 0;
 	c->tx_head = c->tx_tail = 0;
+	c->seg_head = c->seg_tail = c->seg_off = 0;
 	c->last_rx = rte_get_timer_cycles();
 	epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
@@ -217,6 +273,11 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 	close(c->fd);
 	c->fd = -1;
 	c->up = false;
+	/* nothing queued is sent any more: no payload of a client that the
+	 * failures below let go of is pointed at after this */
+	c->tx_head = c->tx_tail;
+	c->seg_head = c->seg_tail;
+	c->seg_off = 0;
 	snprintf(ev.node, sizeof(ev.node), "%s", c->node);
 	snprintf(ev.why, sizeof(ev.why), "%s", why);
 	if (c->inbound) {
@@ -301,17 +362,38 @@ static void tcp_client_gone(struct rd_provider *pv, struct rd_client *cl)
 
 	/* Nothing more is written into its arena: a READ response being
 	 * received into it goes nowhere, and its operations waiting for an
-	 * answer let go of it now (a peer that never answers must not keep a
-	 * detached client's memory mapped); their answers are discarded. */
+	 * answer let go of it now (a peer that never answers, or never reads,
+	 * must not keep a detached client's memory mapped); their answers are
+	 * discarded. Nothing more is read from its arena either: a WRITE whose
+	 * request has not started to go out becomes a WRITE of no bytes; one
+	 * whose header is (partly) on the wire sends zeros for the rest of its
+	 * payload, as if the client had cleared its buffer while it was sent. */
 	for (uint32_t k = 0; k < t->nout; k++) {
 		struct rd_tcp_conn *c = t->out[k];
 
 		if (c->rx_state == 1 && c->rx_dst >= cl->arena &&
 		    c->rx_dst < cl->arena + cl->arena_size)
 			c->rx_dst = NULL;
-		for (uint32_t i = 0; i < c->npend; i++)
-			if (c->pend[i].used && c->pend[i].h.client == cl)
-				rd_pend_forget_client(pv, &c->pend[i].h);
+		for (uint32_t i = 0; i < c->npend; i++) {
+			struct rd_tcp_pend *pd = &c->pend[i];
+
+			if (!pd->used || pd->h.client != cl)
+				continue;
+			if (pd->unsent) {
+				struct rd_tcp_seg *sg = &c->seg[pd->seg & c->seg_mask];
+
+				if (c->tx_head <= pd->hdr_pos) {
+					uint32_t zero = 0;
+
+					ring_write(c, pd->hdr_pos + offsetof(struct roshm_tcp_req, len),
+						   &zero, sizeof(zero));
+					sg->len = 0;
+				} else {
+					sg->ext = t->zeros;
+				}
+			}
+			rd_pend_forget_client(pv, &pd->h);
+		}
 	}
 }
 
@@ -367,7 +449,7 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 		op->status = -EHOSTUNREACH;
 		return RD_OP_DONE;
 	}
-	if (!c->nfree || tx_space(c) < sizeof(req) + payload ||
+	if (!c->nfree || tx_space(c) < sizeof(req) || seg_room(c) < 2 ||
 	    !rd_peer_inflight_ok(t->poller, rg->peer, op->client))
 		return -EBUSY;
 	id = c->free_ids[--c->nfree];
@@ -388,31 +470,78 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	req.operand1 = s->operand1;
 	req.operand2 = s->operand2;
 	req.tag = (uint64_t)id | ((uint64_t)pd->gen << 32);
+	pd->hdr_pos = c->tx_tail;
 	tx_put(c, &req, sizeof(req));
+	/* The payload goes out from where it is, held until it is in the
+	 * socket: the client by the operation's hold (rd_pend_start), the
+	 * engine's record until its operation completes. The client may
+	 * change its bytes meanwhile: that is its data, never our framing. */
+	pd->unsent = payload != 0;
 	if (payload)
-		tx_put(c, op->src ? op->src : op->client->arena + s->arena_off, payload);
+		pd->seg = tx_ext(c, op->src ? op->src : op->client->arena + s->arena_off, payload, id);
 	RD_STAT_ADD(c->frames_tx, 1);
 	return RD_OP_QUEUED;
 }
 
 /* ---- flush: one writev per connection per round ---- */
 
+/* @w bytes went into the socket: consume them from the segments. */
+static void tx_consumed(struct rd_tcp_conn *c, size_t w)
+{
+	while (tx_pending(c)) {
+		struct rd_tcp_seg *sg = &c->seg[c->seg_head & c->seg_mask];
+		uint32_t rem = sg->len - c->seg_off;
+
+		if (w < rem) {
+			c->seg_off += (uint32_t)w;
+			if (!sg->ext)
+				c->tx_head += w;
+			return;
+		}
+		w -= rem;
+		if (!sg->ext)
+			c->tx_head += rem;
+		else
+			c->pend[sg->pend].unsent = false; /* its memory may go from here */
+		c->seg_head++;
+		c->seg_off = 0;
+	}
+}
+
 static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
-	while (c->up && c->tx_tail != c->tx_head) {
-		uint32_t pos = (uint32_t)c->tx_head & (c->tx_size - 1);
-		uint32_t len = (uint32_t)(c->tx_tail - c->tx_head);
-		struct iovec iov[2];
-		int n = 1;
+	while (c->up && tx_pending(c)) {
+		struct iovec *iov = t->iov;
+		uint64_t r = c->tx_head;
+		size_t len = 0;
+		int n = 0;
 
-		iov[0].iov_base = c->tx + pos;
-		iov[0].iov_len = c->tx_size - pos < len ? c->tx_size - pos : len;
-		if (iov[0].iov_len < len) {
-			iov[1].iov_base = c->tx;
-			iov[1].iov_len = len - iov[0].iov_len;
-			n = 2;
+		/* Every frame ready, up to TX_IOV pieces: ring spans (split
+		 * where the ring wraps) and payloads in place. */
+		for (uint32_t i = c->seg_head; i != c->seg_tail && n < TX_IOV - 1; i++) {
+			const struct rd_tcp_seg *sg = &c->seg[i & c->seg_mask];
+			uint32_t off = i == c->seg_head ? c->seg_off : 0, l = sg->len - off;
+
+			if (!l)
+				continue;
+			if (sg->ext) {
+				iov[n].iov_base = (void *)(uintptr_t)(sg->ext + off);
+				iov[n++].iov_len = l;
+			} else {
+				uint32_t pos = (uint32_t)r & (c->tx_size - 1);
+				uint32_t first = c->tx_size - pos < l ? c->tx_size - pos : l;
+
+				iov[n].iov_base = c->tx + pos;
+				iov[n++].iov_len = first;
+				if (first < l) {
+					iov[n].iov_base = c->tx;
+					iov[n++].iov_len = l - first;
+				}
+				r += l;
+			}
+			len += l;
 		}
-		ssize_t w = writev(c->fd, iov, n);
+		ssize_t w = n ? writev(c->fd, iov, n) : 0;
 
 		if (w < 0) {
 			if (errno == EINTR)
@@ -425,7 +554,7 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 			conn_down(t, c, -ECONNRESET, "write failed");
 			return;
 		}
-		c->tx_head += (uint64_t)w;
+		tx_consumed(c, (size_t)w);
 		RD_STAT_ADD(c->bytes_tx, (uint64_t)w);
 		if ((size_t)w < len) {
 			c->tx_full = true;
@@ -591,7 +720,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
 			c->rx_rg = st ? NULL : rg;
 			c->rx_status = st;
-			c->rx_left = q.len;
+			c->rx_left = c->rx_len = q.len;
 			c->rx_state = 1;
 			if (!q.len)
 				frame_done(t, c), c->rx_state = 0;
@@ -627,6 +756,11 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	pd = &c->pend[id];
 	if (!pd->used || pd->gen != (uint32_t)(r.tag >> 32))
 		return -1;
+	/* An answer to a request that has not all left yet: no peer that
+	 * speaks the protocol sends one, and taking it would let the client
+	 * reuse (or unmap) a payload that is still being sent. */
+	if (pd->unsent || c->tx_head < pd->hdr_pos + sizeof(struct roshm_tcp_req))
+		return -1;
 	if (r.len && (r.status || pd->h.opcode != ROSHM_OP_READ || r.len != pd->h.len))
 		return -1;
 	if (!r.status && pd->h.opcode == ROSHM_OP_READ && r.len != pd->h.len)
@@ -636,7 +770,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	if (r.len) {
 		/* A client that left (client_gone) gets nothing written. */
 		c->rx_dst = pd->h.client || pd->h.txn ? pd->dst : NULL;
-		c->rx_left = r.len;
+		c->rx_left = c->rx_len = r.len;
 		c->rx_state = 1;
 		return 1;
 	}
@@ -647,6 +781,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	uint32_t budget = RX_BUDGET;
+	bool drained = false;
 
 	while (c->up) {
 		/* Parse what is buffered. */
@@ -684,16 +819,34 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (c->rx_state == 0)
 				RD_STAT_ADD(c->frames_rx, 1);
 		}
-		if (!budget)
+		/* The socket had less than we asked for: it is empty (the next
+		 * round's epoll says when there is more), no read that would
+		 * only say EAGAIN. */
+		if (!budget || drained)
 			return;
-		/* Large payload remainder with an empty buffer: read straight into place. */
-		if (c->rx_state == 1 && c->rx_start == c->rx_end && c->rx_left >= DIRECT_MIN) {
+		/* The rest of a large payload with an empty buffer (the parse
+		 * above took what was buffered): read it straight into place,
+		 * and only the next frame's header behind it into the buffer, so
+		 * that in a stream of large frames every payload goes straight
+		 * into place, one read per frame. */
+		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
+		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
 			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
 			uint32_t want = c->rx_left;
+			struct iovec v[2];
+			int nv = 1;
 
 			if (!c->rx_dst && want > RX_BUF)
 				want = RX_BUF;
-			ssize_t n = read(c->fd, dst, want);
+			v[0].iov_base = dst;
+			v[0].iov_len = want;
+			if (want == c->rx_left) {
+				c->rx_start = c->rx_end = 0;
+				v[1].iov_base = c->rx_buf;
+				v[1].iov_len = hdr_size(c);
+				nv = 2;
+			}
+			ssize_t n = readv(c->fd, v, nv);
 
 			if (n <= 0) {
 				if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -701,9 +854,13 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 				conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
 				return;
 			}
+			uint32_t in_place = (size_t)n < want ? (uint32_t)n : want;
+
+			drained = (size_t)n < want + (nv == 2 ? v[1].iov_len : 0);
 			if (c->rx_dst)
-				c->rx_dst += n;
-			c->rx_left -= (uint32_t)n;
+				c->rx_dst += in_place;
+			c->rx_left -= in_place;
+			c->rx_end += (uint32_t)n - in_place;
 			c->last_rx = rte_get_timer_cycles();
 			RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
 			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
@@ -728,6 +885,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
 			return;
 		}
+		drained = (size_t)n < RX_BUF - c->rx_end;
 		c->rx_end += (uint32_t)n;
 		c->last_rx = rte_get_timer_cycles();
 		RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
@@ -774,13 +932,13 @@ static bool tcp_busy(struct rd_provider *pv)
 	for (uint32_t i = 0; i < t->nout; i++) {
 		const struct rd_tcp_conn *c = t->out[i];
 
-		if (c->tx_tail != c->tx_head && !c->tx_full)
+		if (tx_pending(c) && !c->tx_full)
 			return true;
 	}
 	for (uint32_t i = 0; i < t->nin; i++) {
 		const struct rd_tcp_conn *c = t->in[i];
 
-		if ((c->tx_tail != c->tx_head || c->blocked) && !c->tx_full)
+		if ((tx_pending(c) || c->blocked) && !c->tx_full)
 			return true;
 	}
 	return false;

@@ -2,6 +2,8 @@
 #ifndef RD_TCP_H
 #define RD_TCP_H
 
+#include <sys/uio.h>
+
 #include "transport/transport.h"
 #include "roshm/wire.h"
 #include "addr.h"
@@ -15,8 +17,25 @@ struct rd_tcp_pend {
 	struct rd_pend h;             /* the common header (client held while it is used) */
 	uint8_t *dst;                 /* where a READ's payload goes: the engine's buffer or the
 					 client's arena (kept mapped by the hold) */
+	uint64_t hdr_pos;             /* its request header's place in the tx ring (tx_tail then) */
+	uint32_t seg;                 /* a WRITE: the tx segment of its payload */
 	uint32_t gen;
 	bool used;
+	bool unsent;                  /* its payload is not all in the socket yet */
+};
+
+/*
+ * What a connection sends, in order: spans of its tx ring (headers built in
+ * private memory, and an inbound connection's answers) and, between them,
+ * WRITE payloads sent straight from where they are (a client's arena, the
+ * transaction engine's record), without a copy. A payload's memory stays
+ * held (the client's hold, the engine's operation) until its segment is
+ * consumed, i.e. the bytes are in the socket.
+ */
+struct rd_tcp_seg {
+	const uint8_t *ext;           /* NULL: the next @len bytes of the tx ring */
+	uint32_t len;
+	uint32_t pend;                /* ext: the pending entry whose payload it is */
 };
 
 struct rd_tcp_conn {
@@ -36,11 +55,17 @@ struct rd_tcp_conn {
 	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
 	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
 	uint32_t rx_left;
+	uint32_t rx_len;              /* the payload's whole length */
 	uint8_t rx_hdr[64];           /* the header whose payload is being received */
-	/* tx ring */
+	/* tx ring: bytes [tx_head, tx_tail) are not in the socket yet */
 	uint8_t *tx;
 	uint32_t tx_size;             /* power of two */
 	uint64_t tx_head, tx_tail;
+	/* what to send, in order: segments [seg_head, seg_tail), seg_off bytes
+	 * of the first already sent */
+	struct rd_tcp_seg *seg;
+	uint32_t seg_mask;            /* entries - 1, a power of two */
+	uint32_t seg_head, seg_tail, seg_off;
 	/* outbound: operations waiting for a response, by tag */
 	struct rd_tcp_pend *pend;
 	uint32_t npend;
@@ -78,6 +103,9 @@ struct rd_tcp {
 	uint32_t nin, max_in;
 	struct rd_tcp_conn *dead;     /* inbound ones closed this round, freed after it */
 	uint8_t *scratch;             /* discard buffer */
+	const uint8_t *zeros;         /* max_msg zero bytes: what a detached client's payload
+					 becomes once its header is on the wire */
+	struct iovec *iov;            /* one writev's vector */
 };
 
 /* Buffers of a connection (control thread, before it is handed over). */
