@@ -168,7 +168,7 @@ print(*[x.getsockname()[1] for x in s])')
       sleep 0.1
     done
     [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mp/readyz") == 200 ]] ||
-      fail "a roshmd with the doc's configuration is not ready: $(tail -5 "$d/roshmd-a.log" "$d/roshmd-b.log")"
+      fail "a roshmd with the doc's configuration is not ready: $(tail -n 5 "$d/roshmd-a.log" "$d/roshmd-b.log")"
   done
   ROSHM_SOCK=$d/a.sock ROSHM_TOKEN=$tok "$owner" > "$d/owner.log" 2>&1 & opid=$!
   ROSHM_SOCK=$d/b.sock ROSHM_TOKEN=$tok "$writer" > "$d/writer.log" 2>&1 ||

@@ -36,7 +36,7 @@ TN_PREFIX=$(th_prefix vp)
 TN_EXTRA_CONF='tenants = ( { name = "default"; token = ""; }, { name = "other"; token = "other-token"; } );'
 srv=
 trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
-fail() { echo "FAIL: $*"; tail -20 "$d"/node-*.log; exit 1; }
+fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
 va="env $pre ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
 vb="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
