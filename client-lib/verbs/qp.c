@@ -209,14 +209,46 @@ int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, 
 	return 0;
 }
 
-/* The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant and read its
- * metadata page once; cached while WRs use it. A failed lookup caches nothing. */
+static void rkey_close(struct rv_ctx *c, struct rv_rkey *k)
+{
+	for (uint32_t i = 0; i < k->nh; i++)
+		roshm_region_close(c->r, k->handles[i]);
+	k->nh = 0;
+	k->valid = false;
+}
+
+/* Open "ibv-mr-<key>" into k->handles[] (once per key): its index, or -1. */
+static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const uint32_t *keys,
+		     uint64_t *sizes)
+{
+	char name[ROSHM_NAME_MAX];
+
+	for (uint32_t i = 0; i < k->nh; i++)
+		if (keys[i] == key)
+			return (int)i;
+	if (k->nh == RV_MR_KEYS)
+		return -1;
+	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
+	if (roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]))
+		return -1;
+	return (int)k->nh++;
+}
+
+/*
+ * The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant, read its
+ * metadata page once into private memory and check it (segments contiguous
+ * from the first page of [addr, addr + length) to past its end, each inside
+ * the region that holds it, behind that region's metadata page), and open
+ * the regions its segments name. Cached while WRs use it; a failed lookup
+ * caches nothing.
+ */
 static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
 {
+	uint32_t keys[RV_MR_KEYS];
+	uint64_t sizes[RV_MR_KEYS];
 	struct rv_rkey *k = NULL;
-	char name[ROSHM_NAME_MAX];
-	uint64_t size;
-	uint32_t h;
+	uint64_t va;
+	int idx;
 
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
 		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
@@ -229,27 +261,54 @@ static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
 	}
 	if (!k)
 		return NULL;   /* 64 remote MRs in use by WRs in flight */
-	if (k->valid) {
-		roshm_region_close(c->r, k->handle);
-		k->valid = false;
-	}
-	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, rkey);
-	if (roshm_region_open(c->r, name, &h, &size))
+	if (k->valid)
+		rkey_close(c, k);
+	if (rkey_open(c, k, rkey, keys, sizes) != 0)
 		return NULL;
-	if (rv_sync_read(c, h, 0, sizeof(k->m), &k->m))
+	keys[0] = rkey;
+	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
 		goto err;
-	if (k->m.magic != RV_META_MAGIC || k->m.rkey != rkey ||
-	    k->m.page_start & (RV_PAGE - 1) || k->m.addr < k->m.page_start ||
-	    k->m.length > size || k->m.addr - k->m.page_start > size - RV_PAGE - k->m.length)
+	if (k->m.magic != RV_META_MAGIC || k->m.rkey != rkey || !k->m.nseg ||
+	    k->m.nseg > RV_MR_SEGS || k->m.addr + k->m.length < k->m.addr)
+		goto err;
+	va = k->m.addr & ~(RV_PAGE - 1);
+	for (uint32_t i = 0; i < k->m.nseg; i++) {
+		const struct rv_seg *g = &k->m.seg[i];
+
+		if (g->va != va || !g->len || g->len & (RV_PAGE - 1) || va + g->len < va ||
+		    g->data_off < RV_PAGE || g->data_off & (RV_PAGE - 1))
+			goto err;
+		idx = rkey_open(c, k, g->key, keys, sizes);
+		if (idx < 0)
+			goto err;
+		keys[idx] = g->key;
+		if (g->data_off > sizes[idx] || g->len > sizes[idx] - g->data_off)
+			goto err;
+		k->seg_h[i] = (uint8_t)idx;
+		va += g->len;
+	}
+	if (va < k->m.addr + k->m.length)
 		goto err;
 	k->rkey = rkey;
-	k->handle = h;
 	k->refs = 0;
 	k->valid = true;
 	return k;
 err:
-	roshm_region_close(c->r, h);
+	rkey_close(c, k);
 	return NULL;
+}
+
+/* Where remote address @va of @k lives: the region handle (returned), the
+ * data offset in *off, and in *room the bytes from there to its segment's end. */
+static uint32_t rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t *off, uint64_t *room)
+{
+	uint32_t i = 0;
+
+	while (i + 1 < k->m.nseg && va >= k->m.seg[i + 1].va)
+		i++;
+	*off = k->m.seg[i].data_off + (va - k->m.seg[i].va);
+	*room = k->m.seg[i].va + k->m.seg[i].len - va;
+	return k->handles[k->seg_h[i]];
 }
 
 /*
@@ -407,15 +466,18 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 {
 	while (w->done < w->len) {
 		uint64_t chunk = w->len - w->done < c->slot_size ? w->len - w->done : c->slot_size;
+		uint64_t off, seg_room;
 		struct roshm_sqe *sqe;
-		uint32_t slot;
+		uint32_t slot, h;
 
 		if (!room(c, &sqe, 1))
 			return false;
+		h = rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
+		if (chunk > seg_room)
+			chunk = seg_room;
 		slot = take_slot(c);
 		gather(q, widx, w, w->done, c->arena + slot * c->slot_size, chunk);
-		roshm_prep_write(sqe, w->k->handle, w->roff + w->done, slot * c->slot_size,
-				 (uint32_t)chunk);
+		roshm_prep_write(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
 					       .kind = RV_OP_WRITE, .refs = 1 };
@@ -434,14 +496,17 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 
 	while (w->done < w->len) {
 		uint64_t chunk = w->len - w->done < c->slot_size ? w->len - w->done : c->slot_size;
+		uint64_t off, seg_room;
 		struct roshm_sqe *sqe;
-		uint32_t slot;
+		uint32_t slot, h;
 
 		if (!room(c, &sqe, 1))
 			return false;
+		h = rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
+		if (chunk > seg_room)
+			chunk = seg_room;
 		slot = take_slot(c);
-		roshm_prep_read(sqe, w->k->handle, w->roff + w->done, slot * c->slot_size,
-				(uint32_t)chunk);
+		roshm_prep_read(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
 					       .kind = RV_OP_READ,  .refs = 1,
@@ -457,16 +522,18 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 static bool issue_atomic(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
 	const struct ibv_sge *s = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
+	uint64_t off, seg_room;
 	struct roshm_sqe *sqe;
-	uint32_t slot;
+	uint32_t slot, h;
 
 	if (!room(c, &sqe, 1))
 		return false;
+	h = rkey_at(w->k, w->raddr, &off, &seg_room);  /* 8 aligned bytes: one page */
 	slot = take_slot(c);
 	if (w->op == IBV_WR_ATOMIC_FETCH_AND_ADD)
-		roshm_prep_fetch_add(sqe, w->k->handle, w->roff, w->cmp);
+		roshm_prep_fetch_add(sqe, h, off, w->cmp);
 	else
-		roshm_prep_cmp_swap(sqe, w->k->handle, w->roff, w->cmp, w->swap);
+		roshm_prep_cmp_swap(sqe, h, off, w->cmp, w->swap);
 	roshm_sqe_set_data(sqe, slot);
 	c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = 8, .kind = RV_OP_ATOMIC,
 				       .refs = 1, .dst = (void *)(uintptr_t)s->addr };
@@ -828,7 +895,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		}
 		k->refs++;
 		w->k = k;
-		w->roff = RV_PAGE + (raddr - k->m.page_start);
+		w->raddr = raddr;
 		w->cmp = wr->wr.atomic.compare_add;
 		w->swap = wr->wr.atomic.swap;
 	}

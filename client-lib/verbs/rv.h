@@ -23,7 +23,7 @@
 
 #define RV_EXPORT __attribute__((visibility("default")))
 #define RV_PAGE 4096ull
-#define RV_META_MAGIC 0x31524d5672687372ull /* "rshrVMR1" */
+#define RV_META_MAGIC 0x32524d5672687372ull /* "rshrVMR2" */
 #define RV_RKEY_CACHE 64
 #define RV_MAX_INLINE 256
 #define RV_MAX_WR 4096
@@ -36,15 +36,32 @@
 #define RV_UD_PUBLISH (1ull << 32)      /* the CAS that publishes a fragment */
 #define RV_UD_SYNC (2ull << 62)         /* | sequence: sync_read() */
 
-/* First page of every MR region: what the owner registered. Read by peers. */
+/*
+ * First page of every MR region: what the owner registered, read by peers.
+ * An MR's pages are the runs of segs[], in address order: a page is owned by
+ * the first live MR that covered it (its region holds the page after this
+ * metadata page); a later MR over the same page names that region's key
+ * and offset instead (registrations may overlap, as on a NIC).
+ */
+#define RV_MR_SEGS 32           /* runs of one MR */
+#define RV_MR_KEYS 8            /* regions one MR's runs may lie in */
+struct rv_seg {
+	uint64_t va;            /* page-aligned start */
+	uint64_t data_off;      /* region data offset of va (>= RV_PAGE) */
+	uint32_t len;           /* bytes, a multiple of RV_PAGE */
+	uint32_t key;           /* the region "ibv-mr-<key>" holding the run */
+};
 struct rv_meta {
 	uint64_t magic;
 	uint64_t addr;          /* ibv_mr.addr */
 	uint64_t length;
-	uint64_t page_start;    /* data offset RV_PAGE maps here */
 	uint32_t access;        /* IBV_ACCESS_* */
 	uint32_t rkey;
+	uint32_t nseg;
+	uint32_t rsvd;
+	struct rv_seg seg[RV_MR_SEGS];
 };
+_Static_assert(sizeof(struct rv_meta) <= RV_META_SIZE, "metadata fits the sync read area");
 
 /*
  * Inbound ring of a QP: region "ibv-qp-<qpn>" (6 hex digits), created with
@@ -93,20 +110,32 @@ struct rv_frag {
 };
 _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
 
+/* A remote MR as a peer resolved it: its metadata (private copy, checked)
+ * and a handle per segment (handles[] of the distinct regions, opened once). */
 struct rv_rkey {
 	uint32_t rkey;
-	uint32_t handle;
 	uint32_t refs;          /* WRs that still use it */
 	bool valid;
+	uint32_t nh;
+	uint32_t handles[RV_MR_KEYS];
+	uint8_t seg_h[RV_MR_SEGS]; /* index into handles[] of each segment */
 	struct rv_meta m;
 };
 
+/* An MR of ours. Its region holds the pages no earlier live MR held (runs[]);
+ * refs counts the live MRs whose segments use them, itself included while
+ * registered: a deregistered MR's region stays open (dead) until no other MR
+ * uses its pages. */
 struct rv_mr {
 	struct ibv_mr mr;
 	struct rv_mr *next;
 	uint32_t handle;
-	uintptr_t page_start;
-	size_t page_len;
+	uint32_t refs;
+	bool dead;
+	uint32_t nrun;
+	struct rv_seg runs[RV_MR_SEGS];    /* own pages: key = this MR's */
+	uint32_t nuse;
+	struct rv_mr *uses[RV_MR_KEYS];    /* other MRs whose pages it uses */
 };
 
 struct rv_cq {
@@ -133,7 +162,7 @@ struct rv_swr {
 	uint64_t len;           /* bytes of the message */
 	uint64_t done;          /* RDMA bytes issued so far */
 	uint64_t sent;          /* message bytes published in fragments so far */
-	uint64_t roff;          /* remote region offset (RDMA and atomics) */
+	uint64_t raddr;         /* remote address (RDMA and atomics) */
 	uint64_t cmp, swap;
 	struct rv_rkey *k;      /* remote MR (RDMA and atomics), a reference held */
 	uint8_t *inl;           /* inline copy of the data, or NULL */

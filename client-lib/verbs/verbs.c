@@ -169,6 +169,12 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 
 	rv_notifier_stop(c);
 	roshm_close(c->r);   /* closes every region: nothing stays behind in roshmd */
+	while (c->mrs) {
+		struct rv_mr *m = c->mrs;
+
+		c->mrs = m->next;
+		free(m);
+	}
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
 	pthread_mutex_destroy(&c->lock);
@@ -370,39 +376,118 @@ int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t s
 	return ret;
 }
 
+/*
+ * Cut [start, end) into segments in address order: the runs other MRs' regions
+ * already hold (key and offset there, *owner[i] that MR) and the gaps between
+ * them (*owner[i] NULL, key and offset filled in by the caller). 0 with
+ * *nseg, or -ENOMEM past RV_MR_SEGS segments.
+ */
+static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, struct rv_seg *seg,
+		   struct rv_mr **owner, uint32_t *nseg)
+{
+	uint32_t n = 0;
+
+	for (uintptr_t pos = start; pos < end;) {
+		const struct rv_seg *hit = NULL;
+		struct rv_mr *hit_mr = NULL;
+		uintptr_t next = end;   /* the first run starting after pos */
+
+		for (struct rv_mr *m = c->mrs; m && !hit; m = m->next)
+			for (uint32_t i = 0; i < m->nrun; i++) {
+				const struct rv_seg *r = &m->runs[i];
+
+				if (r->va <= pos && pos < r->va + r->len) {
+					hit = r;
+					hit_mr = m;
+					break;
+				}
+				if (r->va > pos && r->va < next)
+					next = r->va;
+			}
+		if (n == RV_MR_SEGS)
+			return -ENOMEM;
+		if (hit) {
+			uintptr_t e = hit->va + hit->len < end ? hit->va + hit->len : end;
+
+			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(e - pos),
+						  .key = hit->key,
+						  .data_off = hit->data_off + (pos - hit->va) };
+			pos = e;
+		} else {
+			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(next - pos) };
+			pos = next;
+		}
+		owner[n++] = hit_mr;
+	}
+	*nseg = n;
+	return 0;
+}
+
+/* Close an MR's region and forget it: no live MR uses its pages any more. */
+static void mr_release(struct rv_ctx *c, struct rv_mr *m)
+{
+	struct rv_mr **pp;
+
+	for (pp = &c->mrs; *pp && *pp != m; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = m->next;
+	roshm_region_close(c->r, m->handle);
+	free(m);
+}
+
+static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
+{
+	if (--m->refs == 0)
+		mr_release(c, m);
+}
+
 #undef ibv_reg_mr
 RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
 	struct rv_ctx *c = to_ctx(pd->context);
 	uintptr_t start = (uintptr_t)addr & ~(RV_PAGE - 1);
 	uintptr_t end = ((uintptr_t)addr + length + RV_PAGE - 1) & ~(RV_PAGE - 1);
+	struct rv_seg seg[RV_MR_SEGS];
+	struct rv_mr *owner[RV_MR_SEGS];
+	uint64_t own = 0, data_off;
 	struct rv_meta *meta;
+	uint32_t handle = 0, rkey = 0, nseg = 0;
 	struct rv_mr *m;
-	uint64_t data_off;
-	uint32_t handle = 0, rkey = 0;
+	uint8_t *base;
 	int ret, fd;
-	void *map;
 
-	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr) {
+	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
+	    end < (uintptr_t)addr || end - start > UINT32_MAX) {
 		errno = EINVAL;
 		return NULL;
 	}
 	rv_lock(c);
-	/* Two regions cannot both own one page: overlapping registrations are refused. */
-	for (m = c->mrs; m; m = m->next)
-		if (start < m->page_start + m->page_len && m->page_start < end) {
-			rv_unlock(c);
-			errno = EINVAL;
-			return NULL;
-		}
 	m = calloc(1, sizeof(*m));
-	if (!m) {
-		rv_unlock(c);
-		errno = ENOMEM;
-		return NULL;
+	ret = m ? mr_plan(c, start, end, seg, owner, &nseg) : -ENOMEM;
+	if (ret)
+		goto err;
+	/* The other MRs it uses, once each, and the pages it brings itself. */
+	for (uint32_t i = 0; i < nseg; i++) {
+		uint32_t j = 0;
+
+		if (!owner[i]) {
+			seg[i].data_off = RV_PAGE + own;
+			own += seg[i].len;
+			m->runs[m->nrun++] = seg[i];
+			continue;
+		}
+		while (j < m->nuse && m->uses[j] != owner[i])
+			j++;
+		if (j == m->nuse) {
+			if (m->nuse + 1 == RV_MR_KEYS) {   /* a slot stays for its own region */
+				ret = -ENOMEM;
+				goto err;
+			}
+			m->uses[m->nuse++] = owner[i];
+		}
 	}
-	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + (end - start), &rkey,
-			      &handle);
+	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + own, &rkey, &handle);
 	if (ret)
 		goto err;
 	meta = roshm_region_data(c->r, handle, NULL);
@@ -411,19 +496,31 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		ret = fd < 0 ? fd : -EIO;
 		goto err_region;
 	}
-	/* The one copy: the buffer's current bytes go into the region, then the
-	 * region's pages take the buffer's place at the same virtual address. */
-	copy_pages((uint8_t *)meta + RV_PAGE, (const void *)start, end - start);
-	map = mmap((void *)start, end - start, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-		   fd, (off_t)(data_off + RV_PAGE));
-	close(fd);
-	if (map == MAP_FAILED) {
-		ret = -errno;
-		goto err_region;
+	/* The one copy: the bytes of the pages no MR held yet go into the
+	 * region, then its pages take their place at the same virtual address. */
+	base = (uint8_t *)meta;
+	for (uint32_t i = 0; i < m->nrun; i++) {
+		struct rv_seg *r = &m->runs[i];
+
+		copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
+		if (mmap((void *)(uintptr_t)r->va, r->len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, fd, (off_t)(data_off + r->data_off)) == MAP_FAILED) {
+			ret = -errno;
+			close(fd);
+			goto err_region;
+		}
+		r->key = rkey;
 	}
+	close(fd);
+	for (uint32_t i = 0; i < nseg; i++)
+		if (!owner[i])
+			seg[i].key = rkey;
+	for (uint32_t j = 0; j < m->nuse; j++)
+		m->uses[j]->refs++;
 	*meta = (struct rv_meta){ .magic = RV_META_MAGIC, .addr = (uintptr_t)addr,
-				  .length = length, .page_start = start,
-				  .access = (uint32_t)access, .rkey = rkey };
+				  .length = length, .access = (uint32_t)access, .rkey = rkey,
+				  .nseg = nseg };
+	memcpy(meta->seg, seg, nseg * sizeof(seg[0]));
 	m->mr.context = pd->context;
 	m->mr.pd = pd;
 	m->mr.addr = addr;
@@ -432,14 +529,13 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->mr.lkey = rkey;
 	m->mr.rkey = rkey;
 	m->handle = handle;
-	m->page_start = start;
-	m->page_len = end - start;
+	m->refs = 1;
 	m->next = c->mrs;
 	c->mrs = m;
 	rv_unlock(c);
 	return &m->mr;
 err_region:
-	roshm_region_close(c->r, handle);
+	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */
 err:
 	rv_unlock(c);
 	free(m);
@@ -461,22 +557,31 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 
 RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 {
-	struct rv_ctx *c = to_ctx(mr->context);
-	struct rv_mr *m = (struct rv_mr *)mr, **pp;
+	struct rv_mr *m = (struct rv_mr *)mr, *e;
+	struct rv_meta *meta;
+	struct rv_ctx *c;
 
+	if (!mr || !mr->context)
+		return EINVAL;
+	c = to_ctx(mr->context);
 	rv_lock(c);
-	for (pp = &c->mrs; *pp && *pp != m; pp = &(*pp)->next)
+	for (e = c->mrs; e && e != m; e = e->next)
 		;
-	if (!*pp) {
+	if (!e || m->dead) {
 		rv_unlock(c);
 		return EINVAL;
 	}
-	*pp = m->next;
-	/* roshmd forgets the region; the application keeps its bytes (our
-	 * MAP_SHARED view keeps the memfd alive until the pages are unmapped). */
-	roshm_region_close(c->r, m->handle);
+	/* The rkey dies now: a peer that resolves it finds no metadata. roshmd
+	 * forgets the region once no other MR uses its pages; the application
+	 * keeps its bytes (our MAP_SHARED view keeps the memfd alive). */
+	m->dead = true;
+	meta = roshm_region_data(c->r, m->handle, NULL);
+	if (meta)
+		__atomic_store_n(&meta->magic, 0, __ATOMIC_RELEASE);
+	for (uint32_t j = 0; j < m->nuse; j++)
+		mr_unref(c, m->uses[j]);
+	mr_unref(c, m);
 	rv_unlock(c);
-	free(m);
 	return 0;
 }
 
@@ -484,7 +589,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
 {
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		if (m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
+		if (!m->dead && m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
 		    s->length <= m->mr.length &&
 		    s->addr - (uintptr_t)m->mr.addr <= m->mr.length - s->length)
 			return true;

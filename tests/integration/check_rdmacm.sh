@@ -13,7 +13,7 @@
 # send: what also needs SEND/RECV and completion channels from roshm0:
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
 #       -R exchanges its keys with SENDs), ucmatose with messages,
-#       rdma_server + rdma_client, qperf -cm1 rc_lat / rc_bw. Skipped (77)
+#       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw. Skipped (77)
 #       while `rdmacm_check probe` finds no RECV or no completion events.
 set -u
 # meson puts our libraries on LD_LIBRARY_PATH (linked targets): roshmd
@@ -32,7 +32,7 @@ fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 if [[ $mode == cm ]]; then need=(ucmatose qperf)
-else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ucmatose rdma_server rdma_client qperf); fi
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ucmatose rdma_server rdma_client rping qperf); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
 done
@@ -134,6 +134,10 @@ pair ib_atomic_lat-R "ib_atomic_lat -d roshm0 -R -n 200" "ib_atomic_lat -d roshm
 pair ib_send_lat-R "ib_send_lat -d roshm0 -R -n 200" "ib_send_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
 pair ucmatose "ucmatose -c 2 -p 7802" "ucmatose -c 2 -p 7802 -s $ADDR_A" 'data transfers complete'
 pair rdma_server-client "rdma_server -s $ADDR_A -p 7803" "rdma_client -s $ADDR_A -p 7803" 'rdma_client: end 0'
+# rping: buffers that share pages registered apart (overlapping MRs), RDMA
+# READ and WRITE of the advertised buffers, SENDs, a completion channel
+# thread; -v prints each ping's data, which the server READ from the client
+pair rping "rping -s -a $ADDR_A -p 7804 -C 10 -S 100 -v" "rping -c -a $ADDR_A -p 7804 -C 10 -S 100 -v" 'ping data: rdma-ping-9: '
 bg_a timeout 200 $va qperf >"$d/qperf.server" 2>&1
 srv=$BG_PID
 sleep 0.5

@@ -18,7 +18,7 @@
  * LOC_LEN_ERR for a message longer than it), the next is flushed, and no
  * byte around the RECV's buffer changes. Loopback: two QPs of the server
  * exchange SENDs, through a non-blocking channel, a reset and reconnect, and
- * the error state's flushes.
+ * the error state's flushes. Overlap: MRs that share pages (server3 below).
  *   verbs_check server|client ADDR PORT
  * The server sets ROSHM_VERBS_RECV_RING=65536 for itself (the RNR and ring
  * sizes below assume it). The tenant check runs when the server's
@@ -611,6 +611,161 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	free(sb);
 }
 
+/* ------------------------------------------------------- overlapping MRs */
+
+/*
+ * Registrations that share pages, as a NIC allows (ucmatose -c 2 and rping
+ * register buffers on one page): the server registers page 0 twice (two
+ * keys, one the same bytes again), a read-only MR on page 2, and one MR over
+ * pages 0..4 that uses both, then deregisters the first. The client WRITEs
+ * across the whole span (pieces in three regions), READs it back, READs
+ * through the read-only key, adds to a word of page 2 through the span's key;
+ * a WRITE with the read-only key and any use of the deregistered key fail
+ * with REM_ACCESS_ERR. The server checks every byte of its five pages.
+ */
+#define OV_LEN (5 * 4096)
+#define OV_OFF 50
+#define OV_SPAN (4 * 4096)
+#define OV_MID (2 * 4096 + 10)
+#define OV_CTR (2 * 4096 + 16)
+
+struct info3 {
+	uint64_t addr;
+	uint32_t dead, span, ro, qpn;
+};
+
+static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
+{
+	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	struct ibv_mr *small, *again, *ro, *span;
+	struct ibv_qp *qp;
+	uint8_t *ov = pages(OV_LEN);
+	struct info3 me;
+	uint32_t qpn;
+	uint64_t ctr, want;
+
+	if (!cq)
+		die("cq (overlap)");
+	qp = mkqp(pd, cq, cq, 4, 0, 1);
+	memset(ov, 0x33, OV_LEN);
+	small = ibv_reg_mr(pd, ov + 100, 200, acc);
+	ro = ibv_reg_mr(pd, ov + OV_MID, 100, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	again = ibv_reg_mr(pd, ov + 100, 200, acc);
+	span = ibv_reg_mr(pd, ov + OV_OFF, OV_SPAN, acc);
+	if (!small || !ro || !again || !span)
+		die("ibv_reg_mr of buffers sharing pages with earlier MRs");
+	if (again->rkey == small->rkey || span->rkey == small->rkey || span->rkey == ro->rkey)
+		die("overlapping MRs share an rkey");
+	for (int i = 0; i < OV_LEN; i++)
+		if (ov[i] != 0x33)
+			die("overlapping registrations changed the buffer's contents");
+	me = (struct info3){ (uintptr_t)ov, small->rkey, span->rkey, ro->rkey, qp->qp_num };
+	if (ibv_dereg_mr(small))
+		die("dereg of an MR whose page another MR uses");
+	if (ibv_dereg_mr(small) != EINVAL)
+		die("a second dereg of one MR did not give EINVAL");
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &qpn, sizeof(qpn)) != sizeof(qpn))
+		die("exchange (overlap)");
+	connect_qp(qp, qpn, 1, 7);
+	sync_byte(fd, 0, 'o');
+	for (int i = 0; i < OV_LEN; i++) {
+		bool in = i >= OV_OFF && i < OV_OFF + OV_SPAN;
+		uint8_t w = in ? pat((uint32_t)(i - OV_OFF), 9) : 0x33;
+
+		if (i >= OV_CTR && i < OV_CTR + 8)
+			continue;
+		if (ov[i] != w) {
+			fprintf(stderr, "page %d byte %d: expected 0x%02x, found 0x%02x\n", i / 4096,
+				i % 4096, w, ov[i]);
+			die("the owner's pages do not hold what was written through overlapping MRs");
+		}
+	}
+	want = 0;
+	for (int b = 7; b >= 0; b--)
+		want = want << 8 | pat((uint32_t)(OV_CTR - OV_OFF + b), 9);
+	memcpy(&ctr, ov + OV_CTR, 8);
+	if (ctr != want + 5)
+		die("FETCH_ADD through the spanning MR's key did not land on page 2");
+	if (ibv_dereg_mr(span) || ibv_dereg_mr(ro) || ibv_dereg_mr(again))
+		die("dereg (overlap)");
+	if (ov[OV_OFF] != pat(0, 9))
+		die("deregistration lost the buffer's contents (overlap)");
+	sync_byte(fd, 'O', 0);
+	printf("verbs_check server: 4 MRs sharing pages (one deregistered early): every byte of "
+	       "the 5 pages right\n");
+	if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq))
+		die("release (overlap)");
+	free(ov);
+}
+
+static void expect_wc(struct ibv_cq *cq, uint64_t id, enum ibv_wc_status st, const char *what)
+{
+	struct ibv_wc wc = wait_wc(cq);
+
+	if (wc.wr_id != id || wc.status != st) {
+		fprintf(stderr, "%s: expected wr_id %" PRIu64 " %s, got wr_id %" PRIu64 " %s\n", what,
+			id, ibv_wc_status_str(st), wc.wr_id, ibv_wc_status_str(wc.status));
+		die(what);
+	}
+}
+
+static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp *q[3];
+	uint8_t *lb = pages(3 * OV_SPAN);
+	uint8_t *back = lb + OV_SPAN, *old = lb + 2 * OV_SPAN;
+	struct ibv_mr *mr;
+	struct info3 peer;
+	uint64_t v, want = 0;
+
+	if (!cq)
+		die("cq (overlap)");
+	mr = ibv_reg_mr(pd, lb, 3 * OV_SPAN, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr || read(s, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange (overlap)");
+	for (int i = 0; i < 3; i++) {
+		q[i] = mkqp(pd, cq, cq, 8, 0, 1);
+		connect_qp(q[i], peer.qpn, 1, 7);
+	}
+	if (write(s, &q[0]->qp_num, 4) != 4)
+		die("exchange (overlap)");
+	fill(lb, OV_SPAN, 0, 9);
+	post(q[0], IBV_WR_RDMA_WRITE, lb, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 1);
+	expect_wc(cq, 1, IBV_WC_SUCCESS, "WRITE across MRs sharing pages");
+	memset(back, 0, OV_SPAN);
+	post(q[0], IBV_WR_RDMA_READ, back, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 2);
+	expect_wc(cq, 2, IBV_WC_SUCCESS, "READ across MRs sharing pages");
+	check_bytes(back, OV_SPAN, 0, 9, "READ back through the spanning MR");
+	memset(back, 0, 100);
+	post(q[0], IBV_WR_RDMA_READ, back, 100, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 3);
+	expect_wc(cq, 3, IBV_WC_SUCCESS, "READ through the read-only MR");
+	check_bytes(back, 100, OV_MID - OV_OFF, 9, "READ through the read-only MR");
+	post(q[0], IBV_WR_ATOMIC_FETCH_AND_ADD, old, 8, mr->lkey, peer.addr + OV_CTR, peer.span, 5, 0,
+	     4);
+	expect_wc(cq, 4, IBV_WC_SUCCESS, "FETCH_ADD through the spanning MR");
+	for (int b = 7; b >= 0; b--)
+		want = want << 8 | pat((uint32_t)(OV_CTR - OV_OFF + b), 9);
+	memcpy(&v, old, 8);
+	if (v != want)
+		die("FETCH_ADD's old value is not the bytes the WRITE put there");
+	post(q[1], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
+	expect_wc(cq, 5, IBV_WC_REM_ACCESS_ERR, "a WRITE with a read-only MR's key");
+	post(q[2], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
+	expect_wc(cq, 6, IBV_WC_REM_ACCESS_ERR, "a READ with a deregistered MR's key");
+	sync_byte(s, 'o', 'O');
+	printf("verbs_check client: WRITE/READ/FETCH_ADD across MRs sharing pages right; read-only "
+	       "key WRITE and deregistered key -> REM_ACCESS_ERR\n");
+	for (int i = 0; i < 3; i++)
+		if (ibv_destroy_qp(q[i]))
+			die("release (overlap)");
+	if (ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
+		die("release (overlap)");
+	free(lb);
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **dl;
@@ -697,6 +852,7 @@ int main(int argc, char **argv)
 		printf("verbs_check server: %d written bytes and the atomic counter are right in the owner's buffer\n",
 		       PLEN);
 		server2(ctx, pd, fd);
+		server3(ctx, pd, fd);
 		if (ibv_dereg_mr(mr))
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))
@@ -754,6 +910,7 @@ int main(int argc, char **argv)
 	printf("verbs_check client: WRITE, READ back, FETCH_ADD, CMP_SWAP right; forged rkey -> "
 	       "REM_ACCESS_ERR, next WR -> WR_FLUSH_ERR\n");
 	client2(ctx, pd, s);
+	client3(ctx, pd, s);
 	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
 	    ibv_close_device(ctx))
 		die("release");
