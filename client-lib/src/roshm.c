@@ -297,6 +297,18 @@ static int own_memory(const char *name, uint64_t size, bool huge, void **map, si
 		close(fd);
 		return ret;
 	}
+	/* MAP_POPULATE ignores a fault that finds no huge page (a pod whose
+	 * hugetlb cgroup limits usage but not reservations): count what was
+	 * allocated, as roshmd will (st_blocks), and let the caller fall back. */
+	if (huge) {
+		struct stat st;
+
+		if (fstat(fd, &st) || (uint64_t)st.st_blocks * 512 < sz) {
+			munmap(m, (size_t)sz);
+			close(fd);
+			return -ENOMEM;
+		}
+	}
 	if (!huge) {
 		/* 2 MiB transparent pages where the node allows them for shmem
 		 * (shmem_enabled = advise), then every page allocated now */

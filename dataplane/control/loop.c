@@ -493,7 +493,8 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		       ctl->guard.reason);
 	}
 	RD_LOG(INFO, "node %s listening on %s, registry %s:%s", cfg->node, cfg->socket,
-	       ctl->reg.ops->name, cfg->registry_dir);
+	       ctl->reg.ops->name,
+	       strcmp(ctl->reg.ops->name, "etcd") ? cfg->registry_dir : cfg->etcd_endpoints);
 	return 0;
 }
 
