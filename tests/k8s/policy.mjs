@@ -102,6 +102,13 @@ const hostPod = (name, path, mount = {}, where = "containers") => ({
     volumes: [{ name: "h", hostPath: { path } }],
   },
 });
+// a client pod as the example has it: the socket directory read-only
+const safePod = hostPod("client", "/run/roshm", { readOnly: true });
+const withSpec = (pod, spec) => ({ ...pod, spec: { ...pod.spec, ...spec } });
+// a securityContext on the container, or on an init / ephemeral one added beside it
+const withSc = (pod, sc, where = "containers") => where === "containers"
+  ? withSpec(pod, { containers: pod.spec.containers.map((c) => ({ ...c, securityContext: sc })) })
+  : withSpec(pod, { [where]: [{ name: "x", image: "busybox:1.36", securityContext: sc }] });
 // kubectl debug node/N: the node's / at /host, not read-only
 const nodeDebugger = hostPod("node-debugger-n1-abcde", "/");
 // the SR-IOV network operator's config daemon: / at /host, read-write
@@ -123,11 +130,31 @@ const cases = [
   ["/run/roshm/sub read-write", hostPod("p", "/run/roshm/sub"), "demo", {}, "denied"],
   ["/run read-write", hostPod("p", "/run"), "demo", {}, "denied"],
   ["/var/run read-write", hostPod("p", "/var/run"), "demo", {}, "denied"],
-  ["/run/roshmx read-write (another directory)", hostPod("p", "/run/roshmx"), "demo", {}, "allowed"],
-  ["/var/lib/kubelet read-write", hostPod("p", "/var/lib/kubelet"), "demo", {}, "allowed"],
-  ["/run read-write in an init container", hostPod("p", "/run", {}, "initContainers"), "demo", {}, "denied"],
-  ["/run read-write in an ephemeral container", hostPod("p", "/run", {}, "ephemeralContainers"), "demo", {}, "denied"],
-  ["/run read-only in an init container", hostPod("p", "/run", { readOnly: true }, "initContainers"), "demo", {}, "allowed"],
+  ["/var/run/roshm read-only", hostPod("p", "/var/run/roshm", { readOnly: true }), "demo", {}, "allowed"],
+  ["/run/roshm/ read-only", hostPod("p", "/run/roshm/", { readOnly: true }), "demo", {}, "allowed"],
+  // any other host path, however it is spelled, read-only or not
+  ...["/run/roshmx", "/var/lib/kubelet", "/run", "/", "//run", "/run//roshm", "/run/./roshm",
+      "/./run", "//", "/var//run", "/run/roshm/.", "/run/roshm/sub", "/proc/1/root",
+      "/proc/1/root/run", "/tmp/link-to-run"].flatMap((p) => [
+    [`${p} read-write`, hostPod("p", p), "demo", {}, "denied"],
+    [`${p} read-only`, hostPod("p", p, { readOnly: true }), "demo", {}, "denied"]]),
+  ["/run/roshm read-write in an init container", hostPod("p", "/run/roshm", {}, "initContainers"), "demo", {}, "denied"],
+  ["/run/roshm read-write in an ephemeral container", hostPod("p", "/run/roshm", {}, "ephemeralContainers"), "demo", {}, "denied"],
+  ["/run/roshm read-only in an init container", hostPod("p", "/run/roshm", { readOnly: true }, "initContainers"), "demo", {}, "allowed"],
+  // the host's namespaces, privileges and capabilities
+  ...[["hostPID", { hostPID: true }], ["hostIPC", { hostIPC: true }], ["hostNetwork", { hostNetwork: true }]]
+    .map(([what, spec]) => [`${what}`, withSpec(safePod, spec), "demo", {}, "denied"]),
+  ["hostPID: false", withSpec(safePod, { hostPID: false }), "demo", {}, "allowed"],
+  ["privileged", withSc(safePod, { privileged: true }), "demo", {}, "denied"],
+  ["privileged in an init container", withSc(safePod, { privileged: true }, "initContainers"), "demo", {}, "denied"],
+  ["privileged in an ephemeral container", withSc(safePod, { privileged: true }, "ephemeralContainers"), "demo", {}, "denied"],
+  ["privileged: false", withSc(safePod, { privileged: false }), "demo", {}, "allowed"],
+  ["procMount Unmasked", withSc(safePod, { procMount: "Unmasked" }), "demo", {}, "denied"],
+  ["SYS_ADMIN added", withSc(safePod, { capabilities: { add: ["SYS_ADMIN"] } }), "demo", {}, "denied"],
+  ["SYS_PTRACE added beside IPC_LOCK", withSc(safePod, { capabilities: { add: ["IPC_LOCK", "SYS_PTRACE"] } }), "demo", {}, "denied"],
+  ["IPC_LOCK and NET_BIND_SERVICE added", withSc(safePod, { capabilities: { add: ["IPC_LOCK", "NET_BIND_SERVICE"] } }), "demo", {}, "allowed"],
+  ["capabilities dropped", withSc(safePod, { capabilities: { drop: ["ALL"] } }), "demo", {}, "allowed"],
+  ["privileged hostPID pod in a namespace labelled exempt", withSc(withSpec(safePod, { hostPID: true }), { privileged: true }), "ops", { "roshm.io/socket-policy": "exempt" }, "allowed"],
   ["kubectl debug node/N in default", nodeDebugger, "default", {}, "denied"],
   ["kubectl debug node/N -n kube-system", nodeDebugger, "kube-system", {}, "allowed"],
   ["kubectl debug node/N in a namespace labelled exempt", nodeDebugger, "ops", { "roshm.io/socket-policy": "exempt" }, "allowed"],
