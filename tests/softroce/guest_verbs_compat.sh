@@ -32,6 +32,34 @@ pair ib_read_lat -n 50
 pair ib_atomic_lat -n 50
 pair ib_atomic_lat -n 50 -A CMP_AND_SWAP
 pair ib_write_bw -n 50 -s 65536
+pair ib_read_bw -n 50 -s 65536
+pair ib_atomic_bw -n 50
+pair ib_send_lat -n 50
+pair ib_send_bw -n 50 -s 65536
+
+# qperf (its own TCP exchange, QPs moved by ibv_modify_qp): VM1 serves,
+# VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0
+i=$((i + 1))
+qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr"
+if [ "$n" = 1 ]; then
+  app timeout 300 qperf -lp 19765 > /run/shared/qperf.server 2>&1 &
+  s=$!
+  sleep 1
+  touch "/run/shared/go.$i"
+  for _ in $(seq 1500); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  kill $s 2>/dev/null; wait $s 2>/dev/null
+else
+  for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+  for t in $qtests; do
+    if app timeout 60 qperf -lp 19765 198.18.1.1 -t 2 $t > "/run/shared/qperf.$t" 2>&1 &&
+       grep -Eq '(latency|bw|msg_rate) += +[0-9.]*[1-9][0-9.]* ' "/run/shared/qperf.$t"; then
+      say "ok: qperf $t over roshm0: $(grep -E '(latency|bw|msg_rate) +=' "/run/shared/qperf.$t" | tr -s ' ')"
+    else
+      say "FAIL: qperf $t over roshm0"; cat "/run/shared/qperf.$t"
+    fi
+  done
+  touch "/run/shared/done.$i"
+fi
 
 # verbs_check: the bytes a WRITE sent are the ones in the owner's buffer
 i=$((i + 1))
