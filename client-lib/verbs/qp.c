@@ -152,10 +152,12 @@ static void qp_retire(struct rv_qp *q)
 
 		if (!w->issued || w->pending)
 			break;
-		if (w->status != IBV_WC_SUCCESS)
-			rv_qp_fail(q);
-		else if (q->qp.state == IBV_QPS_ERR)
+		/* A NIC reports the first failure and flushes every WR behind it,
+		 * whatever their own fate was (they ran after the QP broke). */
+		if (q->qp.state == IBV_QPS_ERR)
 			w->status = IBV_WC_WR_FLUSH_ERR;
+		else if (w->status != IBV_WC_SUCCESS)
+			rv_qp_fail(q);
 		if (w->k) {
 			w->k->refs--;
 			w->k = NULL;
