@@ -43,7 +43,10 @@ case_() {
   fi
   wait "$cli"; rc=$?
   [[ $rc == 0 ]] || { cat "$d/$what.client" "$d/$what.server"; fail "$what: client exited $rc"; }
-  [[ $kill == server ]] || wait "$srv" 2>/dev/null
+  if [[ $kill != server ]]; then
+    wait "$srv"; rc=$?
+    [[ $rc == 0 ]] || { cat "$d/$what.server"; fail "$what: server exited $rc"; }
+  fi
   srv=
   echo "ok: $what: $(cat "$d/$what.client")"
 }

@@ -196,6 +196,7 @@ int main(int argc, char **argv)
 			usleep(300000);
 			if (ibv_dereg_mr(mr))
 				die("ibv_dereg_mr");
+			mr = NULL;
 			printf("verbs_fail server: MR deregistered under the client's WRITEs\n");
 		} else {
 			printf("verbs_fail server: serving until killed\n");
@@ -203,6 +204,17 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		while (read(fd, &c, 1) > 0)   /* until the client is done */
 			;
+		/* release (its roshmd may be gone: the calls may fail, nothing leaks) */
+		ibv_destroy_qp(qp);
+		if (mr)
+			ibv_dereg_mr(mr);
+		ibv_destroy_cq(cq);
+		ibv_dealloc_pd(pd);
+		ibv_close_device(ctx);
+		ibv_free_device_list(dl);
+		free(buf);
+		close(fd);
+		close(s);
 		return 0;
 	}
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
