@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -152,16 +153,47 @@ static void poller_events(struct rd_control *ctl)
 /* ---- setup ---------------------------------------------------------------------- */
 
 /*
+ * Where the lock that says which roshmd serves @sock lives: in the admin
+ * token's directory (roshmd's own, which no pod mounts), named after the
+ * socket path, so that no tenant can hold it: the socket's directory is
+ * mounted into every pod, and flock() needs only a read-only descriptor,
+ * which a pod running as root opens whatever the file's mode. Without an
+ * admin token directory (admin.token_file "" or not writable), next to the
+ * socket as "<socket>.lock", with a warning.
+ */
+static void lock_path(const struct rd_control *ctl, const char *sock, char *out, size_t n)
+{
+	const char *tok = ctl->cfg->admin_token_file;
+	const char *slash = strrchr(tok, '/');
+	uint64_t h = 1469598103934665603ull;  /* FNV-1a of the socket path */
+	char dir[RD_PATH_MAX];
+	struct stat st;
+
+	for (const char *p = sock; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	if (tok[0] && slash && slash != tok && (size_t)(slash - tok) < sizeof(dir)) {
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - tok), tok);
+		mkdir(dir, 0700);
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK) == 0 &&
+		    (size_t)snprintf(out, n, "%s/roshmd-%016" PRIx64 ".lock", dir, h) < n)
+			return;
+	}
+	snprintf(out, n, "%s.lock", sock);
+	RD_LOG(WARNING, "lock file %s next to the socket (no writable admin token directory): a "
+	       "process that can open it, read-only too, can keep roshmd from starting", out);
+}
+
+/*
  * The control socket. Whether another roshmd serves it is decided by a lock
- * on "<socket>.lock", not by connecting: a stale socket file, or a process
- * that took over the path and answers, must not keep roshmd from starting.
+ * (lock_path), not by connecting: a stale socket file, or a process that
+ * took over the path and answers, must not keep roshmd from starting.
  * The directory is created 0755: pods get it mounted read-only, so none of
  * them can replace the socket (libroshm also checks the server's uid).
  */
 static int listen_socket(struct rd_control *ctl, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[sizeof(sa.sun_path)], lock[sizeof(sa.sun_path) + 8];
+	char dir[sizeof(sa.sun_path)], lock[RD_PATH_MAX + 32];
 	struct stat st;
 	int fd;
 
@@ -185,14 +217,20 @@ static int listen_socket(struct rd_control *ctl, const char *path)
 			       "who can write it can put another socket in roshmd's place",
 			       dir, (unsigned)(st.st_mode & 0777));
 	}
-	snprintf(lock, sizeof(lock), "%s.lock", path);
+	lock_path(ctl, path, lock, sizeof(lock));
 	ctl->lock_fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (ctl->lock_fd < 0)
 		return -errno;
 	if (flock(ctl->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
-	/* Ours now: whatever sits at the path is stale or an impostor. */
-	unlink(path);
+	/* Ours now: whatever sits at the path is stale or an impostor (an empty
+	 * directory too: kubelet makes one for a pod's subPath mount of a name
+	 * that does not exist yet). What cannot be removed is said as such. */
+	if (unlink(path) < 0 && errno == EISDIR && rmdir(path) < 0) {
+		RD_LOG(ERR, "socket %s: a directory that cannot be removed (%s) is in the way",
+		       path, strerror(errno));
+		return -EISDIR;
+	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
@@ -207,7 +245,7 @@ static int listen_socket(struct rd_control *ctl, const char *path)
 		int e = -errno;
 
 		close(fd);
-		return e;
+		return e == -EADDRINUSE ? -EEXIST : e;  /* EADDRINUSE: the lock's */
 	}
 	return fd;
 }
@@ -463,7 +501,9 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ret = listen_socket(ctl, cfg->socket);
 	if (ret < 0) {
 		RD_LOG(ERR, "socket %s: %s", cfg->socket,
-		       ret == -EADDRINUSE ? "another roshmd holds its lock file" : strerror(-ret));
+		       ret == -EADDRINUSE ? "another roshmd holds its lock file" :
+		       ret == -EEXIST ? "the path is taken and roshmd could not remove what is there" :
+		       strerror(-ret));
 		return ret;
 	}
 	ctl->listen_fd = ret;

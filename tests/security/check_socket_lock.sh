@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Which roshmd serves a socket is decided by a lock that no pod can hold.
+# Every tenant pod mounts the socket's directory (read-only), and flock()
+# needs only a read-only descriptor: a lock there ("<socket>.lock", before)
+# let any pod running as root keep roshmd from starting again after a
+# restart, for every tenant of the node. The lock lives in the admin token's
+# directory now. Checked with real roshmd processes:
+#  1. a "pod" holding flock on every file and on the socket's directory
+#     itself does not keep roshmd from starting, and the lock is in the
+#     admin token's directory;
+#  2. a second roshmd of the same socket refuses to start (the lock works);
+#  3. an empty directory at the socket path (what kubelet makes for a pod's
+#     subPath mount of a name that does not exist) is removed; a non-empty
+#     one is reported as such, not as "another roshmd".
+#   check_socket_lock.sh ROSHMD
+set -u
+roshmd=$1
+. "$(dirname "$0")/../lib/cleanup.sh"
+name=check_socket_lock
+command -v flock >/dev/null || { echo "$name: skipped: flock (util-linux) missing"; exit 77; }
+d=$(th_tmpdir sock-lock)
+prefix=$(th_prefix sl)
+pid= holders=()
+cleanup() {
+  th_stop "$pid"
+  for h in "${holders[@]}"; do kill "$h" 2>/dev/null; wait "$h" 2>/dev/null; done
+  th_eal_rm "$prefix"; th_eal_rm "${prefix}2"
+  th_rmdir "$d"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$d"/*.log; do [[ -f $f ]] && { echo "== $f"; tail -n 20 "$f"; }; done; exit 1; }
+conf() {   # conf FILE PREFIX
+  cat > "$1" <<CONF
+node = "lock-node";
+socket = "$d/run/r.sock";
+eal = [ "--no-huge", "-m", "64", "--no-pci", "--no-shconf", "--file-prefix", "$2",
+        "--log-level", "lib.eal:error", "--no-telemetry" ];
+registry: { dir = "$d/reg"; };
+admin: { token_file = "$d/admin/admin.token"; };
+CONF
+}
+start() {   # start LOG: roshmd in the background, its socket awaited
+  "$roshmd" -c "$d/r.conf" > "$d/$1" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do [[ -S $d/run/r.sock ]] && return 0; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  return 1
+}
+stop() { th_stop "$pid"; pid=; }
+conf "$d/r.conf" "$prefix"
+mkdir -p "$d/run"
+# the hostile pod: exclusive flocks on the old lock name, on a file of each
+# name roshmd might use there, and on the directory itself, before roshmd starts
+for f in "$d/run/r.sock.lock" "$d/run/r.lock" "$d/run/roshmd.lock"; do
+  : > "$f"
+  flock -x "$f" sleep 300 & holders+=($!)
+done
+flock -x "$d/run" sleep 300 & holders+=($!)
+sleep 0.3
+start roshmd1.log || fail "roshmd did not start while a pod holds locks in the socket's directory"
+ls "$d"/admin/roshmd-*.lock >/dev/null 2>&1 || fail "the lock is not in the admin token's directory"
+echo "ok: roshmd starts while a pod holds flocks on the socket directory's files"
+# the lock works: a second roshmd of the same socket stays out
+conf "$d/r2.conf" "${prefix}2"
+out=$(timeout 30 "$roshmd" -c "$d/r2.conf" 2>&1); rc=$?
+[[ $rc -ne 0 && "$out" == *"another roshmd holds its lock file"* ]] ||
+  fail "a second roshmd of the same socket: exit $rc: $out"
+[[ -S $d/run/r.sock ]] || fail "the second roshmd removed the first one's socket"
+echo "ok: a second roshmd of the same socket refuses to start"
+stop
+# an empty directory at the socket path goes; a full one is named
+rm -f "$d/run/r.sock"; mkdir "$d/run/r.sock"
+start roshmd2.log || fail "roshmd did not start over an empty directory at its socket path"
+echo "ok: an empty directory at the socket path is removed"
+stop
+rm -f "$d/run/r.sock"; mkdir -p "$d/run/r.sock/x"
+out=$(timeout 30 "$roshmd" -c "$d/r.conf" 2>&1); rc=$?
+[[ $rc -ne 0 && "$out" == *"a directory that cannot be removed"* && "$out" != *"another roshmd"* ]] ||
+  fail "a non-empty directory at the socket path: exit $rc: $out"
+echo "ok: a directory that cannot be removed is reported as such"
+echo "$name: 4 passed, 0 failed"
