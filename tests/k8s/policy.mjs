@@ -109,6 +109,8 @@ const withSpec = (pod, spec) => ({ ...pod, spec: { ...pod.spec, ...spec } });
 const withSc = (pod, sc, where = "containers") => where === "containers"
   ? withSpec(pod, { containers: pod.spec.containers.map((c) => ({ ...c, securityContext: sc })) })
   : withSpec(pod, { [where]: [{ name: "x", image: "busybox:1.36", securityContext: sc }] });
+const withC = (pod, extra) => withSpec(pod, { containers: pod.spec.containers.map((c) => ({ ...c, ...extra })) });
+const withVol = (pod, hp) => withSpec(pod, { volumes: pod.spec.volumes.map((v) => ({ ...v, hostPath: { ...v.hostPath, ...hp } })) });
 // kubectl debug node/N: the node's / at /host, not read-only
 const nodeDebugger = hostPod("node-debugger-n1-abcde", "/");
 // the SR-IOV network operator's config daemon: / at /host, read-write
@@ -154,6 +156,35 @@ const cases = [
   ["SYS_PTRACE added beside IPC_LOCK", withSc(safePod, { capabilities: { add: ["IPC_LOCK", "SYS_PTRACE"] } }), "demo", {}, "denied"],
   ["IPC_LOCK and NET_BIND_SERVICE added", withSc(safePod, { capabilities: { add: ["IPC_LOCK", "NET_BIND_SERVICE"] } }), "demo", {}, "allowed"],
   ["capabilities dropped", withSc(safePod, { capabilities: { drop: ["ALL"] } }), "demo", {}, "allowed"],
+  // the allowed mount, made to write the host's directory another way
+  ["/run/roshm read-only with subPath", hostPod("p", "/run/roshm", { readOnly: true, subPath: "roshmd.sock.lock" }), "demo", {}, "denied"],
+  ["/run/roshm read-only with subPathExpr", hostPod("p", "/run/roshm", { readOnly: true, subPathExpr: "$(POD)" }), "demo", {}, "denied"],
+  ["/run/roshm read-only, HostToContainer propagation", hostPod("p", "/run/roshm", { readOnly: true, mountPropagation: "HostToContainer" }), "demo", {}, "denied"],
+  ["/run/roshm read-only, propagation None", hostPod("p", "/run/roshm", { readOnly: true, mountPropagation: "None" }), "demo", {}, "allowed"],
+  ["/run/roshm type DirectoryOrCreate", withVol(safePod, { type: "DirectoryOrCreate" }), "demo", {}, "denied"],
+  ["/run/roshm type Socket", withVol(safePod, { type: "Socket" }), "demo", {}, "denied"],
+  ["/run/roshm type Directory", withVol(safePod, { type: "Directory" }), "demo", {}, "allowed"],
+  // Pod Security baseline's other rules
+  ["a hostPort", withC(safePod, { ports: [{ containerPort: 80, hostPort: 9472 }] }), "demo", {}, "denied"],
+  ["a containerPort without hostPort", withC(safePod, { ports: [{ containerPort: 80 }] }), "demo", {}, "allowed"],
+  ["hostPort 0", withC(safePod, { ports: [{ containerPort: 80, hostPort: 0 }] }), "demo", {}, "allowed"],
+  ["seccomp Unconfined (pod)", withSpec(safePod, { securityContext: { seccompProfile: { type: "Unconfined" } } }), "demo", {}, "denied"],
+  ["seccomp Unconfined (container)", withSc(safePod, { seccompProfile: { type: "Unconfined" } }), "demo", {}, "denied"],
+  ["seccomp RuntimeDefault", withSpec(safePod, { securityContext: { seccompProfile: { type: "RuntimeDefault" } } }), "demo", {}, "allowed"],
+  ["AppArmor Unconfined (field)", withSc(safePod, { appArmorProfile: { type: "Unconfined" } }), "demo", {}, "denied"],
+  ["AppArmor unconfined (annotation)", { ...safePod, metadata: { name: "p", annotations: { "container.apparmor.security.beta.kubernetes.io/c": "unconfined" } } }, "demo", {}, "denied"],
+  ["AppArmor runtime/default (annotation)", { ...safePod, metadata: { name: "p", annotations: { "container.apparmor.security.beta.kubernetes.io/c": "runtime/default" } } }, "demo", {}, "allowed"],
+  ["SELinux type spc_t", withSc(safePod, { seLinuxOptions: { type: "spc_t" } }), "demo", {}, "denied"],
+  ["SELinux user set (pod)", withSpec(safePod, { securityContext: { seLinuxOptions: { user: "system_u" } } }), "demo", {}, "denied"],
+  ["SELinux type container_t, level set", withSc(safePod, { seLinuxOptions: { type: "container_t", level: "s0:c1,c2" } }), "demo", {}, "allowed"],
+  ["an unsafe sysctl", withSpec(safePod, { securityContext: { sysctls: [{ name: "kernel.msgmax", value: "1" }] } }), "demo", {}, "denied"],
+  ["a safe sysctl", withSpec(safePod, { securityContext: { sysctls: [{ name: "net.ipv4.tcp_syncookies", value: "1" }] } }), "demo", {}, "allowed"],
+  ["windows hostProcess", withSc(safePod, { windowsOptions: { hostProcess: true } }), "demo", {}, "denied"],
+  // volume types: restricted's list
+  ...["gitRepo", "flexVolume", "nfs", "iscsi", "rbd", "cephfs", "glusterfs"].map((t) =>
+    [`a ${t} volume`, withSpec(safePod, { volumes: [...safePod.spec.volumes, { name: "v", [t]: {} }] }), "demo", {}, "denied"]),
+  ...["configMap", "secret", "emptyDir", "projected", "downwardAPI", "persistentVolumeClaim", "csi", "ephemeral"].map((t) =>
+    [`a ${t} volume`, withSpec(safePod, { volumes: [...safePod.spec.volumes, { name: "v", [t]: {} }] }), "demo", {}, "allowed"]),
   ["privileged hostPID pod in a namespace labelled exempt", withSc(withSpec(safePod, { hostPID: true }), { privileged: true }), "ops", { "roshm.io/socket-policy": "exempt" }, "allowed"],
   ["kubectl debug node/N in default", nodeDebugger, "default", {}, "denied"],
   ["kubectl debug node/N -n kube-system", nodeDebugger, "kube-system", {}, "allowed"],
