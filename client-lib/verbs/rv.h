@@ -136,6 +136,8 @@ struct rv_mr {
 	struct rv_seg runs[RV_MR_SEGS];    /* own pages: key = this MR's */
 	uint32_t nuse;
 	struct rv_mr *uses[RV_MR_KEYS];    /* other MRs whose pages it uses */
+	uint64_t ino, foff;     /* its memfd (inode, device) and its data's file offset */
+	unsigned int maj, min;
 };
 
 struct rv_cq {

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -632,6 +633,8 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 struct info3 {
 	uint64_t addr;
 	uint32_t dead, span, ro, qpn;
+	uint64_t remap_addr;   /* pages mapped anew under a dead MR */
+	uint32_t remap, rsvd;
 };
 
 static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
@@ -661,7 +664,27 @@ static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	for (int i = 0; i < OV_LEN; i++)
 		if (ov[i] != 0x33)
 			die("overlapping registrations changed the buffer's contents");
-	me = (struct info3){ (uintptr_t)ov, small->rkey, span->rkey, ro->rkey, qp->qp_num };
+	/* Pages an MR held, unmapped and mapped anew by the application (as a
+	 * heap trims and grows) while a dead MR's region is kept for another
+	 * MR: a new MR over them must reach the new pages, not the old ones. */
+	uint8_t *rm = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *ra, *rz, *rb;
+
+	if (rm == MAP_FAILED)
+		die("mmap");
+	memset(rm, 0x11, 3 * 4096);
+	ra = ibv_reg_mr(pd, rm, 3 * 4096, acc);
+	rz = ibv_reg_mr(pd, rm + 2 * 4096 + 100, 100, acc);
+	if (!ra || !rz || ibv_dereg_mr(ra))
+		die("ibv_reg_mr / dereg (remapped pages)");
+	if (mmap(rm, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != rm)
+		die("mmap MAP_FIXED");
+	memset(rm, 0x5a, 2 * 4096);
+	rb = ibv_reg_mr(pd, rm, 2 * 4096, acc);
+	if (!rb)
+		die("ibv_reg_mr over pages mapped anew");
+	me = (struct info3){ (uintptr_t)ov, small->rkey, span->rkey, ro->rkey, qp->qp_num,
+			     (uintptr_t)rm, rb->rkey, 0 };
 	if (ibv_dereg_mr(small))
 		die("dereg of an MR whose page another MR uses");
 	if (ibv_dereg_mr(small) != EINVAL)
@@ -688,13 +711,21 @@ static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	memcpy(&ctr, ov + OV_CTR, 8);
 	if (ctr != want + 5)
 		die("FETCH_ADD through the spanning MR's key did not land on page 2");
+	for (int i = 0; i < 2 * 4096; i++)
+		if (rm[i] != (i >= 10 && i < 110 ? pat((uint32_t)i, 11) : 0x5a)) {
+			fprintf(stderr, "byte %d: 0x%02x\n", i, rm[i]);
+			die("a WRITE through the MR over pages mapped anew did not reach them");
+		}
+	if (ibv_dereg_mr(rb) || ibv_dereg_mr(rz))
+		die("dereg (remapped pages)");
+	munmap(rm, 3 * 4096);
 	if (ibv_dereg_mr(span) || ibv_dereg_mr(ro) || ibv_dereg_mr(again))
 		die("dereg (overlap)");
 	if (ov[OV_OFF] != pat(0, 9))
 		die("deregistration lost the buffer's contents (overlap)");
 	sync_byte(fd, 'O', 0);
 	printf("verbs_check server: 4 MRs sharing pages (one deregistered early): every byte of "
-	       "the 5 pages right\n");
+	       "the 5 pages right; an MR over pages mapped anew reaches the new pages\n");
 	if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq))
 		die("release (overlap)");
 	free(ov);
@@ -751,6 +782,16 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	memcpy(&v, old, 8);
 	if (v != want)
 		die("FETCH_ADD's old value is not the bytes the WRITE put there");
+	/* the MR over pages mapped anew: their new bytes, and a WRITE lands there */
+	memset(back, 0, 2 * 4096);
+	post(q[0], IBV_WR_RDMA_READ, back, 2 * 4096, mr->lkey, peer.remap_addr, peer.remap, 0, 0, 40);
+	expect_wc(cq, 40, IBV_WC_SUCCESS, "READ through the MR over pages mapped anew");
+	for (int i = 0; i < 2 * 4096; i++)
+		if (back[i] != 0x5a)
+			die("a READ through the MR over pages mapped anew returned the old pages' bytes");
+	fill(lb, 100, 10, 11);
+	post(q[0], IBV_WR_RDMA_WRITE, lb, 100, mr->lkey, peer.remap_addr + 10, peer.remap, 0, 0, 41);
+	expect_wc(cq, 41, IBV_WC_SUCCESS, "WRITE through the MR over pages mapped anew");
 	post(q[1], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
 	expect_wc(cq, 5, IBV_WC_REM_ACCESS_ERR, "a WRITE with a read-only MR's key");
 	post(q[2], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);

@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: memory registration. ibv_reg_mr() creates a libroshm
+ * region "ibv-mr-<rkey>" of one metadata page plus the buffer's pages that
+ * no earlier MR holds, copies their bytes in once and maps the region's
+ * memfd over them (MAP_FIXED | MAP_SHARED): from then on the application's
+ * loads and stores and the peers' operations act on the same bytes. Pages an
+ * earlier MR holds are named in the metadata's segments (its key and
+ * offset), once /proc/self/maps says they are still that MR's memfd there:
+ * an application that unmapped and mapped them again has other pages at
+ * those addresses now. See docs/verbs-compat.md, "Memory".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "rv.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RV_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define RV_ASAN 1
+#endif
+/*
+ * The whole pages around a buffer move into the region, other objects of
+ * those pages with it (they keep working: same address, same bytes). Under
+ * ASan the bytes around the buffer are other objects' redzones, which a
+ * checked memcpy refuses: copy them unchecked there.
+ */
+#ifdef RV_ASAN
+__attribute__((no_sanitize("address"))) static void copy_pages(void *dst, const void *src,
+								size_t n)
+{
+	volatile uint64_t *d = dst;
+	const volatile uint64_t *s = src;
+
+	for (size_t i = 0; i < n / 8; i++) /* whole pages: whole words */
+		d[i] = s[i];
+}
+#else
+static void copy_pages(void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+}
+#endif
+
+/* One line of /proc/self/maps: what backs [start, end). */
+struct rv_vma {
+	uintptr_t start, end;
+	uint64_t off, ino;
+	unsigned int maj, min;
+};
+
+/* The process's mappings, in address order (the kernel lists them so), or
+ * NULL (no memory, no procfs: then no earlier MR's pages are reused). */
+static struct rv_vma *maps_load(size_t *n)
+{
+	struct rv_vma *v = NULL, *t;
+	size_t cap = 0;
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	*n = 0;
+	if (!f)
+		return NULL;
+	while (getline(&line, &len, f) > 0) {
+		struct rv_vma e;
+		unsigned long s, x;
+
+		if (sscanf(line, "%lx-%lx %*s %" SCNx64 " %x:%x %" SCNu64, &s, &x, &e.off, &e.maj,
+			   &e.min, &e.ino) != 6)
+			continue;
+		e.start = s;
+		e.end = x;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 256;
+			t = realloc(v, cap * sizeof(*v));
+			if (!t) {
+				free(v);
+				v = NULL;
+				*n = 0;
+				break;
+			}
+			v = t;
+		}
+		v[(*n)++] = e;
+	}
+	free(line);
+	fclose(f);
+	return v;
+}
+
+/*
+ * How far from @a (up to @limit) the process's pages are @m's memfd at file
+ * offset @off onwards, contiguously: the end of that, or @a when @a is not.
+ */
+static uintptr_t backed_until(const struct rv_vma *v, size_t n, const struct rv_mr *m,
+			      uintptr_t a, uintptr_t limit, uint64_t off)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {   /* the first mapping that ends after a */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < n && a < limit; i++) {
+		const struct rv_vma *e = &v[i];
+
+		if (e->start > a || e->ino != m->ino || e->maj != m->maj || e->min != m->min ||
+		    e->off + (a - e->start) != off)
+			break;
+		uintptr_t b = e->end < limit ? e->end : limit;
+
+		off += b - a;
+		a = b;
+	}
+	return a < limit ? a : limit;
+}
+
+/*
+ * Cut [start, end) into segments in address order: the runs other MRs'
+ * regions hold (key and offset there, *owner[i] that MR) where the process
+ * still maps those regions' pages (@v, @nv: /proc/self/maps), and the gaps
+ * between them (*owner[i] NULL, key and offset filled in by the caller).
+ * 0 with *nseg, or -ENOMEM past RV_MR_SEGS segments.
+ */
+static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, const struct rv_vma *v,
+		   size_t nv, struct rv_seg *seg, struct rv_mr **owner, uint32_t *nseg)
+{
+	uint32_t n = 0;
+
+	for (uintptr_t pos = start; pos < end;) {
+		const struct rv_seg *hit = NULL;
+		struct rv_mr *hit_mr = NULL;
+		uintptr_t next = end;   /* where the gap from pos ends at the latest */
+		uintptr_t e = pos;
+
+		for (struct rv_mr *m = c->mrs; m && !hit; m = m->next)
+			for (uint32_t i = 0; i < m->nrun; i++) {
+				const struct rv_seg *r = &m->runs[i];
+				uintptr_t lim = r->va + r->len < end ? r->va + r->len : end;
+
+				if (r->va <= pos && pos < r->va + r->len) {
+					e = backed_until(v, nv, m, pos, lim,
+							 m->foff + r->data_off + (pos - r->va));
+					if (e > pos) {
+						hit = r;
+						hit_mr = m;
+						break;
+					}
+					/* its pages are no longer mapped here: look again a page on */
+					if (pos + RV_PAGE < next)
+						next = pos + RV_PAGE;
+				} else if (r->va > pos && r->va < next) {
+					next = r->va;
+				}
+			}
+		if (hit) {
+			if (n == RV_MR_SEGS)
+				return -ENOMEM;
+			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(e - pos),
+						  .key = hit->key,
+						  .data_off = hit->data_off + (pos - hit->va) };
+			owner[n++] = hit_mr;
+			pos = e;
+		} else if (n && !owner[n - 1] && seg[n - 1].va + seg[n - 1].len == pos) {
+			seg[n - 1].len += (uint32_t)(next - pos);   /* the gap goes on */
+			pos = next;
+		} else {
+			if (n == RV_MR_SEGS)
+				return -ENOMEM;
+			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(next - pos) };
+			owner[n++] = NULL;
+			pos = next;
+		}
+	}
+	*nseg = n;
+	return 0;
+}
+
+/* Does any MR hold a run over [start, end)? Only then is /proc/self/maps read. */
+static bool mr_overlaps(const struct rv_ctx *c, uintptr_t start, uintptr_t end)
+{
+	for (const struct rv_mr *m = c->mrs; m; m = m->next)
+		for (uint32_t i = 0; i < m->nrun; i++)
+			if (m->runs[i].va < end && start < m->runs[i].va + m->runs[i].len)
+				return true;
+	return false;
+}
+
+/* Close an MR's region and forget it: no live MR uses its pages any more. */
+static void mr_release(struct rv_ctx *c, struct rv_mr *m)
+{
+	struct rv_mr **pp;
+
+	for (pp = &c->mrs; *pp && *pp != m; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = m->next;
+	roshm_region_close(c->r, m->handle);
+	free(m);
+}
+
+static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
+{
+	if (--m->refs == 0)
+		mr_release(c, m);
+}
+
+#undef ibv_reg_mr
+RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct rv_ctx *c = to_ctx(pd->context);
+	uintptr_t start = (uintptr_t)addr & ~(RV_PAGE - 1);
+	uintptr_t end = ((uintptr_t)addr + length + RV_PAGE - 1) & ~(RV_PAGE - 1);
+	struct rv_seg seg[RV_MR_SEGS];
+	struct rv_mr *owner[RV_MR_SEGS];
+	uint64_t own = 0, data_off;
+	struct rv_meta *meta;
+	uint32_t handle = 0, rkey = 0, nseg = 0;
+	struct rv_vma *vma = NULL;
+	size_t nvma = 0;
+	struct stat st;
+	struct rv_mr *m;
+	uint8_t *base;
+	int ret, fd;
+
+	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
+	    end < (uintptr_t)addr || end - start > UINT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	rv_lock(c);
+	m = calloc(1, sizeof(*m));
+	if (m && mr_overlaps(c, start, end))
+		vma = maps_load(&nvma);
+	ret = m ? mr_plan(c, start, end, vma, nvma, seg, owner, &nseg) : -ENOMEM;
+	free(vma);
+	if (ret)
+		goto err;
+	/* The other MRs it uses, once each, and the pages it brings itself. */
+	for (uint32_t i = 0; i < nseg; i++) {
+		uint32_t j = 0;
+
+		if (!owner[i]) {
+			seg[i].data_off = RV_PAGE + own;
+			own += seg[i].len;
+			m->runs[m->nrun++] = seg[i];
+			continue;
+		}
+		while (j < m->nuse && m->uses[j] != owner[i])
+			j++;
+		if (j == m->nuse) {
+			if (m->nuse + 1 == RV_MR_KEYS) {   /* a slot stays for its own region */
+				ret = -ENOMEM;
+				goto err;
+			}
+			m->uses[m->nuse++] = owner[i];
+		}
+	}
+	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + own, &rkey, &handle);
+	if (ret)
+		goto err;
+	meta = roshm_region_data(c->r, handle, NULL);
+	fd = roshm_region_fd(c->r, handle, &data_off);
+	if (!meta || fd < 0 || fstat(fd, &st)) {
+		ret = fd < 0 ? fd : meta ? -errno : -EIO;
+		if (fd >= 0)
+			close(fd);
+		goto err_region;
+	}
+	/* what /proc/self/maps shows for its pages, for later registrations */
+	m->ino = st.st_ino;
+	m->maj = major(st.st_dev);
+	m->min = minor(st.st_dev);
+	m->foff = data_off;
+	/* The one copy: the bytes of the pages no MR held yet go into the
+	 * region, then its pages take their place at the same virtual address. */
+	base = (uint8_t *)meta;
+	for (uint32_t i = 0; i < m->nrun; i++) {
+		struct rv_seg *r = &m->runs[i];
+
+		copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
+		if (mmap((void *)(uintptr_t)r->va, r->len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, fd, (off_t)(data_off + r->data_off)) == MAP_FAILED) {
+			ret = -errno;
+			close(fd);
+			goto err_region;
+		}
+		r->key = rkey;
+	}
+	close(fd);
+	for (uint32_t i = 0; i < nseg; i++)
+		if (!owner[i])
+			seg[i].key = rkey;
+	for (uint32_t j = 0; j < m->nuse; j++)
+		m->uses[j]->refs++;
+	*meta = (struct rv_meta){ .magic = RV_META_MAGIC, .addr = (uintptr_t)addr,
+				  .length = length, .access = (uint32_t)access, .rkey = rkey,
+				  .nseg = nseg };
+	memcpy(meta->seg, seg, nseg * sizeof(seg[0]));
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = length;
+	m->mr.handle = handle;
+	m->mr.lkey = rkey;
+	m->mr.rkey = rkey;
+	m->handle = handle;
+	m->refs = 1;
+	m->next = c->mrs;
+	c->mrs = m;
+	rv_unlock(c);
+	return &m->mr;
+err_region:
+	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */
+err:
+	rv_unlock(c);
+	free(m);
+	if (getenv("ROSHM_VERBS_DEBUG"))
+		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
+	errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
+	return NULL;
+}
+
+RV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
+					  uint64_t iova, unsigned int access)
+{
+	if (iova != (uintptr_t)addr) {
+		errno = EOPNOTSUPP;   /* remote addresses are the owner's virtual addresses */
+		return NULL;
+	}
+	return ibv_reg_mr(pd, addr, length, (int)(access & ~IBV_ACCESS_OPTIONAL_RANGE));
+}
+
+RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+	struct rv_mr *m = (struct rv_mr *)mr, *e;
+	struct rv_meta *meta;
+	struct rv_ctx *c;
+
+	if (!mr || !mr->context)
+		return EINVAL;
+	c = to_ctx(mr->context);
+	rv_lock(c);
+	for (e = c->mrs; e && e != m; e = e->next)
+		;
+	if (!e || m->dead) {
+		rv_unlock(c);
+		return EINVAL;
+	}
+	/* The rkey dies now: a peer that resolves it finds no metadata. roshmd
+	 * forgets the region once no other MR uses its pages; the application
+	 * keeps its bytes (our MAP_SHARED view keeps the memfd alive). */
+	m->dead = true;
+	meta = roshm_region_data(c->r, m->handle, NULL);
+	if (meta)
+		__atomic_store_n(&meta->magic, 0, __ATOMIC_RELEASE);
+	for (uint32_t j = 0; j < m->nuse; j++)
+		mr_unref(c, m->uses[j]);
+	mr_unref(c, m);
+	rv_unlock(c);
+	return 0;
+}
+
+/* Is @s inside a local MR of ours whose lkey it names? */
+bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
+{
+	for (struct rv_mr *m = c->mrs; m; m = m->next)
+		if (!m->dead && m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
+		    s->length <= m->mr.length &&
+		    s->addr - (uintptr_t)m->mr.addr <= m->mr.length - s->length)
+			return true;
+	return false;
+}
+
