@@ -20,10 +20,9 @@ name=check_socket_lock
 command -v flock >/dev/null || { echo "$name: skipped: flock (util-linux) missing"; exit 77; }
 d=$(th_tmpdir sock-lock)
 prefix=$(th_prefix sl)
-pid= holders=()
+pid=
 cleanup() {
   th_stop "$pid"
-  for h in "${holders[@]}"; do kill "$h" 2>/dev/null; wait "$h" 2>/dev/null; done
   th_eal_rm "$prefix"; th_eal_rm "${prefix}2"
   th_rmdir "$d"
 }
@@ -39,8 +38,8 @@ registry: { dir = "$d/reg"; };
 admin: { token_file = "$d/admin/admin.token"; };
 CONF
 }
-start() {   # start LOG: roshmd in the background, its socket awaited
-  "$roshmd" -c "$d/r.conf" > "$d/$1" 2>&1 &
+start() {   # start LOG: roshmd in the background, its socket awaited (the pod's fds closed)
+  "$roshmd" -c "$d/r.conf" > "$d/$1" 2>&1 3<&- 4<&- 5<&- 6<&- &
   pid=$!
   for _ in $(seq 100); do [[ -S $d/run/r.sock ]] && return 0; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
   return 1
@@ -48,20 +47,18 @@ start() {   # start LOG: roshmd in the background, its socket awaited
 stop() { th_stop "$pid"; pid=; }
 conf "$d/r.conf" "$prefix"
 mkdir -p "$d/run"
-# the hostile pod: exclusive flocks on the old lock name, on a file of each
-# name roshmd might use there, and on the directory itself, before roshmd starts
-for f in "$d/run/r.sock.lock" "$d/run/r.lock" "$d/run/roshmd.lock"; do
-  : > "$f"
-  flock -x "$f" sleep 300 & holders+=($!)
-done
-flock -x "$d/run" sleep 300 & holders+=($!)
-sleep 0.3
+# the hostile pod (this shell, through read-only descriptors): exclusive
+# flocks on the old lock name, on two more names roshmd might use there, and
+# on the directory itself, before roshmd starts
+: > "$d/run/r.sock.lock"; : > "$d/run/r.lock"; : > "$d/run/roshmd.lock"
+exec 3<"$d/run/r.sock.lock" 4<"$d/run/r.lock" 5<"$d/run/roshmd.lock" 6<"$d/run"
+for fd in 3 4 5 6; do flock -x -n $fd || fail "the pod could not take its lock on fd $fd"; done
 start roshmd1.log || fail "roshmd did not start while a pod holds locks in the socket's directory"
 ls "$d"/admin/roshmd-*.lock >/dev/null 2>&1 || fail "the lock is not in the admin token's directory"
 echo "ok: roshmd starts while a pod holds flocks on the socket directory's files"
 # the lock works: a second roshmd of the same socket stays out
 conf "$d/r2.conf" "${prefix}2"
-out=$(timeout 30 "$roshmd" -c "$d/r2.conf" 2>&1); rc=$?
+out=$(timeout 30 "$roshmd" -c "$d/r2.conf" 2>&1 3<&- 4<&- 5<&- 6<&-); rc=$?
 [[ $rc -ne 0 && "$out" == *"another roshmd holds its lock file"* ]] ||
   fail "a second roshmd of the same socket: exit $rc: $out"
 [[ -S $d/run/r.sock ]] || fail "the second roshmd removed the first one's socket"
@@ -73,7 +70,7 @@ start roshmd2.log || fail "roshmd did not start over an empty directory at its s
 echo "ok: an empty directory at the socket path is removed"
 stop
 rm -f "$d/run/r.sock"; mkdir -p "$d/run/r.sock/x"
-out=$(timeout 30 "$roshmd" -c "$d/r.conf" 2>&1); rc=$?
+out=$(timeout 30 "$roshmd" -c "$d/r.conf" 2>&1 3<&- 4<&- 5<&- 6<&-); rc=$?
 [[ $rc -ne 0 && "$out" == *"a directory that cannot be removed"* && "$out" != *"another roshmd"* ]] ||
   fail "a non-empty directory at the socket path: exit $rc: $out"
 echo "ok: a directory that cannot be removed is reported as such"

@@ -17,9 +17,12 @@ transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/share
 guest_roshmd "$n"
 app() { env LD_LIBRARY_PATH="$V" ROSHM_SOCK=/run/roshm/roshmd.sock "$@"; }
 i=0
+# -F: a report even when perftest's clock calibration fails ("Correlation
+# coefficient r^2 < 0.9", then exit 1 without one), as it does under TCG on
+# a loaded host; the figures are not what this test checks
 pair() {
   i=$((i + 1))
-  perf_pair $i roshm0 "$@"
+  perf_pair $i roshm0 "$1" -F "${@:2}"
   if [ -n "$PAIR_OK" ]; then
     grep -E 'Link type|GID index' "/run/shared/cli.$i" | head -2 | sed 's/^/guest: /'
     say "ok: $* over roshm0: $(grep -E '^ +[0-9]+ +[0-9]+ ' "/run/shared/cli.$i" | head -1 | tr -s ' ')"
