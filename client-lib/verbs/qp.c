@@ -249,7 +249,6 @@ static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
 	uint32_t keys[RV_MR_KEYS];
 	uint64_t sizes[RV_MR_KEYS];
 	struct rv_rkey *k = NULL;
-	uint64_t va;
 	int idx;
 
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
@@ -270,16 +269,11 @@ static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
 	keys[0] = rkey;
 	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
 		goto err;
-	if (k->m.magic != RV_META_MAGIC || k->m.rkey != rkey || !k->m.nseg ||
-	    k->m.nseg > RV_MR_SEGS || k->m.addr + k->m.length < k->m.addr)
+	if (rv_meta_check(&k->m, rkey))
 		goto err;
-	va = k->m.addr & ~(RV_PAGE - 1);
 	for (uint32_t i = 0; i < k->m.nseg; i++) {
 		const struct rv_seg *g = &k->m.seg[i];
 
-		if (g->va != va || !g->len || g->len & (RV_PAGE - 1) || va + g->len < va ||
-		    g->data_off < RV_PAGE || g->data_off & (RV_PAGE - 1))
-			goto err;
 		idx = rkey_open(c, k, g->key, keys, sizes);
 		if (idx < 0)
 			goto err;
@@ -287,10 +281,7 @@ static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
 		if (g->data_off > sizes[idx] || g->len > sizes[idx] - g->data_off)
 			goto err;
 		k->seg_h[i] = (uint8_t)idx;
-		va += g->len;
 	}
-	if (va < k->m.addr + k->m.length)
-		goto err;
 	k->rkey = rkey;
 	k->refs = 0;
 	k->valid = true;
@@ -304,13 +295,7 @@ err:
  * data offset in *off, and in *room the bytes from there to its segment's end. */
 static uint32_t rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t *off, uint64_t *room)
 {
-	uint32_t i = 0;
-
-	while (i + 1 < k->m.nseg && va >= k->m.seg[i + 1].va)
-		i++;
-	*off = k->m.seg[i].data_off + (va - k->m.seg[i].va);
-	*room = k->m.seg[i].va + k->m.seg[i].len - va;
-	return k->handles[k->seg_h[i]];
+	return k->handles[k->seg_h[rv_meta_at(&k->m, va, off, room)]];
 }
 
 /*

@@ -296,6 +296,14 @@ static inline void rv_unlock(struct rv_ctx *c)
 
 /* verbs.c */
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
+/* mr_meta.c: 0 if a peer's metadata (a private copy) is well-formed for
+ * @rkey (segments contiguous from addr's page to past addr + length, page
+ * aligned, behind their region's metadata page, nothing wraps), else
+ * -EINVAL; rv_meta_at: the segment holding remote address @va, which lies
+ * in [addr, addr + length) of a checked @m, its data offset in *off and the
+ * bytes from there to the segment's end in *room. */
+int rv_meta_check(const struct rv_meta *m, uint32_t rkey);
+uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_t *room);
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
 		    uint32_t *id, uint32_t *handle);
 uint64_t rv_now_ns(void);

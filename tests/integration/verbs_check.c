@@ -114,6 +114,8 @@ struct info2 {
 	uint64_t addr;
 	uint32_t rkey;
 	uint32_t qpn[3];   /* main, RNR, other tenant (client: its three) */
+	uint64_t oaddr;    /* the other tenant's MR (remote write, read, atomic) */
+	uint32_t orkey, rsvd;
 };
 
 static uint8_t pat(uint32_t i, uint32_t seed)
@@ -424,7 +426,8 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 			die("other tenant's pd/cq");
 		qt = mkqp(opd, ocq, ocq, 4, 4, 1);
 		memset(tb, 0xee, 4096);
-		omr = ibv_reg_mr(opd, tb, 4096, IBV_ACCESS_LOCAL_WRITE);
+		omr = ibv_reg_mr(opd, tb, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 		if (!omr)
 			die("ibv_reg_mr (the other tenant's buffer)");
 	}
@@ -433,7 +436,8 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	if (!rmr)
 		die("ibv_reg_mr (receive buffers)");
 	me = (struct info2){ (uintptr_t)rb, rmr->rkey,
-			     { qa->qp_num, qr->qp_num, qt ? qt->qp_num : 0 } };
+			     { qa->qp_num, qr->qp_num, qt ? qt->qp_num : 0 },
+			     (uintptr_t)tb, omr ? omr->rkey : 0, 0 };
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
 	connect_qp(qa, peer.qpn[0], 1, 7);
@@ -495,8 +499,9 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 			die("a QP of another tenant completed a RECV");
 		for (int i = 0; i < 4096; i++)
 			if (tb[i] != 0xee)
-				die("a QP of another tenant had its buffer written");
-		printf("verbs_check server: the QP of another tenant received nothing\n");
+				die("a QP or an MR of another tenant had its buffer written");
+		printf("verbs_check server: the QP of another tenant received nothing, its MR "
+		       "(remote write allowed) was not written\n");
 	} else {
 		printf("verbs_check server: tenant check not run (VERBS_CHECK_OTHER not set)\n");
 	}
@@ -600,7 +605,17 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 				ibv_wc_status_str(wc.status));
 			die("a SEND to a QP of another tenant did not fail with IBV_WC_RETRY_EXC_ERR");
 		}
-		printf("verbs_check client: SEND to another tenant's QP -> RETRY_EXC_ERR\n");
+		/* its MR, named by its real rkey and address: not ours to reach */
+		sg[0] = (struct ibv_sge){ (uintptr_t)sb, 16, mr->lkey };
+		post2(qa, IBV_WR_RDMA_WRITE, 201, sg, 1, 0, 0, peer.oaddr, peer.orkey);
+		wc = wait_wc(scq);
+		if (wc.wr_id != 201 || wc.status != IBV_WC_REM_ACCESS_ERR) {
+			fprintf(stderr, "WRITE to another tenant's MR: got %s\n",
+				ibv_wc_status_str(wc.status));
+			die("an RDMA WRITE to an MR of another tenant did not fail with IBV_WC_REM_ACCESS_ERR");
+		}
+		printf("verbs_check client: SEND to another tenant's QP -> RETRY_EXC_ERR, WRITE to "
+		       "its MR -> REM_ACCESS_ERR\n");
 	}
 	sync_byte(s, 't', 'x');
 	printf("verbs_check client: SEND, SEND_WITH_IMM, WRITE_WITH_IMM, big and inline SENDs "
