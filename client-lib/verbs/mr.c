@@ -63,19 +63,22 @@ struct rv_vma {
 	unsigned int maj, min;
 };
 
-/* The process's mappings, in address order (the kernel lists them so), or
- * NULL (no memory, no procfs: then no earlier MR's pages are reused). */
-static struct rv_vma *maps_load(size_t *n)
+/* The process's mappings, in address order (the kernel lists them so), in
+ * *v and *n; -errno when they cannot be read whole (then no earlier MR's
+ * pages can be told apart from new ones). */
+static int maps_load(struct rv_vma **out, size_t *n)
 {
 	struct rv_vma *v = NULL, *t;
 	size_t cap = 0;
 	char *line = NULL;
 	size_t len = 0;
+	int ret = 0;
 	FILE *f = fopen("/proc/self/maps", "re");
 
 	*n = 0;
+	*out = NULL;
 	if (!f)
-		return NULL;
+		return -errno;
 	while (getline(&line, &len, f) > 0) {
 		struct rv_vma e;
 		unsigned long s, x;
@@ -89,18 +92,42 @@ static struct rv_vma *maps_load(size_t *n)
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
 			if (!t) {
-				free(v);
-				v = NULL;
-				*n = 0;
+				ret = -ENOMEM;
 				break;
 			}
 			v = t;
 		}
 		v[(*n)++] = e;
 	}
+	if (!ret && ferror(f))
+		ret = -EIO;
 	free(line);
 	fclose(f);
-	return v;
+	if (ret) {
+		free(v);
+		*n = 0;
+		return ret;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Where the mapping holding @a ends (or, in a hole, where the next begins). */
+static uintptr_t vma_end(const struct rv_vma *v, size_t n, uintptr_t a)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {   /* the first mapping that ends after a */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == n)
+		return UINTPTR_MAX;
+	return v[lo].start > a ? v[lo].start : v[lo].end;
 }
 
 /*
@@ -165,9 +192,12 @@ static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, const struc
 						hit_mr = m;
 						break;
 					}
-					/* its pages are no longer mapped here: look again a page on */
-					if (pos + RV_PAGE < next)
-						next = pos + RV_PAGE;
+					/* its pages are no longer mapped here: look again
+					 * where the mapping that is there now ends */
+					uintptr_t after = vma_end(v, nv, pos);
+
+					if (after < next)
+						next = after;
 				} else if (r->va > pos && r->va < next) {
 					next = r->va;
 				}
@@ -175,18 +205,18 @@ static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, const struc
 		if (hit) {
 			if (n == RV_MR_SEGS)
 				return -ENOMEM;
-			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(e - pos),
+			seg[n] = (struct rv_seg){ .va = pos, .len = e - pos,
 						  .key = hit->key,
 						  .data_off = hit->data_off + (pos - hit->va) };
 			owner[n++] = hit_mr;
 			pos = e;
 		} else if (n && !owner[n - 1] && seg[n - 1].va + seg[n - 1].len == pos) {
-			seg[n - 1].len += (uint32_t)(next - pos);   /* the gap goes on */
+			seg[n - 1].len += next - pos;   /* the gap goes on */
 			pos = next;
 		} else {
 			if (n == RV_MR_SEGS)
 				return -ENOMEM;
-			seg[n] = (struct rv_seg){ .va = pos, .len = (uint32_t)(next - pos) };
+			seg[n] = (struct rv_seg){ .va = pos, .len = next - pos };
 			owner[n++] = NULL;
 			pos = next;
 		}
@@ -243,15 +273,17 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	int ret, fd;
 
 	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
-	    end < (uintptr_t)addr || end - start > UINT32_MAX) {
+	    end < (uintptr_t)addr) {
 		errno = EINVAL;
 		return NULL;
 	}
 	rv_lock(c);
 	m = calloc(1, sizeof(*m));
+	ret = m ? 0 : -ENOMEM;
 	if (m && mr_overlaps(c, start, end))
-		vma = maps_load(&nvma);
-	ret = m ? mr_plan(c, start, end, vma, nvma, seg, owner, &nseg) : -ENOMEM;
+		ret = maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
+	if (!ret)
+		ret = mr_plan(c, start, end, vma, nvma, seg, owner, &nseg);
 	free(vma);
 	if (ret)
 		goto err;

@@ -23,7 +23,7 @@
 
 #define RV_EXPORT __attribute__((visibility("default")))
 #define RV_PAGE 4096ull
-#define RV_META_MAGIC 0x32524d5672687372ull /* "rshrVMR2" */
+#define RV_META_MAGIC 0x33524d5672687372ull /* "rshrVMR3" */
 #define RV_RKEY_CACHE 64
 #define RV_MAX_INLINE 256
 #define RV_MAX_WR 4096
@@ -48,9 +48,11 @@
 struct rv_seg {
 	uint64_t va;            /* page-aligned start */
 	uint64_t data_off;      /* region data offset of va (>= RV_PAGE) */
-	uint32_t len;           /* bytes, a multiple of RV_PAGE */
+	uint64_t len;           /* bytes, a multiple of RV_PAGE */
 	uint32_t key;           /* the region "ibv-mr-<key>" holding the run */
+	uint32_t rsvd;
 };
+_Static_assert(sizeof(struct rv_seg) == 32, "segment");
 struct rv_meta {
 	uint64_t magic;
 	uint64_t addr;          /* ibv_mr.addr */

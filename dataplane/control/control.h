@@ -68,7 +68,8 @@ struct rd_control {
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
 	uint64_t refused_conns;       /* over admin.max_pending */
 	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
-	int lock_fd;                  /* flock on <socket>.lock: one roshmd per socket */
+	int lock_fd;                  /* flock on the socket's lock: one roshmd per socket */
+	uint64_t sock_dev, sock_ino;  /* the socket file we bound: the only one we unlink */
 	struct rd_guard guard;        /* holes punched in regions (guard.h) */
 	uint64_t tampered_regions;
 };

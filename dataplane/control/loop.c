@@ -164,19 +164,36 @@ static void poller_events(struct rd_control *ctl)
 static void lock_path(const struct rd_control *ctl, const char *sock, char *out, size_t n)
 {
 	const char *tok = ctl->cfg->admin_token_file;
-	const char *slash = strrchr(tok, '/');
-	uint64_t h = 1469598103934665603ull;  /* FNV-1a of the socket path */
-	char dir[RD_PATH_MAX];
-	struct stat st;
+	const char *slash = strrchr(tok, '/'), *base = strrchr(sock, '/');
+	uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+	char dir[RD_PATH_MAX], sdir[RD_PATH_MAX];
+	struct stat st, ss;
+	uint64_t id[2] = { 0, 0 };
 
-	for (const char *p = sock; *p; p++)
+	/* the socket by what it is, not how it is spelled: its directory's
+	 * device and inode, and its name */
+	base = base ? base + 1 : sock;
+	snprintf(sdir, sizeof(sdir), "%.*s", base > sock ? (int)(base - sock) : 1,
+		 base > sock ? sock : ".");
+	if (stat(sdir, &ss) == 0) {
+		id[0] = ss.st_dev;
+		id[1] = ss.st_ino;
+	}
+	for (size_t i = 0; i < sizeof(id); i++)
+		h = (h ^ ((const uint8_t *)id)[i]) * 1099511628211ull;
+	for (const char *p = base; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ull;
 	if (tok[0] && slash && slash != tok && (size_t)(slash - tok) < sizeof(dir)) {
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - tok), tok);
 		mkdir(dir, 0700);
 		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK) == 0 &&
-		    (size_t)snprintf(out, n, "%s/roshmd-%016" PRIx64 ".lock", dir, h) < n)
+		    (size_t)snprintf(out, n, "%s/roshmd-%016" PRIx64 ".lock", dir, h) < n) {
+			if (id[1] && st.st_dev == ss.st_dev && st.st_ino == ss.st_ino)
+				RD_LOG(WARNING, "admin.token_file %s is in the socket's directory, which "
+				       "pods mount: they can read the admin token and hold roshmd's "
+				       "lock; give it a directory of roshmd's own", tok);
 			return;
+		}
 	}
 	snprintf(out, n, "%s.lock", sock);
 	RD_LOG(WARNING, "lock file %s next to the socket (no writable admin token directory): a "
@@ -246,6 +263,10 @@ static int listen_socket(struct rd_control *ctl, const char *path)
 
 		close(fd);
 		return e == -EADDRINUSE ? -EEXIST : e;  /* EADDRINUSE: the lock's */
+	}
+	if (lstat(path, &st) == 0) {
+		ctl->sock_dev = st.st_dev;
+		ctl->sock_ino = st.st_ino;
 	}
 	return fd;
 }
@@ -627,8 +648,13 @@ void rd_control_fini(struct rd_control *ctl)
 	while (ctl->zombie_clients)
 		rd_control_client_free(ctl, ctl->zombie_clients);
 	if (ctl->listen_fd >= 0) {
+		struct stat st;
+
 		close(ctl->listen_fd);
-		unlink(ctl->cfg->socket);
+		/* only our own: a successor may have bound the path already */
+		if (lstat(ctl->cfg->socket, &st) == 0 && st.st_dev == ctl->sock_dev &&
+		    st.st_ino == ctl->sock_ino)
+			unlink(ctl->cfg->socket);
 	}
 	if (ctl->lock_fd >= 0)
 		close(ctl->lock_fd);

@@ -62,7 +62,14 @@ out=$(timeout 30 "$roshmd" -c "$d/r2.conf" 2>&1 3<&- 4<&- 5<&- 6<&-); rc=$?
 [[ $rc -ne 0 && "$out" == *"another roshmd holds its lock file"* ]] ||
   fail "a second roshmd of the same socket: exit $rc: $out"
 [[ -S $d/run/r.sock ]] || fail "the second roshmd removed the first one's socket"
-echo "ok: a second roshmd of the same socket refuses to start"
+# the same socket spelled another way is the same lock
+sed "s|$d/run/r.sock|$d/run/./r.sock|" "$d/r2.conf" > "$d/r3.conf"
+grep -q "run/./r.sock" "$d/r3.conf" || fail "r3.conf"
+out=$(timeout 30 "$roshmd" -c "$d/r3.conf" 2>&1 3<&- 4<&- 5<&- 6<&-); rc=$?
+[[ $rc -ne 0 && "$out" == *"another roshmd holds its lock file"* ]] ||
+  fail "a second roshmd of the same socket spelled $d/run/./r.sock: exit $rc: $out"
+[[ -S $d/run/r.sock ]] || fail "the third roshmd removed the first one's socket"
+echo "ok: a second roshmd of the same socket refuses to start, however the path is spelled"
 stop
 # an empty directory at the socket path goes; a full one is named
 rm -f "$d/run/r.sock"; mkdir "$d/run/r.sock"
