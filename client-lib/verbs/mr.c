@@ -112,12 +112,12 @@ static int maps_load(struct rv_vma **out, size_t *n)
 	return 0;
 }
 
-/* Where the mapping holding @a ends (or, in a hole, where the next begins). */
-static uintptr_t vma_end(const struct rv_vma *v, size_t n, uintptr_t a)
+/* The first mapping that ends after @a (n: none). */
+static size_t vma_find(const struct rv_vma *v, size_t n, uintptr_t a)
 {
 	size_t lo = 0, hi = n;
 
-	while (lo < hi) {   /* the first mapping that ends after a */
+	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
 		if (v[mid].end <= a)
@@ -125,9 +125,17 @@ static uintptr_t vma_end(const struct rv_vma *v, size_t n, uintptr_t a)
 		else
 			hi = mid;
 	}
-	if (lo == n)
+	return lo;
+}
+
+/* Where the mapping holding @a ends (or, in a hole, where the next begins). */
+static uintptr_t vma_end(const struct rv_vma *v, size_t n, uintptr_t a)
+{
+	size_t i = vma_find(v, n, a);
+
+	if (i == n)
 		return UINTPTR_MAX;
-	return v[lo].start > a ? v[lo].start : v[lo].end;
+	return v[i].start > a ? v[i].start : v[i].end;
 }
 
 /*
@@ -137,17 +145,7 @@ static uintptr_t vma_end(const struct rv_vma *v, size_t n, uintptr_t a)
 static uintptr_t backed_until(const struct rv_vma *v, size_t n, const struct rv_mr *m,
 			      uintptr_t a, uintptr_t limit, uint64_t off)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {   /* the first mapping that ends after a */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid].end <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; i < n && a < limit; i++) {
+	for (size_t i = vma_find(v, n, a); i < n && a < limit; i++) {
 		const struct rv_vma *e = &v[i];
 
 		if (e->start > a || e->ino != m->ino || e->maj != m->maj || e->min != m->min ||
