@@ -25,36 +25,16 @@
 
 #include "rv.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RV_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define RV_ASAN 1
-#endif
 /*
  * The whole pages around a buffer move into the region, other objects of
  * those pages with it (they keep working: same address, same bytes). Under
  * ASan the bytes around the buffer are other objects' redzones, which a
- * checked memcpy refuses: copy them unchecked there.
+ * checked memcpy refuses: copy them as the NIC would (rv_dma_copy).
  */
-#ifdef RV_ASAN
-__attribute__((no_sanitize("address"))) static void copy_pages(void *dst, const void *src,
-								size_t n)
-{
-	volatile uint64_t *d = dst;
-	const volatile uint64_t *s = src;
-
-	for (size_t i = 0; i < n / 8; i++) /* whole pages: whole words */
-		d[i] = s[i];
-}
-#else
 static void copy_pages(void *dst, const void *src, size_t n)
 {
-	memcpy(dst, src, n);
+	rv_dma_copy(dst, src, n);
 }
-#endif
 
 /* One line of /proc/self/maps: what backs [start, end). */
 struct rv_vma {

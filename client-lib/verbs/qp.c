@@ -378,7 +378,7 @@ static void gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint6
 		take = s[i].length - off;
 		if (take > n)
 			take = n;
-		memcpy(dst, (const uint8_t *)(uintptr_t)s[i].addr + off, take);
+		rv_dma_copy(dst, (const uint8_t *)(uintptr_t)s[i].addr + off, take);
 		dst += take;
 		n -= take;
 		off = 0;
@@ -736,9 +736,9 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	if (e->status) {
 		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : wc_status(e->status));
 	} else if (op->kind == RV_OP_READ) {
-		memcpy(op->dst, c->arena + slot * c->slot_size, op->len);
+		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
-		memcpy(op->dst, &e->result, 8);
+		rv_dma_copy(op->dst, &e->result, 8);
 	} else if (op->kind == RV_OP_FRAG && (ud & RV_UD_PUBLISH) && e->result) {
 		wr_fail(q, w, IBV_WC_REM_OP_ERR);   /* the slot was not free: a broken ring */
 	}

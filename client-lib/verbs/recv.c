@@ -184,7 +184,7 @@ static void scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *s
 		take = s[i].length - off;
 		if (take > n)
 			take = n;
-		memcpy((uint8_t *)(uintptr_t)s[i].addr + off, src, take);
+		rv_dma_copy((uint8_t *)(uintptr_t)s[i].addr + off, src, take);
 		src += take;
 		n -= take;
 		off = 0;
