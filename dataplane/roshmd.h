@@ -155,6 +155,7 @@ struct rd_peer {
 	/* control view */
 	bool ctl_up;
 	bool dialing;                 /* a connect is under way (never waited for) */
+	bool resetting;               /* re-made after RD_EV_PEER_RESET: the poller holds work */
 	uint64_t dial_deadline_ns;
 	uint32_t refs;                /* remote regions that point here */
 	uint64_t retry_ns;
@@ -168,6 +169,8 @@ struct rd_peer_stats {
 	uint64_t ops;                 /* operations sent (tcp frames, verbs WRs) */
 	uint64_t doorbells;           /* verbs: ibv_post_send calls */
 	uint64_t errors;              /* verbs: error completions */
+	uint64_t resets;              /* verbs: re-made after a refused WR */
+	uint64_t reposted;            /* verbs: WRs posted again after a reset */
 	bool nic;                     /* doorbells and errors are counted (a NIC provider) */
 };
 
@@ -334,6 +337,8 @@ struct rd_cmd {
 enum rd_event_type {
 	RD_EV_CLIENT_CORRUPT,         /* poller gave up on a client's rings */
 	RD_EV_PEER_DOWN,              /* outbound connection lost: @peer */
+	RD_EV_PEER_RESET,             /* @peer refused one operation: re-make its connection,
+				       * the poller holds the others' work meanwhile */
 	RD_EV_INBOUND_DOWN,           /* inbound connection from @node closed */
 };
 

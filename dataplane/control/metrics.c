@@ -612,8 +612,14 @@ static void page_build(struct rd_control *ctl, struct page *p)
 	peer_counter(ctl, p, "roshm_peer_doorbells_total", "verbs: ibv_post_send calls (WR chains)",
 		     offsetof(struct rd_peer_stats, doorbells), true);
 	peer_counter(ctl, p, "roshm_peer_completion_errors_total",
-		     "verbs: error completions (each took the peer down)",
+		     "verbs: error completions (each took the peer down, or reset it)",
 		     offsetof(struct rd_peer_stats, errors), true);
+	peer_counter(ctl, p, "roshm_peer_resets_total",
+		     "verbs: connections re-made after the peer refused one WR (a stale rkey)",
+		     offsetof(struct rd_peer_stats, resets), true);
+	peer_counter(ctl, p, "roshm_peer_reposted_total",
+		     "verbs: other clients' WRs posted again after such a reset",
+		     offsetof(struct rd_peer_stats, reposted), true);
 }
 
 char *rd_metrics_page(struct rd_control *ctl, size_t *len)

@@ -47,6 +47,7 @@ static struct rd_provider *reachable(const struct rd_control *ctl, const char *e
 static struct rd_peer *peer_get(struct rd_control *ctl, const char *node, const char *endpoint);
 static int peer_connect(struct rd_control *ctl, struct rd_peer *p);
 static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now);
+static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p);
 
 /* Atomics of this node's pods and transaction engine on its own regions must
  * be serialized with the peers' NIC atomics: when the provider says so
@@ -220,6 +221,16 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 
 		err = rd_control_cmd(ctl, &cmd);
 	}
+	if (err && p->resetting) {
+		/* The poller holds the work of a reset for this reconnect:
+		 * it failed, so that work fails and the peer is down. */
+		struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p, .status = -ECONNRESET,
+				      .why = "reconnecting after a refused operation failed" };
+
+		p->resetting = false;
+		rd_control_cmd(ctl, &cmd);
+		pause_peer_regions(ctl, p);
+	}
 	if (err) {
 		if (err != p->last_err)
 			RD_LOGC(p->prov->log_comp, WARNING, "%s: connecting to node %s at %s: %s",
@@ -236,6 +247,7 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 		return;
 	}
 	p->ctl_up = true;
+	p->resetting = false;
 	p->last_err = 0;
 	p->backoff_ns = RETRY_MIN_NS;
 	RD_LOGC(p->prov->log_comp, INFO, "%s: connected to node %s at %s", p->prov->name, p->node,
@@ -521,7 +533,21 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 		return;
 	}
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
-		if (p == ev->peer) {
+		if (p == ev->peer && ev->type == RD_EV_PEER_RESET) {
+			/* One operation was refused (a stale rkey: its region went
+			 * away under it). The QPs are in error on both ends: make
+			 * them again at once; the poller holds the work of the
+			 * other clients that was in flight and posts it again. */
+			RD_LOGC(p->prov->log_comp, WARNING, "%s: node %s refused an operation (%.63s): "
+				"re-making the connection; other clients' operations in flight are "
+				"posted again", p->prov->name, p->node, ev->why);
+			p->ctl_up = false;
+			p->resetting = true;
+			ctl->next_revalidate_ns = 0; /* the stale region: its handles fail at once */
+			if (p->prov->cp->release)
+				p->prov->cp->release(ctl, p);
+			peer_connect(ctl, p); /* a failure fails the held work (dial_done) */
+		} else if (p == ev->peer) {
 			if (p->ctl_up)
 				RD_LOGC(p->prov->log_comp, WARNING, "%s: connection to node %s lost: "
 					"%.63s; operations in flight failed", p->prov->name, p->node,

@@ -12,6 +12,10 @@
  *   sr_client probe          VM2: a hand-written librdmacm peer: the CM
  *                            challenge, forged rkeys and bounds at the NIC
  *   sr_client txn REGION W NTX  transaction writer W (two run at once)
+ *   sr_client vowner|doomer  VM1: the regions of the reset test (tenants blue, default)
+ *   sr_client victim|racer   VM2: WRITEs that must all succeed (blue), WRITEs to a
+ *                            region withdrawn under them (default): the stale
+ *                            rkey's NAK resets the shared QP (guest_verbs_reset.sh)
  *
  * Every check prints "sr: <role>: FAIL ..." and exits 1 when it fails.
  */
@@ -394,6 +398,217 @@ static int lock_user(int id)
 	return 0;
 }
 
+/* ---- a stale rkey's NAK must not fail another tenant's work ---- */
+
+/* The victim writes records of VIC_LEN(seq) bytes at slot seq % VIC_NREC. */
+#define VIC_NREC 256
+#define VIC_SLOT 4096
+#define VIC_LEN(s) ((s) % 4 == 3 ? 2048u : 64u) /* inline and not */
+#define VIC_BYTE(s, k) ((uint8_t)((s) * 31 + (k)))
+
+/* VM1, tenant blue: the victim's region; checks what it holds at the end. */
+static int vic_owner(void)
+{
+	struct roshm *r = attach();
+	uint32_t h;
+	long n = 0;
+
+	CHECK_EQ(roshm_region_create(r, "vic", (uint64_t)VIC_NREC * VIC_SLOT, NULL, &h), 0);
+	uint8_t *d = roshm_region_data(r, h, NULL);
+
+	touch("vic.ready");
+	wait_file(r, "vic.done", 600);
+	FILE *f = fopen(SH "vic.count", "r");
+
+	CHECK(f && fscanf(f, "%ld", &n) == 1);
+	fclose(f);
+	CHECK(n > VIC_NREC);
+	/* each slot holds the last record written to it */
+	for (long s = n - VIC_NREC; s < n; s++) {
+		const uint8_t *rec = d + (s % VIC_NREC) * VIC_SLOT;
+
+		for (uint32_t k = 0; k < VIC_LEN(s); k++)
+			if (rec[k] != VIC_BYTE(s, k)) {
+				printf("sr: vowner: FAIL record %ld byte %u: %u, expected %u\n", s, k,
+				       rec[k], VIC_BYTE(s, k));
+				exit(1);
+			}
+	}
+	printf("sr: vowner: every record of the victim's %ld WRITEs is in place\n", n);
+	roshm_close(r);
+	return 0;
+}
+
+/* VM1, tenant default: the racer's regions doom0, doom1, ..., each
+ * withdrawn while the racer streams WRITEs to it, until VM2 says a reset
+ * posted some of the victim's WRs again (reset.enough) or 8 rounds. */
+static int doomer(void)
+{
+	struct roshm *r = attach();
+	struct stat st;
+	char name[64];
+	uint32_t h;
+
+	for (int k = 0; k < 8 && stat(SH "reset.enough", &st) != 0; k++) {
+		snprintf(name, sizeof(name), "doom%d", k);
+		CHECK_EQ(roshm_region_create(r, name, 1 << 20, NULL, &h), 0);
+		snprintf(name, sizeof(name), "doom%d.ready", k);
+		touch(name);
+		snprintf(name, sizeof(name), "doom%d.go", k);
+		wait_file(r, name, 600);
+		usleep(300000);
+		CHECK_EQ(roshm_region_close(r, h), 0); /* unpublished, its MR deregistered */
+		printf("sr: doomer: region doom%d withdrawn under the racer's WRITEs\n", k);
+		snprintf(name, sizeof(name), "cycle%d.done", k);
+		wait_file(r, name, 600);
+	}
+	touch("cycles.over");
+	roshm_close(r);
+	return 0;
+}
+
+/* VM2, tenant blue: VIC_CLIENTS pods' worth of clients (so that some of
+ * its WRs follow the racer's in a round's chain, whatever the round robin
+ * order), WRITEs with 16 in flight each, until the rounds are over; not
+ * one may fail. */
+#define VIC_CLIENTS 3
+static int victim(void)
+{
+	struct roshm *rs[VIC_CLIENTS];
+	uint32_t hs[VIC_CLIENTS];
+	uint64_t sent[VIC_CLIENTS] = { 0 }, got[VIC_CLIENTS] = { 0 };
+	uint64_t seq = 0, total = 0, look = 0, stop_at = 0;
+	/* which record each client's arena slot holds: sequence numbers are
+	 * global, so the owner can check the last of each slot */
+	struct stat st;
+
+	for (int c = 0; c < VIC_CLIENTS; c++) {
+		rs[c] = attach();
+		hs[c] = open_region(rs[c], "blue/vic");
+	}
+	touch("vic.streaming");
+	for (;;) {
+		bool busy = false;
+
+		if (!stop_at && total >= look) {
+			look = total + 256;
+			if (stat(SH "cycles.over", &st) == 0)
+				stop_at = seq + 1024; /* a while more: past any reset's replay */
+		}
+		for (int c = 0; c < VIC_CLIENTS; c++) {
+			struct roshm_sqe *sqe;
+			uint8_t *a = roshm_arena(rs[c], NULL);
+
+			while (sent[c] - got[c] < 16 && (!stop_at || seq < stop_at) &&
+			       (sqe = roshm_get_sqe(rs[c]))) {
+				/* arena slot by this client's own count: 64 slots, 16 in flight */
+				uint32_t ao = (uint32_t)(sent[c] % 64) * VIC_SLOT;
+
+				for (uint32_t k = 0; k < VIC_LEN(seq); k++)
+					a[ao + k] = VIC_BYTE(seq, k);
+				roshm_prep_write(sqe, hs[c], (seq % VIC_NREC) * VIC_SLOT, ao, VIC_LEN(seq));
+				roshm_sqe_set_data(sqe, seq);
+				seq++;
+				sent[c]++;
+			}
+			roshm_submit(rs[c]);
+		}
+		for (int c = 0; c < VIC_CLIENTS; c++) {
+			struct roshm_cqe *cqe;
+
+			while (roshm_peek_cqe(rs[c], &cqe) == 0) {
+				if (cqe->status) {
+					printf("sr: victim: FAIL WRITE %llu: %s\n",
+					       (unsigned long long)cqe->user_data,
+					       roshm_strerror(cqe->status));
+					exit(1);
+				}
+				roshm_cqe_seen(rs[c], cqe);
+				got[c]++;
+				total++;
+				busy = true;
+			}
+		}
+		bool idle = true;
+
+		for (int c = 0; c < VIC_CLIENTS; c++)
+			idle &= sent[c] == got[c];
+		if (stop_at && idle && seq >= stop_at)
+			break;
+		if (!busy) {
+			/* wait on the client with the most in flight */
+			int w = 0;
+			struct roshm_cqe *cqe;
+
+			for (int c = 1; c < VIC_CLIENTS; c++)
+				if (sent[c] - got[c] > sent[w] - got[w])
+					w = c;
+			if (sent[w] != got[w]) {
+				int ret = roshm_wait_cqe_timeout(rs[w], &cqe, 60000);
+
+				CHECK_EQ(ret, 0);
+			}
+		}
+	}
+	/* Records of one slot are 256 sequence numbers apart, and no client
+	 * has more than 16 in flight: the last of each slot is the last
+	 * written there. */
+	FILE *f = fopen(SH "vic.count", "w");
+
+	CHECK(f);
+	fprintf(f, "%llu\n", (unsigned long long)seq);
+	fclose(f);
+	for (int c = 0; c < VIC_CLIENTS; c++)
+		roshm_close(rs[c]);
+	touch("vic.done");
+	printf("sr: victim: %llu WRITEs from %d clients while the racer's regions went away, none "
+	       "failed\n", (unsigned long long)total, VIC_CLIENTS);
+	return 0;
+}
+
+/* VM2, tenant default: WRITEs to doomK, 16 in flight, until they fail with
+ * ESTALE (its node said it is gone); the first failure says how. */
+static int racer(int k)
+{
+	struct roshm *r = attach();
+	char name[64];
+	uint32_t h;
+	uint64_t sent = 0, got = 0, ok = 0;
+	int first = 0, stale = 0;
+
+	snprintf(name, sizeof(name), "doom%d.ready", k);
+	wait_file(r, name, 600);
+	snprintf(name, sizeof(name), "default/doom%d", k);
+	h = open_region(r, name);
+	snprintf(name, sizeof(name), "doom%d.go", k);
+	touch(name);
+	while (!stale || sent != got) {
+		struct roshm_sqe *sqe;
+		struct roshm_cqe *cqe;
+
+		while (!stale && sent - got < 16 && (sqe = roshm_get_sqe(r))) {
+			roshm_prep_write(sqe, h, (sent % 1024) * 64, 0, 64);
+			sent++;
+		}
+		roshm_submit(r);
+		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 60000), 0);
+		do {
+			if (cqe->status && !first)
+				first = cqe->status;
+			if (cqe->status == -ESTALE)
+				stale = 1;
+			ok += cqe->status == 0;
+			roshm_cqe_seen(r, cqe);
+			got++;
+		} while (roshm_peek_cqe(r, &cqe) == 0);
+	}
+	roshm_close(r);
+	printf("sr: racer: doom%d: %llu WRITEs landed, first failure %s, then ESTALE\n", k,
+	       (unsigned long long)ok,
+	       first == -EACCES ? "EACCES (the NIC refused the stale rkey)" : roshm_strerror(first));
+	return 0;
+}
+
 /* ---- VM2: transactions ---- */
 
 static int txn_writer(const char *region, int w, int ntx)
@@ -689,7 +904,8 @@ static int probe(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn REGION W NTX\n");
+		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn REGION W NTX|"
+			"vowner|doomer|victim|racer K\n");
 		return 2;
 	}
 	role = argv[1];
@@ -705,6 +921,14 @@ int main(int argc, char **argv)
 		return lock_user(atoi(argv[2]));
 	if (!strcmp(role, "probe"))
 		return probe();
+	if (!strcmp(role, "vowner"))
+		return vic_owner();
+	if (!strcmp(role, "doomer"))
+		return doomer();
+	if (!strcmp(role, "victim"))
+		return victim();
+	if (!strcmp(role, "racer") && argc > 2)
+		return racer(atoi(argv[2]));
 	if (!strcmp(role, "txn") && argc > 4)
 		return txn_writer(argv[2], atoi(argv[3]), atoi(argv[4]));
 	fprintf(stderr, "sr_client: unknown role %s\n", role);

@@ -9,8 +9,19 @@
  * Completions of an RC send queue arrive in order, so a signaled CQE
  * completes every WR before it.
  *
- * Any error completion (or a failed post) takes the peer down: the WR that
- * failed gets its own status, every other WR of the peer fails with
+ * A responder's NAK (remote access, invalid request or operation error: an
+ * rkey that went stale under a pod's dereg, a region withdrawn while a WR
+ * to it was in flight) fails that one WR: the WRs before it were
+ * acknowledged, the responder executed none after it, and its QP is in
+ * the error state on both ends. The peer is reset (qp_reset): new work for
+ * it waits in the clients' rings, its other QPs drain, the control thread
+ * re-makes the connection at once, and the WRs after the refused one are
+ * posted again on the new QP, except those of the client whose WR was
+ * refused (-ECONNRESET, as its own QP on a NIC would flush them). So one
+ * pod's race with its peer's dereg does not fail the other pods' work.
+ *
+ * Any other error completion (or a failed post) takes the peer down: the WR
+ * that failed gets its own status, every other WR of the peer fails with
  * -ECONNRESET (its outcome is unknown), the control thread is told, and it
  * reconnects with new QPs.
  *
@@ -42,7 +53,11 @@ static int verbs_init(struct rd_provider *pv, struct rd_poller *p)
 	pv->max_msg = v->max_msg;
 	v->max_act = (p->cfg->max_peers + 1) * p->cfg->verbs_qps_per_peer;
 	v->act = calloc(v->max_act, sizeof(*v->act));
-	if (!v->act) {
+	v->max_rst = p->cfg->max_peers + 1;
+	v->rst = calloc(v->max_rst, sizeof(*v->rst));
+	if (!v->act || !v->rst) {
+		free(v->act);
+		free(v->rst);
 		free(v);
 		return -ENOMEM;
 	}
@@ -57,6 +72,7 @@ static void verbs_fini(struct rd_provider *pv)
 	if (!v)
 		return;
 	free(v->act);
+	free(v->rst);
 	free(v);
 	pv->priv = NULL;
 	pv->wake_fd = -1;
@@ -110,19 +126,33 @@ static void act_del(struct rd_verbs *v, struct rd_vqp *q)
 		}
 }
 
-/* Fail everything of one QP: @failed gets @st, the rest -ECONNRESET. */
+static void rst_del(struct rd_verbs *v, struct rd_peer *peer)
+{
+	rd_vpeer(peer)->resetting = false;
+	rd_vpeer(peer)->reset_posted = false;
+	for (uint32_t i = 0; i < v->nrst; i++)
+		if (v->rst[i] == peer) {
+			v->rst[i] = v->rst[--v->nrst];
+			return;
+		}
+}
+
+/* Fail everything of one QP: @failed gets @st, the rest -ECONNRESET. A QP
+ * already down may still hold WRs to post again (a reset): they fail too. */
 static void qp_fail(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, int32_t st)
 {
-	if (!q->up)
-		return;
-	q->up = false;
+	if (q->up) {
+		q->up = false;
+		act_del(v, q);
+	}
 	q->nchain = 0;
-	act_del(v, q);
 	for (; q->head != q->tail; q->head++)
 		complete_one(v, q, q->head, q->head == failed ? st : -ECONNRESET);
 }
 
-/* Take the whole peer down (every QP of it) and tell the control thread. */
+/* Take the whole peer down (every QP of it, and the WRs a reset holds) and
+ * tell the control thread, unless no QP was up (a reset whose reconnect
+ * failed: the control thread knows). */
 static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q, uint32_t failed,
 		      int32_t st, int32_t others, const char *why)
 {
@@ -131,13 +161,115 @@ static void peer_fail(struct rd_verbs *v, struct rd_peer *peer, struct rd_vqp *q
 	for (uint32_t i = 0; i < rd_vpeer(peer)->nvq; i++) {
 		struct rd_vqp *o = rd_vpeer(peer)->vq[i];
 
-		if (!o || !o->up)
+		if (!o || (!o->up && o->head == o->tail))
 			continue;
-		was_up = true;
+		was_up |= o->up;
 		qp_fail(v, o, o == q ? failed : o->tail, o == q ? st : others);
 	}
+	if (rd_vpeer(peer)->resetting)
+		rst_del(v, peer);
 	if (was_up)
 		post_event(v, peer, why);
+}
+
+static bool wc_is_nak(enum ibv_wc_status st)
+{
+	return st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR ||
+	       st == IBV_WC_REM_OP_ERR;
+}
+
+/* Complete @q's WRs up to @id, in order (an RC send queue completes in
+ * order: a CQE, or an error after them, says every earlier WR is done). */
+static unsigned complete_upto(struct rd_verbs *v, struct rd_vqp *q, uint32_t id)
+{
+	unsigned n = 0;
+
+	while ((int32_t)(id - q->head) >= 0) {
+		struct rd_vpend *pd = &q->pend[q->head & q->mask];
+
+		if (rd_op_moves_bytes(pd->h.opcode))
+			RD_STAT_ADD(q->bytes, pd->h.len);
+		complete_one(v, q, q->head, 0);
+		q->head++;
+		n++;
+	}
+	return n;
+}
+
+/* A reset peer whose QPs have all drained: the control thread re-makes it. */
+static void reset_check(struct rd_verbs *v, struct rd_peer *peer)
+{
+	struct rd_verbs_peer *vp = rd_vpeer(peer);
+	struct rd_event ev = { .type = RD_EV_PEER_RESET, .peer = peer };
+
+	if (vp->reset_posted)
+		return;
+	for (uint32_t i = 0; i < vp->nvq; i++)
+		if (vp->vq[i] && vp->vq[i]->up && vp->vq[i]->head != vp->vq[i]->tail)
+			return;
+	for (uint32_t i = 0; i < vp->nvq; i++)
+		if (vp->vq[i] && vp->vq[i]->up) {
+			vp->vq[i]->up = false;
+			vp->vq[i]->nchain = 0;
+			act_del(v, vp->vq[i]);
+		}
+	vp->reset_posted = true;
+	snprintf(ev.node, sizeof(ev.node), "%s", peer->node);
+	snprintf(ev.why, sizeof(ev.why), "%s", "an operation refused by the peer");
+	v->pv->event(v->pv, &ev);
+}
+
+/*
+ * @q's WR @failed was refused by the responder (status @st): the WRs
+ * before it are done, it fails, and of those after it (flushed, never
+ * executed) the refused WR's client's fail with -ECONNRESET and the
+ * others' stay, packed in order from q->head, to be posted again when the
+ * peer is back (verbs_peer_up). New work for the peer waits meanwhile.
+ */
+static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, int32_t st)
+{
+	struct rd_peer *peer = q->peer;
+	struct rd_verbs_peer *vp = rd_vpeer(peer);
+	unsigned n = 0;
+	uint32_t w;
+
+	/* First, so that nothing the completions below start (a
+	 * transaction's next step) is queued here: it waits. */
+	q->up = false;
+	q->nchain = 0;
+	act_del(v, q);
+	if (!vp->resetting) {
+		vp->resetting = true;
+		RD_STAT_ADD(vp->resets, 1);
+		v->rst[v->nrst++] = peer; /* one entry per peer: max_peers + loopback */
+	}
+	if ((int32_t)(failed - q->head) < 0 || (int32_t)(q->tail - failed) <= 0)
+		failed = q->head; /* not one in flight: blame the oldest */
+	if (failed != q->head)
+		n = complete_upto(v, q, failed - 1);
+	const struct rd_client *fc = q->pend[failed & q->mask].h.client;
+
+	complete_one(v, q, failed, st);
+	q->head++;
+	w = q->head;
+	for (uint32_t j = q->head; j != q->tail; j++) {
+		struct rd_vpend *pd = &q->pend[j & q->mask];
+
+		if (pd->h.client == fc) {
+			complete_one(v, q, j, -ECONNRESET);
+			continue;
+		}
+		if (w != j) {
+			q->pend[w & q->mask] = *pd;
+			q->wr[w & q->mask] = q->wr[j & q->mask];
+			q->sge[w & q->mask] = q->sge[j & q->mask];
+			pd->region = NULL;
+		}
+		w++;
+	}
+	q->tail = w;
+	reset_check(v, peer);
+	return n;
 }
 
 static int verbs_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
@@ -151,12 +283,32 @@ static int verbs_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
 	for (uint32_t i = 0; i < vp->nvq; i++) {
 		struct rd_vqp *q = vp->vq[i];
 
-		q->head = q->tail = 0;
 		q->nchain = 0;
 		q->since_signal = 0;
+		/* After a reset: the WRs held in the slots go first, in order,
+		 * on the new QP (its CQ is new: no old wr_id comes back). */
+		for (uint32_t j = q->head; j != q->tail; j++) {
+			struct ibv_send_wr *wr = &q->wr[j & q->mask];
+			struct ibv_sge *sg = &q->sge[j & q->mask];
+
+			wr->wr_id = j;
+			wr->sg_list = sg;
+			wr->send_flags &= ~(unsigned)IBV_SEND_SIGNALED;
+			if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+			    wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
+				sg->addr = (uintptr_t)&q->res[j & q->mask];
+			if (++q->since_signal >= v->signal_every) {
+				wr->send_flags |= IBV_SEND_SIGNALED;
+				q->since_signal = 0;
+			}
+			q->nchain++;
+			RD_STAT_ADD(vp->reposted, 1);
+		}
 		q->up = true;
 		v->act[v->nact++] = q;
 	}
+	if (vp->resetting)
+		rst_del(v, peer);
 	return 0;
 }
 
@@ -222,6 +374,8 @@ static void verbs_close_all(struct rd_provider *pv)
 
 		peer_fail(v, q->peer, NULL, 0, -ECONNRESET, -ECONNRESET, "roshmd stopping");
 	}
+	while (v->nrst)
+		peer_fail(v, v->rst[0], NULL, 0, -ECONNRESET, -ECONNRESET, "roshmd stopping");
 }
 
 /* lkey of roshmd-owned memory the transaction engine uses. */
@@ -257,6 +411,8 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	 * executed in order). */
 	struct rd_verbs_peer *vp = rd_vpeer(peer);
 
+	if (vp->resetting)
+		return -EBUSY; /* re-made after a refused WR: the SQE waits, briefly */
 	q = vp->nvq ? vp->vq[op->client && vp->nvq > 1 ? op->client->id % vp->nvq : 0] : NULL;
 	if (!q || !q->up) {
 		/* The loopback (atomics on our own regions) is being re-made:
@@ -283,8 +439,8 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	}
 	i = q->tail & q->mask;
 	pd = &q->pend[i];
-	wr = &q->wr[q->nchain];
-	sg = &q->sge[q->nchain];
+	wr = &q->wr[i];
+	sg = &q->sge[i];
 	raddr = rg->raddr + (op->raw ? 0 : rg->data_off) + s->off;
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = q->tail;
@@ -351,12 +507,16 @@ static void verbs_flush(struct rd_provider *pv)
 
 		if (!n)
 			continue;
-		for (uint32_t j = 0; j + 1 < n; j++)
-			q->wr[j].next = &q->wr[j + 1];
-		q->wr[n - 1].next = NULL;
-		q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED; /* the round's last completes the rest */
+		uint32_t first = q->tail - n;
+
+		for (uint32_t j = first; j + 1 != q->tail; j++)
+			q->wr[j & q->mask].next = &q->wr[(j + 1) & q->mask];
+		struct ibv_send_wr *last = &q->wr[(q->tail - 1) & q->mask];
+
+		last->next = NULL;
+		last->send_flags |= IBV_SEND_SIGNALED; /* the round's last completes the rest */
 		q->since_signal = 0;
-		ret = ibv_post_send(q->qp, q->wr, &bad);
+		ret = ibv_post_send(q->qp, &q->wr[first & q->mask], &bad);
 		q->nchain = 0;
 		RD_STAT_ADD(q->posts, 1);
 		RD_STAT_ADD(q->wrs, n);
@@ -390,22 +550,19 @@ static unsigned verbs_poll(struct rd_provider *pv, unsigned budget)
 				char why[64];
 
 				RD_STAT_ADD(q->errors, 1);
-				snprintf(why, sizeof(why), "completion error: %s",
-					 ibv_wc_status_str(wc[j].status));
-				peer_fail(v, q->peer, q, id, wc_errno(wc[j].status), -ECONNRESET, why);
+				if (wc_is_nak(wc[j].status)) {
+					total += qp_reset(v, q, id, wc_errno(wc[j].status));
+				} else {
+					snprintf(why, sizeof(why), "completion error: %s",
+						 ibv_wc_status_str(wc[j].status));
+					peer_fail(v, q->peer, q, id, wc_errno(wc[j].status),
+						  -ECONNRESET, why);
+				}
 				k = (uint32_t)-1; /* the active set changed: start over */
 				break;
 			}
 			/* In order: this completes every WR up to it. */
-			while ((int32_t)(id - q->head) >= 0) {
-				struct rd_vpend *pd = &q->pend[q->head & q->mask];
-
-				if (rd_op_moves_bytes(pd->h.opcode))
-					RD_STAT_ADD(q->bytes, pd->h.len);
-				complete_one(v, q, q->head, 0);
-				q->head++;
-				total++;
-			}
+			total += complete_upto(v, q, id);
 			RD_STAT_ADD(q->cqes, 1);
 		}
 		if (n < 0) {
@@ -413,6 +570,9 @@ static unsigned verbs_poll(struct rd_provider *pv, unsigned budget)
 			k = (uint32_t)-1;
 		}
 	}
+	/* Reset peers whose other QPs drained in this poll go to the control thread. */
+	for (uint32_t k = 0; k < v->nrst; k++)
+		reset_check(v, v->rst[k]);
 	return total;
 }
 

@@ -32,9 +32,9 @@ struct rd_vqp {
 	struct ibv_cq *cq;
 	struct ibv_mr *res_mr;
 	uint64_t *res;                /* [depth] atomic results land here */
-	struct rd_vpend *pend;        /* [depth] */
-	struct ibv_send_wr *wr;       /* [depth] this round's chain */
-	struct ibv_sge *sge;          /* [depth] */
+	struct rd_vpend *pend;        /* [depth] by wr_id & mask */
+	struct ibv_send_wr *wr;       /* [depth] by wr_id & mask: kept until done (a reset re-posts) */
+	struct ibv_sge *sge;          /* [depth] by wr_id & mask */
 	uint32_t depth, mask;
 	uint32_t head, tail;          /* next to complete, next to submit */
 	uint32_t nchain;
@@ -56,6 +56,13 @@ enum { VD_IDLE, VD_ADDR, VD_ROUTE, VD_CONN }; /* rd_vqp.dstate */
 struct rd_verbs_peer {
 	struct rd_vqp *vq[RD_VERBS_QPS_MAX];
 	uint32_t nvq;
+	/* poller: the peer refused one WR (a responder NAK): its QPs are
+	 * drained and re-made, the other clients' WRs after the refused one
+	 * stay in their slots and are posted again on the new QP */
+	bool resetting;
+	bool reset_posted;            /* drained: RD_EV_PEER_RESET is with the control thread */
+	uint64_t resets;              /* stats: resets, WRs posted again */
+	uint64_t reposted;
 };
 
 static inline struct rd_verbs_peer *rd_vpeer(const struct rd_peer *p)
@@ -72,6 +79,8 @@ struct rd_verbs {
 	struct ibv_comp_channel *comp; /* every requester CQ's events: adaptive idle sleeps on it */
 	struct rd_vqp **act;          /* up QPs: (max_peers + loopback) * qps_per_peer */
 	uint32_t nact, max_act;
+	struct rd_peer **rst;         /* peers resetting: max_peers + loopback */
+	uint32_t nrst, max_rst;
 	struct {
 		const uint8_t *base;
 		size_t len;

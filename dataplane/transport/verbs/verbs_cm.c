@@ -1038,6 +1038,9 @@ static void verbs_peer_json(struct rd_control *ctl, const struct rd_peer *p, jso
 	json_object_set_new(o, "doorbells", json_integer((json_int_t)posts));
 	json_object_set_new(o, "cqes", json_integer((json_int_t)cqes));
 	json_object_set_new(o, "wc_errors", json_integer((json_int_t)errs));
+	/* refused WRs that reset the QPs; the other clients' WRs posted again */
+	json_object_set_new(o, "resets", json_integer((json_int_t)RD_STAT_GET(vp->resets)));
+	json_object_set_new(o, "reposted", json_integer((json_int_t)RD_STAT_GET(vp->reposted)));
 }
 
 static void verbs_peer_stats(const struct rd_peer *p, struct rd_peer_stats *st)
@@ -1051,6 +1054,8 @@ static void verbs_peer_stats(const struct rd_peer *p, struct rd_peer_stats *st)
 		st->doorbells += RD_STAT_GET(vp->vq[i]->posts);
 		st->errors += RD_STAT_GET(vp->vq[i]->errors);
 	}
+	st->resets = RD_STAT_GET(vp->resets);
+	st->reposted = RD_STAT_GET(vp->reposted);
 }
 
 const struct rd_provider_cp_ops rd_verbs_cp_ops = {
