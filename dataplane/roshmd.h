@@ -362,6 +362,7 @@ struct rd_poller_stats {
 	uint64_t batch_hist[RD_BATCH_BUCKETS];
 	uint64_t batch_sqes;          /* sum over the batches of batch_hist */
 	uint64_t cq_full;             /* client rounds that left SQEs for want of CQ room */
+	uint64_t copy_yields;         /* big copies that gave their turn to another tenant's small op */
 	uint64_t xport_busy;          /* SQEs left in their ring: the transport was full */
 	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
 	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
@@ -417,6 +418,8 @@ struct rd_poller {
 	atomic_bool exited;           /* rd_poller_main returned (release) */
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
+	uint32_t peek;                /* small_waiting's rotating start */
+	bool yielded;                 /* this round: a big copy stepped aside (copy_step) */
 	struct rd_client **clients;   /* poller's active set, max_clients */
 	struct rd_provider *local;    /* same-node regions */
 	struct rd_provider *net;      /* other nodes' (tcp or verbs), NULL when neither is on */

@@ -649,6 +649,41 @@ static inline unsigned batch_bucket(unsigned n)
 #define COPY_CHUNK (64u << 10)
 #define ROUND_BYTES (256u << 10)
 
+/*
+ * A big copy goes in pieces of COPY_PIECE; between pieces it gives the rest
+ * of its turn up when a client of another tenant waits with a small
+ * operation (SMALL_OP bytes or fewer: what a latency-bound tenant sends).
+ * Such a victim then waits for one piece, not for the flooder's whole
+ * share of the round; the round then takes every client once more
+ * (rd_poller_round), so the flooder still gets its whole share in it: the
+ * small operation only went first. Bulk against bulk keeps whole turns.
+ * At most PEEK_CLIENTS are looked at per piece, from a rotating start.
+ */
+#define COPY_PIECE 512u
+#define SMALL_OP 4096u
+#define PEEK_CLIENTS 16u
+#define YIELD_PASSES 4
+
+static bool small_waiting(struct rd_poller *p, const struct rd_client *c)
+{
+	uint32_t n = p->nclients, lim = n < PEEK_CLIENTS ? n : PEEK_CLIENTS;
+
+	for (uint32_t i = 0; i < lim; i++) {
+		const struct rd_client *o = p->clients[(p->peek + i) % n];
+
+		if (o->tidx == c->tidx || o->dead || o->copy.region || p->share[o->tidx].held ||
+		    __atomic_load_n(o->sq_ktail, __ATOMIC_ACQUIRE) == o->sq_head)
+			continue;
+		/* one look at its head SQE, only to decide whom to serve first
+		 * (client_round copies and checks it before any use) */
+		if (__atomic_load_n(&o->sqes[o->sq_head & o->sq_mask].len, __ATOMIC_RELAXED) <=
+		    SMALL_OP)
+			return true;
+	}
+	p->peek += lim;
+	return false;
+}
+
 /* Go on with a client's big local copy; returns the bytes copied. */
 static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t budget)
 {
@@ -658,10 +693,29 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 	uint8_t *region = k->region->data + s->off + k->done;
 	uint8_t *arena = c->arena + s->arena_off + k->done;
 
-	if (s->opcode == ROSHM_OP_WRITE)
+	if (p->ntenants_on > 1 && n > COPY_PIECE) {
+		/* in pieces, while no other tenant's small operation waits */
+		uint32_t m = 0;
+
+		do {
+			uint32_t piece = n - m < COPY_PIECE ? n - m : COPY_PIECE;
+
+			if (s->opcode == ROSHM_OP_WRITE)
+				memcpy(region + m, arena + m, piece);
+			else
+				memcpy(arena + m, region + m, piece);
+			m += piece;
+		} while (m < n && !small_waiting(p, c));
+		if (m < n) {
+			RD_STAT_ADD(p->stats.copy_yields, 1);
+			p->yielded = true; /* the round serves the others, then this one again */
+		}
+		n = m;
+	} else if (s->opcode == ROSHM_OP_WRITE) {
 		memcpy(region, arena, n);
-	else
+	} else {
 		memcpy(arena, region, n);
+	}
 	k->done += n;
 	if (k->done == s->len) {
 		rd_lat_record(p, RD_XP_LOCAL, s->opcode, k->tsc, rte_rdtsc());
@@ -886,6 +940,15 @@ unsigned rd_poller_round(struct rd_poller *p)
 
 		for (unsigned i = 0; i < n; i++)
 			total += client_round(p, p->clients[(start + i) % n]);
+		/* A big copy stepped aside for another tenant's small operation:
+		 * every client once more, with what its share left (a few times
+		 * at most: each pass serves the small ones first). */
+		for (int pass = 0; p->yielded && pass < YIELD_PASSES; pass++) {
+			p->yielded = false;
+			for (unsigned i = 0; i < n; i++)
+				total += client_round(p, p->clients[(start + i) % n]);
+		}
+		p->yielded = false;
 		for (unsigned i = 0; i < n; i++)
 			if (!p->clients[i]->dead)
 				client_publish(p->clients[i]);

@@ -14,6 +14,12 @@
  *   4 MiB in flight into their own regions for a second: c moves about
  *   three times d's bytes (asserted: between 1.8 and 5 times), and
  *   roshm_tenant_throttled_total says d's work was held back by its share.
+ *   Bulk against bulk: no copy steps aside (roshm_copy_yields_total).
+ * - small_first: tenant b keeps 16 WRITEs of 4 MiB in flight (each a
+ *   pattern of its own) while tenant a sends 64 B WRITEs one at a time: b's
+ *   copies step aside for a's operations (roshm_copy_yields_total rises),
+ *   both go on, and b's region holds b's last pattern byte for byte (a copy
+ *   done in pieces, resumed in later passes and rounds).
  *
  * The caps are upper bounds on what got through in the time the test
  * measured itself (the machine's speed only makes the counts smaller); the
@@ -189,6 +195,24 @@ static uint64_t throttled(const char *tenant, const char *reason)
 	return v;
 }
 
+/* A poller counter of the admin "stats" answer. */
+static uint64_t stat_u64(const char *name)
+{
+	char *json = NULL, key[64];
+	uint64_t v = 0;
+
+	if (th_admin(&d, "stats", &json) || !json)
+		fail_msg("admin stats failed");
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	char *at = strstr(json, key);
+
+	if (!at)
+		fail_msg("no %s in %s", name, json);
+	v = strtoull(at + strlen(key), NULL, 10);
+	free(json);
+	return v;
+}
+
 static void test_weights(void **state)
 {
 	struct roshm *c = open_tenant("c", 8 << 20), *dd = open_tenant("d", 8 << 20);
@@ -200,7 +224,7 @@ static void test_weights(void **state)
 	(void)state;
 	assert_int_equal(roshm_region_create(c, "wc", 4 << 20, NULL, &fc.handle), 0);
 	assert_int_equal(roshm_region_create(dd, "wd", 4 << 20, NULL, &fd.handle), 0);
-	uint64_t held0 = throttled("d", "share");
+	uint64_t held0 = throttled("d", "share"), y0 = stat_u64("copy_yields");
 
 	pthread_create(&tc, NULL, flood_run, &fc);
 	pthread_create(&td, NULL, flood_run, &fd);
@@ -218,8 +242,77 @@ static void test_weights(void **state)
 		fail_msg("weights 3 and 1 moved %.2f times the bytes of one another, not about 3",
 			 ratio);
 	assert_true(held > 0);
+	assert_int_equal(stat_u64("copy_yields") - y0, 0); /* bulk against bulk: whole turns */
 	roshm_close(c);
 	roshm_close(dd);
+	atk_assert_alive(&d);
+}
+
+static void test_small_first(void **state)
+{
+	struct roshm *a = open_tenant("a2", 1 << 20), *b = open_tenant("b", 8 << 20);
+	const uint32_t len = 4 << 20;
+	uint8_t *arena = roshm_arena(b, NULL);
+	uint32_t ha, hb;
+	uint64_t seq = 0, got = 0, small = 0, y0 = stat_u64("copy_yields");
+	double end = now_s() + 1.0;
+
+	(void)state;
+	assert_int_equal(roshm_region_create(a, "small", 4096, NULL, &ha), 0);
+	assert_int_equal(roshm_region_create(b, "bulk", len, NULL, &hb), 0);
+	/* b: two halves of its arena, each 4 MiB WRITE from the half it was
+	 * written into, a pattern per WRITE; a: one 64 B WRITE at a time */
+	while (now_s() < end || got < seq) {
+		struct roshm_sqe *s;
+		struct roshm_cqe c;
+
+		while (now_s() < end && seq - got < 2 && (s = roshm_get_sqe(b))) {
+			uint8_t *src = arena + (seq & 1) * len;
+
+			memset(src, (int)(seq * 7 + 1), len);
+			roshm_prep_write(s, hb, 0, (seq & 1) * len, len);
+			seq++;
+		}
+		roshm_submit(b);
+		if (now_s() < end) {
+			s = roshm_get_sqe(a);
+			if (!s) {
+				fail_msg("tenant a: no SQE with nothing in flight");
+				return;
+			}
+			roshm_prep_write(s, ha, 0, 0, 64);
+			roshm_submit(a);
+			assert_int_equal(atk_reap(a, &c, 30000), 0);
+			assert_int_equal(c.status, 0);
+			small++;
+		}
+		struct roshm_cqe *pc;
+
+		while (got < seq && roshm_peek_cqe(b, &pc) == 0) {
+			assert_int_equal(atk_reap(b, &c, 30000), 0);
+			assert_int_equal(c.status, 0);
+			got++;
+		}
+		if (now_s() >= end && got < seq) {
+			assert_int_equal(atk_reap(b, &c, 30000), 0);
+			assert_int_equal(c.status, 0);
+			got++;
+		}
+	}
+	uint64_t yields = stat_u64("copy_yields") - y0;
+	const uint8_t *data = roshm_region_data(b, hb, NULL);
+	uint8_t last = (uint8_t)((seq - 1) * 7 + 1);
+
+	print_message("tenant b: %llu WRITEs of 4 MiB; tenant a: %llu of 64 B meanwhile; b's copies "
+		      "stepped aside %llu times\n", (unsigned long long)seq,
+		      (unsigned long long)small, (unsigned long long)yields);
+	assert_true(seq > 1 && small > 0);
+	assert_true(yields > 0);
+	for (uint32_t i = 0; i < len; i++)
+		if (data[i] != last)
+			fail_msg("bulk region byte %u: %u, expected %u (the last WRITE's)", i, data[i], last);
+	roshm_close(a);
+	roshm_close(b);
 	atk_assert_alive(&d);
 }
 
@@ -232,6 +325,7 @@ static int setup(void **state)
 			       "  { name = \"b\"; token = \"tb\"; },\n"
 			       "  { name = \"c\"; token = \"tc\"; quota = { weight = 3; }; },\n"
 			       "  { name = \"d\"; token = \"td\"; },\n"
+			       "  { name = \"a2\"; token = \"ta2\"; },\n"
 			       "  { name = \"e\"; token = \"te\"; quota = { bytes_per_sec = 8388608; }; } );\n"
 			       "channel: { hugepages = \"off\"; max_arena_size = 16777216; };\n") ? -1 : 0;
 }
@@ -249,6 +343,7 @@ int main(void)
 		cmocka_unit_test(test_ops_cap),
 		cmocka_unit_test(test_bytes_cap),
 		cmocka_unit_test(test_weights),
+		cmocka_unit_test(test_small_first),
 	};
 
 	return cmocka_run_group_tests_name("fair_share", tests, setup, teardown);
