@@ -156,6 +156,8 @@ struct rd_peer {
 	bool ctl_up;
 	bool dialing;                 /* a connect is under way (never waited for) */
 	bool resetting;               /* re-made after RD_EV_PEER_RESET: the poller holds work */
+	uint64_t reset_window_ns;     /* resets in the second from here: past RESETS_PER_SEC, */
+	uint32_t resets_in_window;    /* the re-dial backs off as any reconnect does */
 	uint64_t dial_deadline_ns;
 	uint32_t refs;                /* remote regions that point here */
 	uint64_t retry_ns;

@@ -27,6 +27,8 @@
  * they fail; a connection that comes up starts the next loss at the minimum. */
 #define RETRY_MIN_NS (50000000ull)
 #define RETRY_MAX_NS (1000000000ull)
+/* Resets (a peer refused one WR) re-dial at once up to this many a second. */
+#define RESETS_PER_SEC 8
 
 static void retry_later(struct rd_peer *p, uint64_t now)
 {
@@ -513,7 +515,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 	}
 reconnect:
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
-		if (!p->ctl_up && p->refs && now >= p->retry_ns) {
+		if (!p->ctl_up && (p->refs || p->resetting) && now >= p->retry_ns) {
 			/* Re-read the endpoint: a restarted node may listen elsewhere. */
 			if (p->dialing)
 				continue;
@@ -538,14 +540,29 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 			 * away under it). The QPs are in error on both ends: make
 			 * them again at once; the poller holds the work of the
 			 * other clients that was in flight and posts it again. */
+			uint64_t now = rd_mono_ns();
+
 			RD_LOGC(p->prov->log_comp, WARNING, "%s: node %s refused an operation (%.63s): "
 				"re-making the connection; other clients' operations in flight are "
 				"posted again", p->prov->name, p->node, ev->why);
-			p->ctl_up = false;
-			p->resetting = true;
 			ctl->next_revalidate_ns = 0; /* the stale region: its handles fail at once */
+			p->resetting = true;
+			if (!p->ctl_up)
+				continue; /* down meanwhile (registry, CM): its own path reconnects */
+			p->ctl_up = false;
 			if (p->prov->cp->release)
 				p->prov->cp->release(ctl, p);
+			if (now - p->reset_window_ns > 1000000000ull) {
+				p->reset_window_ns = now;
+				p->resets_in_window = 0;
+			}
+			if (++p->resets_in_window > RESETS_PER_SEC) {
+				/* refusals one after another (regions made and withdrawn
+				 * under their users): each costs every pod of this peer a
+				 * wait, so the re-dial backs off; the work stays held */
+				retry_later(p, now);
+				continue;
+			}
 			peer_connect(ctl, p); /* a failure fails the held work (dial_done) */
 		} else if (p == ev->peer) {
 			if (p->ctl_up)

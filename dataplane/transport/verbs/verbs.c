@@ -196,13 +196,55 @@ static unsigned complete_upto(struct rd_verbs *v, struct rd_vqp *q, uint32_t id)
 	return n;
 }
 
+static inline uint32_t wr_rkey(const struct ibv_send_wr *wr)
+{
+	return wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+		       wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+}
+
+/* Remember that @peer refused @rkey (the oldest entry makes room). */
+static void refused_add(struct rd_verbs_peer *vp, uint32_t rkey)
+{
+	uint64_t until = rte_rdtsc() + rte_get_tsc_hz() * RD_VERBS_REFUSED_SEC;
+	uint32_t at = 0;
+	bool found = false;
+
+	for (uint32_t i = 0; i < vp->nrefused && !found; i++) {
+		found = vp->refused[i].rkey == rkey;
+		if (found || vp->refused[i].until < vp->refused[at].until)
+			at = i;
+	}
+	if (!found && vp->nrefused < RD_VERBS_REFUSED)
+		at = vp->nrefused++;
+	vp->refused[at].rkey = rkey;
+	vp->refused[at].until = until;
+}
+
+/* Whether @peer refused @rkey lately (expired entries go). */
+static bool refused(struct rd_verbs_peer *vp, uint32_t rkey)
+{
+	uint64_t now = rte_rdtsc();
+
+	for (uint32_t i = 0; i < vp->nrefused; i++) {
+		if (vp->refused[i].until <= now) {
+			vp->refused[i--] = vp->refused[--vp->nrefused];
+			continue;
+		}
+		if (vp->refused[i].rkey == rkey)
+			return true;
+	}
+	return false;
+}
+
 /* A reset peer whose QPs have all drained: the control thread re-makes it. */
 static void reset_check(struct rd_verbs *v, struct rd_peer *peer)
 {
 	struct rd_verbs_peer *vp = rd_vpeer(peer);
 	struct rd_event ev = { .type = RD_EV_PEER_RESET, .peer = peer };
 
-	if (vp->reset_posted)
+	/* Posted once; with no room for the event now, at a later poll (a
+	 * lost one would leave the work held for good). */
+	if (vp->reset_posted || !rte_ring_free_count(v->poller->ev_ring))
 		return;
 	for (uint32_t i = 0; i < vp->nvq; i++)
 		if (vp->vq[i] && vp->vq[i]->up && vp->vq[i]->head != vp->vq[i]->tail)
@@ -222,9 +264,11 @@ static void reset_check(struct rd_verbs *v, struct rd_peer *peer)
 /*
  * @q's WR @failed was refused by the responder (status @st): the WRs
  * before it are done, it fails, and of those after it (flushed, never
- * executed) the refused WR's client's fail with -ECONNRESET and the
- * others' stay, packed in order from q->head, to be posted again when the
- * peer is back (verbs_peer_up). New work for the peer waits meanwhile.
+ * executed) those of the refused WR's client (or transaction) fail with
+ * -ECONNRESET, those with the same refused rkey with @st (they would be
+ * refused too), and the others stay, packed in order from q->head, to be
+ * posted again when the peer is back (verbs_peer_up). New work for the
+ * peer waits meanwhile; new work with the refused rkey fails at once.
  */
 static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, int32_t st)
 {
@@ -232,6 +276,12 @@ static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, 
 	struct rd_verbs_peer *vp = rd_vpeer(peer);
 	unsigned n = 0;
 	uint32_t w;
+
+	if (q->head == q->tail) {
+		/* a refusal of nothing we sent: a broken NIC or peer */
+		peer_fail(v, peer, q, q->tail, st, -ECONNRESET, "an error for no WR in flight");
+		return 0;
+	}
 
 	/* First, so that nothing the completions below start (a
 	 * transaction's next step) is queued here: it waits. */
@@ -248,15 +298,24 @@ static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, 
 	if (failed != q->head)
 		n = complete_upto(v, q, failed - 1);
 	const struct rd_client *fc = q->pend[failed & q->mask].h.client;
+	const struct rd_txn *ft = fc ? NULL : q->pend[failed & q->mask].h.txn;
+	bool stale = st == -EACCES;
+	uint32_t rk = wr_rkey(&q->wr[failed & q->mask]);
 
+	if (stale)
+		refused_add(vp, rk);
 	complete_one(v, q, failed, st);
 	q->head++;
 	w = q->head;
 	for (uint32_t j = q->head; j != q->tail; j++) {
 		struct rd_vpend *pd = &q->pend[j & q->mask];
 
-		if (pd->h.client == fc) {
+		if (fc ? pd->h.client == fc : !pd->h.client && pd->h.txn == ft) {
 			complete_one(v, q, j, -ECONNRESET);
+			continue;
+		}
+		if (stale && wr_rkey(&q->wr[j & q->mask]) == rk) {
+			complete_one(v, q, j, st);
 			continue;
 		}
 		if (w != j) {
@@ -294,6 +353,8 @@ static int verbs_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
 			wr->wr_id = j;
 			wr->sg_list = sg;
 			wr->send_flags &= ~(unsigned)IBV_SEND_SIGNALED;
+			if (sg->length > q->max_inline) /* the new QP may inline less */
+				wr->send_flags &= ~(unsigned)IBV_SEND_INLINE;
 			if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
 			    wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP)
 				sg->addr = (uintptr_t)&q->res[j & q->mask];
@@ -425,6 +486,10 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	}
 	if (q->tail - q->head >= q->depth || !rd_peer_inflight_ok(v->poller, peer, op->client))
 		return -EBUSY; /* send queue (or this tenant's share of it) full: next round */
+	if (__builtin_expect(vp->nrefused != 0, 0) && refused(vp, rg->rkey)) {
+		op->status = -EACCES; /* refused a moment ago: not again, until the registry knows */
+		return RD_OP_DONE;
+	}
 	if (s->opcode == ROSHM_OP_WRITE || s->opcode == ROSHM_OP_READ) {
 		if (op->client) {
 			laddr = op->client->arena + s->arena_off;

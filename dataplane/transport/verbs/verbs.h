@@ -17,6 +17,9 @@
 #include "transport/tcp/tcp.h"
 #include "transport/verbs/verbs_pdata.h"
 
+#define RD_VERBS_REFUSED 4            /* refused rkeys remembered per peer */
+#define RD_VERBS_REFUSED_SEC 5        /* ... for at most this long */
+
 /* An operation on a QP's send queue, by wr_id (a running counter). */
 struct rd_vpend {
 	struct rd_pend h;             /* the common header (client held: the WR uses its arena) */
@@ -61,6 +64,14 @@ struct rd_verbs_peer {
 	 * stay in their slots and are posted again on the new QP */
 	bool resetting;
 	bool reset_posted;            /* drained: RD_EV_PEER_RESET is with the control thread */
+	/* rkeys this peer refused lately: new WRs with one fail here (EACCES)
+	 * until the registry says the region is gone, RD_VERBS_REFUSED_SEC at
+	 * most (rkeys are reused: the entry expires) */
+	struct {
+		uint32_t rkey;
+		uint64_t until;       /* TSC */
+	} refused[RD_VERBS_REFUSED];
+	uint32_t nrefused;
 	uint64_t resets;              /* stats: resets, WRs posted again */
 	uint64_t reposted;
 };
