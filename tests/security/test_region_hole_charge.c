@@ -16,7 +16,10 @@
  * the whole data area out (the pod's charge goes away), WRITE it back
  * through roshmd (roshmd faults every page in), close the region (its quota
  * comes back), keep the memfd. roshmd runs in a memory cgroup of its own.
- * Expected: roshmd's cgroup grows by no more than a few MiB; the pod cannot
+ * Expected: roshmd's cgroup grows by less than one region's pages (24 MiB:
+ * one rewritten region that stayed charged is 32 MiB; 0 MiB measured in the
+ * plain build, 13 to 16 MiB under ASan, which is ASan's own memory in
+ * roshmd: its shadow and its quarantine of freed blocks); the pod cannot
  * hold more than its limit. Needs root and the memory cgroup (else skipped).
  *
  * Now roshmd's mappings of regions are watched by the hole guard
@@ -272,7 +275,7 @@ static void test_punched_regions_charged_to_roshmd(void **state)
 	if (rep->kicked != rep->rounds)
 		fail_msg("%d of %d owners that punched holes in their regions kept their connection",
 			 rep->rounds - rep->kicked, rep->rounds);
-	if (d_after - d_before >= (16ll << 20))
+	if (d_after - d_before >= (24ll << 20))
 		fail_msg("roshmd's memory cgroup grew by %lld MiB while the attacking pod peaked at "
 			 "%lld MiB of its %llu MiB limit (tenant a's byte quota: 64 MiB): the pages "
 			 "of %d punched and rewritten regions are charged to roshmd and stay, held by "
