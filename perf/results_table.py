@@ -78,6 +78,10 @@ def load(path):
         if r.get("baseline") is not None:
             if not isinstance(r["baseline"], (int, float)) or not isinstance(r.get("ratio"), (int, float)):
                 raise ValueError(f"{r['metric']}: baseline without a numeric ratio")
+            # a baseline that measured nothing (inf, 0) makes any ratio meaningless
+            if not (math.isfinite(r["baseline"]) and r["baseline"] > 0 and math.isfinite(r["ratio"])):
+                raise ValueError(f"{r['metric']}: baseline {r['baseline']} or ratio {r['ratio']} "
+                                 "is not a finite measurement")
         ref = r.get("reference")
         if ref is not None and not (isinstance(ref.get("what"), str) and isinstance(ref.get("value"), (int, float))):
             raise ValueError(f"{r['metric']}: malformed reference")
