@@ -671,8 +671,14 @@ static bool small_waiting(struct rd_poller *p, const struct rd_client *c)
 	for (uint32_t i = 0; i < lim; i++) {
 		const struct rd_client *o = p->clients[(p->peek + i) % n];
 
-		if (o->tidx == c->tidx || o->dead || o->copy.region || p->share[o->tidx].held ||
-		    __atomic_load_n(o->sq_ktail, __ATOMIC_ACQUIRE) == o->sq_head)
+		/* only one the next pass would serve: its tenant has share left,
+		 * its transport took its last SQE, its CQ has room (else a pod
+		 * that never reaps would make every copy step aside) */
+		if (o->tidx == c->tidx || o->dead || o->copy.region || o->sq_busy ||
+		    p->share[o->tidx].held || p->share[o->tidx].credit <= 0 ||
+		    __atomic_load_n(o->sq_ktail, __ATOMIC_ACQUIRE) == o->sq_head ||
+		    o->cq_tail - __atomic_load_n(o->cq_khead, __ATOMIC_ACQUIRE) + o->inflight >=
+			    o->cq_entries)
 			continue;
 		/* one look at its head SQE, only to decide whom to serve first
 		 * (client_round copies and checks it before any use) */
