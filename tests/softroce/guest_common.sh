@@ -1,4 +1,10 @@
-# Sourced by the guest scripts: address eth0 as 198.18.1.N, add rxe0 on it,
+# Sourced by the guest scripts. B: the build directory; SR: the pods of
+# sr_client.c; say: a line of the guest's console.
+B=$(cat /run/shared/build)
+SR=$B/tests/sr_client
+say() { echo "guest: $*"; }
+
+# guest_net N: address eth0 as 198.18.1.N, add rxe0 on it,
 # and wait until the other VM answers on the link (it boots at its own pace;
 # a link that never comes up is reported as such, not as an RDMA failure).
 guest_net() {

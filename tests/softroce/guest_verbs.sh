@@ -5,9 +5,6 @@
 # VM2 runs the pods that work on VM1's regions over RoCE v2 (sr_client.c),
 # with two QPs to VM1 (qps_per_peer = 2): pods are spread over both.
 n=$1
-B=$(cat /run/shared/build)
-SR=$B/tests/sr_client
-say() { echo "guest: $*"; }
 . "$(dirname "$0")/guest_common.sh"
 guest_net "$n"
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 300; };

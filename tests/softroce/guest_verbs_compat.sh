@@ -7,10 +7,8 @@
 # the VMs' link); then verbs_check proves the bytes and atomics.
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
-B=$(cat /run/shared/build)
-V=$B/client-lib/verbs
-say() { echo "guest: $*"; }
 . "$(dirname "$0")/guest_common.sh"
+V=$B/client-lib/verbs
 guest_net "$n"
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'

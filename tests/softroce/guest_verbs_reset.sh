@@ -3,12 +3,11 @@
 # tenants' pods. VM1's doomer withdraws its region while VM2's racer streams
 # WRITEs to it: the racer's WRITEs with the stale rkey are refused by VM1's
 # NIC (a remote access NAK), which puts the shared QP in the error state on
-# both ends. VM2's victim (another tenant) streams WRITEs on the same QP the
-# whole time: none may fail, and VM1 checks that every record landed.
+# both ends. VM2's victim (another tenant, three clients) streams WRITEs on
+# the same QP the whole time: none may fail, and VM1 checks that every record
+# landed. Rounds of this (a new region each) go on until a reset has posted
+# some of the victim's WRs again, at most 8.
 n=$1
-B=$(cat /run/shared/build)
-SR=$B/tests/sr_client
-say() { echo "guest: $*"; }
 . "$(dirname "$0")/guest_common.sh"
 guest_net "$n"
 # revalidate_ms: VM2 learns late that doom is gone, so the NIC is what
