@@ -286,6 +286,7 @@ struct rd_client {
 	bool fenced;                  /* a FENCE waits for inflight == 0 */
 	bool sq_busy;                 /* poller: its next SQE's transport had no room (-EBUSY) */
 	struct rd_copy copy;          /* poller: a big local copy in progress */
+	int64_t round_left;           /* poller: of ROUND_BYTES, what this round's passes left */
 	struct rd_txn *txn_build;     /* poller: the transaction being gathered */
 	int32_t txn_err;              /* poller: the gathered transaction already failed (no context) */
 	uint32_t txn_active;          /* poller: its transactions in flight (txn.max_per_client) */
@@ -421,7 +422,9 @@ struct rd_poller {
 	uint32_t nclients;
 	uint32_t rr;                  /* round-robin start */
 	uint32_t peek;                /* small_waiting's rotating start */
+	uint32_t peeks_left;          /* small_waiting's looks left in this round */
 	bool yielded;                 /* this round: a big copy stepped aside (copy_step) */
+	int pass;                     /* 0, or the extra pass of the round after a copy stepped aside */
 	struct rd_client **clients;   /* poller's active set, max_clients */
 	struct rd_provider *local;    /* same-node regions */
 	struct rd_provider *net;      /* other nodes' (tcp or verbs), NULL when neither is on */

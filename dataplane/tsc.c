@@ -56,16 +56,18 @@ static uint64_t kernel_tsc_hz(void)
 			uint32_t seq = pg->lock;
 
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			uint64_t cap = pg->capabilities;
+			int user_time = pg->cap_user_time; /* the fields hold the TSC conversion */
 			uint32_t mult = pg->time_mult;
 			uint16_t shift = pg->time_shift;
 
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			if (pg->lock != seq || (seq & 1))
 				continue;
-			/* bit 3: cap_user_time (the fields hold the TSC conversion) */
-			if ((cap & (1ull << 3)) && mult && shift < 64)
-				hz = (uint64_t)(((unsigned __int128)1000000000u << shift) / mult);
+			if (user_time && mult && shift < 64) {
+				unsigned __int128 q = ((unsigned __int128)1000000000u << shift) / mult;
+
+				hz = q > UINT64_MAX ? 0 : (uint64_t)q;
+			}
 			break;
 		}
 		munmap(m, (size_t)page);
@@ -75,8 +77,9 @@ static uint64_t kernel_tsc_hz(void)
 	return hz >= 100000000ull && hz <= 20000000000ull ? hz : 0;
 }
 
-/* The TSC and CLOCK_MONOTONIC_RAW at one instant: 0, or -1 when the clock fails. */
-static int pair(uint64_t *tsc, uint64_t *ns)
+/* The TSC and CLOCK_MONOTONIC_RAW at one instant (*width: the TSC cycles
+ * around the clock read): 0, or -1 when the clock fails. */
+static int pair(uint64_t *tsc, uint64_t *ns, uint64_t *width_out)
 {
 	uint64_t width = UINT64_MAX;
 
@@ -94,18 +97,24 @@ static int pair(uint64_t *tsc, uint64_t *ns)
 			*ns = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 		}
 	}
+	*width_out = width;
 	return 0;
 }
 
 static uint64_t measured_tsc_hz(void)
 {
 	struct timespec d = { .tv_nsec = 10000000 };
-	uint64_t c0, n0, c1, n1;
+	uint64_t c0, n0, c1, n1, w0, w1;
 
-	if (pair(&c0, &n0))
+	if (pair(&c0, &n0, &w0))
 		return 0;
 	nanosleep(&d, NULL);
-	if (pair(&c1, &n1) || n1 <= n0 || c1 <= c0)
+	if (pair(&c1, &n1, &w1) || n1 <= n0 || c1 <= c0)
+		return 0;
+	/* each end is known to within half its bracket: more than 1/4000 of
+	 * the interval (every try preempted, a slow clock source) and the EAL
+	 * had better measure for itself */
+	if ((w0 + w1) * 2000 > c1 - c0)
 		return 0;
 	uint64_t hz = (uint64_t)((unsigned __int128)(c1 - c0) * 1000000000u / (n1 - n0));
 

@@ -657,17 +657,25 @@ static inline unsigned batch_bucket(unsigned n)
  * share of the round; the round then takes every client once more
  * (rd_poller_round), so the flooder still gets its whole share in it: the
  * small operation only went first. Bulk against bulk keeps whole turns.
- * At most PEEK_CLIENTS are looked at per piece, from a rotating start.
+ * The looks cost cross-core reads of rings other clients write, charged
+ * to no tenant: at most PEEK_CLIENTS per piece, from a rotating start, and
+ * PEEKS_PER_ROUND in a round (a client that keeps storing its SQ tail makes
+ * each look a cache miss), and another pass only follows one that served
+ * an SQE.
  */
 #define COPY_PIECE 512u
 #define SMALL_OP 4096u
-#define PEEK_CLIENTS 16u
+#define PEEK_CLIENTS 2u
+#define PEEKS_PER_ROUND 16u
 #define YIELD_PASSES 4
 
 static bool small_waiting(struct rd_poller *p, const struct rd_client *c)
 {
 	uint32_t n = p->nclients, lim = n < PEEK_CLIENTS ? n : PEEK_CLIENTS;
 
+	if (p->peeks_left < lim)
+		return false; /* this round's looks are spent: the copy keeps its turn */
+	p->peeks_left -= lim;
 	for (uint32_t i = 0; i < lim; i++) {
 		const struct rd_client *o = p->clients[(p->peek + i) % n];
 
@@ -681,9 +689,14 @@ static bool small_waiting(struct rd_poller *p, const struct rd_client *c)
 			    o->cq_entries)
 			continue;
 		/* one look at its head SQE, only to decide whom to serve first
-		 * (client_round copies and checks it before any use) */
-		if (__atomic_load_n(&o->sqes[o->sq_head & o->sq_mask].len, __ATOMIC_RELAXED) <=
-		    SMALL_OP)
+		 * (client_round copies and checks it before any use); a FENCE
+		 * behind work in flight would not be served */
+		const struct roshm_sqe *s = &o->sqes[o->sq_head & o->sq_mask];
+
+		if (o->inflight && (__atomic_load_n(&s->opcode, __ATOMIC_RELAXED) == ROSHM_OP_FENCE ||
+				    (__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & ROSHM_SQE_F_FENCE)))
+			continue;
+		if (__atomic_load_n(&s->len, __ATOMIC_RELAXED) <= SMALL_OP)
 			return true;
 	}
 	p->peek += lim;
@@ -757,6 +770,13 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 
 	if (c->dead)
 		return 0;
+	/* ROUND_BYTES is for the whole round, its extra passes too */
+	if (p->pass)
+		budget = c->round_left;
+	else
+		c->round_left = budget;
+	if (budget <= 0)
+		return 0;
 	if (sh->held || (p->ntenants_on > 1 && sh->credit <= 0)) {
 		/* its tenant's rate limit, or its share of this round is spent */
 		if (c->copy.region || __atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) != c->sq_head)
@@ -771,6 +791,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		uint32_t k = copy_step(p, c, (uint32_t)budget);
 
 		budget -= k;
+		c->round_left = budget;
 		share_charge(p, sh, k, 0, 0); /* its bytes were charged when it began */
 		if (c->copy.region) {
 			if (by_share) /* the rest waits for its tenant's next share */
@@ -914,6 +935,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		c->sq_head++;
 		done++;
 	}
+	c->round_left = budget;
 	if (!done)
 		return 0;
 	share_charge(p, sh, budget0 - budget, done, bytes + staged);
@@ -935,6 +957,7 @@ unsigned rd_poller_round(struct rd_poller *p)
 
 	if (rte_ring_count(p->cmd_ring))
 		drain_cmds(p);
+	p->peeks_left = PEEKS_PER_ROUND;
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
 	if (p->ntenants_on > 1 || p->limits_on)
 		share_round(p);
@@ -949,11 +972,16 @@ unsigned rd_poller_round(struct rd_poller *p)
 		/* A big copy stepped aside for another tenant's small operation:
 		 * every client once more, with what its share left (a few times
 		 * at most: each pass serves the small ones first). */
-		for (int pass = 0; p->yielded && pass < YIELD_PASSES; pass++) {
+		for (p->pass = 1; p->yielded && p->pass <= YIELD_PASSES; p->pass++) {
+			uint64_t sqes = p->stats.sqes;
+
 			p->yielded = false;
 			for (unsigned i = 0; i < n; i++)
 				total += client_round(p, p->clients[(start + i) % n]);
+			if (p->stats.sqes == sqes)
+				break; /* nobody's SQE was served: no more passes */
 		}
+		p->pass = 0;
 		p->yielded = false;
 		for (unsigned i = 0; i < n; i++)
 			if (!p->clients[i]->dead)
