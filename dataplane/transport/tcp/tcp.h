@@ -163,6 +163,10 @@ struct rd_acc {
 	struct rd_tcp_accept a;
 	struct rd_addr from;          /* the peer's address (per-address cap, record check) */
 	char addr[RD_ADDR_PORT_STRLEN];
+	/* authenticated as @node, whose record this node's registry has not
+	 * shown yet: tcp_timer looks again until the handshake's deadline */
+	bool wait_record;
+	char node[ROSHM_NAME_MAX];
 	struct rd_acc *next;
 };
 

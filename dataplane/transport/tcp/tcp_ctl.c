@@ -162,6 +162,9 @@ static void tcp_accept(struct rd_control *ctl)
 	}
 }
 
+/* node_refusal's answer for a node the registry has no record of (yet) */
+static const char NO_RECORD[] = "no valid node record of that name in the registry";
+
 /* Why node @node, connecting from @from, may not have an inbound slot;
  * NULL when it may. */
 static const char *node_refusal(struct rd_control *ctl, const char *node, const struct rd_addr *from)
@@ -172,7 +175,7 @@ static const char *node_refusal(struct rd_control *ctl, const char *node, const 
 	if (!strcmp(node, ctl->cfg->node))
 		return "that is our own name";
 	if (ctl->reg.ops->get_node(&ctl->reg, node, &nr))
-		return "no valid node record of that name in the registry";
+		return NO_RECORD;
 	if (!ctl->cfg->tcp_check_peer_addr)
 		return NULL;
 	if (rd_parse_endpoint(nr.endpoint, "tcp", &a) && rd_parse_endpoint(nr.endpoint, "verbs", &a))
@@ -182,6 +185,26 @@ static const char *node_refusal(struct rd_control *ctl, const char *node, const 
 		return "not from the address of its node record "
 		       "(transport.tcp.check_peer_address = false allows that)";
 	return NULL;
+}
+
+/* @acc passed the handshake as @node and the registry's checks: it becomes
+ * an inbound connection of the poller. */
+static void accept_finish(struct rd_control *ctl, struct rd_acc *acc, const char *node_in)
+{
+	char node[ROSHM_NAME_MAX];
+	int fd = acc->a.fd, ret;
+
+	snprintf(node, sizeof(node), "%s", node_in); /* @node_in may be in @acc */
+	struct rd_cmd cmd = { .type = RD_CMD_INBOUND_ADD, .fd = fd, .node = node };
+
+	acc_free(ctl, acc, false);
+	ret = rd_control_cmd(ctl, &cmd);
+	if (ret) {
+		RD_LOG(WARNING, "tcp: inbound connection from node %s dropped: %s", node, strerror(-ret));
+		close(fd);
+		return;
+	}
+	RD_LOG(INFO, "tcp: node %s connected to us", node);
 }
 
 static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
@@ -205,23 +228,23 @@ static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 	 * (tcp.c replaces an older one). */
 	const char *why = node_refusal(ctl, node, &acc->from);
 
+	if (why == NO_RECORD) {
+		/* A node that has just started: its record may not have
+		 * reached our registry yet (etcd's watch). Ask again on each
+		 * timer tick until the handshake's deadline; nothing of it is
+		 * read meanwhile. */
+		rd_control_epoll_del(ctl, acc->a.fd);
+		acc->wait_record = true;
+		snprintf(acc->node, sizeof(acc->node), "%s", node);
+		return;
+	}
 	if (why) {
 		RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", acc->addr, node, why);
 		TC->refused_peers++;
 		acc_free(ctl, acc, true);
 		return;
 	}
-	int fd = acc->a.fd;
-	struct rd_cmd cmd = { .type = RD_CMD_INBOUND_ADD, .fd = fd, .node = node };
-
-	acc_free(ctl, acc, false);
-	ret = rd_control_cmd(ctl, &cmd);
-	if (ret) {
-		RD_LOG(WARNING, "tcp: inbound connection from node %s dropped: %s", node, strerror(-ret));
-		close(fd);
-		return;
-	}
-	RD_LOG(INFO, "tcp: node %s connected to us", node);
+	accept_finish(ctl, acc, node);
 }
 
 static void dial_free(struct rd_control *ctl, struct rd_peer *p)
@@ -363,6 +386,19 @@ static void tcp_timer(struct rd_control *ctl, uint64_t now)
 {
 	for (struct rd_acc *a = TC->accepting, *next; a; a = next) {
 		next = a->next;
+		if (a->wait_record) {
+			const char *why = node_refusal(ctl, a->node, &a->from);
+
+			if (!why) {
+				accept_finish(ctl, a, a->node);
+			} else if (why != NO_RECORD || now >= a->a.deadline_ns) {
+				RD_LOG(WARNING, "tcp: connection from %s as node %s refused: %s", a->addr,
+				       a->node, why);
+				TC->refused_peers++;
+				acc_free(ctl, a, true);
+			}
+			continue;
+		}
 		if (now >= a->a.deadline_ns) {
 			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);
 			acc_free(ctl, a, true);
