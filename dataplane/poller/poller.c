@@ -711,30 +711,23 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 	uint32_t n = s->len - k->done < budget ? s->len - k->done : budget;
 	uint8_t *region = k->region->data + s->off + k->done;
 	uint8_t *arena = c->arena + s->arena_off + k->done;
+	uint8_t *dst = s->opcode == ROSHM_OP_WRITE ? region : arena;
+	const uint8_t *src = s->opcode == ROSHM_OP_WRITE ? arena : region;
+	/* in pieces, while no other tenant's small operation waits; whole
+	 * when only one tenant is attached */
+	uint32_t piece = p->ntenants_on > 1 ? COPY_PIECE : n, m = 0;
 
-	if (p->ntenants_on > 1 && n > COPY_PIECE) {
-		/* in pieces, while no other tenant's small operation waits */
-		uint32_t m = 0;
+	do {
+		uint32_t l = n - m < piece ? n - m : piece;
 
-		do {
-			uint32_t piece = n - m < COPY_PIECE ? n - m : COPY_PIECE;
-
-			if (s->opcode == ROSHM_OP_WRITE)
-				memcpy(region + m, arena + m, piece);
-			else
-				memcpy(arena + m, region + m, piece);
-			m += piece;
-		} while (m < n && !small_waiting(p, c));
-		if (m < n) {
-			RD_STAT_ADD(p->stats.copy_yields, 1);
-			p->yielded = true; /* the round serves the others, then this one again */
-		}
-		n = m;
-	} else if (s->opcode == ROSHM_OP_WRITE) {
-		memcpy(region, arena, n);
-	} else {
-		memcpy(arena, region, n);
+		memcpy(dst + m, src + m, l);
+		m += l;
+	} while (m < n && !small_waiting(p, c));
+	if (m < n) {
+		RD_STAT_ADD(p->stats.copy_yields, 1);
+		p->yielded = true; /* the round serves the others, then this one again */
 	}
+	n = m;
 	k->done += n;
 	if (k->done == s->len) {
 		rd_lat_record(p, RD_XP_LOCAL, s->opcode, k->tsc, rte_rdtsc());
