@@ -112,7 +112,7 @@ if [[ $mode == cm ]]; then
     in_b timeout 60 $vb qperf "$ADDR_A" -cm1 -cp1 -t 2 $t >"$d/qperf.$t" 2>&1 ||
       { cat "$d/qperf.$t" "$d/qperf.server"; fail "qperf -cm1 $t"; }
     # a result, and not 0: something went through the QP the CM connected
-    grep -Eq '(latency|bw|msg_rate) += +[0-9.]*[1-9][0-9.]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
+    grep -Eq '(latency|bw|msg_rate) += +[0-9.,]*[1-9][0-9.,]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
     echo "ok: qperf -cm1 $t: $(grep -E '(latency|bw|msg_rate) +=' "$d/qperf.$t" | tr -s ' ')"
   done
   th_stop "$srv"; srv=
@@ -144,7 +144,7 @@ sleep 0.5
 for t in rc_lat rc_bw; do
   in_b timeout 60 $vb qperf "$ADDR_A" -cm1 -t 2 $t >"$d/qperf.$t" 2>&1 ||
     { cat "$d/qperf.$t" "$d/qperf.server"; fail "qperf -cm1 $t"; }
-  grep -Eq '(latency|bw) += +[0-9.]*[1-9][0-9.]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
+  grep -Eq '(latency|bw) += +[0-9.,]*[1-9][0-9.,]* ' "$d/qperf.$t" || { cat "$d/qperf.$t"; fail "qperf $t: no result"; }
   echo "ok: qperf -cm1 $t: $(grep -E '(latency|bw) +=' "$d/qperf.$t" | tr -s ' ')"
 done
 th_stop "$srv"; srv=

@@ -53,7 +53,7 @@ else
   for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
   for t in $qtests; do
     if app timeout 60 qperf -lp 19765 198.18.1.1 -t 2 $t > "/run/shared/qperf.$t" 2>&1 &&
-       grep -Eq '(latency|bw|msg_rate) += +[0-9.]*[1-9][0-9.]* ' "/run/shared/qperf.$t"; then
+       grep -Eq '(latency|bw|msg_rate) += +[0-9.,]*[1-9][0-9.,]* ' "/run/shared/qperf.$t"; then
       say "ok: qperf $t over roshm0: $(grep -E '(latency|bw|msg_rate) +=' "/run/shared/qperf.$t" | tr -s ' ')"
     else
       say "FAIL: qperf $t over roshm0"; cat "/run/shared/qperf.$t"
