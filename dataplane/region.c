@@ -2,6 +2,7 @@
 /* Region memory: [header | txn staging log | data area], the owner's memfd. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -101,6 +102,13 @@ int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_
 	rg->txn_slots = txn_slots;
 	rg->slot_size = slot_size;
 	rg->data_off = data_off;
+	/* Owner side of one-round-trip commits: without it (no memory) an
+	 * attempt sent again is looked for in the log only. Re-attached, it
+	 * starts from the outcomes the log still holds (the last roshmd's
+	 * record of them died with it). */
+	rg->txn_ids = txn_slots ? calloc(1, sizeof(*rg->txn_ids)) : NULL;
+	if (rg->txn_ids)
+		rd_txn_ids_from_log(rg, reattach ? copy.txn_tail : 0);
 	return 0;
 }
 
@@ -120,4 +128,6 @@ void rd_region_free(struct rd_region *rg)
 		close(rg->fd);
 	rg->map = NULL;
 	rg->fd = -1;
+	free(rg->txn_ids);
+	rg->txn_ids = NULL;
 }

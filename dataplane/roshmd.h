@@ -70,6 +70,20 @@ struct rd_defer {
 	enum rd_defer_kind kind;
 };
 
+/*
+ * The owner's record of its last RD_TXN_IDS one-round-trip commits to a
+ * region (tcp TXN_COMMIT, txn_one.c), in sequence order: an attempt sent
+ * again after its answer was lost finds its outcome here, however far the
+ * log has moved on since. Private memory (the log is the owner pod's).
+ */
+#define RD_TXN_IDS 512u
+struct rd_txn_ids {
+	uint64_t since;               /* txn_tail when it began: later sequences are all here */
+	uint64_t evicted;             /* 1 + the highest sequence that fell out, 0: none */
+	uint32_t n, next;
+	struct { uint64_t id, res; } e[RD_TXN_IDS]; /* res: ROSHM_TCP_TXN(kind, seq) */
+};
+
 struct rd_region {
 	uint32_t id;                  /* local: slot in the export table (1..max_regions);
 					 remote: the owner node's region id */
@@ -107,7 +121,10 @@ struct rd_region {
 	uint64_t hole_since;          /* owner's poller: when the next sequence became a hole */
 	uint64_t abort_sent;          /* owner's poller: when its abort CAS went to the NIC */
 	uint64_t applied;             /* owner's poller: next sequence to apply */
+	struct rd_txn_ids *txn_ids;   /* owner's poller: recent one-round-trip outcomes (txn_one.c) */
 	uint64_t txn_hint;            /* writer's poller: highest txn_applied seen */
+	uint64_t txn_lb;              /* writer's poller: a lower bound of txn_tail (a reserved
+					 sequence + 1), for TXN_COMMIT's look after a lost answer */
 	struct rd_provider *xport;    /* provider that reaches this region */
 	struct rd_client *owner;      /* control view; NULL once closed */
 	uint32_t owner_handle;
@@ -368,7 +385,10 @@ struct rd_poller_stats {
 	uint64_t copy_yields;         /* big copies that gave their turn to another tenant's small op */
 	uint64_t xport_busy;          /* SQEs left in their ring: the transport was full */
 	uint64_t txn_committed, txn_replayed, txn_log_full;   /* as writer */
+	uint64_t txn_one;             /* as writer: committed in one round trip (TXN_COMMIT) */
+	uint64_t txn_again;           /* as writer: TXN_COMMITs sent again, their answer lost */
 	uint64_t txn_applied, txn_aborted, txn_invalid;       /* as owner */
+	uint64_t txn_found;           /* as owner: a TXN_COMMIT sent again found its first attempt */
 	/* completions posted to clients */
 	uint64_t done[RD_XPORTS][RD_SOPS][RD_STATUSES];
 	/* successful client operations, consumed to completed: buckets of
@@ -536,6 +556,8 @@ struct rd_guard;
 int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_t data_size,
 		   uint32_t txn_slots, uint32_t slot_size, bool reattach);
 void rd_region_free(struct rd_region *rg);
+/* Fill @rg's new rd_txn_ids from its log, whose txn_tail was @tail (txn_one.c). */
+void rd_txn_ids_from_log(struct rd_region *rg, uint64_t tail);
 
 /* Client memory (shm.c): map and seal a memfd the client made and touched.
  * Flags: */

@@ -457,6 +457,8 @@ static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		rg->va_base = t->va_base;
 		rg->restricted = t->restricted;
 		rg->txn_hint = 0;
+		if (!rg->keep_log)
+			rg->txn_lb = 0; /* a new log: its tail starts again */
 		rg->gen++;
 		rg->paused = false;
 		break;
@@ -884,6 +886,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			op.client = c;
 			op.txn = NULL;
 			op.raw = false;
+			op.again = false;
 			op.src = NULL;
 			op.dst = NULL;
 			op.status = 0;

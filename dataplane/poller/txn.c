@@ -4,17 +4,21 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <rte_cycles.h>
 #include <rte_hash_crc.h>
 
 #include "poller/txn.h"
+#include "roshm/wire.h"
 #include "transport/transport.h"
 
 enum txn_state {
 	T_FREE,
 	T_BUILD,      /* gathering TXN_WRITEs */
 	T_RESERVE,
+	T_ONE,        /* TXN_COMMIT: reserve, stage and commit in one request (tcp) */
 	T_WAIT,       /* reading txn_applied until slot s is free (log full) */
 	T_STAGE,      /* staging WRITE and commit CAS go out back to back */
 	T_COMMIT,     /* waiting for them */
@@ -43,6 +47,9 @@ struct rd_txn {
 	int32_t last_st;              /* the answer that drives the next step */
 	uint64_t last_res;
 	uint32_t gen;                 /* region->gen when it started */
+	uint64_t id;                  /* T_ONE: this attempt's txn_id */
+	uint64_t lb;                  /* T_ONE: a lower bound of txn_tail before it was sent */
+	bool again;                   /* T_ONE: an attempt's outcome was lost: look for it */
 	uint32_t staged_len;          /* bytes from ROSHM_TXN_STAGE_OFF */
 	uint8_t *img;                 /* slot image (struct roshm_txn_slot + segs + payload) */
 	uint64_t rd[1 + ROSHM_TXN_HISTORY]; /* CHECK: state + history */
@@ -55,7 +62,7 @@ struct rd_txn_engine {
 	uint32_t n, max_slot;
 	struct rd_txn *free;
 	uint32_t active;
-	uint64_t next_id;
+	uint64_t id_seed, id_count;   /* txn ids: 64 random bits each (txn_one.c finds them) */
 	uint64_t hz;
 	struct rd_region **owned;     /* local regions with a log, applied by us */
 	uint32_t nowned, maxowned;
@@ -102,8 +109,10 @@ int rd_txn_init(struct rd_poller *p)
 		e->pool[i].next_free = e->free;
 		e->free = &e->pool[i];
 	}
-	/* ids unique across restarts and nodes, for diagnostics */
-	e->next_id = (rte_rdtsc() & 0xffffffull) << 40;
+	/* Transaction ids: unique across restarts and nodes (an attempt is
+	 * found by its id in the log after its answer was lost). */
+	if (getrandom(&e->id_seed, sizeof(e->id_seed), 0) != sizeof(e->id_seed))
+		e->id_seed = rte_rdtsc() ^ ((uint64_t)getpid() << 32);
 	p->txn = e;
 	return 0;
 }
@@ -133,6 +142,46 @@ void rd_txn_fini(struct rd_poller *p)
 static uint64_t us_to_cycles(const struct rd_txn_engine *e, uint64_t us)
 {
 	return e->hz / 1000000 * us;
+}
+
+/* A new transaction id: the seed's counter through splitmix64's finalizer,
+ * a bijection, so one engine never repeats one and two engines collide as
+ * two random 64-bit numbers do. */
+static uint64_t new_id(struct rd_txn_engine *e)
+{
+	uint64_t z = e->id_seed + ++e->id_count * 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* A lower bound of the region's txn_tail seen from here: @seq was reserved. */
+static inline void saw_seq(struct rd_region *rg, uint64_t seq)
+{
+	if (seq + 1 > rg->txn_lb)
+		rg->txn_lb = seq + 1;
+}
+
+/*
+ * A new attempt, with a new sequence: in one request where the region's
+ * transport takes one (tcp: TXN_COMMIT, roshm/wire.h), else the reserve of
+ * the two-round-trip protocol.
+ */
+static void fresh_attempt(struct rd_txn *t)
+{
+	const struct rd_region *rg = t->region;
+
+	t->have_seq = false;
+	t->committing = false;
+	t->again = false;
+	if (rg->xport->txn_one && t->staged_len <= rg->xport->max_msg) {
+		t->id = new_id(t->e);
+		t->lb = rg->txn_lb > rg->txn_hint ? rg->txn_lb : rg->txn_hint;
+		t->state = T_ONE;
+	} else {
+		t->state = T_RESERVE;
+	}
 }
 
 /* Give a context back: its quota counts, its hold on the region. */
@@ -190,7 +239,7 @@ static uint32_t crc_bytes(const uint8_t *p, uint32_t len, uint32_t crc)
 	return crc;
 }
 
-static uint32_t staged_crc(const uint8_t *staged, uint32_t len)
+uint32_t rd_txn_staged_crc(const uint8_t *staged, uint32_t len)
 {
 	/* Everything staged except the crc word itself (bytes 24..27 of the staged part). */
 	uint32_t crc = crc_bytes(staged, 24, 0xffffffffu);
@@ -216,6 +265,7 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 	op.sqe.len = len;
 	op.sqe.operand1 = op1;
 	op.sqe.operand2 = op2;
+	op.again = opcode == ROSHM_OP_TXN_COMMIT && t->again;
 	r = rd_poller_submit(t->e->p, &op);
 	if (r == 1) {
 		*st = op.status;
@@ -264,8 +314,7 @@ static int gate(struct rd_txn *t, int32_t *st, uint64_t *res)
 		*st = t->committing ? -EIO : -EAGAIN;
 		if (!t->committing) {
 			t->gen = rg->gen;
-			t->have_seq = false;
-			t->state = T_RESERVE;
+			fresh_attempt(t);
 		}
 		return 1;
 	}
@@ -273,7 +322,7 @@ static int gate(struct rd_txn *t, int32_t *st, uint64_t *res)
 		*st = -EOPNOTSUPP; /* defensive: no log to write into */
 		return 1;
 	}
-	if (rg->paused || (rg->draining && t->state == T_RESERVE)) {
+	if (rg->paused || (rg->draining && (t->state == T_RESERVE || (t->state == T_ONE && !t->again)))) {
 		*st = -EAGAIN; /* stale or draining: wait, do not start */
 		return 1;
 	}
@@ -288,6 +337,21 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 	case T_RESERVE:
 		return issue(t, ROSHM_OP_FETCH_ADD, offsetof(struct roshm_region_hdr, txn_tail), 8, 1, 0,
 			     NULL, NULL, st, res);
+	case T_ONE: {
+		struct roshm_txn_slot *sl = (void *)t->img;
+
+		/* The owner fills in seq and crc (it picks s); a seq that is
+		 * no sequence until then, so that a half-received record is
+		 * never taken for one (txn_one.c). */
+		sl->seq = UINT64_MAX;
+		sl->crc = 0;
+		sl->txn_id = t->id;
+		t->committing = t->again;
+		if (t->again)
+			RD_STAT_ADD(t->e->p->stats.txn_again, 1);
+		return issue(t, ROSHM_OP_TXN_COMMIT, 0, t->staged_len, t->id, t->lb,
+			     t->img + ROSHM_TXN_STAGE_OFF, NULL, st, res);
+	}
 	case T_WAIT:
 		return issue(t, ROSHM_OP_READ, offsetof(struct roshm_region_hdr, txn_applied), 8, 0, 0,
 			     NULL, t->rd, st, res);
@@ -299,7 +363,7 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 
 		sl->seq = t->seq;
 		sl->crc = 0;
-		sl->crc = staged_crc(staged, t->staged_len);
+		sl->crc = rd_txn_staged_crc(staged, t->staged_len);
 		t->stage_err = 0;
 		t->cas_sent = false;
 		t->have_last = false;
@@ -350,6 +414,63 @@ static int check_outcome(const struct rd_txn *t)
 	return t->committing ? -2 : -1;
 }
 
+/* Slot s is free once s - slots was applied; the last txn_applied we saw
+ * usually proves it without asking. */
+static inline enum txn_state stage_or_wait(const struct rd_txn *t)
+{
+	return t->seq < t->region->txn_hint + t->region->txn_slots ? T_STAGE : T_WAIT;
+}
+
+/*
+ * The answer to a TXN_COMMIT (T_ONE): 1 the next step is set (issue it), 0
+ * wait (a retry is set), -1 finished.
+ */
+static int one_answer(struct rd_txn *t, int32_t st, uint64_t res)
+{
+	uint64_t s = ROSHM_TCP_TXN_SEQ(res);
+
+	switch (st) {
+	case 0:
+		break;
+	case -EAGAIN: /* nothing happened: log full or draining */
+		retry_later(t);
+		return 0;
+	case -ESTALE: case -EIO: case -EOPNOTSUPP: case -EMSGSIZE: case -EACCES:
+		txn_finish(t, st); /* the owner's answer (EIO: the outcome is lost) */
+		return -1;
+	default:
+		/* The answer was lost with its connection (or the request never
+		 * left): the next attempt asks the owner to look for this one. */
+		t->again = true;
+		t->committing = true;
+		retry_later(t);
+		return 0;
+	}
+	saw_seq(t->region, s);
+	switch (ROSHM_TCP_TXN_KIND(res)) {
+	case ROSHM_TCP_TXN_COMMITTED:
+		t->seq = s;
+		RD_STAT_ADD(t->e->p->stats.txn_committed, 1);
+		RD_STAT_ADD(t->e->p->stats.txn_one, 1);
+		txn_finish(t, 0);
+		return -1;
+	case ROSHM_TCP_TXN_RESERVED: /* s is ours; the log was full */
+		t->seq = s;
+		t->have_seq = true;
+		t->committing = false;
+		t->again = false;
+		t->state = stage_or_wait(t);
+		return 1;
+	case ROSHM_TCP_TXN_ABORTED: /* its slot was given up on before the record was in */
+		RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
+		fresh_attempt(t);
+		return 1;
+	default:
+		txn_finish(t, -EIO); /* no answer of the protocol */
+		return -1;
+	}
+}
+
 /* Advance with the result of the step that just completed. Steps that
  * complete at once (a local region) go on here, at most STEPS_PER_ROUND of
  * them: the rest waits for the next round (a log full of a hostile owner's
@@ -363,7 +484,12 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			txn_finish(t, -ETIMEDOUT);
 			return;
 		}
-		if (st) {
+		if (t->state == T_ONE) {
+			int r = one_answer(t, st, res);
+
+			if (r <= 0)
+				return;
+		} else if (st) {
 			/* Connection lost, peer down, region gone: the outcome of a
 			 * sent commit is unknown; find out once the peer is back. */
 			if (st == -ESTALE || st == -EIO || st == -EOPNOTSUPP) {
@@ -380,15 +506,13 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 				t->state = t->committing ? T_CHECK : T_STAGE;
 			retry_later(t); /* RESERVE, WAIT, CHECK: ask again */
 			return;
-		}
-		switch (t->state) {
+		} else switch (t->state) {
 		case T_RESERVE:
+			saw_seq(t->region, res);
 			t->seq = res;
 			t->have_seq = true;
 			t->committing = false;
-			/* Slot s is free once s - slots was applied; the last
-			 * txn_applied we saw usually proves it without asking. */
-			t->state = t->seq < t->region->txn_hint + t->region->txn_slots ? T_STAGE : T_WAIT;
+			t->state = stage_or_wait(t);
 			break;
 		case T_WAIT:
 			if (t->rd[0] > t->region->txn_hint)
@@ -411,8 +535,7 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			 * land (the owner rejects a committed bad record): replay
 			 * with a new sequence. */
 			RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
-			t->have_seq = false;
-			t->state = T_RESERVE;
+			fresh_attempt(t);
 			break;
 		case T_CHECK: {
 			int o = check_outcome(t);
@@ -430,8 +553,7 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			if (o == 0) {
 				t->state = T_STAGE;
 			} else {
-				t->have_seq = false;
-				t->state = T_RESERVE;
+				fresh_attempt(t);
 			}
 			break;
 		}
@@ -591,17 +713,15 @@ int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_s
 			txn_free(t);
 		return status;
 	}
-	((struct roshm_txn_slot *)t->img)->txn_id = e->next_id++;
+	((struct roshm_txn_slot *)t->img)->txn_id = new_id(e);
 	t->t0 = rte_rdtsc();
 	t->user_data = s->user_data;
-	t->have_seq = false;
-	t->committing = false;
 	t->outstanding = 0;
 	t->have_last = false;
 	t->retry_at = 0;
 	t->deadline = rte_get_timer_cycles() + us_to_cycles(e, (uint64_t)p->cfg->txn_deadline_ms * 1000);
-	t->state = T_RESERVE;
 	t->gen = t->region->gen;
+	fresh_attempt(t);
 	e->active++;
 	if (step_issue(t, &st, &res))
 		advance(t, st, res);
@@ -689,7 +809,7 @@ static uint32_t slot_copy(const struct rd_region *rg, const uint8_t *sl, uint64_
 	}
 	if (sum != c->payload_len)
 		return 0;
-	if (staged_crc(buf + ROSHM_TXN_STAGE_OFF, (uint32_t)(total - ROSHM_TXN_STAGE_OFF)) != c->crc)
+	if (rd_txn_staged_crc(buf + ROSHM_TXN_STAGE_OFF, (uint32_t)(total - ROSHM_TXN_STAGE_OFF)) != c->crc)
 		return 0;
 	return (uint32_t)total;
 }

@@ -61,4 +61,22 @@ void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on);
 uint32_t rd_txn_slot_apply(struct rd_region *rg, const void *slot, uint64_t seq, uint8_t *buf,
 			   uint32_t cap);
 
+/* CRC32C of a staged record (@len bytes from ROSHM_TXN_STAGE_OFF), all but
+ * its crc word: what the writer fills in and the owner's apply checks. */
+uint32_t rd_txn_staged_crc(const uint8_t *staged, uint32_t len);
+
+/*
+ * The owner's half of a tcp TXN_COMMIT (txn_one.c; the protocol is in
+ * roshm/wire.h), on the owner's poller. rd_txn_one_begin at the request's
+ * header (@rg checked for epoch, key and access): 0, the @len staged bytes
+ * go to rd_txn_one_dst(rg, *seq), then rd_txn_one_end gives the response's
+ * result; 1, answered at once (*status, *result), the payload is dropped.
+ */
+int rd_txn_one_begin(struct rd_region *rg, uint64_t id, uint64_t lb, bool again, uint32_t len,
+		     uint64_t *seq, int32_t *status, uint64_t *result);
+uint8_t *rd_txn_one_dst(const struct rd_region *rg, uint64_t seq);
+/* Whether slot @seq is still waiting for @seq's record (not given up on). */
+bool rd_txn_one_holds(const struct rd_region *rg, uint64_t seq);
+uint64_t rd_txn_one_end(struct rd_region *rg, uint64_t id, uint64_t seq, uint32_t len);
+
 #endif

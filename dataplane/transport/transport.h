@@ -39,6 +39,7 @@ struct rd_op {
 	bool raw;                   /* sqe.off is from the region start (header, log) */
 	const uint8_t *src;         /* WRITE source instead of the client's arena */
 	uint8_t *dst;               /* READ destination instead of the client's arena */
+	bool again;                 /* TXN_COMMIT: an earlier attempt's outcome was lost */
 	int32_t status;
 	uint64_t result;
 };
@@ -159,6 +160,9 @@ struct rd_provider {
 	void *priv;                   /* poller-side state */
 	void *ctl_priv;               /* control-side state */
 	uint32_t max_msg;             /* largest WRITE/READ (the poller checks) */
+	/* takes TXN_COMMIT (a transaction in one round trip, roshm/wire.h):
+	 * the responder is the owner's roshmd, not a NIC */
+	bool txn_one;
 	int wake_fd;                  /* in the poller's epoll: on_wake; -1 none */
 	/* local: atomics on this node's regions go through this provider (the
 	 * NIC's atomics are not atomic with the CPU's): NULL means the CPU */

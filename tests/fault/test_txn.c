@@ -372,6 +372,65 @@ static void test_link_cut(void **state)
 	roshm_close(x.owner);
 }
 
+/* A counter of @d's `roshmctl stats`; -1 when it cannot be had. */
+static long long stat_of(struct th_daemon *d, const char *name)
+{
+	char *json = NULL, key[64], *at;
+	long long v = -1;
+
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	if (!th_admin(d, "stats", &json) && json && (at = strstr(json, key)))
+		v = strtoll(at + strlen(key), NULL, 10);
+	free(json);
+	return v;
+}
+
+/*
+ * The answer to a one-round-trip commit lost with its connection. The
+ * owner's roshmd (node 1) is stopped, so that node 2's next commit waits in
+ * node 1's socket; node 2's link goes down; node 1 resumes, runs the commit
+ * and answers into the void; node 2's connection is destroyed (ss -K) and
+ * its link comes back. Node 2 sends the commit again over its next
+ * connection and node 1 looks for it: found, it had run (txn_found); not
+ * found, it never ran and runs now. Nothing acknowledged is lost, nothing
+ * applied twice, and an attempt that had run was found.
+ */
+static void test_answer_lost(void **state)
+{
+	struct stream x;
+	long long again, found, one;
+
+	(void)state;
+	stream_start(&x, "txn-lost", 1500, 1500, 200);
+	for (int i = 0; i < 8; i++) {
+		uint64_t before = sh->done[0];
+
+		kill(nodes[1].pid, SIGSTOP);
+		usleep(30000);
+		th_sh("ip -n %s link set eth0 down", nodes[2].netns);
+		kill(nodes[1].pid, SIGCONT);
+		usleep(50000);
+		th_sh("ip netns exec %s ss -K dst 198.18.0.1 dport = 7471 >/dev/null", nodes[2].netns);
+		th_sh("ip -n %s link set eth0 up", nodes[2].netns);
+		/* until writer 0 is past the commit that was cut */
+		for (int k = 0; k < 300 && sh->done[0] < before + 2 && sh->done[0] < 1500; k++)
+			usleep(10000);
+	}
+	stream_join(&x);
+	stream_expect_all("stopped");
+	wait_applied(x.hdr);
+	verify(x.d, x.hdr, 2, x.ntx);
+	again = stat_of(&nodes[2], "txn_again");
+	one = stat_of(&nodes[2], "txn_one");
+	found = stat_of(&nodes[1], "txn_found");
+	print_message("node 2: %lld commits in one round trip, %lld sent again; node 1 found %lld "
+		      "of them in its log\n", one, again, found);
+	assert_true(one > 0);
+	assert_true(again > 0);
+	assert_true(found > 0);
+	roshm_close(x.owner);
+}
+
 /* Two instances of one region (before and after a drain): every transaction
  * in exactly one of them, whole, and acknowledged ones in one for sure. */
 static void verify_two(const uint8_t *d0, const struct roshm_region_hdr *h0, const uint8_t *d1,
@@ -568,6 +627,7 @@ int main(void)
 	const struct CMUnitTest multi[] = {
 		cmocka_unit_test(test_remote_stream),
 		cmocka_unit_test(test_link_cut),
+		cmocka_unit_test(test_answer_lost),
 		cmocka_unit_test(test_drain_under_load),
 		cmocka_unit_test(test_owner_roshmd_restarted),
 		cmocka_unit_test(test_writer_roshmd_stopped),

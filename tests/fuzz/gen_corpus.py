@@ -257,6 +257,26 @@ put('tcp_frames', 'bad_opcode', fctl(1, 0, 64) + req(99, 0, 8))
 put('tcp_frames', 'unfixed_key', fctl(0, 0, 64) + req(WRITE, 0, 8, key=1) + b'12345678')
 put('tcp_frames', 'many_reads', fctl(1, 0, 8) + b''.join(req(READ, 0, 4096, tag=i) for i in range(64)))
 put('tcp_frames', 'misaligned_atomic', fctl(1, 0, 64) + req(FADD, 3, 8, op1=1))
+# TXN_COMMIT: the staged record (seq and crc the owner's), its outcome looked up when sent again
+F_AGAIN = 2
+TXN = TXC
+
+
+def staged(nseg=1, plen=8, txn_id=7):
+    segs = b''.join(struct.pack('<QII', 64 * i, plen, 0) for i in range(nseg))
+    return struct.pack('<QQIIII', 2**64 - 1, txn_id, nseg, nseg * plen, 0, 0) + segs + b'P' * (nseg * plen)
+
+
+rec1 = staged()
+put('tcp_frames', 'txn_commit', fctl(1, 0, 64) + req(TXN, 0, len(rec1), op1=7) + rec1 +
+    req(TXN, 0, len(rec1), op1=8, tag=2) + staged(txn_id=8))
+put('tcp_frames', 'txn_again', fctl(1, 0, 16) + req(TXN, 0, len(rec1), op1=7) + rec1 +
+    req(TXN, 0, len(rec1), op1=7, op2=0, flags=F_AGAIN, tag=2) + rec1 +
+    req(TXN, 0, len(rec1), op1=9, op2=1, flags=F_AGAIN, tag=3) + staged(txn_id=9))
+put('tcp_frames', 'txn_log_full', fctl(1, 0, 64) + b''.join(
+    req(TXN, 0, len(rec1), op1=20 + i, tag=i) + staged(txn_id=20 + i) for i in range(4)))
+put('tcp_frames', 'txn_short', fctl(1, 1, 1) + req(TXN, 0, 8, op1=1) + b'12345678' +
+    req(TXN, 0, 2000, op1=2, tag=2) + b'L' * 2000)
 # payloads of 16 KiB and more are read straight into the region, the next header behind them
 put('tcp_frames', 'write_direct', fctl(1, 0, 64) + req(WRITE, 0, 20000) + b'D' * 20000 +
     req(WRITE, 20000, 32768, tag=2) + b'E' * 32768 + req(READ, 0, 20000, tag=3) +

@@ -54,11 +54,40 @@ ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello1) == 104, "hello1");
 ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello2) == 136, "hello2");
 ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
 
-/* Request: followed by @len payload bytes for WRITE. */
+/* Request: followed by @len payload bytes for WRITE and TXN_COMMIT. */
 #define ROSHM_TCP_F_RAW 1u     /* off is from the region start: transaction log access */
+#define ROSHM_TCP_F_AGAIN 2u   /* TXN_COMMIT: sent again after its outcome was lost */
+
+/*
+ * TXN_COMMIT: a transaction in one round trip. The owner's roshmd reserves a
+ * sequence s, receives the staged record (struct roshm_txn_slot from
+ * ROSHM_TXN_STAGE_OFF on, @len bytes, seq and crc left for the owner to
+ * fill) into slot s and commits it, all in its poller. operand1 is the
+ * record's txn_id (64 random bits, one per attempt), operand2 a lower bound
+ * the writer knows of txn_tail (the log's, before it sent the request). The
+ * response's result is ROSHM_TCP_TXN(kind, s) with status 0:
+ *   COMMITTED  done: s is the transaction's sequence
+ *   RESERVED   s is reserved but the log was full: stage and commit it the
+ *              two-round-trip way (WAIT, STAGE, COMMIT)
+ *   ABORTED    s was aborted before the record was in (the payload was
+ *              slower than txn_abort_ms): replay with a new id
+ * or a status: -EAGAIN nothing happened (log full, draining), -ESTALE,
+ * -EACCES, -EMSGSIZE as for other requests, -EIO (F_AGAIN only: the
+ * outcome can no longer be known).
+ * With ROSHM_TCP_F_AGAIN the owner first looks for txn_id in the log between
+ * operand2 and txn_tail: found, it answers that outcome; not found, the
+ * first attempt never ran (its connection was replaced before this one's
+ * first frame, so it never will) and this one runs as new.
+ */
+#define ROSHM_TCP_TXN_COMMITTED 0u
+#define ROSHM_TCP_TXN_RESERVED 1u
+#define ROSHM_TCP_TXN_ABORTED 2u
+#define ROSHM_TCP_TXN(kind, seq) (((uint64_t)(kind) << 62) | (seq))
+#define ROSHM_TCP_TXN_KIND(res) ((uint32_t)((res) >> 62))
+#define ROSHM_TCP_TXN_SEQ(res) ((res) & ((1ull << 62) - 1))
 
 struct roshm_tcp_req {
-	uint8_t opcode;         /* ROSHM_OP_WRITE, READ, FETCH_ADD, CMP_SWAP */
+	uint8_t opcode;         /* ROSHM_OP_WRITE, READ, FETCH_ADD, CMP_SWAP, TXN_COMMIT */
 	uint8_t flags;          /* ROSHM_TCP_F_* */
 	uint8_t rsvd[2];
 	uint32_t len;           /* WRITE/READ bytes; 8 for atomics */

@@ -26,6 +26,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "poller/txn.h"
 #include "transport/tcp/tcp.h"
 
 #define RX_BUF (256u * 1024)
@@ -440,7 +441,7 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	struct rd_region *rg = op->region;
 	struct rd_tcp_conn *c = rd_tcp_peer_conn(rg->peer);
 	const struct roshm_sqe *s = &op->sqe;
-	uint32_t payload = s->opcode == ROSHM_OP_WRITE ? s->len : 0;
+	uint32_t payload = s->opcode == ROSHM_OP_WRITE || s->opcode == ROSHM_OP_TXN_COMMIT ? s->len : 0;
 	struct roshm_tcp_req req;
 	struct rd_tcp_pend *pd;
 	uint32_t id;
@@ -461,7 +462,10 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	pd->dst = op->txn ? op->dst : op->client ? op->client->arena + s->arena_off : NULL;
 	memset(&req, 0, sizeof(req));
 	req.opcode = s->opcode;
-	req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
+	if (s->opcode == ROSHM_OP_TXN_COMMIT)
+		req.flags = op->again ? ROSHM_TCP_F_AGAIN : 0;
+	else
+		req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
 	req.len = s->len;
 	req.region_id = rg->id;
 	req.key = rg->key;
@@ -627,7 +631,11 @@ static inline uint8_t *req_base(const struct rd_region *rg, const struct roshm_t
 /* A malformed frame: the peer is not speaking our protocol. */
 static bool req_malformed(struct rd_tcp *t, const struct roshm_tcp_req *q)
 {
-	if ((q->flags & ~ROSHM_TCP_F_RAW) || q->rsvd[0] || q->rsvd[1] || q->len > t->max_msg)
+	if (q->rsvd[0] || q->rsvd[1] || q->len > t->max_msg)
+		return true;
+	if (q->opcode == ROSHM_OP_TXN_COMMIT)
+		return (q->flags & ~ROSHM_TCP_F_AGAIN) || q->off;
+	if (q->flags & ~ROSHM_TCP_F_RAW)
 		return true;
 	switch (q->opcode) {
 	case ROSHM_OP_WRITE:
@@ -673,6 +681,14 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 			 * where it said), or ESTALE if the region went meanwhile. */
 			respond(c, q.tag, c->rx_status, c->rx_status ? 0 : q.len, NULL, 0);
 			c->rx_rg = NULL;
+		} else if (q.opcode == ROSHM_OP_TXN_COMMIT) {
+			/* Staged in its slot: commit it now. Answered at its
+			 * header, or its region went meanwhile (ESTALE): say so. */
+			if (c->rx_rg)
+				respond(c, q.tag, 0, rd_txn_one_end(c->rx_rg, q.operand1, c->rx_seq, q.len), NULL, 0);
+			else
+				respond(c, q.tag, c->rx_status, c->rx_status ? 0 : c->rx_result, NULL, 0);
+			c->rx_rg = NULL;
 		}
 		return 0;
 	}
@@ -681,6 +697,43 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 	memcpy(&r, c->rx_hdr, sizeof(r));
 	pend_done(t, c, (uint32_t)r.tag, r.status, r.result);
 	return 0;
+}
+
+/*
+ * A TXN_COMMIT's header (roshm/wire.h): reserve its slot and receive the
+ * record there, or decide the answer now and drop the record. Answered
+ * after its payload either way (frame_done): an answer to a request still
+ * being sent is a protocol violation for the requester.
+ */
+static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct roshm_tcp_req *q)
+{
+	struct rd_region *rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
+	int32_t st = 0;
+	uint64_t res = 0, seq = 0;
+	bool stage = false;
+
+	if (!rg || rg->dead || rg->epoch != q->epoch)
+		st = -ESTALE;
+	else if (rg->key != q->key)
+		st = -EACCES;
+	else if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
+		st = -EACCES;
+	else if (!rd_txn_one_begin(rg, q->operand1, q->operand2, q->flags & ROSHM_TCP_F_AGAIN, q->len,
+				   &seq, &st, &res))
+		stage = true;
+	else if (!st && (q->flags & ROSHM_TCP_F_AGAIN) &&
+		 ROSHM_TCP_TXN_KIND(res) != ROSHM_TCP_TXN_RESERVED)
+		RD_STAT_ADD(t->poller->stats.txn_found, 1);
+	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
+	c->rx_rg = stage ? rg : NULL;
+	c->rx_seq = seq;
+	memcpy(c->rx_hdr, q, sizeof(*q));
+	c->rx_status = st;
+	c->rx_result = res;
+	c->rx_left = c->rx_len = q->len;
+	c->rx_state = 1;
+	if (!q->len)
+		frame_done(t, c), c->rx_state = 0;
 }
 
 /*
@@ -713,6 +766,10 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			conn_events(t, c);
 		}
 		c->rx_start += sizeof(q);
+		if (q.opcode == ROSHM_OP_TXN_COMMIT) {
+			txn_header(t, c, &q);
+			return 1;
+		}
 		st = check_req(t, &q, &rg);
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
@@ -778,6 +835,23 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	return 1;
 }
 
+/*
+ * A TXN_COMMIT's record goes into its slot only while the slot is still its
+ * sequence's. Given up on as a hole (its payload slower than txn_abort_ms)
+ * and handed to the next sequence, the slot is another record's: the rest
+ * is dropped and the answer is ABORTED. The apply that aborts holes runs on
+ * this thread, between our reads: checked before every write into it.
+ */
+static inline void rx_guard(struct rd_tcp_conn *c)
+{
+	if (c->rx_rg && c->rx_hdr[0] == ROSHM_OP_TXN_COMMIT && !rd_txn_one_holds(c->rx_rg, c->rx_seq)) {
+		c->rx_dst = NULL;
+		c->rx_rg = NULL;
+		c->rx_status = 0;
+		c->rx_result = ROSHM_TCP_TXN(ROSHM_TCP_TXN_ABORTED, c->rx_seq);
+	}
+}
+
 static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	uint32_t budget = RX_BUDGET;
@@ -792,6 +866,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 				uint32_t n = avail < c->rx_left ? avail : c->rx_left;
 
 				if (n) {
+					rx_guard(c);
 					if (c->rx_dst) {
 						memcpy(c->rx_dst, c->rx_buf + c->rx_start, n);
 						c->rx_dst += n;
@@ -831,6 +906,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 		 * into place, one read per frame. */
 		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
 		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
+			rx_guard(c);
 			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
 			uint32_t want = c->rx_left;
 			struct iovec v[2];
@@ -969,4 +1045,5 @@ struct rd_provider rd_tcp_provider = {
 	.xp = RD_XP_TCP,
 	.log_comp = RD_LC_TCP,
 	.wake_fd = -1,
+	.txn_one = true,
 };

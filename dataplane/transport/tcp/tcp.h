@@ -54,6 +54,8 @@ struct rd_tcp_conn {
 	uint8_t *rx_dst;              /* payload destination, NULL: discard */
 	struct rd_region *rx_rg;      /* inbound: the region rx_dst is in */
 	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
+	uint64_t rx_result;           /* inbound TXN_COMMIT answered at its header: its result */
+	uint64_t rx_seq;              /* inbound TXN_COMMIT being staged (rx_rg set): its sequence */
 	uint32_t rx_left;
 	uint32_t rx_len;              /* the payload's whole length */
 	uint8_t rx_hdr[64];           /* the header whose payload is being received */

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A one-round-trip commit (tcp TXN_COMMIT) whose record comes in slower than
+ * txn.abort_ms. The owner's roshmd reserves sequence s and receives the
+ * record straight into slot s; when the payload stalls, the apply gives s up
+ * as a hole and hands the slot to s + txn_slots, which another writer then
+ * stages and commits. The rest of the slow record must not land in that slot
+ * (it is the other transaction's now), nor may its seq and crc be written
+ * there: the slow writer is told ABORTED (it replays), the other
+ * transaction's record stays whole, and it is applied as committed.
+ *
+ * A hand-written peer that holds the cluster secret is the slow writer; the
+ * region's owner (tenant "a", one log slot) commits the other transaction
+ * itself. roshmd runs in a private network namespace (root, else skipped).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attack.h"
+
+#define PORT 7471
+#define SLOT (64u << 10)
+#define PAYLOAD (SLOT - ROSHM_TXN_STAGE_OFF)
+#define FIRST 4096u                   /* sent before the stall */
+#define ABORT_MS 200
+
+static struct th_daemon d;
+static struct atk_bystander by;
+static char workdir[256], secret[300], regdir[512];
+
+static void test_slow_record_after_abort(void **state)
+{
+	struct roshm_region_opts o = { .txn_slots = 1, .slot_size = SLOT };
+	struct roshm_tcp_req q;
+	struct roshm_tcp_resp resp;
+	struct roshm_region_hdr *h;
+	struct roshm_txn_slot *sl;
+	struct atk_rec rec;
+	struct roshm *a;
+	uint8_t *payload, *data, *arena, *staged;
+	uint32_t ha;
+	int err, fd, st;
+	char sf[300];
+
+	(void)state;
+	a = atk_open(&d, "a", NULL, &err);
+	assert_non_null(a);
+	assert_int_equal(roshm_region_create(a, "slow", 4096, &o, &ha), 0);
+	h = atk_region_hdr(a, ha, 1, SLOT);
+	sl = atk_slot(h, 0);
+	data = roshm_region_data(a, ha, NULL);
+	assert_int_equal(atk_record(regdir, "a", "slow", &rec), 0);
+	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
+	assert_int_equal(atk_publish_node(regdir, sf, "slowpeer", "tcp:127.0.0.1:7999"), 0);
+	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "slowpeer");
+	if (fd < 0)
+		fail_msg("peer handshake: %s", roshm_strerror(fd));
+
+	/* The slow writer: a TXN_COMMIT of a whole slot's record, 4 KiB of it. */
+	payload = malloc(PAYLOAD);
+	assert_non_null(payload);
+	memset(payload, 0xee, PAYLOAD);
+	memset(&q, 0, sizeof(q));
+	q.opcode = ROSHM_OP_TXN_COMMIT;
+	q.len = PAYLOAD;
+	q.region_id = rec.id;
+	q.key = rec.key;
+	q.epoch = rec.epoch;
+	q.operand1 = 0x51041234ull; /* its txn_id */
+	q.tag = 0x5107;
+	assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
+	assert_int_equal(atk_write_all(fd, payload, FIRST), 0);
+	staged = (uint8_t *)sl + ROSHM_TXN_STAGE_OFF;
+	for (int i = 0; i < 500 && staged[FIRST - 1] != 0xee; i++)
+		usleep(10000);
+	assert_int_equal(staged[FIRST - 1], 0xee); /* it reserved s = 0, its bytes are coming in */
+	assert_int_equal(h->txn_tail, 1);
+
+	/* The owner commits a transaction of its own: s = 1, the same slot,
+	 * once s = 0 was given up on (ABORT_MS). */
+	arena = roshm_arena(a, NULL);
+	memcpy(arena, "the other transaction, applied whole", 37);
+	struct roshm_txn_write tw = { .off = 100, .arena_off = 0, .len = 37 };
+	uint64_t seq = 0;
+
+	assert_int_equal(roshm_txn_sync(a, ha, &tw, 1, &seq), 0);
+	assert_int_equal(seq, 1);
+	for (int i = 0; i < 300 && h->txn_applied < 2; i++)
+		usleep(10000);
+	assert_int_equal(h->txn_applied, 2);
+	assert_int_equal(h->txn_aborted, 1);
+	assert_memory_equal(data + 100, "the other transaction, applied whole", 37);
+	/* slot 0 now holds s = 1's record, recycled for s = 2 */
+	uint8_t before[PAYLOAD];
+
+	memcpy(before, staged, PAYLOAD);
+	assert_int_equal(sl->seq, 1);
+
+	/* The rest of the slow record, and its answer. */
+	st = atk_write_all(fd, payload + FIRST, PAYLOAD - FIRST);
+	if (!st)
+		st = atk_read_full(fd, &resp, sizeof(resp), 5000);
+	if (st)
+		fail_msg("the slow writer got no answer: %s", roshm_strerror(st));
+	assert_int_equal(resp.tag, q.tag);
+	assert_int_equal(resp.status, 0);
+	if (ROSHM_TCP_TXN_KIND(resp.result) != ROSHM_TCP_TXN_ABORTED || ROSHM_TCP_TXN_SEQ(resp.result))
+		fail_msg("the slow writer was told kind %u, sequence %llu (expected ABORTED, 0)",
+			 ROSHM_TCP_TXN_KIND(resp.result),
+			 (unsigned long long)ROSHM_TCP_TXN_SEQ(resp.result));
+	usleep(100000);
+	/* nothing of it landed in the slot that is no longer its own */
+	if (memcmp(before, staged, PAYLOAD)) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < PAYLOAD; i++)
+			n += before[i] != staged[i];
+		fail_msg("%u bytes of the slot of s = 1 changed after the slow record's rest came "
+			 "(seq now %llu)", n, (unsigned long long)sl->seq);
+	}
+	assert_int_equal(h->txn_applied, 2);
+	assert_memory_equal(data + 100, "the other transaction, applied whole", 37);
+	close(fd);
+	free(payload);
+	roshm_close(a);
+	atk_bystander_check(&by);
+	atk_assert_alive(&d);
+}
+
+static int setup(void **state)
+{
+	char extra[1024];
+
+	(void)state;
+	snprintf(extra, sizeof(extra),
+		 ATK_TENANTS
+		 "channel: { hugepages = \"off\"; };\n"
+		 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
+		 " secret_file = \"%s\"; }; };\n"
+		 "txn: { abort_ms = %d; };\n", PORT, secret, ABORT_MS);
+	if (th_daemon_start(&d, "sec-txn-slow", extra))
+		return -1;
+	snprintf(regdir, sizeof(regdir), "%s/registry", d.dir);
+	return atk_bystander_start(&by, &d, "b", "by-slow") ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	atk_bystander_stop(&by);
+	atk_daemon_kill(&d);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slow_record_after_abort),
+	};
+	char ns[64];
+
+	if (geteuid() != 0) {
+		printf("tcp_txn_slow: skipped: needs root for a network namespace\n");
+		return 77;
+	}
+	th_cleanup_enable();
+	if (atk_netns_enter_new(ns, sizeof(ns)) || atk_workdir(workdir, sizeof(workdir), secret,
+							       sizeof(secret))) {
+		printf("tcp_txn_slow: cannot set up a network namespace and a work directory\n");
+		return 1;
+	}
+	return cmocka_run_group_tests_name("tcp_txn_slow", tests, setup, teardown);
+}
