@@ -9,6 +9,9 @@
  *   WAIT     FETCH_ADD state(s), 0 (a read)   until EMPTY(s): the slot is ours
  *   STAGE    WRITE the record (seq, segments, payload, crc32c) into the slot
  *   COMMIT   CMP_SWAP state(s) EMPTY(s) -> COMMITTED(s)
+ * Over tcp the four steps are one request instead (ONE: TXN_COMMIT, the
+ * owner's roshmd reserves, stages and commits; txn_one.c and roshm/wire.h),
+ * and an attempt whose answer was lost is sent again and found by its id.
  * The client's one CQE says 0 (result = s) only once the commit CAS
  * succeeded. A transport error leaves the outcome of an in-flight commit
  * unknown: the engine retries until it can read the slot (state and history)

@@ -224,7 +224,8 @@ struct roshm_txn_slot {
 	uint64_t history[ROSHM_TXN_HISTORY];
 	/* staged by the writer, from ROSHM_TXN_STAGE_OFF on */
 	uint64_t seq;
-	uint64_t txn_id;            /* the writer's id for it (diagnostics) */
+	uint64_t txn_id;            /* the writer's random id for this attempt: a tcp
+				       TXN_COMMIT whose answer was lost finds it by it */
 	uint32_t nseg;
 	uint32_t payload_len;
 	uint32_t crc;               /* crc32c of the staged bytes, all but this field */
