@@ -50,6 +50,7 @@ struct rd_txn {
 	uint64_t id;                  /* T_ONE: this attempt's txn_id */
 	uint64_t lb;                  /* T_ONE: a lower bound of txn_tail before it was sent */
 	bool again;                   /* T_ONE: an attempt's outcome was lost: look for it */
+	bool sync;                    /* the last operation completed in its submit (never left) */
 	uint32_t staged_len;          /* bytes from ROSHM_TXN_STAGE_OFF */
 	uint8_t *img;                 /* slot image (struct roshm_txn_slot + segs + payload) */
 	uint64_t rd[1 + ROSHM_TXN_HISTORY]; /* CHECK: state + history */
@@ -267,6 +268,7 @@ static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, u
 	op.sqe.operand2 = op2;
 	op.again = opcode == ROSHM_OP_TXN_COMMIT && t->again;
 	r = rd_poller_submit(t->e->p, &op);
+	t->sync = r == 1;
 	if (r == 1) {
 		*st = op.status;
 		*res = op.result;
@@ -439,10 +441,19 @@ static int one_answer(struct rd_txn *t, int32_t st, uint64_t res)
 		txn_finish(t, st); /* the owner's answer (EIO: the outcome is lost) */
 		return -1;
 	default:
-		/* The answer was lost with its connection (or the request never
-		 * left): the next attempt asks the owner to look for this one. */
-		t->again = true;
-		t->committing = true;
+		/* The answer was lost with its connection: the next attempt asks
+		 * the owner to look for this one. Refused before it left (the
+		 * peer down in the poller's view): as it was. */
+		if (!t->sync) {
+			t->again = true;
+			t->committing = true;
+		}
+		retry_later(t);
+		return 0;
+	}
+	if (ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_NOT_RUN) {
+		/* the lost attempt never ran; nothing started: a new one */
+		fresh_attempt(t);
 		retry_later(t);
 		return 0;
 	}
@@ -499,6 +510,14 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			if (st == -EAGAIN) {  /* paused or draining: nothing happened */
 				if (t->state == T_COMMIT && !t->committing)
 					t->state = T_STAGE;
+				retry_later(t);
+				return;
+			}
+			if (st == -ECANCELED && t->state == T_COMMIT && !t->committing) {
+				/* The staging WRITE came after the slot was given up
+				 * on (slower than txn.abort_ms): replay. */
+				RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
+				fresh_attempt(t);
 				retry_later(t);
 				return;
 			}

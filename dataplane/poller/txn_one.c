@@ -32,8 +32,10 @@
 #include "poller/txn.h"
 #include "roshm/wire.h"
 
-/* Sequences one F_AGAIN request may look through (a peer picks @lb). */
-#define FIND_MAX 4096u
+/* Log slots one F_AGAIN request may look through (a peer picks @lb): about
+ * a microsecond, what a 4 KiB READ costs; the record of outcomes covers
+ * the rest (512 compares in 8 KiB of private memory). */
+#define FIND_MAX 256u
 
 static inline struct roshm_txn_slot *slot_of(const struct rd_region *rg, uint64_t seq)
 {
@@ -70,10 +72,16 @@ static int outcome(const struct roshm_txn_slot *sl, uint64_t q, uint32_t slots)
 /* An outcome into the owner's record, the oldest one making room. */
 static void ids_add(struct rd_txn_ids *ids, uint64_t id, uint64_t res)
 {
-	if (ids->n == RD_TXN_IDS)
-		ids->evicted = ROSHM_TCP_TXN_SEQ(ids->e[ids->next].res) + 1;
-	else
+	if (ids->n == RD_TXN_IDS) {
+		/* Outcomes come in the order their records finished, not in
+		 * sequence order: the bound only ever grows. */
+		uint64_t q = ROSHM_TCP_TXN_SEQ(ids->e[ids->next].res) + 1;
+
+		if (q > ids->evicted)
+			ids->evicted = q;
+	} else {
 		ids->n++;
+	}
 	ids->e[ids->next].id = id;
 	ids->e[ids->next].res = res;
 	ids->next = (ids->next + 1) % RD_TXN_IDS;
@@ -184,7 +192,12 @@ int rd_txn_one_begin(struct rd_region *rg, uint64_t id, uint64_t lb, bool again,
 	}
 	/* Draining: what is under way finishes, nothing new starts. */
 	if (rg->draining || tail - rg->applied >= rg->txn_slots) {
-		*status = -EAGAIN;
+		/* after a look that proved the first attempt never ran, say so:
+		 * the writer's next try is a new one (it needs no look) */
+		if (again)
+			*result = ROSHM_TCP_TXN(ROSHM_TCP_TXN_NOT_RUN, 0);
+		else
+			*status = -EAGAIN;
 		return 1;
 	}
 	s = __atomic_fetch_add(&h->txn_tail, 1, __ATOMIC_ACQ_REL);

@@ -9,13 +9,23 @@
  * there: the slow writer is told ABORTED (it replays), the other
  * transaction's record stays whole, and it is applied as committed.
  *
+ * The same for the two-round-trip protocol's staging WRITE (a raw WRITE into
+ * the slot after a FETCH_ADD of txn_tail), which a writer uses when its
+ * TXN_COMMIT found the log full: the rest is dropped and the WRITE answered
+ * -ECANCELED (its commit CAS then fails and the writer replays).
+ *
  * A hand-written peer that holds the cluster secret is the slow writer; the
  * region's owner (tenant "a", one log slot) commits the other transaction
  * itself. roshmd runs in a private network namespace (root, else skipped).
+ *
+ * Before the guard (tcp.c rx_guard), both cases overwrote 61413 bytes of the
+ * other transaction's record (and the TXN_COMMIT its seq).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +45,7 @@ static struct th_daemon d;
 static struct atk_bystander by;
 static char workdir[256], secret[300], regdir[512];
 
-static void test_slow_record_after_abort(void **state)
+static void slow_record(const char *name, bool raw)
 {
 	struct roshm_region_opts o = { .txn_slots = 1, .slot_size = SLOT };
 	struct roshm_tcp_req q;
@@ -49,14 +59,13 @@ static void test_slow_record_after_abort(void **state)
 	int err, fd, st;
 	char sf[300];
 
-	(void)state;
 	a = atk_open(&d, "a", NULL, &err);
 	assert_non_null(a);
-	assert_int_equal(roshm_region_create(a, "slow", 4096, &o, &ha), 0);
+	assert_int_equal(roshm_region_create(a, name, 4096, &o, &ha), 0);
 	h = atk_region_hdr(a, ha, 1, SLOT);
 	sl = atk_slot(h, 0);
 	data = roshm_region_data(a, ha, NULL);
-	assert_int_equal(atk_record(regdir, "a", "slow", &rec), 0);
+	assert_int_equal(atk_record(regdir, "a", name, &rec), 0);
 	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
 	assert_int_equal(atk_publish_node(regdir, sf, "slowpeer", "tcp:127.0.0.1:7999"), 0);
 	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "slowpeer");
@@ -68,12 +77,30 @@ static void test_slow_record_after_abort(void **state)
 	assert_non_null(payload);
 	memset(payload, 0xee, PAYLOAD);
 	memset(&q, 0, sizeof(q));
-	q.opcode = ROSHM_OP_TXN_COMMIT;
-	q.len = PAYLOAD;
 	q.region_id = rec.id;
 	q.key = rec.key;
 	q.epoch = rec.epoch;
-	q.operand1 = 0x51041234ull; /* its txn_id */
+	if (raw) {
+		/* reserve s = 0 (FETCH_ADD txn_tail), then stage into its slot */
+		q.opcode = ROSHM_OP_FETCH_ADD;
+		q.flags = ROSHM_TCP_F_RAW;
+		q.len = 8;
+		q.off = offsetof(struct roshm_region_hdr, txn_tail);
+		q.operand1 = 1;
+		q.tag = 0x5106;
+		assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
+		assert_int_equal(atk_read_full(fd, &resp, sizeof(resp), 5000), 0);
+		assert_int_equal(resp.status, 0);
+		assert_int_equal(resp.result, 0);
+		memcpy(payload, &(uint64_t){ 0 }, 8); /* the record's seq */
+		q.opcode = ROSHM_OP_WRITE;
+		q.off = ROSHM_REGION_HDR_SIZE + ROSHM_TXN_STAGE_OFF;
+		q.operand1 = 0;
+	} else {
+		q.opcode = ROSHM_OP_TXN_COMMIT;
+		q.operand1 = 0x51041234ull; /* its txn_id */
+	}
+	q.len = PAYLOAD;
 	q.tag = 0x5107;
 	assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
 	assert_int_equal(atk_write_all(fd, payload, FIRST), 0);
@@ -110,11 +137,16 @@ static void test_slow_record_after_abort(void **state)
 	if (st)
 		fail_msg("the slow writer got no answer: %s", roshm_strerror(st));
 	assert_int_equal(resp.tag, q.tag);
-	assert_int_equal(resp.status, 0);
-	if (ROSHM_TCP_TXN_KIND(resp.result) != ROSHM_TCP_TXN_ABORTED || ROSHM_TCP_TXN_SEQ(resp.result))
-		fail_msg("the slow writer was told kind %u, sequence %llu (expected ABORTED, 0)",
-			 ROSHM_TCP_TXN_KIND(resp.result),
-			 (unsigned long long)ROSHM_TCP_TXN_SEQ(resp.result));
+	if (raw) {
+		assert_int_equal(resp.status, -ECANCELED);
+	} else {
+		assert_int_equal(resp.status, 0);
+		if (ROSHM_TCP_TXN_KIND(resp.result) != ROSHM_TCP_TXN_ABORTED ||
+		    ROSHM_TCP_TXN_SEQ(resp.result))
+			fail_msg("the slow writer was told kind %u, sequence %llu (expected ABORTED, 0)",
+				 ROSHM_TCP_TXN_KIND(resp.result),
+				 (unsigned long long)ROSHM_TCP_TXN_SEQ(resp.result));
+	}
 	usleep(100000);
 	/* nothing of it landed in the slot that is no longer its own */
 	if (memcmp(before, staged, PAYLOAD)) {
@@ -130,8 +162,20 @@ static void test_slow_record_after_abort(void **state)
 	close(fd);
 	free(payload);
 	roshm_close(a);
-	atk_bystander_check(&by);
 	atk_assert_alive(&d);
+}
+
+static void test_slow_txn_commit(void **state)
+{
+	(void)state;
+	slow_record("slow", false);
+}
+
+static void test_slow_stage_write(void **state)
+{
+	(void)state;
+	slow_record("slow-raw", true);
+	atk_bystander_check(&by);
 }
 
 static int setup(void **state)
@@ -162,7 +206,8 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_slow_record_after_abort),
+		cmocka_unit_test(test_slow_txn_commit),
+		cmocka_unit_test(test_slow_stage_write),
 	};
 	char ns[64];
 

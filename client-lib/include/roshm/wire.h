@@ -71,17 +71,22 @@ ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
  *              two-round-trip way (WAIT, STAGE, COMMIT)
  *   ABORTED    s was aborted before the record was in (the payload was
  *              slower than txn_abort_ms): replay with a new id
+ *   NOT_RUN    (F_AGAIN only; s is 0) the first attempt never ran, and this
+ *              one did not start either (log full, draining): send it as
+ *              new, without F_AGAIN
  * or a status: -EAGAIN nothing happened (log full, draining), -ESTALE,
  * -EACCES, -EMSGSIZE as for other requests, -EIO (F_AGAIN only: the
  * outcome can no longer be known).
- * With ROSHM_TCP_F_AGAIN the owner first looks for txn_id in the log between
- * operand2 and txn_tail: found, it answers that outcome; not found, the
- * first attempt never ran (its connection was replaced before this one's
- * first frame, so it never will) and this one runs as new.
+ * With ROSHM_TCP_F_AGAIN the owner first looks for txn_id (its record of its
+ * last outcomes, then the log between operand2 and txn_tail): found, it
+ * answers that outcome; proved absent, the first attempt never ran (its
+ * connection was replaced before this one's first frame, so it never will)
+ * and this one runs as new.
  */
 #define ROSHM_TCP_TXN_COMMITTED 0u
 #define ROSHM_TCP_TXN_RESERVED 1u
 #define ROSHM_TCP_TXN_ABORTED 2u
+#define ROSHM_TCP_TXN_NOT_RUN 3u
 #define ROSHM_TCP_TXN(kind, seq) (((uint64_t)(kind) << 62) | (seq))
 #define ROSHM_TCP_TXN_KIND(res) ((uint32_t)((res) >> 62))
 #define ROSHM_TCP_TXN_SEQ(res) ((res) & ((1ull << 62) - 1))

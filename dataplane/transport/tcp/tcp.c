@@ -727,6 +727,9 @@ static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
 	c->rx_rg = stage ? rg : NULL;
 	c->rx_seq = seq;
+	/* the slot's state word is at its start, ROSHM_TXN_STAGE_OFF before */
+	c->rx_word = stage ? (const uint64_t *)(const void *)(c->rx_dst - ROSHM_TXN_STAGE_OFF) : NULL;
+	c->rx_expect = ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY);
 	memcpy(c->rx_hdr, q, sizeof(*q));
 	c->rx_status = st;
 	c->rx_result = res;
@@ -734,6 +737,29 @@ static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 	c->rx_state = 1;
 	if (!q->len)
 		frame_done(t, c), c->rx_state = 0;
+}
+
+/*
+ * A raw WRITE into a log slot (a staging WRITE, rd_raw_access_ok let it in:
+ * within one slot, from its staged part on) lands only while the slot's
+ * state word keeps the value it has now, an EMPTY one (the slot is waiting
+ * for a record): 0, or -ECANCELED when it is committed or aborted already.
+ */
+static int stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, uint64_t off)
+{
+	const uint64_t *w;
+	uint64_t v;
+
+	if (off < ROSHM_REGION_HDR_SIZE)
+		return 0; /* not the log (txn_tail, txn_applied are no WRITE) */
+	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + off -
+					     (off - ROSHM_REGION_HDR_SIZE) % rg->slot_size);
+	v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+	if (ROSHM_TXN_KIND(v) != ROSHM_TXN_EMPTY)
+		return -ECANCELED;
+	c->rx_word = w;
+	c->rx_expect = v;
+	return 0;
 }
 
 /*
@@ -774,6 +800,9 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
+			c->rx_word = NULL;
+			if (!st && (q.flags & ROSHM_TCP_F_RAW))
+				st = stage_guard(c, rg, q.off);
 			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
 			c->rx_rg = st ? NULL : rg;
 			c->rx_status = st;
@@ -836,19 +865,26 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 }
 
 /*
- * A TXN_COMMIT's record goes into its slot only while the slot is still its
+ * A record goes into its log slot only while the slot is still its
  * sequence's. Given up on as a hole (its payload slower than txn_abort_ms)
  * and handed to the next sequence, the slot is another record's: the rest
- * is dropped and the answer is ABORTED. The apply that aborts holes runs on
- * this thread, between our reads: checked before every write into it.
+ * is dropped, and the answer is ABORTED (TXN_COMMIT) or -ECANCELED (a raw
+ * staging WRITE: its commit CAS fails, the writer replays). The apply that
+ * aborts holes runs on this thread, between our reads: checked before
+ * every write into the slot. A region unexported meanwhile (rx_rg NULL) is
+ * not looked at.
  */
 static inline void rx_guard(struct rd_tcp_conn *c)
 {
-	if (c->rx_rg && c->rx_hdr[0] == ROSHM_OP_TXN_COMMIT && !rd_txn_one_holds(c->rx_rg, c->rx_seq)) {
-		c->rx_dst = NULL;
-		c->rx_rg = NULL;
+	if (!c->rx_rg || !c->rx_word || __atomic_load_n(c->rx_word, __ATOMIC_ACQUIRE) == c->rx_expect)
+		return;
+	c->rx_dst = NULL;
+	c->rx_rg = NULL;
+	if (c->rx_hdr[0] == ROSHM_OP_TXN_COMMIT) {
 		c->rx_status = 0;
 		c->rx_result = ROSHM_TCP_TXN(ROSHM_TCP_TXN_ABORTED, c->rx_seq);
+	} else {
+		c->rx_status = -ECANCELED;
 	}
 }
 

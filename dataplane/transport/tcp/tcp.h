@@ -56,6 +56,11 @@ struct rd_tcp_conn {
 	int32_t rx_status;            /* inbound WRITE: its answer, decided at its header */
 	uint64_t rx_result;           /* inbound TXN_COMMIT answered at its header: its result */
 	uint64_t rx_seq;              /* inbound TXN_COMMIT being staged (rx_rg set): its sequence */
+	/* inbound record going into a log slot (TXN_COMMIT, or a raw staging
+	 * WRITE): the slot's state word, which must keep this value while the
+	 * payload lands (else the slot went to another sequence); NULL: none */
+	const uint64_t *rx_word;
+	uint64_t rx_expect;
 	uint32_t rx_left;
 	uint32_t rx_len;              /* the payload's whole length */
 	uint8_t rx_hdr[64];           /* the header whose payload is being received */
