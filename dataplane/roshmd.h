@@ -72,7 +72,7 @@ struct rd_defer {
 
 /*
  * The owner's record of its last RD_TXN_IDS one-round-trip commits to a
- * region (tcp TXN_COMMIT, txn_one.c), in sequence order: an attempt sent
+ * region (tcp TXN_COMMIT, txn_owner.c): an attempt sent
  * again after its answer was lost finds its outcome here, however far the
  * log has moved on since. Private memory (the log is the owner pod's).
  */
@@ -121,7 +121,7 @@ struct rd_region {
 	uint64_t hole_since;          /* owner's poller: when the next sequence became a hole */
 	uint64_t abort_sent;          /* owner's poller: when its abort CAS went to the NIC */
 	uint64_t applied;             /* owner's poller: next sequence to apply */
-	struct rd_txn_ids *txn_ids;   /* owner's poller: recent one-round-trip outcomes (txn_one.c) */
+	struct rd_txn_ids *txn_ids;   /* owner's poller: recent one-round-trip outcomes (txn_owner.c) */
 	uint64_t txn_hint;            /* writer's poller: highest txn_applied seen */
 	uint64_t txn_lb;              /* writer's poller: a lower bound of txn_tail (a reserved
 					 sequence + 1), for TXN_COMMIT's look after a lost answer */
@@ -556,7 +556,7 @@ struct rd_guard;
 int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_t data_size,
 		   uint32_t txn_slots, uint32_t slot_size, bool reattach);
 void rd_region_free(struct rd_region *rg);
-/* Fill @rg's new rd_txn_ids from its log, whose txn_tail was @tail (txn_one.c). */
+/* Fill @rg's new rd_txn_ids from its log, whose txn_tail was @tail (txn_owner.c). */
 void rd_txn_ids_from_log(struct rd_region *rg, uint64_t tail);
 
 /* Client memory (shm.c): map and seal a memfd the client made and touched.

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <rte_cycles.h>
-#include <rte_hash_crc.h>
 
 #include "poller/txn.h"
 #include "roshm/wire.h"
@@ -63,7 +62,7 @@ struct rd_txn_engine {
 	uint32_t n, max_slot;
 	struct rd_txn *free;
 	uint32_t active;
-	uint64_t id_seed, id_count;   /* txn ids: 64 random bits each (txn_one.c finds them) */
+	uint64_t id_seed, id_count;   /* txn ids: 64 random bits each (txn_owner.c finds them) */
 	uint64_t hz;
 	struct rd_region **owned;     /* local regions with a log, applied by us */
 	uint32_t nowned, maxowned;
@@ -225,29 +224,6 @@ static inline uint64_t slot_off(const struct rd_txn *t)
 	return ROSHM_REGION_HDR_SIZE + (t->seq % t->region->txn_slots) * t->region->slot_size;
 }
 
-/* CRC32C of @len bytes at any alignment (rte_hash_crc loads through
- * uint64_t pointers, which needs 8-byte aligned data). */
-static uint32_t crc_bytes(const uint8_t *p, uint32_t len, uint32_t crc)
-{
-	uint64_t v8;
-
-	for (; len >= 8; p += 8, len -= 8) {
-		memcpy(&v8, p, 8);
-		crc = rte_hash_crc_8byte(v8, crc);
-	}
-	for (; len; p++, len--)
-		crc = rte_hash_crc_1byte(*p, crc);
-	return crc;
-}
-
-uint32_t rd_txn_staged_crc(const uint8_t *staged, uint32_t len)
-{
-	/* Everything staged except the crc word itself (bytes 24..27 of the staged part). */
-	uint32_t crc = crc_bytes(staged, 24, 0xffffffffu);
-
-	return crc_bytes(staged + 28, len - 28, crc);
-}
-
 /* Issue one operation; returns 1, with the status and result filled in, if it completed at once. */
 static int issue(struct rd_txn *t, uint8_t opcode, uint64_t off, uint32_t len, uint64_t op1,
 		 uint64_t op2, const void *src, void *dst, int32_t *st, uint64_t *res)
@@ -344,7 +320,7 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 
 		/* The owner fills in seq and crc (it picks s); a seq that is
 		 * no sequence until then, so that a half-received record is
-		 * never taken for one (txn_one.c). */
+		 * never taken for one (txn_owner.c). */
 		sl->seq = UINT64_MAX;
 		sl->crc = 0;
 		sl->txn_id = t->id;
@@ -785,180 +761,6 @@ void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on)
 	}
 }
 
-/* ---- owner side ---- */
-
-/*
- * Copy the staged part of slot @sl (sequence @seq) out of the region, which
- * its owner and its peers' NICs can write, into @buf (the engine's private
- * buffer of max_slot bytes), and check the copy: every field that is used
- * later is read from the copy only, once. Returns the copy's total length
- * (from the slot start), or 0 when the record is not valid.
- */
-static uint32_t slot_copy(const struct rd_region *rg, const uint8_t *sl, uint64_t seq, uint8_t *buf,
-			  uint32_t cap)
-{
-	struct roshm_txn_slot *c = (void *)buf;
-	uint64_t hdr, sum = 0, total;
-
-	if (rg->slot_size > cap || rg->slot_size < sizeof(*c))
-		return 0;
-	memcpy(buf + ROSHM_TXN_STAGE_OFF, sl + ROSHM_TXN_STAGE_OFF, sizeof(*c) - ROSHM_TXN_STAGE_OFF);
-	__asm__ volatile("" ::: "memory");
-	if (c->seq != seq || c->nseg > ROSHM_TXN_MAX_SEGS)
-		return 0;
-	hdr = sizeof(*c) + (uint64_t)c->nseg * sizeof(struct roshm_txn_seg);
-	total = hdr + c->payload_len;
-	if (total > rg->slot_size)
-		return 0;
-	/* the segment table and the payload, once, after the fixed part */
-	memcpy(buf + sizeof(*c), sl + sizeof(*c), (size_t)(total - sizeof(*c)));
-	__asm__ volatile("" ::: "memory");
-	/* A restricted region's window binds every record: the log does not
-	 * say who wrote it, and a peer's NIC or a hostile peer's raw WRITE
-	 * stages records no rd_sqe_check saw (the owner's own TXN_WRITE is
-	 * held to the window there, so it is never refused here). */
-	uint64_t lo = rg->restricted ? rg->win_lo : 0, hi = rg->restricted ? rg->win_hi : rg->data_size;
-
-	if (hi > rg->data_size)
-		return 0;
-	for (uint32_t i = 0; i < c->nseg; i++) {
-		if (c->seg[i].off < lo || c->seg[i].off > hi || c->seg[i].len > hi - c->seg[i].off)
-			return 0;
-		sum += c->seg[i].len;
-	}
-	if (sum != c->payload_len)
-		return 0;
-	if (rd_txn_staged_crc(buf + ROSHM_TXN_STAGE_OFF, (uint32_t)(total - ROSHM_TXN_STAGE_OFF)) != c->crc)
-		return 0;
-	return (uint32_t)total;
-}
-
-static void recycle(struct rd_region *rg, struct roshm_txn_slot *sl, uint64_t seq, uint32_t outcome)
-{
-	struct roshm_region_hdr *h = rg->map;
-	uint64_t hist[ROSHM_TXN_HISTORY];
-
-	/* The history is ours to keep, but it lives where the owner can write:
-	 * read it once, write it once. */
-	memcpy(hist, sl->history, sizeof(hist));
-	memmove(&hist[1], &hist[0], sizeof(hist[0]) * (ROSHM_TXN_HISTORY - 1));
-	hist[0] = ROSHM_TXN_STATE(seq, outcome);
-	memcpy(sl->history, hist, sizeof(hist));
-	/* The history is in place before the slot is handed to seq + slots. */
-	__atomic_store_n(&sl->state, ROSHM_TXN_STATE(seq + rg->txn_slots, ROSHM_TXN_EMPTY),
-			 __ATOMIC_RELEASE);
-	__atomic_store_n(&rg->applied, seq + 1, __ATOMIC_RELEASE); /* drain.c reads it */
-	rg->hole_since = 0;
-	rg->abort_sent = 0;
-	__atomic_store_n(&h->txn_applied, seq + 1, __ATOMIC_RELEASE);
-}
-
-/* Apply the checked private copy @c under the region's seqlock. */
-static void apply(struct rd_region *rg, const struct roshm_txn_slot *c)
-{
-	struct roshm_region_hdr *h = rg->map;
-	const uint8_t *src = (const uint8_t *)&c->seg[c->nseg];
-	/* Our own count: the owner may have written anything into the shared word. */
-	uint64_t sq = (__atomic_load_n(&h->seqlock, __ATOMIC_RELAXED) + 1) | 1;
-
-	/* Seqlock: odd while the data area changes; readers retry. */
-	__atomic_store_n(&h->seqlock, sq, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	for (uint32_t i = 0; i < c->nseg; i++) {
-		memcpy(rg->data + c->seg[i].off, src, c->seg[i].len);
-		src += c->seg[i].len;
-	}
-	__atomic_store_n(&h->seqlock, sq + 1, __ATOMIC_RELEASE);
-}
-
-uint32_t rd_txn_slot_apply(struct rd_region *rg, const void *slot, uint64_t seq, uint8_t *buf,
-			   uint32_t cap)
-{
-	uint32_t len = slot_copy(rg, slot, seq, buf, cap);
-
-	if (len)
-		apply(rg, (const void *)buf);
-	return len;
-}
-
-static unsigned apply_region(struct rd_txn_engine *e, struct rd_region *rg, uint64_t now, uint64_t abort,
-			     uint32_t *budget)
-{
-	struct roshm_region_hdr *h = rg->map;
-	unsigned n = 0;
-
-	while (n < 64 && *budget) {
-		uint64_t seq = rg->applied;
-		struct roshm_txn_slot *sl = (void *)((uint8_t *)rg->map + ROSHM_REGION_HDR_SIZE +
-						     (seq % rg->txn_slots) * rg->slot_size);
-		uint64_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-
-		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_COMMITTED)) {
-			uint32_t len = slot_copy(rg, (const uint8_t *)sl, seq, e->apply_buf, e->max_slot);
-
-			if (len) {
-				apply(rg, (const void *)e->apply_buf);
-				recycle(rg, sl, seq, ROSHM_TXN_APPLIED);
-				RD_STAT_ADD(e->p->stats.txn_applied, 1);
-			} else {
-				/* A committed record that fails its checks is never applied. */
-				recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
-				__atomic_fetch_add(&h->txn_aborted, 1, __ATOMIC_RELAXED);
-				RD_STAT_ADD(e->p->stats.txn_invalid, 1);
-			}
-			*budget = len + 64 >= *budget ? 0 : *budget - len - 64;
-			n++;
-			continue;
-		}
-		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY)) {
-			if (__atomic_load_n(&h->txn_tail, __ATOMIC_ACQUIRE) <= seq)
-				break; /* nothing reserved */
-			if (!rg->hole_since) {
-				rg->hole_since = now;
-				break;
-			}
-			if (now - rg->hole_since < abort)
-				break;
-			if (rg->peer && rg->xport->atomics) {
-				/* Peers' commits are NIC atomics that the CPU's are not
-				 * atomic with: abort with the NIC too (loopback QP). The
-				 * outcome shows in the state word on a later round. */
-				struct rd_op op;
-
-				if (rg->abort_sent && now - rg->abort_sent < abort)
-					break;
-				memset(&op, 0, sizeof(op));
-				op.region = rg;
-				op.raw = true;
-				op.sqe.opcode = ROSHM_OP_CMP_SWAP;
-				op.sqe.off = (uint64_t)((uint8_t *)&sl->state - (uint8_t *)rg->map);
-				op.sqe.len = 8;
-				op.sqe.operand1 = st;
-				op.sqe.operand2 = ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED);
-				if (rd_poller_submit(e->p, &op) >= 0)
-					rg->abort_sent = now;
-				break;
-			}
-			uint64_t expect = st;
-
-			if (!__atomic_compare_exchange_n(&sl->state, &expect,
-							 ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED), false,
-							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-				continue; /* committed at the last moment: apply it */
-			st = ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED);
-		}
-		if (st == ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED)) {
-			recycle(rg, sl, seq, ROSHM_TXN_ABORTED);
-			__atomic_fetch_add(&h->txn_aborted, 1, __ATOMIC_RELAXED);
-			RD_STAT_ADD(e->p->stats.txn_aborted, 1);
-			n++;
-			continue;
-		}
-		break; /* a state that is not ours to judge (owner scribbled): wait */
-	}
-	return n;
-}
-
 unsigned rd_txn_tick(struct rd_poller *p)
 {
 	struct rd_txn_engine *e = p->txn;
@@ -992,7 +794,8 @@ unsigned rd_txn_tick(struct rd_poller *p)
 	/* A bounded amount of copying per round, shared out: the region after
 	 * the last one served goes first next time. */
 	for (uint32_t i = 0; i < e->nowned && budget; i++)
-		n += apply_region(e, e->owned[(e->apply_next + i) % e->nowned], now, abort, &budget);
+		n += rd_txn_apply_region(p, e->owned[(e->apply_next + i) % e->nowned], e->apply_buf,
+					 e->max_slot, now, abort, &budget);
 	if (e->nowned)
 		e->apply_next = (e->apply_next + 1) % e->nowned;
 	return n;

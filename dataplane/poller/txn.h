@@ -10,7 +10,7 @@
  *   STAGE    WRITE the record (seq, segments, payload, crc32c) into the slot
  *   COMMIT   CMP_SWAP state(s) EMPTY(s) -> COMMITTED(s)
  * Over tcp the four steps are one request instead (ONE: TXN_COMMIT, the
- * owner's roshmd reserves, stages and commits; txn_one.c and roshm/wire.h),
+ * owner's roshmd reserves, stages and commits; txn_owner.c and roshm/wire.h),
  * and an attempt whose answer was lost is sent again and found by its id.
  * The client's one CQE says 0 (result = s) only once the commit CAS
  * succeeded. A transport error leaves the outcome of an in-flight commit
@@ -57,6 +57,12 @@ void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c);
  * @i 0 the staging images, 1 the read-back buffers. */
 void rd_txn_mem(const struct rd_poller *p, int i, uint8_t **base, size_t *len);
 void rd_txn_region_add(struct rd_poller *p, struct rd_region *rg, bool on);
+/* The owner side (txn_owner.c): apply @rg's committed records in order and
+ * abort its holes (older than @abort cycles), within *@budget bytes, with
+ * @buf (@cap bytes) for the private copy of each record. Returns the
+ * sequences it settled. */
+unsigned rd_txn_apply_region(struct rd_poller *p, struct rd_region *rg, uint8_t *buf, uint32_t cap,
+			     uint64_t now, uint64_t abort, uint32_t *budget);
 /* The owner side's apply of one committed slot of @rg (at @slot, sequence
  * @seq): copied once into @buf (@cap bytes, private), checked, applied from
  * the copy. Returns the record's length, or 0 when it is not valid (nothing
@@ -69,7 +75,7 @@ uint32_t rd_txn_slot_apply(struct rd_region *rg, const void *slot, uint64_t seq,
 uint32_t rd_txn_staged_crc(const uint8_t *staged, uint32_t len);
 
 /*
- * The owner's half of a tcp TXN_COMMIT (txn_one.c; the protocol is in
+ * The owner's half of a tcp TXN_COMMIT (txn_owner.c; the protocol is in
  * roshm/wire.h), on the owner's poller. rd_txn_one_begin at the request's
  * header (@rg checked for epoch, key and access): 0, the @len staged bytes
  * go to rd_txn_one_dst(rg, *seq), then rd_txn_one_end gives the response's

@@ -4,7 +4,7 @@
  * an inbound connection (dataplane/transport/tcp/tcp.c conn_rx, frame_header,
  * check_req, the WRITE payload into region memory, READ and atomics, a
  * TXN_COMMIT's reserve, record and commit and its look for an earlier
- * attempt (poller/txn_one.c), the answers through the tx ring), driven through the transport's poll and
+ * attempt (poller/txn_owner.c), the answers through the tx ring), driven through the transport's poll and
  * flush as the poller drives them, with a real poller (EAL in memory).
  *
  * One exported region (id 1) with a 2-slot log: mapped between two

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The owner side's apply of a committed transaction slot
- * (dataplane/poller/txn.c rd_txn_slot_apply): the slot lives in region memory its
+ * (dataplane/poller/txn_owner.c rd_txn_slot_apply): the slot lives in region memory its
  * owner (and every writer) can scribble on; roshmd copies it once into a
  * private buffer, checks it (sequence, segment count, lengths, bounds, crc)
  * and applies the copy to the data area under the region's seqlock.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The owner's half of a tcp TXN_COMMIT (dataplane/poller/txn_one.c) on a
+ * The owner's half of a tcp TXN_COMMIT (dataplane/poller/txn_owner.c) on a
  * region in plain memory: reserve, record, commit; and the look for an
  * attempt sent again (F_AGAIN) after its answer was lost, which must never
  * run a transaction that ran, and never say "unknown" when it can prove the
