@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Records staged over tcp into a region's transaction log, by a hand-written
+ * peer that holds the cluster secret (peers do; they are checked on every
+ * key and epoch). roshmd runs in a private network namespace (root needed,
+ * else skipped).
+ *
+ * 1. A record that outlives its region. Defect 3: when a region is
+ * unexported (its owner closes it), the tcp transport forgets a WRITE payload that is streaming into it only if the
+ * destination lies in the region's data area (rd_tcp_export). A raw
+ * transaction-staging WRITE (ROSHM_TCP_F_RAW) lands in the log, before the
+ * data area: its destination pointer survives the munmap, and the rest of the
+ * payload is written wherever it points, which is usually the next region
+ * created on the node, mapped at the same address.
+ *
+ * The peer sends a raw staging WRITE of ~1 MiB into the
+ * slot of tenant "a"'s region and stops after 8 KiB. Tenant "a" closes the
+ * region; tenant "b" creates one of the same mapping size. The peer sends the
+ * rest. Expected: b's new region is unchanged (header and data), the peer
+ * gets a non-zero status for that WRITE, roshmd stays up, and tenant b's
+ * other client beside it is unharmed.
+ *
+ * How it fails on today's code (main at ddc53d9), 5 of 5 runs:
+ *   "tenant b's new region changed: 1040352 of its bytes, the first at map
+ *    offset 12320 (0xee)" - the rest of the peer's payload, written into the
+ *    new region through the stale pointer (the peer's status was -116, ESTALE).
+ *
+ * 2. A record that outlives its slot: a one-round-trip commit (tcp
+ * TXN_COMMIT) whose record comes in slower than txn.abort_ms. The owner's roshmd reserves sequence s and receives the
+ * record straight into slot s; when the payload stalls, the apply gives s up
+ * as a hole and hands the slot to s + txn_slots, which another writer then
+ * stages and commits. The rest of the slow record must not land in that slot
+ * (it is the other transaction's now), nor may its seq and crc be written
+ * there: the slow writer is told ABORTED (it replays), the other
+ * transaction's record stays whole, and it is applied as committed.
+ *
+ * The same for the two-round-trip protocol's staging WRITE (a raw WRITE into
+ * the slot after a FETCH_ADD of txn_tail), which a writer uses when its
+ * TXN_COMMIT found the log full: the rest is dropped and the WRITE answered
+ * -ECANCELED (its commit CAS then fails and the writer replays).
+ *
+ * The peer is the slow writer; the region's owner (tenant "a", one log
+ * slot) commits the other transaction itself.
+ *
+ * Before the guard (tcp.c rx_guard), both cases overwrote 61413 bytes of the
+ * other transaction's record (and the TXN_COMMIT its seq).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attack.h"
+
+#define PORT 7471
+#define SLOT (1u << 20)
+#define PAYLOAD (SLOT - ROSHM_TXN_STAGE_OFF)
+#define FIRST 8192u                   /* sent before the pause */
+#define MAP (ROSHM_REGION_HDR_SIZE + 2 * SLOT) /* both regions' mapping size */
+/* 2: a slot of 64 KiB, a record of all of it, 4 KiB before the stall */
+#define SSLOT (64u << 10)
+#define SPAYLOAD (SSLOT - ROSHM_TXN_STAGE_OFF)
+#define SFIRST 4096u
+#define ABORT_MS 200
+
+static struct th_daemon d;
+static struct atk_bystander by;
+static char workdir[256], secret[300], regdir[512];
+
+static void test_stage_write_into_closed_region(void **state)
+{
+	struct roshm_region_opts o = { .txn_slots = 1, .slot_size = SLOT };
+	struct roshm_tcp_req q;
+	struct roshm_tcp_resp resp;
+	struct atk_rec rec;
+	struct roshm *a, *b;
+	uint8_t *ea, *payload, *snap, *bmap;
+	uint32_t ha, hb;
+	int err, fd, st;
+	char why[512] = "";
+	size_t wl = 0;
+
+	(void)state;
+	a = atk_open(&d, "a", NULL, &err);
+	assert_non_null(a);
+	b = atk_open(&d, "b", NULL, &err);
+	assert_non_null(b);
+	/* [hdr | 1 MiB slot | 1 MiB data] */
+	assert_int_equal(roshm_region_create(a, "stage", SLOT, &o, &ha), 0);
+	ea = (uint8_t *)atk_region_hdr(a, ha, 1, SLOT);
+	assert_int_equal(atk_record(regdir, "a", "stage", &rec), 0);
+
+	/* a peer that holds the registry's secret too: a node record of its own */
+	char sf[300];
+
+	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
+	assert_int_equal(atk_publish_node(regdir, sf, "intruder", "tcp:127.0.0.1:7999"), 0);
+	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "intruder");
+	if (fd < 0)
+		fail_msg("peer handshake: %s", roshm_strerror(fd));
+	payload = malloc(PAYLOAD);
+	assert_non_null(payload);
+	memset(payload, 0xee, PAYLOAD);
+	memset(&q, 0, sizeof(q));
+	q.opcode = ROSHM_OP_WRITE;
+	q.flags = ROSHM_TCP_F_RAW;
+	q.len = PAYLOAD;
+	q.region_id = rec.id;
+	q.key = rec.key;
+	q.epoch = rec.epoch;
+	q.off = ROSHM_REGION_HDR_SIZE + ROSHM_TXN_STAGE_OFF; /* slot 0, staged part */
+	q.tag = 0x5e5e;
+	assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
+	assert_int_equal(atk_write_all(fd, payload, FIRST), 0);
+	/* roshmd has taken the first part (the owner sees it in its log) */
+	for (int i = 0; i < 500 && ea[q.off + FIRST - 1] != 0xee; i++)
+		usleep(10000);
+	assert_int_equal(ea[q.off + FIRST - 1], 0xee);
+
+	/* the owner closes its region; another tenant creates one as large */
+	assert_int_equal(roshm_region_close(a, ha), 0);
+	assert_int_equal(roshm_region_create(b, "after", 2 * SLOT, NULL, &hb), 0);
+	bmap = (uint8_t *)roshm_region_data(b, hb, NULL) - ROSHM_REGION_HDR_SIZE;
+	for (uint32_t i = 0; i < 2 * SLOT; i++)
+		bmap[ROSHM_REGION_HDR_SIZE + i] = (uint8_t)(i * 29 + 3);
+	snap = malloc(MAP);
+	assert_non_null(snap);
+	memcpy(snap, bmap, MAP);
+
+	/* the rest of the payload, and the peer's answer */
+	st = atk_write_all(fd, payload + FIRST, PAYLOAD - FIRST);
+	if (!st)
+		st = atk_read_full(fd, &resp, sizeof(resp), 5000);
+	if (st)
+		wl += (size_t)snprintf(why + wl, sizeof(why) - wl, "the peer got no status for its "
+				       "WRITE: %s; ", roshm_strerror(st));
+	else if (resp.tag != q.tag || resp.status == 0)
+		wl += (size_t)snprintf(why + wl, sizeof(why) - wl, "the peer's WRITE into the closed "
+				       "region got status %d (tag %#llx); ", resp.status,
+				       (unsigned long long)resp.tag);
+	close(fd);
+	/* give a late write the time to land: the check is on bytes, not timing */
+	usleep(200000);
+	{
+		uint32_t n = 0, first = 0;
+
+		for (uint32_t i = 0; i < MAP; i++)
+			if (bmap[i] != snap[i] && !n++)
+				first = i;
+		if (n)
+			wl += (size_t)snprintf(why + wl, sizeof(why) - wl, "tenant b's new region changed: "
+					       "%u of its bytes, the first at map offset %u (%#x); "
+					       "peer status %d; ", n, first, bmap[first],
+					       st ? 0 : resp.status);
+	}
+	if (!atk_alive(&d)) {
+		atk_log_tail(&d, 10);
+		wl += (size_t)snprintf(why + wl, sizeof(why) - wl, "roshmd %s; ", atk_how(&d));
+	}
+	free(payload);
+	free(snap);
+	if (wl)
+		fail_msg("%s", why);
+	assert_int_equal(roshm_nop_sync(b), 0);
+	roshm_close(a);
+	roshm_close(b);
+	atk_bystander_check(&by);
+	atk_assert_alive(&d);
+}
+
+static void slow_record(const char *name, bool raw)
+{
+	struct roshm_region_opts o = { .txn_slots = 1, .slot_size = SSLOT };
+	struct roshm_tcp_req q;
+	struct roshm_tcp_resp resp;
+	struct roshm_region_hdr *h;
+	struct roshm_txn_slot *sl;
+	struct atk_rec rec;
+	struct roshm *a;
+	uint8_t *payload, *data, *arena, *staged;
+	uint32_t ha;
+	int err, fd, st;
+	char sf[300];
+
+	a = atk_open(&d, "a", NULL, &err);
+	assert_non_null(a);
+	assert_int_equal(roshm_region_create(a, name, 4096, &o, &ha), 0);
+	h = atk_region_hdr(a, ha, 1, SSLOT);
+	sl = atk_slot(h, 0);
+	data = roshm_region_data(a, ha, NULL);
+	assert_int_equal(atk_record(regdir, "a", name, &rec), 0);
+	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
+	assert_int_equal(atk_publish_node(regdir, sf, "slowpeer", "tcp:127.0.0.1:7999"), 0);
+	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "slowpeer");
+	if (fd < 0)
+		fail_msg("peer handshake: %s", roshm_strerror(fd));
+
+	/* The slow writer: a TXN_COMMIT of a whole slot's record, 4 KiB of it. */
+	payload = malloc(SPAYLOAD);
+	assert_non_null(payload);
+	memset(payload, 0xee, SPAYLOAD);
+	memset(&q, 0, sizeof(q));
+	q.region_id = rec.id;
+	q.key = rec.key;
+	q.epoch = rec.epoch;
+	if (raw) {
+		/* reserve s = 0 (FETCH_ADD txn_tail), then stage into its slot */
+		q.opcode = ROSHM_OP_FETCH_ADD;
+		q.flags = ROSHM_TCP_F_RAW;
+		q.len = 8;
+		q.off = offsetof(struct roshm_region_hdr, txn_tail);
+		q.operand1 = 1;
+		q.tag = 0x5106;
+		assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
+		assert_int_equal(atk_read_full(fd, &resp, sizeof(resp), 5000), 0);
+		assert_int_equal(resp.status, 0);
+		assert_int_equal(resp.result, 0);
+		memcpy(payload, &(uint64_t){ 0 }, 8); /* the record's seq */
+		q.opcode = ROSHM_OP_WRITE;
+		q.off = ROSHM_REGION_HDR_SIZE + ROSHM_TXN_STAGE_OFF;
+		q.operand1 = 0;
+	} else {
+		q.opcode = ROSHM_OP_TXN_COMMIT;
+		q.operand1 = 0x51041234ull; /* its txn_id */
+	}
+	q.len = SPAYLOAD;
+	q.tag = 0x5107;
+	assert_int_equal(atk_write_all(fd, &q, sizeof(q)), 0);
+	assert_int_equal(atk_write_all(fd, payload, SFIRST), 0);
+	staged = (uint8_t *)sl + ROSHM_TXN_STAGE_OFF;
+	for (int i = 0; i < 500 && staged[SFIRST - 1] != 0xee; i++)
+		usleep(10000);
+	assert_int_equal(staged[SFIRST - 1], 0xee); /* it reserved s = 0, its bytes are coming in */
+	assert_int_equal(h->txn_tail, 1);
+
+	/* The owner commits a transaction of its own: s = 1, the same slot,
+	 * once s = 0 was given up on (ABORT_MS). */
+	arena = roshm_arena(a, NULL);
+	memcpy(arena, "the other transaction, applied whole", 37);
+	struct roshm_txn_write tw = { .off = 100, .arena_off = 0, .len = 37 };
+	uint64_t seq = 0;
+
+	assert_int_equal(roshm_txn_sync(a, ha, &tw, 1, &seq), 0);
+	assert_int_equal(seq, 1);
+	for (int i = 0; i < 300 && h->txn_applied < 2; i++)
+		usleep(10000);
+	assert_int_equal(h->txn_applied, 2);
+	assert_int_equal(h->txn_aborted, 1);
+	assert_memory_equal(data + 100, "the other transaction, applied whole", 37);
+	/* slot 0 now holds s = 1's record, recycled for s = 2 */
+	uint8_t before[SPAYLOAD];
+
+	memcpy(before, staged, SPAYLOAD);
+	assert_int_equal(sl->seq, 1);
+
+	/* The rest of the slow record, and its answer. */
+	st = atk_write_all(fd, payload + SFIRST, SPAYLOAD - SFIRST);
+	if (!st)
+		st = atk_read_full(fd, &resp, sizeof(resp), 5000);
+	if (st)
+		fail_msg("the slow writer got no answer: %s", roshm_strerror(st));
+	assert_int_equal(resp.tag, q.tag);
+	if (raw) {
+		assert_int_equal(resp.status, -ECANCELED);
+	} else {
+		assert_int_equal(resp.status, 0);
+		if (ROSHM_TCP_TXN_KIND(resp.result) != ROSHM_TCP_TXN_ABORTED ||
+		    ROSHM_TCP_TXN_SEQ(resp.result))
+			fail_msg("the slow writer was told kind %u, sequence %llu (expected ABORTED, 0)",
+				 ROSHM_TCP_TXN_KIND(resp.result),
+				 (unsigned long long)ROSHM_TCP_TXN_SEQ(resp.result));
+	}
+	usleep(100000);
+	/* nothing of it landed in the slot that is no longer its own */
+	if (memcmp(before, staged, SPAYLOAD)) {
+		uint32_t n = 0;
+
+		for (uint32_t i = 0; i < SPAYLOAD; i++)
+			n += before[i] != staged[i];
+		fail_msg("%u bytes of the slot of s = 1 changed after the slow record's rest came "
+			 "(seq now %llu)", n, (unsigned long long)sl->seq);
+	}
+	assert_int_equal(h->txn_applied, 2);
+	assert_memory_equal(data + 100, "the other transaction, applied whole", 37);
+	close(fd);
+	free(payload);
+	roshm_close(a);
+	atk_assert_alive(&d);
+}
+
+static void test_slow_txn_commit(void **state)
+{
+	(void)state;
+	slow_record("slow", false);
+}
+
+static void test_slow_stage_write(void **state)
+{
+	(void)state;
+	slow_record("slow-raw", true);
+}
+
+static int setup(void **state)
+{
+	char extra[1024];
+
+	(void)state;
+	snprintf(extra, sizeof(extra),
+		 ATK_TENANTS
+		 "channel: { hugepages = \"off\"; };\n"
+		 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
+		 " secret_file = \"%s\"; }; };\n"
+		 "txn: { max_slot_size = %u; abort_ms = %d; };\n", PORT, secret, SLOT, ABORT_MS);
+	if (th_daemon_start(&d, "sec-stage", extra))
+		return -1;
+	snprintf(regdir, sizeof(regdir), "%s/registry", d.dir);
+	return atk_bystander_start(&by, &d, "b", "by-stage") ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	atk_bystander_stop(&by);
+	atk_daemon_kill(&d);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slow_txn_commit),
+		cmocka_unit_test(test_slow_stage_write),
+		cmocka_unit_test(test_stage_write_into_closed_region), /* last: checks the bystander */
+	};
+	char ns[64];
+
+	if (geteuid() != 0) {
+		printf("tcp_stage: skipped: needs root for a network namespace\n");
+		return 77;
+	}
+	th_cleanup_enable();
+	if (atk_netns_enter_new(ns, sizeof(ns)) || atk_workdir(workdir, sizeof(workdir), secret,
+							       sizeof(secret))) {
+		printf("tcp_stage: cannot set up a network namespace and a work directory\n");
+		return 1;
+	}
+	return cmocka_run_group_tests_name("tcp_stage", tests, setup, teardown);
+}
