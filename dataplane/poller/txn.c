@@ -348,7 +348,7 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 		/* The staging WRITE and the commit CAS go out together: the
 		 * transport executes one connection's requests in order (as an RC
 		 * QP does), so the CAS runs after the record is in place. */
-		if (issue(t, ROSHM_OP_WRITE, slot_off(t) + ROSHM_TXN_STAGE_OFF, t->staged_len, 0, 0,
+		if (issue(t, ROSHM_OP_WRITE, slot_off(t) + ROSHM_TXN_STAGE_OFF, t->staged_len, t->seq, 0,
 			  staged, NULL, &wst, &wres) && wst)
 			t->stage_err = wst;
 		if (t->retry_at)

@@ -250,7 +250,11 @@ put('tcp_frames', 'write_last_bytes', fctl(1, 1, 1) + req(WRITE, 65536 - 4, 4) +
 put('tcp_frames', 'write_past_end', fctl(1, 0, 64) + req(WRITE, 65536 - 4, 8) + b'overflow')
 put('tcp_frames', 'read_past_end', fctl(1, 0, 64) + req(READ, 2**63, 8))
 put('tcp_frames', 'raw_txn_tail', fctl(1, 0, 64) + req(FADD, 48, 8, op1=1, flags=F_RAW))
-put('tcp_frames', 'raw_stage_write', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW) + b'S' * 32)
+F_SEQ = 4
+put('tcp_frames', 'raw_stage_write', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW | F_SEQ) + b'S' * 32)
+put('tcp_frames', 'raw_stage_write_noseq', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW) + b'S' * 32)
+put('tcp_frames', 'raw_stage_write_late', fctl(1, 0, 64) + req(FADD, 48, 8, op1=1, flags=F_RAW) +
+    req(WRITE, 4096 + 1024 + 32, 32, op1=3, flags=F_RAW | F_SEQ, tag=2) + b'L' * 32)
 put('tcp_frames', 'raw_header_write', fctl(1, 0, 64) + req(WRITE, 0, 16, flags=F_RAW) + b'H' * 16)
 put('tcp_frames', 'raw_state_cas', fctl(1, 0, 64) + req(CAS, 4096, 8, op1=0, op2=1, flags=F_RAW))
 put('tcp_frames', 'bad_opcode', fctl(1, 0, 64) + req(99, 0, 8))

@@ -44,6 +44,19 @@
  *
  * Before the guard (tcp.c rx_guard), both cases overwrote 61413 bytes of the
  * other transaction's record (and the TXN_COMMIT its seq).
+ *
+ * 3. A staging WRITE whose header itself comes after its sequence was given
+ * up on (found by a review of the guard above, which took any EMPTY state
+ * word: the apply recycles an aborted hole to EMPTY(s + slots) in the same
+ * step). Now a staging WRITE names its sequence (ROSHM_TCP_F_SEQ) and lands
+ * only on EMPTY(s):
+ *   a. W1 reserves 0 and is late; 0 is aborted; W2 reserves 1 and stages;
+ *      W1's WRITE for 0 comes: -ECANCELED, and W2's commit is applied
+ *      (before: W1's record overwrote W2's, W2 was told committed, and its
+ *      record was rejected by the apply: an acknowledged commit lost);
+ *   b. W1 reserves 2 and is late; W2's TXN_COMMIT takes 3, half its record
+ *      in; W1's WRITE for 2 comes: -ECANCELED, and W2's record is applied
+ *      whole (before: a mix of both records was committed as W2's).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -110,7 +123,7 @@ static void test_stage_write_into_closed_region(void **state)
 	memset(payload, 0xee, PAYLOAD);
 	memset(&q, 0, sizeof(q));
 	q.opcode = ROSHM_OP_WRITE;
-	q.flags = ROSHM_TCP_F_RAW;
+	q.flags = ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ; /* staging for sequence 0 (operand1) */
 	q.len = PAYLOAD;
 	q.region_id = rec.id;
 	q.key = rec.key;
@@ -224,8 +237,9 @@ static void slow_record(const char *name, bool raw)
 		assert_int_equal(resp.result, 0);
 		memcpy(payload, &(uint64_t){ 0 }, 8); /* the record's seq */
 		q.opcode = ROSHM_OP_WRITE;
+		q.flags = ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ;
 		q.off = ROSHM_REGION_HDR_SIZE + ROSHM_TXN_STAGE_OFF;
-		q.operand1 = 0;
+		q.operand1 = 0; /* for sequence 0 */
 	} else {
 		q.opcode = ROSHM_OP_TXN_COMMIT;
 		q.operand1 = 0x51041234ull; /* its txn_id */
@@ -307,6 +321,170 @@ static void test_slow_stage_write(void **state)
 	slow_record("slow-raw", true);
 }
 
+/* A staged record of one segment of 64 bytes of @fill at data offset @off. */
+#define LREC (sizeof(struct roshm_txn_slot) + sizeof(struct roshm_txn_seg) + 64)
+#define LSTAGED (LREC - ROSHM_TXN_STAGE_OFF)
+static void late_rec(uint8_t *img, uint64_t seq, uint64_t off, uint8_t fill)
+{
+	struct roshm_txn_slot *s = (void *)img;
+
+	memset(img, 0, LREC);
+	s->seq = seq;
+	s->txn_id = 0x1234 + seq;
+	s->nseg = 1;
+	s->payload_len = 64;
+	s->seg[0].off = off;
+	s->seg[0].len = 64;
+	memset(&s->seg[1], fill, 64);
+	s->crc = atk_staged_crc(img + ROSHM_TXN_STAGE_OFF, LSTAGED);
+}
+
+static int32_t late_call(int fd, const struct roshm_tcp_req *q, const void *payload, uint64_t *res)
+{
+	struct roshm_tcp_resp r;
+
+	assert_int_equal(atk_write_all(fd, q, sizeof(*q)), 0);
+	if (payload)
+		assert_int_equal(atk_write_all(fd, payload, q->len), 0);
+	assert_int_equal(atk_read_full(fd, &r, sizeof(r), 5000), 0);
+	assert_int_equal(r.tag, q->tag);
+	if (res)
+		*res = r.result;
+	return r.status;
+}
+
+static void wait_applied(const struct roshm_region_hdr *h, uint64_t n)
+{
+	for (int i = 0; i < 500 && h->txn_applied < n; i++)
+		usleep(10000);
+	assert_int_equal(h->txn_applied, n);
+}
+
+static void test_late_stage_write(void **state)
+{
+	struct roshm_region_opts o = { .txn_slots = 1, .slot_size = 4096 };
+	struct roshm_tcp_req base, q;
+	struct roshm_region_hdr *h;
+	struct atk_rec rec;
+	struct roshm *a;
+	uint8_t w1[LREC], w2[LREC], want[64], *data;
+	uint64_t res;
+	uint32_t ha;
+	int err, fd, fd2;
+	char sf[300];
+
+	(void)state;
+	a = atk_open(&d, "a", NULL, &err);
+	assert_non_null(a);
+	assert_int_equal(roshm_region_create(a, "late", 4096, &o, &ha), 0);
+	h = atk_region_hdr(a, ha, 1, 4096);
+	data = roshm_region_data(a, ha, NULL);
+	assert_int_equal(atk_record(regdir, "a", "late", &rec), 0);
+	snprintf(sf, sizeof(sf), "%s/registry.secret", d.dir);
+	assert_int_equal(atk_publish_node(regdir, sf, "late1", "tcp:127.0.0.1:7998"), 0);
+	assert_int_equal(atk_publish_node(regdir, sf, "late2", "tcp:127.0.0.1:7997"), 0);
+	fd = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "late1");
+	assert_true(fd >= 0);
+	memset(&base, 0, sizeof(base));
+	base.region_id = rec.id;
+	base.key = rec.key;
+	base.epoch = rec.epoch;
+	base.flags = ROSHM_TCP_F_RAW;
+	struct roshm_tcp_req fadd = base, stage = base, cas = base;
+
+	fadd.opcode = ROSHM_OP_FETCH_ADD;
+	fadd.len = 8;
+	fadd.off = offsetof(struct roshm_region_hdr, txn_tail);
+	fadd.operand1 = 1;
+	stage.opcode = ROSHM_OP_WRITE;
+	stage.flags |= ROSHM_TCP_F_SEQ;
+	stage.off = ROSHM_REGION_HDR_SIZE + ROSHM_TXN_STAGE_OFF;
+	stage.len = LSTAGED;
+	cas.opcode = ROSHM_OP_CMP_SWAP;
+	cas.len = 8;
+	cas.off = ROSHM_REGION_HDR_SIZE;
+
+	/* a. W1 reserves 0 and is late: 0 is aborted */
+	fadd.tag = 1;
+	assert_int_equal(late_call(fd, &fadd, NULL, &res), 0);
+	assert_int_equal(res, 0);
+	wait_applied(h, 1);
+	/* W2 reserves 1 and stages */
+	fadd.tag = 2;
+	assert_int_equal(late_call(fd, &fadd, NULL, &res), 0);
+	assert_int_equal(res, 1);
+	late_rec(w2, 1, 100, 0x77);
+	q = stage;
+	q.operand1 = 1;
+	q.tag = 3;
+	assert_int_equal(late_call(fd, &q, w2 + ROSHM_TXN_STAGE_OFF, NULL), 0);
+	/* W1's staging WRITE for 0 */
+	late_rec(w1, 0, 200, 0xee);
+	q.operand1 = 0;
+	q.tag = 4;
+	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), -ECANCELED);
+	/* W2 commits: told committed, and applied */
+	q = cas;
+	q.operand1 = ROSHM_TXN_STATE(1, ROSHM_TXN_EMPTY);
+	q.operand2 = ROSHM_TXN_STATE(1, ROSHM_TXN_COMMITTED);
+	q.tag = 5;
+	assert_int_equal(late_call(fd, &q, NULL, &res), 0);
+	assert_int_equal(res, ROSHM_TXN_STATE(1, ROSHM_TXN_EMPTY));
+	wait_applied(h, 2);
+	memset(want, 0x77, 64);
+	assert_memory_equal(data + 100, want, 64);
+	assert_int_equal(h->txn_aborted, 1);
+
+	/* b. W1 reserves 2 and is late: 2 is aborted */
+	fadd.tag = 6;
+	assert_int_equal(late_call(fd, &fadd, NULL, &res), 0);
+	assert_int_equal(res, 2);
+	wait_applied(h, 3);
+	/* W2's TXN_COMMIT takes 3, half its record in */
+	fd2 = atk_peer_connect("127.0.0.1", PORT, ATK_SECRET, "late2");
+	assert_true(fd2 >= 0);
+	late_rec(w2, 0, 300, 0x55); /* the owner fills in seq and crc */
+	q = base;
+	q.flags = 0;
+	q.opcode = ROSHM_OP_TXN_COMMIT;
+	q.operand1 = 0xabcdef;
+	q.len = LSTAGED;
+	q.tag = 7;
+	assert_int_equal(atk_write_all(fd2, &q, sizeof(q)), 0);
+	assert_int_equal(atk_write_all(fd2, w2 + ROSHM_TXN_STAGE_OFF, 48), 0);
+	for (int i = 0; i < 200 && h->txn_tail < 4; i++)
+		usleep(10000);
+	assert_int_equal(h->txn_tail, 4);
+	/* W1's staging WRITE for 2 */
+	late_rec(w1, 2, 400, 0xee);
+	q = stage;
+	q.operand1 = 2;
+	q.tag = 8;
+	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), -ECANCELED);
+	/* the rest of W2's record: committed as 3, applied whole, where it said */
+	struct roshm_tcp_resp r;
+
+	assert_int_equal(atk_write_all(fd2, w2 + ROSHM_TXN_STAGE_OFF + 48, LSTAGED - 48), 0);
+	assert_int_equal(atk_read_full(fd2, &r, sizeof(r), 5000), 0);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(ROSHM_TCP_TXN_KIND(r.result), ROSHM_TCP_TXN_COMMITTED);
+	assert_int_equal(ROSHM_TCP_TXN_SEQ(r.result), 3);
+	wait_applied(h, 4);
+	memset(want, 0x55, 64);
+	assert_memory_equal(data + 300, want, 64);
+	assert_int_equal(h->txn_aborted, 2);
+	/* a staging WRITE without its sequence, or with another slot's: refused */
+	q = stage;
+	q.flags = ROSHM_TCP_F_RAW;
+	q.operand1 = 4;
+	q.tag = 9;
+	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), -EINVAL);
+	close(fd);
+	close(fd2);
+	roshm_close(a);
+	atk_assert_alive(&d);
+}
+
 static int setup(void **state)
 {
 	char extra[1024];
@@ -337,6 +515,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_slow_txn_commit),
 		cmocka_unit_test(test_slow_stage_write),
+		cmocka_unit_test(test_late_stage_write),
 		cmocka_unit_test(test_stage_write_into_closed_region), /* last: checks the bystander */
 	};
 	char ns[64];

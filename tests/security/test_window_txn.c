@@ -58,7 +58,8 @@ static int peer_call(const struct atk_rec *rec, uint8_t opcode, uint64_t off, co
 
 	memset(&q, 0, sizeof(q));
 	q.opcode = opcode;
-	q.flags = ROSHM_TCP_F_RAW;
+	/* a staging WRITE says which sequence it is for (operand1) */
+	q.flags = ROSHM_TCP_F_RAW | (opcode == ROSHM_OP_WRITE ? ROSHM_TCP_F_SEQ : 0);
 	q.len = len;
 	q.region_id = rec->id;
 	q.key = rec->key;
@@ -109,7 +110,7 @@ static int peer_txn(const struct atk_rec *rec, uint32_t slots, uint64_t off, uin
 	sl->crc = atk_staged_crc(img + ROSHM_TXN_STAGE_OFF, total - ROSHM_TXN_STAGE_OFF);
 	slot_off = ROSHM_REGION_HDR_SIZE + (*seq % slots) * SLOT;
 	st = peer_call(rec, ROSHM_OP_WRITE, slot_off + ROSHM_TXN_STAGE_OFF, img + ROSHM_TXN_STAGE_OFF,
-		       total - ROSHM_TXN_STAGE_OFF, 0, 0, NULL);
+		       total - ROSHM_TXN_STAGE_OFF, *seq, 0, NULL);
 	if (st)
 		return st;
 	return peer_call(rec, ROSHM_OP_CMP_SWAP, slot_off, NULL, 8,

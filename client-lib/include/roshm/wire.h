@@ -57,6 +57,12 @@ ROSHM_STATIC_ASSERT(sizeof(struct roshm_tcp_hello3) == 40, "hello3");
 /* Request: followed by @len payload bytes for WRITE and TXN_COMMIT. */
 #define ROSHM_TCP_F_RAW 1u     /* off is from the region start: transaction log access */
 #define ROSHM_TCP_F_AGAIN 2u   /* TXN_COMMIT: sent again after its outcome was lost */
+/* A raw WRITE into a log slot (staging) must say which sequence s it is for
+ * (operand1): it lands only while the slot's state word is EMPTY(s), from its
+ * header to its last byte; else it is answered -ECANCELED (the slot was given
+ * up on, or is another sequence's), without F_SEQ or with an s of another
+ * slot -EINVAL. */
+#define ROSHM_TCP_F_SEQ 4u
 
 /*
  * TXN_COMMIT: a transaction in one round trip. The owner's roshmd reserves a

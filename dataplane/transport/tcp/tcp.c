@@ -464,6 +464,8 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	req.opcode = s->opcode;
 	if (s->opcode == ROSHM_OP_TXN_COMMIT)
 		req.flags = op->again ? ROSHM_TCP_F_AGAIN : 0;
+	else if (op->raw && s->opcode == ROSHM_OP_WRITE)
+		req.flags = ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ; /* staging: operand1 is its seq */
 	else
 		req.flags = op->raw ? ROSHM_TCP_F_RAW : 0;
 	req.len = s->len;
@@ -635,7 +637,10 @@ static bool req_malformed(struct rd_tcp *t, const struct roshm_tcp_req *q)
 		return true;
 	if (q->opcode == ROSHM_OP_TXN_COMMIT)
 		return (q->flags & ~ROSHM_TCP_F_AGAIN) || q->off;
-	if (q->flags & ~ROSHM_TCP_F_RAW)
+	if (q->flags & ~(ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ))
+		return true;
+	if ((q->flags & ROSHM_TCP_F_SEQ) &&
+	    (!(q->flags & ROSHM_TCP_F_RAW) || q->opcode != ROSHM_OP_WRITE))
 		return true;
 	switch (q->opcode) {
 	case ROSHM_OP_WRITE:
@@ -722,7 +727,8 @@ static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 				   &seq, &st, &res))
 		stage = true;
 	else if (!st && (q->flags & ROSHM_TCP_F_AGAIN) &&
-		 ROSHM_TCP_TXN_KIND(res) != ROSHM_TCP_TXN_RESERVED)
+		 (ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_COMMITTED ||
+		  ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_ABORTED))
 		RD_STAT_ADD(t->poller->stats.txn_found, 1);
 	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
 	c->rx_rg = stage ? rg : NULL;
@@ -741,24 +747,30 @@ static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 
 /*
  * A raw WRITE into a log slot (a staging WRITE, rd_raw_access_ok let it in:
- * within one slot, from its staged part on) lands only while the slot's
- * state word keeps the value it has now, an EMPTY one (the slot is waiting
- * for a record): 0, or -ECANCELED when it is committed or aborted already.
+ * within one slot, from its staged part on) for sequence @seq (ROSHM_TCP_F_SEQ)
+ * lands only while the slot's state word is EMPTY(seq), checked here and
+ * before every byte (rx_guard): 0, -ECANCELED when the slot is not or no
+ * longer waiting for seq's record (a hole given up on is recycled to the
+ * next sequence in the same step, so "any EMPTY" would let a late record
+ * into another transaction's slot), -EINVAL without a sequence or with one
+ * of another slot.
  */
-static int stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, uint64_t off)
+static int stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q)
 {
+	uint64_t in_log = q->off - ROSHM_REGION_HDR_SIZE, want;
 	const uint64_t *w;
-	uint64_t v;
 
-	if (off < ROSHM_REGION_HDR_SIZE)
+	if (q->off < ROSHM_REGION_HDR_SIZE)
 		return 0; /* not the log (txn_tail, txn_applied are no WRITE) */
-	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + off -
-					     (off - ROSHM_REGION_HDR_SIZE) % rg->slot_size);
-	v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-	if (ROSHM_TXN_KIND(v) != ROSHM_TXN_EMPTY)
+	if (!(q->flags & ROSHM_TCP_F_SEQ) || q->operand1 % rg->txn_slots != in_log / rg->slot_size ||
+	    q->operand1 > ROSHM_TXN_SEQ(UINT64_MAX))
+		return -EINVAL;
+	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + q->off - in_log % rg->slot_size);
+	want = ROSHM_TXN_STATE(q->operand1, ROSHM_TXN_EMPTY);
+	if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != want)
 		return -ECANCELED;
 	c->rx_word = w;
-	c->rx_expect = v;
+	c->rx_expect = want;
 	return 0;
 }
 
@@ -802,7 +814,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			memcpy(c->rx_hdr, &q, sizeof(q));
 			c->rx_word = NULL;
 			if (!st && (q.flags & ROSHM_TCP_F_RAW))
-				st = stage_guard(c, rg, q.off);
+				st = stage_guard(c, rg, &q);
 			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
 			c->rx_rg = st ? NULL : rg;
 			c->rx_status = st;
