@@ -238,7 +238,9 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 			RD_LOGC(p->prov->log_comp, WARNING, "%s: connecting to node %s at %s: %s",
 				p->prov->name, p->node, p->endpoint,
 				err == -EACCES ? "peer failed the cluster-secret challenge" :
-						 strerror(-err));
+				err == -EPROTONOSUPPORT ? "a roshmd of another tcp protocol version (every "
+							  "node of a cluster runs the same roshm version)" :
+							  strerror(-err));
 		p->last_err = err;
 		retry_later(p, rd_mono_ns());
 		if (fd >= 0)

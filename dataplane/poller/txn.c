@@ -510,7 +510,9 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			t->state = stage_or_wait(t);
 			break;
 		case T_WAIT:
-			if (t->rd[0] > t->region->txn_hint)
+			/* an answer of the instance it was asked of (a retarget
+			 * between must not give the new log the old one's count) */
+			if (t->region->gen == t->gen && t->rd[0] > t->region->txn_hint)
 				t->region->txn_hint = t->rd[0];
 			if (t->seq >= t->rd[0] + t->region->txn_slots) {
 				/* log full: the owner has not applied s - slots yet */
@@ -525,6 +527,14 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 				RD_STAT_ADD(t->e->p->stats.txn_committed, 1);
 				txn_finish(t, 0);
 				return;
+			}
+			if (ROSHM_TXN_SEQ(res) < t->seq) {
+				/* The slot still holds an earlier sequence: s is
+				 * ours, staged too early (refused: -ECANCELED over
+				 * tcp). Wait for the slot, then stage again. */
+				t->committing = false;
+				t->state = T_WAIT;
+				break;
 			}
 			/* Aborted as a hole (we were too slow), or the record did not
 			 * land (the owner rejects a committed bad record): replay

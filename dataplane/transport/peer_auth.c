@@ -153,7 +153,9 @@ int rd_tcp_dial_step(struct rd_tcp_dial *d, const struct rd_tcp_secret *sec, cha
 		d->have += (uint32_t)n;
 	}
 	memcpy(&h2, d->buf, sizeof(h2));
-	if (h2.magic != ROSHM_TCP_MAGIC || h2.version != ROSHM_TCP_VERSION ||
+	if (h2.magic == ROSHM_TCP_MAGIC && h2.version != ROSHM_TCP_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h2.magic != ROSHM_TCP_MAGIC ||
 	    !memchr(h2.node, 0, sizeof(h2.node)) || !rd_valid_name(h2.node))
 		return -EPROTO;
 	mac(sec, "roshm-srv", d->h1.nonce, h2.nonce, d->h1.node, h2.node, expect);
@@ -190,7 +192,9 @@ int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct r
 		struct roshm_tcp_hello2 h2;
 
 		memcpy(&a->h1, a->buf, sizeof(a->h1));
-		if (a->h1.magic != ROSHM_TCP_MAGIC || a->h1.version != ROSHM_TCP_VERSION ||
+		if (a->h1.magic == ROSHM_TCP_MAGIC && a->h1.version != ROSHM_TCP_VERSION)
+			return -EPROTONOSUPPORT;
+		if (a->h1.magic != ROSHM_TCP_MAGIC ||
 		    !memchr(a->h1.node, 0, sizeof(a->h1.node)) || !rd_valid_name(a->h1.node))
 			return -EPROTO;
 		memset(&h2, 0, sizeof(h2));

@@ -92,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int st_before = a.state;
 
 		ret = rd_tcp_accept_step(&a, SELF, &secret, node);
-		if (ret != 0 && ret != 1 && ret != -EPROTO && ret != -EACCES && ret != -ECONNRESET)
+		if (ret != 0 && ret != 1 && ret != -EPROTO && ret != -EACCES && ret != -ECONNRESET &&
+		    ret != -EPROTONOSUPPORT)
 			fuzz_fail("rd_tcp_accept_step returned %d", ret);
 		if (st_before == 0 && a.state == 1 && !got_h2) {
 			/* hello1 was taken: hello2 is waiting for us, well-formed */

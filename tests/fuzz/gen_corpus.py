@@ -119,13 +119,14 @@ put('config', 'int64_huge', 'channel: { arena_size = 9223372036854775807L; };\n'
 
 # ---- tcp_handshake: control byte, then hello1 (104), hello3 (40), frames ----
 TCP_MAGIC = 0x50435452
+TCP_VERSION = 2  # ROSHM_TCP_VERSION
 
 
-def hello1(node=b'node-r', magic=TCP_MAGIC, version=1, nonce=bytes(range(32))):
+def hello1(node=b'node-r', magic=TCP_MAGIC, version=TCP_VERSION, nonce=bytes(range(32))):
     return struct.pack('<II32s64s', magic, version, nonce, node)
 
 
-def hello3(magic=TCP_MAGIC, version=1, mac=b'\0' * 32):
+def hello3(magic=TCP_MAGIC, version=TCP_VERSION, mac=b'\0' * 32):
     return struct.pack('<II32s', magic, version, mac)
 
 
@@ -143,7 +144,7 @@ put('tcp_handshake', 'hello1_only', ctl(0, 0, 13) + hello1())
 put('tcp_handshake', 'hello1_eof', ctl(0, 1, 64) + hello1())
 put('tcp_handshake', 'short_eof', ctl(0, 1, 5) + hello1()[:50])
 put('tcp_handshake', 'bad_magic', ctl(1, 0, 64) + hello1(magic=0x50435453) + hello3())
-put('tcp_handshake', 'bad_version', ctl(1, 0, 64) + hello1(version=2) + hello3())
+put('tcp_handshake', 'bad_version', ctl(1, 0, 64) + hello1(version=1) + hello3())
 put('tcp_handshake', 'node_unterminated', ctl(1, 0, 64) + hello1()[:40] + b'x' * 64 + hello3())
 put('tcp_handshake', 'node_slash', ctl(1, 0, 64) + hello1(b'a/b') + hello3())
 put('tcp_handshake', 'node_empty', ctl(1, 0, 64) + hello1(b'') + hello3())
@@ -191,7 +192,7 @@ put('verbs_cm', 'challenge_bad_name', b'\1' + vchal(b'node s'))
 put('verbs_cm', 'denied_short', b'\1' + denied[:56])
 
 # ---- tcp_dial: control byte, then the responder's hello2 (168) and more ----
-def hello2(node=b'node-s', magic=TCP_MAGIC, version=1, nonce=bytes(range(32, 64)), mac=b'\0' * 32):
+def hello2(node=b'node-s', magic=TCP_MAGIC, version=TCP_VERSION, nonce=bytes(range(32, 64)), mac=b'\0' * 32):
     return struct.pack('<II32s64s32s', magic, version, nonce, node, mac)
 
 

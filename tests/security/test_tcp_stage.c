@@ -479,6 +479,23 @@ static void test_late_stage_write(void **state)
 	q.operand1 = 4;
 	q.tag = 9;
 	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), -EINVAL);
+	struct roshm_region_opts o2 = { .txn_slots = 2, .slot_size = 4096 };
+	uint32_t h2;
+	struct atk_rec rec2;
+
+	assert_int_equal(roshm_region_create(a, "late-2", 4096, &o2, &h2), 0);
+	assert_int_equal(atk_record(regdir, "a", "late-2", &rec2), 0);
+	q = stage;
+	q.region_id = rec2.id;
+	q.key = rec2.key;
+	q.epoch = rec2.epoch;
+	q.off = ROSHM_REGION_HDR_SIZE + 4096 + ROSHM_TXN_STAGE_OFF; /* slot 1 */
+	q.operand1 = 0;                                              /* slot 0's */
+	q.tag = 10;
+	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), -EINVAL);
+	q.operand1 = 1; /* its own: EMPTY(1) */
+	q.tag = 11;
+	assert_int_equal(late_call(fd, &q, w1 + ROSHM_TXN_STAGE_OFF, NULL), 0);
 	close(fd);
 	close(fd2);
 	roshm_close(a);

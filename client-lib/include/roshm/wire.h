@@ -25,7 +25,9 @@
 #include "ctl.h"
 
 #define ROSHM_TCP_MAGIC 0x50435452u /* "RTCP" */
-#define ROSHM_TCP_VERSION 1u
+/* 2: TXN_COMMIT and staging WRITEs that name their sequence (F_SEQ). Peers of
+ * another version are refused at the handshake (-EPROTONOSUPPORT). */
+#define ROSHM_TCP_VERSION 2u
 #define ROSHM_TCP_NONCE 32
 #define ROSHM_TCP_MAC 32
 

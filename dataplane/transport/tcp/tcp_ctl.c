@@ -217,7 +217,10 @@ static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 	if (ret < 0) {
 		RD_LOG(WARNING, "tcp: connection from %s refused: %s", acc->addr,
 		       ret == -EACCES ? "peer failed the cluster-secret challenge" :
-		       ret == -EPROTO ? "not a roshm peer" : strerror(-ret));
+		       ret == -EPROTO ? "not a roshm peer" :
+		       ret == -EPROTONOSUPPORT ? "a roshmd of another tcp protocol version (every "
+						 "node of a cluster runs the same roshm version)" :
+		       strerror(-ret));
 		acc_free(ctl, acc, true);
 		return;
 	}
