@@ -136,7 +136,7 @@ if [[ -n "${SKIP_VERBS:-}" ]]; then
 else
   rc=0
   BENCH_JSON=$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT") BENCH_OUT=$(cd "$BO" && pwd) \
-    VM_TIMEOUT=900 tests/softroce/run2.sh "$B" bench_verbs guest_bench_verbs.sh \
+    VM_TIMEOUT=1500 tests/softroce/run2.sh "$B" bench_verbs guest_bench_verbs.sh \
     'guest: roshm-perf exit 0' || rc=$?
   [[ $rc = 77 ]] && echo "bench: verbs not measured (Soft-RoCE VMs need qemu, busybox, perftest: make deps)"
   [[ $rc != 0 && $rc != 77 ]] && echo "bench: verbs run failed (VM consoles above)"
