@@ -42,7 +42,7 @@
  * The peer is the slow writer; the region's owner (tenant "a", one log
  * slot) commits the other transaction itself.
  *
- * Before the guard (tcp.c rx_guard), both cases overwrote 61413 bytes of the
+ * Before the guard (tcp.h rd_tcp_rx_guard), both cases overwrote 61413 bytes of the
  * other transaction's record (and the TXN_COMMIT its seq).
  *
  * 3. A staging WRITE whose header itself comes after its sequence was given

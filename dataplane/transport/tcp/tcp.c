@@ -584,75 +584,7 @@ static void tcp_flush(struct rd_provider *pv)
 		conn_flush(t, t->in[i]);
 }
 
-/* ---- responder: apply a request to our region ---- */
-
-static int check_req(struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out)
-{
-	struct rd_region *rg;
-
-	*out = NULL;
-	rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
-	if (!rg || rg->dead || rg->epoch != q->epoch)
-		return -ESTALE;
-	if (rg->key != q->key)
-		return -EACCES;
-	/* Draining: transactions under way finish, nothing new starts. */
-	if (rg->draining && (!(q->flags & ROSHM_TCP_F_RAW) ||
-			     q->off == offsetof(struct roshm_region_hdr, txn_tail)))
-		return -EAGAIN;
-	if (q->flags & ROSHM_TCP_F_RAW) {
-		/* Raw accesses are others' transactions: writes (the window
-		 * is the owner-side apply's to check, txn.c slot_copy). */
-		if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
-			return -EACCES;
-		if (!rd_raw_access_ok(rg, q->opcode, q->off, q->len))
-			return -EFAULT;
-	} else if (q->off > rg->data_size || q->len > rg->data_size - q->off) {
-		return -EFAULT;
-	} else if (rg->restricted) {
-		/* The requester's roshmd checked its client against the
-		 * region's limits (rd_sqe_check) and sent a data offset; a
-		 * peer that did not is refused here too. */
-		uint32_t need = q->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
-				q->opcode == ROSHM_OP_WRITE ? ROSHM_ACCESS_WRITE : ROSHM_ACCESS_ATOMIC;
-
-		if (!(rg->access & need))
-			return -EACCES;
-		if (q->off < rg->win_lo || q->off > rg->win_hi || q->len > rg->win_hi - q->off)
-			return -EFAULT;
-	}
-	*out = rg;
-	return 0;
-}
-
-static inline uint8_t *req_base(const struct rd_region *rg, const struct roshm_tcp_req *q)
-{
-	return (q->flags & ROSHM_TCP_F_RAW) ? (uint8_t *)rg->map : rg->data;
-}
-
-/* A malformed frame: the peer is not speaking our protocol. */
-static bool req_malformed(struct rd_tcp *t, const struct roshm_tcp_req *q)
-{
-	if (q->rsvd[0] || q->rsvd[1] || q->len > t->max_msg)
-		return true;
-	if (q->opcode == ROSHM_OP_TXN_COMMIT)
-		return (q->flags & ~ROSHM_TCP_F_AGAIN) || q->off;
-	if (q->flags & ~(ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ))
-		return true;
-	if ((q->flags & ROSHM_TCP_F_SEQ) &&
-	    (!(q->flags & ROSHM_TCP_F_RAW) || q->opcode != ROSHM_OP_WRITE))
-		return true;
-	switch (q->opcode) {
-	case ROSHM_OP_WRITE:
-	case ROSHM_OP_READ:
-		return false;
-	case ROSHM_OP_FETCH_ADD:
-	case ROSHM_OP_CMP_SWAP:
-		return q->len != 8 || (q->off & 7);
-	default:
-		return true;
-	}
-}
+/* ---- responder: apply a request to our region (its checks: tcp_resp.c) ---- */
 
 static void respond(struct rd_tcp_conn *c, uint64_t tag, int32_t status, uint64_t result,
 		    const uint8_t *data, uint32_t len)
@@ -705,76 +637,6 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 }
 
 /*
- * A TXN_COMMIT's header (roshm/wire.h): reserve its slot and receive the
- * record there, or decide the answer now and drop the record. Answered
- * after its payload either way (frame_done): an answer to a request still
- * being sent is a protocol violation for the requester.
- */
-static void txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct roshm_tcp_req *q)
-{
-	struct rd_region *rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
-	int32_t st = 0;
-	uint64_t res = 0, seq = 0;
-	bool stage = false;
-
-	if (!rg || rg->dead || rg->epoch != q->epoch)
-		st = -ESTALE;
-	else if (rg->key != q->key)
-		st = -EACCES;
-	else if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
-		st = -EACCES;
-	else if (!rd_txn_one_begin(rg, q->operand1, q->operand2, q->flags & ROSHM_TCP_F_AGAIN, q->len,
-				   &seq, &st, &res))
-		stage = true;
-	else if (!st && (q->flags & ROSHM_TCP_F_AGAIN) &&
-		 (ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_COMMITTED ||
-		  ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_ABORTED))
-		RD_STAT_ADD(t->poller->stats.txn_found, 1);
-	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
-	c->rx_rg = stage ? rg : NULL;
-	c->rx_seq = seq;
-	/* the slot's state word is at its start, ROSHM_TXN_STAGE_OFF before */
-	c->rx_word = stage ? (const uint64_t *)(const void *)(c->rx_dst - ROSHM_TXN_STAGE_OFF) : NULL;
-	c->rx_expect = ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY);
-	memcpy(c->rx_hdr, q, sizeof(*q));
-	c->rx_status = st;
-	c->rx_result = res;
-	c->rx_left = c->rx_len = q->len;
-	c->rx_state = 1;
-	if (!q->len)
-		frame_done(t, c), c->rx_state = 0;
-}
-
-/*
- * A raw WRITE into a log slot (a staging WRITE, rd_raw_access_ok let it in:
- * within one slot, from its staged part on) for sequence @seq (ROSHM_TCP_F_SEQ)
- * lands only while the slot's state word is EMPTY(seq), checked here and
- * before every byte (rx_guard): 0, -ECANCELED when the slot is not or no
- * longer waiting for seq's record (a hole given up on is recycled to the
- * next sequence in the same step, so "any EMPTY" would let a late record
- * into another transaction's slot), -EINVAL without a sequence or with one
- * of another slot.
- */
-static int stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q)
-{
-	uint64_t in_log = q->off - ROSHM_REGION_HDR_SIZE, want;
-	const uint64_t *w;
-
-	if (q->off < ROSHM_REGION_HDR_SIZE)
-		return 0; /* not the log (txn_tail, txn_applied are no WRITE) */
-	if (!(q->flags & ROSHM_TCP_F_SEQ) || q->operand1 % rg->txn_slots != in_log / rg->slot_size ||
-	    q->operand1 > ROSHM_TXN_SEQ(UINT64_MAX))
-		return -EINVAL;
-	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + q->off - in_log % rg->slot_size);
-	want = ROSHM_TXN_STATE(q->operand1, ROSHM_TXN_EMPTY);
-	if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != want)
-		return -ECANCELED;
-	c->rx_word = w;
-	c->rx_expect = want;
-	return 0;
-}
-
-/*
  * A header is complete at rx_buf + rx_start. Returns 1 consumed, 0 blocked
  * (response does not fit yet), -1 protocol violation.
  */
@@ -788,7 +650,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		int st;
 
 		memcpy(&q, h, sizeof(q));
-		if (req_malformed(t, &q))
+		if (rd_tcp_req_malformed(t, &q))
 			return -1;
 		uint32_t need = sizeof(struct roshm_tcp_resp) + (q.opcode == ROSHM_OP_READ ? q.len : 0);
 
@@ -805,17 +667,19 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		}
 		c->rx_start += sizeof(q);
 		if (q.opcode == ROSHM_OP_TXN_COMMIT) {
-			txn_header(t, c, &q);
+			rd_tcp_txn_header(t, c, &q);
+			if (!q.len)
+				frame_done(t, c), c->rx_state = 0;
 			return 1;
 		}
-		st = check_req(t, &q, &rg);
+		st = rd_tcp_check_req(t, &q, &rg);
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
 			c->rx_word = NULL;
 			if (!st && (q.flags & ROSHM_TCP_F_RAW))
-				st = stage_guard(c, rg, &q);
-			c->rx_dst = st ? NULL : req_base(rg, &q) + q.off;
+				st = rd_tcp_stage_guard(c, rg, &q);
+			c->rx_dst = st ? NULL : rd_tcp_req_base(rg, &q) + q.off;
 			c->rx_rg = st ? NULL : rg;
 			c->rx_status = st;
 			c->rx_left = c->rx_len = q.len;
@@ -824,18 +688,18 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 				frame_done(t, c), c->rx_state = 0;
 			return 1;
 		case ROSHM_OP_READ:
-			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : req_base(rg, &q) + q.off, q.len);
+			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : rd_tcp_req_base(rg, &q) + q.off, q.len);
 			return 1;
 		case ROSHM_OP_FETCH_ADD:
 			respond(c, q.tag, st,
-				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(req_base(rg, &q) + q.off),
+				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off),
 							    q.operand1, __ATOMIC_SEQ_CST), NULL, 0);
 			return 1;
 		default: { /* CMP_SWAP */
 			uint64_t expect = q.operand1;
 
 			if (!st)
-				__atomic_compare_exchange_n((uint64_t *)(void *)(req_base(rg, &q) + q.off), &expect,
+				__atomic_compare_exchange_n((uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off), &expect,
 							    q.operand2, false, __ATOMIC_SEQ_CST,
 							    __ATOMIC_SEQ_CST);
 			respond(c, q.tag, st, st ? 0 : expect, NULL, 0);
@@ -876,30 +740,6 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 	return 1;
 }
 
-/*
- * A record goes into its log slot only while the slot is still its
- * sequence's. Given up on as a hole (its payload slower than txn_abort_ms)
- * and handed to the next sequence, the slot is another record's: the rest
- * is dropped, and the answer is ABORTED (TXN_COMMIT) or -ECANCELED (a raw
- * staging WRITE: its commit CAS fails, the writer replays). The apply that
- * aborts holes runs on this thread, between our reads: checked before
- * every write into the slot. A region unexported meanwhile (rx_rg NULL) is
- * not looked at.
- */
-static inline void rx_guard(struct rd_tcp_conn *c)
-{
-	if (!c->rx_rg || !c->rx_word || __atomic_load_n(c->rx_word, __ATOMIC_ACQUIRE) == c->rx_expect)
-		return;
-	c->rx_dst = NULL;
-	c->rx_rg = NULL;
-	if (c->rx_hdr[0] == ROSHM_OP_TXN_COMMIT) {
-		c->rx_status = 0;
-		c->rx_result = ROSHM_TCP_TXN(ROSHM_TCP_TXN_ABORTED, c->rx_seq);
-	} else {
-		c->rx_status = -ECANCELED;
-	}
-}
-
 static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	uint32_t budget = RX_BUDGET;
@@ -914,7 +754,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 				uint32_t n = avail < c->rx_left ? avail : c->rx_left;
 
 				if (n) {
-					rx_guard(c);
+					rd_tcp_rx_guard(c);
 					if (c->rx_dst) {
 						memcpy(c->rx_dst, c->rx_buf + c->rx_start, n);
 						c->rx_dst += n;
@@ -954,7 +794,7 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 		 * into place, one read per frame. */
 		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
 		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
-			rx_guard(c);
+			rd_tcp_rx_guard(c);
 			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
 			uint32_t want = c->rx_left;
 			struct iovec v[2];

@@ -192,4 +192,45 @@ struct rd_tcp_ctl {
 	uint64_t refused_peers;       /* handshakes over their caps or refused */
 };
 
+/* Responder side (tcp_resp.c), poller thread. A frame that is not of our
+ * protocol (the connection drops). */
+bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q);
+/* Whether @q may touch the region it names: 0 with *out, or the status. */
+int rd_tcp_check_req(const struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out);
+/* A raw WRITE into @rg's log (staging): 0 (its slot's state word is set to
+ * be watched), -ECANCELED or -EINVAL. */
+int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q);
+/* A TXN_COMMIT's header: where its payload goes and its answer (rx_*). */
+void rd_tcp_txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct roshm_tcp_req *q);
+
+static inline uint8_t *rd_tcp_req_base(const struct rd_region *rg, const struct roshm_tcp_req *q)
+{
+	return (q->flags & ROSHM_TCP_F_RAW) ? (uint8_t *)rg->map : rg->data;
+}
+
+/*
+ * A record goes into its log slot only while the slot is still its
+ * sequence's. Given up on as a hole (its payload slower than txn_abort_ms)
+ * and handed to the next sequence, the slot is another record's: the rest
+ * is dropped, and the answer is ABORTED (TXN_COMMIT) or -ECANCELED (a raw
+ * staging WRITE: its commit CAS fails, the writer replays). The apply that
+ * aborts holes runs on this thread, between our reads: checked before
+ * every write into the slot. A region unexported meanwhile (rx_rg NULL) is
+ * not looked at.
+ */
+static inline void rd_tcp_rx_guard(struct rd_tcp_conn *c)
+{
+	if (!c->rx_rg || !c->rx_word || __atomic_load_n(c->rx_word, __ATOMIC_ACQUIRE) == c->rx_expect)
+		return;
+	c->rx_dst = NULL;
+	c->rx_rg = NULL;
+	if (c->rx_hdr[0] == ROSHM_OP_TXN_COMMIT) {
+		c->rx_status = 0;
+		c->rx_result = ROSHM_TCP_TXN(ROSHM_TCP_TXN_ABORTED, c->rx_seq);
+	} else {
+		c->rx_status = -ECANCELED;
+	}
+}
+
+
 #endif

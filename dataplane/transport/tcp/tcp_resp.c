@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `tcp` transport, responder side: what a peer's request may do to this
+ * node's regions, decided from its header before any byte of it lands (the
+ * checks a NIC makes: region id, epoch, key, bounds, access; the
+ * transaction log's own rules), and the admission of a TXN_COMMIT
+ * (poller/txn_owner.c does the log's part). tcp.c parses the frames and
+ * moves the bytes. Poller thread only.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "poller/txn.h"
+#include "transport/tcp/tcp.h"
+
+int rd_tcp_check_req(const struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out)
+{
+	struct rd_region *rg;
+
+	*out = NULL;
+	rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
+	if (!rg || rg->dead || rg->epoch != q->epoch)
+		return -ESTALE;
+	if (rg->key != q->key)
+		return -EACCES;
+	/* Draining: transactions under way finish, nothing new starts. */
+	if (rg->draining && (!(q->flags & ROSHM_TCP_F_RAW) ||
+			     q->off == offsetof(struct roshm_region_hdr, txn_tail)))
+		return -EAGAIN;
+	if (q->flags & ROSHM_TCP_F_RAW) {
+		/* Raw accesses are others' transactions: writes (the window
+		 * is the owner-side apply's to check, txn.c slot_copy). */
+		if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
+			return -EACCES;
+		if (!rd_raw_access_ok(rg, q->opcode, q->off, q->len))
+			return -EFAULT;
+	} else if (q->off > rg->data_size || q->len > rg->data_size - q->off) {
+		return -EFAULT;
+	} else if (rg->restricted) {
+		/* The requester's roshmd checked its client against the
+		 * region's limits (rd_sqe_check) and sent a data offset; a
+		 * peer that did not is refused here too. */
+		uint32_t need = q->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
+				q->opcode == ROSHM_OP_WRITE ? ROSHM_ACCESS_WRITE : ROSHM_ACCESS_ATOMIC;
+
+		if (!(rg->access & need))
+			return -EACCES;
+		if (q->off < rg->win_lo || q->off > rg->win_hi || q->len > rg->win_hi - q->off)
+			return -EFAULT;
+	}
+	*out = rg;
+	return 0;
+}
+
+/* A malformed frame: the peer is not speaking our protocol. */
+bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q)
+{
+	if (q->rsvd[0] || q->rsvd[1] || q->len > t->max_msg)
+		return true;
+	if (q->opcode == ROSHM_OP_TXN_COMMIT)
+		return (q->flags & ~ROSHM_TCP_F_AGAIN) || q->off;
+	if (q->flags & ~(ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ))
+		return true;
+	if ((q->flags & ROSHM_TCP_F_SEQ) &&
+	    (!(q->flags & ROSHM_TCP_F_RAW) || q->opcode != ROSHM_OP_WRITE))
+		return true;
+	switch (q->opcode) {
+	case ROSHM_OP_WRITE:
+	case ROSHM_OP_READ:
+		return false;
+	case ROSHM_OP_FETCH_ADD:
+	case ROSHM_OP_CMP_SWAP:
+		return q->len != 8 || (q->off & 7);
+	default:
+		return true;
+	}
+}
+
+/*
+ * A TXN_COMMIT's header (roshm/wire.h): reserve its slot and receive the
+ * record there, or decide the answer now and drop the record. Answered
+ * after its payload either way (the caller's frame_done, at once for a
+ * payload of 0 bytes): an answer to a request still being sent is a
+ * protocol violation for the requester.
+ */
+void rd_tcp_txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct roshm_tcp_req *q)
+{
+	struct rd_region *rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
+	int32_t st = 0;
+	uint64_t res = 0, seq = 0;
+	bool stage = false;
+
+	if (!rg || rg->dead || rg->epoch != q->epoch)
+		st = -ESTALE;
+	else if (rg->key != q->key)
+		st = -EACCES;
+	else if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
+		st = -EACCES;
+	else if (!rd_txn_one_begin(rg, q->operand1, q->operand2, q->flags & ROSHM_TCP_F_AGAIN, q->len,
+				   &seq, &st, &res))
+		stage = true;
+	else if (!st && (q->flags & ROSHM_TCP_F_AGAIN) &&
+		 (ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_COMMITTED ||
+		  ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_ABORTED))
+		RD_STAT_ADD(t->poller->stats.txn_found, 1);
+	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
+	c->rx_rg = stage ? rg : NULL;
+	c->rx_seq = seq;
+	/* the slot's state word is at its start, ROSHM_TXN_STAGE_OFF before */
+	c->rx_word = stage ? (const uint64_t *)(const void *)(c->rx_dst - ROSHM_TXN_STAGE_OFF) : NULL;
+	c->rx_expect = ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY);
+	memcpy(c->rx_hdr, q, sizeof(*q));
+	c->rx_status = st;
+	c->rx_result = res;
+	c->rx_left = c->rx_len = q->len;
+	c->rx_state = 1;
+}
+
+/*
+ * A raw WRITE into a log slot (a staging WRITE, rd_raw_access_ok let it in:
+ * within one slot, from its staged part on) for sequence @seq (ROSHM_TCP_F_SEQ)
+ * lands only while the slot's state word is EMPTY(seq), checked here and
+ * before every byte (rx_guard): 0, -ECANCELED when the slot is not or no
+ * longer waiting for seq's record (a hole given up on is recycled to the
+ * next sequence in the same step, so "any EMPTY" would let a late record
+ * into another transaction's slot), -EINVAL without a sequence or with one
+ * of another slot.
+ */
+int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q)
+{
+	uint64_t in_log = q->off - ROSHM_REGION_HDR_SIZE, want;
+	const uint64_t *w;
+
+	if (q->off < ROSHM_REGION_HDR_SIZE)
+		return 0; /* not the log (txn_tail, txn_applied are no WRITE) */
+	if (!(q->flags & ROSHM_TCP_F_SEQ) || q->operand1 % rg->txn_slots != in_log / rg->slot_size ||
+	    q->operand1 > ROSHM_TXN_SEQ(UINT64_MAX))
+		return -EINVAL;
+	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + q->off - in_log % rg->slot_size);
+	want = ROSHM_TXN_STATE(q->operand1, ROSHM_TXN_EMPTY);
+	if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != want)
+		return -ECANCELED;
+	c->rx_word = w;
+	c->rx_expect = want;
+	return 0;
+}
+
