@@ -482,8 +482,9 @@ static inline void rd_op_count(struct rd_poller *p, unsigned xp, uint8_t opcode,
 
 /* Latency of a successful client operation @opcode on transport row @xp
  * (RD_XP_LOCAL..), TSC @t0 to @now (poller only). */
-static inline void rd_lat_record(struct rd_poller *p, unsigned xp, uint8_t opcode, uint64_t t0,
-				 uint64_t now)
+/* @n operations of @opcode over @xp that took @cycles each. */
+static inline void rd_lat_record_n(struct rd_poller *p, unsigned xp, uint8_t opcode, uint64_t cycles,
+				   unsigned n)
 {
 	unsigned o, b;
 	uint64_t u;
@@ -498,12 +499,18 @@ static inline void rd_lat_record(struct rd_poller *p, unsigned xp, uint8_t opcod
 	}
 	if (xp == RD_XP_NONE || xp >= RD_XPORTS)
 		return;
-	u = (uint64_t)(((unsigned __int128)(now - t0) * p->lat_mult) >> 32);
+	u = (uint64_t)(((unsigned __int128)cycles * p->lat_mult) >> 32);
 	b = u <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(u - 1);
 	if (b > RD_LAT_BUCKETS)
 		b = RD_LAT_BUCKETS;
-	RD_STAT_ADD(p->stats.lat_hist[xp - 1][o][b], 1);
-	RD_STAT_ADD(p->stats.lat_sum[xp - 1][o], now - t0);
+	RD_STAT_ADD(p->stats.lat_hist[xp - 1][o][b], n);
+	RD_STAT_ADD(p->stats.lat_sum[xp - 1][o], cycles * n);
+}
+
+static inline void rd_lat_record(struct rd_poller *p, unsigned xp, uint8_t opcode, uint64_t t0,
+				 uint64_t now)
+{
+	rd_lat_record_n(p, xp, opcode, now - t0, 1);
 }
 
 /* A tenant's operations in flight to a peer (poller only): may one more go? */
