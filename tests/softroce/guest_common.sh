@@ -54,6 +54,20 @@ guest_roshmd() {
 # through libroshm-verbs (LD_LIBRARY_PATH, roshmd's socket), rxe0 natively.
 # VM2 leaves the client's output in /run/shared/cli.N and sets PAIR_OK.
 #   perf_pair N DEV TOOL ARGS...     ($n: this VM, $B: the build dir)
+# Wait until the server @2 (a pid) listens on TCP port @1, up to 60 s: a
+# fixed second was not always enough under TCG on a loaded host (libraries,
+# the device, roshmd's attach), and perftest's client does not retry its
+# connect. Fails when the server is gone.
+wait_listen() {
+  local port=$1 pid=$2
+  for _ in $(seq 600); do
+    ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
 perf_pair() {
   local i=$1 dev=$2 name=$3 rc s
   shift 3
@@ -63,7 +77,7 @@ perf_pair() {
   if [ "$n" = 1 ]; then
     "${run[@]}" "$name" -d "$dev" -p $((18600 + i)) "$@" > "/run/shared/srv.$i" 2>&1 &
     s=$!
-    sleep 1
+    wait_listen $((18600 + i)) $s
     touch "/run/shared/go.$i"
     wait $s; rc=$?
     [ $rc = 0 ] || { echo "guest: server $name -d $dev $* exit $rc"; cat "/run/shared/srv.$i"; }

@@ -45,7 +45,7 @@ qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fet
 if [ "$n" = 1 ]; then
   app timeout 300 qperf -lp 19765 > /run/shared/qperf.server 2>&1 &
   s=$!
-  sleep 1
+  wait_listen 19765 $s
   touch "/run/shared/go.$i"
   for _ in $(seq 1500); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
   kill $s 2>/dev/null; wait $s 2>/dev/null
@@ -67,7 +67,7 @@ i=$((i + 1))
 if [ "$n" = 1 ]; then
   app timeout 240 "$B/tests/verbs_check" server 198.18.1.1 7599 > /run/shared/check.server 2>&1 &
   s=$!
-  sleep 1
+  wait_listen 7599 $s
   touch "/run/shared/go.$i"
   wait $s && say "verbs_check server ok" || { say "FAIL: verbs_check server"; cat /run/shared/check.server; }
   for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
