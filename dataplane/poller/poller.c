@@ -632,6 +632,18 @@ static inline void client_publish(struct rd_client *c)
 		kick_client(c->cq_wfd);
 }
 
+/*
+ * Mid-turn (PUBLISH_BYTES): the tails only. cq_pub stays behind, so the
+ * round's client_publish still makes its fence and its wake-up check: at
+ * most one wake-up per client per round, whatever the pod makes us copy.
+ */
+static inline void client_publish_tails(struct rd_client *c)
+{
+	__atomic_store_n(c->sq_khead, c->sq_head, __ATOMIC_RELEASE);
+	c->sq_pub = c->sq_head;
+	__atomic_store_n(c->cq_ktail, c->cq_tail, __ATOMIC_RELEASE);
+}
+
 static inline unsigned batch_bucket(unsigned n)
 {
 	unsigned b = 0;
@@ -656,8 +668,8 @@ static inline unsigned batch_bucket(unsigned n)
  * copied, not only at the end of the round: a client streaming 4 KiB WRITEs
  * refills the first buffers of a burst while the poller copies the rest,
  * instead of the two cores taking turns (a burst of 32 is 128 KiB, about
- * as long to copy as to write). Per 64 KiB: two release stores, a fence,
- * and a wake-up when the client sleeps.
+ * as long to copy as to write). Per 64 KiB: two release stores (the
+ * wake-up check stays at the end of the round: client_publish_tails).
  */
 #define PUBLISH_BYTES (64u << 10)
 
@@ -1025,7 +1037,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		c->sq_head++;
 		done++;
 		if (bytes - pub_at >= PUBLISH_BYTES) {
-			client_publish(c);
+			client_publish_tails(c);
 			pub_at = bytes;
 		}
 	}
