@@ -547,6 +547,15 @@ void rd_poller_fini(struct rd_poller *p);
 int rd_poller_main(void *arg);
 /* One poll round; returns the number of SQEs handled. Exposed for tests. */
 unsigned rd_poller_round(struct rd_poller *p);
+/* Apply the control commands queued for the poller (poller thread only). */
+void rd_poller_drain_cmds(struct rd_poller *p);
+/* One control command, on the poller thread (or in place while it does not run). */
+void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
+/* Tenants' shares (share.c): a tenant's weight and limits, the per-round
+ * credit and refill, and how long an idle poller may sleep for held ones. */
+void rd_share_set(struct rd_poller *p, int t, const struct rd_quota *q);
+void rd_share_round(struct rd_poller *p);
+int rd_share_held_ms(const struct rd_poller *p);
 /*
  * Control side: run one command on the poller and wait until it is applied.
  * It waits as long as that takes (a poll round is bounded): returning

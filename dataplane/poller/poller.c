@@ -4,7 +4,8 @@
  * control commands, then serves every client round-robin: up to `burst`
  * SQEs each, copied out of shared memory before validation, handed to the
  * transport of the target region, completions posted to the client's CQ.
- * Shared indices are published once per client per round.
+ * Shared indices are published once per client per round (and every
+ * 64 KiB copied within a client's turn). When it idles: idle.c.
  *
  * Barrier pairs (see roshm.h / roshm.c for the client side):
  *   R0  client store-release SQ tail  -> poller load-acquire SQ tail
@@ -51,7 +52,6 @@ static struct rd_provider *provider_install(struct rd_poller *p, struct rd_provi
 	return pv;
 }
 
-static void share_set(struct rd_poller *p, int t, const struct rd_quota *q);
 
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 {
@@ -95,7 +95,7 @@ int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 		return -ENOMEM;
 	}
 	for (int t = 0; t < cfg->ntenants; t++)
-		share_set(p, t, &cfg->tenants[t].quota);
+		rd_share_set(p, t, &cfg->tenants[t].quota);
 	p->local = provider_install(p, &rd_local_provider);
 	if (cfg->tcp_enabled || cfg->verbs_enabled) {
 		int ret = rd_poller_set_net(p, cfg->tcp_enabled ? &rd_tcp_provider : &rd_verbs_provider);
@@ -149,8 +149,6 @@ void rd_poller_fini(struct rd_poller *p)
 	p->epfd = p->cmd_efd = p->ev_efd = -1;
 }
 
-static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd);
-static void region_export(struct rd_poller *p, struct rd_region *rg, bool on);
 
 uint64_t rd_poller_stuck_ms(const struct rd_poller *p)
 {
@@ -197,7 +195,7 @@ int rd_poller_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	if (!atomic_load(&p->running)) {
 		/* Before launch or after the poller lcore returned, the control
 		 * thread is the only thread: apply in place. */
-		apply_cmd(p, cmd);
+		rd_poller_apply_cmd(p, cmd);
 		return cmd->result;
 	}
 	/* The ring has room for every command the one control thread can have
@@ -247,84 +245,7 @@ void rd_client_unhold(struct rd_poller *p, struct rd_client *c)
 		bury(p, &c->defer);
 }
 
-/* ---- tenants' shares of the poller (struct rd_share) ---------------------- */
-
-static int64_t bucket_cap(uint64_t per_sec)
-{
-	/* 10 ms of the rate: short bursts pass, the average holds */
-	return per_sec / 100 ? (int64_t)(per_sec / 100) : 1;
-}
-
-static void share_set(struct rd_poller *p, int t, const struct rd_quota *q)
-{
-	struct rd_share *sh = &p->share[t];
-
-	sh->weight = q->weight ? q->weight : 1;
-	sh->ops_per_sec = q->ops_per_sec;
-	sh->bytes_per_sec = q->bytes_per_sec;
-	sh->ops_tokens = bucket_cap(sh->ops_per_sec);
-	sh->byte_tokens = bucket_cap(sh->bytes_per_sec);
-	sh->ops_tsc = sh->byte_tsc = rte_get_timer_cycles();
-	sh->held = false;
-	p->limits_on = false;
-	for (int i = 0; i < p->cfg->ntenants; i++)
-		if (p->share[i].ops_per_sec || p->share[i].bytes_per_sec)
-			p->limits_on = true;
-}
-
-/* Whole tokens for the time since *@tsc; *@tsc moves on by exactly the
- * time they stand for, so no fraction is lost however often it runs. */
-static void refill(int64_t *tokens, uint64_t *tsc, uint64_t per_sec, uint64_t now, uint64_t hz)
-{
-	int64_t cap = bucket_cap(per_sec);
-	uint64_t dt = now - *tsc;
-	unsigned __int128 add;
-
-	if (dt > hz) { /* a second idle: a full bucket at most anyway */
-		dt = hz;
-		*tsc = now - hz;
-	}
-	add = (unsigned __int128)dt * per_sec / hz;
-	if (!add)
-		return;
-	*tsc += (uint64_t)(add * hz / per_sec);
-	if (add >= (unsigned __int128)(cap - *tokens)) {
-		*tokens = cap;
-		*tsc = now;
-	} else {
-		*tokens += (int64_t)add;
-	}
-}
-
-/* Once per round: every tenant's DRR credit, and its token buckets. */
-static void share_round(struct rd_poller *p)
-{
-	int nt = p->cfg->ntenants;
-
-	if (p->ntenants_on > 1) {
-		for (int t = 0; t < nt; t++) {
-			struct rd_share *sh = &p->share[t];
-			int64_t q = (int64_t)p->cfg->share_quantum * sh->weight;
-
-			if (sh->nclients)
-				sh->credit = sh->credit < 0 ? sh->credit + q : q; /* a debt is paid first */
-		}
-	}
-	if (!p->limits_on)
-		return;
-	uint64_t now = rte_get_timer_cycles(), hz = rte_get_timer_hz();
-
-	for (int t = 0; t < nt; t++) {
-		struct rd_share *sh = &p->share[t];
-
-		if (sh->ops_per_sec)
-			refill(&sh->ops_tokens, &sh->ops_tsc, sh->ops_per_sec, now, hz);
-		if (sh->bytes_per_sec)
-			refill(&sh->byte_tokens, &sh->byte_tsc, sh->bytes_per_sec, now, hz);
-		sh->held = (sh->ops_per_sec && sh->ops_tokens <= 0) ||
-			   (sh->bytes_per_sec && sh->byte_tokens <= 0);
-	}
-}
+/* ---- tenants' shares of the poller (struct rd_share; share.c) ----------- */
 
 /* What a client round used: off its tenant's credit and buckets. An empty
  * bucket holds the tenant's next clients in this round too: one client's
@@ -340,148 +261,6 @@ static inline void share_charge(struct rd_poller *p, struct rd_share *sh, int64_
 		sh->held = (sh->ops_per_sec && sh->ops_tokens <= 0) ||
 			   (sh->bytes_per_sec && sh->byte_tokens <= 0);
 	}
-}
-
-static void apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
-{
-	struct rd_client *c = cmd->client;
-	uint32_t idx = cmd->handle & 0xffffu;
-
-	switch (cmd->type) {
-	case RD_CMD_CLIENT_ADD:
-		p->clients[p->nclients++] = c;
-		if (p->share[c->tidx].nclients++ == 0)
-			p->ntenants_on++;
-		break;
-	case RD_CMD_CLIENT_DEL:
-		for (uint32_t i = 0; i < p->nclients; i++)
-			if (p->clients[i] == c) {
-				p->clients[i] = p->clients[--p->nclients];
-				if (--p->share[c->tidx].nclients == 0)
-					p->ntenants_on--;
-				break;
-			}
-		/* No event for it after this (the control thread closes the
-		 * fd, and its number may be reused, once we answer). */
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->sq_rfd, NULL);
-		/* Providers let go of what they can first (a hold they drop
-		 * now must not bury it: the control thread frees it below when
-		 * nothing holds it), then it is released: whatever completes
-		 * later for it posts no CQE, and its last hold buries it. */
-		if (p->net && p->net->dp->client_gone)
-			p->net->dp->client_gone(p->net, c);
-		rd_txn_client_gone(p, c);
-		if (c->copy.region) { /* its big copy ends here */
-			rd_region_unhold(p, c->copy.region);
-			c->copy.region = NULL;
-		}
-		c->released = true;
-		cmd->result = c->dp_refs == 0;
-		break;
-	case RD_CMD_HANDLE_SET:
-		c->dp_handles[idx].region = cmd->region;
-		c->dp_handles[idx].gen = (uint16_t)(cmd->handle >> 16);
-		c->dp_handles[idx].own = cmd->own;
-		break;
-	case RD_CMD_HANDLE_CLEAR:
-		c->dp_handles[idx].region = NULL;
-		break;
-	case RD_CMD_REGION_DEAD:
-		cmd->region->dead = true;
-		if (!cmd->region->remote)
-			region_export(p, cmd->region, false);
-		break;
-	case RD_CMD_REGION_EXPORT:
-	case RD_CMD_REGION_UNEXPORT:
-		region_export(p, cmd->region, cmd->type == RD_CMD_REGION_EXPORT);
-		break;
-	case RD_CMD_SHARE_SET:
-		share_set(p, (int)cmd->handle, cmd->share);
-		break;
-	case RD_CMD_REGION_RELEASE:
-		/* Nothing reaches it from now on; what still holds it finishes. */
-		cmd->region->dead = true;
-		if (!cmd->region->remote)
-			region_export(p, cmd->region, false);
-		cmd->region->released = true;
-		cmd->result = cmd->region->dp_refs == 0;
-		break;
-	case RD_CMD_PEER_UP: {
-		struct rd_provider *pv = cmd->peer->prov;
-
-		cmd->result = pv && pv == p->net ? pv->dp->peer_up(pv, cmd->peer, cmd->fd) : -EOPNOTSUPP;
-		cmd->peer->dp_up = cmd->result == 0;
-		break;
-	}
-	case RD_CMD_PEER_DOWN: {
-		int st = cmd->status ? cmd->status : -EHOSTUNREACH;
-		const char *why = cmd->why ? cmd->why : "registry: node gone";
-		struct rd_provider *pv = cmd->peer->prov;
-
-		cmd->peer->dp_up = false;
-		if (pv && pv == p->net)
-			pv->dp->peer_down(pv, cmd->peer, st, why);
-		break;
-	}
-	case RD_CMD_INBOUND_ADD:
-		cmd->result = p->net && p->net->dp->inbound ?
-			      p->net->dp->inbound(p->net, cmd->fd, cmd->node) : -EOPNOTSUPP;
-		break;
-	case RD_CMD_REGION_DRAIN:
-		cmd->region->draining = true;
-		break;
-	case RD_CMD_REGION_PAUSE:
-		cmd->region->paused = cmd->fd != 0;
-		break;
-	case RD_CMD_REGION_RETARGET: {
-		struct rd_region *rg = cmd->region;
-		const struct rd_region *t = cmd->target;
-
-		/* The log survives only in the same memory with the same layout. */
-		rg->keep_log = rg->mem_id == t->mem_id && rg->txn_slots == t->txn_slots &&
-			       rg->slot_size == t->slot_size && rg->data_off == t->data_off;
-		rg->mem_id = t->mem_id;
-		rg->peer = t->peer;
-		rg->id = t->id;
-		rg->epoch = t->epoch;
-		rg->key = t->key;
-		rg->rkey = t->rkey;
-		rg->raddr = t->raddr;
-		rg->data_size = t->data_size;
-		rg->txn_slots = t->txn_slots;
-		rg->slot_size = t->slot_size;
-		rg->data_off = t->data_off;
-		rg->access = t->access;
-		rg->win_lo = t->win_lo;
-		rg->win_hi = t->win_hi;
-		rg->va_base = t->va_base;
-		rg->restricted = t->restricted;
-		rg->txn_hint = 0;
-		if (!rg->keep_log)
-			rg->txn_lb = 0; /* a new log: its tail starts again */
-		rg->gen++;
-		rg->paused = false;
-		break;
-	}
-	}
-	atomic_store_explicit(&cmd->done, 1, memory_order_release);
-}
-
-/* A local region reachable by peers (@on) or not: the network provider and
- * the transaction engine (whose log it applies) are told. */
-static void region_export(struct rd_poller *p, struct rd_region *rg, bool on)
-{
-	if (p->net && p->net->dp->export)
-		p->net->dp->export(p->net, rg, on);
-	rd_txn_region_add(p, rg, on);
-}
-
-static void drain_cmds(struct rd_poller *p)
-{
-	void *obj;
-
-	while (rte_ring_sc_dequeue(p->cmd_ring, &obj) == 0)
-		apply_cmd(p, obj);
 }
 
 void rd_poller_post_event(struct rd_poller *p, const struct rd_event *ev)
@@ -1064,11 +843,11 @@ unsigned rd_poller_round(struct rd_poller *p)
 	unsigned total = 0, n;
 
 	if (rte_ring_count(p->cmd_ring))
-		drain_cmds(p);
+		rd_poller_drain_cmds(p);
 	p->peeks_left = PEEKS_PER_ROUND;
 	n = p->nclients; /* after the commands: CLIENT_DEL shrinks the set */
 	if (p->ntenants_on > 1 || p->limits_on)
-		share_round(p);
+		rd_share_round(p);
 	if (p->net)
 		total += p->net->dp->poll(p->net, p->cfg->burst);
 	total += rd_txn_tick(p);
@@ -1101,191 +880,4 @@ unsigned rd_poller_round(struct rd_poller *p)
 	if (total)
 		RD_STAT_ADD(p->stats.busy_rounds, 1);
 	return total;
-}
-
-static bool work_pending(struct rd_poller *p)
-{
-	if (rte_ring_count(p->cmd_ring) || rd_txn_busy(p))
-		return true;
-	/* Only work that can go on now; the provider arms its wakeup (wake_fd)
-	 * for the rest. */
-	if (p->net && p->net->dp->busy && p->net->dp->busy(p->net))
-		return true;
-	p->cq_blocked = false;
-	p->held_any = false;
-	for (uint32_t i = 0; i < p->nclients; i++) {
-		struct rd_client *c = p->clients[i];
-
-		if (c->dead)
-			continue;
-		if (p->share[c->tidx].held) {
-			/* its rate limit: poller_sleep wakes up when its tokens
-			 * are back (held_ms) */
-			p->held_any = true;
-			continue;
-		}
-		if (c->copy.region)
-			return true; /* a big copy under way */
-		if (__atomic_load_n(c->sq_ktail, __ATOMIC_ACQUIRE) == c->sq_head)
-			continue;
-		if (c->sq_busy) {
-			/* Its next SQE found no room in its transport (peer
-			 * quota, request ids, socket buffer; a paused region)
-			 * in every round of the idle spin. What frees it wakes
-			 * us (a completion or EPOLLOUT through wake_fd, a
-			 * command); 20 ms at most, as for a full CQ, in case. */
-			p->cq_blocked = true;
-			continue;
-		}
-		/* SQEs, but none we may take: no CQ room (the client must reap;
-		 * reaping does not wake us: libroshm does before it sleeps,
-		 * and we sleep 20 ms at most), or a
-		 * FENCE behind operations in flight (their completions wake
-		 * us). One look at the head SQE, only to decide to sleep. */
-		uint32_t used = c->cq_tail - __atomic_load_n(c->cq_khead, __ATOMIC_ACQUIRE);
-
-		if (used + c->inflight >= c->cq_entries) {
-			p->cq_blocked = true;
-			continue;
-		}
-		const struct roshm_sqe *s = &c->sqes[c->sq_head & c->sq_mask];
-		uint8_t opc = __atomic_load_n(&s->opcode, __ATOMIC_RELAXED);
-		uint8_t fl = __atomic_load_n(&s->flags, __ATOMIC_RELAXED);
-
-		if (c->inflight && (opc == ROSHM_OP_FENCE || (fl & ROSHM_SQE_F_FENCE)))
-			continue;
-		return true;
-	}
-	return false;
-}
-
-static void set_need_wakeup(struct rd_poller *p, bool on)
-{
-	for (uint32_t i = 0; i < p->nclients; i++)
-		__atomic_store_n(&p->clients[i]->hdr->sq_flags, on ? ROSHM_SQ_NEED_WAKEUP : 0,
-				 __ATOMIC_RELAXED);
-}
-
-/* Milliseconds until a bucket at @tokens (<= 0) holds one again at
- * @per_sec: at least 1. */
-static uint64_t refill_ms(int64_t tokens, uint64_t per_sec)
-{
-	unsigned __int128 need = (unsigned __int128)(1 - (uint64_t)tokens) * 1000;
-	unsigned __int128 ms = (need + per_sec - 1) / per_sec;
-
-	return ms > UINT64_MAX ? UINT64_MAX : ms ? (uint64_t)ms : 1;
-}
-
-/* How long the poller may sleep for the held tenants: until the first of
- * them has tokens in both its buckets again (a debt can last hours: a
- * wakeup every millisecond for it would be work for nothing). */
-static int held_ms(const struct rd_poller *p)
-{
-	uint64_t ms = 3600000; /* an hour at most; a SIGHUP's SHARE_SET wakes us anyway */
-
-	for (int t = 0; t < p->cfg->ntenants; t++) {
-		const struct rd_share *sh = &p->share[t];
-		uint64_t w = 1;
-
-		if (!sh->held || !sh->nclients)
-			continue;
-		if (sh->ops_per_sec && sh->ops_tokens <= 0)
-			w = refill_ms(sh->ops_tokens, sh->ops_per_sec);
-		if (sh->bytes_per_sec && sh->byte_tokens <= 0) {
-			uint64_t b = refill_ms(sh->byte_tokens, sh->bytes_per_sec);
-
-			w = b > w ? b : w;
-		}
-		ms = w < ms ? w : ms;
-	}
-	return (int)ms;
-}
-
-/* Adaptive idle: announce NEED_WAKEUP, look once more, then sleep in epoll. */
-static void poller_sleep(struct rd_poller *p)
-{
-	struct epoll_event evs[32];
-	int n;
-
-	set_need_wakeup(p, true);
-	/* W1: pairs with the client's W0 in roshm_submit(). */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!work_pending(p) && !atomic_load(&p->stop)) {
-		RD_STAT_ADD(p->stats.sleeps, 1);
-		int ms = rd_txn_sleep_ms(p);
-
-		atomic_store_explicit(&p->heartbeat, 0, memory_order_relaxed); /* asleep, not stuck */
-
-		if (p->cq_blocked && ms > 20)
-			ms = 20;
-		if (p->held_any) {
-			int h = held_ms(p);
-
-			if (ms < 0 || ms > h)
-				ms = h;
-		}
-		n = epoll_wait(p->epfd, evs, 32, ms);
-		for (int i = 0; i < n; i++) {
-			char buf[256];
-
-			if (p->net && evs[i].data.fd == p->net->wake_fd) {
-				/* the provider's (tcp: its nested epoll, which its
-				 * round reads; verbs: the completion channel) */
-				if (p->net->dp->on_wake)
-					p->net->dp->on_wake(p->net);
-				continue;
-			}
-			ssize_t r;
-
-			if (evs[i].data.fd == p->cmd_efd) /* our eventfd: clear it */
-				r = read(p->cmd_efd, buf, sizeof(uint64_t));
-			else /* a client's wakeup socket, roshmd's own end: one
-			      * datagram, never blocking (a client that keeps
-			      * sending fills its own queue and gets EAGAIN) */
-				r = recv(evs[i].data.fd, buf, sizeof(buf), MSG_DONTWAIT);
-			(void)r;
-		}
-	}
-	set_need_wakeup(p, false);
-}
-
-int rd_poller_main(void *arg)
-{
-	struct rd_poller *p = arg;
-	uint64_t hz = rte_get_timer_hz();
-	uint64_t spin = hz / 1000000 * p->cfg->idle_spin_us;
-	uint64_t idle_since = 0;
-
-	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
-	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
-	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
-		atomic_store_explicit(&p->heartbeat, rte_get_timer_cycles(), memory_order_relaxed);
-		if (rd_poller_round(p)) {
-			idle_since = 0;
-			continue;
-		}
-		if (p->cfg->idle == RD_IDLE_BUSY) {
-			rte_pause();
-			continue;
-		}
-		uint64_t now = rte_get_timer_cycles();
-
-		if (!idle_since)
-			idle_since = now;
-		else if (now - idle_since >= spin) {
-			poller_sleep(p);
-			idle_since = 0;
-		} else {
-			rte_pause();
-		}
-	}
-	drain_cmds(p);
-	atomic_store(&p->running, false);
-	drain_cmds(p); /* anything enqueued while we were stopping */
-	RD_LOG(INFO, "poller stopped");
-	/* Last: everything above happens before whoever sees this (main,
-	 * after rte_eal_wait_lcore, before it tears the poller down; EAL's own
-	 * ordering of the two is in code no sanitizer sees). */
-	atomic_store_explicit(&p->exited, true, memory_order_release);
-	return 0;
 }
