@@ -52,7 +52,6 @@ static struct rd_provider *provider_install(struct rd_poller *p, struct rd_provi
 	return pv;
 }
 
-
 int rd_poller_init(struct rd_poller *p, const struct rd_config *cfg)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -148,7 +147,6 @@ void rd_poller_fini(struct rd_poller *p)
 	p->clients = NULL;
 	p->epfd = p->cmd_efd = p->ev_efd = -1;
 }
-
 
 uint64_t rd_poller_stuck_ms(const struct rd_poller *p)
 {
@@ -571,30 +569,17 @@ static inline bool local_timed(const struct rd_poller *p, const struct rd_op *op
 	return (opc == ROSHM_OP_FETCH_ADD || opc == ROSHM_OP_CMP_SWAP) && !op->region->peer;
 }
 
+/* Record the run (each of its stretches of one opcode at once), start the next. */
 static void lat_flush(struct rd_poller *p, struct lat_run *lr)
 {
-	uint64_t now = rte_rdtsc(), per;
+	uint64_t now = rte_rdtsc();
+	uint64_t per = lr->n ? (now - lr->t0) / lr->n : 0;
 
-	if (!lr->n) {
-		lr->t0 = now;
-		return;
+	for (unsigned i = 0, j; i < lr->n; i = j) {
+		for (j = i + 1; j < lr->n && lr->op[j] == lr->op[i]; j++)
+			;
+		rd_lat_record_n(p, RD_XP_LOCAL, lr->op[i], per, j - i);
 	}
-	per = (now - lr->t0) / lr->n;
-	if (lr->n == 1 || lr->op[0] == lr->op[lr->n - 1]) {
-		/* the usual run: one opcode (a mixed run ends in another) */
-		unsigned i = 1;
-
-		while (i < lr->n && lr->op[i] == lr->op[0])
-			i++;
-		if (i == lr->n) {
-			rd_lat_record_n(p, RD_XP_LOCAL, lr->op[0], per, lr->n);
-			lr->n = 0;
-			lr->t0 = now;
-			return;
-		}
-	}
-	for (unsigned i = 0; i < lr->n; i++)
-		rd_lat_record_n(p, RD_XP_LOCAL, lr->op[i], per, 1);
 	lr->n = 0;
 	lr->t0 = now;
 }
@@ -747,13 +732,8 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		} else if (op.region->xport == p->local && rd_op_moves_bytes(op.sqe.opcode)) {
 			/* a small local WRITE or READ, the common case: the copy
 			 * here (rd_local_exec without the struct rd_op) */
-			uint8_t *data = op.region->data + op.sqe.off;
-			uint8_t *arena = c->arena + op.sqe.arena_off;
-
-			if (op.sqe.opcode == ROSHM_OP_WRITE)
-				memcpy(data, arena, op.sqe.len);
-			else
-				memcpy(arena, data, op.sqe.len);
+			rd_local_copy(op.sqe.opcode, op.region->data + op.sqe.off,
+				      c->arena + op.sqe.arena_off, op.sqe.len);
 			post(p, c, RD_XP_LOCAL, op.sqe.opcode, op.sqe.user_data, 0, op.sqe.len);
 			budget -= op.sqe.len;
 			bytes += op.sqe.len;

@@ -23,11 +23,11 @@ void rd_local_exec(struct rd_op *op)
 	op->status = 0;
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
-		memcpy(data + s->off, src, s->len);
+		rd_local_copy(s->opcode, data + s->off, (uint8_t *)src, s->len);
 		op->result = s->len;
 		break;
 	case ROSHM_OP_READ:
-		memcpy(dst, data + s->off, s->len);
+		rd_local_copy(s->opcode, data + s->off, dst, s->len);
 		op->result = s->len;
 		break;
 	case ROSHM_OP_FETCH_ADD:

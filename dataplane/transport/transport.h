@@ -24,6 +24,7 @@
 #define RD_TRANSPORT_H
 
 #include <stdint.h>
+#include <string.h>
 #include "roshmd.h"
 
 struct rd_txn;
@@ -62,6 +63,17 @@ struct rd_pend {
 static inline bool rd_op_moves_bytes(uint8_t opcode)
 {
 	return opcode == ROSHM_OP_WRITE || opcode == ROSHM_OP_READ;
+}
+
+/* A local WRITE (@buf into the region at @region) or READ (the other way):
+ * the one copy of the local transport (rd_local_exec, and the poller's own
+ * path for small ones in client_round). */
+static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, uint32_t len)
+{
+	if (opcode == ROSHM_OP_WRITE)
+		memcpy(region, buf, len);
+	else
+		memcpy(buf, region, len);
 }
 
 /* Whether a raw (region-relative) access touches only what the transaction
