@@ -248,6 +248,7 @@ enum { RD_LOP_WRITE, RD_LOP_READ, RD_LOP_FETCH_ADD, RD_LOP_CMP_SWAP, RD_LOP_TXN_
 struct rd_copy {
 	struct roshm_sqe sqe;         /* the validated copy */
 	struct rd_region *region;     /* held; NULL: no copy in progress */
+	struct rd_region *lbuf;       /* held: the client's own region instead of its arena */
 	uint32_t done;
 	uint64_t tsc;                 /* consumed at (its latency) */
 };

@@ -336,6 +336,25 @@ static inline void roshm_sqe_set_flags(struct roshm_sqe *sqe, uint8_t flags)
 }
 
 /*
+ * roshm_sqe_set_lbuf() - a WRITE's source or a READ's destination is not the
+ * arena but region @lbuf_handle, one this client created (roshm_region_create),
+ * at data offset @lbuf_off: roshmd moves the bytes from or into that memory
+ * itself, with no copy through the arena. Call after roshm_prep_write() or
+ * roshm_prep_read(). roshmd answers -EACCES for a handle this client opened
+ * but did not create, -EBADF for none, -ESTALE for a closed region, -EFAULT
+ * for a range outside its data area and -EINVAL on other opcodes. The
+ * region's memory must not be changed while the WRITE is in flight (what it
+ * sends is what it reads then), as with a NIC's DMA.
+ */
+static inline void roshm_sqe_set_lbuf(struct roshm_sqe *sqe, uint32_t lbuf_handle,
+				      uint64_t lbuf_off)
+{
+	sqe->flags |= ROSHM_SQE_F_LBUF;
+	sqe->lbuf_handle = lbuf_handle;
+	sqe->arena_off = lbuf_off;
+}
+
+/*
  * roshm_submit() - publish every SQE obtained since the last submit (one
  * store-release) and wake roshmd if it sleeps. Returns the number published.
  */

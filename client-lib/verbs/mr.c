@@ -317,9 +317,13 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		r->key = rkey;
 	}
 	close(fd);
-	for (uint32_t i = 0; i < nseg; i++)
+	for (uint32_t i = 0; i < nseg; i++) {
 		if (!owner[i])
 			seg[i].key = rkey;
+		m->seg[i] = seg[i];
+		m->seg_handle[i] = owner[i] ? owner[i]->handle : handle;
+	}
+	m->nseg = nseg;
 	for (uint32_t j = 0; j < m->nuse; j++)
 		m->uses[j]->refs++;
 	*meta = (struct rv_meta){ .magic = RV_META_MAGIC, .addr = (uintptr_t)addr,
@@ -401,3 +405,32 @@ bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
 	return false;
 }
 
+
+/*
+ * Where the byte at @va of the live MR @lkey lies: the handle of the region
+ * of ours that holds its page (the MR's own, or an earlier MR's), its data
+ * offset there, and how many bytes from @va on lie contiguously there. An
+ * RDMA WRITE's source and READ's destination go to roshmd as that memory
+ * (ROSHM_SQE_F_LBUF): no copy through the arena. The segments are the ones
+ * of the registration, as a NIC's MR keeps the pages it pinned then.
+ */
+bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uint64_t *off,
+	     uint64_t *room)
+{
+	for (struct rv_mr *m = c->mrs; m; m = m->next) {
+		if (m->dead || m->mr.lkey != lkey)
+			continue;
+		for (uint32_t i = 0; i < m->nseg; i++) {
+			const struct rv_seg *g = &m->seg[i];
+
+			if (va >= g->va && va - g->va < g->len) {
+				*handle = m->seg_handle[i];
+				*off = g->data_off + (va - g->va);
+				*room = g->len - (va - g->va);
+				return true;
+			}
+		}
+		return false;
+	}
+	return false;
+}

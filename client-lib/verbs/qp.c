@@ -448,14 +448,20 @@ static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 	}
 }
 
-/* RDMA WRITE data (also of WRITE_WITH_IMM), in arena-slot-sized chunks. */
+/*
+ * RDMA WRITE data (also of WRITE_WITH_IMM), in arena-slot-sized chunks: from
+ * the MR's pages themselves when the WR has one SGE (roshmd reads them, as a
+ * NIC would), else gathered into the chunk's arena slot.
+ */
 static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
+	const struct ibv_sge *s = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
+
 	while (w->done < w->len) {
 		uint64_t chunk = w->len - w->done < c->slot_size ? w->len - w->done : c->slot_size;
-		uint64_t off, seg_room;
+		uint64_t off, seg_room, loff, lroom;
 		struct roshm_sqe *sqe;
-		uint32_t slot, h;
+		uint32_t slot, h, lh;
 
 		if (!room(c, &sqe, 1))
 			return false;
@@ -463,8 +469,17 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		if (chunk > seg_room)
 			chunk = seg_room;
 		slot = take_slot(c);
-		gather(q, widx, w, w->done, c->arena + slot * c->slot_size, chunk);
-		roshm_prep_write(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
+		if (!w->inl && w->nsge == 1 &&
+		    rv_lbuf(c, s->lkey, s->addr + w->done, &lh, &loff, &lroom)) {
+			/* from the MR's own pages: roshmd (or its NIC) reads them */
+			if (chunk > lroom)
+				chunk = lroom;
+			roshm_prep_write(sqe, h, off, 0, (uint32_t)chunk);
+			roshm_sqe_set_lbuf(sqe, lh, loff);
+		} else {
+			gather(q, widx, w, w->done, c->arena + slot * c->slot_size, chunk);
+			roshm_prep_write(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
+		}
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
 					       .kind = RV_OP_WRITE, .refs = 1 };
@@ -483,9 +498,10 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 
 	while (w->done < w->len) {
 		uint64_t chunk = w->len - w->done < c->slot_size ? w->len - w->done : c->slot_size;
-		uint64_t off, seg_room;
+		uint64_t off, seg_room, loff, lroom;
 		struct roshm_sqe *sqe;
-		uint32_t slot, h;
+		uint32_t slot, h, lh;
+		void *dst = NULL;
 
 		if (!room(c, &sqe, 1))
 			return false;
@@ -493,11 +509,19 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 		if (chunk > seg_room)
 			chunk = seg_room;
 		slot = take_slot(c);
-		roshm_prep_read(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
+		if (rv_lbuf(c, s->lkey, s->addr + w->done, &lh, &loff, &lroom)) {
+			/* into the MR's pages themselves: nothing to copy after */
+			if (chunk > lroom)
+				chunk = lroom;
+			roshm_prep_read(sqe, h, off, 0, (uint32_t)chunk);
+			roshm_sqe_set_lbuf(sqe, lh, loff);
+		} else {
+			roshm_prep_read(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
+			dst = (void *)(uintptr_t)(s->addr + w->done);
+		}
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
-					       .kind = RV_OP_READ,  .refs = 1,
-					       .dst = (void *)(uintptr_t)(s->addr + w->done) };
+					       .kind = RV_OP_READ,  .refs = 1, .dst = dst };
 		w->pending++;
 		w->nsqe++;
 		q->inflight++;
@@ -735,7 +759,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	w = &q->swr[op->widx & q->mask];
 	if (e->status) {
 		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : wc_status(e->status));
-	} else if (op->kind == RV_OP_READ) {
+	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
 		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
 		rv_dma_copy(op->dst, &e->result, 8);

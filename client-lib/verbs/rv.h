@@ -174,6 +174,12 @@ struct rv_mr {
 	struct rv_seg runs[RV_MR_SEGS];    /* own pages: key = this MR's */
 	uint32_t nuse;
 	struct rv_mr *uses[RV_MR_KEYS];    /* other MRs whose pages it uses */
+	/* All its pages, in address order (the metadata page's segments, our
+	 * private copy), and the handle of the region holding each: where
+	 * roshmd finds a WR's local bytes (ROSHM_SQE_F_LBUF, rv_lbuf) */
+	uint32_t nseg;
+	struct rv_seg seg[RV_MR_SEGS];
+	uint32_t seg_handle[RV_MR_SEGS];
 	uint64_t ino, foff;     /* its memfd (inode, device) and its data's file offset */
 	unsigned int maj, min;
 };
@@ -334,6 +340,8 @@ static inline void rv_unlock(struct rv_ctx *c)
 
 /* verbs.c */
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
+bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uint64_t *off,
+	     uint64_t *room);
 /* mr_meta.c: 0 if a peer's metadata (a private copy) is well-formed for
  * @rkey (segments contiguous from addr's page to past addr + length, page
  * aligned, behind their region's metadata page, nothing wraps), else

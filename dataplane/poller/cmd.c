@@ -49,6 +49,9 @@ void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		if (c->copy.region) { /* its big copy ends here */
 			rd_region_unhold(p, c->copy.region);
 			c->copy.region = NULL;
+			if (c->copy.lbuf)
+				rd_region_unhold(p, c->copy.lbuf);
+			c->copy.lbuf = NULL;
 		}
 		c->released = true;
 		cmd->result = c->dp_refs == 0;

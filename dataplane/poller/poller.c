@@ -332,8 +332,11 @@ static void op_done(struct rd_provider *pv, struct rd_pend *pd, int32_t status, 
 	pd->client = NULL;
 	pd->txn = NULL;
 	pd->peer = NULL;
+	pd->lbuf = NULL;
 	if (d.peer && d.tidx >= 0)
 		d.peer->tenant_inflight[d.tidx]--;
+	if (d.lbuf)
+		rd_region_unhold(p, d.lbuf);
 	if (d.client) {
 		if (!d.client->released) {
 			if (!status)
@@ -511,7 +514,7 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 	const struct roshm_sqe *s = &k->sqe;
 	uint32_t n = s->len - k->done < budget ? s->len - k->done : budget;
 	uint8_t *region = k->region->data + s->off + k->done;
-	uint8_t *arena = c->arena + s->arena_off + k->done;
+	uint8_t *arena = (k->lbuf ? k->lbuf->data : c->arena) + s->arena_off + k->done;
 	uint8_t *dst = s->opcode == ROSHM_OP_WRITE ? region : arena;
 	const uint8_t *src = s->opcode == ROSHM_OP_WRITE ? arena : region;
 	/* in pieces, while no other tenant's small operation waits; whole
@@ -521,7 +524,7 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 	do {
 		uint32_t l = n - m < piece ? n - m : piece;
 
-		memcpy(dst + m, src + m, l);
+		memmove(dst + m, src + m, l); /* LBUF: both may be one region */
 		m += l;
 	} while (m < n && !small_waiting(p, c));
 	if (m < n) {
@@ -535,6 +538,9 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 		rd_op_complete(p, c, RD_XP_LOCAL, s->opcode, s->user_data, 0, s->len);
 		rd_region_unhold(p, k->region);
 		k->region = NULL;
+		if (k->lbuf)
+			rd_region_unhold(p, k->lbuf);
+		k->lbuf = NULL;
 	}
 	return n;
 }
@@ -683,7 +689,7 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			break; /* earlier work still in flight: come back next round */
 
 		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
-				       &op.region);
+				       &op.region, &op.lbuf);
 		budget -= RD_OP_COST;
 		if (lr.n && !local_timed(p, &op, ret))
 			lat_flush(p, &lr);
@@ -723,6 +729,9 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			c->copy.tsc = lr.t0;
 			c->copy.region = op.region;
 			rd_region_hold(op.region);
+			c->copy.lbuf = op.lbuf;
+			if (op.lbuf)
+				rd_region_hold(op.lbuf);
 			c->inflight++;
 			bytes += op.sqe.len;
 			c->sq_head++;
@@ -733,7 +742,8 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			/* a small local WRITE or READ, the common case: the copy
 			 * here (rd_local_exec without the struct rd_op) */
 			rd_local_copy(op.sqe.opcode, op.region->data + op.sqe.off,
-				      c->arena + op.sqe.arena_off, op.sqe.len);
+				      (op.lbuf ? op.lbuf->data : c->arena) + op.sqe.arena_off,
+				      op.sqe.len);
 			post(p, c, RD_XP_LOCAL, op.sqe.opcode, op.sqe.user_data, 0, op.sqe.len);
 			budget -= op.sqe.len;
 			bytes += op.sqe.len;
@@ -748,6 +758,12 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 			op.again = false;
 			op.src = NULL;
 			op.dst = NULL;
+			if (op.lbuf) { /* its own region's memory instead of its arena */
+				if (op.sqe.opcode == ROSHM_OP_WRITE)
+					op.src = op.lbuf->data + op.sqe.arena_off;
+				else
+					op.dst = op.lbuf->data + op.sqe.arena_off;
+			}
 			op.status = 0;
 			op.result = 0;
 			ret = rd_poller_submit(p, &op);

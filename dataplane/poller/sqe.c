@@ -52,17 +52,51 @@ static int limits(struct roshm_sqe *s, const struct rd_region *rg)
 	return 0;
 }
 
+/*
+ * The local buffer of a WRITE/READ with ROSHM_SQE_F_LBUF: a region this
+ * client created (its own handle), open, with [arena_off, +len) inside its
+ * data area.
+ */
+static int lbuf_check(const struct roshm_sqe *s, const struct rd_handle *handles,
+		      uint32_t nhandles, struct rd_region **lbuf)
+{
+	uint32_t idx = s->lbuf_handle & 0xffffu;
+	const struct rd_handle *h;
+
+	if (idx >= nhandles)
+		return -EBADF;
+	h = &handles[idx];
+	if (!h->region || h->gen != (uint16_t)(s->lbuf_handle >> 16))
+		return -EBADF;
+	if (!h->own || h->region->remote)
+		return -EACCES;
+	if (h->region->dead)
+		return -ESTALE;
+	if (!in_bounds(s->arena_off, s->len, h->region->data_size))
+		return -EFAULT;
+	*lbuf = h->region;
+	return 0;
+}
+
 int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
-		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg)
+		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg,
+		 struct rd_region **lbuf)
 {
 	const struct rd_handle *h;
 	uint32_t idx;
 	int ret;
 
 	*rg = NULL;
+	*lbuf = NULL;
 	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) ||
-	    s->rsvd0 || s->rsvd1 || s->rsvd2)
+	    s->rsvd0 || s->rsvd2)
 		return -EINVAL;
+	if (s->flags & ROSHM_SQE_F_LBUF) {
+		if (s->opcode != ROSHM_OP_WRITE && s->opcode != ROSHM_OP_READ)
+			return -EINVAL;
+	} else if (s->lbuf_handle) {
+		return -EINVAL;
+	}
 	if (s->opcode == ROSHM_OP_NOP || s->opcode == ROSHM_OP_FENCE)
 		return 0;
 
@@ -87,9 +121,14 @@ int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
 	case ROSHM_OP_READ:
-		if (!in_bounds(s->off, s->len, h->region->data_size) ||
-		    !in_bounds(s->arena_off, s->len, arena_size))
+		if (!in_bounds(s->off, s->len, h->region->data_size))
 			return -EFAULT;
+		if (s->flags & ROSHM_SQE_F_LBUF) {
+			if ((ret = lbuf_check(s, handles, nhandles, lbuf)))
+				return ret;
+		} else if (!in_bounds(s->arena_off, s->len, arena_size)) {
+			return -EFAULT;
+		}
 		break;
 	case ROSHM_OP_FETCH_ADD:
 	case ROSHM_OP_CMP_SWAP:

@@ -20,9 +20,15 @@
  * offset must lie in the window (-EFAULT) and, with va_base, is an address:
  * *s's off is then rewritten to the data offset.
  * A TXN_WRITE with an invalid handle still yields *rg == NULL.
+ * A WRITE/READ with ROSHM_SQE_F_LBUF names its local buffer in a region of
+ * the client's own (lbuf_handle; arena_off is then its data offset),
+ * returned in *lbuf (else NULL): -EBADF (no such handle), -EACCES (not one
+ * the client created), -ESTALE (closed), -EFAULT (outside its data area);
+ * the flag on another opcode, or lbuf_handle without it: -EINVAL.
  */
 int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
-		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg);
+		 uint32_t nhandles, uint64_t arena_size, struct rd_region **rg,
+		 struct rd_region **lbuf);
 
 /* Handles: index in the low 16 bits, generation in the high 16. */
 static inline uint32_t rd_handle_make(uint32_t idx, uint16_t gen)

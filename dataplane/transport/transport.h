@@ -40,6 +40,9 @@ struct rd_op {
 	bool raw;                   /* sqe.off is from the region start (header, log) */
 	const uint8_t *src;         /* WRITE source instead of the client's arena */
 	uint8_t *dst;               /* READ destination instead of the client's arena */
+	/* A client's ROSHM_SQE_F_LBUF: the region of its own that src or dst
+	 * points into (held by the operation until it is done), else NULL */
+	struct rd_region *lbuf;
 	bool again;                 /* TXN_COMMIT: an earlier attempt's outcome was lost */
 	int32_t status;
 	uint64_t result;
@@ -51,6 +54,7 @@ struct rd_pend {
 	struct rd_client *client;   /* held (dp_refs) until done; NULL: roshmd's own */
 	struct rd_txn *txn;         /* the transaction engine's operation, or NULL */
 	struct rd_peer *peer;       /* whose per-tenant share it counts in */
+	struct rd_region *lbuf;     /* the client's region it reads or fills, held; or NULL */
 	uint64_t user_data;
 	uint64_t tsc;               /* submitted at */
 	uint32_t len;
@@ -67,13 +71,15 @@ static inline bool rd_op_moves_bytes(uint8_t opcode)
 
 /* A local WRITE (@buf into the region at @region) or READ (the other way):
  * the one copy of the local transport (rd_local_exec, and the poller's own
- * path for small ones in client_round). */
+ * path for small ones in client_round). memmove: with ROSHM_SQE_F_LBUF
+ * @buf may lie in the same region as @region (glibc's memcpy and memmove
+ * are one routine on x86-64, so the arena's copies pay nothing for it). */
 static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, uint32_t len)
 {
 	if (opcode == ROSHM_OP_WRITE)
-		memcpy(region, buf, len);
+		memmove(region, buf, len);
 	else
-		memcpy(buf, region, len);
+		memmove(buf, region, len);
 }
 
 /* Whether a raw (region-relative) access touches only what the transaction
@@ -205,6 +211,9 @@ static inline void rd_pend_start(struct rd_pend *pd, const struct rd_op *op, str
 	pd->len = op->sqe.len;
 	pd->opcode = op->sqe.opcode;
 	pd->tidx = op->client ? (int16_t)op->client->tidx : -1;
+	pd->lbuf = op->lbuf;
+	if (op->lbuf)
+		rd_region_hold(op->lbuf);
 	if (op->client) {
 		op->client->dp_refs++;
 		if (peer)

@@ -5,7 +5,8 @@
  * sizes, with and without a transaction log, a dead one, empty slots and
  * stale generations, regions whose owner limits the others (an access mask,
  * a window, offsets as addresses from va_base) opened by the owner and by
- * others. Beyond not crashing, every verdict, and the data offset a
+ * others, and the client's own regions as the local buffers of
+ * ROSHM_SQE_F_LBUF WRITEs and READs. Beyond not crashing, every verdict, and the data offset a
  * va_base region's address becomes, is checked against an independent
  * model of the rules (128-bit bounds arithmetic).
  *
@@ -49,6 +50,10 @@ static struct rd_handle handles[] = {
 	{ &regions[7], 6 },
 	{ &regions[7], 7, true },
 	{ &regions[8], 8 },
+	/* the client's own regions, its ROSHM_SQE_F_LBUF buffers */
+	{ &regions[0], 10, true },
+	{ &regions[3], 11, true },  /* closed */
+	{ &regions[5], 12, true },
 };
 #define NHANDLES (sizeof(handles) / sizeof(handles[0]))
 static const uint64_t arenas[] = { 1u << 16, 0, 4096, 1u << 22, UINT64_MAX };
@@ -61,16 +66,20 @@ static int fits(uint64_t off, uint64_t len, uint64_t size)
 /* What rd_sqe_check must return, from the contract in sqe.h; *off: the
  * data offset it must leave in the SQE. */
 static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_region **want,
-		 uint64_t *off)
+		 const struct rd_region **want_lbuf, uint64_t *off)
 {
 	const struct rd_handle *h;
 	struct roshm_sqe sc = *s0, *s = &sc;
 	uint32_t idx = s->handle & 0xffff;
 
 	*want = NULL;
+	*want_lbuf = NULL;
 	*off = s->off;
 	if (s->opcode >= ROSHM_OP__MAX || (s->flags & ~ROSHM_SQE_F_VALID_MASK) || s->rsvd0 ||
-	    s->rsvd1 || s->rsvd2)
+	    s->rsvd2)
+		return -EINVAL;
+	if ((s->flags & ROSHM_SQE_F_LBUF) ? s->opcode != ROSHM_OP_WRITE && s->opcode != ROSHM_OP_READ
+					  : s->lbuf_handle != 0)
 		return -EINVAL;
 	if (s->opcode == ROSHM_OP_NOP || s->opcode == ROSHM_OP_FENCE)
 		return 0;
@@ -107,8 +116,24 @@ static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_reg
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
 	case ROSHM_OP_READ:
-		if (!fits(s->off, s->len, h->region->data_size) || !fits(s->arena_off, s->len, arena))
+		if (!fits(s->off, s->len, h->region->data_size))
 			return -EFAULT;
+		if (s->flags & ROSHM_SQE_F_LBUF) {
+			uint32_t li = s->lbuf_handle & 0xffff;
+			const struct rd_handle *l = li < NHANDLES ? &handles[li] : NULL;
+
+			if (!l || !l->region || l->gen != s->lbuf_handle >> 16)
+				return -EBADF;
+			if (!l->own)
+				return -EACCES;
+			if (l->region->dead)
+				return -ESTALE;
+			if (!fits(s->arena_off, s->len, l->region->data_size))
+				return -EFAULT;
+			*want_lbuf = l->region;
+		} else if (!fits(s->arena_off, s->len, arena)) {
+			return -EFAULT;
+		}
 		break;
 	case ROSHM_OP_FETCH_ADD:
 	case ROSHM_OP_CMP_SWAP:
@@ -135,9 +160,10 @@ static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_reg
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct roshm_sqe s, orig;
-	const struct rd_region *want;
+	const struct rd_region *want, *want_lbuf;
 	uint64_t off;
 	struct rd_region *rg = (struct rd_region *)&regions[0]; /* must be overwritten */
+	struct rd_region *lbuf = (struct rd_region *)&regions[0];
 	uint64_t arena;
 	int ret, exp;
 
@@ -147,8 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&s, data, sizeof(s));
 	orig = s;
 	arena = size > sizeof(s) ? arenas[data[sizeof(s)] % (sizeof(arenas) / sizeof(arenas[0]))] : arenas[0];
-	ret = rd_sqe_check(&s, handles, NHANDLES, arena, &rg);
-	exp = model(&orig, arena, &want, &off);
+	ret = rd_sqe_check(&s, handles, NHANDLES, arena, &rg, &lbuf);
+	exp = model(&orig, arena, &want, &want_lbuf, &off);
 	if (ret != exp)
 		fuzz_fail("opcode %u flags %#x handle %#x off %llu arena_off %llu len %u arena %llu: "
 			  "rd_sqe_check %d, the rules say %d", orig.opcode, orig.flags, orig.handle,
@@ -161,5 +187,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rg != want)
 		fuzz_fail("opcode %u handle %#x: region %p, expected %p", s.opcode, s.handle, (void *)rg,
 			  (const void *)want);
+	if (!ret && lbuf != want_lbuf)
+		fuzz_fail("opcode %u flags %#x lbuf_handle %#x: buffer region %p, expected %p",
+			  orig.opcode, orig.flags, orig.lbuf_handle, (void *)lbuf,
+			  (const void *)want_lbuf);
 	return 0;
 }

@@ -564,6 +564,103 @@ static void test_window_across_nodes(void **state)
 	roshm_close(a);
 }
 
+/*
+ * ROSHM_SQE_F_LBUF over tcp: node 2's client WRITEs from and READs into a
+ * region of its own (no arena), small and big; a region it only opened is
+ * refused as its buffer; its own region closed right after a big WRITE was
+ * submitted stays mapped until the WRITE is done (its bytes arrive whole) or
+ * the WRITE never started (the target is unchanged).
+ */
+static int lbuf_submit(struct roshm *r, uint8_t op, uint32_t h, uint64_t off, uint32_t lh,
+		       uint64_t loff, uint32_t len)
+{
+	struct roshm_sqe *sqe = roshm_get_sqe(r);
+
+	assert_non_null(sqe);
+	if (!sqe)
+		return -1;
+	roshm_prep_rw(sqe, op, h, off, 0, len);
+	roshm_sqe_set_lbuf(sqe, lh, loff);
+	roshm_sqe_set_data(sqe, 99);
+	return roshm_submit(r);
+}
+
+static int lbuf_wait(struct roshm *r)
+{
+	struct roshm_cqe *cqe;
+	int st;
+
+	assert_int_equal(roshm_wait_cqe(r, &cqe), 0);
+	assert_int_equal(cqe->user_data, 99);
+	st = cqe->status;
+	roshm_cqe_seen(r, cqe);
+	return st;
+}
+
+static void test_lbuf_across_nodes(void **state)
+{
+	struct roshm *a = attach_node(1), *b = attach_node(2);
+	const uint32_t size = 1u << 20, big = 600000;
+	char name[64], full[128];
+	uint32_t ht, hbt, hl;
+	uint8_t *t, *l, *ref;
+	int st;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	snprintf(name, sizeof(name), "lbuf-%s", tag);
+	assert_int_equal(roshm_region_create(a, name, size, NULL, &ht), 0);
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(open_retry(b, full, &hbt, NULL), 0);
+	snprintf(name, sizeof(name), "lbuf-own-%s", tag);
+	assert_int_equal(roshm_region_create(b, name, size, NULL, &hl), 0);
+	t = roshm_region_data(a, ht, NULL);
+	l = roshm_region_data(b, hl, NULL);
+	ref = malloc(size);
+	assert_non_null(ref);
+	for (uint32_t i = 0; i < size; i++)
+		l[i] = (uint8_t)(i * 29 + 11);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_WRITE, hbt, 33, hl, 4000, 5000), 1);
+	assert_int_equal(lbuf_wait(b), 0);
+	assert_memory_equal(t + 33, l + 4000, 5000);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_WRITE, hbt, 100000, hl, 1, big), 1);
+	assert_int_equal(lbuf_wait(b), 0);
+	assert_memory_equal(t + 100000, l + 1, big);
+	for (uint32_t i = 0; i < size; i++)
+		t[i] = (uint8_t)(i * 3 + 7);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_READ, hbt, 5, hl, 300, 4096), 1);
+	assert_int_equal(lbuf_wait(b), 0);
+	assert_memory_equal(l + 300, t + 5, 4096);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_READ, hbt, 1000, hl, 200000, big), 1);
+	assert_int_equal(lbuf_wait(b), 0);
+	assert_memory_equal(l + 200000, t + 1000, big);
+	/* the opened region is not b's buffer: a's bytes neither leave nor change */
+	memcpy(ref, t, size);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_READ, hl, 0, hbt, 0, 4096), 1);
+	assert_int_equal(lbuf_wait(b), -EACCES);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_WRITE, hbt, 0, hbt, 8192, 4096), 1);
+	assert_int_equal(lbuf_wait(b), -EACCES);
+	assert_memory_equal(t, ref, size);
+	/* its region closed while the big WRITE from it may be in flight */
+	memcpy(ref + 300000, l + 50000, big);
+	memset(t + 300000, 0, big);
+	assert_int_equal(lbuf_submit(b, ROSHM_OP_WRITE, hbt, 300000, hl, 50000, big), 1);
+	assert_int_equal(roshm_region_close(b, hl), 0);
+	st = lbuf_wait(b);
+	if (st == 0) {
+		assert_memory_equal(t + 300000, ref + 300000, big);
+	} else {
+		assert_true(st == -EBADF || st == -ESTALE);
+		for (uint32_t i = 0; i < big; i++)
+			assert_int_equal(t[300000 + i], 0);
+	}
+	free(ref);
+	roshm_close(b);
+	roshm_close(a);
+	assert_true(th_daemon_alive(&nodes[1]) && th_daemon_alive(&nodes[2]));
+}
+
 static void test_policy_across_nodes(void **state)
 {
 	struct roshm *a = attach_node(1), *b = attach_node(2);
@@ -1184,6 +1281,7 @@ int main(void)
 		cmocka_unit_test(test_cmp_swap_lock),
 		cmocka_unit_test(test_policy_across_nodes),
 		cmocka_unit_test(test_window_across_nodes),
+		cmocka_unit_test(test_lbuf_across_nodes),
 		cmocka_unit_test(test_security),
 		cmocka_unit_test(test_lease_lost),
 		cmocka_unit_test(test_node_stopped),

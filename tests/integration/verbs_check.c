@@ -388,6 +388,66 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 	       "error state flushes\n");
 }
 
+/*
+ * No copy through the arena: an RDMA READ lands in the MR's own pages, where
+ * roshmd puts the bytes itself, so they are there before any verbs call of
+ * ours reaps its completion (through the arena, the library would copy them
+ * in at ibv_poll_cq). Then a WRITE from those pages into another MR, with
+ * its bytes checked, and READ/WRITE ranges that cross an MR's page boundary.
+ */
+static void zero_copy(struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(pd->context, 16, NULL, NULL, 0);
+	uint8_t *a = pages(3 * 4096), *b = pages(3 * 4096);
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct ibv_mr *ma = ibv_reg_mr(pd, a, 3 * 4096, acc), *mb = ibv_reg_mr(pd, b, 3 * 4096, acc);
+	struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+	struct ibv_qp *x, *y;
+	struct timespec t0, t;
+	struct ibv_wc wc;
+	int seen = 0;
+
+	if (!cq || !ma || !mb)
+		die("zero_copy: cq/mr");
+	x = mkqp(pd, cq, cq, 4, 1, 1);
+	y = mkqp(pd, cq, cq, 4, 1, 1);
+	connect_qp(x, y->qp_num, 1, 7);
+	connect_qp(y, x->qp_num, 1, 7);
+	fill(b + 1000, 5000, 0, 91);
+	memset(a, 0, 3 * 4096);
+	post(x, IBV_WR_RDMA_READ, a + 3000, 5000, ma->lkey, (uintptr_t)(b + 1000), mb->rkey, 0, 0, 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {   /* no verbs call here: only roshmd can bring the bytes */
+		seen = 1;
+		for (uint32_t i = 0; i < 5000 && seen; i++)
+			seen = __atomic_load_n(&a[3000 + i], __ATOMIC_RELAXED) == pat(i, 91);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (!seen && t.tv_sec - t0.tv_sec < 30);
+	if (!seen)
+		die("zero_copy: an RDMA READ's bytes reached the MR only through ibv_poll_cq "
+		    "(copied through the arena)");
+	wc = wait_wc(cq);
+	if (wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RDMA_READ)
+		die("zero_copy: READ completion");
+	if (a[2999] || a[8000])
+		die("zero_copy: the READ wrote outside its SGE");
+	/* back: from a's pages into b (a page boundary on both sides) */
+	fill(a + 4000, 6000, 0, 92);
+	post(x, IBV_WR_RDMA_WRITE, a + 4000, 6000, ma->lkey, (uintptr_t)(b + 100), mb->rkey, 0, 0, 2);
+	wc = wait_wc(cq);
+	if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+		die("zero_copy: WRITE completion");
+	check_bytes(b + 100, 6000, 0, 92, "zero_copy WRITE");
+	if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE) ||
+	    ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(ma) || ibv_dereg_mr(mb) ||
+	    ibv_destroy_cq(cq))
+		die("zero_copy: release");
+	free(a);
+	free(b);
+	printf("verbs_check server: RDMA READ lands in the MR's pages with no library copy; "
+	       "WRITE from an MR's pages\n");
+}
+
 static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -507,6 +567,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	}
 	hostile(ctx, pd, rmr, rb);
 	loopback(ctx, pd, rmr, rb);
+	zero_copy(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||
 	    ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch))

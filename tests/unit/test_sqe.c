@@ -13,17 +13,25 @@
 #define ARENA 65536u
 static struct rd_region rg = { .data_size = 4096 };
 static struct rd_region dead = { .data_size = 4096, .dead = true };
-static struct rd_handle handles[4] = { { NULL, 0 }, { &rg, 3 }, { &dead, 0 }, { NULL, 5 } };
+/* regions of the client's own (ROSHM_SQE_F_LBUF buffers): open, and closed */
+static struct rd_region own = { .data_size = 8192 };
+static struct rd_region own_dead = { .data_size = 8192, .dead = true };
+static struct rd_handle handles[6] = { { NULL, 0 }, { &rg, 3 }, { &dead, 0 }, { NULL, 5 },
+				       { &own, 7, true }, { &own_dead, 1, true } };
 static const uint32_t H = (3u << 16) | 1; /* index 1, generation 3 */
+static const uint32_t OWN = (7u << 16) | 4;
+static struct rd_region *lbuf_out;
 
 static int check(const struct roshm_sqe *s0)
 {
 	struct rd_region *out = (void *)1;
 	struct roshm_sqe c = *s0, *s = &c;
-	int ret = rd_sqe_check(s, handles, 4, ARENA, &out);
+	int ret = rd_sqe_check(s, handles, 6, ARENA, &out, &lbuf_out);
 
 	if (ret == 0 && s->opcode != ROSHM_OP_NOP && s->opcode != ROSHM_OP_FENCE)
 		assert_ptr_equal(out, &rg);
+	if (ret == 0 && !(s->flags & ROSHM_SQE_F_LBUF))
+		assert_null(lbuf_out);
 	return ret;
 }
 
@@ -75,7 +83,7 @@ static void test_flags_and_reserved(void **st)
 	s.rsvd0 = 1;
 	assert_int_equal(check(&s), -EINVAL);
 	roshm_prep_write(&s, H, 0, 0, 8);
-	s.rsvd1 = 1;
+	s.lbuf_handle = OWN; /* without ROSHM_SQE_F_LBUF: a reserved field */
 	assert_int_equal(check(&s), -EINVAL);
 	roshm_prep_nop(&s);
 	s.rsvd2 = 1;
@@ -151,6 +159,64 @@ static void test_alignment(void **st)
 }
 
 /*
+ * ROSHM_SQE_F_LBUF: the local buffer is a region the client created, never
+ * one it only opened, never the arena's bounds.
+ */
+static void test_lbuf(void **st)
+{
+	struct roshm_sqe s;
+
+	(void)st;
+	/* its own region, the whole data area (past the arena's size) */
+	roshm_prep_write(&s, H, 0, 0, 4096);
+	roshm_sqe_set_lbuf(&s, OWN, 8192 - 4096);
+	assert_int_equal(check(&s), 0);
+	assert_ptr_equal(lbuf_out, &own);
+	roshm_prep_read(&s, H, 4000, 0, 96);
+	roshm_sqe_set_lbuf(&s, OWN, 8096);
+	assert_int_equal(check(&s), 0);
+	assert_ptr_equal(lbuf_out, &own);
+	/* out of its data area, or wrapping */
+	roshm_prep_write(&s, H, 0, 0, 97);
+	roshm_sqe_set_lbuf(&s, OWN, 8096);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_read(&s, H, 0, 0, 16);
+	roshm_sqe_set_lbuf(&s, OWN, UINT64_MAX - 7);
+	assert_int_equal(check(&s), -EFAULT);
+	/* a region it opened, not created: the target's handle as the buffer */
+	roshm_prep_write(&s, H, 0, 0, 8);
+	roshm_sqe_set_lbuf(&s, H, 0);
+	assert_int_equal(check(&s), -EACCES);
+	/* no such handle, a stale generation, past the table, closed */
+	roshm_prep_write(&s, H, 0, 0, 8);
+	roshm_sqe_set_lbuf(&s, 0, 0);
+	assert_int_equal(check(&s), -EBADF);
+	roshm_sqe_set_lbuf(&s, (6u << 16) | 4, 0);
+	assert_int_equal(check(&s), -EBADF);
+	roshm_sqe_set_lbuf(&s, (7u << 16) | 6, 0);
+	assert_int_equal(check(&s), -EBADF);
+	roshm_sqe_set_lbuf(&s, (1u << 16) | 5, 0);
+	assert_int_equal(check(&s), -ESTALE);
+	/* only WRITE and READ take it */
+	roshm_prep_fetch_add(&s, H, 0, 1);
+	roshm_sqe_set_lbuf(&s, OWN, 0);
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_txn_write(&s, H, 0, 0, 8);
+	roshm_sqe_set_lbuf(&s, OWN, 0);
+	assert_int_equal(check(&s), -EINVAL);
+	roshm_prep_nop(&s);
+	roshm_sqe_set_lbuf(&s, OWN, 0);
+	assert_int_equal(check(&s), -EINVAL);
+	/* the target's checks come first: a bad target is its own error */
+	roshm_prep_write(&s, H, 4090, 0, 8);
+	roshm_sqe_set_lbuf(&s, OWN, 0);
+	assert_int_equal(check(&s), -EFAULT);
+	roshm_prep_write(&s, 2, 0, 0, 8);
+	roshm_sqe_set_lbuf(&s, OWN, 0);
+	assert_int_equal(check(&s), -ESTALE);
+}
+
+/*
  * A region whose owner limits the others (roshm_region_opts): READ and
  * atomics only, the window [1000, 1100) of an 8192-byte data area, offsets
  * are addresses from 0x7f0000000000. The owner's handle is not limited.
@@ -162,10 +228,10 @@ static struct rd_handle mhandles[2] = { { &mr, 1, false }, { &mr, 2, true } };
 
 static int mcheck(struct roshm_sqe *s, uint32_t idx)
 {
-	struct rd_region *out = NULL;
+	struct rd_region *out = NULL, *lbuf = NULL;
 
 	s->handle = (mhandles[idx].gen << 16) | idx;
-	return rd_sqe_check(s, mhandles, 2, ARENA, &out);
+	return rd_sqe_check(s, mhandles, 2, ARENA, &out, &lbuf);
 }
 
 static void test_window_and_access(void **st)
@@ -231,6 +297,7 @@ int main(void)
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_alignment),
 		cmocka_unit_test(test_window_and_access),
+		cmocka_unit_test(test_lbuf),
 	};
 
 	return cmocka_run_group_tests_name("sqe_validation", tests, NULL, NULL);

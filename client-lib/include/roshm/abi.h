@@ -20,7 +20,7 @@
 #define ROSHM_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define ROSHM_ABI_VERSION 3u
+#define ROSHM_ABI_VERSION 4u
 #define ROSHM_CHAN_MAGIC 0x4d48534fu /* "OSHM" */
 #define ROSHM_REGION_MAGIC 0x4e474552u /* "REGN" */
 #define ROSHM_CACHELINE 64
@@ -40,7 +40,11 @@ enum roshm_op {
 
 /* SQE flags. */
 #define ROSHM_SQE_F_FENCE (1u << 0) /* this SQE waits for all earlier ones */
-#define ROSHM_SQE_F_VALID_MASK (ROSHM_SQE_F_FENCE)
+/* WRITE/READ: the local buffer is not the arena but region lbuf_handle, one
+ * this client created, at data offset arena_off (no copy through the arena:
+ * roshm_sqe_set_lbuf()). */
+#define ROSHM_SQE_F_LBUF (1u << 1)
+#define ROSHM_SQE_F_VALID_MASK (ROSHM_SQE_F_FENCE | ROSHM_SQE_F_LBUF)
 
 /* Submission queue entry: 64 bytes, written by the client, untrusted. */
 struct roshm_sqe {
@@ -49,9 +53,9 @@ struct roshm_sqe {
 	uint16_t rsvd0;      /* must be 0 */
 	uint32_t handle;     /* index | generation << 16 into the client's handle table */
 	uint64_t off;        /* offset in the target region's data area */
-	uint64_t arena_off;  /* offset in this channel's arena */
+	uint64_t arena_off;  /* offset in this channel's arena (ROSHM_SQE_F_LBUF: in lbuf_handle's data) */
 	uint32_t len;        /* bytes for WRITE/READ; 8 for atomics (or 0) */
-	uint32_t rsvd1;      /* must be 0 */
+	uint32_t lbuf_handle; /* ROSHM_SQE_F_LBUF: a region this client created; else 0 */
 	uint64_t operand1;   /* FETCH_ADD addend, CMP_SWAP compare value */
 	uint64_t operand2;   /* CMP_SWAP swap value */
 	uint64_t user_data;  /* returned untouched in the CQE */

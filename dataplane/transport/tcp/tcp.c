@@ -458,8 +458,9 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	pd->used = true;
 	pd->gen++;
 	rd_pend_start(&pd->h, op, rg->peer, rte_rdtsc());
-	/* the arena offset was checked at validation; the hold keeps it mapped */
-	pd->dst = op->txn ? op->dst : op->client ? op->client->arena + s->arena_off : NULL;
+	/* the arena offset (or the client's own region's, ROSHM_SQE_F_LBUF)
+	 * was checked at validation; the holds keep it mapped */
+	pd->dst = op->dst ? op->dst : op->client ? op->client->arena + s->arena_off : NULL;
 	memset(&req, 0, sizeof(req));
 	req.opcode = s->opcode;
 	if (s->opcode == ROSHM_OP_TXN_COMMIT)

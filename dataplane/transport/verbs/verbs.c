@@ -491,7 +491,18 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 		return RD_OP_DONE;
 	}
 	if (s->opcode == ROSHM_OP_WRITE || s->opcode == ROSHM_OP_READ) {
-		if (op->client) {
+		if (op->lbuf) {
+			/* the client's own region (ROSHM_SQE_F_LBUF), held by
+			 * the operation: the NIC moves its bytes, no copy */
+			const struct ibv_mr *lmr = op->lbuf->mr;
+
+			laddr = s->opcode == ROSHM_OP_WRITE ? (uint8_t *)(uintptr_t)op->src : op->dst;
+			if (!lmr) {
+				op->status = -EFAULT;
+				return RD_OP_DONE;
+			}
+			lkey = lmr->lkey;
+		} else if (op->client) {
 			laddr = op->client->arena + s->arena_off;
 			lkey = op->client->lkey;
 		} else {
