@@ -48,7 +48,17 @@ sqes = {
     'handle_out_of_table': sqe(READ, h(200, 0), 0, 0, 8), 'empty_region': sqe(READ, HEMPTY, 0, 0, 1),
     'txn_no_log': sqe(TXW, H4K, 0, 0, 8), 'commit_no_log': sqe(TXC, H4K),
     'rsvd0': sqe(NOP, r0=1), 'rsvd1': sqe(WRITE, H4K, 0, 0, 8, r1=1), 'rsvd2': sqe(READ, H4K, r2=1),
-    'bad_flag': sqe(WRITE, H4K, 0, 0, 8, flags=2), 'opcode_max': sqe(8), 'opcode_255': sqe(255),
+    'bad_flag': sqe(WRITE, H4K, 0, 0, 8, flags=4), 'opcode_max': sqe(8), 'opcode_255': sqe(255),
+    # ROSHM_SQE_F_LBUF (flags bit 1): the local buffer is a region of the
+    # client's own (lbuf_handle in the old rsvd1; arena_off its data offset)
+    'lbuf_write': sqe(WRITE, H4K, 0, 100, 64, flags=2, r1=h(13, 10)),
+    'lbuf_read_whole': sqe(READ, H4K, 0, 0, 4096, flags=2, r1=h(13, 10)),
+    'lbuf_past_end': sqe(WRITE, H4K, 0, 4000, 97, flags=2, r1=h(13, 10)),
+    'lbuf_opened_only': sqe(READ, H4K, 0, 0, 8, flags=2, r1=H4K),
+    'lbuf_dead': sqe(WRITE, H4K, 0, 0, 8, flags=2, r1=h(14, 11)),
+    'lbuf_huge_top': sqe(READ, H4K, 0, 2**64 - 24, 16, flags=2, r1=h(15, 12)),
+    'lbuf_atomic': sqe(FADD, H4K, 0, 0, 8, flags=2, op1=1, r1=h(13, 10)),
+    'lbuf_fence_write': sqe(WRITE, HTXN, 8, 0, 8, flags=3, r1=h(13, 10)),
 }
 for name, s in sqes.items():
     put('sqe', name, s)
