@@ -65,6 +65,13 @@ out:
 		kick(g->efd);
 }
 
+void rd_guard_report(struct rd_guard *g, bool *tampered)
+{
+	__atomic_store_n(tampered, true, __ATOMIC_RELEASE);
+	if (g && g->efd >= 0)
+		kick(g->efd);
+}
+
 static void *guard_main(void *arg)
 {
 	struct rd_guard *g = arg;

@@ -56,5 +56,10 @@ void rd_guard_fini(struct rd_guard *g);
 int rd_guard_add(struct rd_guard *g, void *addr, size_t len, bool *tampered);
 /* Before the mapping goes (munmap also unregisters it). */
 void rd_guard_remove(struct rd_guard *g, void *addr);
+/* A kernel-mode touch of a watched mapping failed with EFAULT (a syscall
+ * that read or wrote it met a hole): the same report as a fault the guard
+ * thread resolves (*tampered set, the control thread woken, the owner
+ * disconnected). Any thread; @g may be NULL (nothing watched). */
+void rd_guard_report(struct rd_guard *g, bool *tampered);
 
 #endif

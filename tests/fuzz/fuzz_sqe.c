@@ -35,6 +35,8 @@ static struct rd_region regions[] = {
 	/* everything, a window, offsets */
 	{ .data_size = 4096, .restricted = true, .access = ROSHM_ACCESS_ALL, .win_lo = 64,
 	  .win_hi = 128 },
+	/* remote: never a client's own in roshmd, but the rule must hold anyway */
+	{ .data_size = 4096, .remote = true },
 };
 static struct rd_handle handles[] = {
 	{ NULL, 0 },
@@ -54,6 +56,7 @@ static struct rd_handle handles[] = {
 	{ &regions[0], 10, true },
 	{ &regions[3], 11, true },  /* closed */
 	{ &regions[5], 12, true },
+	{ &regions[9], 13, true },  /* a remote region marked own: never a buffer */
 };
 #define NHANDLES (sizeof(handles) / sizeof(handles[0]))
 static const uint64_t arenas[] = { 1u << 16, 0, 4096, 1u << 22, UINT64_MAX };
@@ -124,7 +127,7 @@ static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_reg
 
 			if (!l || !l->region || l->gen != s->lbuf_handle >> 16)
 				return -EBADF;
-			if (!l->own)
+			if (!l->own || l->region->remote)
 				return -EACCES;
 			if (l->region->dead)
 				return -ESTALE;
@@ -187,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rg != want)
 		fuzz_fail("opcode %u handle %#x: region %p, expected %p", s.opcode, s.handle, (void *)rg,
 			  (const void *)want);
-	if (!ret && lbuf != want_lbuf)
+	if (lbuf != (ret ? NULL : want_lbuf))
 		fuzz_fail("opcode %u flags %#x lbuf_handle %#x: buffer region %p, expected %p",
 			  orig.opcode, orig.flags, orig.lbuf_handle, (void *)lbuf,
 			  (const void *)want_lbuf);

@@ -59,6 +59,7 @@ sqes = {
     'lbuf_huge_top': sqe(READ, H4K, 0, 2**64 - 24, 16, flags=2, r1=h(15, 12)),
     'lbuf_atomic': sqe(FADD, H4K, 0, 0, 8, flags=2, op1=1, r1=h(13, 10)),
     'lbuf_fence_write': sqe(WRITE, HTXN, 8, 0, 8, flags=3, r1=h(13, 10)),
+    'lbuf_remote_own': sqe(WRITE, H4K, 0, 0, 8, flags=2, r1=h(16, 13)),
 }
 for name, s in sqes.items():
     put('sqe', name, s)

@@ -26,6 +26,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "guard.h"
 #include "poller/txn.h"
 #include "transport/tcp/tcp.h"
 
@@ -215,6 +216,10 @@ static void pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int3
 
 	pd->used = false;
 	c->free_ids[c->nfree++] = id;
+	if (pd->fail) {
+		status = pd->fail;
+		result = 0;
+	}
 	t->pv->done(t->pv, &pd->h, status, result);
 }
 
@@ -357,42 +362,68 @@ static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
 	return 0;
 }
 
+/*
+ * Nothing more is read from the memory of outbound operation @pd's payload:
+ * a WRITE whose request has not started to go out becomes a WRITE of no
+ * bytes; one whose header is (partly) on the wire sends zeros for the rest
+ * of its payload, as if its buffer had been cleared while it was sent.
+ */
+static void payload_let_go(struct rd_tcp *t, struct rd_tcp_conn *c, struct rd_tcp_pend *pd)
+{
+	struct rd_tcp_seg *sg = &c->seg[pd->seg & c->seg_mask];
+
+	if (!pd->unsent)
+		return;
+	if (c->tx_head <= pd->hdr_pos) {
+		uint32_t zero = 0;
+
+		ring_write(c, pd->hdr_pos + offsetof(struct roshm_tcp_req, len), &zero, sizeof(zero));
+		sg->len = 0;
+	} else {
+		sg->ext = t->zeros;
+	}
+}
+
+/* A READ answer being received into [@lo, @hi) goes nowhere from here on. */
+static void rx_let_go(struct rd_tcp_conn *c, const uint8_t *lo, const uint8_t *hi)
+{
+	if (c->rx_state == 1 && c->rx_dst >= lo && c->rx_dst < hi)
+		c->rx_dst = NULL;
+}
+
+/* Outbound operation @pd lets go of its ROSHM_SQE_F_LBUF region now, not
+ * at its answer (which a peer may never send). */
+static void lbuf_let_go(struct rd_tcp *t, struct rd_tcp_conn *c, struct rd_tcp_pend *pd)
+{
+	struct rd_region *rg = pd->h.lbuf;
+
+	payload_let_go(t, c, pd);
+	rx_let_go(c, rg->data, rg->data + rg->data_size);
+	pd->h.lbuf = NULL;
+	rd_region_unhold(t->poller, rg);
+}
+
 static void tcp_client_gone(struct rd_provider *pv, struct rd_client *cl)
 {
 	struct rd_tcp *t = pv->priv;
 
-	/* Nothing more is written into its arena: a READ response being
-	 * received into it goes nowhere, and its operations waiting for an
-	 * answer let go of it now (a peer that never answers, or never reads,
-	 * must not keep a detached client's memory mapped); their answers are
-	 * discarded. Nothing more is read from its arena either: a WRITE whose
-	 * request has not started to go out becomes a WRITE of no bytes; one
-	 * whose header is (partly) on the wire sends zeros for the rest of its
-	 * payload, as if the client had cleared its buffer while it was sent. */
+	/* Nothing more is written into its arena or read from it (nor from a
+	 * region of its own it named, ROSHM_SQE_F_LBUF), and its operations
+	 * waiting for an answer let go of it now (a peer that never answers,
+	 * or never reads, must not keep a detached client's memory mapped);
+	 * their answers are discarded. */
 	for (uint32_t k = 0; k < t->nout; k++) {
 		struct rd_tcp_conn *c = t->out[k];
 
-		if (c->rx_state == 1 && c->rx_dst >= cl->arena &&
-		    c->rx_dst < cl->arena + cl->arena_size)
-			c->rx_dst = NULL;
+		rx_let_go(c, cl->arena, cl->arena + cl->arena_size);
 		for (uint32_t i = 0; i < c->npend; i++) {
 			struct rd_tcp_pend *pd = &c->pend[i];
 
 			if (!pd->used || pd->h.client != cl)
 				continue;
-			if (pd->unsent) {
-				struct rd_tcp_seg *sg = &c->seg[pd->seg & c->seg_mask];
-
-				if (c->tx_head <= pd->hdr_pos) {
-					uint32_t zero = 0;
-
-					ring_write(c, pd->hdr_pos + offsetof(struct roshm_tcp_req, len),
-						   &zero, sizeof(zero));
-					sg->len = 0;
-				} else {
-					sg->ext = t->zeros;
-				}
-			}
+			payload_let_go(t, c, pd);
+			if (pd->h.lbuf)
+				lbuf_let_go(t, c, pd);
 			rd_pend_forget_client(pv, &pd->h);
 		}
 	}
@@ -406,6 +437,20 @@ static void tcp_export(struct rd_provider *pv, struct rd_region *rg, bool on)
 		t->exported[rg->id] = on ? rg : NULL;
 	if (on)
 		return;
+	/* Our clients' operations that send from it or receive into it as
+	 * their own buffer (ROSHM_SQE_F_LBUF) let go of it now, and fail. */
+	for (uint32_t k = 0; k < t->nout; k++) {
+		struct rd_tcp_conn *c = t->out[k];
+
+		for (uint32_t i = 0; i < c->npend; i++) {
+			struct rd_tcp_pend *pd = &c->pend[i];
+
+			if (pd->used && pd->h.lbuf == rg) {
+				lbuf_let_go(t, c, pd);
+				pd->fail = -ESTALE;
+			}
+		}
+	}
 	/* A WRITE payload streaming into this region (data area or log) is
 	 * discarded from here on, and answered ESTALE: the region's memory is
 	 * freed once nothing of ours points into it. */
@@ -457,6 +502,7 @@ static int tcp_submit(struct rd_provider *pv, struct rd_op *op)
 	pd = &c->pend[id];
 	pd->used = true;
 	pd->gen++;
+	pd->fail = 0;
 	rd_pend_start(&pd->h, op, rg->peer, rte_rdtsc());
 	/* the arena offset (or the client's own region's, ROSHM_SQE_F_LBUF)
 	 * was checked at validation; the holds keep it mapped */
@@ -515,6 +561,95 @@ static void tx_consumed(struct rd_tcp_conn *c, size_t w)
 	}
 }
 
+/*
+ * writev said EFAULT. Ring spans are private memory, arenas are sealed
+ * against holes and the transaction engine's records are ours: only a WRITE
+ * payload sent in place from a client's own region (ROSHM_SQE_F_LBUF) can
+ * fault, where its owner punched a hole that the kernel, not our code,
+ * touched (the hole guard sees only our own touches). Send the pieces one
+ * by one from the head until one faults: that payload sends zeros for the
+ * rest (what a hole reads as; the frame stays whole, the connection up),
+ * its operation fails with -EFAULT, and its region is reported as the
+ * guard reports a hole (its owner is disconnected). False: the fault is in
+ * nothing of that kind, and the connection goes down.
+ */
+static bool payload_fault(struct rd_tcp *t, struct rd_tcp_conn *c)
+{
+	while (tx_pending(c)) {
+		struct rd_tcp_seg *sg = &c->seg[c->seg_head & c->seg_mask];
+		uint32_t l = sg->len - c->seg_off;
+		const uint8_t *p;
+		ssize_t w;
+
+		if (!l) {
+			tx_consumed(c, 0);
+			continue;
+		}
+		if (sg->ext) {
+			p = sg->ext + c->seg_off;
+		} else {
+			uint32_t pos = (uint32_t)c->tx_head & (c->tx_size - 1);
+
+			p = c->tx + pos;
+			if (l > c->tx_size - pos)
+				l = c->tx_size - pos;
+		}
+		w = write(c->fd, p, l);
+		if (w > 0) {
+			tx_consumed(c, (size_t)w);
+			RD_STAT_ADD(c->bytes_tx, (uint64_t)w);
+			return true;
+		}
+		if (w < 0 && (errno == EAGAIN || errno == EINTR))
+			return true; /* the caller's writev says so again */
+		if (w < 0 && errno == EFAULT && sg->ext && c->pend[sg->pend].h.lbuf) {
+			struct rd_tcp_pend *pd = &c->pend[sg->pend];
+			struct rd_region *rg = pd->h.lbuf;
+
+			sg->ext = t->zeros; /* + seg_off stays inside: len <= max_msg */
+			pd->fail = -EFAULT;
+			rd_guard_report(rg->guard, &rg->tampered); /* control logs it */
+			return true;
+		}
+		return false;
+	}
+	return true;
+}
+
+/*
+ * A direct readv into c->rx_dst said EFAULT: the destination is a region
+ * whose owner punched a hole there (a READ answer into a client's own
+ * region, ROSHM_SQE_F_LBUF; a WRITE into one of our regions); arenas are
+ * sealed against holes. The rest of the payload is discarded, the operation
+ * fails with -EFAULT, and the region is reported as the guard reports a
+ * hole. False: no such region, the connection goes down.
+ */
+static bool rx_fault(struct rd_tcp_conn *c)
+{
+	struct rd_region *rg;
+
+	if (c->inbound) {
+		rg = c->rx_rg;
+		if (!rg)
+			return false;
+		c->rx_rg = NULL;
+		c->rx_status = -EFAULT;
+	} else {
+		struct roshm_tcp_resp r;
+		struct rd_tcp_pend *pd;
+
+		memcpy(&r, c->rx_hdr, sizeof(r));
+		pd = &c->pend[(uint32_t)r.tag];
+		rg = pd->h.lbuf;
+		if (!rg)
+			return false;
+		pd->fail = -EFAULT;
+	}
+	c->rx_dst = NULL;
+	rd_guard_report(rg->guard, &rg->tampered); /* control logs it */
+	return true;
+}
+
 static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	while (c->up && tx_pending(c)) {
@@ -558,6 +693,8 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 				conn_events(t, c);
 				return;
 			}
+			if (errno == EFAULT && payload_fault(t, c))
+				continue;
 			conn_down(t, c, -ECONNRESET, "write failed");
 			return;
 		}
@@ -816,6 +953,8 @@ static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 			if (n <= 0) {
 				if (n < 0 && (errno == EAGAIN || errno == EINTR))
 					return;
+				if (n < 0 && errno == EFAULT && c->rx_dst && rx_fault(c))
+					continue;
 				conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
 				return;
 			}

@@ -22,6 +22,9 @@ struct rd_tcp_pend {
 	uint32_t gen;
 	bool used;
 	bool unsent;                  /* its payload is not all in the socket yet */
+	int32_t fail;                 /* 0, or the status it completes with whatever the peer
+					 says: -EFAULT (a hole in its ROSHM_SQE_F_LBUF region),
+					 -ESTALE (that region closed while it was under way) */
 };
 
 /*
