@@ -1,17 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * libroshm-verbs: QPs and the send engine.
+ * libroshm-verbs: the send engine (a QP's life is qp_state.c, what it finds
+ * of its peers rkey.c).
  *
  * ibv_post_send records each WR in the QP's software send queue (the bytes
- * of an inline WR are copied at once, everything else is checked); qp_issue()
+ * of an inline WR are copied at once, everything else is checked); rv_qp_issue()
  * turns the queue into roshm SQEs in posting order as far as arena slots, the
  * SQ and the peer's ring credits allow, and rv_progress() (every poll and
  * post, and the notifier thread) reaps roshmd's completions and issues what
  * waited. WRs complete in posting order per QP, as on an RC QP.
  *
  * RDMA WRITE / READ / atomics are roshm WRITE / READ / FETCH_ADD / CMP_SWAP
- * on the region the rkey names, through an arena slot (one copy, on the
- * requester). SEND, SEND_WITH_IMM and the notification of an
+ * on the region the rkey names; a WRITE's source and a READ's destination
+ * are the local MR's own pages (ROSHM_SQE_F_LBUF: no copy), or an arena
+ * slot for a WRITE of several SGEs or inline data (one copy, here). SEND, SEND_WITH_IMM and the notification of an
  * RDMA_WRITE_WITH_IMM are fragments in the inbound ring of the peer QP
  * (region "ibv-qp-<dest_qp_num>", layout in rv.h): a WRITE of header and
  * payload, then a CAS of the header's tag, back to back on the same
@@ -25,17 +27,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <inttypes.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "rv.h"
-
-#define RV_SYNC_NS (10ull * 1000000000ull)
 
 /* ------------------------------------------------------------ resources */
 
@@ -75,7 +70,7 @@ static void put_slot(struct rv_ctx *c, uint32_t slot)
 	c->free_slots[c->nfree++] = slot;
 }
 
-static enum ibv_wc_status wc_status(int st)
+enum ibv_wc_status rv_wc_status(int st)
 {
 	switch (st) {
 	case 0:
@@ -100,7 +95,7 @@ static enum ibv_wc_status ring_status(int st)
 	case -ESTALE: case -ENOENT: case -EBADF: case -EACCES:
 		return IBV_WC_RETRY_EXC_ERR;
 	default:
-		return wc_status(st);
+		return rv_wc_status(st);
 	}
 }
 
@@ -124,7 +119,7 @@ static void wr_fail(struct rv_qp *q, struct rv_swr *w, enum ibv_wc_status st)
 }
 
 /* The QP goes to the error state: posted receives are flushed now, the send
- * queue as its WRs come up (qp_issue, qp_retire). */
+ * queue as its WRs come up (rv_qp_issue, qp_retire). */
 void rv_qp_fail(struct rv_qp *q)
 {
 	q->qp.state = IBV_QPS_ERR;
@@ -132,7 +127,7 @@ void rv_qp_fail(struct rv_qp *q)
 	rv_rq_flush(q);
 }
 
-static void backlog(struct rv_ctx *c, struct rv_qp *q, bool on)
+void rv_backlog(struct rv_ctx *c, struct rv_qp *q, bool on)
 {
 	if (q->backlog_on == on)
 		return;
@@ -173,187 +168,6 @@ static void qp_retire(struct rv_qp *q)
 		}
 		q->head++;
 	}
-}
-
-/* ------------------------------------------------------ synchronous reads */
-
-/* READ @len bytes at @off of region @handle into @out and wait (10 s at most). */
-int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out)
-{
-	struct roshm_sqe *sqe;
-	uint64_t t0 = rv_now_ns();
-	uint32_t seq = ++c->sync_seq;
-
-	if (len > RV_META_SIZE)
-		return -EINVAL;
-	while (!(sqe = roshm_get_sqe(c->r))) {
-		roshm_submit(c->r);
-		rv_reap(c);
-		if (rv_now_ns() - t0 > RV_SYNC_NS)
-			return -ETIMEDOUT;
-		sched_yield();
-	}
-	roshm_prep_read(sqe, handle, off, c->meta_off, len);
-	roshm_sqe_set_data(sqe, RV_UD_SYNC | seq);
-	c->sync_done = false;
-	roshm_submit(c->r);
-	while (!c->sync_done) {
-		rv_reap(c);
-		if (c->sync_done)
-			break;
-		if (rv_now_ns() - t0 > RV_SYNC_NS)
-			return -ETIMEDOUT;
-		sched_yield();
-	}
-	if (c->sync_status)
-		return c->sync_status;
-	memcpy(out, c->arena + c->meta_off, len);
-	return 0;
-}
-
-static void rkey_close(struct rv_ctx *c, struct rv_rkey *k)
-{
-	for (uint32_t i = 0; i < k->nh; i++)
-		roshm_region_close(c->r, k->handles[i]);
-	k->nh = 0;
-	k->valid = false;
-}
-
-/* Open "ibv-mr-<key>" into k->handles[] (once per key): its index, or -1. */
-static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const uint32_t *keys,
-		     uint64_t *sizes)
-{
-	char name[ROSHM_NAME_MAX];
-
-	for (uint32_t i = 0; i < k->nh; i++)
-		if (keys[i] == key)
-			return (int)i;
-	if (k->nh == RV_MR_KEYS)
-		return -1;
-	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
-	if (roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]))
-		return -1;
-	return (int)k->nh++;
-}
-
-/*
- * The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant, read its
- * metadata page once into private memory and check it (segments contiguous
- * from the first page of [addr, addr + length) to past its end, each inside
- * the region that holds it, behind that region's metadata page), and open
- * the regions its segments name. Cached while WRs use it; a failed lookup
- * caches nothing.
- */
-static struct rv_rkey *resolve(struct rv_ctx *c, uint32_t rkey)
-{
-	uint32_t keys[RV_MR_KEYS];
-	uint64_t sizes[RV_MR_KEYS];
-	struct rv_rkey *k = NULL;
-	int idx;
-
-	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
-		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
-			return &c->rkeys[i];
-	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++) {
-		struct rv_rkey *e = &c->rkeys[c->rkey_next++ % RV_RKEY_CACHE];
-
-		if (!e->valid || !e->refs)
-			k = e;
-	}
-	if (!k)
-		return NULL;   /* 64 remote MRs in use by WRs in flight */
-	if (k->valid)
-		rkey_close(c, k);
-	if (rkey_open(c, k, rkey, keys, sizes) != 0)
-		return NULL;
-	keys[0] = rkey;
-	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
-		goto err;
-	if (rv_meta_check(&k->m, rkey))
-		goto err;
-	for (uint32_t i = 0; i < k->m.nseg; i++) {
-		const struct rv_seg *g = &k->m.seg[i];
-
-		idx = rkey_open(c, k, g->key, keys, sizes);
-		if (idx < 0)
-			goto err;
-		keys[idx] = g->key;
-		if (g->data_off > sizes[idx] || g->len > sizes[idx] - g->data_off)
-			goto err;
-		k->seg_h[i] = (uint8_t)idx;
-	}
-	k->rkey = rkey;
-	k->refs = 0;
-	k->valid = true;
-	return k;
-err:
-	rkey_close(c, k);
-	return NULL;
-}
-
-/* Where remote address @va of @k lives: the region handle (returned), the
- * data offset in *off, and in *room the bytes from there to its segment's end. */
-static uint32_t rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t *off, uint64_t *room)
-{
-	return k->handles[k->seg_h[rv_meta_at(&k->m, va, off, room)]];
-}
-
-/*
- * Find the inbound ring of the peer QP (dest_qp_num) in our tenant and read
- * its header: IBV_WC_SUCCESS, or the status a WR to that QP gets. @tries
- * attempts 100 ms apart while the region is not found (a registry may lag).
- */
-static enum ibv_wc_status peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
-{
-	char name[ROSHM_NAME_MAX];
-	struct rv_ring_hdr h;
-	uint64_t size = 0;
-	uint32_t handle = 0;
-	int ret = -ENOENT;
-
-	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
-	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN); i++) {
-		if (i)
-			usleep(100000);
-		ret = roshm_region_open(c->r, name, &handle, &size);
-	}
-	if (ret)  /* no such QP in our tenant: as a NIC whose packets nobody answers */
-		return IBV_WC_RETRY_EXC_ERR;
-	ret = rv_sync_read(c, handle, 0, sizeof(h), &h);
-	if (ret) {
-		roshm_region_close(c->r, handle);
-		return wc_status(ret);
-	}
-	if (h.magic != RV_RING_MAGIC || h.qpn != q->dest_qp_num ||
-	    (h.nslots && (h.nslots & (h.nslots - 1) || h.nslots < 64 || h.nslots > (1u << 24) ||
-			  RV_RING_SLOTS + (uint64_t)h.nslots * RV_SLOT > size))) {
-		roshm_region_close(c->r, handle);
-		return IBV_WC_REM_OP_ERR;
-	}
-	if (!h.nslots) {  /* a QP without a receive queue */
-		roshm_region_close(c->r, handle);
-		return IBV_WC_REM_INV_REQ_ERR;
-	}
-	q->peer_handle = handle;
-	q->peer_n = h.nslots;
-	/* Start where the owner's consumer is: a QP that was reset and
-	 * connected again picks the ring up where it stands. */
-	q->prod = q->cons_known = h.cons;
-	q->peer_rnr_timer = (uint8_t)(h.rnr_timer & 31);
-	q->peer_ok = true;
-	q->peer_status = IBV_WC_SUCCESS;
-	q->credit_inflight = false;
-	q->want = 0;
-	q->rnr_count = 0;
-	q->rnr_next_ns = 0;
-	return IBV_WC_SUCCESS;
-}
-
-static void peer_drop(struct rv_ctx *c, struct rv_qp *q)
-{
-	if (q->peer_ok)
-		roshm_region_close(c->r, q->peer_handle);
-	q->peer_ok = false;
 }
 
 /* ------------------------------------------------------------ the engine */
@@ -465,7 +279,7 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 
 		if (!room(c, &sqe, 1))
 			return false;
-		h = rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
+		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
 		if (chunk > seg_room)
 			chunk = seg_room;
 		slot = take_slot(c);
@@ -505,7 +319,7 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 
 		if (!room(c, &sqe, 1))
 			return false;
-		h = rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
+		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
 		if (chunk > seg_room)
 			chunk = seg_room;
 		slot = take_slot(c);
@@ -539,7 +353,7 @@ static bool issue_atomic(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struc
 
 	if (!room(c, &sqe, 1))
 		return false;
-	h = rkey_at(w->k, w->raddr, &off, &seg_room);  /* 8 aligned bytes: one page */
+	h = rv_rkey_at(w->k, w->raddr, &off, &seg_room);  /* 8 aligned bytes: one page */
 	slot = take_slot(c);
 	if (w->op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		roshm_prep_fetch_add(sqe, h, off, w->cmp);
@@ -597,7 +411,7 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 	enum ibv_wc_status st;
 
 	if (!q->peer_ok && q->peer_status == IBV_WC_SUCCESS &&
-	    (st = peer_resolve(c, q, 10)) != IBV_WC_SUCCESS)
+	    (st = rv_peer_resolve(c, q, 10)) != IBV_WC_SUCCESS)
 		q->peer_status = st;
 	if (q->peer_status != IBV_WC_SUCCESS) {
 		wr_fail(q, w, q->peer_status);
@@ -707,7 +521,7 @@ static bool issue_wr(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 	}
 }
 
-static void qp_issue(struct rv_ctx *c, struct rv_qp *q)
+void rv_qp_issue(struct rv_ctx *c, struct rv_qp *q)
 {
 	if (q->destroying)
 		return;
@@ -726,7 +540,7 @@ static void qp_issue(struct rv_ctx *c, struct rv_qp *q)
 		}
 		q->issue++;
 	}
-	backlog(c, q, q->issue != q->tail);
+	rv_backlog(c, q, q->issue != q->tail);
 	qp_retire(q);
 }
 
@@ -758,7 +572,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	}
 	w = &q->swr[op->widx & q->mask];
 	if (e->status) {
-		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : wc_status(e->status));
+		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : rv_wc_status(e->status));
 	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
 		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
@@ -808,7 +622,7 @@ void rv_progress(struct rv_ctx *c)
 	if (c->nbacklog)
 		for (struct rv_qp *q = c->qps; q; q = q->next)
 			if (q->backlog_on)
-				qp_issue(c, q);
+				rv_qp_issue(c, q);
 	roshm_submit(c->r);
 }
 
@@ -872,7 +686,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->status = IBV_WC_SUCCESS;
 	q->tail++;
 	if (q->broken || q->qp.state == IBV_QPS_ERR)
-		return 0;         /* flushed in order by qp_issue */
+		return 0;         /* flushed in order by rv_qp_issue */
 	sg = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		/* the application may reuse its buffer as soon as we return */
@@ -897,7 +711,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
 		uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
 		uint64_t rlen = w->len;
-		struct rv_rkey *k = resolve(c, rkey);
+		struct rv_rkey *k = rv_rkey_resolve(c, rkey);
 
 		if (!k || !(k->m.access & access) || raddr < k->m.addr || rlen > k->m.length ||
 		    raddr - k->m.addr > k->m.length - rlen || (atomic && (raddr & 7))) {
@@ -932,247 +746,8 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 			break;
 		}
 	}
-	qp_issue(c, q);
+	rv_qp_issue(c, q);
 	roshm_submit(c->r);   /* one doorbell for the chain */
 	rv_unlock(c);
 	return ret;
-}
-
-/* ------------------------------------------------------------------ QPs */
-
-static uint32_t pow2(uint32_t v)
-{
-	uint32_t n = 1;
-
-	while (n < v)
-		n <<= 1;
-	return n;
-}
-
-static void qp_free(struct rv_qp *q)
-{
-	free(q->swr);
-	free(q->sge);
-	free(q->inl);
-	free(q->rwr);
-	free(q->rsge);
-	free(q);
-}
-
-RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
-{
-	struct rv_ctx *c = to_ctx(pd->context);
-	struct rv_qp *q;
-	uint32_t n, rn;
-	int ret;
-
-	if (a->qp_type != IBV_QPT_RC || a->srq) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
-	    a->cap.max_recv_wr > RV_MAX_WR || a->cap.max_send_sge > RV_MAX_SGE ||
-	    a->cap.max_recv_sge > RV_MAX_SGE || a->cap.max_inline_data > RV_MAX_INLINE) {
-		errno = EINVAL;
-		return NULL;
-	}
-	n = pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
-	rn = pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
-	q = calloc(1, sizeof(*q));
-	if (!q) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	q->sge_stride = a->cap.max_send_sge ? a->cap.max_send_sge : 1;
-	q->rsge_stride = a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
-	q->swr = calloc(n, sizeof(*q->swr));
-	q->sge = calloc((size_t)n * q->sge_stride, sizeof(*q->sge));
-	q->inl = malloc((size_t)n * RV_MAX_INLINE);
-	q->rwr = calloc(rn, sizeof(*q->rwr));
-	q->rsge = calloc((size_t)rn * q->rsge_stride, sizeof(*q->rsge));
-	if (!q->swr || !q->sge || !q->inl || !q->rwr || !q->rsge) {
-		qp_free(q);
-		errno = ENOMEM;
-		return NULL;
-	}
-	q->mask = n - 1;
-	q->rq_mask = rn - 1;
-	q->max_send_wr = a->cap.max_send_wr ? a->cap.max_send_wr : 1;
-	q->sq_sig_all = a->sq_sig_all;
-	q->cap = a->cap;
-	q->cap.max_inline_data = RV_MAX_INLINE;
-	a->cap = q->cap;
-	q->qp.context = pd->context;
-	q->qp.qp_context = a->qp_context;
-	q->qp.pd = pd;
-	q->qp.send_cq = a->send_cq;
-	q->qp.recv_cq = a->recv_cq;
-	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_type = IBV_QPT_RC;
-	pthread_mutex_init(&q->qp.mutex, NULL);
-	pthread_cond_init(&q->qp.cond, NULL);
-	rv_lock(c);
-	ret = rv_ring_create(c, q, a->cap.max_recv_wr);   /* also draws the QPN */
-	if (ret) {
-		rv_unlock(c);
-		qp_free(q);
-		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: create_qp: %s\n", strerror(-ret));
-		errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
-		return NULL;
-	}
-	q->next = c->qps;
-	c->qps = q;
-	rv_unlock(c);
-	return &q->qp;
-}
-
-/* Wait (bounded) until roshmd has no SQE of this QP left. */
-static bool qp_drain(struct rv_ctx *c, struct rv_qp *q)
-{
-	uint64_t t0 = rv_now_ns();
-
-	while (q->inflight && rv_now_ns() - t0 < RV_SYNC_NS) {
-		roshm_submit(c->r);
-		rv_reap(c);
-		if (q->inflight)
-			sched_yield();
-	}
-	return !q->inflight;
-}
-
-/* RESET: the queues are emptied without completions. */
-static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
-{
-	q->destroying = true;   /* nothing issues or reports meanwhile */
-	if (!qp_drain(c, q)) {
-		q->destroying = false;
-		return EBUSY;
-	}
-	q->destroying = false;
-	for (uint32_t i = q->head; i != q->tail; i++)
-		if (q->swr[i & q->mask].k)
-			q->swr[i & q->mask].k->refs--;
-	q->head = q->issue = q->tail = 0;
-	q->data_inflight = 0;
-	q->broken = false;
-	q->rq_head = q->rq_tail = 0;
-	q->in_msg = false;
-	backlog(c, q, false);
-	peer_drop(c, q);
-	q->peer_status = IBV_WC_SUCCESS;
-	return 0;
-}
-
-RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
-{
-	struct rv_ctx *c = to_ctx(qp->context);
-	struct rv_qp *q = (struct rv_qp *)qp;
-	int ret = 0;
-
-	rv_lock(c);
-	if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) {
-		ret = EINVAL;
-		goto out;
-	}
-	if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RESET && qp->state != IBV_QPS_RESET) {
-		ret = qp_reset(c, q);
-		if (ret)
-			goto out;
-	}
-	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num != q->dest_qp_num) {
-		peer_drop(c, q);
-		q->peer_status = IBV_WC_SUCCESS;
-		q->dest_qp_num = a->dest_qp_num;
-	}
-	if (mask & IBV_QP_RQ_PSN)
-		q->rq_psn = a->rq_psn;
-	if (mask & IBV_QP_SQ_PSN)
-		q->sq_psn = a->sq_psn;
-	if (mask & IBV_QP_MIN_RNR_TIMER)
-		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
-	if (mask & IBV_QP_RNR_RETRY)
-		q->rnr_retry = a->rnr_retry & 7;
-	if (mask & IBV_QP_STATE) {
-		qp->state = a->qp_state;
-		if (a->qp_state == IBV_QPS_ERR) {
-			rv_qp_fail(q);
-			qp_issue(c, q);
-		}
-	}
-	/* Connected: find the peer's ring now (one try), not on the first SEND. */
-	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
-	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)
-		peer_resolve(c, q, 1);
-	rv_deliver(c, q);
-	rv_notify_recv(c, q);
-out:
-	rv_unlock(c);
-	return ret;
-}
-
-RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
-			   struct ibv_qp_init_attr *init)
-{
-	struct rv_ctx *c = to_ctx(qp->context);
-	struct rv_qp *q = (struct rv_qp *)qp;
-
-	(void)mask;
-	rv_lock(c);
-	memset(a, 0, sizeof(*a));
-	a->qp_state = qp->state;
-	a->cur_qp_state = qp->state;
-	a->path_mtu = IBV_MTU_4096;
-	a->dest_qp_num = q->dest_qp_num;
-	a->rq_psn = q->rq_psn;
-	a->sq_psn = q->sq_psn;
-	a->rnr_retry = q->rnr_retry;
-	a->min_rnr_timer = q->ring ? (uint8_t)q->ring->rnr_timer : 0;
-	a->cap = q->cap;
-	if (init) {
-		memset(init, 0, sizeof(*init));
-		init->qp_context = qp->qp_context;
-		init->send_cq = qp->send_cq;
-		init->recv_cq = qp->recv_cq;
-		init->cap = q->cap;
-		init->qp_type = IBV_QPT_RC;
-		init->sq_sig_all = q->sq_sig_all;
-	}
-	rv_unlock(c);
-	return 0;
-}
-
-RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
-{
-	struct rv_qp *q = (struct rv_qp *)qp, **pp;
-	struct rv_ctx *c = to_ctx(qp->context);
-
-	rv_lock(c);
-	/* SQEs still in roshmd name this QP: let them drain first; what was
-	 * not issued is dropped (no completions after destroy). */
-	q->destroying = true;
-	if (!qp_drain(c, q)) {
-		q->destroying = false;
-		rv_unlock(c);
-		return EBUSY;
-	}
-	for (uint32_t i = q->head; i != q->tail; i++)
-		if (q->swr[i & q->mask].k)
-			q->swr[i & q->mask].k->refs--;
-	backlog(c, q, false);
-	for (pp = &c->qps; *pp && *pp != q; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = q->next;
-	peer_drop(c, q);
-	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
-	rv_unlock(c);
-	qp_free(q);
-	return 0;
-}
-
-RV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	return NULL;   /* QPs are not created with ibv_create_qp_ex: no new post API */
 }

@@ -354,12 +354,33 @@ int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t s
 		    uint32_t *id, uint32_t *handle);
 uint64_t rv_now_ns(void);
 
-/* qp.c */
+/* qp.c: the send engine */
 int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 void rv_reap(struct rv_ctx *c);
 void rv_progress(struct rv_ctx *c);
-int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
 void rv_qp_fail(struct rv_qp *q);
+/* issue what the QP's send queue holds, as far as resources allow */
+void rv_qp_issue(struct rv_ctx *c, struct rv_qp *q);
+/* a QP has WRs waiting for resources (rv_progress issues them), or none */
+void rv_backlog(struct rv_ctx *c, struct rv_qp *q, bool on);
+/* the work completion status of a roshm status (-errno) */
+enum ibv_wc_status rv_wc_status(int st);
+
+/* rkey.c: peers' MRs and QP rings */
+#define RV_SYNC_NS (10ull * 1000000000ull)   /* a synchronous READ waits this long */
+/* READ @len bytes at @off of region @handle into @out and wait (RV_SYNC_NS at most). */
+int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey);
+enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries);
+void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
+
+/* Where remote address @va of @k lives: the region handle (returned), the
+ * data offset in *off, and in *room the bytes from there to its segment's end. */
+static inline uint32_t rv_rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t *off,
+				  uint64_t *room)
+{
+	return k->handles[k->seg_h[rv_meta_at(&k->m, va, off, room)]];
+}
 
 /* recv.c */
 int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: a QP's life. ibv_create_qp draws the QPN and creates the
+ * QP's inbound ring ("ibv-qp-<qpn>", recv.c); ibv_modify_qp follows the
+ * INIT/RTR/RTS transitions the application's own exchange drives (RTR
+ * finds the peer QP's ring by dest_qp_num), RESET and ERR (what is posted
+ * flushes); ibv_destroy_qp waits for what roshmd still does for it. The
+ * send engine is qp.c.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv.h"
+
+/* ------------------------------------------------------------------ QPs */
+
+static uint32_t pow2(uint32_t v)
+{
+	uint32_t n = 1;
+
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
+static void qp_free(struct rv_qp *q)
+{
+	free(q->swr);
+	free(q->sge);
+	free(q->inl);
+	free(q->rwr);
+	free(q->rsge);
+	free(q);
+}
+
+RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
+{
+	struct rv_ctx *c = to_ctx(pd->context);
+	struct rv_qp *q;
+	uint32_t n, rn;
+	int ret;
+
+	if (a->qp_type != IBV_QPT_RC || a->srq) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
+	    a->cap.max_recv_wr > RV_MAX_WR || a->cap.max_send_sge > RV_MAX_SGE ||
+	    a->cap.max_recv_sge > RV_MAX_SGE || a->cap.max_inline_data > RV_MAX_INLINE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	n = pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
+	rn = pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->sge_stride = a->cap.max_send_sge ? a->cap.max_send_sge : 1;
+	q->rsge_stride = a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
+	q->swr = calloc(n, sizeof(*q->swr));
+	q->sge = calloc((size_t)n * q->sge_stride, sizeof(*q->sge));
+	q->inl = malloc((size_t)n * RV_MAX_INLINE);
+	q->rwr = calloc(rn, sizeof(*q->rwr));
+	q->rsge = calloc((size_t)rn * q->rsge_stride, sizeof(*q->rsge));
+	if (!q->swr || !q->sge || !q->inl || !q->rwr || !q->rsge) {
+		qp_free(q);
+		errno = ENOMEM;
+		return NULL;
+	}
+	q->mask = n - 1;
+	q->rq_mask = rn - 1;
+	q->max_send_wr = a->cap.max_send_wr ? a->cap.max_send_wr : 1;
+	q->sq_sig_all = a->sq_sig_all;
+	q->cap = a->cap;
+	q->cap.max_inline_data = RV_MAX_INLINE;
+	a->cap = q->cap;
+	q->qp.context = pd->context;
+	q->qp.qp_context = a->qp_context;
+	q->qp.pd = pd;
+	q->qp.send_cq = a->send_cq;
+	q->qp.recv_cq = a->recv_cq;
+	q->qp.state = IBV_QPS_RESET;
+	q->qp.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&q->qp.mutex, NULL);
+	pthread_cond_init(&q->qp.cond, NULL);
+	rv_lock(c);
+	ret = rv_ring_create(c, q, a->cap.max_recv_wr);   /* also draws the QPN */
+	if (ret) {
+		rv_unlock(c);
+		qp_free(q);
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: create_qp: %s\n", strerror(-ret));
+		errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
+		return NULL;
+	}
+	q->next = c->qps;
+	c->qps = q;
+	rv_unlock(c);
+	return &q->qp;
+}
+
+/* Wait (bounded) until roshmd has no SQE of this QP left. */
+static bool qp_drain(struct rv_ctx *c, struct rv_qp *q)
+{
+	uint64_t t0 = rv_now_ns();
+
+	while (q->inflight && rv_now_ns() - t0 < RV_SYNC_NS) {
+		roshm_submit(c->r);
+		rv_reap(c);
+		if (q->inflight)
+			sched_yield();
+	}
+	return !q->inflight;
+}
+
+/* RESET: the queues are emptied without completions. */
+static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
+{
+	q->destroying = true;   /* nothing issues or reports meanwhile */
+	if (!qp_drain(c, q)) {
+		q->destroying = false;
+		return EBUSY;
+	}
+	q->destroying = false;
+	for (uint32_t i = q->head; i != q->tail; i++)
+		if (q->swr[i & q->mask].k)
+			q->swr[i & q->mask].k->refs--;
+	q->head = q->issue = q->tail = 0;
+	q->data_inflight = 0;
+	q->broken = false;
+	q->rq_head = q->rq_tail = 0;
+	q->in_msg = false;
+	rv_backlog(c, q, false);
+	rv_peer_drop(c, q);
+	q->peer_status = IBV_WC_SUCCESS;
+	return 0;
+}
+
+RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	struct rv_ctx *c = to_ctx(qp->context);
+	struct rv_qp *q = (struct rv_qp *)qp;
+	int ret = 0;
+
+	rv_lock(c);
+	if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) {
+		ret = EINVAL;
+		goto out;
+	}
+	if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RESET && qp->state != IBV_QPS_RESET) {
+		ret = qp_reset(c, q);
+		if (ret)
+			goto out;
+	}
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num != q->dest_qp_num) {
+		rv_peer_drop(c, q);
+		q->peer_status = IBV_WC_SUCCESS;
+		q->dest_qp_num = a->dest_qp_num;
+	}
+	if (mask & IBV_QP_RQ_PSN)
+		q->rq_psn = a->rq_psn;
+	if (mask & IBV_QP_SQ_PSN)
+		q->sq_psn = a->sq_psn;
+	if (mask & IBV_QP_MIN_RNR_TIMER)
+		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
+	if (mask & IBV_QP_RNR_RETRY)
+		q->rnr_retry = a->rnr_retry & 7;
+	if (mask & IBV_QP_STATE) {
+		qp->state = a->qp_state;
+		if (a->qp_state == IBV_QPS_ERR) {
+			rv_qp_fail(q);
+			rv_qp_issue(c, q);
+		}
+	}
+	/* Connected: find the peer's ring now (one try), not on the first SEND. */
+	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
+	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)
+		rv_peer_resolve(c, q, 1);
+	rv_deliver(c, q);
+	rv_notify_recv(c, q);
+out:
+	rv_unlock(c);
+	return ret;
+}
+
+RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+			   struct ibv_qp_init_attr *init)
+{
+	struct rv_ctx *c = to_ctx(qp->context);
+	struct rv_qp *q = (struct rv_qp *)qp;
+
+	(void)mask;
+	rv_lock(c);
+	memset(a, 0, sizeof(*a));
+	a->qp_state = qp->state;
+	a->cur_qp_state = qp->state;
+	a->path_mtu = IBV_MTU_4096;
+	a->dest_qp_num = q->dest_qp_num;
+	a->rq_psn = q->rq_psn;
+	a->sq_psn = q->sq_psn;
+	a->rnr_retry = q->rnr_retry;
+	a->min_rnr_timer = q->ring ? (uint8_t)q->ring->rnr_timer : 0;
+	a->cap = q->cap;
+	if (init) {
+		memset(init, 0, sizeof(*init));
+		init->qp_context = qp->qp_context;
+		init->send_cq = qp->send_cq;
+		init->recv_cq = qp->recv_cq;
+		init->cap = q->cap;
+		init->qp_type = IBV_QPT_RC;
+		init->sq_sig_all = q->sq_sig_all;
+	}
+	rv_unlock(c);
+	return 0;
+}
+
+RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
+{
+	struct rv_qp *q = (struct rv_qp *)qp, **pp;
+	struct rv_ctx *c = to_ctx(qp->context);
+
+	rv_lock(c);
+	/* SQEs still in roshmd name this QP: let them drain first; what was
+	 * not issued is dropped (no completions after destroy). */
+	q->destroying = true;
+	if (!qp_drain(c, q)) {
+		q->destroying = false;
+		rv_unlock(c);
+		return EBUSY;
+	}
+	for (uint32_t i = q->head; i != q->tail; i++)
+		if (q->swr[i & q->mask].k)
+			q->swr[i & q->mask].k->refs--;
+	rv_backlog(c, q, false);
+	for (pp = &c->qps; *pp && *pp != q; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = q->next;
+	rv_peer_drop(c, q);
+	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
+	rv_unlock(c);
+	qp_free(q);
+	return 0;
+}
+
+RV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	(void)qp;
+	return NULL;   /* QPs are not created with ibv_create_qp_ex: no new post API */
+}

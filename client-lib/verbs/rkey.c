@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: what a QP finds of its peers, by name, through roshmd:
+ * remote MRs (rkeys: "ibv-mr-<rkey>" and its metadata page, cached) and the
+ * inbound ring of the peer QP ("ibv-qp-<qpn>"), each read once with a
+ * synchronous READ into private memory and checked before use.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rv.h"
+
+/* ------------------------------------------------------ synchronous reads */
+
+/* READ @len bytes at @off of region @handle into @out and wait (10 s at most). */
+int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out)
+{
+	struct roshm_sqe *sqe;
+	uint64_t t0 = rv_now_ns();
+	uint32_t seq = ++c->sync_seq;
+
+	if (len > RV_META_SIZE)
+		return -EINVAL;
+	while (!(sqe = roshm_get_sqe(c->r))) {
+		roshm_submit(c->r);
+		rv_reap(c);
+		if (rv_now_ns() - t0 > RV_SYNC_NS)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+	roshm_prep_read(sqe, handle, off, c->meta_off, len);
+	roshm_sqe_set_data(sqe, RV_UD_SYNC | seq);
+	c->sync_done = false;
+	roshm_submit(c->r);
+	while (!c->sync_done) {
+		rv_reap(c);
+		if (c->sync_done)
+			break;
+		if (rv_now_ns() - t0 > RV_SYNC_NS)
+			return -ETIMEDOUT;
+		sched_yield();
+	}
+	if (c->sync_status)
+		return c->sync_status;
+	memcpy(out, c->arena + c->meta_off, len);
+	return 0;
+}
+
+static void rkey_close(struct rv_ctx *c, struct rv_rkey *k)
+{
+	for (uint32_t i = 0; i < k->nh; i++)
+		roshm_region_close(c->r, k->handles[i]);
+	k->nh = 0;
+	k->valid = false;
+}
+
+/* Open "ibv-mr-<key>" into k->handles[] (once per key): its index, or -1. */
+static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const uint32_t *keys,
+		     uint64_t *sizes)
+{
+	char name[ROSHM_NAME_MAX];
+
+	for (uint32_t i = 0; i < k->nh; i++)
+		if (keys[i] == key)
+			return (int)i;
+	if (k->nh == RV_MR_KEYS)
+		return -1;
+	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
+	if (roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]))
+		return -1;
+	return (int)k->nh++;
+}
+
+/*
+ * The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant, read its
+ * metadata page once into private memory and check it (segments contiguous
+ * from the first page of [addr, addr + length) to past its end, each inside
+ * the region that holds it, behind that region's metadata page), and open
+ * the regions its segments name. Cached while WRs use it; a failed lookup
+ * caches nothing.
+ */
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
+{
+	uint32_t keys[RV_MR_KEYS] = { 0 };
+	uint64_t sizes[RV_MR_KEYS];
+	struct rv_rkey *k = NULL;
+	int idx;
+
+	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
+		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
+			return &c->rkeys[i];
+	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++) {
+		struct rv_rkey *e = &c->rkeys[c->rkey_next++ % RV_RKEY_CACHE];
+
+		if (!e->valid || !e->refs)
+			k = e;
+	}
+	if (!k)
+		return NULL;   /* 64 remote MRs in use by WRs in flight */
+	if (k->valid)
+		rkey_close(c, k);
+	if (rkey_open(c, k, rkey, keys, sizes) != 0)
+		return NULL;
+	keys[0] = rkey;
+	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
+		goto err;
+	if (rv_meta_check(&k->m, rkey))
+		goto err;
+	for (uint32_t i = 0; i < k->m.nseg; i++) {
+		const struct rv_seg *g = &k->m.seg[i];
+
+		idx = rkey_open(c, k, g->key, keys, sizes);
+		if (idx < 0)
+			goto err;
+		keys[idx] = g->key;
+		if (g->data_off > sizes[idx] || g->len > sizes[idx] - g->data_off)
+			goto err;
+		k->seg_h[i] = (uint8_t)idx;
+	}
+	k->rkey = rkey;
+	k->refs = 0;
+	k->valid = true;
+	return k;
+err:
+	rkey_close(c, k);
+	return NULL;
+}
+
+/*
+ * Find the inbound ring of the peer QP (dest_qp_num) in our tenant and read
+ * its header: IBV_WC_SUCCESS, or the status a WR to that QP gets. @tries
+ * attempts 100 ms apart while the region is not found (a registry may lag).
+ */
+enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
+{
+	char name[ROSHM_NAME_MAX];
+	struct rv_ring_hdr h;
+	uint64_t size = 0;
+	uint32_t handle = 0;
+	int ret = -ENOENT;
+
+	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
+	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN); i++) {
+		if (i)
+			usleep(100000);
+		ret = roshm_region_open(c->r, name, &handle, &size);
+	}
+	if (ret)  /* no such QP in our tenant: as a NIC whose packets nobody answers */
+		return IBV_WC_RETRY_EXC_ERR;
+	ret = rv_sync_read(c, handle, 0, sizeof(h), &h);
+	if (ret) {
+		roshm_region_close(c->r, handle);
+		return rv_wc_status(ret);
+	}
+	if (h.magic != RV_RING_MAGIC || h.qpn != q->dest_qp_num ||
+	    (h.nslots && (h.nslots & (h.nslots - 1) || h.nslots < 64 || h.nslots > (1u << 24) ||
+			  RV_RING_SLOTS + (uint64_t)h.nslots * RV_SLOT > size))) {
+		roshm_region_close(c->r, handle);
+		return IBV_WC_REM_OP_ERR;
+	}
+	if (!h.nslots) {  /* a QP without a receive queue */
+		roshm_region_close(c->r, handle);
+		return IBV_WC_REM_INV_REQ_ERR;
+	}
+	q->peer_handle = handle;
+	q->peer_n = h.nslots;
+	/* Start where the owner's consumer is: a QP that was reset and
+	 * connected again picks the ring up where it stands. */
+	q->prod = q->cons_known = h.cons;
+	q->peer_rnr_timer = (uint8_t)(h.rnr_timer & 31);
+	q->peer_ok = true;
+	q->peer_status = IBV_WC_SUCCESS;
+	q->credit_inflight = false;
+	q->want = 0;
+	q->rnr_count = 0;
+	q->rnr_next_ns = 0;
+	return IBV_WC_SUCCESS;
+}
+
+void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)
+{
+	if (q->peer_ok)
+		roshm_region_close(c->r, q->peer_handle);
+	q->peer_ok = false;
+}
