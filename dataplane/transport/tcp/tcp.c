@@ -399,6 +399,7 @@ static void lbuf_let_go(struct rd_tcp *t, struct rd_tcp_conn *c, struct rd_tcp_p
 
 	payload_let_go(t, c, pd);
 	rx_let_go(c, rg->data, rg->data + rg->data_size);
+	pd->dst = NULL; /* its answer, still to come, is discarded */
 	pd->h.lbuf = NULL;
 	rd_region_unhold(t->poller, rg);
 }
@@ -424,6 +425,8 @@ static void tcp_client_gone(struct rd_provider *pv, struct rd_client *cl)
 			payload_let_go(t, c, pd);
 			if (pd->h.lbuf)
 				lbuf_let_go(t, c, pd);
+			if (!pd->h.txn)
+				pd->dst = NULL;
 			rd_pend_forget_client(pv, &pd->h);
 		}
 	}
@@ -447,7 +450,8 @@ static void tcp_export(struct rd_provider *pv, struct rd_region *rg, bool on)
 
 			if (pd->used && pd->h.lbuf == rg) {
 				lbuf_let_go(t, c, pd);
-				pd->fail = -ESTALE;
+				if (!pd->fail)
+					pd->fail = -ESTALE;
 			}
 		}
 	}
