@@ -4,10 +4,13 @@
  * instances. Requests of every local client to one peer node share one
  * outbound connection; during a poll round each frame's header is built in
  * the connection's tx ring (private memory) and a WRITE's payload is queued
- * as a pointer to where it is (the client's arena): the round's frames go
- * out with one writev per connection per round (the doorbell), the payloads
- * copied once, by the kernel, from the arena into the socket. The responder side applies WRITE / READ / atomics to its own
- * regions after the checks a NIC makes: region id, epoch, key, bounds.
+ * as a pointer to where it is (the client's arena, or a region of its own
+ * with ROSHM_SQE_F_LBUF): the round's frames go out with one writev per
+ * connection per round (the doorbell), the payloads copied once, by the
+ * kernel, into the socket. What comes in (frames, answers, and the
+ * responder side, which applies WRITE / READ / atomics to its own regions
+ * after the checks a NIC makes: region id, epoch, key, bounds) is
+ * tcp_rx.c and tcp_resp.c.
  *
  * Everything here is non-blocking; the only syscalls are epoll_wait(0),
  * read() on readable connections and writev() of pending tx.
@@ -30,9 +33,6 @@
 #include "poller/txn.h"
 #include "transport/tcp/tcp.h"
 
-#define RX_BUF (256u * 1024)
-#define DIRECT_MIN (16u * 1024)      /* payload remainders this big skip the rx buffer */
-#define RX_BUDGET (4u << 20)         /* bytes per connection per round */
 #define TX_IOV 1024                  /* iovecs per writev (IOV_MAX) */
 
 static uint32_t pow2(uint32_t v)
@@ -156,60 +156,8 @@ static void tcp_fini(struct rd_provider *pv)
 	pv->wake_fd = -1;
 }
 
-/* ---- tx ring ---- */
-
-static inline uint32_t tx_space(const struct rd_tcp_conn *c)
-{
-	return c->tx_size - (uint32_t)(c->tx_tail - c->tx_head);
-}
-
-static inline uint32_t seg_room(const struct rd_tcp_conn *c)
-{
-	return c->seg_mask + 1 - (c->seg_tail - c->seg_head);
-}
-
-static inline bool tx_pending(const struct rd_tcp_conn *c)
-{
-	return c->seg_tail != c->seg_head;
-}
-
-static inline void ring_write(struct rd_tcp_conn *c, uint64_t at, const void *src, uint32_t len)
-{
-	uint32_t pos = (uint32_t)at & (c->tx_size - 1);
-	uint32_t first = c->tx_size - pos < len ? c->tx_size - pos : len;
-
-	memcpy(c->tx + pos, src, first);
-	memcpy(c->tx, (const uint8_t *)src + first, len - first);
-}
-
-/* Bytes into the tx ring, sent after everything queued before them. The
- * caller checked tx_space; a ring span extends the last segment when that
- * is one, so that an inbound connection needs one segment only. */
-static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
-{
-	struct rd_tcp_seg *last = &c->seg[(c->seg_tail - 1) & c->seg_mask];
-
-	ring_write(c, c->tx_tail, src, len);
-	c->tx_tail += len;
-	if (tx_pending(c) && !last->ext) {
-		last->len += len;
-		return;
-	}
-	c->seg[c->seg_tail++ & c->seg_mask] = (struct rd_tcp_seg){ .len = len };
-}
-
-/* @len bytes at @src, sent in place (outbound WRITE payloads): the caller
- * checked seg_room and keeps @src valid until the segment is consumed. */
-static inline uint32_t tx_ext(struct rd_tcp_conn *c, const uint8_t *src, uint32_t len, uint32_t pend)
-{
-	uint32_t at = c->seg_tail++;
-
-	c->seg[at & c->seg_mask] = (struct rd_tcp_seg){ .ext = src, .len = len, .pend = pend };
-	return at;
-}
-
 /* An outbound operation is over: the host finishes it, its slot comes back. */
-static void pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int32_t status,
+void rd_tcp_pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int32_t status,
 		      uint64_t result)
 {
 	struct rd_tcp_pend *pd = &c->pend[id];
@@ -231,7 +179,7 @@ static void pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int3
  * fd must not keep the poller awake), output while the socket is full.
  * Changed only on those transitions, never per frame.
  */
-static void conn_events(struct rd_tcp *t, struct rd_tcp_conn *c)
+void rd_tcp_conn_events(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	uint32_t want = (c->blocked ? 0 : EPOLLIN) | (c->tx_full ? EPOLLOUT : 0);
 
@@ -269,7 +217,7 @@ static void list_del(struct rd_tcp_conn **list, uint32_t *n, struct rd_tcp_conn 
 		}
 }
 
-static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const char *why)
+void rd_tcp_conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const char *why)
 {
 	struct rd_event ev = { 0 };
 
@@ -298,7 +246,7 @@ static void conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const
 	/* Every operation in flight on it fails to its client, exactly once. */
 	for (uint32_t i = 0; i < c->npend; i++)
 		if (c->pend[i].used)
-			pend_done(t, c, i, status, 0);
+			rd_tcp_pend_done(t, c, i, status, 0);
 	list_del(t->out, &t->nout, c);
 	ev.type = RD_EV_PEER_DOWN;
 	ev.peer = c->peer;
@@ -321,7 +269,7 @@ static int tcp_peer_up(struct rd_provider *pv, struct rd_peer *peer, int fd)
 
 static void tcp_peer_down(struct rd_provider *pv, struct rd_peer *peer, int status, const char *why)
 {
-	conn_down(pv->priv, rd_tcp_peer_conn(peer), status, why);
+	rd_tcp_conn_down(pv->priv, rd_tcp_peer_conn(peer), status, why);
 }
 
 static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
@@ -334,7 +282,7 @@ static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
 	 * and nobody holds slots by connecting many times under one name. */
 	for (uint32_t i = 0; i < t->nin; i++)
 		if (!strcmp(t->in[i]->node, node)) {
-			conn_down(t, t->in[i], -ECONNRESET, "replaced by a new connection of the node");
+			rd_tcp_conn_down(t, t->in[i], -ECONNRESET, "replaced by a new connection of the node");
 			break;
 		}
 	if (t->nin >= t->max_in) {
@@ -347,7 +295,7 @@ static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
 			if (!t->in[i]->rx_state && (!q || t->in[i]->last_rx < q->last_rx))
 				q = t->in[i];
 		if (q)
-			conn_down(t, q, -ECONNRESET, "evicted: inbound slots full, quiet longest");
+			rd_tcp_conn_down(t, q, -ECONNRESET, "evicted: inbound slots full, quiet longest");
 	}
 	if (t->nin >= t->max_in)
 		return -EMFILE;
@@ -476,9 +424,9 @@ static void tcp_close_all(struct rd_provider *pv)
 	if (!t)
 		return;
 	while (t->nin)
-		conn_down(t, t->in[0], -ECONNRESET, "roshmd stopping");
+		rd_tcp_conn_down(t, t->in[0], -ECONNRESET, "roshmd stopping");
 	while (t->nout)
-		conn_down(t, t->out[0], -ECONNRESET, "roshmd stopping");
+		rd_tcp_conn_down(t, t->out[0], -ECONNRESET, "roshmd stopping");
 	reap_dead(t);
 }
 
@@ -620,40 +568,6 @@ static bool payload_fault(struct rd_tcp *t, struct rd_tcp_conn *c)
 	return true;
 }
 
-/*
- * A direct readv into c->rx_dst said EFAULT: the destination is a region
- * whose owner punched a hole there (a READ answer into a client's own
- * region, ROSHM_SQE_F_LBUF; a WRITE into one of our regions); arenas are
- * sealed against holes. The rest of the payload is discarded, the operation
- * fails with -EFAULT, and the region is reported as the guard reports a
- * hole. False: no such region, the connection goes down.
- */
-static bool rx_fault(struct rd_tcp_conn *c)
-{
-	struct rd_region *rg;
-
-	if (c->inbound) {
-		rg = c->rx_rg;
-		if (!rg)
-			return false;
-		c->rx_rg = NULL;
-		c->rx_status = -EFAULT;
-	} else {
-		struct roshm_tcp_resp r;
-		struct rd_tcp_pend *pd;
-
-		memcpy(&r, c->rx_hdr, sizeof(r));
-		pd = &c->pend[(uint32_t)r.tag];
-		rg = pd->h.lbuf;
-		if (!rg)
-			return false;
-		pd->fail = -EFAULT;
-	}
-	c->rx_dst = NULL;
-	rd_guard_report(rg->guard, &rg->tampered); /* control logs it */
-	return true;
-}
-
 static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 {
 	while (c->up && tx_pending(c)) {
@@ -694,25 +608,25 @@ static void conn_flush(struct rd_tcp *t, struct rd_tcp_conn *c)
 				return;
 			if (errno == EAGAIN) {
 				c->tx_full = true; /* EPOLLOUT says when to go on */
-				conn_events(t, c);
+				rd_tcp_conn_events(t, c);
 				return;
 			}
 			if (errno == EFAULT && payload_fault(t, c))
 				continue;
-			conn_down(t, c, -ECONNRESET, "write failed");
+			rd_tcp_conn_down(t, c, -ECONNRESET, "write failed");
 			return;
 		}
 		tx_consumed(c, (size_t)w);
 		RD_STAT_ADD(c->bytes_tx, (uint64_t)w);
 		if ((size_t)w < len) {
 			c->tx_full = true;
-			conn_events(t, c);
+			rd_tcp_conn_events(t, c);
 			return;
 		}
 	}
 	if (c->tx_full) {
 		c->tx_full = false;
-		conn_events(t, c);
+		rd_tcp_conn_events(t, c);
 	}
 }
 
@@ -724,281 +638,6 @@ static void tcp_flush(struct rd_provider *pv)
 		conn_flush(t, t->out[i]);
 	for (uint32_t i = 0; i < t->nin; i++)
 		conn_flush(t, t->in[i]);
-}
-
-/* ---- responder: apply a request to our region (its checks: tcp_resp.c) ---- */
-
-static void respond(struct rd_tcp_conn *c, uint64_t tag, int32_t status, uint64_t result,
-		    const uint8_t *data, uint32_t len)
-{
-	struct roshm_tcp_resp r = { .tag = tag, .status = status, .len = data ? len : 0,
-				    .result = result };
-
-	tx_put(c, &r, sizeof(r));
-	if (data)
-		tx_put(c, data, len);
-	RD_STAT_ADD(c->frames_tx, 1);
-}
-
-/* ---- rx: parse frames from the buffer ---- */
-
-/* Bytes needed for the header of the next frame on this connection. */
-static inline uint32_t hdr_size(const struct rd_tcp_conn *c)
-{
-	return c->inbound ? sizeof(struct roshm_tcp_req) : sizeof(struct roshm_tcp_resp);
-}
-
-/* Complete the frame whose payload just ended (or had none). */
-static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
-{
-	if (c->inbound) {
-		struct roshm_tcp_req q;
-
-		memcpy(&q, c->rx_hdr, sizeof(q));
-		if (q.opcode == ROSHM_OP_WRITE) {
-			/* The status decided when the header came (the bytes went
-			 * where it said), or ESTALE if the region went meanwhile. */
-			respond(c, q.tag, c->rx_status, c->rx_status ? 0 : q.len, NULL, 0);
-			c->rx_rg = NULL;
-		} else if (q.opcode == ROSHM_OP_TXN_COMMIT) {
-			/* Staged in its slot: commit it now. Answered at its
-			 * header, or its region went meanwhile (ESTALE): say so. */
-			if (c->rx_rg)
-				respond(c, q.tag, 0, rd_txn_one_end(c->rx_rg, q.operand1, c->rx_seq, q.len), NULL, 0);
-			else
-				respond(c, q.tag, c->rx_status, c->rx_status ? 0 : c->rx_result, NULL, 0);
-			c->rx_rg = NULL;
-		}
-		return 0;
-	}
-	struct roshm_tcp_resp r;
-
-	memcpy(&r, c->rx_hdr, sizeof(r));
-	pend_done(t, c, (uint32_t)r.tag, r.status, r.result);
-	return 0;
-}
-
-/*
- * A header is complete at rx_buf + rx_start. Returns 1 consumed, 0 blocked
- * (response does not fit yet), -1 protocol violation.
- */
-static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
-{
-	const uint8_t *h = c->rx_buf + c->rx_start;
-
-	if (c->inbound) {
-		struct roshm_tcp_req q;
-		struct rd_region *rg;
-		int st;
-
-		memcpy(&q, h, sizeof(q));
-		if (rd_tcp_req_malformed(t, &q))
-			return -1;
-		uint32_t need = sizeof(struct roshm_tcp_resp) + (q.opcode == ROSHM_OP_READ ? q.len : 0);
-
-		if (tx_space(c) < need) {
-			if (!c->blocked) {
-				c->blocked = true;
-				conn_events(t, c);
-			}
-			return 0;
-		}
-		if (c->blocked) {
-			c->blocked = false;
-			conn_events(t, c);
-		}
-		c->rx_start += sizeof(q);
-		if (q.opcode == ROSHM_OP_TXN_COMMIT) {
-			rd_tcp_txn_header(t, c, &q);
-			if (!q.len)
-				frame_done(t, c), c->rx_state = 0;
-			return 1;
-		}
-		st = rd_tcp_check_req(t, &q, &rg);
-		switch (q.opcode) {
-		case ROSHM_OP_WRITE:
-			memcpy(c->rx_hdr, &q, sizeof(q));
-			c->rx_word = NULL;
-			if (!st && (q.flags & ROSHM_TCP_F_RAW))
-				st = rd_tcp_stage_guard(c, rg, &q);
-			c->rx_dst = st ? NULL : rd_tcp_req_base(rg, &q) + q.off;
-			c->rx_rg = st ? NULL : rg;
-			c->rx_status = st;
-			c->rx_left = c->rx_len = q.len;
-			c->rx_state = 1;
-			if (!q.len)
-				frame_done(t, c), c->rx_state = 0;
-			return 1;
-		case ROSHM_OP_READ:
-			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : rd_tcp_req_base(rg, &q) + q.off, q.len);
-			return 1;
-		case ROSHM_OP_FETCH_ADD:
-			respond(c, q.tag, st,
-				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off),
-							    q.operand1, __ATOMIC_SEQ_CST), NULL, 0);
-			return 1;
-		default: { /* CMP_SWAP */
-			uint64_t expect = q.operand1;
-
-			if (!st)
-				__atomic_compare_exchange_n((uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off), &expect,
-							    q.operand2, false, __ATOMIC_SEQ_CST,
-							    __ATOMIC_SEQ_CST);
-			respond(c, q.tag, st, st ? 0 : expect, NULL, 0);
-			return 1;
-		}
-		}
-	}
-	struct roshm_tcp_resp r;
-	struct rd_tcp_pend *pd;
-	uint32_t id;
-
-	memcpy(&r, h, sizeof(r));
-	id = (uint32_t)r.tag;
-	if (id >= c->npend)
-		return -1;
-	pd = &c->pend[id];
-	if (!pd->used || pd->gen != (uint32_t)(r.tag >> 32))
-		return -1;
-	/* An answer to a request that has not all left yet: no peer that
-	 * speaks the protocol sends one, and taking it would let the client
-	 * reuse (or unmap) a payload that is still being sent. */
-	if (pd->unsent || c->tx_head < pd->hdr_pos + sizeof(struct roshm_tcp_req))
-		return -1;
-	if (r.len && (r.status || pd->h.opcode != ROSHM_OP_READ || r.len != pd->h.len))
-		return -1;
-	if (!r.status && pd->h.opcode == ROSHM_OP_READ && r.len != pd->h.len)
-		return -1;
-	c->rx_start += sizeof(r);
-	memcpy(c->rx_hdr, &r, sizeof(r));
-	if (r.len) {
-		/* A client that left (client_gone) gets nothing written. */
-		c->rx_dst = pd->h.client || pd->h.txn ? pd->dst : NULL;
-		c->rx_left = c->rx_len = r.len;
-		c->rx_state = 1;
-		return 1;
-	}
-	frame_done(t, c);
-	return 1;
-}
-
-static void conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
-{
-	uint32_t budget = RX_BUDGET;
-	bool drained = false;
-
-	while (c->up) {
-		/* Parse what is buffered. */
-		for (;;) {
-			uint32_t avail = c->rx_end - c->rx_start;
-
-			if (c->rx_state == 1) {
-				uint32_t n = avail < c->rx_left ? avail : c->rx_left;
-
-				if (n) {
-					rd_tcp_rx_guard(c);
-					if (c->rx_dst) {
-						memcpy(c->rx_dst, c->rx_buf + c->rx_start, n);
-						c->rx_dst += n;
-					}
-					c->rx_start += n;
-					c->rx_left -= n;
-				}
-				if (c->rx_left)
-					break;
-				c->rx_state = 0;
-				frame_done(t, c);
-				RD_STAT_ADD(c->frames_rx, 1);
-				continue;
-			}
-			if (avail < hdr_size(c))
-				break;
-			int r = frame_header(t, c);
-
-			if (r < 0) {
-				conn_down(t, c, -ECONNRESET, "malformed or oversized frame");
-				return;
-			}
-			if (r == 0)
-				return; /* blocked on tx space: leave the rest in the socket */
-			if (c->rx_state == 0)
-				RD_STAT_ADD(c->frames_rx, 1);
-		}
-		/* The socket had less than we asked for: it is empty (the next
-		 * round's epoll says when there is more), no read that would
-		 * only say EAGAIN. */
-		if (!budget || drained)
-			return;
-		/* The rest of a large payload with an empty buffer (the parse
-		 * above took what was buffered): read it straight into place,
-		 * and only the next frame's header behind it into the buffer, so
-		 * that in a stream of large frames every payload goes straight
-		 * into place, one read per frame. */
-		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
-		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
-			rd_tcp_rx_guard(c);
-			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
-			uint32_t want = c->rx_left;
-			struct iovec v[2];
-			int nv = 1;
-
-			if (!c->rx_dst && want > RX_BUF)
-				want = RX_BUF;
-			v[0].iov_base = dst;
-			v[0].iov_len = want;
-			if (want == c->rx_left) {
-				c->rx_start = c->rx_end = 0;
-				v[1].iov_base = c->rx_buf;
-				v[1].iov_len = hdr_size(c);
-				nv = 2;
-			}
-			ssize_t n = readv(c->fd, v, nv);
-
-			if (n <= 0) {
-				if (n < 0 && (errno == EAGAIN || errno == EINTR))
-					return;
-				if (n < 0 && errno == EFAULT && c->rx_dst && rx_fault(c))
-					continue;
-				conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
-				return;
-			}
-			uint32_t in_place = (size_t)n < want ? (uint32_t)n : want;
-
-			drained = (size_t)n < want + (nv == 2 ? v[1].iov_len : 0);
-			if (c->rx_dst)
-				c->rx_dst += in_place;
-			c->rx_left -= in_place;
-			c->rx_end += (uint32_t)n - in_place;
-			c->last_rx = rte_get_timer_cycles();
-			RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
-			budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
-			if (!c->rx_left) {
-				c->rx_state = 0;
-				frame_done(t, c);
-				RD_STAT_ADD(c->frames_rx, 1);
-			}
-			continue;
-		}
-		/* Compact, then fill the buffer. */
-		if (c->rx_start) {
-			memmove(c->rx_buf, c->rx_buf + c->rx_start, c->rx_end - c->rx_start);
-			c->rx_end -= c->rx_start;
-			c->rx_start = 0;
-		}
-		ssize_t n = read(c->fd, c->rx_buf + c->rx_end, RX_BUF - c->rx_end);
-
-		if (n <= 0) {
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			conn_down(t, c, -ECONNRESET, n ? "read failed" : "connection closed by peer");
-			return;
-		}
-		drained = (size_t)n < RX_BUF - c->rx_end;
-		c->rx_end += (uint32_t)n;
-		c->last_rx = rte_get_timer_cycles();
-		RD_STAT_ADD(c->bytes_rx, (uint64_t)n);
-		budget = (uint32_t)n >= budget ? 0 : budget - (uint32_t)n;
-	}
 }
 
 static unsigned tcp_poll(struct rd_provider *pv, unsigned budget)
@@ -1013,7 +652,7 @@ static unsigned tcp_poll(struct rd_provider *pv, unsigned budget)
 	/* Inbound connections blocked on tx space resume once flush made room. */
 	for (uint32_t i = 0; i < t->nin; i++)
 		if (t->in[i]->blocked)
-			conn_rx(t, t->in[i]);
+			rd_tcp_conn_rx(t, t->in[i]);
 	n = epoll_wait(t->epfd, evs, 64, 0);
 	for (int i = 0; i < n; i++) {
 		struct rd_tcp_conn *c = evs[i].data.ptr;
@@ -1022,10 +661,10 @@ static unsigned tcp_poll(struct rd_provider *pv, unsigned budget)
 		 * inbound ones are freed only after the batch (reap_dead). */
 		if (c->up && (evs[i].events & EPOLLOUT) && c->tx_full) {
 			c->tx_full = false; /* flush (every round) tries again */
-			conn_events(t, c);
+			rd_tcp_conn_events(t, c);
 		}
 		if (c->up && !c->blocked && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-			conn_rx(t, c);
+			rd_tcp_conn_rx(t, c);
 	}
 	reap_dead(t);
 	return (unsigned)(n > 0 ? n : 0);

@@ -235,5 +235,70 @@ static inline void rd_tcp_rx_guard(struct rd_tcp_conn *c)
 	}
 }
 
+#define RX_BUF (256u * 1024)
+#define DIRECT_MIN (16u * 1024)      /* payload remainders this big skip the rx buffer */
+#define RX_BUDGET (4u << 20)         /* bytes per connection per round */
+
+/* ---- the tx ring (tcp.c and tcp_rx.c) ---- */
+
+static inline uint32_t tx_space(const struct rd_tcp_conn *c)
+{
+	return c->tx_size - (uint32_t)(c->tx_tail - c->tx_head);
+}
+
+static inline uint32_t seg_room(const struct rd_tcp_conn *c)
+{
+	return c->seg_mask + 1 - (c->seg_tail - c->seg_head);
+}
+
+static inline bool tx_pending(const struct rd_tcp_conn *c)
+{
+	return c->seg_tail != c->seg_head;
+}
+
+static inline void ring_write(struct rd_tcp_conn *c, uint64_t at, const void *src, uint32_t len)
+{
+	uint32_t pos = (uint32_t)at & (c->tx_size - 1);
+	uint32_t first = c->tx_size - pos < len ? c->tx_size - pos : len;
+
+	memcpy(c->tx + pos, src, first);
+	memcpy(c->tx, (const uint8_t *)src + first, len - first);
+}
+
+/* Bytes into the tx ring, sent after everything queued before them. The
+ * caller checked tx_space; a ring span extends the last segment when that
+ * is one, so that an inbound connection needs one segment only. */
+static inline void tx_put(struct rd_tcp_conn *c, const void *src, uint32_t len)
+{
+	struct rd_tcp_seg *last = &c->seg[(c->seg_tail - 1) & c->seg_mask];
+
+	ring_write(c, c->tx_tail, src, len);
+	c->tx_tail += len;
+	if (tx_pending(c) && !last->ext) {
+		last->len += len;
+		return;
+	}
+	c->seg[c->seg_tail++ & c->seg_mask] = (struct rd_tcp_seg){ .len = len };
+}
+
+/* @len bytes at @src, sent in place (outbound WRITE payloads): the caller
+ * checked seg_room and keeps @src valid until the segment is consumed. */
+static inline uint32_t tx_ext(struct rd_tcp_conn *c, const uint8_t *src, uint32_t len, uint32_t pend)
+{
+	uint32_t at = c->seg_tail++;
+
+	c->seg[at & c->seg_mask] = (struct rd_tcp_seg){ .ext = src, .len = len, .pend = pend };
+	return at;
+}
+
+/* tcp.c: an outbound operation is over (the host finishes it, its slot
+ * comes back); what a connection waits for in epoll; a connection down
+ * (every operation on it fails with @status). */
+void rd_tcp_pend_done(struct rd_tcp *t, struct rd_tcp_conn *c, uint32_t id, int32_t status,
+		      uint64_t result);
+void rd_tcp_conn_events(struct rd_tcp *t, struct rd_tcp_conn *c);
+void rd_tcp_conn_down(struct rd_tcp *t, struct rd_tcp_conn *c, int status, const char *why);
+/* tcp_rx.c: read and handle what a connection has for us (up to RX_BUDGET). */
+void rd_tcp_conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c);
 
 #endif
