@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs' RDMA CM (rdmacm.c): event channels and events as the
+ * application sees them, QPs (rdma_create_qp and friends), the rest of
+ * librdmacm's interface, and the synchronous endpoints (rdma_create_ep).
+ */
+#define _GNU_SOURCE
+#include "rdmacm_int.h"
+
+/* ----------------------------------------------------- channels, events */
+
+RC_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct ibv_device **list;
+	struct rc_chan *c;
+	int n = 0;
+	bool found = false;
+
+	/* like librdmacm: no device, no channel (ENODEV) */
+	list = ibv_get_device_list(&n);
+	for (int k = 0; list && k < n; k++)
+		found |= !strcmp(ibv_get_device_name(list[k]), RC_DEVICE);
+	if (list)
+		ibv_free_device_list(list);
+	if (!found) {
+		errno = ENODEV;
+		return NULL;
+	}
+	c = rc_chan_new();
+	return c ? &c->ch : NULL;
+}
+
+
+/* Drop the queued events that name @i (lock held). A CONNECT_REQUEST that
+ * never reached the application takes its new id with it. */
+void rc_chan_purge(struct rc_chan *c, struct rc_id *i)
+{
+	struct rc_evt **pp = &c->head, *e, *last = NULL, *gone = NULL;
+
+	/* unhook them first: destroying a new id purges the queue again */
+	while ((e = *pp)) {
+		if (e->id != i && e->listen != i) {
+			last = e;
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		e->next = gone;
+		gone = e;
+	}
+	c->tail = last;
+	if (!c->head && gone)
+		rc_efd_clear(c->efd);
+	while ((e = gone)) {
+		gone = e->next;
+		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->id != i && !e->id->destroyed)
+			rc_id_destroy(e->id);
+		rc_evt_free(e);
+	}
+}
+
+RC_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct rc_chan *c = rc_to_chan(channel);
+	struct rc_evt *e;
+
+	if (!channel)
+		return;
+	pthread_mutex_lock(&rc_lock);
+	while ((e = rc_chan_pop(c))) {
+		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->id && !e->id->destroyed)
+			rc_id_destroy(e->id);
+		rc_evt_free(e);
+	}
+	/* ids still on it keep it until they go (librdmacm's rule is that they
+	 * are gone first; a late one must not touch freed memory) */
+	if (c->ids)
+		c->dead = true;
+	else
+		rc_chan_free(c);
+	pthread_mutex_unlock(&rc_lock);
+}
+
+static int migrate(struct rc_id *i, struct rc_chan *nc, bool sync);
+
+RC_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct rc_chan *c = rc_to_chan(channel);
+	struct epoll_event ev;
+	struct rc_evt *e;
+
+	if (!channel || !event)
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	for (;;) {
+		rc_chan_process(c);
+		e = rc_chan_pop(c);
+		if (e)
+			break;
+		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
+			pthread_mutex_unlock(&rc_lock);
+			return rc_err(EAGAIN);
+		}
+		pthread_mutex_unlock(&rc_lock);
+		/* sleep until a socket, the queue or the timer has something;
+		 * level-triggered, so rc_chan_process sees it again under the lock */
+		if (epoll_wait(c->ch.fd, &ev, 1, -1) < 0 && errno != EINTR)
+			return -1;
+		pthread_mutex_lock(&rc_lock);
+	}
+	if (e->counted) {
+		e->counted = false;
+		e->listen->nqueued--;
+	}
+	/* a sync listener's new id gets a private channel of its own */
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->listen && e->listen->sync) {
+		struct rc_chan *nc = rc_chan_new();
+
+		if (nc)
+			migrate(e->id, nc, true);
+	}
+	pthread_mutex_unlock(&rc_lock);
+	*event = &e->ev;
+	return 0;
+}
+
+RC_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	if (!event)
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	rc_evt_free((struct rc_evt *)event);
+	pthread_mutex_unlock(&rc_lock);
+	return 0;
+}
+
+/* A sync id's call waits for its event, as librdmacm's ucma_complete. */
+int rc_id_complete(struct rc_id *i)
+{
+	struct rdma_cm_event *ev;
+	int st;
+
+	if (!i->sync)
+		return 0;
+	if (i->id.event) {
+		rdma_ack_cm_event(i->id.event);
+		i->id.event = NULL;
+	}
+	if (rdma_get_cm_event(i->id.channel, &ev))
+		return -1;
+	i->id.event = ev;
+	st = ev->status;
+	if (!st)
+		return 0;
+	if (ev->event == RDMA_CM_EVENT_REJECTED)
+		return rc_err(ECONNREFUSED);
+	return rc_err(st < 0 ? -st : st);
+}
+
+RC_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	static const char *const names[] = {
+		[RDMA_CM_EVENT_ADDR_RESOLVED] = "RDMA_CM_EVENT_ADDR_RESOLVED",
+		[RDMA_CM_EVENT_ADDR_ERROR] = "RDMA_CM_EVENT_ADDR_ERROR",
+		[RDMA_CM_EVENT_ROUTE_RESOLVED] = "RDMA_CM_EVENT_ROUTE_RESOLVED",
+		[RDMA_CM_EVENT_ROUTE_ERROR] = "RDMA_CM_EVENT_ROUTE_ERROR",
+		[RDMA_CM_EVENT_CONNECT_REQUEST] = "RDMA_CM_EVENT_CONNECT_REQUEST",
+		[RDMA_CM_EVENT_CONNECT_RESPONSE] = "RDMA_CM_EVENT_CONNECT_RESPONSE",
+		[RDMA_CM_EVENT_CONNECT_ERROR] = "RDMA_CM_EVENT_CONNECT_ERROR",
+		[RDMA_CM_EVENT_UNREACHABLE] = "RDMA_CM_EVENT_UNREACHABLE",
+		[RDMA_CM_EVENT_REJECTED] = "RDMA_CM_EVENT_REJECTED",
+		[RDMA_CM_EVENT_ESTABLISHED] = "RDMA_CM_EVENT_ESTABLISHED",
+		[RDMA_CM_EVENT_DISCONNECTED] = "RDMA_CM_EVENT_DISCONNECTED",
+		[RDMA_CM_EVENT_DEVICE_REMOVAL] = "RDMA_CM_EVENT_DEVICE_REMOVAL",
+		[RDMA_CM_EVENT_MULTICAST_JOIN] = "RDMA_CM_EVENT_MULTICAST_JOIN",
+		[RDMA_CM_EVENT_MULTICAST_ERROR] = "RDMA_CM_EVENT_MULTICAST_ERROR",
+		[RDMA_CM_EVENT_ADDR_CHANGE] = "RDMA_CM_EVENT_ADDR_CHANGE",
+		[RDMA_CM_EVENT_TIMEWAIT_EXIT] = "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+	};
+
+	if ((unsigned)event < sizeof(names) / sizeof(names[0]) && names[event])
+		return names[event];
+	return "UNKNOWN EVENT";
+}
+
+/* --------------------------------------------------------------- QPs */
+
+static void destroy_cqs(struct rdma_cm_id *id)
+{
+	if (id->recv_cq) {
+		ibv_destroy_cq(id->recv_cq);
+		if (id->send_cq && id->send_cq != id->recv_cq)
+			ibv_destroy_cq(id->send_cq);
+	} else if (id->send_cq) {
+		ibv_destroy_cq(id->send_cq);
+	}
+	id->recv_cq = id->send_cq = NULL;
+	if (id->recv_cq_channel) {
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+		if (id->send_cq_channel && id->send_cq_channel != id->recv_cq_channel)
+			ibv_destroy_comp_channel(id->send_cq_channel);
+	} else if (id->send_cq_channel) {
+		ibv_destroy_comp_channel(id->send_cq_channel);
+	}
+	id->recv_cq_channel = id->send_cq_channel = NULL;
+}
+
+/* CQs (with completion channels) for the queues the caller gave none. */
+static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_size)
+{
+	if (recv_size) {
+		id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
+		if (!id->recv_cq_channel)
+			goto err;
+		id->recv_cq = ibv_create_cq(id->verbs, (int)recv_size, id, id->recv_cq_channel, 0);
+		if (!id->recv_cq)
+			goto err;
+	}
+	if (send_size) {
+		id->send_cq_channel = ibv_create_comp_channel(id->verbs);
+		if (!id->send_cq_channel)
+			goto err;
+		id->send_cq = ibv_create_cq(id->verbs, (int)send_size, id, id->send_cq_channel, 0);
+		if (!id->send_cq)
+			goto err;
+	}
+	return 0;
+err: {
+	int e = errno;
+
+	destroy_cqs(id);
+	errno = e ? e : ENOMEM;
+	return -1;
+}
+}
+
+RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	struct rc_id *i = rc_to_id(id);
+	struct ibv_qp *qp;
+	int ret;
+
+	if (!id || !attr || id->qp || !id->verbs)
+		return rc_err(EINVAL);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+		attr->pd = id->pd;
+	} else if (attr->pd->context != id->verbs) {
+		return rc_err(EINVAL);
+	}
+	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
+	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
+		return rc_err(EINVAL);
+	if (create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
+		       attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr))
+		return -1;
+	if (!attr->send_cq)
+		attr->send_cq = id->send_cq;
+	if (!attr->recv_cq)
+		attr->recv_cq = id->recv_cq;
+	if (id->srq && !attr->srq)
+		attr->srq = id->srq;
+	qp = ibv_create_qp_ex(id->verbs, attr);
+	if (!qp)
+		goto err;
+	pthread_mutex_lock(&rc_lock);
+	{
+		struct ibv_qp_attr a;
+		int mask;
+
+		a.qp_state = IBV_QPS_INIT;
+		rc_init_qp_attr(i, &a, &mask);
+		ret = ibv_modify_qp(qp, &a, mask);
+	}
+	pthread_mutex_unlock(&rc_lock);
+	if (ret) {
+		ibv_destroy_qp(qp);
+		errno = ret;
+		goto err;
+	}
+	id->pd = qp->pd;
+	id->qp = qp;
+	return 0;
+err: {
+	int e = errno;
+
+	destroy_cqs(id);
+	return rc_err(e ? e : ENOMEM);
+}
+}
+
+RC_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
+			     struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct ibv_qp_init_attr_ex a;
+	int ret;
+
+	if (!id || !qp_init_attr)
+		return rc_err(EINVAL);
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, qp_init_attr, sizeof(*qp_init_attr));
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = pd ? pd : id->pd;
+	ret = rdma_create_qp_ex(id, &a);
+	memcpy(qp_init_attr, &a, sizeof(*qp_init_attr));
+	return ret;
+}
+
+RC_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	if (id->qp)
+		ibv_destroy_qp(id->qp);
+	id->qp = NULL;
+	destroy_cqs(id);
+}
+
+RC_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,
+				int *qp_attr_mask)
+{
+	int ret;
+
+	if (!id || !qp_attr || !qp_attr_mask)
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	ret = rc_init_qp_attr(rc_to_id(id), qp_attr, qp_attr_mask);
+	pthread_mutex_unlock(&rc_lock);
+	return ret ? rc_err(ret) : 0;
+}
+
+/* ------------------------------------------------------------ the rest */
+
+RC_EXPORT int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
+			      size_t optlen)
+{
+	struct rc_id *i = rc_to_id(id);
+	int err = 0;
+
+	if (!id || !optval)
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	if (level == RDMA_OPTION_ID) {
+		switch (optname) {
+		case RDMA_OPTION_ID_TOS:
+			if (optlen != sizeof(uint8_t))
+				err = EINVAL;
+			else
+				i->tos = *(uint8_t *)optval;
+			rc_sock_tos(i->fd, i->id.route.addr.src_addr.sa_family, i->tos);
+			break;
+		case RDMA_OPTION_ID_REUSEADDR:
+			/* listeners reuse their port already (rc_id_socket) */
+			err = optlen != sizeof(int) ? EINVAL : 0;
+			break;
+		case RDMA_OPTION_ID_AFONLY:
+			if (optlen != sizeof(int) || i->state != RC_IDLE)
+				err = EINVAL;
+			else
+				i->afonly = *(int *)optval ? 1 : 0;
+			break;
+		case RDMA_OPTION_ID_ACK_TIMEOUT:
+			if (optlen != sizeof(uint8_t) || *(uint8_t *)optval > 31) {
+				err = EINVAL;
+			} else {
+				i->ack_timeout = *(uint8_t *)optval;
+				i->ack_timeout_set = true;
+			}
+			break;
+		default:
+			err = ENOSYS;
+		}
+	} else if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH) {
+		err = EOPNOTSUPP;   /* no IB subnet administrator: routes are IP's */
+	} else {
+		err = ENOSYS;
+	}
+	pthread_mutex_unlock(&rc_lock);
+	return err ? rc_err(err) : 0;
+}
+
+RC_EXPORT int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
+{
+	struct rc_id *i = rc_to_id(id);
+	struct rc_chan *nc;
+	int ret;
+
+	if (!id || (i->sync && !channel))
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	nc = channel ? rc_to_chan(channel) : rc_chan_new();
+	ret = nc ? migrate(i, nc, !channel) : -1;
+	pthread_mutex_unlock(&rc_lock);
+	return ret;
+}
+
+/* Move one id (and what hangs on it) from its channel to @nc. */
+static void move_one(struct rc_id *i, struct rc_chan *nc)
+{
+	uint32_t ev = i->ep_events;
+
+	rc_id_watch(i, 0);
+	rc_chan_unlink(i);
+	rc_chan_link(nc, i);
+	rc_id_watch(i, ev);
+}
+
+static int migrate(struct rc_id *i, struct rc_chan *nc, bool sync)
+{
+	struct rc_chan *oc = i->ch;
+	struct rc_evt *moved = NULL, **mt = &moved, **pp, *e, *last = NULL, *next;
+	struct rc_id *h, *hnext;
+	bool was_sync = i->sync;
+
+	if (!oc)
+		return rc_err(EINVAL);
+	if (oc == nc) {
+		i->sync = sync;
+		return 0;
+	}
+	/* its queued events (and the new ids of its CONNECT_REQUESTs) go along */
+	for (pp = &oc->head; (e = *pp);) {
+		if (e->id != i && e->listen != i) {
+			last = e;
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		e->next = NULL;
+		*mt = e;
+		mt = &e->next;
+		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->id != i && e->id->ch == oc)
+			move_one(e->id, nc);
+	}
+	oc->tail = last;
+	if (!oc->head && moved)
+		rc_efd_clear(oc->efd);
+	if (i->state == RC_LISTEN)
+		for (h = oc->ids; h; h = hnext) {
+			hnext = h->cnext;
+			if (h->state == RC_HIDDEN && h->listener == i)
+				move_one(h, nc);
+		}
+	if (was_sync && i->id.event) {
+		rc_evt_free((struct rc_evt *)i->id.event);
+		i->id.event = NULL;
+	}
+	if (was_sync)
+		oc->dead = true;    /* its private channel */
+	move_one(i, nc);
+	i->sync = sync;
+	for (e = moved; e; e = next) {
+		next = e->next;
+		rc_chan_push(nc, e);
+	}
+	if (!rc_chan_reap(oc))
+		rc_chan_arm(oc);
+	rc_chan_arm(nc);
+	return 0;
+}
+
+RC_EXPORT __be16 rdma_get_src_port(struct rdma_cm_id *id)
+{
+	return id ? rc_sa_port(&id->route.addr.src_addr) : 0;
+}
+
+RC_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *id)
+{
+	return id ? rc_sa_port(&id->route.addr.dst_addr) : 0;
+}
+
+RC_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **l;
+	int err;
+
+	pthread_mutex_lock(&rc_lock);
+	err = rc_dev_get();
+	pthread_mutex_unlock(&rc_lock);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	l = calloc(2, sizeof(*l));
+	if (!l) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	l[0] = rc_dev.verbs;
+	if (num_devices)
+		*num_devices = 1;
+	return l;
+}
+
+RC_EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list);
+}
+
+/* rdma_notify tells the CM that the QP saw its first packet, so that a lost
+ * RTU cannot hold the connection: RTU travels over TCP here and is not lost. */
+RC_EXPORT int rdma_notify(struct rdma_cm_id *id, enum ibv_event_type event)
+{
+	(void)event;
+	return id ? 0 : rc_err(EINVAL);
+}
+
+/* ECE (vendor options): kept as librdmacm keeps them; roshm0 has none to
+ * offer, so a peer's are never seen (vendor_id 0, as from a device without). */
+RC_EXPORT int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask)
+		return rc_err(EINVAL);
+	pthread_mutex_lock(&rc_lock);
+	rc_to_id(id)->local_ece = *ece;
+	pthread_mutex_unlock(&rc_lock);
+	return 0;
+}
+
+RC_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		return rc_err(EINVAL);
+	memset(ece, 0, sizeof(*ece));
+	return 0;
+}
+
+/* ---------------------------------------------------- endpoints (sync) */
+
+RC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id);
+
+RC_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+		   struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm;
+	struct rc_id *i;
+	int ret;
+
+	if (!id || !res)
+		return rc_err(EINVAL);
+	if (res->ai_qp_type && res->ai_qp_type != IBV_QPT_RC)
+		return rc_err(EOPNOTSUPP);
+	ret = rdma_create_id(NULL, &cm, NULL, (enum rdma_port_space)res->ai_port_space);
+	if (ret)
+		return ret;
+	i = rc_to_id(cm);
+	if (res->ai_flags & RAI_PASSIVE) {
+		if (!res->ai_src_addr) {
+			ret = rc_err(EINVAL);
+			goto err;
+		}
+		ret = rdma_bind_addr(cm, res->ai_src_addr);
+		if (ret)
+			goto err;
+		if (pd)
+			cm->pd = pd;
+		if (qp_init_attr) {
+			i->ep_attr = malloc(sizeof(*i->ep_attr));
+			if (!i->ep_attr) {
+				ret = rc_err(ENOMEM);
+				goto err;
+			}
+			*i->ep_attr = *qp_init_attr;
+			i->ep_attr->qp_type = IBV_QPT_RC;
+		}
+		*id = cm;
+		return 0;
+	}
+	ret = rdma_resolve_addr(cm, res->ai_src_addr, res->ai_dst_addr, 2000);
+	if (ret)
+		goto err;
+	if (res->ai_route_len) {
+		ret = rdma_set_option(cm, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, res->ai_route,
+				      res->ai_route_len);
+		if (ret)
+			goto err;
+	} else {
+		ret = rdma_resolve_route(cm, 2000);
+		if (ret)
+			goto err;
+	}
+	if (qp_init_attr) {
+		qp_init_attr->qp_type = IBV_QPT_RC;
+		ret = rdma_create_qp(cm, pd, qp_init_attr);
+		if (ret)
+			goto err;
+	}
+	if (res->ai_connect_len) {
+		if (res->ai_connect_len > RC_PD_REQ || !res->ai_connect) {
+			ret = rc_err(EINVAL);
+			goto err;
+		}
+		memcpy(i->connect_pd, res->ai_connect, res->ai_connect_len);
+		i->connect_len = (uint8_t)res->ai_connect_len;
+	}
+	*id = cm;
+	return 0;
+err: {
+	int e = errno;
+
+	rdma_destroy_ep(cm);
+	errno = e;
+	return ret;
+}
+}
+
+RC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	if (!id)
+		return;
+	if (id->qp)
+		rdma_destroy_qp(id);
+	if (id->srq) {
+		ibv_destroy_srq(id->srq);
+		id->srq = NULL;
+	}
+	rdma_destroy_id(id);
+}
