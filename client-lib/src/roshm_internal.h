@@ -1,11 +1,85 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * libroshm's own header: what its parts share (roshm.c: attach and the
+ * channel, submit; roshm_region.c: regions; roshm_restart.c: re-attaching
+ * after a roshmd restart; roshm_sync.c: waiting, the synchronous calls,
+ * admin, strerror). Not installed; none of it is exported (libroshm.map).
+ */
 #ifndef ROSHM_INTERNAL_H
 #define ROSHM_INTERNAL_H
 #include <stddef.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "roshm.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct roshm_owned {
+	struct roshm_owned *next;
+	uint32_t handle;              /* the application's */
+	void *map;
+	size_t map_size;
+	uint8_t *data;
+	uint64_t data_size;
+	int fd;                       /* kept: re-registered after a roshmd restart */
+	struct roshm_ctl_region_create req;
+};
+
+/* Every handle the application holds, and roshmd's value for it now. */
+struct roshm_hmap {
+	uint32_t app;
+	uint32_t srv;
+	char name[2 * ROSHM_NAME_MAX];
+	struct roshm_owned *owned;    /* NULL: opened by name */
+};
 
 /* One request/reply on a control socket; received fds land in fds[]. */
 int roshm__ctl_call(int fd, void *req, size_t req_len, void *reply, size_t reply_max,
 		    int *fds, int nfds_max, int *nfds);
 int roshm__ctl_call_fd(int fd, void *req, size_t req_len, void *reply, size_t reply_max,
 		       int *fds, int nfds_max, int *nfds, int fd_out);
+const char *roshm__env_or(const char *v, const char *env, const char *dflt);
+void roshm__ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len);
+int roshm__sock_connect(const char *path, int64_t server_uid);
+int roshm__copy_name(char *dst, size_t cap, const char *src);
+int roshm__own_memory(const char *name, uint64_t size, bool huge, void **map, size_t *mapped);
+int roshm__attach(struct roshm *r, void **chan, size_t *chan_size);
+void roshm__bind_channel(struct roshm *r, void *map, size_t size);
+struct roshm_hmap *roshm__hmap_find(struct roshm *r, uint32_t app);
+int roshm__hmap_add(struct roshm *r, uint32_t handle, const char *name, struct roshm_owned *o);
+int roshm__ensure_attached(struct roshm *r);
+int roshm__ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *reply, size_t reply_max,
+			  int *fds, int nfds_max, int *nfds, int fd_out);
+int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
+			 struct roshm_owned **out, uint32_t *handle);
+int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size);
+int roshm__reconnect(struct roshm *r);
+void roshm__admin_token(const char *given, char *out, size_t cap);
+
+/* roshmd's value of an application handle (identity until a reconnect). */
+static inline uint32_t roshm__srv_handle(struct roshm *r, uint32_t app)
+{
+	struct roshm_hmap *m;
+
+	if (!r->remapped)
+		return app;
+	m = roshm__hmap_find(r, app);
+	return m ? m->srv : 0xffffffffu; /* unknown: roshmd answers EBADF */
+}
+
 #endif

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm: regions. A region's memory is this process's own memfd,
+ * handed to roshmd with the create (and kept, to hand it again after a
+ * roshmd restart); opens are by name; every handle the application holds
+ * maps to roshmd's value for it now (struct roshm_hmap).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "roshm.h"
+#include "roshm_internal.h"
+
+/*
+ * Send a region create with the region's memory: with @fd >= 0 a re-attach
+ * of a region we own (its memfd, contents kept); otherwise a new memfd that
+ * we make and touch here (our pod's memory), which roshmd checks, seals and
+ * initialises.
+ */
+int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
+			 struct roshm_owned **out, uint32_t *handle)
+{
+	struct roshm_ctl_region_reply rep;
+	struct roshm_owned *o;
+	uint64_t want;
+	size_t mapped = 0;
+	void *map = NULL;
+	int mfd, ret;
+
+	if (fd >= 0) {
+		ret = roshm__ctl_call_fd(r->sock_fd, req, sizeof(*req), &rep, sizeof(rep), NULL, 0, NULL, fd);
+		if (!ret && rep.hdr.status)
+			ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+		if (!ret && rep.hdr.len != sizeof(rep))
+			ret = -EPROTO;
+		if (!ret)
+			*handle = rep.handle;
+		return ret;
+	}
+	if (!req->size || req->size > (1ull << 40) || req->txn_slots > 65536 ||
+	    req->slot_size > (1u << 20))
+		return -EINVAL;
+	want = roshm_region_map_size(req->size, req->txn_slots, req->slot_size);
+	mfd = roshm__own_memory("roshm-region", want, false, &map, &mapped);
+	if (mfd < 0)
+		return mfd;
+	ret = roshm__ctl_call_retry(r, req, sizeof(*req), &rep, sizeof(rep), NULL, 0, NULL, mfd);
+	if (ret)
+		goto err;
+	if (rep.hdr.status) {
+		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+		goto err;
+	}
+	const struct roshm_region_hdr *rh = map;
+
+	/* roshmd wrote the header into our memory: check it all the same */
+	if (rep.hdr.len != sizeof(rep) || rep.map_size != mapped || rep.data_size != req->size ||
+	    rh->magic != ROSHM_REGION_MAGIC || rh->data_size != req->size ||
+	    rh->data_off != roshm_region_data_off(req->txn_slots, req->slot_size)) {
+		ret = -EPROTO;
+		goto err;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	o->handle = rep.handle;
+	o->map = map;
+	o->map_size = mapped;
+	o->data = (uint8_t *)map + rh->data_off;
+	o->data_size = req->size;
+	o->fd = mfd;
+	o->req = *req;
+	*out = o;
+	*handle = rep.handle;
+	return 0;
+err:
+	munmap(map, mapped);
+	close(mfd);
+	return ret;
+}
+
+int roshm_region_create(struct roshm *r, const char *name, uint64_t size,
+			const struct roshm_region_opts *opts, uint32_t *handle)
+{
+	struct roshm_ctl_region_create req;
+	struct roshm_owned *o;
+	int ret;
+
+	if (!name || !handle)
+		return -EINVAL;
+	memset(&req, 0, sizeof(req));
+	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CREATE, sizeof(req));
+	if (roshm__copy_name(req.name, sizeof(req.name), name))
+		return -EINVAL;
+	req.size = size;
+	if (opts) {
+		req.policy = opts->policy;
+		req.ntenants = opts->ntenants;
+		if (opts->ntenants > ROSHM_POLICY_TENANTS_MAX)
+			return -EINVAL;
+		for (uint32_t i = 0; i < opts->ntenants; i++)
+			if (!opts->tenants[i] ||
+			    roshm__copy_name(req.tenants[i], sizeof(req.tenants[i]), opts->tenants[i]))
+				return -EINVAL;
+		req.txn_slots = opts->txn_slots;
+		req.slot_size = opts->slot_size;
+		req.access = opts->access;
+		req.win_off = opts->win_off;
+		req.win_len = opts->win_len;
+		req.va_base = opts->va_base;
+	}
+	ret = roshm__create_region(r, &req, -1, &o, handle);
+	if (ret)
+		return ret;
+	/* A handle value the application will keep, even across reconnects. */
+	if (r->remapped)
+		for (uint32_t app = o->handle;; app += 1u << 16)
+			if (!roshm__hmap_find(r, app)) {
+				*handle = app;
+				break;
+			}
+	ret = roshm__hmap_add(r, *handle, name, o);
+	if (ret) {
+		munmap(o->map, o->map_size);
+		close(o->fd);
+		free(o);
+		return ret;
+	}
+	r->hmap[r->nhmap - 1].srv = o->handle;
+	o->handle = *handle;
+	o->next = r->owned;
+	r->owned = o;
+	return 0;
+}
+
+void *roshm_region_data(struct roshm *r, uint32_t handle, uint64_t *size)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		if (o->handle == handle) {
+			if (size)
+				*size = o->data_size;
+			return o->data;
+		}
+	return NULL;
+}
+
+int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		if (o->handle == handle) {
+			int fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+
+			if (fd < 0)
+				return -errno;
+			if (data_off)
+				*data_off = (uint64_t)(o->data - (uint8_t *)o->map);
+			return fd;
+		}
+	return -EBADF;
+}
+
+int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+{
+	struct roshm_ctl_region_open req;
+	struct roshm_ctl_region_reply rep;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_OPEN, sizeof(req));
+	if (roshm__copy_name(req.name, sizeof(req.name), name))
+		return -EINVAL;
+	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
+	if (ret)
+		return ret;
+	if (rep.hdr.status)
+		return rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+	if (rep.hdr.len != sizeof(rep))
+		return -EPROTO;
+	*handle = rep.handle;
+	if (size)
+		*size = rep.data_size;
+	return 0;
+}
+
+int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+{
+	uint32_t srv;
+	int ret;
+
+	if (!name || !handle)
+		return -EINVAL;
+	ret = roshm__ensure_attached(r);
+	if (ret)
+		return ret;
+	ret = roshm__open_region(r, name, &srv, size);
+	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
+		ret = roshm__open_region(r, name, &srv, size);
+	if (ret)
+		return ret;
+	*handle = srv;
+	if (r->remapped)
+		for (uint32_t app = srv;; app += 1u << 16)
+			if (!roshm__hmap_find(r, app)) {
+				*handle = app;
+				break;
+			}
+	ret = roshm__hmap_add(r, *handle, name, NULL);
+	if (ret)
+		return ret;
+	r->hmap[r->nhmap - 1].srv = srv;
+	return 0;
+}
+
+int roshm_region_close(struct roshm *r, uint32_t handle)
+{
+	struct roshm_ctl_region_close req;
+	struct roshm_ctl_region_reply rep;
+	struct roshm_owned **pp;
+	struct roshm_hmap *m = roshm__hmap_find(r, handle);
+	int ret;
+
+	if (!m)
+		return -EBADF;
+	ret = roshm__ensure_attached(r);
+	if (ret)
+		return ret;
+	memset(&req, 0, sizeof(req));
+	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
+	req.handle = m->srv;
+	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
+	if (ret)
+		return ret;
+	if (rep.hdr.status)
+		return rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
+	for (pp = &r->owned; *pp; pp = &(*pp)->next) {
+		if ((*pp)->handle == handle) {
+			struct roshm_owned *o = *pp;
+
+			*pp = o->next;
+			munmap(o->map, o->map_size);
+			close(o->fd);
+			free(o);
+			break;
+		}
+	}
+	*m = r->hmap[--r->nhmap];
+	return 0;
+}
