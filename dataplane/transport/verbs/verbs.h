@@ -157,5 +157,15 @@ int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c);
 void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c);
 int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg);
 void rd_verbs_unreg_region(struct rd_region *rg);
+/* verbs_cm.c, for verbs_resp.c too: the MAC of a hello/challenge/proof
+ * exchange; random bytes (abort without entropy); an inbound QP freed */
+void rd_verbs_vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
+		   const uint8_t *nonce_s, const char *node_r, const char *node_s, uint8_t *out);
+void rd_verbs_rnd(void *p, size_t n);
+void rd_verbs_vin_free(struct rd_vin *in);
+/* verbs_resp.c: a peer's connect request (hello, then proof): true when @id
+ * is kept (accepted), false when the caller destroys it. */
+bool rd_verbs_on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void *pdata,
+			 size_t plen, uint8_t initiator_depth);
 
 #endif

@@ -4,8 +4,9 @@
  * every MR (client channels, regions, the transaction engine's buffers),
  * and connection setup with librdmacm. The requester connects in two CM
  * exchanges that carry a mutual HMAC challenge in the private data (see
- * roshm/wire.h); the responder's QPs are passive: nothing is ever posted on
- * them, the NIC serves the peer's one-sided operations.
+ * roshm/wire.h); the responder (verbs_resp.c) accepts them, and its QPs
+ * are passive: nothing is ever posted on them, the NIC serves the peer's
+ * one-sided operations.
  *
  * Everything runs on the control thread and nothing here waits: the event
  * channel is non-blocking and in the control thread's epoll, and an outbound
@@ -38,18 +39,15 @@
 /* the control-side state (one control thread) */
 #define VCTL ((struct rd_verbs_ctl *)rd_verbs_provider.ctl_priv)
 
-#define CHAL_TTL_NS 2000000000ull
-#define CHAL_PER_ADDR 4
-#define INBOUND_DEPTH 4
 
-static void vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
-		 const uint8_t *nonce_s, const char *node_r, const char *node_s, uint8_t *out)
+void rd_verbs_vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,
+		   const uint8_t *nonce_s, const char *node_r, const char *node_s, uint8_t *out)
 {
 	rd_peer_mac(sec, label, nonce_r, nonce_s, ROSHM_VERBS_NONCE, node_r, ROSHM_VERBS_ID, node_s,
 		    ROSHM_NAME_MAX, out);
 }
 
-static void rnd(void *p, size_t n)
+void rd_verbs_rnd(void *p, size_t n)
 {
 	if (getrandom(p, n, 0) != (ssize_t)n)
 		abort(); /* no entropy: nothing safe to do */
@@ -311,7 +309,7 @@ static void qp_free(struct rd_vqp *q)
 	free(q);
 }
 
-static void vin_free(struct rd_vin *in)
+void rd_verbs_vin_free(struct rd_vin *in)
 {
 	if (in->id) {
 		if (in->id->qp)
@@ -355,7 +353,7 @@ void rd_verbs_ctl_fini(struct rd_control *ctl)
 
 		v->inbound = in->next;
 		rdma_disconnect(in->id);
-		vin_free(in);
+		rd_verbs_vin_free(in);
 	}
 	if (v->listen)
 		rdma_destroy_id(v->listen);
@@ -435,180 +433,6 @@ void rd_verbs_unreg_region(struct rd_region *rg)
 
 /* ---- responder ---- */
 
-static void deny(struct rdma_cm_id *id)
-{
-	struct roshm_verbs_challenge d = { .magic = ROSHM_VERBS_MAGIC, .kind = ROSHM_VERBS_DENIED,
-					   .version = ROSHM_VERBS_VERSION };
-
-	rdma_reject(id, &d, sizeof(d));
-}
-
-/* A connect request: answer a hello with a challenge, accept a good proof.
- * Returns true when @id is kept (accepted), false when the caller destroys it. */
-static bool on_request(struct rd_control *ctl, struct rdma_cm_id *id, const void *pdata,
-		       size_t plen, uint8_t initiator_depth)
-{
-	struct rd_verbs_ctl *v = VCTL;
-	uint64_t now = rd_mono_ns();
-	struct rd_vpd m;
-	int dr = rd_verbs_pdata_decode(pdata, plen, RD_VPD_REQUEST, &m);
-
-	/* decoded and checked once (verbs_pdata.c): names valid, nothing
-	 * unterminated reaches a log line or a MAC */
-	if (dr) {
-		RD_LOG(WARNING, "verbs: connect request %s: refused",
-		       dr == -EPROTO ? "that is not from a roshm peer" : "with malformed private data");
-		deny(id);
-		return false;
-	}
-	if (m.kind == ROSHM_VERBS_HELLO) {
-		struct roshm_verbs_challenge c = { .magic = ROSHM_VERBS_MAGIC,
-						   .kind = ROSHM_VERBS_CHALLENGE,
-						   .version = ROSHM_VERBS_VERSION };
-		struct rd_addr from;
-		uint8_t src[16];
-
-		rd_addr_from_sa(&from, rdma_get_peer_addr(id));
-		rd_addr_key(&from, src);
-		struct rd_vchal *slot = NULL;
-		uint32_t same = 0;
-
-		/* One source address holds at most CHAL_PER_ADDR challenges
-		 * (past that its hellos are refused: it retries). Free or
-		 * expired slots go first; when every slot is live (many
-		 * addresses at once), the oldest challenge goes: filling the
-		 * table then takes a steady flood from many addresses, and a
-		 * real peer's proof comes back within its round trip. */
-		struct rd_vchal *oldest = NULL;
-
-		for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++) {
-			if (v->chal[i].used && v->chal[i].expires_ns >= now) {
-				same += !memcmp(v->chal[i].src, src, sizeof(src));
-				if (!oldest || v->chal[i].expires_ns < oldest->expires_ns)
-					oldest = &v->chal[i];
-				continue;
-			}
-			if (!slot)
-				slot = &v->chal[i];
-		}
-		if (!slot && same < CHAL_PER_ADDR) {
-			slot = oldest;
-			v->chal_evicted++;
-		}
-		if (!slot || same >= CHAL_PER_ADDR) {
-			v->chal_refused++;
-			deny(id);
-			return false;
-		}
-		memcpy(slot->src, src, sizeof(slot->src));
-		rnd(slot->nonce_s, sizeof(slot->nonce_s));
-		memcpy(slot->nonce_r, m.nonce, sizeof(slot->nonce_r));
-		memset(slot->node_r, 0, sizeof(slot->node_r));
-		memcpy(slot->node_r, m.node, strnlen(m.node, ROSHM_VERBS_ID - 1));
-		slot->expires_ns = now + CHAL_TTL_NS;
-		slot->used = true;
-		memcpy(c.nonce, slot->nonce_s, sizeof(c.nonce));
-		snprintf(c.node, sizeof(c.node), "%s", ctl->cfg->node);
-		vmac(&v->secret, "roshm-vsrv", slot->nonce_r, slot->nonce_s, slot->node_r, c.node, c.mac);
-		rdma_reject(id, &c, sizeof(c));
-		return false;
-	}
-	if (m.kind != ROSHM_VERBS_PROOF) {
-		deny(id);
-		return false;
-	}
-	const struct rd_vpd *pr = &m;
-	struct rd_vchal *ch = NULL;
-	uint8_t expect[32];
-
-	for (size_t i = 0; i < RD_VERBS_CHAL_MAX; i++)
-		if (v->chal[i].used && !memcmp(v->chal[i].nonce_s, pr->nonce, ROSHM_VERBS_NONCE))
-			ch = &v->chal[i];
-	if (!ch || ch->expires_ns < now) {
-		RD_LOG(WARNING, "verbs: connect request with an unknown or expired challenge: refused");
-		deny(id);
-		return false;
-	}
-	ch->used = false; /* one proof per challenge */
-	vmac(&v->secret, "roshm-vreq", ch->nonce_r, ch->nonce_s, ch->node_r, ctl->cfg->node, expect);
-	if (CRYPTO_memcmp(expect, pr->mac, sizeof(expect))) {
-		RD_LOG(WARNING, "verbs: node '%s' failed the cluster-secret challenge: refused",
-		       ch->node_r);
-		deny(id);
-		return false;
-	}
-	/* Bounded: a node has at most RD_VERBS_QPS_MAX passive QPs (its own
-	 * qps_per_peer may differ from ours; a new one past that replaces its
-	 * oldest: a node that restarted connects again), and all nodes together
-	 * 2 x max_peers x RD_VERBS_QPS_MAX (the oldest of all makes room), so
-	 * that a peer holding the secret cannot pile up QPs. */
-	{
-		struct rd_vin **mine = NULL, **any = NULL;
-		uint32_t nmine = 0, nall = 0;
-
-		for (struct rd_vin **pp = &v->inbound; *pp; pp = &(*pp)->next) {
-			nall++;
-			any = pp; /* newest first: the last is the oldest */
-			if (!strcmp((*pp)->node, ch->node_r)) {
-				nmine++;
-				mine = pp;
-			}
-		}
-		struct rd_vin **drop = nmine >= RD_VERBS_QPS_MAX ? mine :
-				       nall >= 2 * ctl->cfg->max_peers * RD_VERBS_QPS_MAX ? any : NULL;
-
-		if (drop) {
-			struct rd_vin *old = *drop;
-
-			RD_LOG(NOTICE, "verbs: an older QP of node %s closed for a new one (%s)", old->node,
-			       drop == mine ? "its QPs are at the most" : "inbound QPs full");
-			*drop = old->next;
-			vin_free(old);
-		}
-	}
-	/* Authenticated: a passive QP that lets the peer's NIC reach our MRs. */
-	struct rd_vin *in = calloc(1, sizeof(*in));
-	struct ibv_qp_init_attr qa = { 0 };
-	struct rdma_conn_param cp = { 0 };
-
-	if (!in)
-		goto fail;
-	in->cq = ibv_create_cq(v->ctx, INBOUND_DEPTH, NULL, NULL, 0);
-	if (!in->cq)
-		goto fail;
-	qa.send_cq = qa.recv_cq = in->cq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 1;
-	qa.cap.max_recv_wr = 1;
-	qa.cap.max_send_sge = 1;
-	qa.cap.max_recv_sge = 1;
-	if (rdma_create_qp(id, v->pd, &qa))
-		goto fail;
-	/* responder_resources > 0 is what grants REMOTE_READ and REMOTE_ATOMIC. */
-	cp.responder_resources = initiator_depth < v->max_qp_rd_atom ? initiator_depth : (uint8_t)v->max_qp_rd_atom;
-	if (!cp.responder_resources)
-		cp.responder_resources = 1;
-	cp.initiator_depth = 0;
-	cp.rnr_retry_count = 7;
-	if (rdma_accept(id, &cp)) {
-		RD_LOG(WARNING, "verbs: rdma_accept: %s", strerror(errno));
-		rdma_destroy_qp(id);
-		goto fail;
-	}
-	in->id = id;
-	snprintf(in->node, sizeof(in->node), "%s", ch->node_r);
-	in->next = v->inbound;
-	v->inbound = in;
-	return true;
-fail:
-	RD_LOG(WARNING, "verbs: cannot accept node '%s': %s", ch->node_r, strerror(errno));
-	if (in && in->cq)
-		ibv_destroy_cq(in->cq);
-	free(in);
-	deny(id);
-	return false;
-}
-
 static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_event *ev);
 
 /* One CM event. Acks it. */
@@ -621,7 +445,7 @@ static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 	struct rd_vqp *q;
 
 	if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-		bool keep = on_request(ctl, id, ev->param.conn.private_data,
+		bool keep = rd_verbs_on_request(ctl, id, ev->param.conn.private_data,
 				       ev->param.conn.private_data_len, ev->param.conn.initiator_depth);
 
 		rdma_ack_cm_event(ev);
@@ -653,7 +477,7 @@ static void dispatch(struct rd_control *ctl, struct rdma_cm_event *ev)
 		if (in) {
 			RD_LOG(INFO, "verbs: node %s disconnected from us", in->node);
 			*pp = in->next;
-			vin_free(in);
+			rd_verbs_vin_free(in);
 		} else if (q && q->peer->ctl_up) {
 			/* The peer went away: fail what is in flight now rather than
 			 * at the next completion error; the event that the poller
@@ -789,7 +613,7 @@ static int attempt_connect(struct rd_control *ctl, struct rd_vqp *q)
 		cp.private_data_len = sizeof(q->hello);
 	} else {
 		memcpy(pr.nonce, q->chal.nonce, sizeof(pr.nonce));
-		vmac(&v->secret, "roshm-vreq", q->hello.nonce, q->chal.nonce, q->hello.node, q->chal.node,
+		rd_verbs_vmac(&v->secret, "roshm-vreq", q->hello.nonce, q->chal.nonce, q->hello.node, q->chal.node,
 		     pr.mac);
 		/* the proof is copied into the request: it need not outlive this call */
 		cp.private_data = &pr;
@@ -838,7 +662,7 @@ static int qp_dial(struct rd_control *ctl, struct rd_peer *p, uint32_t i)
 	q->hello.kind = ROSHM_VERBS_HELLO;
 	q->hello.version = ROSHM_VERBS_VERSION;
 	q->hello.qp_index = (uint16_t)q->index;
-	rnd(q->hello.nonce, sizeof(q->hello.nonce));
+	rd_verbs_rnd(q->hello.nonce, sizeof(q->hello.nonce));
 	memcpy(q->hello.node, ctl->cfg->node, strnlen(ctl->cfg->node, ROSHM_VERBS_ID - 1));
 	q->phase = 1;
 	return attempt_start(ctl, q);
@@ -887,7 +711,7 @@ static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_
 				ret = -EACCES; /* denied, or malformed */
 				break;
 			}
-			vmac(&v->secret, "roshm-vsrv", q->hello.nonce, c.nonce, q->hello.node, c.node, expect);
+			rd_verbs_vmac(&v->secret, "roshm-vsrv", q->hello.nonce, c.nonce, q->hello.node, c.node, expect);
 			if (CRYPTO_memcmp(expect, c.mac, sizeof(expect))) {
 				ret = -EACCES;
 				break;
