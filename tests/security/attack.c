@@ -103,6 +103,26 @@ int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap)
 	return 0;
 }
 
+int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
+		  int port2, const char *workdir, const char *secret, const char *tenants)
+{
+	for (int n = 1; n <= 2; n++) {
+		char name[64], extra[2048];
+
+		snprintf(name, sizeof(name), "%s%d", prefix, n);
+		snprintf(extra, sizeof(extra),
+			 "%s"
+			 "channel: { hugepages = \"off\"; };\n"
+			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
+			 " secret_file = \"%s\"; }; };\n"
+			 "registry: { dir = \"%s/registry\"; revalidate_ms = 100; };\n",
+			 tenants ? tenants : ATK_TENANTS, n == 1 ? port1 : port2, secret, workdir);
+		if (th_daemon_start(n == 1 ? n1 : n2, name, extra))
+			return -1;
+	}
+	return 0;
+}
+
 /* ---- roshmd liveness ---- */
 
 /* How each roshmd we saw die ended (waitpid reaps once: keep the answer). */

@@ -131,6 +131,15 @@ int atk_netns_enter_new(char *name, size_t cap);
 /* Write ATK_SECRET to a file in a new temporary directory (removed at
  * cleanup); @path receives the file, @dir the directory. 0 or -errno. */
 int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap);
+/*
+ * Two roshmd on 127.0.0.1 with the tcp transport, ports @port1 and @port2,
+ * named "<prefix>1" and "<prefix>2", sharing the file registry under
+ * @workdir and the cluster secret file @secret (atk_workdir), channels on
+ * 4 KiB pages, records revalidated every 100 ms; @tenants is the tenants
+ * line (NULL: ATK_TENANTS). 0, or -1 when one did not start.
+ */
+int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
+		  int port2, const char *workdir, const char *secret, const char *tenants);
 
 /* ---- tcp transport: a hand-written peer that holds the cluster secret ---- */
 

@@ -158,25 +158,11 @@ static void test_lbuf_hold_outlives_client(void **state)
 
 static int setup(void **state)
 {
-	char extra[1024];
-
 	(void)state;
-	for (int n = 1; n <= 2; n++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "lbuf-hold%d", n);
-		snprintf(extra, sizeof(extra),
-			 "tenants = ( { name = \"a\"; token = \"ta\"; quota = { bytes = 50331648; }; },"
-			 " { name = \"b\"; token = \"tb\"; } );\n"
-			 "channel: { hugepages = \"off\"; };\n"
-			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
-			 " secret_file = \"%s\"; }; };\n"
-			 "registry: { dir = \"%s/registry\"; revalidate_ms = 100; };\n",
-			 n == 1 ? PORT1 : PORT2, secret, workdir);
-		if (th_daemon_start(n == 1 ? &n1 : &n2, name, extra))
-			return -1;
-	}
-	return 0;
+	/* tenant a: 48 MiB of memory */
+	return atk_two_nodes(&n1, &n2, "lbuf-hold", PORT1, PORT2, workdir, secret,
+			     "tenants = ( { name = \"a\"; token = \"ta\"; quota = { bytes = 50331648; }; },"
+			     " { name = \"b\"; token = \"tb\"; } );\n");
 }
 
 static int teardown(void **state)

@@ -164,24 +164,8 @@ static void test_crash(void **state) { (void)state; run(false); }
 
 static int setup(void **state)
 {
-	char extra[1024];
-
 	(void)state;
-	for (int n = 1; n <= 2; n++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "lbuf-stale%d", n);
-		snprintf(extra, sizeof(extra),
-			 ATK_TENANTS
-			 "channel: { hugepages = \"off\"; };\n"
-			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
-			 " secret_file = \"%s\"; }; };\n"
-			 "registry: { dir = \"%s/registry\"; revalidate_ms = 100; };\n",
-			 n == 1 ? PORT1 : PORT2, secret, workdir);
-		if (th_daemon_start(n == 1 ? &n1 : &n2, name, extra))
-			return -1;
-	}
-	return 0;
+	return atk_two_nodes(&n1, &n2, "lbuf-stale", PORT1, PORT2, workdir, secret, NULL);
 }
 
 static int teardown(void **state)
