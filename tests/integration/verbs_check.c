@@ -61,6 +61,15 @@ static int die(const char *what)
 	exit(1);
 }
 
+/* A completion that is not the one expected: say what it was. */
+static int die_wc(const char *what, const struct ibv_wc *wc)
+{
+	fprintf(stderr, "verbs_check: FAIL: %s: wr_id %llu, status %s (%d), opcode %d\n", what,
+		(unsigned long long)wc->wr_id, ibv_wc_status_str(wc->status), (int)wc->status,
+		(int)wc->opcode);
+	exit(1);
+}
+
 /* The next completion, within 30 s. */
 static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
@@ -217,7 +226,7 @@ static void expect_recv(struct ibv_cq *cq, uint64_t id, enum ibv_wc_opcode op, u
 			"flags 0x%x imm 0x%x qp %u src %u\n", id, op, len, imm, htonl(immv), qpn, src,
 			wc.wr_id, wc.status, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len,
 			wc.wc_flags, wc.imm_data, wc.qp_num, wc.src_qp);
-		die("receive completion");
+		die_wc("receive completion", &wc);
 	}
 }
 
@@ -357,10 +366,10 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 			wc = wait_wc(cq);
 			if (wc.status != IBV_WC_SUCCESS ||
 			    (wc.wr_id != (uint64_t)(10 + round) && wc.wr_id != (uint64_t)(20 + round)))
-				die("loopback: completion");
+				die_wc("loopback: completion", &wc);
 			if (wc.wr_id == (uint64_t)(10 + round) &&
 			    (wc.opcode != IBV_WC_RECV || wc.byte_len != 300 || wc.src_qp != x->qp_num))
-				die("loopback: RECV completion");
+				die_wc("loopback: RECV completion", &wc);
 		}
 		check_bytes(dst, 300, 0, 50 + round, "loopback SEND");
 		if (dst[300] != 0xee)
@@ -428,7 +437,7 @@ static void zero_copy(struct ibv_pd *pd)
 		    "(copied through the arena)");
 	wc = wait_wc(cq);
 	if (wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RDMA_READ)
-		die("zero_copy: READ completion");
+		die_wc("zero_copy: READ completion", &wc);
 	if (a[2999] || a[8000])
 		die("zero_copy: the READ wrote outside its SGE");
 	/* back: from a's pages into b (a page boundary on both sides) */
@@ -436,7 +445,7 @@ static void zero_copy(struct ibv_pd *pd)
 	post(x, IBV_WR_RDMA_WRITE, a + 4000, 6000, ma->lkey, (uintptr_t)(b + 100), mb->rkey, 0, 0, 2);
 	wc = wait_wc(cq);
 	if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
-		die("zero_copy: WRITE completion");
+		die_wc("zero_copy: WRITE completion", &wc);
 	check_bytes(b + 100, 6000, 0, 92, "zero_copy WRITE");
 	if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE) ||
 	    ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(ma) || ibv_dereg_mr(mb) ||
@@ -995,7 +1004,7 @@ int main(int argc, char **argv)
 	post(qp, IBV_WR_RDMA_WRITE, src, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 1);
 	wc = wait_wc(cq);
 	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 1 || wc.opcode != IBV_WC_RDMA_WRITE)
-		die("WRITE completion");
+		die_wc("WRITE completion", &wc);
 	memset(back, 0, PLEN);
 	post(qp, IBV_WR_RDMA_READ, back, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 2);
 	wc = wait_wc(cq);
