@@ -159,6 +159,8 @@ static void test_race(void **state)
 		atk_log_tail(&n1, 5);
 		fail_msg("node 1 died: %s", atk_how(&n1));
 	}
+	roshm_close(atk);
+	roshm_close(owner);
 }
 static void test_crash(void **state) { (void)state; run(false); }
 
