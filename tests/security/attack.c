@@ -103,6 +103,18 @@ int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap)
 	return 0;
 }
 
+int atk_open_retry(struct roshm *r, const char *name, uint32_t *h)
+{
+	int ret = -ENOENT;
+
+	for (int i = 0; i < 300 && (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH); i++) {
+		ret = roshm_region_open(r, name, h, NULL);
+		if (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH)
+			usleep(10000);
+	}
+	return ret;
+}
+
 int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
 		  int port2, const char *workdir, const char *secret, const char *tenants)
 {

@@ -138,6 +138,10 @@ int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap);
  * 4 KiB pages, records revalidated every 100 ms; @tenants is the tenants
  * line (NULL: ATK_TENANTS). 0, or -1 when one did not start.
  */
+/* roshm_region_open(@name), tried again every 10 ms for 3 s while the
+ * record is not there yet or its node not reached (-ENOENT, -EAGAIN,
+ * -EHOSTUNREACH): what it returned last. */
+int atk_open_retry(struct roshm *r, const char *name, uint32_t *h);
 int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
 		  int port2, const char *workdir, const char *secret, const char *tenants);
 

@@ -36,18 +36,6 @@
 static struct th_daemon n1, n2;
 static char workdir[256], secret[300];
 
-static int open_retry(struct roshm *r, const char *name, uint32_t *h)
-{
-	int ret = -ENOENT;
-
-	for (int i = 0; i < 300 && (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH); i++) {
-		ret = roshm_region_open(r, name, h, NULL);
-		if (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH)
-			usleep(10000);
-	}
-	return ret;
-}
-
 static unsigned long long region_bytes(pid_t pid, int *count)
 {
 	char path[64], line[512];
@@ -81,7 +69,7 @@ static int warm(void *arg)
 
 	(void)arg;
 	r = atk_open(&n1, "a", NULL, &err);
-	if (!r || open_retry(r, "a/far", &h))
+	if (!r || atk_open_retry(r, "a/far", &h))
 		return 2;
 	err = roshm_read_sync(r, h, 0, 0, 4096);
 	roshm_close(r);

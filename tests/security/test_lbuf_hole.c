@@ -40,18 +40,6 @@
 static struct th_daemon n1, n2;
 static char workdir[256], secret[300];
 
-static int open_retry(struct roshm *r, const char *name, uint32_t *h)
-{
-	int ret = -ENOENT;
-
-	for (int i = 0; i < 300 && (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH); i++) {
-		ret = roshm_region_open(r, name, h, NULL);
-		if (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH)
-			usleep(10000);
-	}
-	return ret;
-}
-
 struct by_report {
 	volatile int ready, stop, done;
 	volatile int ops, errors, first_err;
@@ -66,7 +54,7 @@ static int bystander(void *arg)
 	int err;
 
 	b = atk_open(&n1, "b", NULL, &err);
-	if (!b || open_retry(b, "b/bfar", &h))
+	if (!b || atk_open_retry(b, "b/bfar", &h))
 		return 2;
 	r->ready = 1;
 	while (!r->stop) {
@@ -136,7 +124,7 @@ static void run(uint8_t opcode, uint32_t len, const char *needle)
 	atk = atk_open(&n1, "a", NULL, &err);
 	assert_non_null(atk);
 	assert_int_equal(roshm_region_create(atk, "L", SIZE, NULL, &hl), 0);
-	assert_int_equal(open_retry(atk, "a/far", &hf), 0);
+	assert_int_equal(atk_open_retry(atk, "a/far", &hf), 0);
 	l = roshm_region_data(atk, hl, NULL);
 	assert_non_null(l);
 	/* sanity: the same op from untouched pages works */
@@ -215,7 +203,7 @@ static void test_responder_hole(void **state)
 	assert_true(rep->ready);
 	atk = atk_open(&n1, "a", NULL, &err);
 	assert_non_null(atk);
-	assert_int_equal(open_retry(atk, "a/far", &hf), 0);
+	assert_int_equal(atk_open_retry(atk, "a/far", &hf), 0);
 	far = roshm_region_data(o2a, hfar, NULL);
 	assert_int_equal(madvise(far, SIZE, MADV_REMOVE), 0);
 	for (int i = 0; i < 5; i++) {

@@ -38,18 +38,6 @@
 static struct th_daemon n1, n2;
 static char workdir[256], secret[300];
 
-static int open_retry(struct roshm *r, const char *name, uint32_t *h)
-{
-	int ret = -ENOENT;
-
-	for (int i = 0; i < 300 && (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH); i++) {
-		ret = roshm_region_open(r, name, h, NULL);
-		if (ret == -ENOENT || ret == -EAGAIN || ret == -EHOSTUNREACH)
-			usleep(10000);
-	}
-	return ret;
-}
-
 static void run(bool reuse)
 {
 	struct roshm *owner, *atk, *vic = NULL;
@@ -68,7 +56,7 @@ static void run(bool reuse)
 	atk = atk_open(&n1, "a", NULL, &err);
 	assert_non_null(atk);
 	assert_int_equal(roshm_region_create(atk, "L", LSIZE, NULL, &hl), 0);
-	assert_int_equal(open_retry(atk, "a/far", &hf), 0);
+	assert_int_equal(atk_open_retry(atk, "a/far", &hf), 0);
 	assert_int_equal(roshm_read_sync(atk, hf, 0, 0, 4096), 0); /* connection up */
 
 	kill(n2.pid, SIGSTOP);
@@ -131,7 +119,7 @@ static void test_race(void **state)
 	atk = atk_open(&n1, "a", NULL, &err);
 	assert_non_null(atk);
 	assert_int_equal(roshm_region_create(atk, "L", LSIZE, NULL, &hl), 0);
-	assert_int_equal(open_retry(atk, "a/far", &hf), 0);
+	assert_int_equal(atk_open_retry(atk, "a/far", &hf), 0);
 	assert_int_equal(roshm_read_sync(atk, hf, 0, 0, 4096), 0);
 	for (int i = 0; i < 200; i++)
 		roshm_prep_read(atk_sqe(atk), hf, 0, 0, 1u << 20);
