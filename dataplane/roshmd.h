@@ -97,6 +97,10 @@ struct rd_region {
 	uint32_t policy;
 	uint32_t ntenants;
 	char tenants[ROSHM_POLICY_TENANTS_MAX][ROSHM_NAME_MAX];
+	/* local, ROSHM_POLICY_GRANT (control): the regions whose owners may
+	 * open it, each as rd_grant_id() of that region */
+	uint32_t ngrants;
+	uint64_t grants[ROSHM_GRANTS_MAX];
 	int fd;
 	void *map;
 	size_t map_size;
@@ -136,6 +140,7 @@ struct rd_region {
 	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */
 	bool keep_log;                /* remote: the last retarget kept the same memory */
 	uint64_t mem_id;              /* the memory behind it (survives re-attach) */
+	uint64_t gid;                 /* local: rd_grant_id() of it (control) */
 	/* verbs: local regions have an MR over the whole mapping; remote ones
 	 * carry the owner's rkey and mapping address from the registry */
 	void *mr;                     /* struct ibv_mr * */

@@ -225,6 +225,22 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle,
  */
 int roshm_region_close(struct roshm *r, uint32_t handle);
 
+/*
+ * roshm_region_grant() - let whichever client owns the region behind
+ * @peer (a handle this client holds: opened, or its own) open @handle, a
+ * region this client created with ROSHM_POLICY_GRANT. What is granted is
+ * that very region (its node, name and memory): a region made later under
+ * the same name is not. Returns once the region's record says so: 0,
+ * -EBADF (unknown handle), -EACCES (@handle not ours, or @peer of another
+ * tenant), -EINVAL (not a ROSHM_POLICY_GRANT region), -ESTALE (@peer is
+ * closed by its owner), -ENOSPC (ROSHM_GRANTS_MAX grants), -EAGAIN (the
+ * registry did not answer: the grant stands, call again), -ECONNRESET.
+ * libroshm gives the grant again after a roshmd restart, and takes it back
+ * when @peer is closed (roshm_region_close) or with roshm_region_revoke().
+ */
+int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer);
+int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer);
+
 /* roshm_arena() - this client's data arena (shared with roshmd). */
 static inline void *roshm_arena(struct roshm *r, size_t *size)
 {

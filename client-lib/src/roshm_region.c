@@ -221,6 +221,69 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 	return 0;
 }
 
+int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op)
+{
+	struct roshm_ctl_region_grant req;
+	struct roshm_ctl_hdr rep;
+	int ret;
+
+	memset(&req, 0, sizeof(req));
+	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_GRANT, sizeof(req));
+	req.handle = srv_handle;
+	req.peer = srv_peer;
+	req.op = op;
+	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
+	if (ret)
+		return ret;
+	return rep.status <= 0 ? rep.status : -EPROTO;
+}
+
+static struct roshm_owned *owned_find(struct roshm *r, uint32_t handle)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		if (o->handle == handle)
+			return o;
+	return NULL;
+}
+
+static int grant_op(struct roshm *r, uint32_t handle, uint32_t peer, uint32_t op)
+{
+	struct roshm_owned *o = owned_find(r, handle);
+	struct roshm_hmap *m = roshm__hmap_find(r, handle), *p = roshm__hmap_find(r, peer);
+	uint32_t i;
+	int ret;
+
+	if (!m || !p)
+		return -EBADF;
+	if (!o)
+		return -EACCES;
+	ret = roshm__ensure_attached(r);
+	if (ret)
+		return ret;
+	ret = roshm__grant_call(r, m->srv, p->srv, op);
+	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
+		ret = roshm__grant_call(r, roshm__srv_handle(r, handle), roshm__srv_handle(r, peer), op);
+	if (ret)
+		return ret;
+	for (i = 0; i < o->ngrants && o->grants[i] != peer; i++)
+		;
+	if (op == ROSHM_GRANT_ADD && i == o->ngrants && o->ngrants < ROSHM_GRANTS_MAX)
+		o->grants[o->ngrants++] = peer;
+	else if (op == ROSHM_GRANT_REMOVE && i < o->ngrants)
+		o->grants[i] = o->grants[--o->ngrants];
+	return 0;
+}
+
+int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer)
+{
+	return grant_op(r, handle, peer, ROSHM_GRANT_ADD);
+}
+
+int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
+{
+	return grant_op(r, handle, peer, ROSHM_GRANT_REMOVE);
+}
+
 int roshm_region_close(struct roshm *r, uint32_t handle)
 {
 	struct roshm_ctl_region_close req;
@@ -234,6 +297,14 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 	ret = roshm__ensure_attached(r);
 	if (ret)
 		return ret;
+	/* What was granted to the owner of this region ends with our handle. */
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		for (uint32_t i = 0; i < o->ngrants; i++)
+			if (o->grants[i] == handle) {
+				roshm__grant_call(r, roshm__srv_handle(r, o->handle), m->srv,
+						  ROSHM_GRANT_REMOVE);
+				o->grants[i--] = o->grants[--o->ngrants];
+			}
 	memset(&req, 0, sizeof(req));
 	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
 	req.handle = m->srv;

@@ -230,6 +230,15 @@ int roshm__reconnect(struct roshm *r)
 		}
 		m->srv = srv;
 	}
+	/* Grants, now that every handle has its new value. */
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		for (uint32_t i = 0; i < o->ngrants; i++) {
+			struct roshm_hmap *p = roshm__hmap_find(r, o->grants[i]);
+			uint32_t srv = roshm__srv_handle(r, o->handle);
+
+			if (p && p->srv != 0xffffffffu && srv != 0xffffffffu)
+				roshm__grant_call(r, srv, p->srv, ROSHM_GRANT_ADD);
+		}
 
 	/* Resubmit in submission order. */
 	order = malloc(sizeof(*order) * r->ntags);

@@ -285,7 +285,11 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 			m->uses[m->nuse++] = owner[i];
 		}
 	}
-	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + own, &rkey, &handle);
+	/* only the owners of the rings our PD's QPs are connected to may open
+	 * it (rv_grant_mr, rv_grant_connect) */
+	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + own,
+			      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT }, &rkey,
+			      &handle);
 	if (ret)
 		goto err;
 	meta = roshm_region_data(c->r, handle, NULL);
@@ -341,6 +345,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->refs = 1;
 	m->next = c->mrs;
 	c->mrs = m;
+	rv_grant_mr(c, m);
 	rv_unlock(c);
 	return &m->mr;
 err_region:

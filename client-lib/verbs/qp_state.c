@@ -137,6 +137,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->in_msg = false;
 	rv_backlog(c, q, false);
 	rv_peer_drop(c, q);
+	rv_grant_drop(c, q);
 	q->peer_status = IBV_WC_SUCCESS;
 	return 0;
 }
@@ -159,6 +160,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num != q->dest_qp_num) {
 		rv_peer_drop(c, q);
+		rv_grant_drop(c, q);
 		q->peer_status = IBV_WC_SUCCESS;
 		q->dest_qp_num = a->dest_qp_num;
 	}
@@ -177,6 +179,9 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 			rv_qp_issue(c, q);
 		}
 	}
+	/* Connected: its peer may use our PD's MRs from now on. */
+	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS))
+		rv_grant_connect(c, q);
 	/* Connected: find the peer's ring now (one try), not on the first SEND. */
 	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
 	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)
@@ -242,6 +247,7 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	if (*pp)
 		*pp = q->next;
 	rv_peer_drop(c, q);
+	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
 	rv_unlock(c);
 	qp_free(q);

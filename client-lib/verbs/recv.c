@@ -57,7 +57,7 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 		if (bytes > RV_RING_ENV_MAX)
 			bytes = RV_RING_ENV_MAX;
 	}
-	ret = rv_create_named(c, "ibv-qp-", 6, RV_RING_SLOTS + bytes, &qpn, &h);
+	ret = rv_create_named(c, "ibv-qp-", 6, RV_RING_SLOTS + bytes, NULL, &qpn, &h);
 	if (ret)
 		return ret;
 	q->ring = roshm_region_data(c->r, h, NULL);

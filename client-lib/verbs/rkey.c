@@ -71,9 +71,17 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const ui
 	if (k->nh == RV_MR_KEYS)
 		return -1;
 	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
-	if (roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]))
-		return -1;
-	return (int)k->nh++;
+	/* -EACCES: not granted to us (yet: the owner's QP may not be at RTR;
+	 * a NIC's requester retries that long too), or never. */
+	for (int i = 0;; i++) {
+		int ret = roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]);
+
+		if (!ret)
+			return (int)k->nh++;
+		if (ret != -EACCES || i == 10)
+			return -1;
+		usleep(50000);
+	}
 }
 
 /*
@@ -180,6 +188,58 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 	q->rnr_count = 0;
 	q->rnr_next_ns = 0;
 	return IBV_WC_SUCCESS;
+}
+
+/* Let the owner of @q's peer ring open @m's regions (its own and those
+ * whose pages it uses). A grant that fails leaves the peer's WRs to that
+ * MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's PD's. */
+static void grant_one(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m)
+{
+	if (m->dead || m->mr.pd != q->qp.pd)
+		return;
+	roshm_region_grant(c->r, m->handle, q->gr_handle);
+	for (uint32_t j = 0; j < m->nuse; j++)
+		roshm_region_grant(c->r, m->uses[j]->handle, q->gr_handle);
+}
+
+/*
+ * Connected (RTR): open the peer QP's ring and grant its owner our PD's
+ * MRs. @tries 50 ms apart while the ring is not found (a registry may lag).
+ */
+void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
+{
+	char name[ROSHM_NAME_MAX];
+	int ret = -ENOENT;
+
+	if (q->gr_ok || !q->dest_qp_num)
+		return;
+	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
+	for (int i = 0; i < 4 && (ret == -ENOENT || ret == -EAGAIN); i++) {
+		if (i)
+			usleep(50000);
+		ret = roshm_region_open(c->r, name, &q->gr_handle, NULL);
+	}
+	if (ret)
+		return;   /* no such QP in our tenant: nothing to grant to */
+	q->gr_ok = true;
+	for (struct rv_mr *m = c->mrs; m; m = m->next)
+		grant_one(c, q, m);
+}
+
+/* Disconnected: closing the ring handle takes its grants back (libroshm). */
+void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
+{
+	if (q->gr_ok)
+		roshm_region_close(c->r, q->gr_handle);
+	q->gr_ok = false;
+}
+
+/* A new MR: grant it to the peers of its PD's connected QPs. */
+void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m)
+{
+	for (struct rv_qp *q = c->qps; q; q = q->next)
+		if (q->gr_ok)
+			grant_one(c, q, m);
 }
 
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)

@@ -268,6 +268,11 @@ struct rv_qp {
 	uint32_t msg_total, msg_imm;
 	uint64_t msg_off;
 
+	/* the peer's ring, held while connected: its owner may open our PD's
+	 * MRs (ROSHM_POLICY_GRANT), as a NIC lets the QPs connected to a QP of
+	 * the MR's PD use its rkey */
+	bool gr_ok;
+	uint32_t gr_handle;
 	/* the peer's ring (we send to it) */
 	bool peer_ok;
 	enum ibv_wc_status peer_status; /* not SUCCESS: every SEND to the peer fails so */
@@ -351,7 +356,7 @@ bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uin
 int rv_meta_check(const struct rv_meta *m, uint32_t rkey);
 uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_t *room);
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
-		    uint32_t *id, uint32_t *handle);
+		    const struct roshm_region_opts *opts, uint32_t *id, uint32_t *handle);
 uint64_t rv_now_ns(void);
 
 /* qp.c: the send engine */
@@ -373,6 +378,9 @@ int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, 
 struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey);
 enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries);
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
+void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
+void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
+void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m);
 
 /* Where remote address @va of @k lives: the region handle (returned), the
  * data offset in *off, and in *room the bytes from there to its segment's end. */

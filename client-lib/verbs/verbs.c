@@ -319,7 +319,7 @@ RV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
  * file registry). 0 with *id and *handle, or -errno.
  */
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
-		    uint32_t *id, uint32_t *handle)
+		    const struct roshm_region_opts *opts, uint32_t *id, uint32_t *handle)
 {
 	uint32_t mask = digits >= 8 ? UINT32_MAX : (1u << (4 * digits)) - 1;
 	char name[ROSHM_NAME_MAX];
@@ -333,7 +333,7 @@ int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t s
 			continue;
 		v &= mask;
 		snprintf(name, sizeof(name), "%s%0*" PRIx32, prefix, digits, v);
-		ret = roshm_region_create(c->r, name, size, NULL, handle);
+		ret = roshm_region_create(c->r, name, size, opts, handle);
 	}
 	if (!ret)
 		*id = v;

@@ -83,9 +83,7 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	json_object_set_new(o, "size", json_integer((json_int_t)rec->data_size));
 	snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->epoch);
 	json_object_set_new(o, "epoch", json_string(buf));
-	json_object_set_new(o, "policy", json_string(rec->policy == ROSHM_POLICY_OWNER ? "owner" :
-						      rec->policy == ROSHM_POLICY_LIST ? "list" :
-											 "tenant"));
+	json_object_set_new(o, "policy", json_string(rd_policy_name(rec->policy)));
 	json_array_append_new(lc->a, o);
 }
 

@@ -534,6 +534,8 @@ static const struct msg_handler {
 	  MSG_ATTACHED },
 	{ ROSHM_CTL_REGION_CLOSE, rd_msg_region_close, sizeof(struct roshm_ctl_region_close), 0,
 	  MSG_ATTACHED },
+	{ ROSHM_CTL_REGION_GRANT, rd_msg_region_grant, sizeof(struct roshm_ctl_region_grant), 0,
+	  MSG_ATTACHED },
 	{ ROSHM_CTL_ADMIN, rd_msg_admin, sizeof(struct roshm_ctl_admin), 0, MSG_ANY },
 };
 

@@ -90,6 +90,7 @@ int rd_msg_region_create(struct rd_control *ctl, struct rd_conn *conn, const voi
 int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 /* admin.c */
 int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 

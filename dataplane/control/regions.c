@@ -152,6 +152,8 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->win_lo = rg->win_lo;
 	rec->win_hi = rg->win_hi;
 	rec->va_base = rg->va_base;
+	rec->ngrants = rg->ngrants;
+	memcpy(rec->grants, rg->grants, sizeof(rec->grants));
 }
 
 /* The owner gives the region up: peers' handles now complete with -ESTALE. */
@@ -249,10 +251,35 @@ bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenan
 	return false;
 }
 
+/*
+ * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) owns one of the
+ * regions in @grants, here on this node. What the grant names is that
+ * region's identity (rd_grant_id: node, name and memory), so a region made
+ * later under the same name does not pass.
+ */
+static bool client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
+			   uint32_t n)
+{
+	if (!n || strcmp(c->tenant, tenant))
+		return false;
+	for (uint32_t i = 0; i < c->nhandles; i++) {
+		const struct rd_region *rg = c->ctl_handles[i].region;
+
+		if (!rg || rg->remote || rg->owner != c || !rg->gid)
+			continue;
+		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++)
+			if (grants[j] == rg->gid)
+				return true;
+	}
+	return false;
+}
+
 static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 {
 	if (rg->policy == ROSHM_POLICY_OWNER)
 		return rg->owner == c;
+	if (rg->policy == ROSHM_POLICY_GRANT)
+		return rg->owner == c || client_granted(c, rg->tenant, rg->grants, rg->ngrants);
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
@@ -402,7 +429,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 
 	if (!memchr(req->name, 0, sizeof(req->name)) ||
 	    !rd_valid_name(req->name) || req->size == 0 || req->size > cfg->max_region_size ||
-	    req->policy > ROSHM_POLICY_LIST || req->ntenants > ROSHM_POLICY_TENANTS_MAX ||
+	    req->policy > ROSHM_POLICY_GRANT || req->ntenants > ROSHM_POLICY_TENANTS_MAX ||
 	    (req->policy != ROSHM_POLICY_LIST && req->ntenants))
 		return -EINVAL;
 	for (uint32_t i = 0; i < req->ntenants; i++)
@@ -474,6 +501,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		free(rg);
 		return ret;
 	}
+	rg->gid = rd_grant_id(cfg->node, rg->tenant, rg->name, rg->mem_id);
 	ret = rd_peers_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
 	if (ret) {
 		rd_region_free(rg);
@@ -582,9 +610,28 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 	if (strcmp(rec.node, ctl->cfg->node)) {
 		/* Remote: the policy is checked here, by the requester's roshmd,
 		 * which is the one that authenticated the client's tenant. */
-		if (rec.policy == ROSHM_POLICY_OWNER ||
-		    !rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
-				      (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant)) {
+		bool ok = rec.policy == ROSHM_POLICY_GRANT ?
+			  client_granted(c, rec.tenant, rec.grants, rec.ngrants) :
+			  rec.policy != ROSHM_POLICY_OWNER &&
+			  rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
+					   (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant);
+
+		if (!ok && rec.policy == ROSHM_POLICY_GRANT && !conn->fetched &&
+		    !strcmp(c->tenant, rec.tenant) && ctl->reg.ops->fetch_region) {
+			/* The grant may be newer than our cache: ask the store. */
+			struct wait_ref *w;
+
+			conn->park_req = *req;
+			conn_wait(ctl, conn, RD_WAIT_FETCH);
+			w = wait_ref(ctl, conn);
+			ret = w ? ctl->reg.ops->fetch_region(&ctl->reg, tenant, name, open_fetched, w) :
+				  -ENOMEM;
+			if (!ret)
+				return 1;
+			free(w);
+			conn_unpark(ctl, conn);
+		}
+		if (!ok) {
 			RD_LOG(NOTICE, "open %s/%s refused for client %u (tenant %s): policy", tenant,
 			       name, c->id, c->tenant);
 			return -EACCES;
@@ -686,6 +733,92 @@ int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void 
 {
 	(void)fd;
 	return region_open(ctl, conn, msg);
+}
+
+/* The registry's answer to a grant's record. */
+static void grant_published(void *arg, int status)
+{
+	struct wait_ref *w = arg;
+	struct rd_control *ctl = w->ctl;
+	struct rd_conn *conn = conn_by_wait(ctl, w->id);
+
+	free(w);
+	if (!conn)
+		return;
+	conn_unpark(ctl, conn);
+	/* The grant stands either way (the record is our desired state and
+	 * is written when the store answers again): the caller may retry. */
+	if (rd_send_status(conn->fd, ROSHM_CTL_REGION_GRANT, status ? -EAGAIN : 0))
+		rd_conn_close(ctl, conn, "reply failed");
+}
+
+/*
+ * REGION_GRANT: the owner of a ROSHM_POLICY_GRANT region lets the owner of
+ * another region of its tenant, one it holds a handle on, open it (or takes
+ * that back). The answer waits for the record.
+ */
+int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
+{
+	const struct roshm_ctl_region_grant *req = msg;
+	struct rd_client *c = conn->client;
+	struct rd_handle *h, *p;
+	struct rd_region *rg, *pr;
+	struct rd_region_rec rec;
+	struct wait_ref *w;
+	uint64_t id;
+	uint32_t i;
+	int ret;
+
+	(void)fd;
+	if (req->rsvd || (req->op != ROSHM_GRANT_ADD && req->op != ROSHM_GRANT_REMOVE))
+		return -EINVAL;
+	h = handle_lookup(c, req->handle);
+	p = handle_lookup(c, req->peer);
+	if (!h || !p)
+		return -EBADF;
+	rg = h->region;
+	pr = p->region;
+	if (rg->remote || rg->owner != c)
+		return -EACCES;             /* only its owner grants */
+	if (rg->policy != ROSHM_POLICY_GRANT)
+		return -EINVAL;
+	if (strcmp(pr->tenant, c->tenant))
+		return -EACCES;             /* grants stay within the tenant */
+	if (pr->remote ? pr->ctl_dead : !pr->owner)
+		return -ESTALE;
+	id = pr->remote ? rd_grant_id(pr->node, pr->tenant, pr->name, pr->mem_id) : pr->gid;
+	if (!id)
+		return -EIO;
+	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
+		;
+	if (req->op == ROSHM_GRANT_ADD) {
+		if (i < rg->ngrants)
+			return 0;
+		if (rg->ngrants == ROSHM_GRANTS_MAX)
+			return -ENOSPC;
+		rg->grants[rg->ngrants++] = id;
+	} else {
+		if (i == rg->ngrants)
+			return 0;
+		memmove(&rg->grants[i], &rg->grants[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
+		rg->ngrants--;
+	}
+	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
+	conn_wait(ctl, conn, RD_WAIT_PUT);
+	w = wait_ref(ctl, conn);
+	ret = w ? ctl->reg.ops->put_region(&ctl->reg, &rec, 0, grant_published, w) : -ENOMEM;
+	if (ret) {
+		free(w);
+		conn_unpark(ctl, conn);
+		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
+			strerror(-ret));
+		return -EAGAIN;
+	}
+	RD_LOG(DEBUG, "region %s/%s: %s %s/%s@%s", rg->tenant, rg->name,
+	       req->op == ROSHM_GRANT_ADD ? "granted to" : "no longer granted to", pr->tenant,
+	       pr->name, pr->remote ? pr->node : ctl->cfg->node);
+	return 1;
 }
 
 int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)

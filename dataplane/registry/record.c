@@ -36,6 +36,31 @@ void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len,
 	free(msg);
 }
 
+uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t mem_id)
+{
+	static const char label[] = "roshm-grant-v1";
+	uint8_t msg[sizeof(label) + 3 * ROSHM_NAME_MAX + 8], md[EVP_MAX_MD_SIZE];
+	size_t n = 0, l;
+	unsigned int mdlen = 0;
+	uint64_t id = 0;
+
+	memcpy(msg, label, sizeof(label));
+	n = sizeof(label);
+	for (const char *const *p = (const char *const[]){ node, tenant, name, NULL }; *p; p++) {
+		l = strnlen(*p, ROSHM_NAME_MAX - 1);
+		memcpy(msg + n, *p, l);
+		n += l;
+		msg[n++] = 0;
+	}
+	for (int i = 0; i < 8; i++)
+		msg[n++] = (uint8_t)(mem_id >> (8 * i));
+	if (!EVP_Digest(msg, n, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+		return 0; /* matches no grant: 0 is never one (region_grant) */
+	for (int i = 0; i < 8; i++)
+		id |= (uint64_t)md[i] << (8 * i);
+	return id;
+}
+
 static void hex(const uint8_t *in, size_t len, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -154,10 +179,17 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 	}
 	json_object_set_new(o, "txn_slots", json_integer(rec->txn_slots));
 	json_object_set_new(o, "slot_size", json_integer(rec->slot_size));
-	json_object_set_new(o, "policy", json_string(rec->policy == ROSHM_POLICY_OWNER ? "owner" :
-						      rec->policy == ROSHM_POLICY_LIST ? "list" :
-											 "tenant"));
+	json_object_set_new(o, "policy", json_string(rd_policy_name(rec->policy)));
 	json_object_set_new(o, "tenants", t);
+	if (rec->policy == ROSHM_POLICY_GRANT) {
+		json_t *g = json_array();
+
+		for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++) {
+			snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->grants[i]);
+			json_array_append_new(g, json_string(buf));
+		}
+		json_object_set_new(o, "grants", g);
+	}
 	return o;
 }
 
@@ -270,6 +302,8 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 		rec->policy = ROSHM_POLICY_OWNER;
 	} else if (!strcmp(pol, "list")) {
 		rec->policy = ROSHM_POLICY_LIST;
+	} else if (!strcmp(pol, "grant")) {
+		rec->policy = ROSHM_POLICY_GRANT;
 	} else {
 		*why = "unknown policy";
 		return -EBADMSG;
@@ -285,6 +319,25 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 		    !rd_valid_name(json_string_value(e)))
 			return -EBADMSG;
 		snprintf(rec->tenants[i], ROSHM_NAME_MAX, "%s", json_string_value(e));
+	}
+	/* "grants": with policy "grant" and only then; 16 lowercase hex digits
+	 * each (one encoding), none 0 */
+	t = json_object_get(o, "grants");
+	if ((rec->policy == ROSHM_POLICY_GRANT) != (t != NULL) || (t && rec->ntenants) ||
+	    (t && (!json_is_array(t) || json_array_size(t) > ROSHM_GRANTS_MAX))) {
+		*why = "malformed grants";
+		return -EBADMSG;
+	}
+	rec->ngrants = t ? (uint32_t)json_array_size(t) : 0;
+	for (uint32_t i = 0; i < rec->ngrants; i++) {
+		json_t *e = json_array_get(t, i);
+		const char *v = json_is_string(e) ? json_string_value(e) : "";
+
+		if (strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16 ||
+		    !(rec->grants[i] = strtoull(v, NULL, 16))) {
+			*why = "malformed grants";
+			return -EBADMSG;
+		}
 	}
 	*why = NULL;
 	return 0;

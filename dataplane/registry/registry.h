@@ -64,6 +64,9 @@ struct rd_region_rec {
 	uint32_t access;
 	uint64_t win_lo, win_hi;
 	uint64_t va_base;
+	/* ROSHM_POLICY_GRANT: who may open it besides the owner (rd_grant_id) */
+	uint32_t ngrants;
+	uint64_t grants[ROSHM_GRANTS_MAX];
 };
 
 /* Whether a region's access/window/va_base limit other clients at all
@@ -73,6 +76,12 @@ static inline bool rd_region_restricted(uint32_t access, uint64_t win_lo, uint64
 {
 	return (access && access != ROSHM_ACCESS_ALL) || win_lo != 0 ||
 	       (win_hi && win_hi != data_size) || va_base != 0;
+}
+
+static inline const char *rd_policy_name(uint32_t policy)
+{
+	return policy == ROSHM_POLICY_OWNER ? "owner" : policy == ROSHM_POLICY_LIST ? "list" :
+	       policy == ROSHM_POLICY_GRANT ? "grant" : "tenant";
 }
 
 struct rd_node_rec {
@@ -268,6 +277,13 @@ int rd_node_rec_from_json(const char *text, size_t len, struct rd_node_rec *rec)
 char *rd_node_rec_sign(const struct rd_node_rec *rec, const uint8_t *key, size_t keylen);
 int rd_node_rec_verify(const char *text, size_t len, const uint8_t *key, size_t keylen,
 		       struct rd_node_rec *rec, const char **why);
+/*
+ * A region's identity in a grant list (ROSHM_POLICY_GRANT): the first 8
+ * bytes of SHA-256("roshm-grant-v1\0" node \0 tenant \0 name \0 mem_id
+ * little-endian). Another region under the same name (made after this one
+ * went) has another mem_id, so it does not inherit the grant.
+ */
+uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t mem_id);
 /* HMAC-SHA256(key, "roshm-rec-v1\0" | text) */
 void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len, uint8_t out[32]);
 

@@ -124,7 +124,8 @@ struct info2 {
 	uint32_t rkey;
 	uint32_t qpn[3];   /* main, RNR, other tenant (client: its three) */
 	uint64_t oaddr;    /* the other tenant's MR (remote write, read, atomic) */
-	uint32_t orkey, rsvd;
+	uint32_t orkey, srkey;
+	uint64_t saddr;    /* our tenant's MR in a PD none of the peer's QPs is connected to */
 };
 
 static uint8_t pat(uint32_t i, uint32_t seed)
@@ -277,6 +278,23 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 	r = roshm_open(&p, &err);
 	if (!r || !hcq)
 		die("hostile: roshm_open / cq");
+	{
+		/* a pod of the tenant that knows (or guesses) a live rkey: the MR
+		 * is granted to the owners of the rings our PD's QPs connect to */
+		char name[ROSHM_NAME_MAX];
+		uint32_t h;
+		int ret;
+
+		snprintf(name, sizeof(name), "ibv-mr-%08x", rmr->rkey);
+		ret = roshm_region_open(r, name, &h, NULL);
+		if (ret != -EACCES) {
+			fprintf(stderr, "open of a live MR's region by a pod it is not granted to: %d\n",
+				ret);
+			die("hostile: a pod of the tenant opened a live MR by its rkey");
+		}
+		printf("verbs_check server: a pod of the tenant that opens a live MR by its rkey "
+		       "-> EACCES\n");
+	}
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ibv_qp *h = mkqp(pd, hcq, hcq, 1, 2, 1);
 		struct rv_frag f;
@@ -467,7 +485,9 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	struct ibv_pd *opd = NULL;
 	struct ibv_cq *ocq = NULL, *ecq;
 	struct ibv_qp *qa, *qr, *qt = NULL;
-	struct ibv_mr *rmr, *omr = NULL;
+	struct ibv_mr *rmr, *omr = NULL, *smr;
+	struct ibv_pd *spd = ibv_alloc_pd(ctx);
+	uint8_t *sbuf = pages(4096);
 	struct info2 me, peer;
 	char *other = getenv("VERBS_CHECK_OTHER"), *tok;
 	uint8_t *rb = pages(RB), *tb = pages(4096);
@@ -504,9 +524,16 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	rmr = ibv_reg_mr(pd, rb, RB, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!rmr)
 		die("ibv_reg_mr (receive buffers)");
+	/* a second PD of ours, with no QP: on a NIC its rkey works through no
+	 * QP of the client's */
+	memset(sbuf, 0xee, 4096);
+	smr = spd ? ibv_reg_mr(spd, sbuf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
+	if (!smr)
+		die("ibv_reg_mr (a second PD)");
 	me = (struct info2){ (uintptr_t)rb, rmr->rkey,
 			     { qa->qp_num, qr->qp_num, qt ? qt->qp_num : 0 },
-			     (uintptr_t)tb, omr ? omr->rkey : 0, 0 };
+			     (uintptr_t)tb, omr ? omr->rkey : 0, smr->rkey, (uintptr_t)sbuf };
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
 	connect_qp(qa, peer.qpn[0], 1, 7);
@@ -563,6 +590,11 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 
 	/* the other tenant's QP received nothing */
 	sync_byte(fd, 0, 't');
+	for (int i = 0; i < 4096; i++)
+		if (sbuf[i] != 0xee)
+			die("an MR of a PD the client's QPs are not connected to was written");
+	printf("verbs_check server: an MR of our second PD (no QP) was not written through the "
+	       "client's QP\n");
 	if (qt) {
 		if (ibv_poll_cq(ocq, 1, &wc) != 0)
 			die("a QP of another tenant completed a RECV");
@@ -584,10 +616,13 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	if (qt && (ibv_destroy_qp(qt) || ibv_dereg_mr(omr) || ibv_destroy_cq(ocq) ||
 		   ibv_dealloc_pd(opd) || ibv_close_device(octx)))
 		die("release (other tenant)");
+	if (ibv_dereg_mr(smr) || ibv_dealloc_pd(spd))
+		die("release (second PD)");
 	if (dl)
 		ibv_free_device_list(dl);
 	free(rb);
 	free(tb);
+	free(sbuf);
 }
 
 static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
@@ -665,6 +700,26 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 		}
 	}
 	sync_byte(s, 'r', 0);
+	/* an MR of the server's other PD, by its real rkey and address: no QP of
+	 * ours is connected to a QP of that PD */
+	{
+		struct ibv_qp_attr reset = { .qp_state = IBV_QPS_RESET };
+
+		sg[0] = (struct ibv_sge){ (uintptr_t)sb, 16, mr->lkey };
+		post2(qa, IBV_WR_RDMA_WRITE, 202, sg, 1, 0, 0, peer.saddr, peer.srkey);
+		wc = wait_wc(scq);
+		if (wc.wr_id != 202 || wc.status != IBV_WC_REM_ACCESS_ERR) {
+			fprintf(stderr, "WRITE to an MR of another PD: got %s\n",
+				ibv_wc_status_str(wc.status));
+			die("an RDMA WRITE to an MR of a PD we are not connected to did not fail "
+			    "with IBV_WC_REM_ACCESS_ERR");
+		}
+		if (ibv_modify_qp(qa, &reset, IBV_QP_STATE))
+			die("modify_qp RESET");
+		connect_qp(qa, peer.qpn[0], 1, 7);
+		printf("verbs_check client: WRITE to an MR of a PD of the server that our QPs are "
+		       "not connected to -> REM_ACCESS_ERR\n");
+	}
 	/* a QP of another tenant is not reachable by its QPN */
 	if (peer.qpn[2]) {
 		sg[0] = (struct ibv_sge){ (uintptr_t)sb, 16, mr->lkey };
@@ -942,11 +997,6 @@ int main(int argc, char **argv)
 		die("registration changed the buffer's contents");
 	at.qp_state = IBV_QPS_INIT;
 	ibv_modify_qp(qp, &at, IBV_QP_STATE);
-	at.qp_state = IBV_QPS_RTR;
-	ibv_modify_qp(qp, &at, IBV_QP_STATE);
-	at.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
-		die("modify_qp RTS");
 	me = (struct info){ (uintptr_t)buf, mr->rkey, qp->qp_num };
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	if (server) {
@@ -958,6 +1008,15 @@ int main(int argc, char **argv)
 			die("listen");
 		fd = accept(s, NULL, NULL);
 		if (fd < 0 || write(fd, &me, sizeof(me)) != sizeof(me) ||
+		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
+			die("exchange");
+		/* RTR with the client's QPN: from now on its owner may use our MR */
+		at.qp_state = IBV_QPS_RTR;
+		at.dest_qp_num = peer.qpn;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
+			die("modify_qp RTR");
+		at.qp_state = IBV_QPS_RTS;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || write(fd, "c", 1) != 1 ||
 		    read(fd, &done, 1) != 1)
 			die("exchange");
 		for (int i = 0; i < LEN; i++) {
@@ -992,9 +1051,18 @@ int main(int argc, char **argv)
 		close(s);
 		return 0;
 	}
+	char connected;
+
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    read(s, &peer, sizeof(peer)) != sizeof(peer))
+	    read(s, &peer, sizeof(peer)) != sizeof(peer) || write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
+	at.qp_state = IBV_QPS_RTR;
+	at.dest_qp_num = peer.qpn;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
+		die("modify_qp RTR");
+	at.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || read(s, &connected, 1) != 1)
+		die("exchange (connected)");
 	uint8_t *src = buf, *back = buf + 4096;
 	uint64_t old = 0;
 	struct ibv_wc wc;

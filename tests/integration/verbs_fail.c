@@ -190,7 +190,18 @@ int main(int argc, char **argv)
 			die("listen");
 		fd = accept(s, NULL, NULL);
 		if (fd < 0 || write(fd, &me, sizeof(me)) != sizeof(me) ||
-		    read(fd, &peer, sizeof(peer)) != sizeof(peer) || read(fd, &c, 1) != 1)
+		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
+			die("exchange");
+		/* connected to the client's QP: its owner may use our MR */
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+			die("modify_qp INIT");
+		at.qp_state = IBV_QPS_RTR;
+		at.dest_qp_num = peer.qpn;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
+			die("modify_qp RTR");
+		at.qp_state = IBV_QPS_RTS;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || write(fd, "k", 1) != 1 ||
+		    read(fd, &c, 1) != 1)
 			die("exchange");
 		if (!strcmp(argv[2], "dereg")) {
 			usleep(300000);
@@ -229,6 +240,8 @@ int main(int argc, char **argv)
 	at.qp_state = IBV_QPS_RTS;
 	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
 		die("modify_qp RTS");
+	if (read(s, &c, 1) != 1)   /* the server's QP is connected to ours */
+		die("exchange (connected)");
 	client(qp, cq, mr, &peer, argv[4], s);
 	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
 	    ibv_close_device(ctx))

@@ -31,6 +31,7 @@ enum roshm_ctl_type {
 	ROSHM_CTL_REGION_REATTACH = 6, /* region_create + the region's memfd: re-register it
 					* after a roshmd restart; its contents survive */
 	ROSHM_CTL_CHANNEL = 7,      /* after HELLO: + the channel memfd; reply: the wakeup sockets */
+	ROSHM_CTL_REGION_GRANT = 8, /* let the owner of a region we opened open one we own */
 };
 
 struct roshm_ctl_hdr {
@@ -89,7 +90,12 @@ enum roshm_policy {
 	ROSHM_POLICY_TENANT = 0,    /* any client of the owner's tenant (default) */
 	ROSHM_POLICY_OWNER = 1,     /* the owning client only */
 	ROSHM_POLICY_LIST = 2,      /* the owner's tenant and the listed tenants */
+	ROSHM_POLICY_GRANT = 3,     /* the owner, and clients of its tenant that own a
+				     * region it was granted to (REGION_GRANT) */
 };
+
+/* Most grants one region holds (ROSHM_POLICY_GRANT). */
+#define ROSHM_GRANTS_MAX 64
 
 /* Sent with the region memfd of roshm_region_map_size() bytes, made and
  * touched by the client (its pod's memory): roshmd checks and seals it. */
@@ -135,6 +141,24 @@ struct roshm_ctl_region_open {
 struct roshm_ctl_region_close {
 	struct roshm_ctl_hdr hdr;
 	uint32_t handle;
+	uint32_t rsvd;
+};
+
+/*
+ * REGION_GRANT: @handle is a region this client owns, created with
+ * ROSHM_POLICY_GRANT; @peer is a handle this client holds on a region of
+ * its tenant (opened, or its own). ADD lets whichever client owns that
+ * region (that very region: its node, name and memory) open @handle's
+ * region; REMOVE takes it back. The reply comes once the region's record
+ * says so. Reply: status only.
+ */
+#define ROSHM_GRANT_ADD 1u
+#define ROSHM_GRANT_REMOVE 2u
+struct roshm_ctl_region_grant {
+	struct roshm_ctl_hdr hdr;
+	uint32_t handle;
+	uint32_t peer;
+	uint32_t op;                /* ROSHM_GRANT_* */
 	uint32_t rsvd;
 };
 
