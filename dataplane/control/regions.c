@@ -784,8 +784,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		return -EINVAL;
 	if (strcmp(pr->tenant, c->tenant))
 		return -EACCES;             /* grants stay within the tenant */
-	if (pr->remote ? pr->ctl_dead : !pr->owner)
-		return -ESTALE;
+	if (req->op == ROSHM_GRANT_ADD && (pr->remote ? pr->ctl_dead : !pr->owner))
+		return -ESTALE;             /* (taking back works after it went) */
 	id = pr->remote ? rd_grant_id(pr->node, pr->tenant, pr->name, pr->mem_id) : pr->gid;
 	if (!id)
 		return -EIO;

@@ -451,6 +451,100 @@ static void test_lbuf(void **state)
 	assert_true(th_daemon_alive(&daemon_));
 }
 
+/*
+ * ROSHM_POLICY_GRANT: only the owner, and a client of the tenant that owns
+ * a region the owner granted it to (that very region: a new one under the
+ * same name does not pass), may open it. Revoke, and closing the handle
+ * the grant was made through, take it back.
+ */
+static void test_grant_policy(void **state)
+{
+	struct roshm *a = attach("default", ""), *a2 = attach("default", ""),
+		     *a3 = attach("default", ""), *b = attach("blue", "blue-secret");
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm_region_opts to_default = { .policy = ROSHM_POLICY_LIST, .ntenants = 1,
+						.tenants = { "default" } };
+	uint32_t hm, hmo, hr, hring, hring2, hx, hb, hbring, ht;
+	uint64_t word = 0x1122334455667788ull, got = 0;
+	uint8_t *arena;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(a2);
+	assert_non_null(a3);
+	assert_non_null(b);
+	assert_int_equal(roshm_region_create(a, "gr-mem", 4096, &grant, &hm), 0);
+	assert_int_equal(roshm_region_create(a, "gr-tenant", 4096, NULL, &ht), 0);
+	assert_int_equal(roshm_region_create(a2, "gr-ring", 4096, NULL, &hr), 0);
+	/* before any grant: the owner only */
+	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open(b, "default/gr-mem", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open(a, "gr-mem", &hx, NULL), 0);
+	assert_int_equal(roshm_region_close(a, hx), 0);
+	/* granted to the owner of gr-ring (a2), through a's handle on it */
+	assert_int_equal(roshm_region_open(a, "gr-ring", &hring, NULL), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hring), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hring), 0); /* again: nothing changes */
+	assert_int_equal(roshm_region_open(a2, "gr-mem", &hmo, NULL), 0);
+	arena = roshm_arena(a2, NULL);
+	memcpy(arena, &word, 8);
+	assert_int_equal(roshm_write_sync(a2, hmo, 64, 0, 8), 0);
+	memcpy(&got, (uint8_t *)roshm_region_data(a, hm, NULL) + 64, 8);
+	assert_true(got == word);
+	/* a client of the tenant that only opened gr-ring does not own it */
+	assert_int_equal(roshm_region_open(a3, "gr-ring", &hx, NULL), 0);
+	assert_int_equal(roshm_region_open(a3, "gr-mem", &hx, NULL), -EACCES);
+	/* what cannot be granted */
+	assert_int_equal(roshm_region_grant(a, ht, hring), -EINVAL);      /* not a grant region */
+	assert_int_equal(roshm_region_grant(a2, hr, hr), -EINVAL);         /* a2's, not a grant region */
+	assert_int_equal(roshm_region_grant(a2, hmo, hr), -EACCES);        /* opened, not owned */
+	assert_int_equal(roshm_region_grant(a, hm, 0x7777), -EBADF);
+	assert_int_equal(roshm_region_create(b, "blue-ring", 4096, &to_default, &hbring), 0);
+	assert_int_equal(roshm_region_open(a, "blue/blue-ring", &hb, NULL), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hb), -EACCES);          /* another tenant's */
+	assert_int_equal(roshm_region_open(b, "default/gr-mem", &hx, NULL), -EACCES);
+	/* revoke: new opens are refused */
+	assert_int_equal(roshm_region_revoke(a, hm, hring), 0);
+	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), -EACCES);
+	/* closing the handle the grant went through takes it back */
+	assert_int_equal(roshm_region_grant(a, hm, hring), 0);
+	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), 0);
+	assert_int_equal(roshm_region_close(a, hring), 0);
+	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), -EACCES);
+	/* a region made again under the granted name is another region */
+	assert_int_equal(roshm_region_open(a, "gr-ring", &hring, NULL), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hring), 0);
+	assert_int_equal(roshm_region_close(a2, hr), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hring), -ESTALE);       /* its owner closed it */
+	assert_int_equal(roshm_region_create(a3, "gr-ring", 4096, NULL, &hring2), 0);
+	assert_int_equal(roshm_region_open(a3, "gr-mem", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_close(a3, hring2), 0);
+	assert_int_equal(roshm_region_close(a, hring), 0); /* and its grant with it */
+	/* at most ROSHM_GRANTS_MAX (4 KiB pages only: 65 regions) */
+	if (!strcmp(cfg_name, "4k")) {
+		uint32_t hs[ROSHM_GRANTS_MAX + 1], ho[ROSHM_GRANTS_MAX + 1];
+		char name[32];
+
+		for (int i = 0; i <= ROSHM_GRANTS_MAX; i++) {
+			snprintf(name, sizeof(name), "gr-many-%d", i);
+			assert_int_equal(roshm_region_create(a2, name, 4096, NULL, &hs[i]), 0);
+			assert_int_equal(roshm_region_open(a, name, &ho[i], NULL), 0);
+			assert_int_equal(roshm_region_grant(a, hm, ho[i]),
+					 i < ROSHM_GRANTS_MAX ? 0 : -ENOSPC);
+		}
+		assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), 0);
+		for (int i = 0; i <= ROSHM_GRANTS_MAX; i++) {
+			assert_int_equal(roshm_region_close(a, ho[i]), 0);
+			assert_int_equal(roshm_region_close(a2, hs[i]), 0);
+		}
+	}
+	roshm_close(b);
+	roshm_close(a3);
+	roshm_close(a2);
+	roshm_close(a);
+	assert_true(th_daemon_alive(&daemon_));
+}
+
 static const char *tenants_conf =
 	"tenants = ( { name = \"default\"; token = \"\"; },\n"
 	"            { name = \"blue\"; token = \"blue-secret\"; } );\n";
@@ -525,6 +619,7 @@ int main(void)
 		cmocka_unit_test(test_access_policy),
 		cmocka_unit_test(test_region_close),
 		cmocka_unit_test(test_lbuf),
+		cmocka_unit_test(test_grant_policy),
 	};
 	int fails = cmocka_run_group_tests_name("local_ops_4k_pages", tests, setup_4k, teardown);
 

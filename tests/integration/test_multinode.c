@@ -695,6 +695,67 @@ static void test_policy_across_nodes(void **state)
 	roshm_close(a);
 }
 
+/*
+ * ROSHM_POLICY_GRANT across nodes: the opener's roshmd checks that its
+ * client owns the region the owner granted to (its node, name, memory).
+ * A grant is seen at once by an open that follows it (a refused open reads
+ * the record past the cache); a revoke, by new opens once the record got
+ * there (etcd: the watch).
+ */
+static void test_grant_across_nodes(void **state)
+{
+	struct roshm *a = attach_node(1), *b = attach_node(2), *b2 = attach_node(2),
+		     *c = attach_node(3);
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	char mem[64], ring[64], full[128];
+	uint32_t hm, hr, hring, hx, hc;
+	uint64_t word = 0x0102030405060708ull, got = 0;
+	int ret = 0;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(b2);
+	assert_non_null(c);
+	snprintf(mem, sizeof(mem), "gmem-%s", tag);
+	snprintf(ring, sizeof(ring), "gring-%s", tag);
+	assert_int_equal(roshm_region_create(a, mem, 4096, &grant, &hm), 0);
+	assert_int_equal(roshm_region_create(b, ring, 4096, NULL, &hr), 0);
+	snprintf(full, sizeof(full), "default/%s", mem);
+	assert_int_equal(open_retry(b, full, &hx, NULL), -EACCES);
+	snprintf(full, sizeof(full), "default/%s", ring);
+	assert_int_equal(open_retry(a, full, &hring, NULL), 0);
+	assert_int_equal(roshm_region_grant(a, hm, hring), 0);
+	/* at once, though node 2 may have had the record without the grant */
+	snprintf(full, sizeof(full), "default/%s", mem);
+	assert_int_equal(roshm_region_open(b, full, &hx, NULL), 0);
+	memcpy(roshm_arena(b, NULL), &word, 8);
+	assert_int_equal(roshm_write_sync(b, hx, 128, 0, 8), 0);
+	memcpy(&got, (uint8_t *)roshm_region_data(a, hm, NULL) + 128, 8);
+	assert_true(got == word);
+	/* another client of node 2, and one of node 3, own no granted region */
+	assert_int_equal(roshm_region_open(b2, full, &hx, NULL), -EACCES);
+	assert_int_equal(open_retry(c, full, &hc, NULL), -EACCES);
+	/* node 3 cannot make a region of its own under the granted name */
+	assert_int_equal(roshm_region_create(c, ring, 4096, NULL, &hc), -EEXIST);
+	/* revoked: new opens are refused once node 2 has the record */
+	assert_int_equal(roshm_region_revoke(a, hm, hring), 0);
+	for (int i = 0; i < 500; i++) {
+		uint32_t h2;
+
+		ret = roshm_region_open(b, full, &h2, NULL);
+		if (ret != 0)
+			break;
+		roshm_region_close(b, h2);
+		usleep(10000);
+	}
+	assert_int_equal(ret, -EACCES);
+	roshm_close(c);
+	roshm_close(b2);
+	roshm_close(b);
+	roshm_close(a);
+}
+
 /* ---- security: peers without the secret, forged keys, stale epochs ---- */
 
 static void mac(const char *secret, const char *label, const uint8_t *n1, const uint8_t *n2,
@@ -1286,6 +1347,7 @@ int main(void)
 		cmocka_unit_test(test_fetch_add_three_nodes),
 		cmocka_unit_test(test_cmp_swap_lock),
 		cmocka_unit_test(test_policy_across_nodes),
+		cmocka_unit_test(test_grant_across_nodes),
 		cmocka_unit_test(test_window_across_nodes),
 		cmocka_unit_test(test_lbuf_across_nodes),
 		cmocka_unit_test(test_security),

@@ -311,6 +311,92 @@ static void test_region_invalid_signed(void **st)
 	free(big);
 }
 
+/* ROSHM_POLICY_GRANT: the grant list is covered, has one form, and only
+ * that policy has one. */
+static void test_region_grants(void **st)
+{
+	struct rd_region_rec r, back;
+	const char *why;
+	char *s, *t;
+	json_t *a;
+	static const char *const bad[] = { "00000000000000ab0", "0000000000000AB0", "000000000000ab0",
+					   "0000000000000000", "-000000000000ab0", " 000000000000ab0" };
+
+	(void)st;
+	sample(&r, false);
+	r.policy = ROSHM_POLICY_GRANT;
+	r.ntenants = 0;
+	memset(r.tenants, 0, sizeof(r.tenants));
+	r.ngrants = 3;
+	r.grants[0] = 0xab0;
+	r.grants[1] = UINT64_MAX;
+	r.grants[2] = rd_grant_id("node-a", "t", "ibv-qp-000001", 7);
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\"policy\":\"grant\""));
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_int_equal(back.policy, ROSHM_POLICY_GRANT);
+	assert_int_equal(back.ngrants, 3);
+	assert_memory_equal(back.grants, r.grants, 3 * sizeof(r.grants[0]));
+	/* another grant, one more, one fewer: the MAC */
+	a = json_array();
+	json_array_append_new(a, json_string("0000000000000ab1"));
+	json_array_append_new(a, json_string("ffffffffffffffff"));
+	t = with_field(s, "grants", a);
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_non_null(strstr(why, "MAC"));
+	free(t);
+	/* malformed ids, whatever the MAC */
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = json_array();
+		json_array_append_new(a, json_string(bad[i]));
+		t = with_field(s, "grants", a);
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		if (strcmp(why, "malformed grants"))
+			fail_msg("grant \"%s\": rejected for '%s'", bad[i], why);
+		free(t);
+	}
+	a = json_array();
+	for (int i = 0; i <= ROSHM_GRANTS_MAX; i++)
+		json_array_append_new(a, json_string("0000000000000ab0"));
+	t = with_field(s, "grants", a);
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "malformed grants");
+	free(t);
+	t = with_field(s, "grants", json_string("0000000000000ab0"));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	/* policy grant without a list; a list on another policy */
+	t = with_field(s, "grants", NULL);
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "malformed grants");
+	free(t);
+	t = with_field(s, "policy", json_string("tenant"));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	assert_string_equal(why, "malformed grants");
+	free(t);
+	free(s);
+	/* none granted yet: an empty list */
+	r.ngrants = 0;
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(strstr(s, "\"grants\":[]"));
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_int_equal(back.ngrants, 0);
+	free(s);
+	/* the id names node, tenant, name and memory, each */
+	uint64_t id = rd_grant_id("node-a", "t", "ibv-qp-000001", 7);
+
+	assert_true(id != 0);
+	assert_true(id == rd_grant_id("node-a", "t", "ibv-qp-000001", 7));
+	assert_true(id != rd_grant_id("node-b", "t", "ibv-qp-000001", 7));
+	assert_true(id != rd_grant_id("node-a", "u", "ibv-qp-000001", 7));
+	assert_true(id != rd_grant_id("node-a", "t", "ibv-qp-000002", 7));
+	assert_true(id != rd_grant_id("node-a", "t", "ibv-qp-000001", 8));
+	/* no ambiguity where one name ends and the next begins */
+	assert_true(rd_grant_id("ab", "c", "d", 1) != rd_grant_id("a", "bc", "d", 1));
+}
+
 static void test_node_record(void **st)
 {
 	struct rd_node_rec n = { .pid = 1234 }, back;
@@ -405,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_region_limits_one_form),
 		cmocka_unit_test(test_region_mac_forms),
 		cmocka_unit_test(test_region_invalid_signed),
+		cmocka_unit_test(test_region_grants),
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_ipv6_endpoints),
 	};
