@@ -80,6 +80,10 @@ put('record', 'region_tcp', dump(region))
 put('record', 'region_verbs', dump(dict(region, endpoint='verbs:198.18.1.1:7472', rkey=4660,
                                         raddr='140737354129408', txn_slots=16, slot_size=4096)))
 put('record', 'region_list_policy', dump(dict(region, policy='list', tenants=['team-a', 'team_b', 'c.d'])))
+put('record', 'region_grant_policy', dump(dict(region, policy='grant', grants=['0123456789abcdef', 'ffffffffffffffff'])))
+put('record', 'region_grant_empty', dump(dict(region, policy='grant', grants=[])))
+put('record', 'region_grant_upper', dump(dict(region, policy='grant', grants=['0123456789ABCDEF'])))
+put('record', 'region_grants_on_tenant', dump(dict(region, grants=['0123456789abcdef'])))
 put('record', 'region_owner_stale', dump(dict(region, policy='owner', state='stale', endpoint='')))
 put('record', 'region_max_values', dump(dict(region, epoch='18446744073709551615', key=4294967295,
                                              data_size='18446744073709551615')))
@@ -300,7 +304,7 @@ put('tcp_frames', 'write_direct', fctl(1, 0, 64) + req(WRITE, 0, 20000) + b'D' *
 
 # ---- control: records [kind][len lo][len hi][message] ----
 CTL_MAGIC, ABI = 0x4c54434f, 2
-T_HELLO, T_CREATE, T_OPEN, T_CLOSE, T_ADMIN, T_REATTACH, T_CHANNEL = 1, 2, 3, 4, 5, 6, 7
+T_HELLO, T_CREATE, T_OPEN, T_CLOSE, T_ADMIN, T_REATTACH, T_CHANNEL, T_GRANT = 1, 2, 3, 4, 5, 6, 7, 8
 
 
 def chdr(t, ln):
@@ -323,6 +327,7 @@ def channel_msg(size=0):
 def create_msg(name=b'r1', size=4096, policy=0, tenants=(), slots=0, slot_size=0, t=T_CREATE):
     tn = b''.join(struct.pack('64s', x) for x in tenants) + bytes(64 * (8 - len(tenants)))
     body = struct.pack('64sQII', name, size, policy, len(tenants)) + tn + struct.pack('<II', slots, slot_size)
+    body += struct.pack('<QQQII', 0, 0, 0, 0, 0)  # va_base, win_off, win_len, access, rsvd
     return chdr(t, 16 + len(body)) + body
 
 
@@ -332,6 +337,10 @@ def open_msg(name=b'default/r1'):
 
 def close_msg(handle):
     return chdr(T_CLOSE, 24) + struct.pack('<II', handle, 0)
+
+
+def grant_msg(handle, peer, op=1):
+    return chdr(T_GRANT, 32) + struct.pack('<IIII', handle, peer, op, 0)
 
 
 def admin_msg(cmd=b'status', tenant=b'', token=b'', admin=b''):
@@ -348,6 +357,11 @@ put('control', 'attach_create_open_close', attach + rec(FD_RIGHT | FIX, create_m
 put('control', 'attach_create_txn', attach + rec(FD_RIGHT | FIX, create_msg(b'tx', 8192, slots=4, slot_size=256)))
 put('control', 'attach_create_policy', attach + rec(FD_RIGHT | FIX, create_msg(b'p', 4096, 2, (b'b', b'default'))))
 put('control', 'attach_reattach', attach + rec(FD_RIGHT | FIX, create_msg(b'ra', 4096, t=T_REATTACH)))
+put('control', 'attach_grant', attach + rec(FD_RIGHT | FIX, create_msg(b'g', 4096, 3)) +
+    rec(FD_RIGHT | FIX, create_msg(b'r', 4096)) + rec(FIX, open_msg(b'a/r')) +
+    rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)) + rec(FIX, open_msg(b'a/g')) +
+    rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16, 2)) + rec(FIX, grant_msg(2 | 1 << 16, 1 | 1 << 16, 7)) +
+    rec(FIX, close_msg(3 | 1 << 16)) + rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)))
 put('control', 'attach_create_pipe', attach + rec(FD_PIPE | FIX, create_msg()))
 put('control', 'attach_create_small', attach + rec(FD_SMALL | FIX, create_msg()))
 put('control', 'attach_open_missing', attach + rec(FIX, open_msg(b'b/none')))
