@@ -4,7 +4,10 @@
  * server registers a malloc'd, unaligned buffer; the client, on another node,
  * RDMA WRITEs a pattern into it, READs it back, does FETCH_ADD and CMP_SWAP,
  * then uses a forged rkey (REM_ACCESS_ERR, then the next WR flushes). The
- * server checks its own buffer holds exactly what the client sent.
+ * server checks its own buffer holds exactly what the client sent. An MR
+ * of a second PD of the server, which no QP of the client is connected to,
+ * is not reachable with its real rkey (REM_ACCESS_ERR, MR unchanged), nor
+ * is a live MR by a pod of the tenant that opens it by its rkey (EACCES).
  * Then two-sided: SEND (gathered, scattered), SEND_WITH_IMM, RDMA
  * WRITE_WITH_IMM, a SEND bigger than the receiver's ring, an inline SEND;
  * the server's RECVs must hold exactly the bytes sent, with the right
