@@ -101,6 +101,7 @@ struct rd_region {
 	 * open it, each as rd_grant_id() of that region */
 	uint32_t ngrants;
 	uint64_t grants[ROSHM_GRANTS_MAX];
+	char (*grant_names)[ROSHM_NAME_MAX]; /* by name (ADD_NAME): the name, else ""; NULL: none yet */
 	int fd;
 	void *map;
 	size_t map_size;

@@ -240,6 +240,14 @@ int roshm_region_close(struct roshm *r, uint32_t handle);
  */
 int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer);
 int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer);
+/*
+ * The same, for the region published under @name in our tenant when roshmd
+ * looks (no handle on it needed: it may not let us open it yet). -ENOENT:
+ * no such region (yet). The revoke takes back every grant made under
+ * @name, whether or not that region still exists.
+ */
+int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name);
+int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name);
 
 /* roshm_arena() - this client's data arena (shared with roshmd). */
 static inline void *roshm_arena(struct roshm *r, size_t *size)

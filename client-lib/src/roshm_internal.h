@@ -40,6 +40,8 @@ struct roshm_owned {
 	struct roshm_ctl_region_create req;
 	uint32_t ngrants;             /* roshm_region_grant: the peers' application handles, */
 	uint32_t grants[ROSHM_GRANTS_MAX]; /* given again after a restart */
+	uint32_t ngnames;             /* roshm_region_grant_name: the names, likewise */
+	char (*gnames)[ROSHM_NAME_MAX];
 };
 
 /* Every handle the application holds, and roshmd's value for it now. */
@@ -71,7 +73,8 @@ int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, i
 			 struct roshm_owned **out, uint32_t *handle);
 int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size);
 int roshm__reconnect(struct roshm *r);
-int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op);
+int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
+		      const char *name);
 void roshm__admin_token(const char *given, char *out, size_t cap);
 
 /* roshmd's value of an application handle (identity until a reconnect). */

@@ -221,7 +221,8 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 	return 0;
 }
 
-int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op)
+int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
+		      const char *name)
 {
 	struct roshm_ctl_region_grant req;
 	struct roshm_ctl_hdr rep;
@@ -232,6 +233,8 @@ int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, u
 	req.handle = srv_handle;
 	req.peer = srv_peer;
 	req.op = op;
+	if (name && roshm__copy_name(req.name, sizeof(req.name), name))
+		return -EINVAL;
 	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		return ret;
@@ -246,6 +249,16 @@ static struct roshm_owned *owned_find(struct roshm *r, uint32_t handle)
 	return NULL;
 }
 
+/* Taking a grant back needs no roshmd that went away (its successor gets
+ * only the grants we give it again): never wait for one. */
+static int grant_remove_call(struct roshm *r, uint32_t srv, uint32_t srv_peer, uint32_t op,
+			     const char *name)
+{
+	int ret = r->sock_fd >= 0 ? roshm__grant_call(r, srv, srv_peer, op, name) : 0;
+
+	return ret == -ECONNRESET || ret == -EPIPE ? 0 : ret;
+}
+
 static int grant_op(struct roshm *r, uint32_t handle, uint32_t peer, uint32_t op)
 {
 	struct roshm_owned *o = owned_find(r, handle);
@@ -257,12 +270,17 @@ static int grant_op(struct roshm *r, uint32_t handle, uint32_t peer, uint32_t op
 		return -EBADF;
 	if (!o)
 		return -EACCES;
-	ret = roshm__ensure_attached(r);
-	if (ret)
-		return ret;
-	ret = roshm__grant_call(r, m->srv, p->srv, op);
-	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
-		ret = roshm__grant_call(r, roshm__srv_handle(r, handle), roshm__srv_handle(r, peer), op);
+	if (op == ROSHM_GRANT_REMOVE) {
+		ret = grant_remove_call(r, m->srv, p->srv, op, NULL);
+	} else {
+		ret = roshm__ensure_attached(r);
+		if (ret)
+			return ret;
+		ret = roshm__grant_call(r, m->srv, p->srv, op, NULL);
+		if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
+			ret = roshm__grant_call(r, roshm__srv_handle(r, handle),
+						roshm__srv_handle(r, peer), op, NULL);
+	}
 	if (ret)
 		return ret;
 	for (i = 0; i < o->ngrants && o->grants[i] != peer; i++)
@@ -284,6 +302,59 @@ int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
 	return grant_op(r, handle, peer, ROSHM_GRANT_REMOVE);
 }
 
+static int grant_name_op(struct roshm *r, uint32_t handle, const char *name, uint32_t op)
+{
+	struct roshm_owned *o = owned_find(r, handle);
+	struct roshm_hmap *m = roshm__hmap_find(r, handle);
+	char n[ROSHM_NAME_MAX];
+	uint32_t i;
+	int ret;
+
+	if (!m)
+		return -EBADF;
+	if (!o)
+		return -EACCES;
+	if (!name || roshm__copy_name(n, sizeof(n), name))
+		return -EINVAL;
+	if (op == ROSHM_GRANT_REMOVE_NAME) {
+		ret = grant_remove_call(r, m->srv, 0, op, n);
+	} else {
+		ret = roshm__ensure_attached(r);
+		if (ret)
+			return ret;
+		ret = roshm__grant_call(r, m->srv, 0, op, n);
+		if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
+			ret = roshm__grant_call(r, roshm__srv_handle(r, handle), 0, op, n);
+	}
+	if (ret)
+		return ret;
+	for (i = 0; i < o->ngnames && strcmp(o->gnames[i], n); i++)
+		;
+	if (op == ROSHM_GRANT_ADD_NAME && i == o->ngnames && o->ngnames < ROSHM_GRANTS_MAX) {
+		if (!(o->ngnames % 8)) {
+			void *g = realloc(o->gnames, (o->ngnames + 8) * sizeof(o->gnames[0]));
+
+			if (!g)
+				return 0;  /* granted; not given again after a restart */
+			o->gnames = g;
+		}
+		memcpy(o->gnames[o->ngnames++], n, sizeof(n));
+	} else if (op == ROSHM_GRANT_REMOVE_NAME && i < o->ngnames) {
+		memcpy(o->gnames[i], o->gnames[--o->ngnames], sizeof(n));
+	}
+	return 0;
+}
+
+int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name)
+{
+	return grant_name_op(r, handle, name, ROSHM_GRANT_ADD_NAME);
+}
+
+int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name)
+{
+	return grant_name_op(r, handle, name, ROSHM_GRANT_REMOVE_NAME);
+}
+
 int roshm_region_close(struct roshm *r, uint32_t handle)
 {
 	struct roshm_ctl_region_close req;
@@ -302,7 +373,7 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 		for (uint32_t i = 0; i < o->ngrants; i++)
 			if (o->grants[i] == handle) {
 				roshm__grant_call(r, roshm__srv_handle(r, o->handle), m->srv,
-						  ROSHM_GRANT_REMOVE);
+						  ROSHM_GRANT_REMOVE, NULL);
 				o->grants[i--] = o->grants[--o->ngrants];
 			}
 	memset(&req, 0, sizeof(req));
@@ -320,6 +391,7 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 			*pp = o->next;
 			munmap(o->map, o->map_size);
 			close(o->fd);
+			free(o->gnames);
 			free(o);
 			break;
 		}

@@ -237,8 +237,12 @@ int roshm__reconnect(struct roshm *r)
 			uint32_t srv = roshm__srv_handle(r, o->handle);
 
 			if (p && p->srv != 0xffffffffu && srv != 0xffffffffu)
-				roshm__grant_call(r, srv, p->srv, ROSHM_GRANT_ADD);
+				roshm__grant_call(r, srv, p->srv, ROSHM_GRANT_ADD, NULL);
 		}
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		for (uint32_t i = 0; i < o->ngnames; i++)
+			roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0, ROSHM_GRANT_ADD_NAME,
+					  o->gnames[i]);
 
 	/* Resubmit in submission order. */
 	order = malloc(sizeof(*order) * r->ntags);

@@ -57,7 +57,10 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 		if (bytes > RV_RING_ENV_MAX)
 			bytes = RV_RING_ENV_MAX;
 	}
-	ret = rv_create_named(c, "ibv-qp-", 6, RV_RING_SLOTS + bytes, NULL, &qpn, &h);
+	/* only the owner of the ring its QP connects to may send into it
+	 * (rv_grant_connect) */
+	ret = rv_create_named(c, "ibv-qp-", 6, RV_RING_SLOTS + bytes,
+			      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT }, &qpn, &h);
 	if (ret)
 		return ret;
 	q->ring = roshm_region_data(c->r, h, NULL);

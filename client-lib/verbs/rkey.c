@@ -153,7 +153,8 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 	int ret = -ENOENT;
 
 	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
-	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN); i++) {
+	/* -EACCES: its owner has not connected it to us (yet) */
+	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN || ret == -EACCES); i++) {
 		if (i)
 			usleep(100000);
 		ret = roshm_region_open(c->r, name, &handle, &size);
@@ -190,21 +191,32 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 	return IBV_WC_SUCCESS;
 }
 
-/* Let the owner of @q's peer ring open @m's regions (its own and those
- * whose pages it uses). A grant that fails leaves the peer's WRs to that
- * MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's PD's. */
-static void grant_one(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m)
+static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
 {
-	if (m->dead || m->mr.pd != q->qp.pd)
+	snprintf(name, cap, "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
+}
+
+/* Let the owner of @q's peer ring (or not: @add) open @m's regions: its
+ * own and those whose pages it uses. A grant that fails leaves the peer's
+ * WRs to that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the
+ * QP's PD's. */
+static void grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
+		     bool add)
+{
+	int (*fn)(struct roshm *, uint32_t, const char *) =
+		add ? roshm_region_grant_name : roshm_region_revoke_name;
+
+	if ((add && m->dead) || m->mr.pd != q->qp.pd)
 		return;
-	roshm_region_grant(c->r, m->handle, q->gr_handle);
+	fn(c->r, m->handle, name);
 	for (uint32_t j = 0; j < m->nuse; j++)
-		roshm_region_grant(c->r, m->uses[j]->handle, q->gr_handle);
+		fn(c->r, m->uses[j]->handle, name);
 }
 
 /*
- * Connected (RTR): open the peer QP's ring and grant its owner our PD's
- * MRs. @tries 50 ms apart while the ring is not found (a registry may lag).
+ * Connected (RTR): the owner of the peer QP's ring (the process that made
+ * that QP) may now open our ring, to send to us, and our PD's MRs. Up to 4
+ * tries 50 ms apart while that ring is not found (a registry may lag).
  */
 void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 {
@@ -213,33 +225,43 @@ void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 
 	if (q->gr_ok || !q->dest_qp_num)
 		return;
-	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
-	for (int i = 0; i < 4 && (ret == -ENOENT || ret == -EAGAIN); i++) {
+	peer_ring_name(q, name, sizeof(name));
+	for (int i = 0; i < 4 && ret == -ENOENT; i++) {
 		if (i)
 			usleep(50000);
-		ret = roshm_region_open(c->r, name, &q->gr_handle, NULL);
+		ret = roshm_region_grant_name(c->r, q->ring_handle, name);
 	}
 	if (ret)
 		return;   /* no such QP in our tenant: nothing to grant to */
 	q->gr_ok = true;
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		grant_one(c, q, m);
+		grant_mr(c, q, m, name, true);
 }
 
-/* Disconnected: closing the ring handle takes its grants back (libroshm). */
+/* Disconnected (reset, another dest_qp_num, destroyed): take it back. */
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 {
-	if (q->gr_ok)
-		roshm_region_close(c->r, q->gr_handle);
+	char name[ROSHM_NAME_MAX];
+
+	if (!q->gr_ok)
+		return;
+	peer_ring_name(q, name, sizeof(name));
+	roshm_region_revoke_name(c->r, q->ring_handle, name);
+	for (struct rv_mr *m = c->mrs; m; m = m->next)
+		grant_mr(c, q, m, name, false);
 	q->gr_ok = false;
 }
 
 /* A new MR: grant it to the peers of its PD's connected QPs. */
 void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m)
 {
+	char name[ROSHM_NAME_MAX];
+
 	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->gr_ok)
-			grant_one(c, q, m);
+		if (q->gr_ok) {
+			peer_ring_name(q, name, sizeof(name));
+			grant_mr(c, q, m, name, true);
+		}
 }
 
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)

@@ -268,11 +268,10 @@ struct rv_qp {
 	uint32_t msg_total, msg_imm;
 	uint64_t msg_off;
 
-	/* the peer's ring, held while connected: its owner may open our PD's
-	 * MRs (ROSHM_POLICY_GRANT), as a NIC lets the QPs connected to a QP of
-	 * the MR's PD use its rkey */
+	/* connected: the owner of the peer's ring may open our ring and our
+	 * PD's MRs (ROSHM_POLICY_GRANT), as a NIC lets only the QPs connected
+	 * to a QP of the MR's PD use its rkey */
 	bool gr_ok;
-	uint32_t gr_handle;
 	/* the peer's ring (we send to it) */
 	bool peer_ok;
 	enum ibv_wc_status peer_status; /* not SUCCESS: every SEND to the peer fails so */

@@ -93,6 +93,7 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 		rd_peers_unreg_region(ctl, rg);
 		rd_region_free(rg);
 	}
+	free(rg->grant_names);
 	free(rg);
 }
 
@@ -753,56 +754,122 @@ static void grant_published(void *arg, int status)
 }
 
 /*
+ * The identity (rd_grant_id) of the region published as @name in @c's
+ * tenant: a live region of ours, or another node's record. -ENOENT when
+ * there is none (yet: the caller may ask again).
+ */
+static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
+			 uint64_t *id)
+{
+	struct rd_region_rec rec;
+	struct rd_region *rg;
+
+	rg = find_region(ctl, c->tenant, name);
+	if (rg) {
+		*id = rg->gid;
+		return 0;
+	}
+	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
+	    !strcmp(rec.node, ctl->cfg->node))
+		return -ENOENT;   /* none, or left over from an earlier instance of ours */
+	*id = rd_grant_id(rec.node, rec.tenant, rec.name, rec.mem_id);
+	return 0;
+}
+
+static void grant_drop(struct rd_region *rg, uint32_t i)
+{
+	memmove(&rg->grants[i], &rg->grants[i + 1], (rg->ngrants - i - 1) * sizeof(rg->grants[0]));
+	if (rg->grant_names)
+		memmove(&rg->grant_names[i], &rg->grant_names[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grant_names[0]));
+	rg->ngrants--;
+}
+
+/*
  * REGION_GRANT: the owner of a ROSHM_POLICY_GRANT region lets the owner of
- * another region of its tenant, one it holds a handle on, open it (or takes
- * that back). The answer waits for the record.
+ * another region of its tenant open it (or takes that back). That region is
+ * one the owner holds a handle on, or the one published under a name now.
+ * The answer waits for the record.
  */
 int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
 	const struct roshm_ctl_region_grant *req = msg;
 	struct rd_client *c = conn->client;
-	struct rd_handle *h, *p;
-	struct rd_region *rg, *pr;
+	bool by_name = req->op == ROSHM_GRANT_ADD_NAME || req->op == ROSHM_GRANT_REMOVE_NAME;
+	bool add = req->op == ROSHM_GRANT_ADD || req->op == ROSHM_GRANT_ADD_NAME;
+	const char *what = "";
+	struct rd_region *rg;
 	struct rd_region_rec rec;
+	struct rd_handle *h;
 	struct wait_ref *w;
-	uint64_t id;
+	uint64_t id = 0;
 	uint32_t i;
 	int ret;
 
 	(void)fd;
-	if (req->rsvd || (req->op != ROSHM_GRANT_ADD && req->op != ROSHM_GRANT_REMOVE))
+	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_REMOVE_NAME)
+		return -EINVAL;
+	if (by_name ? req->peer || !memchr(req->name, 0, sizeof(req->name)) ||
+		      !rd_valid_name(req->name)
+		    : req->name[0] != 0)
 		return -EINVAL;
 	h = handle_lookup(c, req->handle);
-	p = handle_lookup(c, req->peer);
-	if (!h || !p)
+	if (!h)
 		return -EBADF;
 	rg = h->region;
-	pr = p->region;
 	if (rg->remote || rg->owner != c)
 		return -EACCES;             /* only its owner grants */
 	if (rg->policy != ROSHM_POLICY_GRANT)
 		return -EINVAL;
-	if (strcmp(pr->tenant, c->tenant))
-		return -EACCES;             /* grants stay within the tenant */
-	if (req->op == ROSHM_GRANT_ADD && (pr->remote ? pr->ctl_dead : !pr->owner))
-		return -ESTALE;             /* (taking back works after it went) */
-	id = pr->remote ? rd_grant_id(pr->node, pr->tenant, pr->name, pr->mem_id) : pr->gid;
-	if (!id)
-		return -EIO;
-	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
-		;
-	if (req->op == ROSHM_GRANT_ADD) {
+	if (!by_name) {
+		struct rd_handle *p = handle_lookup(c, req->peer);
+		struct rd_region *pr;
+
+		if (!p)
+			return -EBADF;
+		pr = p->region;
+		if (strcmp(pr->tenant, c->tenant))
+			return -EACCES;     /* grants stay within the tenant */
+		if (add && (pr->remote ? pr->ctl_dead : !pr->owner))
+			return -ESTALE;     /* (taking back works after it went) */
+		id = pr->remote ? rd_grant_id(pr->node, pr->tenant, pr->name, pr->mem_id) : pr->gid;
+		what = pr->name;
+	} else if (add) {
+		ret = grant_resolve(ctl, c, req->name, &id);
+		if (ret)
+			return ret;
+		what = req->name;
+	}
+	if (add) {
+		if (!id)
+			return -EIO;
+		for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
+			;
 		if (i < rg->ngrants)
 			return 0;
 		if (rg->ngrants == ROSHM_GRANTS_MAX)
 			return -ENOSPC;
+		if (by_name && !rg->grant_names) {
+			rg->grant_names = calloc(ROSHM_GRANTS_MAX, sizeof(rg->grant_names[0]));
+			if (!rg->grant_names)
+				return -ENOMEM;
+		}
+		if (rg->grant_names)
+			snprintf(rg->grant_names[rg->ngrants], ROSHM_NAME_MAX, "%s",
+				 by_name ? req->name : "");
 		rg->grants[rg->ngrants++] = id;
 	} else {
-		if (i == rg->ngrants)
+		/* by handle: that region's grant; by name: every grant made
+		 * under that name (its region may be gone: no lookup) */
+		uint32_t n = rg->ngrants;
+
+		for (i = rg->ngrants; i-- > 0;)
+			if (by_name ? rg->grant_names && !strcmp(rg->grant_names[i], req->name)
+				    : rg->grants[i] == id)
+				grant_drop(rg, i);
+		if (n == rg->ngrants)
 			return 0;
-		memmove(&rg->grants[i], &rg->grants[i + 1],
-			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
-		rg->ngrants--;
+		what = by_name ? req->name : what;
 	}
 	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
 	conn_wait(ctl, conn, RD_WAIT_PUT);
@@ -815,9 +882,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 			strerror(-ret));
 		return -EAGAIN;
 	}
-	RD_LOG(DEBUG, "region %s/%s: %s %s/%s@%s", rg->tenant, rg->name,
-	       req->op == ROSHM_GRANT_ADD ? "granted to" : "no longer granted to", pr->tenant,
-	       pr->name, pr->remote ? pr->node : ctl->cfg->node);
+	RD_LOG(DEBUG, "region %s/%s: %s %s/%s", rg->tenant, rg->name,
+	       add ? "granted to" : "no longer granted to", c->tenant, what);
 	return 1;
 }
 

@@ -339,8 +339,8 @@ def close_msg(handle):
     return chdr(T_CLOSE, 24) + struct.pack('<II', handle, 0)
 
 
-def grant_msg(handle, peer, op=1):
-    return chdr(T_GRANT, 32) + struct.pack('<IIII', handle, peer, op, 0)
+def grant_msg(handle, peer, op=1, name=b''):
+    return chdr(T_GRANT, 96) + struct.pack('<IIII64s', handle, peer, op, 0, name)
 
 
 def admin_msg(cmd=b'status', tenant=b'', token=b'', admin=b''):
@@ -361,7 +361,9 @@ put('control', 'attach_grant', attach + rec(FD_RIGHT | FIX, create_msg(b'g', 409
     rec(FD_RIGHT | FIX, create_msg(b'r', 4096)) + rec(FIX, open_msg(b'a/r')) +
     rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)) + rec(FIX, open_msg(b'a/g')) +
     rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16, 2)) + rec(FIX, grant_msg(2 | 1 << 16, 1 | 1 << 16, 7)) +
-    rec(FIX, close_msg(3 | 1 << 16)) + rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)))
+    rec(FIX, close_msg(3 | 1 << 16)) + rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'none')) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 4, b'r')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'../x')))
 put('control', 'attach_create_pipe', attach + rec(FD_PIPE | FIX, create_msg()))
 put('control', 'attach_create_small', attach + rec(FD_SMALL | FIX, create_msg()))
 put('control', 'attach_open_missing', attach + rec(FIX, open_msg(b'b/none')))

@@ -245,7 +245,7 @@ static void sync_byte(int fd, char send_c, char want)
 #define H_OFF 470000       /* the hostile cases' RECVs; guard bytes around them */
 
 /* Write one fragment with a valid tag straight into @qpn's ring (no CAS, no
- * library: what any pod of the tenant could do). */
+ * library: what the pod at the other end of the QP could do). */
 static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f, uint32_t pay)
 {
 	char name[ROSHM_NAME_MAX];
@@ -255,7 +255,7 @@ static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f
 
 	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn);
 	if (roshm_region_open(r, name, &h, NULL))
-		die("hostile: roshm_region_open of a QP's ring of our tenant");
+		die("hostile: roshm_region_open of the ring of a QP connected to us");
 	memcpy(arena, f, sizeof(*f));
 	fill(arena + RV_SLOT, pay, 0, 77);
 	ret = roshm_write_sync(r, h, RV_RING_SLOTS, 0, RV_SLOT + pay);
@@ -264,9 +264,11 @@ static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f
 	roshm_region_close(r, h);
 }
 
-static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
+static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb,
+		    uint32_t rqpn)
 {
 	struct roshm_params p;
+	uint32_t fake_ring;
 	struct roshm *r;
 	struct ibv_cq *hcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	int err = 0;
@@ -295,8 +297,20 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 				ret);
 			die("hostile: a pod of the tenant opened a live MR by its rkey");
 		}
-		printf("verbs_check server: a pod of the tenant that opens a live MR by its rkey "
-		       "-> EACCES\n");
+		/* nor a live QP's ring by its QPN */
+		snprintf(name, sizeof(name), "ibv-qp-%06x", rqpn);
+		ret = roshm_region_open(r, name, &h, NULL);
+		if (ret != -EACCES) {
+			fprintf(stderr, "open of a live QP's ring by a pod not connected to it: %d\n",
+				ret);
+			die("hostile: a pod of the tenant opened a live QP's ring by its QPN");
+		}
+		printf("verbs_check server: a pod of the tenant that opens a live MR by its rkey, "
+		       "or a live QP's ring by its QPN -> EACCES\n");
+		/* From here on the pod is the one the test QPs connect to
+		 * (0x123456): it owns that ring name, so they grant it theirs. */
+		if (roshm_region_create(r, "ibv-qp-123456", 4096, NULL, &fake_ring))
+			die("hostile: the fake peer's ring");
 	}
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ibv_qp *h = mkqp(pd, hcq, hcq, 1, 2, 1);
@@ -332,6 +346,7 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 		if (ibv_destroy_qp(h))
 			die("destroy (hostile)");
 	}
+	roshm_region_close(r, fake_ring);
 	roshm_close(r);
 	if (ibv_destroy_cq(hcq))
 		die("destroy cq (hostile)");
@@ -609,7 +624,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	} else {
 		printf("verbs_check server: tenant check not run (VERBS_CHECK_OTHER not set)\n");
 	}
-	hostile(ctx, pd, rmr, rb);
+	hostile(ctx, pd, rmr, rb, qa->qp_num);
 	loopback(ctx, pd, rmr, rb);
 	zero_copy(pd);
 	sync_byte(fd, 'x', 0);

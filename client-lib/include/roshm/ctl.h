@@ -146,20 +146,25 @@ struct roshm_ctl_region_close {
 
 /*
  * REGION_GRANT: @handle is a region this client owns, created with
- * ROSHM_POLICY_GRANT; @peer is a handle this client holds on a region of
- * its tenant (opened, or its own). ADD lets whichever client owns that
- * region (that very region: its node, name and memory) open @handle's
- * region; REMOVE takes it back. The reply comes once the region's record
- * says so. Reply: status only.
+ * ROSHM_POLICY_GRANT. ADD lets whichever client owns a region of its
+ * tenant (that very region: its node, name and memory) open @handle's
+ * region; REMOVE takes it back. That region is named by @peer, a handle
+ * this client holds on it (opened, or its own; @name all zero), or, with
+ * ADD_NAME and REMOVE_NAME, by @name in this client's tenant (@peer 0):
+ * the region published under it when roshmd looks. The reply comes once
+ * the region's record says so. Reply: status only.
  */
 #define ROSHM_GRANT_ADD 1u
 #define ROSHM_GRANT_REMOVE 2u
+#define ROSHM_GRANT_ADD_NAME 3u
+#define ROSHM_GRANT_REMOVE_NAME 4u
 struct roshm_ctl_region_grant {
 	struct roshm_ctl_hdr hdr;
 	uint32_t handle;
 	uint32_t peer;
 	uint32_t op;                /* ROSHM_GRANT_* */
 	uint32_t rsvd;
+	char name[ROSHM_NAME_MAX];
 };
 
 /*
