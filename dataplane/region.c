@@ -69,6 +69,11 @@ int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_
 		}
 		/* the memory keeps its contents and its log; the epoch is new */
 		rg->mem_id = copy.mem_id;
+		rg->grant_key = copy.grant_key;
+		while (!rg->grant_key) /* a header without one (ABI < 5) */
+			if (getrandom(&rg->grant_key, sizeof(rg->grant_key), 0) != sizeof(rg->grant_key))
+				rg->grant_key = rg->epoch ^ (uint64_t)(uintptr_t)rg;
+		h->grant_key = rg->grant_key;
 		rg->applied = copy.txn_applied;
 		h->epoch = rg->epoch;
 	} else {
@@ -84,6 +89,11 @@ int rd_region_take(struct rd_region *rg, struct rd_guard *guard, int fd, uint64_
 		if (getrandom(&rg->mem_id, sizeof(rg->mem_id), 0) != sizeof(rg->mem_id))
 			rg->mem_id = (uint64_t)(uintptr_t)rg ^ rg->epoch;
 		h->mem_id = rg->mem_id;
+		do
+			if (getrandom(&rg->grant_key, sizeof(rg->grant_key), 0) != sizeof(rg->grant_key))
+				rg->grant_key = rg->epoch ^ (uint64_t)(uintptr_t)rg ^ rg->mem_id;
+		while (!rg->grant_key);
+		h->grant_key = rg->grant_key;
 		for (uint32_t i = 0; i < txn_slots; i++) {
 			struct roshm_txn_slot *sl = (void *)((uint8_t *)map + ROSHM_REGION_HDR_SIZE +
 							     (uint64_t)i * slot_size);

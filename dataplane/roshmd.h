@@ -101,7 +101,6 @@ struct rd_region {
 	 * open it, each as rd_grant_id() of that region */
 	uint32_t ngrants;
 	uint64_t grants[ROSHM_GRANTS_MAX];
-	char (*grant_names)[ROSHM_NAME_MAX]; /* by name (ADD_NAME): the name, else ""; NULL: none yet */
 	int fd;
 	void *map;
 	size_t map_size;
@@ -141,7 +140,9 @@ struct rd_region {
 	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */
 	bool keep_log;                /* remote: the last retarget kept the same memory */
 	uint64_t mem_id;              /* the memory behind it (survives re-attach) */
-	uint64_t gid;                 /* local: rd_grant_id() of it (control) */
+	uint64_t grant_key;           /* local: the secret in its grant id (header, re-attach) */
+	uint64_t gid;                 /* rd_grant_id() of it: local, made at create; remote, the
+					 record's (control) */
 	/* verbs: local regions have an MR over the whole mapping; remote ones
 	 * carry the owner's rkey and mapping address from the registry */
 	void *mr;                     /* struct ibv_mr * */

@@ -546,7 +546,7 @@ void roshm_close(struct roshm *r)
 		next = o->next;
 		munmap(o->map, o->map_size);
 		close(o->fd);
-		free(o->gnames);
+		free(o->grants);
 		free(o);
 	}
 	/* Closing the socket tells roshmd to release every handle and region. */

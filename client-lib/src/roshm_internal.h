@@ -29,6 +29,14 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
+/* A grant made on an owned region (roshm_region_grant*), given again by
+ * its id after a roshmd restart. */
+struct roshm_grant {
+	uint64_t gid;
+	uint32_t peer;                /* the application handle it was made through, or 0 */
+	char name[ROSHM_NAME_MAX];    /* or the name, or "" */
+};
+
 struct roshm_owned {
 	struct roshm_owned *next;
 	uint32_t handle;              /* the application's */
@@ -38,10 +46,8 @@ struct roshm_owned {
 	uint64_t data_size;
 	int fd;                       /* kept: re-registered after a roshmd restart */
 	struct roshm_ctl_region_create req;
-	uint32_t ngrants;             /* roshm_region_grant: the peers' application handles, */
-	uint32_t grants[ROSHM_GRANTS_MAX]; /* given again after a restart */
-	uint32_t ngnames;             /* roshm_region_grant_name: the names, likewise */
-	char (*gnames)[ROSHM_NAME_MAX];
+	uint32_t ngrants;
+	struct roshm_grant *grants;
 };
 
 /* Every handle the application holds, and roshmd's value for it now. */
@@ -74,7 +80,8 @@ int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, i
 int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size);
 int roshm__reconnect(struct roshm *r);
 int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
-		      const char *name);
+		      uint64_t gid, const char *name, uint64_t *gid_out);
+void roshm__grants_forget_peer(struct roshm *r, uint32_t peer);
 void roshm__admin_token(const char *given, char *out, size_t cap);
 
 /* roshmd's value of an application handle (identity until a reconnect). */

@@ -222,10 +222,10 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 }
 
 int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
-		      const char *name)
+		      uint64_t gid, const char *name, uint64_t *gid_out)
 {
 	struct roshm_ctl_region_grant req;
-	struct roshm_ctl_hdr rep;
+	struct roshm_ctl_region_grant_reply rep;
 	int ret;
 
 	memset(&req, 0, sizeof(req));
@@ -233,12 +233,22 @@ int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, u
 	req.handle = srv_handle;
 	req.peer = srv_peer;
 	req.op = op;
+	req.gid = gid;
 	if (name && roshm__copy_name(req.name, sizeof(req.name), name))
 		return -EINVAL;
+	memset(&rep, 0, sizeof(rep));
 	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		return ret;
-	return rep.status <= 0 ? rep.status : -EPROTO;
+	if (rep.hdr.status > 0)
+		return -EPROTO;
+	if (rep.hdr.len == sizeof(rep)) {
+		if (gid_out)
+			*gid_out = rep.gid;
+	} else if (rep.hdr.len != sizeof(rep.hdr) || !rep.hdr.status) {
+		return -EPROTO;
+	}
+	return rep.hdr.status;
 }
 
 static struct roshm_owned *owned_find(struct roshm *r, uint32_t handle)
@@ -249,110 +259,110 @@ static struct roshm_owned *owned_find(struct roshm *r, uint32_t handle)
 	return NULL;
 }
 
-/* Taking a grant back needs no roshmd that went away (its successor gets
- * only the grants we give it again): never wait for one. */
-static int grant_remove_call(struct roshm *r, uint32_t srv, uint32_t srv_peer, uint32_t op,
-			     const char *name)
+/* Drop grant @i of @o; roshmd's goes too unless another of ours names the
+ * same region. A roshmd that went away took it along: never wait for one. */
+static int grant_forget(struct roshm *r, struct roshm_owned *o, uint32_t i)
 {
-	int ret = r->sock_fd >= 0 ? roshm__grant_call(r, srv, srv_peer, op, name) : 0;
+	uint64_t gid = o->grants[i].gid;
+	int ret = 0;
 
+	o->grants[i] = o->grants[--o->ngrants];
+	for (uint32_t j = 0; j < o->ngrants; j++)
+		if (o->grants[j].gid == gid)
+			return 0;
+	if (r->sock_fd >= 0)
+		ret = roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0, ROSHM_GRANT_REMOVE, gid,
+					NULL, NULL);
 	return ret == -ECONNRESET || ret == -EPIPE ? 0 : ret;
 }
 
-static int grant_op(struct roshm *r, uint32_t handle, uint32_t peer, uint32_t op)
+/* What was granted through @peer ends with the handle (roshm_region_close). */
+void roshm__grants_forget_peer(struct roshm *r, uint32_t peer)
+{
+	for (struct roshm_owned *o = r->owned; o; o = o->next)
+		for (uint32_t i = o->ngrants; i-- > 0;)
+			if (o->grants[i].peer == peer)
+				grant_forget(r, o, i);
+}
+
+static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char *name)
 {
 	struct roshm_owned *o = owned_find(r, handle);
-	struct roshm_hmap *m = roshm__hmap_find(r, handle), *p = roshm__hmap_find(r, peer);
-	uint32_t i;
+	struct roshm_hmap *m = roshm__hmap_find(r, handle);
+	struct roshm_grant g = { .peer = peer };
+	uint32_t op = peer ? ROSHM_GRANT_ADD : ROSHM_GRANT_ADD_NAME;
 	int ret;
 
-	if (!m || !p)
+	if (!m || (peer && !roshm__hmap_find(r, peer)))
 		return -EBADF;
 	if (!o)
 		return -EACCES;
-	if (op == ROSHM_GRANT_REMOVE) {
-		ret = grant_remove_call(r, m->srv, p->srv, op, NULL);
-	} else {
-		ret = roshm__ensure_attached(r);
-		if (ret)
-			return ret;
-		ret = roshm__grant_call(r, m->srv, p->srv, op, NULL);
-		if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
-			ret = roshm__grant_call(r, roshm__srv_handle(r, handle),
-						roshm__srv_handle(r, peer), op, NULL);
-	}
+	if (name && roshm__copy_name(g.name, sizeof(g.name), name))
+		return -EINVAL;
+	ret = roshm__ensure_attached(r);
 	if (ret)
 		return ret;
-	for (i = 0; i < o->ngrants && o->grants[i] != peer; i++)
-		;
-	if (op == ROSHM_GRANT_ADD && i == o->ngrants && o->ngrants < ROSHM_GRANTS_MAX)
-		o->grants[o->ngrants++] = peer;
-	else if (op == ROSHM_GRANT_REMOVE && i < o->ngrants)
-		o->grants[i] = o->grants[--o->ngrants];
-	return 0;
+	ret = roshm__grant_call(r, m->srv, peer ? roshm__srv_handle(r, peer) : 0, op, 0,
+				name ? g.name : NULL, &g.gid);
+	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
+		ret = roshm__grant_call(r, roshm__srv_handle(r, handle),
+					peer ? roshm__srv_handle(r, peer) : 0, op, 0,
+					name ? g.name : NULL, &g.gid);
+	if ((ret && ret != -EAGAIN) || !g.gid)
+		return ret;
+	/* made (with -EAGAIN too: roshmd keeps it): ours to give again and take back */
+	for (uint32_t i = 0; i < o->ngrants; i++)
+		if (o->grants[i].gid == g.gid && o->grants[i].peer == g.peer &&
+		    !strcmp(o->grants[i].name, g.name))
+			return ret;
+	if (!(o->ngrants % 8)) {
+		struct roshm_grant *n = realloc(o->grants, (o->ngrants + 8) * sizeof(*n));
+
+		if (!n)
+			return ret; /* made; not given again after a restart */
+		o->grants = n;
+	}
+	o->grants[o->ngrants++] = g;
+	return ret;
+}
+
+static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const char *name)
+{
+	struct roshm_owned *o = owned_find(r, handle);
+	char n[ROSHM_NAME_MAX] = "";
+	int ret = 0, e;
+
+	if (!roshm__hmap_find(r, handle))
+		return -EBADF;
+	if (!o)
+		return -EACCES;
+	if (name && roshm__copy_name(n, sizeof(n), name))
+		return -EINVAL;
+	for (uint32_t i = o->ngrants; i-- > 0;)
+		if (name ? !strcmp(o->grants[i].name, n) : o->grants[i].peer == peer)
+			if ((e = grant_forget(r, o, i)) && !ret)
+				ret = e;
+	return ret;
 }
 
 int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer)
 {
-	return grant_op(r, handle, peer, ROSHM_GRANT_ADD);
+	return peer ? grant_add(r, handle, peer, NULL) : -EBADF;
 }
 
 int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
 {
-	return grant_op(r, handle, peer, ROSHM_GRANT_REMOVE);
-}
-
-static int grant_name_op(struct roshm *r, uint32_t handle, const char *name, uint32_t op)
-{
-	struct roshm_owned *o = owned_find(r, handle);
-	struct roshm_hmap *m = roshm__hmap_find(r, handle);
-	char n[ROSHM_NAME_MAX];
-	uint32_t i;
-	int ret;
-
-	if (!m)
-		return -EBADF;
-	if (!o)
-		return -EACCES;
-	if (!name || roshm__copy_name(n, sizeof(n), name))
-		return -EINVAL;
-	if (op == ROSHM_GRANT_REMOVE_NAME) {
-		ret = grant_remove_call(r, m->srv, 0, op, n);
-	} else {
-		ret = roshm__ensure_attached(r);
-		if (ret)
-			return ret;
-		ret = roshm__grant_call(r, m->srv, 0, op, n);
-		if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
-			ret = roshm__grant_call(r, roshm__srv_handle(r, handle), 0, op, n);
-	}
-	if (ret)
-		return ret;
-	for (i = 0; i < o->ngnames && strcmp(o->gnames[i], n); i++)
-		;
-	if (op == ROSHM_GRANT_ADD_NAME && i == o->ngnames && o->ngnames < ROSHM_GRANTS_MAX) {
-		if (!(o->ngnames % 8)) {
-			void *g = realloc(o->gnames, (o->ngnames + 8) * sizeof(o->gnames[0]));
-
-			if (!g)
-				return 0;  /* granted; not given again after a restart */
-			o->gnames = g;
-		}
-		memcpy(o->gnames[o->ngnames++], n, sizeof(n));
-	} else if (op == ROSHM_GRANT_REMOVE_NAME && i < o->ngnames) {
-		memcpy(o->gnames[i], o->gnames[--o->ngnames], sizeof(n));
-	}
-	return 0;
+	return peer ? grant_remove(r, handle, peer, NULL) : -EBADF;
 }
 
 int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name)
 {
-	return grant_name_op(r, handle, name, ROSHM_GRANT_ADD_NAME);
+	return name ? grant_add(r, handle, 0, name) : -EINVAL;
 }
 
 int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name)
 {
-	return grant_name_op(r, handle, name, ROSHM_GRANT_REMOVE_NAME);
+	return name ? grant_remove(r, handle, 0, name) : -EINVAL;
 }
 
 int roshm_region_close(struct roshm *r, uint32_t handle)
@@ -369,13 +379,7 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 	if (ret)
 		return ret;
 	/* What was granted to the owner of this region ends with our handle. */
-	for (struct roshm_owned *o = r->owned; o; o = o->next)
-		for (uint32_t i = 0; i < o->ngrants; i++)
-			if (o->grants[i] == handle) {
-				roshm__grant_call(r, roshm__srv_handle(r, o->handle), m->srv,
-						  ROSHM_GRANT_REMOVE, NULL);
-				o->grants[i--] = o->grants[--o->ngrants];
-			}
+	roshm__grants_forget_peer(r, handle);
 	memset(&req, 0, sizeof(req));
 	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_CLOSE, sizeof(req));
 	req.handle = m->srv;
@@ -391,7 +395,7 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 			*pp = o->next;
 			munmap(o->map, o->map_size);
 			close(o->fd);
-			free(o->gnames);
+			free(o->grants);
 			free(o);
 			break;
 		}

@@ -230,19 +230,18 @@ int roshm__reconnect(struct roshm *r)
 		}
 		m->srv = srv;
 	}
-	/* Grants, now that every handle has its new value. */
+	/* Grants, by their ids: to those very regions, whoever holds their
+	 * names now. */
 	for (struct roshm_owned *o = r->owned; o; o = o->next)
 		for (uint32_t i = 0; i < o->ngrants; i++) {
-			struct roshm_hmap *p = roshm__hmap_find(r, o->grants[i]);
-			uint32_t srv = roshm__srv_handle(r, o->handle);
+			bool again = false;
 
-			if (p && p->srv != 0xffffffffu && srv != 0xffffffffu)
-				roshm__grant_call(r, srv, p->srv, ROSHM_GRANT_ADD, NULL);
+			for (uint32_t j = 0; j < i; j++)
+				again |= o->grants[j].gid == o->grants[i].gid;
+			if (!again)
+				roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0,
+						  ROSHM_GRANT_ADD_ID, o->grants[i].gid, NULL, NULL);
 		}
-	for (struct roshm_owned *o = r->owned; o; o = o->next)
-		for (uint32_t i = 0; i < o->ngnames; i++)
-			roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0, ROSHM_GRANT_ADD_NAME,
-					  o->gnames[i]);
 
 	/* Resubmit in submission order. */
 	order = malloc(sizeof(*order) * r->ntags);

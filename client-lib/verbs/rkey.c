@@ -196,10 +196,15 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
 	snprintf(name, cap, "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
 }
 
-/* Let the owner of @q's peer ring (or not: @add) open @m's regions: its
- * own and those whose pages it uses. A grant that fails leaves the peer's
- * WRs to that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the
- * QP's PD's. */
+/*
+ * Let the owner of @q's peer ring (or not: @add) open @m's regions: its
+ * own, and those of the earlier MRs of the same PD whose pages it uses. A
+ * region of an MR of another PD is never granted: that would open all of
+ * that MR to a QP its PD is not connected to, so the pages @m shares with
+ * it stay out of reach (IBV_WC_REM_ACCESS_ERR) until regions can be
+ * granted in part. A grant that fails leaves the peer's WRs to that MR
+ * with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's PD's.
+ */
 static void grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
 		     bool add)
 {
@@ -210,7 +215,8 @@ static void grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const c
 		return;
 	fn(c->r, m->handle, name);
 	for (uint32_t j = 0; j < m->nuse; j++)
-		fn(c->r, m->uses[j]->handle, name);
+		if (m->uses[j]->mr.pd == q->qp.pd)
+			fn(c->r, m->uses[j]->handle, name);
 }
 
 /*

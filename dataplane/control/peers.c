@@ -338,6 +338,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->rkey = rec->rkey;
 		rg->raddr = rec->raddr;
 		rg->mem_id = rec->mem_id;
+		rg->gid = rec->gid;
 		rg->data_size = rec->data_size;
 		rg->policy = rec->policy;
 		rg->txn_slots = rec->txn_slots;
@@ -433,6 +434,7 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 		p->refs++;
 	}
 	memcpy(rg->node, rec->node, sizeof(rg->node));
+	rg->gid = rec->gid;
 	rg->ctl_paused = false;
 	RD_LOG(INFO, "remote region %s/%s resumes on node %s, epoch %016llx", rg->tenant, rg->name,
 	       rg->node, (unsigned long long)rg->epoch);

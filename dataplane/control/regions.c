@@ -93,7 +93,6 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 		rd_peers_unreg_region(ctl, rg);
 		rd_region_free(rg);
 	}
-	free(rg->grant_names);
 	free(rg);
 }
 
@@ -142,6 +141,7 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->raddr = rg->raddr;
 	rec->epoch = rg->epoch;
 	rec->mem_id = rg->mem_id;
+	rec->gid = rg->gid;
 	rec->data_size = rg->data_size;
 	rec->policy = rg->policy;
 	rec->ntenants = rg->ntenants;
@@ -317,6 +317,7 @@ static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
 struct wait_ref {
 	struct rd_control *ctl;
 	uint64_t id;
+	uint64_t gid;                 /* REGION_GRANT: the id its reply carries */
 };
 
 static struct rd_conn *conn_by_wait(struct rd_control *ctl, uint64_t id)
@@ -334,6 +335,7 @@ static struct wait_ref *wait_ref(struct rd_control *ctl, struct rd_conn *conn)
 	if (w) {
 		w->ctl = ctl;
 		w->id = conn->wait_id;
+		w->gid = 0;
 	}
 	return w;
 }
@@ -502,7 +504,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		free(rg);
 		return ret;
 	}
-	rg->gid = rd_grant_id(cfg->node, rg->tenant, rg->name, rg->mem_id);
+	rg->gid = rd_grant_id(cfg->node, rg->tenant, rg->name, rg->grant_key);
 	ret = rd_peers_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
 	if (ret) {
 		rd_region_free(rg);
@@ -736,27 +738,38 @@ int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void 
 	return region_open(ctl, conn, msg);
 }
 
+static int grant_reply(int fd, int status, uint64_t gid)
+{
+	struct roshm_ctl_region_grant_reply rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rd_reply_hdr(&rep.hdr, ROSHM_CTL_REGION_GRANT, sizeof(rep), status);
+	rep.gid = gid;
+	return rd_send_reply(fd, &rep, sizeof(rep), NULL, 0);
+}
+
 /* The registry's answer to a grant's record. */
 static void grant_published(void *arg, int status)
 {
 	struct wait_ref *w = arg;
 	struct rd_control *ctl = w->ctl;
 	struct rd_conn *conn = conn_by_wait(ctl, w->id);
+	uint64_t gid = w->gid;
 
 	free(w);
 	if (!conn)
 		return;
 	conn_unpark(ctl, conn);
-	/* The grant stands either way (the record is our desired state and
-	 * is written when the store answers again): the caller may retry. */
-	if (rd_send_status(conn->fd, ROSHM_CTL_REGION_GRANT, status ? -EAGAIN : 0))
+	/* The change stands either way (the record is our desired state and
+	 * is written when the store answers again). */
+	if (grant_reply(conn->fd, status ? -EAGAIN : 0, gid))
 		rd_conn_close(ctl, conn, "reply failed");
 }
 
 /*
- * The identity (rd_grant_id) of the region published as @name in @c's
- * tenant: a live region of ours, or another node's record. -ENOENT when
- * there is none (yet: the caller may ask again).
+ * The grant id of the region published as @name in @c's tenant: a live
+ * region of ours, or another node's record. -ENOENT when there is none
+ * (yet: the caller may ask again).
  */
 static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
 			 uint64_t *id)
@@ -770,36 +783,24 @@ static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, cons
 		return 0;
 	}
 	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
-	    !strcmp(rec.node, ctl->cfg->node))
+	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid)
 		return -ENOENT;   /* none, or left over from an earlier instance of ours */
-	*id = rd_grant_id(rec.node, rec.tenant, rec.name, rec.mem_id);
+	*id = rec.gid;
 	return 0;
-}
-
-static void grant_drop(struct rd_region *rg, uint32_t i)
-{
-	memmove(&rg->grants[i], &rg->grants[i + 1], (rg->ngrants - i - 1) * sizeof(rg->grants[0]));
-	if (rg->grant_names)
-		memmove(&rg->grant_names[i], &rg->grant_names[i + 1],
-			(rg->ngrants - i - 1) * sizeof(rg->grant_names[0]));
-	rg->ngrants--;
 }
 
 /*
  * REGION_GRANT: the owner of a ROSHM_POLICY_GRANT region lets the owner of
- * another region of its tenant open it (or takes that back). That region is
- * one the owner holds a handle on, or the one published under a name now.
- * The answer waits for the record.
+ * another region of its tenant open it (or takes that back). The answer
+ * waits for the record.
  */
 int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
 	const struct roshm_ctl_region_grant *req = msg;
 	struct rd_client *c = conn->client;
-	bool by_name = req->op == ROSHM_GRANT_ADD_NAME || req->op == ROSHM_GRANT_REMOVE_NAME;
-	bool add = req->op == ROSHM_GRANT_ADD || req->op == ROSHM_GRANT_ADD_NAME;
-	const char *what = "";
-	struct rd_region *rg;
+	bool add = req->op != ROSHM_GRANT_REMOVE;
 	struct rd_region_rec rec;
+	struct rd_region *rg;
 	struct rd_handle *h;
 	struct wait_ref *w;
 	uint64_t id = 0;
@@ -807,11 +808,12 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	int ret;
 
 	(void)fd;
-	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_REMOVE_NAME)
-		return -EINVAL;
-	if (by_name ? req->peer || !memchr(req->name, 0, sizeof(req->name)) ||
-		      !rd_valid_name(req->name)
-		    : req->name[0] != 0)
+	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_ADD_ID ||
+	    (req->op == ROSHM_GRANT_ADD) != (req->peer != 0) ||
+	    (req->op == ROSHM_GRANT_ADD_NAME) != (req->name[0] != 0) ||
+	    (req->op == ROSHM_GRANT_REMOVE || req->op == ROSHM_GRANT_ADD_ID) != (req->gid != 0) ||
+	    (req->name[0] && (!memchr(req->name, 0, sizeof(req->name)) ||
+			      !rd_valid_name(req->name))))
 		return -EINVAL;
 	h = handle_lookup(c, req->handle);
 	if (!h)
@@ -821,7 +823,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		return -EACCES;             /* only its owner grants */
 	if (rg->policy != ROSHM_POLICY_GRANT)
 		return -EINVAL;
-	if (!by_name) {
+	switch (req->op) {
+	case ROSHM_GRANT_ADD: {
 		struct rd_handle *p = handle_lookup(c, req->peer);
 		struct rd_region *pr;
 
@@ -830,60 +833,53 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		pr = p->region;
 		if (strcmp(pr->tenant, c->tenant))
 			return -EACCES;     /* grants stay within the tenant */
-		if (add && (pr->remote ? pr->ctl_dead : !pr->owner))
-			return -ESTALE;     /* (taking back works after it went) */
-		id = pr->remote ? rd_grant_id(pr->node, pr->tenant, pr->name, pr->mem_id) : pr->gid;
-		what = pr->name;
-	} else if (add) {
+		if (pr->remote ? pr->ctl_dead : !pr->owner)
+			return -ESTALE;
+		id = pr->gid;
+		break;
+	}
+	case ROSHM_GRANT_ADD_NAME:
 		ret = grant_resolve(ctl, c, req->name, &id);
 		if (ret)
 			return ret;
-		what = req->name;
+		break;
+	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
+		id = req->gid;
+		break;
 	}
+	if (!id)
+		return -ENOENT;
+	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
+		;
+	if (add ? i < rg->ngrants : i == rg->ngrants)
+		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
 	if (add) {
-		if (!id)
-			return -EIO;
-		for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
-			;
-		if (i < rg->ngrants)
-			return 0;
-		if (rg->ngrants == ROSHM_GRANTS_MAX)
+		if (rg->ngrants == ROSHM_GRANTS_MAX) {
+			RD_LOG(NOTICE, "region %s/%s: %d grants, no more (client %u)", rg->tenant,
+			       rg->name, ROSHM_GRANTS_MAX, c->id);
 			return -ENOSPC;
-		if (by_name && !rg->grant_names) {
-			rg->grant_names = calloc(ROSHM_GRANTS_MAX, sizeof(rg->grant_names[0]));
-			if (!rg->grant_names)
-				return -ENOMEM;
 		}
-		if (rg->grant_names)
-			snprintf(rg->grant_names[rg->ngrants], ROSHM_NAME_MAX, "%s",
-				 by_name ? req->name : "");
 		rg->grants[rg->ngrants++] = id;
 	} else {
-		/* by handle: that region's grant; by name: every grant made
-		 * under that name (its region may be gone: no lookup) */
-		uint32_t n = rg->ngrants;
-
-		for (i = rg->ngrants; i-- > 0;)
-			if (by_name ? rg->grant_names && !strcmp(rg->grant_names[i], req->name)
-				    : rg->grants[i] == id)
-				grant_drop(rg, i);
-		if (n == rg->ngrants)
-			return 0;
-		what = by_name ? req->name : what;
+		memmove(&rg->grants[i], &rg->grants[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
+		rg->ngrants--;
 	}
 	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
 	conn_wait(ctl, conn, RD_WAIT_PUT);
 	w = wait_ref(ctl, conn);
+	if (w)
+		w->gid = id;
 	ret = w ? ctl->reg.ops->put_region(&ctl->reg, &rec, 0, grant_published, w) : -ENOMEM;
 	if (ret) {
 		free(w);
 		conn_unpark(ctl, conn);
 		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
 			strerror(-ret));
-		return -EAGAIN;
+		return grant_reply(conn->fd, -EAGAIN, id) ? -ECONNRESET : 1;
 	}
-	RD_LOG(DEBUG, "region %s/%s: %s %s/%s", rg->tenant, rg->name,
-	       add ? "granted to" : "no longer granted to", c->tenant, what);
+	RD_LOG(DEBUG, "region %s/%s: %s %016llx", rg->tenant, rg->name,
+	       add ? "granted to" : "no longer granted to", (unsigned long long)id);
 	return 1;
 }
 

@@ -36,7 +36,7 @@ void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len,
 	free(msg);
 }
 
-uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t mem_id)
+uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t key)
 {
 	static const char label[] = "roshm-grant-v1";
 	uint8_t msg[sizeof(label) + 3 * ROSHM_NAME_MAX + 8], md[EVP_MAX_MD_SIZE];
@@ -53,7 +53,7 @@ uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uin
 		msg[n++] = 0;
 	}
 	for (int i = 0; i < 8; i++)
-		msg[n++] = (uint8_t)(mem_id >> (8 * i));
+		msg[n++] = (uint8_t)(key >> (8 * i));
 	if (!EVP_Digest(msg, n, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
 		return 0; /* matches no grant: 0 is never one (region_grant) */
 	for (int i = 0; i < 8; i++)
@@ -157,6 +157,8 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 	json_object_set_new(o, "epoch", json_string(buf));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->mem_id);
 	json_object_set_new(o, "mem_id", json_string(buf));
+	snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->gid);
+	json_object_set_new(o, "gid", json_string(buf));
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->data_size);
 	json_object_set_new(o, "data_size", json_string(buf));
 	if (!strncmp(rec->endpoint, "verbs:", 6)) {
@@ -252,6 +254,17 @@ static int get_u32(json_t *o, const char *k, uint32_t *dst)
 	return 0;
 }
 
+/* 16 lowercase hex digits (the one form a grant id has); 0 only if @zero_ok */
+static int hex64(json_t *e, uint64_t *dst, bool zero_ok)
+{
+	const char *v = json_is_string(e) ? json_string_value(e) : "";
+
+	if (strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16)
+		return -EBADMSG;
+	*dst = strtoull(v, NULL, 16);
+	return *dst || zero_ok ? 0 : -EBADMSG;
+}
+
 static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **why)
 {
 	json_t *t;
@@ -272,6 +285,10 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 	    get_u64s(o, "epoch", &rec->epoch) || get_u64s(o, "data_size", &rec->data_size) ||
 	    get_u64s(o, "mem_id", &rec->mem_id))
 		return -EBADMSG;
+	if (hex64(json_object_get(o, "gid"), &rec->gid, true)) { /* 0: none (never granted) */
+		*why = "malformed gid";
+		return -EBADMSG;
+	}
 	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE)) {
 		*why = "unknown state";
 		return -EBADMSG;
@@ -329,16 +346,11 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 		return -EBADMSG;
 	}
 	rec->ngrants = t ? (uint32_t)json_array_size(t) : 0;
-	for (uint32_t i = 0; i < rec->ngrants; i++) {
-		json_t *e = json_array_get(t, i);
-		const char *v = json_is_string(e) ? json_string_value(e) : "";
-
-		if (strlen(v) != 16 || strspn(v, "0123456789abcdef") != 16 ||
-		    !(rec->grants[i] = strtoull(v, NULL, 16))) {
+	for (uint32_t i = 0; i < rec->ngrants; i++)
+		if (hex64(json_array_get(t, i), &rec->grants[i], false)) {
 			*why = "malformed grants";
 			return -EBADMSG;
 		}
-	}
 	*why = NULL;
 	return 0;
 }

@@ -53,6 +53,7 @@ struct rd_region_rec {
 	uint64_t raddr;              /* verbs: its address in the owner's roshmd */
 	uint64_t epoch;
 	uint64_t mem_id;             /* same memory across epochs (re-attach after a restart) */
+	uint64_t gid;                /* its grant id (rd_grant_id), never 0 */
 	uint64_t data_size;
 	uint32_t txn_slots;
 	uint32_t slot_size;
@@ -279,11 +280,14 @@ int rd_node_rec_verify(const char *text, size_t len, const uint8_t *key, size_t 
 		       struct rd_node_rec *rec, const char **why);
 /*
  * A region's identity in a grant list (ROSHM_POLICY_GRANT): the first 8
- * bytes of SHA-256("roshm-grant-v1\0" node \0 tenant \0 name \0 mem_id
- * little-endian). Another region under the same name (made after this one
- * went) has another mem_id, so it does not inherit the grant.
+ * bytes of SHA-256("roshm-grant-v1\0" node \0 tenant \0 name \0 key
+ * little-endian), where key is the region's grant_key: random per region,
+ * kept across a re-attach, known to roshmd and to the region's owner only.
+ * Another region under the same name (made after this one went, or
+ * re-attached with a forged header) has another key, so it does not
+ * inherit the grant; knowing a region's id does not help make one.
  */
-uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t mem_id);
+uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t key);
 /* HMAC-SHA256(key, "roshm-rec-v1\0" | text) */
 void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len, uint8_t out[32]);
 

@@ -74,7 +74,7 @@ def dump(o):
 
 region = {'node': 'node-a', 'tenant': 'default', 'name': 'board', 'state': 'active',
           'endpoint': 'tcp:198.18.0.1:7471', 'region_id': 3, 'key': 2882400001,
-          'epoch': '10101741285430128617', 'mem_id': '77', 'data_size': '65536',
+          'epoch': '10101741285430128617', 'mem_id': '77', 'gid': '5a17c0ffee0ddba1', 'data_size': '65536',
           'txn_slots': 0, 'slot_size': 0, 'policy': 'tenant', 'tenants': []}
 put('record', 'region_tcp', dump(region))
 put('record', 'region_verbs', dump(dict(region, endpoint='verbs:198.18.1.1:7472', rkey=4660,

@@ -42,6 +42,7 @@ static void sample(struct rd_region_rec *r, bool verbs)
 	}
 	r->epoch = 0xfedcba9876543210ull;
 	r->mem_id = 42;
+	r->gid = 0x0123456789abcdefull;
 	r->data_size = 1 << 20;
 	r->txn_slots = 64;
 	r->slot_size = 4096;
@@ -56,6 +57,9 @@ static json_t *other_value(const char *k, json_t *v)
 {
 	if (!strcmp(k, "state"))
 		return json_string(strcmp(json_string_value(v), "active") ? "active" : "stale");
+	if (!strcmp(k, "gid"))
+		return json_string(strcmp(json_string_value(v), "0123456789abcdef") ?
+				   "0123456789abcdef" : "0123456789abcdee");
 	if (!strcmp(k, "policy"))
 		return json_string(strcmp(json_string_value(v), "tenant") ? "tenant" : "owner");
 	if (!strcmp(k, "tenants")) {
@@ -149,7 +153,7 @@ static void check_every_field(bool verbs)
 		nfields++;
 	}
 	json_decref(o);
-	assert_int_equal(nfields, verbs ? 20 : 14); /* verbs: with rkey, raddr and the four limits */
+	assert_int_equal(nfields, verbs ? 21 : 15); /* verbs: with rkey, raddr and the four limits */
 	free(signed_text);
 }
 
@@ -290,7 +294,8 @@ static void test_region_invalid_signed(void **st)
 	/* an unknown policy string with a MAC over it */
 	{
 		const char *t = "{\"data_size\":\"1\",\"endpoint\":\"\",\"epoch\":\"1\",\"key\":1,"
-				"\"mem_id\":\"1\",\"name\":\"n\",\"node\":\"a\",\"policy\":\"everyone\","
+				"\"gid\":\"0000000000000000\",\"mem_id\":\"1\",\"name\":\"n\","
+				"\"node\":\"a\",\"policy\":\"everyone\","
 				"\"region_id\":1,\"slot_size\":0,\"state\":\"active\",\"tenant\":\"t\","
 				"\"tenants\":[],\"txn_slots\":0,\"mac\":\"00\"}";
 
@@ -383,8 +388,18 @@ static void test_region_grants(void **st)
 	assert_non_null(strstr(s, "\"grants\":[]"));
 	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
 	assert_int_equal(back.ngrants, 0);
+	/* the region's own id: 16 lowercase hex digits, 0 for none */
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (!strcmp(bad[i], "0000000000000000"))
+			continue;
+		t = with_field(s, "gid", json_string(bad[i]));
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		assert_string_equal(why, "malformed gid");
+		free(t);
+	}
 	free(s);
-	/* the id names node, tenant, name and memory, each */
+	/* the id names node, tenant, name and key, each */
 	uint64_t id = rd_grant_id("node-a", "t", "ibv-qp-000001", 7);
 
 	assert_true(id != 0);

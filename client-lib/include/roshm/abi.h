@@ -177,7 +177,9 @@ struct roshm_region_hdr {
 	uint64_t seqlock;           /* odd while the owner's roshmd applies */
 	uint64_t txn_aborted;       /* sequences skipped as aborted holes */
 	uint64_t mem_id;            /* random per allocation; kept across re-attach */
-	uint8_t pad[ROSHM_CACHELINE - 24];
+	uint64_t grant_key;         /* roshmd's: random per allocation, kept across re-attach,
+				     * never published: the secret in the region's grant id */
+	uint8_t pad[ROSHM_CACHELINE - 32];
 };
 ROSHM_STATIC_ASSERT(sizeof(struct roshm_region_hdr) == 128, "region hdr");
 ROSHM_STATIC_ASSERT(offsetof(struct roshm_region_hdr, txn_tail) == 48, "region hdr");

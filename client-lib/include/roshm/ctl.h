@@ -146,25 +146,36 @@ struct roshm_ctl_region_close {
 
 /*
  * REGION_GRANT: @handle is a region this client owns, created with
- * ROSHM_POLICY_GRANT. ADD lets whichever client owns a region of its
- * tenant (that very region: its node, name and memory) open @handle's
- * region; REMOVE takes it back. That region is named by @peer, a handle
- * this client holds on it (opened, or its own; @name all zero), or, with
- * ADD_NAME and REMOVE_NAME, by @name in this client's tenant (@peer 0):
- * the region published under it when roshmd looks. The reply comes once
- * the region's record says so. Reply: status only.
+ * ROSHM_POLICY_GRANT. A grant lets whichever client owns one region of its
+ * tenant (that very region: its node, name and secret key) open @handle's
+ * region. The reply gives that region's grant id, which names the grant
+ * from then on. The fields an op does not use are 0.
+ * - ADD: the region behind @peer, a handle this client holds on it
+ *   (opened, or its own);
+ * - ADD_NAME: the region published as @name in this client's tenant now;
+ * - ADD_ID: @gid, from an earlier reply (libroshm, after a restart);
+ * - REMOVE: takes grant @gid back.
+ * The reply comes once the region's record says so; with status 0, or
+ * -EAGAIN when the registry did not answer (the change stands: roshmd
+ * writes it when it does), it carries the id.
  */
 #define ROSHM_GRANT_ADD 1u
 #define ROSHM_GRANT_REMOVE 2u
 #define ROSHM_GRANT_ADD_NAME 3u
-#define ROSHM_GRANT_REMOVE_NAME 4u
+#define ROSHM_GRANT_ADD_ID 4u
 struct roshm_ctl_region_grant {
 	struct roshm_ctl_hdr hdr;
 	uint32_t handle;
 	uint32_t peer;
 	uint32_t op;                /* ROSHM_GRANT_* */
 	uint32_t rsvd;
+	uint64_t gid;
 	char name[ROSHM_NAME_MAX];
+};
+
+struct roshm_ctl_region_grant_reply {
+	struct roshm_ctl_hdr hdr;
+	uint64_t gid;
 };
 
 /*
