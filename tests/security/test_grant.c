@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Attacks on region grants (ROSHM_POLICY_GRANT, REGION_GRANT), from a pod
+ * of the same tenant, against one real roshmd:
+ * - REGION_GRANT spoken by hand: malformed messages are refused, and a
+ *   client that only opened a region cannot grant it (roshmd's check, not
+ *   the library's);
+ * - the granted region's name, taken over once its owner closed it: by a
+ *   new region (REGION_CREATE), and by a REGION_REATTACH whose forged
+ *   header carries the old region's mem_id (which every registry record
+ *   shows): neither inherits the grant;
+ * - a roshmd restart: the granter gives its grants again by id, so a pod
+ *   that takes the grantee's name before the grantee re-attaches gets
+ *   nothing, while the real grantee, once back, gets in;
+ * - a grant whose record could not be written (-EAGAIN) is still taken
+ *   back when the handle it went through is closed.
+ * The owner's data is checked unchanged after every refused attempt.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attack.h"
+#include "roshm/ctl.h"
+
+static struct th_daemon d;
+
+static struct roshm *cl(void)
+{
+	int err;
+	struct roshm *r = atk_open(&d, "a", NULL, &err);
+
+	assert_non_null(r);
+	return r;
+}
+
+/* REGION_REATTACH by hand on @fd: a memfd whose header is ours to write,
+ * with @mem_id (and no grant key: roshmd gives it one). */
+static int forge_reattach(int fd, const char *name, uint64_t size, uint64_t mem_id, uint32_t policy,
+			  uint32_t *handle)
+{
+	struct roshm_ctl_region_create req;
+	struct roshm_ctl_region_reply rep;
+	uint64_t ms = roshm_region_map_size(size, 0, 0);
+	struct roshm_region_hdr *h;
+	void *map;
+	int mfd = atk_memfd(ms, &map);
+	ssize_t n;
+
+	if (mfd < 0)
+		return mfd;
+	h = map;
+	memset(h, 0, sizeof(*h));
+	h->magic = ROSHM_REGION_MAGIC;
+	h->abi_version = ROSHM_ABI_VERSION;
+	h->data_size = size;
+	h->data_off = roshm_region_data_off(0, 0);
+	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	h->mem_id = mem_id;
+	memset(&req, 0, sizeof(req));
+	atk_ctl_hdr(&req.hdr, ROSHM_CTL_REGION_REATTACH, sizeof(req));
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	req.size = size;
+	req.policy = policy;
+	n = atk_ctl_call(fd, &req, sizeof(req), mfd, &rep, sizeof(rep), 5000);
+	/* mfd stays open: the region's memory is ours */
+	if (n < (ssize_t)sizeof(struct roshm_ctl_hdr))
+		return n < 0 ? (int)n : -EPROTO;
+	if (rep.hdr.status)
+		return rep.hdr.status;
+	*handle = rep.handle;
+	return 0;
+}
+
+/* REGION_GRANT by hand; @len other than the message's size is allowed. */
+static int raw_grant(int fd, const struct roshm_ctl_region_grant *g, size_t len)
+{
+	struct {
+		struct roshm_ctl_region_grant g;
+		char extra[64];
+	} req;
+	struct roshm_ctl_region_grant_reply rep;
+	ssize_t n;
+
+	memset(&req, 0, sizeof(req));
+	req.g = *g;
+	atk_ctl_hdr(&req.g.hdr, ROSHM_CTL_REGION_GRANT, len);
+	n = atk_ctl_call(fd, &req, len, -1, &rep, sizeof(rep), 5000);
+	if (n < (ssize_t)sizeof(rep.hdr))
+		return n < 0 ? (int)n : -EPROTO;
+	return rep.hdr.status;
+}
+
+static void put_word(struct roshm *owner, uint32_t h, uint64_t v)
+{
+	memcpy(roshm_region_data(owner, h, NULL), &v, 8);
+}
+
+static uint64_t word(struct roshm *owner, uint32_t h)
+{
+	uint64_t v;
+
+	memcpy(&v, roshm_region_data(owner, h, NULL), 8);
+	return v;
+}
+
+static void test_raw_messages(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl();
+	int fd = atk_raw_attach(d.sock, "a", 0, 0);
+	uint32_t hm, hmine, hring, hx;
+	struct roshm_ctl_region_grant g;
+
+	(void)st;
+	assert_true(fd >= 0);
+	assert_int_equal(roshm_region_create(v, "raw-mem", 4096, &grant, &hm), 0);
+	/* the hostile client: a region of its own, and a handle on the victim's? no:
+	 * it may not open it; it opens a tenant region of the victim instead */
+	assert_int_equal(forge_reattach(fd, "raw-ring", 4096, 7, 0, &hring), 0);
+	assert_int_equal(forge_reattach(fd, "raw-own", 4096, 8, ROSHM_POLICY_GRANT, &hmine), 0);
+	memset(&g, 0, sizeof(g));
+	g.handle = hmine;
+	g.peer = hring;
+	g.op = ROSHM_GRANT_ADD;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), 0);             /* its own: fine */
+	/* malformed: unknown op, rsvd, fields an op does not use, bad name */
+	for (uint32_t op = 0; op <= 6; op += 5) {
+		g.op = op;
+		assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	}
+	g.op = ROSHM_GRANT_ADD;
+	g.rsvd = 1;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.rsvd = 0;
+	g.gid = 5;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.gid = 0;
+	snprintf(g.name, sizeof(g.name), "raw-ring");
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.op = ROSHM_GRANT_ADD_NAME;
+	g.peer = 0;
+	snprintf(g.name, sizeof(g.name), "../etc");
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	memset(g.name, 'x', sizeof(g.name));
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	memset(g.name, 0, sizeof(g.name));
+	snprintf(g.name, sizeof(g.name), "no-such-region");
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -ENOENT);
+	g.op = ROSHM_GRANT_REMOVE;
+	memset(g.name, 0, sizeof(g.name));
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);      /* no id */
+	g.op = ROSHM_GRANT_ADD;
+	g.peer = hring;
+	g.handle = 0xffffffffu;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EBADF);
+	g.handle = hmine;
+	g.peer = 0xfffffffeu;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EBADF);
+	/* a region it only opened: roshmd refuses, whatever the library does */
+	assert_int_equal(roshm_region_create(v, "raw-tenant", 4096, NULL, &hx), 0);
+	{
+		struct roshm_ctl_region_open o;
+		struct roshm_ctl_region_reply rep;
+
+		memset(&o, 0, sizeof(o));
+		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
+		snprintf(o.name, sizeof(o.name), "raw-tenant");
+		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) ==
+			    (ssize_t)sizeof(rep));
+		assert_int_equal(rep.hdr.status, 0);
+		g.handle = rep.handle;
+		g.peer = hring;
+		assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EACCES);
+	}
+	/* wrong sizes */
+	g.handle = hmine;
+	assert_true(raw_grant(fd, &g, sizeof(g) - 4) < 0);
+	assert_true(raw_grant(fd, &g, sizeof(g) + 40) < 0);
+	close(fd);
+	/* and it never got into the victim's region */
+	fd = atk_raw_attach(d.sock, "a", 0, 0);
+	assert_true(fd >= 0);
+	{
+		struct roshm_ctl_region_open o;
+		struct roshm_ctl_region_reply rep;
+
+		memset(&o, 0, sizeof(o));
+		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
+		snprintf(o.name, sizeof(o.name), "raw-mem");
+		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) >=
+			    (ssize_t)sizeof(rep.hdr));
+		assert_int_equal(rep.hdr.status, -EACCES);
+	}
+	close(fd);
+	atk_assert_alive(&d);
+	roshm_close(v);
+}
+
+/*
+ * The grantee's name taken over after its owner closed it, while the
+ * granter still holds its handle (a QP not yet destroyed): a new region, or
+ * a forged re-attach with the old mem_id, is not the region granted.
+ */
+static void test_name_taken_over(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl(), *p = cl(), *x;
+	uint32_t hm, hr, hring, hx, hforged;
+	uint64_t mid;
+	int fd;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(v, "to-mem", 4096, &grant, &hm), 0);
+	put_word(v, hm, 0x5ec2e7);
+	assert_int_equal(roshm_region_create(p, "to-ring", 4096, NULL, &hr), 0);
+	mid = atk_region_hdr(p, hr, 0, 0)->mem_id; /* also in the registry record */
+	assert_int_equal(roshm_region_open(v, "to-ring", &hring, NULL), 0);
+	assert_int_equal(roshm_region_grant(v, hm, hring), 0);
+	assert_int_equal(roshm_region_open(p, "to-mem", &hx, NULL), 0);
+	assert_int_equal(roshm_region_close(p, hx), 0);
+	assert_int_equal(roshm_region_close(p, hr), 0);
+	roshm_close(p);
+	/* a new region under the name */
+	x = cl();
+	assert_int_equal(roshm_region_create(x, "to-ring", 4096, NULL, &hx), 0);
+	assert_int_equal(roshm_region_open(x, "to-mem", &hx, NULL), -EACCES);
+	roshm_close(x);
+	/* a forged re-attach with the old mem_id */
+	fd = atk_raw_attach(d.sock, "a", 0, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(forge_reattach(fd, "to-ring", 4096, mid, 0, &hforged), 0);
+	{
+		struct roshm_ctl_region_open o;
+		struct roshm_ctl_region_reply rep;
+
+		memset(&o, 0, sizeof(o));
+		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
+		snprintf(o.name, sizeof(o.name), "to-mem");
+		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) >=
+			    (ssize_t)sizeof(rep.hdr));
+		assert_int_equal(rep.hdr.status, -EACCES);
+	}
+	close(fd);
+	assert_true(word(v, hm) == 0x5ec2e7);
+	roshm_close(v);
+	atk_assert_alive(&d);
+}
+
+/*
+ * A roshmd restart. The granter comes back first and gives its grant again
+ * by the grantee's id: a pod that took the grantee's name meanwhile gets
+ * nothing; then, in a second round without a squatter, the real grantee
+ * re-attaches (same key) and gets in.
+ */
+static void test_restart(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl(), *p = cl(), *x;
+	uint32_t hm, hr, hring, hx, hsq, dummy;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(v, "rs-mem", 4096, &grant, &hm), 0);
+	put_word(v, hm, 0xfeed);
+	assert_int_equal(roshm_region_create(p, "rs-ring", 4096, NULL, &hr), 0);
+	assert_int_equal(roshm_region_open(v, "rs-ring", &hring, NULL), 0);
+	assert_int_equal(roshm_region_grant(v, hm, hring), 0);
+	assert_int_equal(roshm_region_open(p, "rs-mem", &hx, NULL), 0);
+
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	d.pid = 0;
+	assert_int_equal(th_daemon_restart(&d), 0);
+	x = cl();
+	assert_int_equal(roshm_region_create(x, "rs-ring", 4096, NULL, &hsq), 0);
+	/* the granter reconnects (any call): re-attaches rs-mem, gives the grant again */
+	assert_int_equal(roshm_region_open(v, "none-here", &dummy, NULL), -ENOENT);
+	assert_int_equal(roshm_region_open(x, "rs-mem", &hx, NULL), -EACCES);
+	assert_true(word(v, hm) == 0xfeed);
+	/* the squatter goes; the real grantee comes back and is let in */
+	roshm_close(x);
+	assert_int_equal(roshm_region_open(p, "rs-mem", &hx, NULL), 0);
+	{
+		uint64_t w = 0xabcdef;
+
+		memcpy(roshm_arena(p, NULL), &w, 8);
+		assert_int_equal(roshm_write_sync(p, hx, 0, 0, 8), 0);
+		assert_true(word(v, hm) == 0xabcdef);
+	}
+	roshm_close(p);
+	roshm_close(v);
+}
+
+/* A grant answered -EAGAIN (the registry did not take the record) stands,
+ * and closing the handle it went through still takes it back. */
+static void test_eagain_taken_back(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl(), *p = cl();
+	uint32_t hm, hr, hring, hx;
+	char path[600];
+	int dfd, ret;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(v, "ea-mem", 4096, &grant, &hm), 0);
+	assert_int_equal(roshm_region_create(p, "ea-ring", 4096, NULL, &hr), 0);
+	assert_int_equal(roshm_region_open(v, "ea-ring", &hring, NULL), 0);
+	snprintf(path, sizeof(path), "%s/registry/regions/a", d.dir);
+	dfd = open(path, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	assert_int_equal(flock(dfd, LOCK_EX), 0);
+	ret = roshm_region_grant(v, hm, hring);
+	flock(dfd, LOCK_UN);
+	close(dfd);
+	assert_true(ret == -EAGAIN || ret == 0);
+	assert_int_equal(roshm_region_open(p, "ea-mem", &hx, NULL), 0); /* it stands */
+	assert_int_equal(roshm_region_close(p, hx), 0);
+	assert_int_equal(roshm_region_close(v, hring), 0);
+	assert_int_equal(roshm_region_open(p, "ea-mem", &hx, NULL), -EACCES);
+	roshm_close(p);
+	roshm_close(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_raw_messages),
+		cmocka_unit_test(test_name_taken_over),
+		cmocka_unit_test(test_eagain_taken_back),
+		cmocka_unit_test(test_restart),
+	};
+	int fails;
+
+	th_cleanup_enable();
+	if (th_daemon_start(&d, "secgrant", ATK_TENANTS "channel: { hugepages = \"off\"; };\n"))
+		return 1;
+	fails = cmocka_run_group_tests_name("security_grant", tests, NULL, NULL);
+	if (fails)
+		atk_log_tail(&d, 30);
+	atk_daemon_kill(&d);
+	return fails;
+}
