@@ -503,7 +503,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	struct ibv_pd *opd = NULL;
 	struct ibv_cq *ocq = NULL, *ecq;
 	struct ibv_qp *qa, *qr, *qt = NULL;
-	struct ibv_mr *rmr, *omr = NULL, *smr;
+	struct ibv_mr *rmr, *omr = NULL, *smr, *amr;
 	struct ibv_pd *spd = ibv_alloc_pd(ctx);
 	uint8_t *sbuf = pages(4096);
 	struct info2 me, peer;
@@ -547,7 +547,11 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	memset(sbuf, 0xee, 4096);
 	smr = spd ? ibv_reg_mr(spd, sbuf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
-	if (!smr)
+	/* an MR of the connected PD over a part of smr's page: the page is
+	 * smr's (its region), and must not open smr to the client */
+	amr = smr ? ibv_reg_mr(pd, sbuf + 1024, 512, IBV_ACCESS_LOCAL_WRITE |
+			       IBV_ACCESS_REMOTE_WRITE) : NULL;
+	if (!smr || !amr)
 		die("ibv_reg_mr (a second PD)");
 	me = (struct info2){ (uintptr_t)rb, rmr->rkey,
 			     { qa->qp_num, qr->qp_num, qt ? qt->qp_num : 0 },
@@ -612,7 +616,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 		if (sbuf[i] != 0xee)
 			die("an MR of a PD the client's QPs are not connected to was written");
 	printf("verbs_check server: an MR of our second PD (no QP) was not written through the "
-	       "client's QP\n");
+	       "client's QP, though an MR of the connected PD shares its page\n");
 	if (qt) {
 		if (ibv_poll_cq(ocq, 1, &wc) != 0)
 			die("a QP of another tenant completed a RECV");
@@ -634,7 +638,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	if (qt && (ibv_destroy_qp(qt) || ibv_dereg_mr(omr) || ibv_destroy_cq(ocq) ||
 		   ibv_dealloc_pd(opd) || ibv_close_device(octx)))
 		die("release (other tenant)");
-	if (ibv_dereg_mr(smr) || ibv_dealloc_pd(spd))
+	if (ibv_dereg_mr(amr) || ibv_dereg_mr(smr) || ibv_dealloc_pd(spd))
 		die("release (second PD)");
 	if (dl)
 		ibv_free_device_list(dl);
