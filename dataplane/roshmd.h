@@ -143,6 +143,8 @@ struct rd_region {
 	uint64_t grant_key;           /* local: the secret in its grant id (header, re-attach) */
 	uint64_t gid;                 /* rd_grant_id() of it: local, made at create; remote, the
 					 record's (control) */
+	uint64_t grants_seen;         /* remote, ROSHM_POLICY_GRANT: a hash of the record's
+					 grants as last enforced (control) */
 	/* verbs: local regions have an MR over the whole mapping; remote ones
 	 * carry the owner's rkey and mapping address from the registry */
 	void *mr;                     /* struct ibv_mr * */

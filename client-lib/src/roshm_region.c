@@ -386,7 +386,8 @@ int roshm_region_close(struct roshm *r, uint32_t handle)
 	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		return ret;
-	if (rep.hdr.status)
+	/* -EBADF: roshmd closed it already (a grant taken back): it is gone */
+	if (rep.hdr.status && rep.hdr.status != -EBADF)
 		return rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
 	for (pp = &r->owned; *pp; pp = &(*pp)->next) {
 		if ((*pp)->handle == handle) {

@@ -51,6 +51,16 @@ static int peer_connect(struct rd_control *ctl, struct rd_peer *p);
 static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now);
 static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p);
 
+/* The grants of a record, as one number (a change of them, a change of it). */
+static uint64_t grants_hash(const struct rd_region_rec *rec)
+{
+	uint64_t h = 1469598103934665603ull ^ rec->ngrants;
+
+	for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++)
+		h = (h ^ rec->grants[i]) * 1099511628211ull;
+	return h;
+}
+
 /* Atomics of this node's pods and transaction engine on its own regions must
  * be serialized with the peers' NIC atomics: when the provider says so
  * (rd_local_provider.atomics), they go through a peer that is ourselves (a
@@ -259,9 +269,11 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	rd_control_peer_ready(ctl, p, 0);
 	/* Its regions that waited for it go on now, not at the next
 	 * revalidation: their records say whether they are still the same. */
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
+		next = rg->next; /* (revalidate may free it) */
 		if (rg->remote && rg->peer == p && rg->ctl_paused && !rg->ctl_dead)
 			revalidate(ctl, rg, rd_mono_ns());
+	}
 }
 
 /*
@@ -339,6 +351,7 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		rg->raddr = rec->raddr;
 		rg->mem_id = rec->mem_id;
 		rg->gid = rec->gid;
+		rg->grants_seen = grants_hash(rec);
 		rg->data_size = rec->data_size;
 		rg->policy = rec->policy;
 		rg->txn_slots = rec->txn_slots;
@@ -484,6 +497,11 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 		region_gone(ctl, rg, "record removed");
 	} else if (ret == 0 && !same) {
 		region_gone(ctl, rg, "re-created with a new epoch");
+	} else if (ret == 0 && rec.policy == ROSHM_POLICY_GRANT &&
+		   grants_hash(&rec) != rg->grants_seen) {
+		/* its owner took grants back: our clients it no longer lets in let go */
+		rg->grants_seen = grants_hash(&rec);
+		rd_control_grants_enforce(ctl, rg, rec.tenant, rec.grants, rec.ngrants);
 	}
 }
 
@@ -499,9 +517,11 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		goto reconnect;
 	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;
 	/* Remote regions whose record went away or changed epoch are stale. */
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
+		next = rg->next; /* revalidate may close its last handle, and free it */
 		if (rg->remote && !rg->ctl_dead)
 			revalidate(ctl, rg, now);
+	}
 	/* A peer whose node record is gone (lease expired) is down, even if
 	 * its TCP connection has not noticed yet (a stopped process). */
 	for (struct rd_peer *p = ctl->peers; p; p = p->next) {

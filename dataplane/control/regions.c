@@ -275,6 +275,30 @@ static bool client_granted(const struct rd_client *c, const char *tenant, const 
 	return false;
 }
 
+/*
+ * Grants taken back: close the handles of clients that @grants (the
+ * region's list now) no longer lets in, as a NIC ends access with the QP.
+ * Their next operation on the handle completes with -EBADF. The owner's
+ * handle stays.
+ */
+void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
+			       const uint64_t *grants, uint32_t n)
+{
+	rg->refs++; /* a release below may drop the last of the others */
+	for (struct rd_client *c = ctl->clients; c; c = c->next)
+		for (uint32_t i = 0; i < c->nhandles; i++) {
+			struct rd_handle *h = &c->ctl_handles[i];
+
+			if (h->region != rg || (!rg->remote && rg->owner == c) ||
+			    client_granted(c, tenant, grants, n))
+				continue;
+			RD_LOG(INFO, "region %s/%s: client %u is no longer granted it: handle closed",
+			       rg->tenant, rg->name, c->id);
+			rd_handle_release(ctl, c, rd_handle_make(i, h->gen), true);
+		}
+	rd_control_region_put(ctl, rg);
+}
+
 static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 {
 	if (rg->policy == ROSHM_POLICY_OWNER)
@@ -864,6 +888,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		memmove(&rg->grants[i], &rg->grants[i + 1],
 			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
 		rg->ngrants--;
+		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
 	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
 	conn_wait(ctl, conn, RD_WAIT_PUT);

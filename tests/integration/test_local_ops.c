@@ -503,9 +503,11 @@ static void test_grant_policy(void **state)
 	assert_int_equal(roshm_region_open(a, "blue/blue-ring", &hb, NULL), 0);
 	assert_int_equal(roshm_region_grant(a, hm, hb), -EACCES);          /* another tenant's */
 	assert_int_equal(roshm_region_open(b, "default/gr-mem", &hx, NULL), -EACCES);
-	/* revoke: new opens are refused */
+	/* revoke: new opens are refused, and the handle a2 holds is closed */
 	assert_int_equal(roshm_region_revoke(a, hm, hring), 0);
 	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_write_sync(a2, hmo, 64, 0, 8), -EBADF);
+	assert_int_equal(roshm_region_close(a2, hmo), 0);
 	/* closing the handle the grant went through takes it back */
 	assert_int_equal(roshm_region_grant(a, hm, hring), 0);
 	assert_int_equal(roshm_region_open(a2, "gr-mem", &hx, NULL), 0);

@@ -738,7 +738,8 @@ static void test_grant_across_nodes(void **state)
 	assert_int_equal(open_retry(c, full, &hc, NULL), -EACCES);
 	/* node 3 cannot make a region of its own under the granted name */
 	assert_int_equal(roshm_region_create(c, ring, 4096, NULL, &hc), -EEXIST);
-	/* revoked: new opens are refused once node 2 has the record */
+	/* revoked: new opens are refused once node 2 has the record, and the
+	 * handle b holds is closed at node 2's next look at it */
 	assert_int_equal(roshm_region_revoke(a, hm, hring), 0);
 	for (int i = 0; i < 500; i++) {
 		uint32_t h2;
@@ -750,6 +751,13 @@ static void test_grant_across_nodes(void **state)
 		usleep(10000);
 	}
 	assert_int_equal(ret, -EACCES);
+	for (int i = 0; i < 1000; i++) {
+		ret = roshm_write_sync(b, hx, 128, 0, 8);
+		if (ret != 0)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(ret, -EBADF);
 	roshm_close(c);
 	roshm_close(b2);
 	roshm_close(b);
