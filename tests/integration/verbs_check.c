@@ -979,7 +979,6 @@ int main(int argc, char **argv)
 	struct ibv_mr *mr;
 	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC,
 				       .cap = { .max_send_wr = 16, .max_send_sge = 1 } };
-	struct ibv_qp_attr at = { 0 };
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	struct info me, peer;
 	int s, fd, server;
@@ -1017,8 +1016,6 @@ int main(int argc, char **argv)
 		die("ibv_reg_mr");
 	if (buf[0] != 0x5a || buf[LEN - 1] != 0x5a)
 		die("registration changed the buffer's contents");
-	at.qp_state = IBV_QPS_INIT;
-	ibv_modify_qp(qp, &at, IBV_QP_STATE);
 	me = (struct info){ (uintptr_t)buf, mr->rkey, qp->qp_num };
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	if (server) {
@@ -1032,14 +1029,9 @@ int main(int argc, char **argv)
 		if (fd < 0 || write(fd, &me, sizeof(me)) != sizeof(me) ||
 		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
 			die("exchange");
-		/* RTR with the client's QPN: from now on its owner may use our MR */
-		at.qp_state = IBV_QPS_RTR;
-		at.dest_qp_num = peer.qpn;
-		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
-			die("modify_qp RTR");
-		at.qp_state = IBV_QPS_RTS;
-		if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || write(fd, "c", 1) != 1 ||
-		    read(fd, &done, 1) != 1)
+		/* connected to the client's QP: from now on its owner may use our MR */
+		connect_qp(qp, peer.qpn, 1, 7);
+		if (write(fd, "c", 1) != 1 || read(fd, &done, 1) != 1)
 			die("exchange");
 		for (int i = 0; i < LEN; i++) {
 			uint8_t want = i >= OFF && i < OFF + PLEN ? (uint8_t)(i * 7 + 1) : 0x5a;
@@ -1078,12 +1070,8 @@ int main(int argc, char **argv)
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    read(s, &peer, sizeof(peer)) != sizeof(peer) || write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
-	at.qp_state = IBV_QPS_RTR;
-	at.dest_qp_num = peer.qpn;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
-		die("modify_qp RTR");
-	at.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || read(s, &connected, 1) != 1)
+	connect_qp(qp, peer.qpn, 1, 7);
+	if (read(s, &connected, 1) != 1)
 		die("exchange (connected)");
 	uint8_t *src = buf, *back = buf + 4096;
 	uint64_t old = 0;

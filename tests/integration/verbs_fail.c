@@ -37,6 +37,23 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* INIT, RTR with the peer's QPN, RTS: as any RC application connects. */
+static void connect_rc(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	at.qp_state = IBV_QPS_RTR;
+	at.dest_qp_num = dest;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
+		die("modify_qp RTR");
+	at.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
+		die("modify_qp RTS");
+}
+
 static void post_write(struct ibv_qp *qp, void *src, uint32_t lkey, const struct info *to,
 		       uint64_t id)
 {
@@ -153,8 +170,6 @@ int main(int argc, char **argv)
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
-	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 	struct info me, peer;
 	bool server;
 	void *buf = NULL;
@@ -193,15 +208,8 @@ int main(int argc, char **argv)
 		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
 			die("exchange");
 		/* connected to the client's QP: its owner may use our MR */
-		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-			die("modify_qp INIT");
-		at.qp_state = IBV_QPS_RTR;
-		at.dest_qp_num = peer.qpn;
-		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
-			die("modify_qp RTR");
-		at.qp_state = IBV_QPS_RTS;
-		if (ibv_modify_qp(qp, &at, IBV_QP_STATE) || write(fd, "k", 1) != 1 ||
-		    read(fd, &c, 1) != 1)
+		connect_rc(qp, peer.qpn);
+		if (write(fd, "k", 1) != 1 || read(fd, &c, 1) != 1)
 			die("exchange");
 		if (!strcmp(argv[2], "dereg")) {
 			usleep(300000);
@@ -231,15 +239,7 @@ int main(int argc, char **argv)
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    read(s, &peer, sizeof(peer)) != sizeof(peer) || write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify_qp INIT");
-	at.qp_state = IBV_QPS_RTR;
-	at.dest_qp_num = peer.qpn;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
-		die("modify_qp RTR");
-	at.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
-		die("modify_qp RTS");
+	connect_rc(qp, peer.qpn);
 	if (read(s, &c, 1) != 1)   /* the server's QP is connected to ours */
 		die("exchange (connected)");
 	client(qp, cq, mr, &peer, argv[4], s);

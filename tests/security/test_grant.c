@@ -102,6 +102,24 @@ static int raw_grant(int fd, const struct roshm_ctl_region_grant *g, size_t len)
 	return rep.hdr.status;
 }
 
+/* REGION_OPEN by hand: 0 with *@handle, or the status. */
+static int raw_open(int fd, const char *name, uint32_t *handle)
+{
+	struct roshm_ctl_region_open o;
+	struct roshm_ctl_region_reply rep;
+	ssize_t n;
+
+	memset(&o, 0, sizeof(o));
+	atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
+	snprintf(o.name, sizeof(o.name), "%s", name);
+	n = atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000);
+	if (n < (ssize_t)sizeof(rep.hdr))
+		return n < 0 ? (int)n : -EPROTO;
+	if (!rep.hdr.status)
+		*handle = rep.handle;
+	return rep.hdr.status;
+}
+
 static void put_word(struct roshm *owner, uint32_t h, uint64_t v)
 {
 	memcpy(roshm_region_data(owner, h, NULL), &v, 8);
@@ -170,20 +188,9 @@ static void test_raw_messages(void **st)
 	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EBADF);
 	/* a region it only opened: roshmd refuses, whatever the library does */
 	assert_int_equal(roshm_region_create(v, "raw-tenant", 4096, NULL, &hx), 0);
-	{
-		struct roshm_ctl_region_open o;
-		struct roshm_ctl_region_reply rep;
-
-		memset(&o, 0, sizeof(o));
-		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-		snprintf(o.name, sizeof(o.name), "raw-tenant");
-		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) ==
-			    (ssize_t)sizeof(rep));
-		assert_int_equal(rep.hdr.status, 0);
-		g.handle = rep.handle;
-		g.peer = hring;
-		assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EACCES);
-	}
+	assert_int_equal(raw_open(fd, "raw-tenant", &g.handle), 0);
+	g.peer = hring;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EACCES);
 	/* wrong sizes */
 	g.handle = hmine;
 	assert_true(raw_grant(fd, &g, sizeof(g) - 4) < 0);
@@ -192,17 +199,7 @@ static void test_raw_messages(void **st)
 	/* and it never got into the victim's region */
 	fd = atk_raw_attach(d.sock, "a", 0, 0);
 	assert_true(fd >= 0);
-	{
-		struct roshm_ctl_region_open o;
-		struct roshm_ctl_region_reply rep;
-
-		memset(&o, 0, sizeof(o));
-		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-		snprintf(o.name, sizeof(o.name), "raw-mem");
-		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) >=
-			    (ssize_t)sizeof(rep.hdr));
-		assert_int_equal(rep.hdr.status, -EACCES);
-	}
+	assert_int_equal(raw_open(fd, "raw-mem", &hx), -EACCES);
 	close(fd);
 	atk_assert_alive(&d);
 	roshm_close(v);
@@ -241,17 +238,7 @@ static void test_name_taken_over(void **st)
 	fd = atk_raw_attach(d.sock, "a", 0, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(forge_reattach(fd, "to-ring", 4096, mid, 0, &hforged), 0);
-	{
-		struct roshm_ctl_region_open o;
-		struct roshm_ctl_region_reply rep;
-
-		memset(&o, 0, sizeof(o));
-		atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-		snprintf(o.name, sizeof(o.name), "to-mem");
-		assert_true(atk_ctl_call(fd, &o, sizeof(o), -1, &rep, sizeof(rep), 5000) >=
-			    (ssize_t)sizeof(rep.hdr));
-		assert_int_equal(rep.hdr.status, -EACCES);
-	}
+	assert_int_equal(raw_open(fd, "to-mem", &hx), -EACCES);
 	close(fd);
 	assert_true(word(v, hm) == 0x5ec2e7);
 	roshm_close(v);
