@@ -91,6 +91,18 @@ int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const v
 int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+
+/* regions.c, for grants.c */
+struct rd_region *rd_region_find(struct rd_control *ctl, const char *tenant, const char *name);
+struct rd_handle *rd_handle_lookup(struct rd_client *c, uint32_t hv);
+typedef void (*rd_put_done_fn)(struct rd_control *ctl, struct rd_conn *conn, int status,
+			       uint64_t arg);
+int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct rd_region_rec *rec,
+		     rd_put_done_fn done, uint64_t arg);
+/* grants.c: whether @c owns, on this node, a region of @tenant whose grant
+ * id is in @grants */
+bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
+		       uint32_t n);
 /* admin.c */
 int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 

@@ -65,7 +65,7 @@ static void region_unlink(struct rd_control *ctl, struct rd_region *rg)
 			}
 }
 
-static struct rd_region *find_region(struct rd_control *ctl, const char *tenant, const char *name)
+struct rd_region *rd_region_find(struct rd_control *ctl, const char *tenant, const char *name)
 {
 	for (struct rd_region *rg = ctl->by_name[name_hash(tenant, name)]; rg; rg = rg->name_next)
 		if (rg->owner && !strcmp(rg->tenant, tenant) && !strcmp(rg->name, name))
@@ -202,7 +202,7 @@ static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_r
 	return -EMFILE;
 }
 
-static struct rd_handle *handle_lookup(struct rd_client *c, uint32_t hv)
+struct rd_handle *rd_handle_lookup(struct rd_client *c, uint32_t hv)
 {
 	uint32_t idx = hv & 0xffffu;
 
@@ -217,7 +217,7 @@ static struct rd_handle *handle_lookup(struct rd_client *c, uint32_t hv)
 void rd_handle_release(struct rd_control *ctl, struct rd_client *c, uint32_t hv,
 		       bool notify_poller)
 {
-	struct rd_handle *h = handle_lookup(c, hv);
+	struct rd_handle *h = rd_handle_lookup(c, hv);
 	struct rd_region *rg;
 
 	if (!h)
@@ -252,59 +252,12 @@ bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenan
 	return false;
 }
 
-/*
- * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) owns one of the
- * regions in @grants, here on this node. What the grant names is that
- * region's identity (rd_grant_id: node, name and memory), so a region made
- * later under the same name does not pass.
- */
-static bool client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
-			   uint32_t n)
-{
-	if (!n || strcmp(c->tenant, tenant))
-		return false;
-	for (uint32_t i = 0; i < c->nhandles; i++) {
-		const struct rd_region *rg = c->ctl_handles[i].region;
-
-		if (!rg || rg->remote || rg->owner != c || !rg->gid)
-			continue;
-		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++)
-			if (grants[j] == rg->gid)
-				return true;
-	}
-	return false;
-}
-
-/*
- * Grants taken back: close the handles of clients that @grants (the
- * region's list now) no longer lets in, as a NIC ends access with the QP.
- * Their next operation on the handle completes with -EBADF. The owner's
- * handle stays.
- */
-void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
-			       const uint64_t *grants, uint32_t n)
-{
-	rg->refs++; /* a release below may drop the last of the others */
-	for (struct rd_client *c = ctl->clients; c; c = c->next)
-		for (uint32_t i = 0; i < c->nhandles; i++) {
-			struct rd_handle *h = &c->ctl_handles[i];
-
-			if (h->region != rg || (!rg->remote && rg->owner == c) ||
-			    client_granted(c, tenant, grants, n))
-				continue;
-			RD_LOG(INFO, "region %s/%s: client %u is no longer granted it: handle closed",
-			       rg->tenant, rg->name, c->id);
-			rd_handle_release(ctl, c, rd_handle_make(i, h->gen), true);
-		}
-	rd_control_region_put(ctl, rg);
-}
-
 static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
 {
 	if (rg->policy == ROSHM_POLICY_OWNER)
 		return rg->owner == c;
 	if (rg->policy == ROSHM_POLICY_GRANT)
-		return rg->owner == c || client_granted(c, rg->tenant, rg->grants, rg->ngrants);
+		return rg->owner == c || rd_client_granted(c, rg->tenant, rg->grants, rg->ngrants);
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
@@ -341,7 +294,8 @@ static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
 struct wait_ref {
 	struct rd_control *ctl;
 	uint64_t id;
-	uint64_t gid;                 /* REGION_GRANT: the id its reply carries */
+	rd_put_done_fn done;          /* rd_conn_put_wait */
+	uint64_t arg;
 };
 
 static struct rd_conn *conn_by_wait(struct rd_control *ctl, uint64_t id)
@@ -359,9 +313,50 @@ static struct wait_ref *wait_ref(struct rd_control *ctl, struct rd_conn *conn)
 	if (w) {
 		w->ctl = ctl;
 		w->id = conn->wait_id;
-		w->gid = 0;
+		w->done = NULL;
+		w->arg = 0;
 	}
 	return w;
+}
+
+static void put_done(void *arg, int status)
+{
+	struct wait_ref *w = arg;
+	struct rd_control *ctl = w->ctl;
+	struct rd_conn *conn = conn_by_wait(ctl, w->id);
+	rd_put_done_fn done = w->done;
+	uint64_t a = w->arg;
+
+	free(w);
+	if (!conn)
+		return; /* it went away meanwhile */
+	conn_unpark(ctl, conn);
+	done(ctl, conn, status, a);
+}
+
+/*
+ * Put @rec in the registry and answer @conn's request once the store did:
+ * @done runs then with its status and @arg (not if the connection went
+ * meanwhile). 0, or -errno (then @done never runs).
+ */
+int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct rd_region_rec *rec,
+		     rd_put_done_fn done, uint64_t arg)
+{
+	struct wait_ref *w;
+	int ret;
+
+	conn_wait(ctl, conn, RD_WAIT_PUT);
+	w = wait_ref(ctl, conn);
+	if (w) {
+		w->done = done;
+		w->arg = arg;
+	}
+	ret = w ? ctl->reg.ops->put_region(&ctl->reg, rec, 0, put_done, w) : -ENOMEM;
+	if (ret) {
+		free(w);
+		conn_unpark(ctl, conn);
+	}
+	return ret;
 }
 
 static int region_open(struct rd_control *ctl, struct rd_conn *conn,
@@ -481,7 +476,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		ctl->tenant_region_refused[c->tidx]++;
 		return -EDQUOT;
 	}
-	if (find_region(ctl, c->tenant, req->name))
+	if (rd_region_find(ctl, c->tenant, req->name))
 		return -EEXIST;
 	ret = ctl->reg.ops->get_region(&ctl->reg, c->tenant, req->name, &rec);
 	if (ret == 0 && strcmp(rec.node, cfg->node))
@@ -638,7 +633,7 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 		/* Remote: the policy is checked here, by the requester's roshmd,
 		 * which is the one that authenticated the client's tenant. */
 		bool ok = rec.policy == ROSHM_POLICY_GRANT ?
-			  client_granted(c, rec.tenant, rec.grants, rec.ngrants) :
+			  rd_client_granted(c, rec.tenant, rec.grants, rec.ngrants) :
 			  rec.policy != ROSHM_POLICY_OWNER &&
 			  rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
 					   (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant);
@@ -762,158 +757,12 @@ int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void 
 	return region_open(ctl, conn, msg);
 }
 
-static int grant_reply(int fd, int status, uint64_t gid)
-{
-	struct roshm_ctl_region_grant_reply rep;
-
-	memset(&rep, 0, sizeof(rep));
-	rd_reply_hdr(&rep.hdr, ROSHM_CTL_REGION_GRANT, sizeof(rep), status);
-	rep.gid = gid;
-	return rd_send_reply(fd, &rep, sizeof(rep), NULL, 0);
-}
-
-/* The registry's answer to a grant's record. */
-static void grant_published(void *arg, int status)
-{
-	struct wait_ref *w = arg;
-	struct rd_control *ctl = w->ctl;
-	struct rd_conn *conn = conn_by_wait(ctl, w->id);
-	uint64_t gid = w->gid;
-
-	free(w);
-	if (!conn)
-		return;
-	conn_unpark(ctl, conn);
-	/* The change stands either way (the record is our desired state and
-	 * is written when the store answers again). */
-	if (grant_reply(conn->fd, status ? -EAGAIN : 0, gid))
-		rd_conn_close(ctl, conn, "reply failed");
-}
-
-/*
- * The grant id of the region published as @name in @c's tenant: a live
- * region of ours, or another node's record. -ENOENT when there is none
- * (yet: the caller may ask again).
- */
-static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
-			 uint64_t *id)
-{
-	struct rd_region_rec rec;
-	struct rd_region *rg;
-
-	rg = find_region(ctl, c->tenant, name);
-	if (rg) {
-		*id = rg->gid;
-		return 0;
-	}
-	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
-	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid)
-		return -ENOENT;   /* none, or left over from an earlier instance of ours */
-	*id = rec.gid;
-	return 0;
-}
-
-/*
- * REGION_GRANT: the owner of a ROSHM_POLICY_GRANT region lets the owner of
- * another region of its tenant open it (or takes that back). The answer
- * waits for the record.
- */
-int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
-{
-	const struct roshm_ctl_region_grant *req = msg;
-	struct rd_client *c = conn->client;
-	bool add = req->op != ROSHM_GRANT_REMOVE;
-	struct rd_region_rec rec;
-	struct rd_region *rg;
-	struct rd_handle *h;
-	struct wait_ref *w;
-	uint64_t id = 0;
-	uint32_t i;
-	int ret;
-
-	(void)fd;
-	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_ADD_ID ||
-	    (req->op == ROSHM_GRANT_ADD) != (req->peer != 0) ||
-	    (req->op == ROSHM_GRANT_ADD_NAME) != (req->name[0] != 0) ||
-	    (req->op == ROSHM_GRANT_REMOVE || req->op == ROSHM_GRANT_ADD_ID) != (req->gid != 0) ||
-	    (req->name[0] && (!memchr(req->name, 0, sizeof(req->name)) ||
-			      !rd_valid_name(req->name))))
-		return -EINVAL;
-	h = handle_lookup(c, req->handle);
-	if (!h)
-		return -EBADF;
-	rg = h->region;
-	if (rg->remote || rg->owner != c)
-		return -EACCES;             /* only its owner grants */
-	if (rg->policy != ROSHM_POLICY_GRANT)
-		return -EINVAL;
-	switch (req->op) {
-	case ROSHM_GRANT_ADD: {
-		struct rd_handle *p = handle_lookup(c, req->peer);
-		struct rd_region *pr;
-
-		if (!p)
-			return -EBADF;
-		pr = p->region;
-		if (strcmp(pr->tenant, c->tenant))
-			return -EACCES;     /* grants stay within the tenant */
-		if (pr->remote ? pr->ctl_dead : !pr->owner)
-			return -ESTALE;
-		id = pr->gid;
-		break;
-	}
-	case ROSHM_GRANT_ADD_NAME:
-		ret = grant_resolve(ctl, c, req->name, &id);
-		if (ret)
-			return ret;
-		break;
-	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
-		id = req->gid;
-		break;
-	}
-	if (!id)
-		return -ENOENT;
-	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
-		;
-	if (add ? i < rg->ngrants : i == rg->ngrants)
-		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
-	if (add) {
-		if (rg->ngrants == ROSHM_GRANTS_MAX) {
-			RD_LOG(NOTICE, "region %s/%s: %d grants, no more (client %u)", rg->tenant,
-			       rg->name, ROSHM_GRANTS_MAX, c->id);
-			return -ENOSPC;
-		}
-		rg->grants[rg->ngrants++] = id;
-	} else {
-		memmove(&rg->grants[i], &rg->grants[i + 1],
-			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
-		rg->ngrants--;
-		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
-	}
-	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
-	conn_wait(ctl, conn, RD_WAIT_PUT);
-	w = wait_ref(ctl, conn);
-	if (w)
-		w->gid = id;
-	ret = w ? ctl->reg.ops->put_region(&ctl->reg, &rec, 0, grant_published, w) : -ENOMEM;
-	if (ret) {
-		free(w);
-		conn_unpark(ctl, conn);
-		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
-			strerror(-ret));
-		return grant_reply(conn->fd, -EAGAIN, id) ? -ECONNRESET : 1;
-	}
-	RD_LOG(DEBUG, "region %s/%s: %s %016llx", rg->tenant, rg->name,
-	       add ? "granted to" : "no longer granted to", (unsigned long long)id);
-	return 1;
-}
-
 int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
 {
 	const struct roshm_ctl_region_close *req = msg;
 
 	(void)fd;
-	if (!handle_lookup(conn->client, req->handle))
+	if (!rd_handle_lookup(conn->client, req->handle))
 		return -EBADF;
 	rd_handle_release(ctl, conn->client, req->handle, true);
 	return 0;

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Region grants (ROSHM_POLICY_GRANT): REGION_GRANT, by which a region's
+ * owner lets the owner of another region of its tenant open it, or takes
+ * that back; who a grant lets in (rd_client_granted, used by the open's
+ * policy check in regions.c); and closing the handles a revoke no longer
+ * lets in. A grant names a region by its grant id (rd_grant_id: node,
+ * tenant, name and the region's secret grant_key).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/internal.h"
+#include "poller/sqe.h"
+
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
+/*
+ * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) owns one of the
+ * regions in @grants, here on this node. What the grant names is that
+ * region's identity (rd_grant_id: node, tenant, name and its secret key),
+ * so a region made later under the same name does not pass.
+ */
+bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
+		       uint32_t n)
+{
+	if (!n || strcmp(c->tenant, tenant))
+		return false;
+	for (uint32_t i = 0; i < c->nhandles; i++) {
+		const struct rd_region *rg = c->ctl_handles[i].region;
+
+		if (!rg || rg->remote || rg->owner != c || !rg->gid)
+			continue;
+		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++)
+			if (grants[j] == rg->gid)
+				return true;
+	}
+	return false;
+}
+
+/*
+ * Grants taken back: close the handles of clients that @grants (the
+ * region's list now) no longer lets in, as a NIC ends access with the QP.
+ * Their next operation on the handle completes with -EBADF. The owner's
+ * handle stays.
+ */
+void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
+			       const uint64_t *grants, uint32_t n)
+{
+	rg->refs++; /* a release below may drop the last of the others */
+	for (struct rd_client *c = ctl->clients; c; c = c->next)
+		for (uint32_t i = 0; i < c->nhandles; i++) {
+			struct rd_handle *h = &c->ctl_handles[i];
+
+			if (h->region != rg || (!rg->remote && rg->owner == c) ||
+			    rd_client_granted(c, tenant, grants, n))
+				continue;
+			RD_LOG(INFO, "region %s/%s: client %u is no longer granted it: handle closed",
+			       rg->tenant, rg->name, c->id);
+			rd_handle_release(ctl, c, rd_handle_make(i, h->gen), true);
+		}
+	rd_control_region_put(ctl, rg);
+}
+
+static int grant_reply(int fd, int status, uint64_t gid)
+{
+	struct roshm_ctl_region_grant_reply rep;
+
+	memset(&rep, 0, sizeof(rep));
+	rd_reply_hdr(&rep.hdr, ROSHM_CTL_REGION_GRANT, sizeof(rep), status);
+	rep.gid = gid;
+	return rd_send_reply(fd, &rep, sizeof(rep), NULL, 0);
+}
+
+/* The registry's answer to a grant's record. */
+static void grant_published(struct rd_control *ctl, struct rd_conn *conn, int status, uint64_t gid)
+{
+	/* The change stands either way (the record is our desired state and
+	 * is written when the store answers again). */
+	if (grant_reply(conn->fd, status ? -EAGAIN : 0, gid))
+		rd_conn_close(ctl, conn, "reply failed");
+}
+
+/*
+ * The grant id of the region published as @name in @c's tenant: a live
+ * region of ours, or another node's record. -ENOENT when there is none
+ * (yet: the caller may ask again).
+ */
+static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
+			 uint64_t *id)
+{
+	struct rd_region_rec rec;
+	struct rd_region *rg;
+
+	rg = rd_region_find(ctl, c->tenant, name);
+	if (rg) {
+		*id = rg->gid;
+		return 0;
+	}
+	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
+	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid)
+		return -ENOENT;   /* none, or left over from an earlier instance of ours */
+	*id = rec.gid;
+	return 0;
+}
+
+/*
+ * REGION_GRANT: the owner of a ROSHM_POLICY_GRANT region lets the owner of
+ * another region of its tenant open it (or takes that back). The answer
+ * waits for the record.
+ */
+int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd)
+{
+	const struct roshm_ctl_region_grant *req = msg;
+	struct rd_client *c = conn->client;
+	bool add = req->op != ROSHM_GRANT_REMOVE;
+	struct rd_region_rec rec;
+	struct rd_region *rg;
+	struct rd_handle *h;
+	uint64_t id = 0;
+	uint32_t i;
+	int ret;
+
+	(void)fd;
+	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_ADD_ID ||
+	    (req->op == ROSHM_GRANT_ADD) != (req->peer != 0) ||
+	    (req->op == ROSHM_GRANT_ADD_NAME) != (req->name[0] != 0) ||
+	    (req->op == ROSHM_GRANT_REMOVE || req->op == ROSHM_GRANT_ADD_ID) != (req->gid != 0) ||
+	    (req->name[0] && (!memchr(req->name, 0, sizeof(req->name)) ||
+			      !rd_valid_name(req->name))))
+		return -EINVAL;
+	h = rd_handle_lookup(c, req->handle);
+	if (!h)
+		return -EBADF;
+	rg = h->region;
+	if (rg->remote || rg->owner != c)
+		return -EACCES;             /* only its owner grants */
+	if (rg->policy != ROSHM_POLICY_GRANT)
+		return -EINVAL;
+	switch (req->op) {
+	case ROSHM_GRANT_ADD: {
+		struct rd_handle *p = rd_handle_lookup(c, req->peer);
+		struct rd_region *pr;
+
+		if (!p)
+			return -EBADF;
+		pr = p->region;
+		if (strcmp(pr->tenant, c->tenant))
+			return -EACCES;     /* grants stay within the tenant */
+		if (pr->remote ? pr->ctl_dead : !pr->owner)
+			return -ESTALE;
+		id = pr->gid;
+		break;
+	}
+	case ROSHM_GRANT_ADD_NAME:
+		ret = grant_resolve(ctl, c, req->name, &id);
+		if (ret)
+			return ret;
+		break;
+	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
+		id = req->gid;
+		break;
+	}
+	if (!id)
+		return -ENOENT;
+	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
+		;
+	if (add ? i < rg->ngrants : i == rg->ngrants)
+		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
+	if (add) {
+		if (rg->ngrants == ROSHM_GRANTS_MAX) {
+			RD_LOG(NOTICE, "region %s/%s: %d grants, no more (client %u)", rg->tenant,
+			       rg->name, ROSHM_GRANTS_MAX, c->id);
+			return -ENOSPC;
+		}
+		rg->grants[rg->ngrants++] = id;
+	} else {
+		memmove(&rg->grants[i], &rg->grants[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
+		rg->ngrants--;
+		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
+	}
+	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
+	ret = rd_conn_put_wait(ctl, conn, &rec, grant_published, id);
+	if (ret) {
+		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
+			strerror(-ret));
+		return grant_reply(conn->fd, -EAGAIN, id) ? -ECONNRESET : 1;
+	}
+	RD_LOG(DEBUG, "region %s/%s: %s %016llx", rg->tenant, rg->name,
+	       add ? "granted to" : "no longer granted to", (unsigned long long)id);
+	return 1;
+}
