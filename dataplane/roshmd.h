@@ -23,6 +23,7 @@
 #include "roshm/abi.h"
 #include "roshm/ctl.h"
 #include "config.h"
+#include "registry/registry.h"
 
 /*
  * Logs (log.c): one DPDK log type per component. A file that logs defines
@@ -100,7 +101,7 @@ struct rd_region {
 	/* local, ROSHM_POLICY_GRANT (control): the regions whose owners may
 	 * open it, each as rd_grant_id() of that region */
 	uint32_t ngrants;
-	uint64_t grants[ROSHM_GRANTS_MAX];
+	struct rd_grant grants[ROSHM_GRANTS_MAX];
 	int fd;
 	void *map;
 	size_t map_size;
@@ -206,6 +207,11 @@ struct rd_handle {
 	struct rd_region *region;
 	uint16_t gen;
 	bool own;                     /* the owner's handle: not limited by access/window */
+	/* opened for a part of the region (roshm_ctl_region_open): the data
+	 * offsets [lo, hi) and the operations in @access only */
+	bool part;
+	uint32_t access;
+	uint64_t lo, hi;
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */
@@ -360,6 +366,7 @@ struct rd_cmd {
 	const char *why;
 	const struct rd_quota *share; /* SHARE_SET: weight, ops_per_sec, bytes_per_sec */
 	bool own;                     /* HANDLE_SET: the region's owner's handle */
+	const struct rd_handle *limits; /* HANDLE_SET: its part (part, access, lo, hi) */
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };

@@ -249,6 +249,41 @@ int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer);
 int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name);
 int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name);
 
+/*
+ * A part of a region: data offsets [off, off + len) and the operations in
+ * @access (ROSHM_ACCESS_READ | _WRITE | _ATOMIC). len 0 (then off 0): all
+ * of it; access 0: every operation.
+ */
+struct roshm_part {
+	uint64_t off, len;
+	uint32_t access;
+};
+
+/*
+ * roshm_region_grant_part() - as roshm_region_grant_name(), for @part of
+ * the region only: its grantee may open that part or less
+ * (roshm_region_open_part), and roshmd checks each of its operations
+ * against it (-EFAULT outside, -EACCES for another operation). One region
+ * may grant several parts to one name. -EINVAL also for a part past the
+ * region's end. roshm_region_revoke_part() takes back that very part;
+ * roshm_region_revoke_name() every part granted under @name.
+ */
+int roshm_region_grant_part(struct roshm *r, uint32_t handle, const char *name,
+			    const struct roshm_part *part);
+int roshm_region_revoke_part(struct roshm *r, uint32_t handle, const char *name,
+			     const struct roshm_part *part);
+
+/*
+ * roshm_region_open_part() - roshm_region_open() for @part of the region
+ * (NULL: all of it): the handle's operations outside it complete with
+ * -EFAULT, others than it names with -EACCES; *@size is the whole region's
+ * data size. On a ROSHM_POLICY_GRANT region a grant must cover the part
+ * and its operations (else -EACCES); on others it is a limit the opener
+ * sets itself. -EINVAL: a part past the region's end, or malformed.
+ */
+int roshm_region_open_part(struct roshm *r, const char *name, const struct roshm_part *part,
+			   uint32_t *handle, uint64_t *size);
+
 /* roshm_arena() - this client's data arena (shared with roshmd). */
 static inline void *roshm_arena(struct roshm *r, size_t *size)
 {

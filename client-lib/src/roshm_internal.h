@@ -35,6 +35,7 @@ struct roshm_grant {
 	uint64_t gid;
 	uint32_t peer;                /* the application handle it was made through, or 0 */
 	char name[ROSHM_NAME_MAX];    /* or the name, or "" */
+	struct roshm_part part;       /* what of the region (all: zeroes) */
 };
 
 struct roshm_owned {
@@ -55,6 +56,7 @@ struct roshm_hmap {
 	uint32_t app;
 	uint32_t srv;
 	char name[2 * ROSHM_NAME_MAX];
+	struct roshm_part part;       /* opened by name: what of it (all: zeroes) */
 	struct roshm_owned *owned;    /* NULL: opened by name */
 };
 
@@ -77,12 +79,22 @@ int roshm__ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *repl
 			  int *fds, int nfds_max, int *nfds, int fd_out);
 int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
 			 struct roshm_owned **out, uint32_t *handle);
-int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size);
+int roshm__open_region(struct roshm *r, const char *name, const struct roshm_part *part,
+		       uint32_t *handle, uint64_t *size);
 int roshm__reconnect(struct roshm *r);
 int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
-		      uint64_t gid, const char *name, uint64_t *gid_out);
+		      uint64_t gid, const char *name, const struct roshm_part *part,
+		      uint64_t *gid_out);
 void roshm__grants_forget_peer(struct roshm *r, uint32_t peer);
 void roshm__admin_token(const char *given, char *out, size_t cap);
+
+/* Whether two grants are one in roshmd: the same region, part and access. */
+static inline bool roshm__grant_same(const struct roshm_grant *a, const struct roshm_grant *b)
+{
+	return a->gid == b->gid && a->part.off == b->part.off && a->part.len == b->part.len &&
+	       (a->part.access ? a->part.access : ROSHM_ACCESS_ALL) ==
+		       (b->part.access ? b->part.access : ROSHM_ACCESS_ALL);
+}
 
 /* roshmd's value of an application handle (identity until a reconnect). */
 static inline uint32_t roshm__srv_handle(struct roshm *r, uint32_t app)

@@ -169,7 +169,8 @@ int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off)
 	return -EBADF;
 }
 
-int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+int roshm__open_region(struct roshm *r, const char *name, const struct roshm_part *part,
+		       uint32_t *handle, uint64_t *size)
 {
 	struct roshm_ctl_region_open req;
 	struct roshm_ctl_region_reply rep;
@@ -179,6 +180,11 @@ int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint
 	roshm__ctl_hdr(&req.hdr, ROSHM_CTL_REGION_OPEN, sizeof(req));
 	if (roshm__copy_name(req.name, sizeof(req.name), name))
 		return -EINVAL;
+	if (part) {
+		req.win_off = part->off;
+		req.win_len = part->len;
+		req.access = part->access;
+	}
 	ret = roshm__ctl_call(r->sock_fd, &req, sizeof(req), &rep, sizeof(rep), NULL, 0, NULL);
 	if (ret)
 		return ret;
@@ -192,19 +198,23 @@ int roshm__open_region(struct roshm *r, const char *name, uint32_t *handle, uint
 	return 0;
 }
 
-int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+int roshm_region_open_part(struct roshm *r, const char *name, const struct roshm_part *part,
+			   uint32_t *handle, uint64_t *size)
 {
+	struct roshm_part all = { 0 };
 	uint32_t srv;
 	int ret;
 
 	if (!name || !handle)
 		return -EINVAL;
+	if (!part)
+		part = &all;
 	ret = roshm__ensure_attached(r);
 	if (ret)
 		return ret;
-	ret = roshm__open_region(r, name, &srv, size);
+	ret = roshm__open_region(r, name, part, &srv, size);
 	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
-		ret = roshm__open_region(r, name, &srv, size);
+		ret = roshm__open_region(r, name, part, &srv, size);
 	if (ret)
 		return ret;
 	*handle = srv;
@@ -218,11 +228,18 @@ int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint6
 	if (ret)
 		return ret;
 	r->hmap[r->nhmap - 1].srv = srv;
+	r->hmap[r->nhmap - 1].part = *part;
 	return 0;
 }
 
+int roshm_region_open(struct roshm *r, const char *name, uint32_t *handle, uint64_t *size)
+{
+	return roshm_region_open_part(r, name, NULL, handle, size);
+}
+
 int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
-		      uint64_t gid, const char *name, uint64_t *gid_out)
+		      uint64_t gid, const char *name, const struct roshm_part *part,
+		      uint64_t *gid_out)
 {
 	struct roshm_ctl_region_grant req;
 	struct roshm_ctl_region_grant_reply rep;
@@ -234,6 +251,11 @@ int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, u
 	req.peer = srv_peer;
 	req.op = op;
 	req.gid = gid;
+	if (part) {
+		req.win_off = part->off;
+		req.win_len = part->len;
+		req.access = part->access;
+	}
 	if (name && roshm__copy_name(req.name, sizeof(req.name), name))
 		return -EINVAL;
 	memset(&rep, 0, sizeof(rep));
@@ -263,16 +285,16 @@ static struct roshm_owned *owned_find(struct roshm *r, uint32_t handle)
  * same region. A roshmd that went away took it along: never wait for one. */
 static int grant_forget(struct roshm *r, struct roshm_owned *o, uint32_t i)
 {
-	uint64_t gid = o->grants[i].gid;
+	struct roshm_grant g = o->grants[i];
 	int ret = 0;
 
 	o->grants[i] = o->grants[--o->ngrants];
 	for (uint32_t j = 0; j < o->ngrants; j++)
-		if (o->grants[j].gid == gid)
+		if (roshm__grant_same(&o->grants[j], &g))
 			return 0;
 	if (r->sock_fd >= 0)
-		ret = roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0, ROSHM_GRANT_REMOVE, gid,
-					NULL, NULL);
+		ret = roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0, ROSHM_GRANT_REMOVE,
+					g.gid, NULL, &g.part, NULL);
 	return ret == -ECONNRESET || ret == -EPIPE ? 0 : ret;
 }
 
@@ -285,7 +307,20 @@ void roshm__grants_forget_peer(struct roshm *r, uint32_t peer)
 				grant_forget(r, o, i);
 }
 
-static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char *name)
+/* @part in the one form roshmd keeps: all of it as zeroes. */
+static struct roshm_part part_norm(const struct roshm_owned *o, const struct roshm_part *p)
+{
+	struct roshm_part n = p ? *p : (struct roshm_part){ 0 };
+
+	if (!n.off && n.len == o->data_size)
+		n.len = 0;
+	if (n.access == ROSHM_ACCESS_ALL)
+		n.access = 0;
+	return n;
+}
+
+static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char *name,
+		     const struct roshm_part *part)
 {
 	struct roshm_owned *o = owned_find(r, handle);
 	struct roshm_hmap *m = roshm__hmap_find(r, handle);
@@ -299,20 +334,21 @@ static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char
 		return -EACCES;
 	if (name && roshm__copy_name(g.name, sizeof(g.name), name))
 		return -EINVAL;
+	g.part = part_norm(o, part);
 	ret = roshm__ensure_attached(r);
 	if (ret)
 		return ret;
 	ret = roshm__grant_call(r, m->srv, peer ? roshm__srv_handle(r, peer) : 0, op, 0,
-				name ? g.name : NULL, &g.gid);
+				name ? g.name : NULL, &g.part, &g.gid);
 	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
 		ret = roshm__grant_call(r, roshm__srv_handle(r, handle),
 					peer ? roshm__srv_handle(r, peer) : 0, op, 0,
-					name ? g.name : NULL, &g.gid);
+					name ? g.name : NULL, &g.part, &g.gid);
 	if ((ret && ret != -EAGAIN) || !g.gid)
 		return ret;
 	/* made (with -EAGAIN too: roshmd keeps it): ours to give again and take back */
 	for (uint32_t i = 0; i < o->ngrants; i++)
-		if (o->grants[i].gid == g.gid && o->grants[i].peer == g.peer &&
+		if (roshm__grant_same(&o->grants[i], &g) && o->grants[i].peer == g.peer &&
 		    !strcmp(o->grants[i].name, g.name))
 			return ret;
 	if (!(o->ngrants % 8)) {
@@ -326,10 +362,14 @@ static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char
 	return ret;
 }
 
-static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const char *name)
+/* Take back what was granted through @peer or under @name: every part,
+ * or (@part) that one. */
+static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const char *name,
+			const struct roshm_part *part)
 {
 	struct roshm_owned *o = owned_find(r, handle);
 	char n[ROSHM_NAME_MAX] = "";
+	struct roshm_grant want;
 	int ret = 0, e;
 
 	if (!roshm__hmap_find(r, handle))
@@ -338,31 +378,47 @@ static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const c
 		return -EACCES;
 	if (name && roshm__copy_name(n, sizeof(n), name))
 		return -EINVAL;
-	for (uint32_t i = o->ngrants; i-- > 0;)
-		if (name ? !strcmp(o->grants[i].name, n) : o->grants[i].peer == peer)
+	want.part = part_norm(o, part);
+	for (uint32_t i = o->ngrants; i-- > 0;) {
+		want.gid = o->grants[i].gid;
+		if ((name ? !strcmp(o->grants[i].name, n) : o->grants[i].peer == peer) &&
+		    (!part || roshm__grant_same(&o->grants[i], &want)))
 			if ((e = grant_forget(r, o, i)) && !ret)
 				ret = e;
+	}
 	return ret;
 }
 
 int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer)
 {
-	return peer ? grant_add(r, handle, peer, NULL) : -EBADF;
+	return peer ? grant_add(r, handle, peer, NULL, NULL) : -EBADF;
 }
 
 int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
 {
-	return peer ? grant_remove(r, handle, peer, NULL) : -EBADF;
+	return peer ? grant_remove(r, handle, peer, NULL, NULL) : -EBADF;
 }
 
 int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name)
 {
-	return name ? grant_add(r, handle, 0, name) : -EINVAL;
+	return name ? grant_add(r, handle, 0, name, NULL) : -EINVAL;
 }
 
 int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name)
 {
-	return name ? grant_remove(r, handle, 0, name) : -EINVAL;
+	return name ? grant_remove(r, handle, 0, name, NULL) : -EINVAL;
+}
+
+int roshm_region_grant_part(struct roshm *r, uint32_t handle, const char *name,
+			    const struct roshm_part *part)
+{
+	return name && part ? grant_add(r, handle, 0, name, part) : -EINVAL;
+}
+
+int roshm_region_revoke_part(struct roshm *r, uint32_t handle, const char *name,
+			     const struct roshm_part *part)
+{
+	return name && part ? grant_remove(r, handle, 0, name, part) : -EINVAL;
 }
 
 int roshm_region_close(struct roshm *r, uint32_t handle)

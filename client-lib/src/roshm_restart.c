@@ -219,7 +219,7 @@ int roshm__reconnect(struct roshm *r)
 			/* its owner, or its node, may still be coming back: give
 			 * them the deadline */
 			for (;;) {
-				int e = roshm__open_region(r, m->name, &srv, NULL);
+				int e = roshm__open_region(r, m->name, &m->part, &srv, NULL);
 
 				if ((e != -ENOENT && e != -EHOSTUNREACH && e != -EAGAIN) ||
 				    mono_ms() >= deadline)
@@ -237,10 +237,11 @@ int roshm__reconnect(struct roshm *r)
 			bool again = false;
 
 			for (uint32_t j = 0; j < i; j++)
-				again |= o->grants[j].gid == o->grants[i].gid;
+				again |= roshm__grant_same(&o->grants[j], &o->grants[i]);
 			if (!again)
 				roshm__grant_call(r, roshm__srv_handle(r, o->handle), 0,
-						  ROSHM_GRANT_ADD_ID, o->grants[i].gid, NULL, NULL);
+						  ROSHM_GRANT_ADD_ID, o->grants[i].gid, NULL,
+						  &o->grants[i].part, NULL);
 		}
 
 	/* Resubmit in submission order. */

@@ -101,7 +101,7 @@ void rd_control_epoll_del(struct rd_control *ctl, int fd);
 
 /* regions.c */
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
-			       const uint64_t *grants, uint32_t n);
+			       const struct rd_grant *grants, uint32_t n);
 bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
 		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant);
 void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg);

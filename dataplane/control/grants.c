@@ -20,12 +20,14 @@
 
 /*
  * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) owns one of the
- * regions in @grants, here on this node. What the grant names is that
- * region's identity (rd_grant_id: node, tenant, name and its secret key),
- * so a region made later under the same name does not pass.
+ * regions a grant in @grants names, here on this node, with that grant
+ * covering @want (data offsets [lo, hi), the operations in access). What
+ * a grant names is that region's identity (rd_grant_id: node, tenant, name
+ * and its secret key), so a region made later under the same name does not
+ * pass.
  */
-bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
-		       uint32_t n)
+bool rd_client_granted(const struct rd_client *c, const char *tenant,
+		       const struct rd_grant *grants, uint32_t n, const struct rd_handle *want)
 {
 	if (!n || strcmp(c->tenant, tenant))
 		return false;
@@ -34,9 +36,13 @@ bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint
 
 		if (!rg || rg->remote || rg->owner != c || !rg->gid)
 			continue;
-		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++)
-			if (grants[j] == rg->gid)
+		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++) {
+			const struct rd_grant *g = &grants[j];
+
+			if (g->gid == rg->gid && g->lo <= want->lo && want->hi <= g->hi &&
+			    !(want->access & ~g->access))
 				return true;
+		}
 	}
 	return false;
 }
@@ -48,7 +54,7 @@ bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint
  * handle stays.
  */
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
-			       const uint64_t *grants, uint32_t n)
+			       const struct rd_grant *grants, uint32_t n)
 {
 	rg->refs++; /* a release below may drop the last of the others */
 	for (struct rd_client *c = ctl->clients; c; c = c->next)
@@ -56,7 +62,7 @@ void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, con
 			struct rd_handle *h = &c->ctl_handles[i];
 
 			if (h->region != rg || (!rg->remote && rg->owner == c) ||
-			    rd_client_granted(c, tenant, grants, n))
+			    rd_client_granted(c, tenant, grants, n, h))
 				continue;
 			RD_LOG(INFO, "region %s/%s: client %u is no longer granted it: handle closed",
 			       rg->tenant, rg->name, c->id);
@@ -117,6 +123,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	const struct roshm_ctl_region_grant *req = msg;
 	struct rd_client *c = conn->client;
 	bool add = req->op != ROSHM_GRANT_REMOVE;
+	struct rd_grant g = { 0 };
 	struct rd_region_rec rec;
 	struct rd_region *rg;
 	struct rd_handle *h;
@@ -125,7 +132,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	int ret;
 
 	(void)fd;
-	if (req->rsvd || !req->op || req->op > ROSHM_GRANT_ADD_ID ||
+	if (!req->op || req->op > ROSHM_GRANT_ADD_ID || (req->access & ~ROSHM_ACCESS_ALL) ||
+	    (!req->win_len && req->win_off) ||
 	    (req->op == ROSHM_GRANT_ADD) != (req->peer != 0) ||
 	    (req->op == ROSHM_GRANT_ADD_NAME) != (req->name[0] != 0) ||
 	    (req->op == ROSHM_GRANT_REMOVE || req->op == ROSHM_GRANT_ADD_ID) != (req->gid != 0) ||
@@ -140,6 +148,13 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		return -EACCES;             /* only its owner grants */
 	if (rg->policy != ROSHM_POLICY_GRANT)
 		return -EINVAL;
+	if (req->win_len && (req->win_off > rg->data_size ||
+			     req->win_len > rg->data_size - req->win_off))
+		return -EINVAL;
+	/* one form for "all of it": the whole data area, every operation */
+	g.lo = req->win_len ? req->win_off : 0;
+	g.hi = req->win_len ? req->win_off + req->win_len : rg->data_size;
+	g.access = req->access ? req->access : ROSHM_ACCESS_ALL;
 	switch (req->op) {
 	case ROSHM_GRANT_ADD: {
 		struct rd_handle *p = rd_handle_lookup(c, req->peer);
@@ -166,7 +181,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	}
 	if (!id)
 		return -ENOENT;
-	for (i = 0; i < rg->ngrants && rg->grants[i] != id; i++)
+	g.gid = id;
+	for (i = 0; i < rg->ngrants && memcmp(&rg->grants[i], &g, sizeof(g)); i++)
 		;
 	if (add ? i < rg->ngrants : i == rg->ngrants)
 		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
@@ -176,7 +192,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 			       rg->name, ROSHM_GRANTS_MAX, c->id);
 			return -ENOSPC;
 		}
-		rg->grants[rg->ngrants++] = id;
+		rg->grants[rg->ngrants++] = g;
 	} else {
 		memmove(&rg->grants[i], &rg->grants[i + 1],
 			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
@@ -190,7 +206,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 			strerror(-ret));
 		return grant_reply(conn->fd, -EAGAIN, id) ? -ECONNRESET : 1;
 	}
-	RD_LOG(DEBUG, "region %s/%s: %s %016llx", rg->tenant, rg->name,
+	RD_LOG(DEBUG, "region %s/%s [%llu, %llu) access %u: %s %016llx", rg->tenant, rg->name,
+	       (unsigned long long)g.lo, (unsigned long long)g.hi, g.access,
 	       add ? "granted to" : "no longer granted to", (unsigned long long)id);
 	return 1;
 }

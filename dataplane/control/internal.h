@@ -101,8 +101,8 @@ int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct 
 		     rd_put_done_fn done, uint64_t arg);
 /* grants.c: whether @c owns, on this node, a region of @tenant whose grant
  * id is in @grants */
-bool rd_client_granted(const struct rd_client *c, const char *tenant, const uint64_t *grants,
-		       uint32_t n);
+bool rd_client_granted(const struct rd_client *c, const char *tenant,
+		       const struct rd_grant *grants, uint32_t n, const struct rd_handle *want);
 /* admin.c */
 int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 

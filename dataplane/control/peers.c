@@ -56,8 +56,14 @@ static uint64_t grants_hash(const struct rd_region_rec *rec)
 {
 	uint64_t h = 1469598103934665603ull ^ rec->ngrants;
 
-	for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++)
-		h = (h ^ rec->grants[i]) * 1099511628211ull;
+	for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++) {
+		const struct rd_grant *g = &rec->grants[i];
+
+		h = (h ^ g->gid) * 1099511628211ull;
+		h = (h ^ g->lo) * 1099511628211ull;
+		h = (h ^ g->hi) * 1099511628211ull;
+		h = (h ^ g->access) * 1099511628211ull;
+	}
 	return h;
 }
 

@@ -175,8 +175,10 @@ void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg)
 
 /* ---- handles -------------------------------------------------------------- */
 
+/* A handle on @rg for @c: on all of it (@part NULL), or on the part
+ * @part says (part, lo, hi, access). */
 static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_region *rg,
-			uint32_t *handle)
+			const struct rd_handle *part, uint32_t *handle)
 {
 	/* Slots below the hint are taken: a client opening many handles
 	 * costs a scan per open only past it. */
@@ -188,11 +190,16 @@ static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_r
 		h->gen++;
 		uint32_t hv = rd_handle_make(i, h->gen);
 		struct rd_cmd cmd = { .type = RD_CMD_HANDLE_SET, .client = c, .region = rg,
-				      .handle = hv, .own = !rg->remote && rg->owner == c };
+				      .handle = hv, .own = !rg->remote && rg->owner == c,
+				      .limits = part };
 		int ret = rd_poller_cmd(ctl->poller, &cmd);
 
 		if (ret)
 			return ret;
+		h->part = part && part->part;
+		h->lo = h->part ? part->lo : 0;
+		h->hi = h->part ? part->hi : rg->data_size;
+		h->access = h->part ? part->access : ROSHM_ACCESS_ALL;
 		h->region = rg;
 		rg->refs++;
 		c->handle_hint = i + 1;
@@ -252,12 +259,14 @@ bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenan
 	return false;
 }
 
-static bool policy_allows(const struct rd_region *rg, const struct rd_client *c)
+static bool policy_allows(const struct rd_region *rg, const struct rd_client *c,
+			  const struct rd_handle *want)
 {
 	if (rg->policy == ROSHM_POLICY_OWNER)
 		return rg->owner == c;
 	if (rg->policy == ROSHM_POLICY_GRANT)
-		return rg->owner == c || rd_client_granted(c, rg->tenant, rg->grants, rg->ngrants);
+		return rg->owner == c ||
+		       rd_client_granted(c, rg->tenant, rg->grants, rg->ngrants, want);
 	return rd_policy_allows(rg->policy, rg->tenant, rg->ntenants, rg->tenants, c->tenant);
 }
 
@@ -536,7 +545,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	ctl->nregions++;
 	ctl->tuse[rg->tidx].regions++;
 	ctl->tuse[rg->tidx].bytes += rg->map_size;
-	ret = handle_alloc(ctl, c, rg, &hv);
+	ret = handle_alloc(ctl, c, rg, NULL, &hv);
 	if (ret) {
 		rg->owner = NULL;
 		rg->refs = 1;
@@ -580,6 +589,7 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 	struct rd_client *c = conn->client;
 	struct roshm_ctl_region_reply rep;
 	char tenant[ROSHM_NAME_MAX], name[ROSHM_NAME_MAX];
+	struct rd_handle want = { 0 };
 	struct rd_region_rec rec;
 	struct rd_region *rg;
 	const char *slash;
@@ -603,7 +613,9 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 		memcpy(tenant, c->tenant, sizeof(tenant));
 		strcpy(name, req->name);
 	}
-	if (!rd_valid_name(tenant) || !rd_valid_name(name))
+	if (!rd_valid_name(tenant) || !rd_valid_name(name) || req->rsvd ||
+	    (req->access & ~ROSHM_ACCESS_ALL) || (!req->win_len && req->win_off) ||
+	    req->win_off > UINT64_MAX - req->win_len)
 		return -EINVAL;
 	if (conn->fetched && !strcmp(conn->fetched->tenant, tenant) &&
 	    !strcmp(conn->fetched->name, name)) {
@@ -629,11 +641,18 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 	}
 	if (ret)
 		return ret == -EBADMSG || ret == -ENOENT ? -ENOENT : ret;
+	/* The part asked for (all of it: the whole data area, every operation) */
+	want.part = req->win_len || (req->access && req->access != ROSHM_ACCESS_ALL);
+	want.lo = req->win_len ? req->win_off : 0;
+	want.hi = req->win_len ? req->win_off + req->win_len : rec.data_size;
+	want.access = req->access ? req->access : ROSHM_ACCESS_ALL;
+	if (want.hi > rec.data_size)
+		return -EINVAL;
 	if (strcmp(rec.node, ctl->cfg->node)) {
 		/* Remote: the policy is checked here, by the requester's roshmd,
 		 * which is the one that authenticated the client's tenant. */
 		bool ok = rec.policy == ROSHM_POLICY_GRANT ?
-			  rd_client_granted(c, rec.tenant, rec.grants, rec.ngrants) :
+			  rd_client_granted(c, rec.tenant, rec.grants, rec.ngrants, &want) :
 			  rec.policy != ROSHM_POLICY_OWNER &&
 			  rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
 					   (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant);
@@ -679,13 +698,17 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 	if (!rg || !rg->owner || rg->epoch != rec.epoch || strcmp(rg->tenant, tenant) ||
 	    strcmp(rg->name, name))
 		return -ENOENT; /* record left over from an earlier instance */
-	if (!policy_allows(rg, c)) {
+	if (want.hi > rg->data_size)
+		return -EINVAL;
+	if (!policy_allows(rg, c, &want)) {
 		RD_LOG(NOTICE, "open %s/%s refused for client %u (tenant %s): policy", tenant, name,
 		       c->id, c->tenant);
 		return -EACCES;
 	}
 grant:
-	ret = handle_alloc(ctl, c, rg, &hv);
+	if (want.hi > rg->data_size)
+		want.part = true;   /* the record was larger than the region: never more */
+	ret = handle_alloc(ctl, c, rg, &want, &hv);
 	if (ret) {
 		if (rg->remote && !rg->refs) {
 			rg->refs = 1;

@@ -60,6 +60,12 @@ void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		c->dp_handles[idx].region = cmd->region;
 		c->dp_handles[idx].gen = (uint16_t)(cmd->handle >> 16);
 		c->dp_handles[idx].own = cmd->own;
+		c->dp_handles[idx].part = cmd->limits && cmd->limits->part;
+		if (c->dp_handles[idx].part) {
+			c->dp_handles[idx].access = cmd->limits->access;
+			c->dp_handles[idx].lo = cmd->limits->lo;
+			c->dp_handles[idx].hi = cmd->limits->hi;
+		}
 		break;
 	case RD_CMD_HANDLE_CLEAR:
 		c->dp_handles[idx].region = NULL;

@@ -52,6 +52,23 @@ static int limits(struct roshm_sqe *s, const struct rd_region *rg)
 	return 0;
 }
 
+/* A handle's part (roshm_ctl_region_open): the same, on data offsets. */
+static int part_limits(const struct roshm_sqe *s, const struct rd_handle *h)
+{
+	uint32_t need = access_needed(s->opcode);
+	uint64_t len = s->len;
+
+	if ((h->access & need) != need)
+		return -EACCES;
+	if (s->opcode == ROSHM_OP_TXN_COMMIT)
+		return 0;
+	if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
+		len = 8;
+	if (s->off < h->lo || s->off > h->hi || len > h->hi - s->off)
+		return -EFAULT;
+	return 0;
+}
+
 /*
  * The local buffer of a WRITE/READ with ROSHM_SQE_F_LBUF: a region this
  * client created (its own handle), open, with [arena_off, +len) inside its
@@ -110,6 +127,10 @@ int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 		return -ESTALE;
 	if (h->region->restricted && !h->own && s->opcode <= ROSHM_OP_TXN_COMMIT &&
 	    (ret = limits(s, h->region)))
+		return ret;
+	/* A handle opened for a part: its operations and offsets (data
+	 * offsets now, after the region's own translation above). */
+	if (h->part && s->opcode <= ROSHM_OP_TXN_COMMIT && (ret = part_limits(s, h)))
 		return ret;
 	/* The owner's transactions too stay in the window: the owner-side
 	 * apply cannot tell its records from a peer's (txn.c slot_copy). */

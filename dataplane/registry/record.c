@@ -187,8 +187,16 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 		json_t *g = json_array();
 
 		for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++) {
-			snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->grants[i]);
-			json_array_append_new(g, json_string(buf));
+			const struct rd_grant *e = &rec->grants[i];
+			char gb[RD_GRANT_PART_LEN + 1];
+
+			if (!e->lo && e->hi == rec->data_size && e->access == ROSHM_ACCESS_ALL)
+				snprintf(gb, sizeof(gb), "%016llx", (unsigned long long)e->gid);
+			else   /* a part: "id:lo:hi:access", fixed widths (one encoding) */
+				snprintf(gb, sizeof(gb), "%016llx:%016llx:%016llx:%x",
+					 (unsigned long long)e->gid, (unsigned long long)e->lo,
+					 (unsigned long long)e->hi, e->access);
+			json_array_append_new(g, json_string(gb));
 		}
 		json_object_set_new(o, "grants", g);
 	}
@@ -263,6 +271,47 @@ static int hex64(json_t *e, uint64_t *dst, bool zero_ok)
 		return -EBADMSG;
 	*dst = strtoull(v, NULL, 16);
 	return *dst || zero_ok ? 0 : -EBADMSG;
+}
+
+/* 16 lowercase hex digits at @v, not 0 unless @zero_ok. */
+static int hex16(const char *v, uint64_t *dst, bool zero_ok)
+{
+	char b[17];
+
+	memcpy(b, v, 16);
+	b[16] = 0;
+	if (strspn(b, "0123456789abcdef") != 16)
+		return -EBADMSG;
+	*dst = strtoull(b, NULL, 16);
+	return *dst || zero_ok ? 0 : -EBADMSG;
+}
+
+/*
+ * One entry of "grants": the bare id (all of the region, every operation),
+ * or "id:lo:hi:access" (16, 16 and 16 lowercase hex digits and one, a part
+ * [lo, hi) of the data area, lo < hi <= @data_size, and ROSHM_ACCESS_*
+ * flags, not 0), never a part that is all of it (one encoding).
+ */
+static int grant_from_json(json_t *e, uint64_t data_size, struct rd_grant *g)
+{
+	const char *v = json_is_string(e) ? json_string_value(e) : "";
+	size_t n = strlen(v);
+
+	memset(g, 0, sizeof(*g));
+	if (n == 16) {
+		g->hi = data_size;
+		g->access = ROSHM_ACCESS_ALL;
+		return hex16(v, &g->gid, false);
+	}
+	if (n != RD_GRANT_PART_LEN || v[16] != ':' || v[33] != ':' || v[50] != ':' ||
+	    hex16(v, &g->gid, false) || hex16(v + 17, &g->lo, true) || hex16(v + 34, &g->hi, true) ||
+	    v[51] < '1' || v[51] > '7')
+		return -EBADMSG;
+	g->access = (uint32_t)(v[51] - '0');
+	if (g->lo >= g->hi || g->hi > data_size ||
+	    (!g->lo && g->hi == data_size && g->access == ROSHM_ACCESS_ALL))
+		return -EBADMSG;
+	return 0;
 }
 
 static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **why)
@@ -347,7 +396,7 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 	}
 	rec->ngrants = t ? (uint32_t)json_array_size(t) : 0;
 	for (uint32_t i = 0; i < rec->ngrants; i++)
-		if (hex64(json_array_get(t, i), &rec->grants[i], false)) {
+		if (grant_from_json(json_array_get(t, i), rec->data_size, &rec->grants[i])) {
 			*why = "malformed grants";
 			return -EBADMSG;
 		}

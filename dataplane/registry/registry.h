@@ -26,6 +26,20 @@
 #include <stddef.h>
 #include "roshm/ctl.h"
 
+/*
+ * One grant of a ROSHM_POLICY_GRANT region: the owner of the region whose
+ * grant id is @gid may open data offsets [lo, hi) of it for the operations
+ * in @access (ROSHM_ACCESS_*). All of it: lo 0, hi the data size, access
+ * ROSHM_ACCESS_ALL (the form a record writes as the bare id).
+ */
+#define RD_GRANT_PART_LEN 52 /* "id:lo:hi:access" in a record */
+struct rd_grant {
+	uint64_t gid;
+	uint64_t lo, hi;
+	uint32_t access;
+	uint32_t rsvd;
+};
+
 #define RD_STATE_ACTIVE "active"
 #define RD_STATE_STALE "stale"
 
@@ -65,9 +79,9 @@ struct rd_region_rec {
 	uint32_t access;
 	uint64_t win_lo, win_hi;
 	uint64_t va_base;
-	/* ROSHM_POLICY_GRANT: who may open it besides the owner (rd_grant_id) */
+	/* ROSHM_POLICY_GRANT: who may open it besides the owner, and what */
 	uint32_t ngrants;
-	uint64_t grants[ROSHM_GRANTS_MAX];
+	struct rd_grant grants[ROSHM_GRANTS_MAX];
 };
 
 /* Whether a region's access/window/va_base limit other clients at all

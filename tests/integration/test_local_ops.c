@@ -457,6 +457,117 @@ static void test_lbuf(void **state)
  * same name does not pass), may open it. Revoke, and closing the handle
  * the grant was made through, take it back.
  */
+/*
+ * A grant of a part (roshm_region_grant_part): its grantee opens that part
+ * or less, and roshmd bounds every operation by it, whatever the library.
+ */
+static void test_grant_parts(void **state)
+{
+	struct roshm *a = attach("default", ""), *a2 = attach("default", ""),
+		     *a3 = attach("default", "");
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	const struct roshm_part rd = { .off = 0, .len = 64, .access = ROSHM_ACCESS_READ };
+	const struct roshm_part bytes = { .off = 100, .len = 50,
+					  .access = ROSHM_ACCESS_READ | ROSHM_ACCESS_ATOMIC };
+	uint32_t hm, hr, hx, hmeta, hb, ht;
+	uint64_t v = 0, size = 0;
+	uint8_t *mem, *arena;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(a2);
+	assert_non_null(a3);
+	assert_int_equal(roshm_region_create(a, "gp-mem", 8192, &grant, &hm), 0);
+	assert_int_equal(roshm_region_create(a2, "gp-ring", 4096, NULL, &hr), 0);
+	mem = roshm_region_data(a, hm, NULL);
+	for (int i = 0; i < 8192; i++)
+		mem[i] = (uint8_t)i;
+	/* malformed parts; a part past the end */
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring",
+						 &(struct roshm_part){ .off = 8, .len = 0 }), -EINVAL);
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring",
+						 &(struct roshm_part){ .off = 8000, .len = 200 }),
+			 -EINVAL);
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring",
+						 &(struct roshm_part){ .len = 8, .access = 8 }),
+			 -EINVAL);
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring", &rd), 0);
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring", &bytes), 0);
+	/* not all of it, nor more than a part, nor other operations */
+	assert_int_equal(roshm_region_open(a2, "gp-mem", &hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 0, .len = 65,
+								      .access = ROSHM_ACCESS_READ },
+						&hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 0, .len = 64,
+								      .access = ROSHM_ACCESS_WRITE },
+						&hx, NULL), -EACCES);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 0, .len = 64 }, &hx,
+						NULL), -EACCES);   /* access 0: all of them */
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 90, .len = 30,
+								      .access = ROSHM_ACCESS_READ },
+						&hx, NULL), -EACCES);   /* across two parts */
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 8190, .len = 4 }, &hx,
+						NULL), -EINVAL);
+	/* a client that does not own gp-ring gets nothing */
+	assert_int_equal(roshm_region_open_part(a3, "gp-mem", &rd, &hx, NULL), -EACCES);
+	/* the granted part, or less */
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem", &rd, &hmeta, &size), 0);
+	assert_int_equal(size, 8192);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem",
+						&(struct roshm_part){ .off = 104, .len = 8,
+								      .access = ROSHM_ACCESS_ATOMIC },
+						&ht, NULL), 0);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem", &bytes, &hb, NULL), 0);
+	arena = roshm_arena(a2, NULL);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 64), 0);
+	assert_memory_equal(arena, mem, 64);
+	/* and roshmd bounds each operation by it */
+	assert_int_equal(roshm_read_sync(a2, hmeta, 1, 0, 64), -EFAULT);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 64, 0, 1), -EFAULT);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 4096, 0, 8), -EFAULT);
+	memset(arena, 0xee, 64);
+	assert_int_equal(roshm_write_sync(a2, hmeta, 0, 0, 8), -EACCES);
+	assert_int_equal(roshm_fetch_add_sync(a2, hmeta, 0, 1, &v), -EACCES);
+	assert_int_equal(roshm_read_sync(a2, hb, 100, 0, 50), 0);
+	assert_memory_equal(arena, mem + 100, 50);
+	assert_int_equal(roshm_read_sync(a2, hb, 99, 0, 2), -EFAULT);
+	assert_int_equal(roshm_read_sync(a2, hb, 149, 0, 2), -EFAULT);
+	assert_int_equal(roshm_write_sync(a2, hb, 104, 0, 8), -EACCES);
+	assert_int_equal(roshm_fetch_add_sync(a2, hb, 104, 1, &v), 0);
+	assert_int_equal(roshm_fetch_add_sync(a2, hb, 144, 1, &v), -EFAULT);  /* 144 + 8 > 150 */
+	assert_int_equal(roshm_fetch_add_sync(a2, ht, 112, 1, &v), -EFAULT);
+	assert_int_equal(roshm_read_sync(a2, ht, 104, 0, 8), -EACCES);
+	assert_int_equal(mem[104], 104 + 1);
+	for (int i = 0; i < 8192; i++)
+		if (i < 104 || i >= 112)
+			assert_int_equal(mem[i], (uint8_t)i);
+	/* taking one part back closes the handles that rested on it only */
+	assert_int_equal(roshm_region_revoke_part(a, hm, "gp-ring", &bytes), 0);
+	assert_int_equal(roshm_read_sync(a2, hb, 100, 0, 8), -EBADF);
+	assert_int_equal(roshm_fetch_add_sync(a2, ht, 104, 1, &v), -EBADF);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 8), 0);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem", &bytes, &hx, NULL), -EACCES);
+	/* and revoking by name, every part */
+	assert_int_equal(roshm_region_revoke_name(a, hm, "gp-ring"), 0);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 8), -EBADF);
+	assert_int_equal(roshm_region_open_part(a2, "gp-mem", &rd, &hx, NULL), -EACCES);
+	/* on a region of another policy a part is the opener's own limit */
+	assert_int_equal(roshm_region_close(a2, hr), 0);
+	assert_int_equal(roshm_region_create(a2, "gp-tenant", 4096, NULL, &hr), 0);
+	assert_int_equal(roshm_region_open_part(a, "gp-tenant", &rd, &hx, NULL), 0);
+	assert_int_equal(roshm_write_sync(a, hx, 0, 0, 8), -EACCES);
+	assert_int_equal(roshm_read_sync(a, hx, 64, 0, 8), -EFAULT);
+	assert_int_equal(roshm_read_sync(a, hx, 0, 0, 64), 0);
+	roshm_close(a3);
+	roshm_close(a2);
+	roshm_close(a);
+}
+
 static void test_grant_policy(void **state)
 {
 	struct roshm *a = attach("default", ""), *a2 = attach("default", ""),
@@ -622,6 +733,7 @@ int main(void)
 		cmocka_unit_test(test_region_close),
 		cmocka_unit_test(test_lbuf),
 		cmocka_unit_test(test_grant_policy),
+		cmocka_unit_test(test_grant_parts),
 	};
 	int fails = cmocka_run_group_tests_name("local_ops_4k_pages", tests, setup_4k, teardown);
 

@@ -159,9 +159,17 @@ static void test_raw_messages(void **st)
 		assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
 	}
 	g.op = ROSHM_GRANT_ADD;
-	g.rsvd = 1;
+	g.access = 8;                                                   /* unknown operation */
 	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
-	g.rsvd = 0;
+	g.access = 0;
+	g.win_off = 64;                                                 /* an offset, no length */
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.win_len = 4096;                                               /* past the end */
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.win_off = UINT64_MAX - 8;                                     /* wraps */
+	g.win_len = 64;
+	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
+	g.win_off = g.win_len = 0;
 	g.gid = 5;
 	assert_int_equal(raw_grant(fd, &g, sizeof(g)), -EINVAL);
 	g.gid = 0;

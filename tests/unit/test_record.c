@@ -332,17 +332,56 @@ static void test_region_grants(void **st)
 	r.policy = ROSHM_POLICY_GRANT;
 	r.ntenants = 0;
 	memset(r.tenants, 0, sizeof(r.tenants));
-	r.ngrants = 3;
-	r.grants[0] = 0xab0;
-	r.grants[1] = UINT64_MAX;
-	r.grants[2] = rd_grant_id("node-a", "t", "ibv-qp-000001", 7);
+	r.ngrants = 4;
+	for (int i = 0; i < 3; i++)
+		r.grants[i] = (struct rd_grant){ .hi = r.data_size, .access = ROSHM_ACCESS_ALL };
+	r.grants[0].gid = 0xab0;
+	r.grants[1].gid = UINT64_MAX;
+	r.grants[2].gid = rd_grant_id("node-a", "t", "ibv-qp-000001", 7);
+	/* a part: bytes [0x10, 0x30) for READ only */
+	r.grants[3] = (struct rd_grant){ .gid = 0xab0, .lo = 0x10, .hi = 0x30,
+					 .access = ROSHM_ACCESS_READ };
 	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"policy\":\"grant\""));
+	assert_non_null(strstr(s, "\"0000000000000ab0\",\"ffffffffffffffff\""));
+	assert_non_null(strstr(s, "\"0000000000000ab0:0000000000000010:0000000000000030:1\""));
 	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
 	assert_int_equal(back.policy, ROSHM_POLICY_GRANT);
-	assert_int_equal(back.ngrants, 3);
-	assert_memory_equal(back.grants, r.grants, 3 * sizeof(r.grants[0]));
+	assert_int_equal(back.ngrants, 4);
+	assert_memory_equal(back.grants, r.grants, 4 * sizeof(r.grants[0]));
+	/* malformed parts, whatever the MAC: one encoding, lo < hi <= size,
+	 * known operations, not all of it in the long form */
+	{
+		char all[64], past[64];
+		const char *const badp[] = {
+			"0000000000000ab0:0000000000000030:0000000000000010:1", /* lo > hi */
+			"0000000000000ab0:0000000000000010:0000000000000010:1", /* empty */
+			"0000000000000ab0:0000000000000010:0000000000000030:0", /* no operation */
+			"0000000000000ab0:0000000000000010:0000000000000030:8", /* unknown */
+			"0000000000000ab0:0000000000000010:0000000000000030:11",
+			"0000000000000ab0:000000000000010:00000000000000030:1",
+			"0000000000000ab0:0000000000000010:0000000000000030;1",
+			"0000000000000ab0:000000000000001A:0000000000000030:1",
+			"0000000000000000:0000000000000010:0000000000000030:1", /* id 0 */
+			all, past,
+		};
+
+		snprintf(all, sizeof(all), "0000000000000ab0:0000000000000000:%016llx:7",
+			 (unsigned long long)r.data_size);
+		snprintf(past, sizeof(past), "0000000000000ab0:0000000000000000:%016llx:1",
+			 (unsigned long long)r.data_size + 1);
+		for (unsigned i = 0; i < sizeof(badp) / sizeof(badp[0]); i++) {
+			a = json_array();
+			json_array_append_new(a, json_string(badp[i]));
+			t = with_field(s, "grants", a);
+			assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1,
+							      &back, &why), -EBADMSG);
+			if (strcmp(why, "malformed grants"))
+				fail_msg("grant \"%s\": rejected for '%s'", badp[i], why);
+			free(t);
+		}
+	}
 	/* another grant, one more, one fewer: the MAC */
 	a = json_array();
 	json_array_append_new(a, json_string("0000000000000ab1"));

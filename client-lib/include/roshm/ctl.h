@@ -136,6 +136,15 @@ struct roshm_ctl_region_reply {
 struct roshm_ctl_region_open {
 	struct roshm_ctl_hdr hdr;
 	char name[2 * ROSHM_NAME_MAX];  /* "<tenant>/<name>" or "<name>" (own tenant) */
+	/* A part of it only (ABI 6): the handle may touch data offsets
+	 * [win_off, win_off + win_len) with the operations in @access, and no
+	 * more. win_len 0 (then win_off 0): all of it; access 0: all. On a
+	 * ROSHM_POLICY_GRANT region a grant must cover that part and those
+	 * operations (struct roshm_ctl_region_grant). */
+	uint64_t win_off;
+	uint64_t win_len;
+	uint32_t access;            /* ROSHM_ACCESS_* */
+	uint32_t rsvd;
 };
 
 struct roshm_ctl_region_close {
@@ -155,6 +164,12 @@ struct roshm_ctl_region_close {
  * - ADD_NAME: the region published as @name in this client's tenant now;
  * - ADD_ID: @gid, from an earlier reply (libroshm, after a restart);
  * - REMOVE: takes grant @gid back.
+ * A grant covers data offsets [win_off, win_off + win_len) and the
+ * operations in @access (ROSHM_ACCESS_*) of the region: win_len 0 (then
+ * win_off 0) all of it, access 0 all operations. A grantee opens that part
+ * or less (struct roshm_ctl_region_open), roshmd checks each operation
+ * against it. One region may be granted several parts; REMOVE takes back
+ * the one with the same id, part and access.
  * The reply comes once the region's record says so; with status 0, or
  * -EAGAIN when the registry did not answer (the change stands: roshmd
  * writes it when it does), it carries the id.
@@ -168,9 +183,11 @@ struct roshm_ctl_region_grant {
 	uint32_t handle;
 	uint32_t peer;
 	uint32_t op;                /* ROSHM_GRANT_* */
-	uint32_t rsvd;
+	uint32_t access;            /* ROSHM_ACCESS_*; 0: all */
 	uint64_t gid;
 	char name[ROSHM_NAME_MAX];
+	uint64_t win_off;           /* the part granted; win_len 0: all */
+	uint64_t win_len;
 };
 
 struct roshm_ctl_region_grant_reply {
