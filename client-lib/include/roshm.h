@@ -265,8 +265,9 @@ struct roshm_part {
  * (roshm_region_open_part), and roshmd checks each of its operations
  * against it (-EFAULT outside, -EACCES for another operation). One region
  * may grant several parts to one name. -EINVAL also for a part past the
- * region's end. roshm_region_revoke_part() takes back that very part;
- * roshm_region_revoke_name() every part granted under @name.
+ * region's end. Grants of a part are counted: roshm_region_revoke_part()
+ * takes back one grant of that very part, and roshmd's goes with the last;
+ * roshm_region_revoke_name() takes back everything granted under @name.
  */
 int roshm_region_grant_part(struct roshm *r, uint32_t handle, const char *name,
 			    const struct roshm_part *part);

@@ -346,8 +346,10 @@ static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char
 					name ? g.name : NULL, &g.part, &g.gid);
 	if ((ret && ret != -EAGAIN) || !g.gid)
 		return ret;
-	/* made (with -EAGAIN too: roshmd keeps it): ours to give again and take back */
-	for (uint32_t i = 0; i < o->ngrants; i++)
+	/* made (with -EAGAIN too: roshmd keeps it): ours to give again and take
+	 * back. A part is counted (each grant of it wants its revoke), the
+	 * rest is not. */
+	for (uint32_t i = 0; i < o->ngrants && !part; i++)
 		if (roshm__grant_same(&o->grants[i], &g) && o->grants[i].peer == g.peer &&
 		    !strcmp(o->grants[i].name, g.name))
 			return ret;
@@ -382,9 +384,12 @@ static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const c
 	for (uint32_t i = o->ngrants; i-- > 0;) {
 		want.gid = o->grants[i].gid;
 		if ((name ? !strcmp(o->grants[i].name, n) : o->grants[i].peer == peer) &&
-		    (!part || roshm__grant_same(&o->grants[i], &want)))
+		    (!part || roshm__grant_same(&o->grants[i], &want))) {
 			if ((e = grant_forget(r, o, i)) && !ret)
 				ret = e;
+			if (part)
+				break;   /* one grant of it */
+		}
 	}
 	return ret;
 }

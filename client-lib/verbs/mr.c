@@ -286,7 +286,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		}
 	}
 	/* only the owners of the rings our PD's QPs are connected to may open
-	 * it (rv_grant_mr, rv_grant_connect) */
+	 * it, and only the parts they are granted (rv_grant_mr, rv_grant_connect) */
 	ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE + own,
 			      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT }, &rkey,
 			      &handle);
@@ -341,6 +341,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->mr.handle = handle;
 	m->mr.lkey = rkey;
 	m->mr.rkey = rkey;
+	m->mr_access = access;
 	m->handle = handle;
 	m->refs = 1;
 	m->next = c->mrs;
@@ -388,6 +389,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	/* The rkey dies now: a peer that resolves it finds no metadata. roshmd
 	 * forgets the region once no other MR uses its pages; the application
 	 * keeps its bytes (our MAP_SHARED view keeps the memfd alive). */
+	rv_grant_mr_drop(c, m);
 	m->dead = true;
 	meta = roshm_region_data(c->r, m->handle, NULL);
 	if (meta)

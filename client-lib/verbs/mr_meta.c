@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 
+#include <infiniband/verbs.h>
+
 #include "rv.h"
 
 int rv_meta_check(const struct rv_meta *m, uint32_t rkey)
@@ -38,4 +40,24 @@ uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_
 	*off = m->seg[i].data_off + (va - m->seg[i].va);
 	*room = m->seg[i].va + m->seg[i].len - va;
 	return i;
+}
+
+bool rv_seg_part(uint64_t addr, uint64_t length, const struct rv_seg *g, struct roshm_part *p)
+{
+	uint64_t lo = addr > g->va ? addr : g->va;
+	uint64_t end = addr + length, gend = g->va + g->len;
+	uint64_t hi = end < gend ? end : gend;
+
+	if (lo >= hi)
+		return false;
+	p->off = g->data_off + (lo - g->va);
+	p->len = hi - lo;
+	return true;
+}
+
+uint32_t rv_roshm_access(uint32_t a)
+{
+	return (a & IBV_ACCESS_REMOTE_READ ? ROSHM_ACCESS_READ : 0) |
+	       (a & IBV_ACCESS_REMOTE_WRITE ? ROSHM_ACCESS_WRITE : 0) |
+	       (a & IBV_ACCESS_REMOTE_ATOMIC ? ROSHM_ACCESS_ATOMIC : 0);
 }

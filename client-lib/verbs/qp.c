@@ -572,6 +572,10 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	}
 	w = &q->swr[op->widx & q->mask];
 	if (e->status) {
+		/* the handle was closed under us (a grant taken back): the next
+		 * WR to that rkey looks it up again */
+		if (w->k && (e->status == -EBADF || e->status == -ESTALE))
+			w->k->stale = true;
 		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : rv_wc_status(e->status));
 	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
 		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);

@@ -177,6 +177,8 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		if (a->qp_state == IBV_QPS_ERR) {
 			rv_qp_fail(q);
 			rv_qp_issue(c, q);
+			/* a QP in the error state takes nothing from its peer */
+			rv_grant_drop(c, q);
 		}
 	}
 	/* Connected: its peer may use our PD's MRs from now on. */

@@ -59,22 +59,21 @@ static void rkey_close(struct rv_ctx *c, struct rv_rkey *k)
 	k->valid = false;
 }
 
-/* Open "ibv-mr-<key>" into k->handles[] (once per key): its index, or -1. */
-static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const uint32_t *keys,
-		     uint64_t *sizes)
+/*
+ * Open @part of "ibv-mr-<key>" into k->handles[]: its index, or -1.
+ * -EACCES: not granted to us (yet: the owner's QP may not be at RTR; a
+ * NIC's requester retries that long too), or never.
+ */
+static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
+		     const struct roshm_part *part, uint64_t *size)
 {
 	char name[ROSHM_NAME_MAX];
 
-	for (uint32_t i = 0; i < k->nh; i++)
-		if (keys[i] == key)
-			return (int)i;
-	if (k->nh == RV_MR_KEYS)
+	if (k->nh == RV_MR_SEGS + 1)
 		return -1;
 	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
-	/* -EACCES: not granted to us (yet: the owner's QP may not be at RTR;
-	 * a NIC's requester retries that long too), or never. */
 	for (int i = 0;; i++) {
-		int ret = roshm_region_open(c->r, name, &k->handles[k->nh], &sizes[k->nh]);
+		int ret = roshm_region_open_part(c->r, name, part, &k->handles[k->nh], size);
 
 		if (!ret)
 			return (int)k->nh++;
@@ -85,22 +84,25 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key, const ui
 }
 
 /*
- * The remote MR behind @rkey: open "ibv-mr-<rkey>" in our tenant, read its
- * metadata page once into private memory and check it (segments contiguous
- * from the first page of [addr, addr + length) to past its end, each inside
- * the region that holds it, behind that region's metadata page), and open
- * the regions its segments name. Cached while WRs use it; a failed lookup
- * caches nothing.
+ * The remote MR behind @rkey: open the metadata page of "ibv-mr-<rkey>"
+ * (the part its owner granted us: READ), read it once into private memory
+ * and check it (segments contiguous from the first page of [addr, addr +
+ * length) to past its end, each inside the region that holds it, behind
+ * that region's metadata page), and open, in the regions its segments
+ * name, the parts that hold the MR's bytes with the MR's remote access:
+ * what the owner granted, and all roshmd lets these handles touch. Cached
+ * while WRs use it; a failed lookup caches nothing.
  */
 struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 {
-	uint32_t keys[RV_MR_KEYS] = { 0 };
-	uint64_t sizes[RV_MR_KEYS];
+	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	struct rv_rkey *k = NULL;
+	uint64_t size = 0;
+	uint32_t access;
 	int idx;
 
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
-		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
+		if (c->rkeys[i].valid && !c->rkeys[i].stale && c->rkeys[i].rkey == rkey)
 			return &c->rkeys[i];
 	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++) {
 		struct rv_rkey *e = &c->rkeys[c->rkey_next++ % RV_RKEY_CACHE];
@@ -112,21 +114,26 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 		return NULL;   /* 64 remote MRs in use by WRs in flight */
 	if (k->valid)
 		rkey_close(c, k);
-	if (rkey_open(c, k, rkey, keys, sizes) != 0)
+	k->stale = false;
+	if (rkey_open(c, k, rkey, &meta, &size) != 0)
 		return NULL;
-	keys[0] = rkey;
 	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
 		goto err;
 	if (rv_meta_check(&k->m, rkey))
 		goto err;
+	access = rv_roshm_access(k->m.access);
+	if (!access)
+		goto err;   /* no remote access at all */
 	for (uint32_t i = 0; i < k->m.nseg; i++) {
 		const struct rv_seg *g = &k->m.seg[i];
+		struct roshm_part p = { .access = access };
 
-		idx = rkey_open(c, k, g->key, keys, sizes);
+		if (!rv_seg_part(k->m.addr, k->m.length, g, &p))
+			goto err;
+		idx = rkey_open(c, k, g->key, &p, &size);
 		if (idx < 0)
 			goto err;
-		keys[idx] = g->key;
-		if (g->data_off > sizes[idx] || g->len > sizes[idx] - g->data_off)
+		if (g->data_off > size || g->len > size - g->data_off)
 			goto err;
 		k->seg_h[i] = (uint8_t)idx;
 	}
@@ -197,26 +204,32 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
 }
 
 /*
- * Let the owner of @q's peer ring (or not: @add) open @m's regions: its
- * own, and those of the earlier MRs of the same PD whose pages it uses. A
- * region of an MR of another PD is never granted: that would open all of
- * that MR to a QP its PD is not connected to, so the pages @m shares with
- * it stay out of reach (IBV_WC_REM_ACCESS_ERR) until regions can be
- * granted in part. A grant that fails leaves the peer's WRs to that MR
- * with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's PD's.
+ * Let the owner of @q's peer ring (or not: @add) reach @m: the metadata
+ * page of its region (READ), and in each region that holds its pages (its
+ * own, or an earlier MR's) the MR's bytes only, with the operations its
+ * IBV_ACCESS_REMOTE_* flags allow: roshmd bounds every operation of the
+ * peer by that, as a NIC bounds an rkey by its MR. An MR of another PD
+ * than @q's is not granted. A grant that fails leaves the peer's WRs to
+ * that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's
+ * PD's.
  */
 static void grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
 		     bool add)
 {
-	int (*fn)(struct roshm *, uint32_t, const char *) =
-		add ? roshm_region_grant_name : roshm_region_revoke_name;
+	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
+		add ? roshm_region_grant_part : roshm_region_revoke_part;
+	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
+	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
 
 	if ((add && m->dead) || m->mr.pd != q->qp.pd)
 		return;
-	fn(c->r, m->handle, name);
-	for (uint32_t j = 0; j < m->nuse; j++)
-		if (m->uses[j]->mr.pd == q->qp.pd)
-			fn(c->r, m->uses[j]->handle, name);
+	fn(c->r, m->handle, name, &meta);
+	for (uint32_t i = 0; access && i < m->nseg; i++) {
+		struct roshm_part p = { .access = access };
+
+		if (rv_seg_part((uintptr_t)m->mr.addr, m->mr.length, &m->seg[i], &p))
+			fn(c->r, m->seg_handle[i], name, &p);
+	}
 }
 
 /*
@@ -267,6 +280,18 @@ void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m)
 		if (q->gr_ok) {
 			peer_ring_name(q, name, sizeof(name));
 			grant_mr(c, q, m, name, true);
+		}
+}
+
+/* Deregistered: its peers lose it now (its region may live on for others). */
+void rv_grant_mr_drop(struct rv_ctx *c, struct rv_mr *m)
+{
+	char name[ROSHM_NAME_MAX];
+
+	for (struct rv_qp *q = c->qps; q; q = q->next)
+		if (q->gr_ok) {
+			peer_ring_name(q, name, sizeof(name));
+			grant_mr(c, q, m, name, false);
 		}
 }
 

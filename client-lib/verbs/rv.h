@@ -154,8 +154,11 @@ struct rv_rkey {
 	uint32_t rkey;
 	uint32_t refs;          /* WRs that still use it */
 	bool valid;
+	bool stale;             /* a WR found a handle closed (a grant taken back): look again */
 	uint32_t nh;
-	uint32_t handles[RV_MR_KEYS];
+	/* [0]: the metadata page (READ); then one per segment: the MR's bytes
+	 * in it, opened as the part its owner granted (rv_seg_part) */
+	uint32_t handles[RV_MR_SEGS + 1];
 	uint8_t seg_h[RV_MR_SEGS]; /* index into handles[] of each segment */
 	struct rv_meta m;
 };
@@ -180,6 +183,7 @@ struct rv_mr {
 	uint32_t nseg;
 	struct rv_seg seg[RV_MR_SEGS];
 	uint32_t seg_handle[RV_MR_SEGS];
+	int mr_access;          /* IBV_ACCESS_* it was registered with */
 	uint64_t ino, foff;     /* its memfd (inode, device) and its data's file offset */
 	unsigned int maj, min;
 };
@@ -353,6 +357,12 @@ bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uin
  * in [addr, addr + length) of a checked @m, its data offset in *off and the
  * bytes from there to the segment's end in *room. */
 int rv_meta_check(const struct rv_meta *m, uint32_t rkey);
+/* The part of the region holding segment @g that an MR [addr, addr +
+ * length) grants its peers: the MR's bytes in @g, as data offsets; false
+ * when @g holds none. rv_roshm_access: the ROSHM_ACCESS_* of its
+ * IBV_ACCESS_REMOTE_* flags (0: none). */
+bool rv_seg_part(uint64_t addr, uint64_t length, const struct rv_seg *g, struct roshm_part *p);
+uint32_t rv_roshm_access(uint32_t ibv_access);
 uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_t *room);
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
 		    const struct roshm_region_opts *opts, uint32_t *id, uint32_t *handle);
@@ -380,6 +390,7 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m);
+void rv_grant_mr_drop(struct rv_ctx *c, struct rv_mr *m);
 
 /* Where remote address @va of @k lives: the region handle (returned), the
  * data offset in *off, and in *room the bytes from there to its segment's end. */

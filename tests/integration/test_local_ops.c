@@ -552,6 +552,11 @@ static void test_grant_parts(void **state)
 	assert_int_equal(roshm_fetch_add_sync(a2, ht, 104, 1, &v), -EBADF);
 	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 8), 0);
 	assert_int_equal(roshm_region_open_part(a2, "gp-mem", &bytes, &hx, NULL), -EACCES);
+	/* a part granted twice stays until its second revoke */
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring", &rd), 0);
+	assert_int_equal(roshm_region_revoke_part(a, hm, "gp-ring", &rd), 0);
+	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 8), 0);
+	assert_int_equal(roshm_region_grant_part(a, hm, "gp-ring", &rd), 0);
 	/* and revoking by name, every part */
 	assert_int_equal(roshm_region_revoke_name(a, hm, "gp-ring"), 0);
 	assert_int_equal(roshm_read_sync(a2, hmeta, 0, 0, 8), -EBADF);

@@ -264,8 +264,112 @@ static void hostile_write(struct roshm *r, uint32_t qpn, const struct rv_frag *f
 	roshm_region_close(r, h);
 }
 
+/* Open @part of "ibv-mr-<rkey>" as pod @r: 0 with *@h, or the status. */
+static int open_mr_part(struct roshm *r, uint32_t rkey, uint64_t off, uint64_t len,
+			uint32_t access, uint32_t *h)
+{
+	char name[ROSHM_NAME_MAX];
+
+	snprintf(name, sizeof(name), "ibv-mr-%08x", rkey);
+	return roshm_region_open_part(r, name, &(struct roshm_part){ off, len, access }, h, NULL);
+}
+
+static void expect_status(int got, int want, const char *what)
+{
+	if (got != want) {
+		fprintf(stderr, "%s: expected %d, got %d\n", what, want, got);
+		die("hostile peer: roshmd did not bound an MR by its bytes and access");
+	}
+}
+
+/*
+ * The pod a QP of ours is connected to, with its own library: roshmd lets
+ * it open of our MRs only what a NIC lets an rkey reach (the metadata page
+ * to read; the MR's bytes with its IBV_ACCESS_REMOTE_* flags) and bounds
+ * every operation by that, whatever it asks. rmr: [rb, rb + RB) with
+ * REMOTE_WRITE only, at data offset 4096 of its region (after its metadata
+ * page). amr: 512 bytes at sbuf + 1024 in the page smr (another PD, not
+ * connected) holds, REMOTE_WRITE.
+ */
+static void hostile_parts(struct roshm *r, struct ibv_pd *pd, struct ibv_cq *hcq,
+			  struct ibv_mr *rmr, uint8_t *rb, struct ibv_mr *smr, struct ibv_mr *amr,
+			  uint8_t *sbuf)
+{
+	const uint32_t R = ROSHM_ACCESS_READ, W = ROSHM_ACCESS_WRITE, A = ROSHM_ACCESS_ATOMIC;
+	struct ibv_qp *q = mkqp(pd, hcq, hcq, 1, 1, 1);
+	uint8_t *arena = roshm_arena(r, NULL);
+	uint32_t hmeta, hw, hsw, hx;
+	uint64_t old;
+	struct rv_meta m;
+
+	connect_qp(q, 0x123456, 1, 7);   /* we grant the pod our PD's MRs */
+	expect_status(open_mr_part(r, rmr->rkey, 0, 0, 0, &hx), -EACCES, "all of an MR's region");
+	expect_status(open_mr_part(r, rmr->rkey, 0, 4096, R | W, &hx), -EACCES,
+		      "its metadata page to write");
+	expect_status(open_mr_part(r, rmr->rkey, 4096, RB, R | W, &hx), -EACCES,
+		      "a REMOTE_WRITE MR to read");
+	expect_status(open_mr_part(r, rmr->rkey, 4096, RB + 1, W, &hx), -EACCES,
+		      "a byte past the MR");
+	expect_status(open_mr_part(r, rmr->rkey, 0, 4096, R, &hmeta), 0, "its metadata page");
+	expect_status(roshm_read_sync(r, hmeta, 0, 0, sizeof(m)), 0, "reading the metadata");
+	memcpy(&m, arena, sizeof(m));
+	if (m.addr != (uintptr_t)rb || m.length != RB || m.seg[0].data_off != 4096)
+		die("hostile peer: the metadata page is not what the test expects");
+	memset(arena, 0x66, 64);
+	expect_status(roshm_write_sync(r, hmeta, 0, 0, 8), -EACCES, "a WRITE to the metadata");
+	expect_status(open_mr_part(r, rmr->rkey, 4096, RB, W, &hw), 0, "the MR's bytes to write");
+	expect_status(roshm_read_sync(r, hw, 4096, 0, 8), -EACCES, "a READ of a REMOTE_WRITE MR");
+	expect_status(roshm_fetch_add_sync(r, hw, 4096, 1, &old), -EACCES, "an atomic");
+	expect_status(roshm_write_sync(r, hw, 4096 - 8, 0, 8), -EFAULT, "a WRITE before the MR");
+	expect_status(roshm_write_sync(r, hw, 4096 + RB - 4, 0, 8), -EFAULT, "a WRITE past it");
+	expect_status(roshm_write_sync(r, hw, 0, 0, 8), -EFAULT, "a WRITE over the metadata");
+	/* amr's bytes in smr's page: reachable, and nothing else of the page */
+	expect_status(open_mr_part(r, amr->rkey, 0, 4096, R, &hx), 0, "amr's metadata page");
+	roshm_region_close(r, hx);
+	expect_status(open_mr_part(r, smr->rkey, 0, 4096, R, &hx), -EACCES,
+		      "the metadata of an MR of a PD with no QP");
+	expect_status(open_mr_part(r, smr->rkey, 4096, 4096, W, &hx), -EACCES,
+		      "the page of an MR of a PD with no QP");
+	expect_status(open_mr_part(r, smr->rkey, 4096 + 1024, 512, W | A, &hx), -EACCES,
+		      "an atomic on a REMOTE_WRITE MR");
+	expect_status(open_mr_part(r, smr->rkey, 4096 + 1024, 512, W, &hsw), 0,
+		      "amr's bytes in smr's page");
+	expect_status(roshm_write_sync(r, hsw, 4096 + 1024 + 504, 0, 8), 0, "a WRITE to amr");
+	if (memcmp(sbuf + 1024 + 504, arena, 8))
+		die("hostile peer: a WRITE to amr's last bytes did not land");
+	expect_status(roshm_write_sync(r, hsw, 4096 + 1024 + 508, 0, 8), -EFAULT,
+		      "a WRITE past amr into smr's bytes");
+	expect_status(roshm_write_sync(r, hsw, 4096, 0, 8), -EFAULT, "a WRITE to smr's bytes");
+	memset(sbuf + 1024 + 504, 0xee, 8);
+	for (int i = 0; i < 4096; i++)
+		if (sbuf[i] != 0xee)
+			die("hostile peer: smr's page changed");
+	/* the QP goes to the error state: the pod loses it all, as a NIC's
+	 * QP in that state answers nothing */
+	{
+		struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+
+		if (ibv_modify_qp(q, &err, IBV_QP_STATE))
+			die("hostile peer: modify to ERR");
+	}
+	expect_status(roshm_write_sync(r, hw, 4096, 0, 8), -EBADF, "the MR after the QP's error");
+	expect_status(roshm_write_sync(r, hsw, 4096 + 1024, 0, 8), -EBADF,
+		      "amr after the QP's error");
+	expect_status(roshm_read_sync(r, hmeta, 0, 0, 8), -EBADF, "the metadata after the error");
+	expect_status(open_mr_part(r, rmr->rkey, 0, 4096, R, &hx), -EACCES,
+		      "the metadata after the error");
+	roshm_region_close(r, hw);
+	roshm_region_close(r, hsw);
+	roshm_region_close(r, hmeta);
+	if (ibv_destroy_qp(q))
+		die("destroy (hostile peer)");
+	printf("verbs_check server: the connected peer's own library reaches the metadata page "
+	       "(read) and each MR's bytes with its access (amr's too, in a page of another PD's "
+	       "MR) and nothing more: the rest -> EACCES / EFAULT; after the QP's error -> EBADF\n");
+}
+
 static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb,
-		    uint32_t rqpn)
+		    uint32_t rqpn, struct ibv_mr *smr, struct ibv_mr *amr, uint8_t *sbuf)
 {
 	struct roshm_params p;
 	uint32_t fake_ring;
@@ -312,6 +416,7 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 		if (roshm_region_create(r, "ibv-qp-123456", 4096, NULL, &fake_ring))
 			die("hostile: the fake peer's ring");
 	}
+	hostile_parts(r, pd, hcq, rmr, rb, smr, amr, sbuf);
 	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ibv_qp *h = mkqp(pd, hcq, hcq, 1, 2, 1);
 		struct rv_frag f;
@@ -628,7 +733,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	} else {
 		printf("verbs_check server: tenant check not run (VERBS_CHECK_OTHER not set)\n");
 	}
-	hostile(ctx, pd, rmr, rb, qa->qp_num);
+	hostile(ctx, pd, rmr, rb, qa->qp_num, smr, amr, sbuf);
 	loopback(ctx, pd, rmr, rb);
 	zero_copy(pd);
 	sync_byte(fd, 'x', 0);
