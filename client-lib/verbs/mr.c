@@ -346,7 +346,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->refs = 1;
 	m->next = c->mrs;
 	c->mrs = m;
-	rv_grant_mr(c, m);
+	rv_grant_mr(c, m, true);
 	rv_unlock(c);
 	return &m->mr;
 err_region:
@@ -389,7 +389,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	/* The rkey dies now: a peer that resolves it finds no metadata. roshmd
 	 * forgets the region once no other MR uses its pages; the application
 	 * keeps its bytes (our MAP_SHARED view keeps the memfd alive). */
-	rv_grant_mr_drop(c, m);
+	rv_grant_mr(c, m, false);
 	m->dead = true;
 	meta = roshm_region_data(c->r, m->handle, NULL);
 	if (meta)

@@ -125,6 +125,8 @@ void rv_qp_fail(struct rv_qp *q)
 	q->qp.state = IBV_QPS_ERR;
 	q->broken = true;
 	rv_rq_flush(q);
+	if (q->gr_ok)   /* a QP in the error state takes nothing from its peer */
+		to_ctx(q->qp.context)->grant_drops = true;
 }
 
 void rv_backlog(struct rv_ctx *c, struct rv_qp *q, bool on)
@@ -628,6 +630,12 @@ void rv_progress(struct rv_ctx *c)
 			if (q->backlog_on)
 				rv_qp_issue(c, q);
 	roshm_submit(c->r);
+	if (c->grant_drops) {   /* once per QP that failed: control calls, off the fast path */
+		c->grant_drops = false;
+		for (struct rv_qp *q = c->qps; q; q = q->next)
+			if (q->qp.state == IBV_QPS_ERR)
+				rv_grant_drop(c, q);
+	}
 }
 
 /* ------------------------------------------------------------ post_send */

@@ -271,27 +271,18 @@ void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 	q->gr_ok = false;
 }
 
-/* A new MR: grant it to the peers of its PD's connected QPs. */
-void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m)
+/*
+ * A new MR (@add): grant it to the peers of its PD's connected QPs; or
+ * deregistered: its peers lose it now (its region may live on for others).
+ */
+void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add)
 {
 	char name[ROSHM_NAME_MAX];
 
 	for (struct rv_qp *q = c->qps; q; q = q->next)
 		if (q->gr_ok) {
 			peer_ring_name(q, name, sizeof(name));
-			grant_mr(c, q, m, name, true);
-		}
-}
-
-/* Deregistered: its peers lose it now (its region may live on for others). */
-void rv_grant_mr_drop(struct rv_ctx *c, struct rv_mr *m)
-{
-	char name[ROSHM_NAME_MAX];
-
-	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->gr_ok) {
-			peer_ring_name(q, name, sizeof(name));
-			grant_mr(c, q, m, name, false);
+			grant_mr(c, q, m, name, add);
 		}
 }
 

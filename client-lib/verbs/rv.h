@@ -316,6 +316,7 @@ struct rv_ctx {
 	struct rv_qp *qps;
 	struct rv_cq *cqs;
 	uint32_t nbacklog;      /* QPs with WRs waiting for issue */
+	bool grant_drops;       /* a QP went to the error state: its grants go (rv_progress) */
 	uint64_t pushes;        /* completions ever added to its CQs (notifier) */
 	struct rv_rkey rkeys[RV_RKEY_CACHE];
 	uint32_t rkey_next;
@@ -389,8 +390,7 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
-void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m);
-void rv_grant_mr_drop(struct rv_ctx *c, struct rv_mr *m);
+void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
 
 /* Where remote address @va of @k lives: the region handle (returned), the
  * data offset in *off, and in *room the bytes from there to its segment's end. */

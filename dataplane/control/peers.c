@@ -342,6 +342,16 @@ int rd_peers_open_remote(struct rd_control *ctl, const struct rd_region_rec *rec
 		if (rg->remote && !rg->ctl_dead && rg->peer == p && rg->id == rec->region_id &&
 		    rg->epoch == rec->epoch)
 			break;
+	if (rg && rec->policy == ROSHM_POLICY_GRANT && grants_hash(rec) != rg->grants_seen) {
+		/* The open rests on grants the revalidation has not enforced
+		 * (a record read past the cache): enforce them now, so that a
+		 * later look that finds the earlier list again sees the change
+		 * back and closes what it no longer covers. */
+		rg->grants_seen = grants_hash(rec);
+		rg->refs++; /* not freed here: the caller's handle takes it */
+		rd_control_grants_enforce(ctl, rg, rec->tenant, rec->grants, rec->ngrants);
+		rg->refs--;
+	}
 	if (!rg) {
 		rg = calloc(1, sizeof(*rg));
 		if (!rg)

@@ -69,6 +69,7 @@ void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		break;
 	case RD_CMD_HANDLE_CLEAR:
 		c->dp_handles[idx].region = NULL;
+		rd_txn_handle_gone(c, cmd->handle);
 		break;
 	case RD_CMD_REGION_DEAD:
 		cmd->region->dead = true;

@@ -733,6 +733,14 @@ int rd_txn_commit(struct rd_poller *p, struct rd_client *c, const struct roshm_s
 	return 0;
 }
 
+/* Handle @hv was closed (a revoke, a close): what was gathered through it
+ * is never committed, not even through a later handle of the same value. */
+void rd_txn_handle_gone(struct rd_client *c, uint32_t hv)
+{
+	if (c->txn_build && c->txn_build->handle == hv)
+		build_fail(c, -EBADF);
+}
+
 void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c)
 {
 	struct rd_txn_engine *e = p->txn;

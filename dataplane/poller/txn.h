@@ -53,6 +53,7 @@ bool rd_txn_busy(const struct rd_poller *p);
 /* How long the poller may sleep before the engine needs a look. */
 int rd_txn_sleep_ms(const struct rd_poller *p);
 void rd_txn_client_gone(struct rd_poller *p, struct rd_client *c);
+void rd_txn_handle_gone(struct rd_client *c, uint32_t hv);
 /* The engine's memory that transports read from and write into (verbs MRs):
  * @i 0 the staging images, 1 the read-back buffers. */
 void rd_txn_mem(const struct rd_poller *p, int i, uint8_t **base, size_t *len);

@@ -81,6 +81,10 @@ put('record', 'region_verbs', dump(dict(region, endpoint='verbs:198.18.1.1:7472'
                                         raddr='140737354129408', txn_slots=16, slot_size=4096)))
 put('record', 'region_list_policy', dump(dict(region, policy='list', tenants=['team-a', 'team_b', 'c.d'])))
 put('record', 'region_grant_policy', dump(dict(region, policy='grant', grants=['0123456789abcdef', 'ffffffffffffffff'])))
+put('record', 'region_grant_part', dump(dict(region, policy='grant', grants=[
+    '0123456789abcdef:0000000000000010:0000000000000030:1', '0123456789abcdef'])))
+put('record', 'region_grant_part_bad', dump(dict(region, policy='grant', grants=[
+    '0123456789abcdef:0000000000000030:0000000000000010:1'])))
 put('record', 'region_grant_empty', dump(dict(region, policy='grant', grants=[])))
 put('record', 'region_grant_upper', dump(dict(region, policy='grant', grants=['0123456789ABCDEF'])))
 put('record', 'region_grants_on_tenant', dump(dict(region, grants=['0123456789abcdef'])))
@@ -331,16 +335,17 @@ def create_msg(name=b'r1', size=4096, policy=0, tenants=(), slots=0, slot_size=0
     return chdr(t, 16 + len(body)) + body
 
 
-def open_msg(name=b'default/r1'):
-    return chdr(T_OPEN, 16 + 128) + struct.pack('128s', name)
+def open_msg(name=b'default/r1', off=0, ln=0, access=0):
+    return chdr(T_OPEN, 16 + 128 + 24) + struct.pack('<128sQQII', name, off, ln, access, 0)
 
 
 def close_msg(handle):
     return chdr(T_CLOSE, 24) + struct.pack('<II', handle, 0)
 
 
-def grant_msg(handle, peer, op=1, name=b''):
-    return chdr(T_GRANT, 96) + struct.pack('<IIII64s', handle, peer, op, 0, name)
+def grant_msg(handle, peer, op=1, name=b'', gid=0, off=0, ln=0, access=0):
+    # handle, peer, op, access, gid, name, win_off, win_len
+    return chdr(T_GRANT, 16 + 104) + struct.pack('<IIIIQ64sQQ', handle, peer, op, access, gid, name, off, ln)
 
 
 def admin_msg(cmd=b'status', tenant=b'', token=b'', admin=b''):
@@ -364,6 +369,15 @@ put('control', 'attach_grant', attach + rec(FD_RIGHT | FIX, create_msg(b'g', 409
     rec(FIX, close_msg(3 | 1 << 16)) + rec(FIX, grant_msg(1 | 1 << 16, 3 | 1 << 16)) +
     rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'none')) +
     rec(FIX, grant_msg(1 | 1 << 16, 0, 4, b'r')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'../x')))
+put('control', 'attach_grant_part', attach + rec(FD_RIGHT | FIX, create_msg(b'g', 8192, 3)) +
+    rec(FD_RIGHT | FIX, create_msg(b'r', 4096)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r', off=100, ln=50, access=1)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r', off=0, ln=4096, access=5)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r', off=8000, ln=500, access=1)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 3, b'r', off=(1 << 64) - 8, ln=64, access=1)) +
+    rec(FIX, open_msg(b'a/g', 100, 50, 1)) + rec(FIX, open_msg(b'a/g', 100, 51, 1)) +
+    rec(FIX, open_msg(b'a/g', (1 << 64) - 1, 2, 0)) + rec(FIX, open_msg(b'a/g', 8, 0, 9)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 2, b'', gid=5, off=100, ln=50, access=1)))
 put('control', 'attach_create_pipe', attach + rec(FD_PIPE | FIX, create_msg()))
 put('control', 'attach_create_small', attach + rec(FD_SMALL | FIX, create_msg()))
 put('control', 'attach_open_missing', attach + rec(FIX, open_msg(b'b/none')))

@@ -738,6 +738,43 @@ static void test_grant_across_nodes(void **state)
 	assert_int_equal(open_retry(c, full, &hc, NULL), -EACCES);
 	/* node 3 cannot make a region of its own under the granted name */
 	assert_int_equal(roshm_region_create(c, ring, 4096, NULL, &hc), -EEXIST);
+	/* a part, across nodes: node 2's roshmd opens only what the record's
+	 * grant covers, and bounds every operation by it */
+	{
+		const struct roshm_part part = { .off = 256, .len = 64, .access = ROSHM_ACCESS_READ };
+		uint32_t hp;
+
+		assert_int_equal(roshm_region_grant_part(a, hm, ring, &part), 0);
+		assert_int_equal(roshm_region_open_part(b, full,
+							&(struct roshm_part){ 256, 65,
+									      ROSHM_ACCESS_READ },
+							&hp, NULL), 0);   /* the whole grant still stands */
+		roshm_region_close(b, hp);
+		assert_int_equal(roshm_region_revoke(a, hm, hring), 0);   /* the whole one goes */
+		for (int i = 0; i < 500; i++) {
+			ret = roshm_region_open_part(b, full,
+						     &(struct roshm_part){ 256, 65, ROSHM_ACCESS_READ },
+						     &hp, NULL);
+			if (ret != 0)
+				break;
+			roshm_region_close(b, hp);
+			usleep(10000);
+		}
+		assert_int_equal(ret, -EACCES);
+		assert_int_equal(roshm_region_open_part(b, full,
+							&(struct roshm_part){ 256, 64,
+									      ROSHM_ACCESS_WRITE },
+							&hp, NULL), -EACCES);
+		assert_int_equal(roshm_region_open_part(b, full, &part, &hp, NULL), 0);
+		memcpy((uint8_t *)roshm_region_data(a, hm, NULL) + 256, &word, 8);
+		assert_int_equal(roshm_read_sync(b, hp, 256, 8, 8), 0);
+		assert_memory_equal((uint8_t *)roshm_arena(b, NULL) + 8, &word, 8);
+		assert_int_equal(roshm_read_sync(b, hp, 316, 0, 8), -EFAULT);
+		assert_int_equal(roshm_write_sync(b, hp, 256, 0, 8), -EACCES);
+		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &part), 0);
+		roshm_region_close(b, hp);
+		assert_int_equal(roshm_region_grant(a, hm, hring), 0);
+	}
 	/* revoked: new opens are refused once node 2 has the record, and the
 	 * handle b holds is closed at node 2's next look at it */
 	assert_int_equal(roshm_region_revoke(a, hm, hring), 0);
