@@ -742,19 +742,17 @@ static void test_grant_across_nodes(void **state)
 	 * grant covers, and bounds every operation by it */
 	{
 		const struct roshm_part part = { .off = 256, .len = 64, .access = ROSHM_ACCESS_READ };
-		uint32_t hp;
+		const struct roshm_part p0 = { .off = 0, .len = 64, .access = ROSHM_ACCESS_READ };
+		const struct roshm_part wide = { .off = 256, .len = 65, .access = ROSHM_ACCESS_READ };
+		uint32_t hp, hp0, hq;
 
 		assert_int_equal(roshm_region_grant_part(a, hm, ring, &part), 0);
-		assert_int_equal(roshm_region_open_part(b, full,
-							&(struct roshm_part){ 256, 65,
-									      ROSHM_ACCESS_READ },
-							&hp, NULL), 0);   /* the whole grant still stands */
-		roshm_region_close(b, hp);
+		assert_int_equal(roshm_region_grant_part(a, hm, ring, &p0), 0);
+		assert_int_equal(roshm_region_open_part(b, full, &wide, &hp, NULL), 0);
+		roshm_region_close(b, hp);   /* the whole grant still stands */
 		assert_int_equal(roshm_region_revoke(a, hm, hring), 0);   /* the whole one goes */
 		for (int i = 0; i < 500; i++) {
-			ret = roshm_region_open_part(b, full,
-						     &(struct roshm_part){ 256, 65, ROSHM_ACCESS_READ },
-						     &hp, NULL);
+			ret = roshm_region_open_part(b, full, &wide, &hp, NULL);
 			if (ret != 0)
 				break;
 			roshm_region_close(b, hp);
@@ -766,13 +764,30 @@ static void test_grant_across_nodes(void **state)
 									      ROSHM_ACCESS_WRITE },
 							&hp, NULL), -EACCES);
 		assert_int_equal(roshm_region_open_part(b, full, &part, &hp, NULL), 0);
+		assert_int_equal(roshm_region_open_part(b, full, &p0, &hp0, NULL), 0);
 		memcpy((uint8_t *)roshm_region_data(a, hm, NULL) + 256, &word, 8);
 		assert_int_equal(roshm_read_sync(b, hp, 256, 8, 8), 0);
 		assert_memory_equal((uint8_t *)roshm_arena(b, NULL) + 8, &word, 8);
 		assert_int_equal(roshm_read_sync(b, hp, 316, 0, 8), -EFAULT);
 		assert_int_equal(roshm_write_sync(b, hp, 256, 0, 8), -EACCES);
 		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &part), 0);
+		for (int i = 0; i < 1000 && (ret = roshm_read_sync(b, hp, 256, 0, 8)) == 0; i++)
+			usleep(10000);
+		assert_int_equal(ret, -EBADF);
+		/* granted, opened and taken back between two looks of node 2 at
+		 * the record (which then finds the list it had before): the
+		 * handle is closed all the same */
+		assert_int_equal(roshm_region_grant_part(a, hm, ring, &part), 0);
+		assert_int_equal(roshm_region_open_part(b, full, &part, &hq, NULL), 0);
+		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &part), 0);
+		for (int i = 0; i < 1000 && (ret = roshm_read_sync(b, hq, 256, 0, 8)) == 0; i++)
+			usleep(10000);
+		assert_int_equal(ret, -EBADF);
+		assert_int_equal(roshm_read_sync(b, hp0, 0, 0, 8), 0);   /* the other part stays */
+		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &p0), 0);
 		roshm_region_close(b, hp);
+		roshm_region_close(b, hq);
+		roshm_region_close(b, hp0);
 		assert_int_equal(roshm_region_grant(a, hm, hring), 0);
 	}
 	/* revoked: new opens are refused once node 2 has the record, and the
