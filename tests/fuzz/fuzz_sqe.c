@@ -57,6 +57,15 @@ static struct rd_handle handles[] = {
 	{ &regions[3], 11, true },  /* closed */
 	{ &regions[5], 12, true },
 	{ &regions[9], 13, true },  /* a remote region marked own: never a buffer */
+	/* opened for a part (ABI 6): data offsets [lo, hi), those operations */
+	{ .region = &regions[0], .gen = 14, .part = true, .access = ROSHM_ACCESS_READ,
+	  .lo = 100, .hi = 150 },
+	{ .region = &regions[6], .gen = 15, .part = true,
+	  .access = ROSHM_ACCESS_ATOMIC | ROSHM_ACCESS_WRITE, .lo = 64, .hi = 96 },
+	{ .region = &regions[7], .gen = 16, .own = true, .part = true,
+	  .access = ROSHM_ACCESS_WRITE, .lo = 0, .hi = 4096 },
+	{ .region = &regions[5], .gen = 17, .part = true, .access = ROSHM_ACCESS_ALL,
+	  .lo = 4000, .hi = UINT64_MAX },
 };
 #define NHANDLES (sizeof(handles) / sizeof(handles[0]))
 static const uint64_t arenas[] = { 1u << 16, 0, 4096, 1u << 22, UINT64_MAX };
@@ -115,6 +124,21 @@ static int model(const struct roshm_sqe *s0, uint64_t arena, const struct rd_reg
 		   ((unsigned __int128)s->off < h->region->win_lo ||
 		    (unsigned __int128)s->off + s->len > h->region->win_hi)) {
 		return -EFAULT; /* the owner's transactions stay in the window */
+	}
+	if (h->part && s->opcode <= ROSHM_OP_TXN_COMMIT) {
+		uint32_t need = s->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
+				s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP ?
+				ROSHM_ACCESS_ATOMIC : ROSHM_ACCESS_WRITE;
+		unsigned __int128 len = s->len;
+
+		if (!(h->access & need))
+			return -EACCES;
+		if (s->opcode != ROSHM_OP_TXN_COMMIT) {
+			if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
+				len = 8;
+			if (s->off < h->lo || (unsigned __int128)s->off + len > h->hi)
+				return -EFAULT;
+		}
 	}
 	switch (s->opcode) {
 	case ROSHM_OP_WRITE:
