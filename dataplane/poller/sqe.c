@@ -25,47 +25,33 @@ static uint32_t access_needed(uint8_t opcode)
 }
 
 /*
- * A region's limits on clients other than its owner: the opcode's access
- * flag, then the offset (an address when va_base is set: translated here,
- * in the private copy) within the window. Bounds against the data area
- * follow in the caller's switch.
+ * Limits on a client's operations: the opcode's access flag in @access,
+ * then the offset (an address when @va_base is set: translated here, in
+ * the private copy) within data offsets [lo, hi); 8 bytes for an atomic,
+ * none for TXN_COMMIT. A region's limits on clients other than its owner,
+ * and a handle's part. Bounds against the data area follow in the
+ * caller's switch.
  */
-static int limits(struct roshm_sqe *s, const struct rd_region *rg)
+static int limits(struct roshm_sqe *s, uint32_t access, uint64_t va_base, uint64_t lo,
+		  uint64_t hi)
 {
 	uint32_t need = access_needed(s->opcode);
 	uint64_t off = s->off, len = s->len;
 
-	if ((rg->access & need) != need)
+	if ((access & need) != need)
 		return -EACCES;
 	if (s->opcode == ROSHM_OP_TXN_COMMIT)
 		return 0;
-	if (rg->va_base) {
-		if (off < rg->va_base)
+	if (va_base) {
+		if (off < va_base)
 			return -EFAULT;
-		off -= rg->va_base;
+		off -= va_base;
 	}
 	if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
 		len = 8;
-	if (off < rg->win_lo || off > rg->win_hi || len > rg->win_hi - off)
+	if (off < lo || off > hi || len > hi - off)
 		return -EFAULT;
 	s->off = off;
-	return 0;
-}
-
-/* A handle's part (roshm_ctl_region_open): the same, on data offsets. */
-static int part_limits(const struct roshm_sqe *s, const struct rd_handle *h)
-{
-	uint32_t need = access_needed(s->opcode);
-	uint64_t len = s->len;
-
-	if ((h->access & need) != need)
-		return -EACCES;
-	if (s->opcode == ROSHM_OP_TXN_COMMIT)
-		return 0;
-	if (s->opcode == ROSHM_OP_FETCH_ADD || s->opcode == ROSHM_OP_CMP_SWAP)
-		len = 8;
-	if (s->off < h->lo || s->off > h->hi || len > h->hi - s->off)
-		return -EFAULT;
 	return 0;
 }
 
@@ -126,11 +112,13 @@ int rd_sqe_check(struct roshm_sqe *s, const struct rd_handle *handles,
 	if (h->region->dead)
 		return -ESTALE;
 	if (h->region->restricted && !h->own && s->opcode <= ROSHM_OP_TXN_COMMIT &&
-	    (ret = limits(s, h->region)))
+	    (ret = limits(s, h->region->access, h->region->va_base, h->region->win_lo,
+			  h->region->win_hi)))
 		return ret;
 	/* A handle opened for a part: its operations and offsets (data
 	 * offsets now, after the region's own translation above). */
-	if (h->part && s->opcode <= ROSHM_OP_TXN_COMMIT && (ret = part_limits(s, h)))
+	if (h->part && s->opcode <= ROSHM_OP_TXN_COMMIT &&
+	    (ret = limits(s, h->access, 0, h->lo, h->hi)))
 		return ret;
 	/* The owner's transactions too stay in the window: the owner-side
 	 * apply cannot tell its records from a peer's (txn.c slot_copy). */
