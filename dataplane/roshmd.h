@@ -109,6 +109,8 @@ struct rd_region {
 	bool tampered;                /* local: its owner punched a hole (guard.h); atomic */
 	bool tamper_seen;             /* control: acted on it */
 	bool no_record;               /* control: its publish failed: the record is not ours */
+	bool rec_dirty;               /* control: a grant's record write failed: written again
+					 (rd_grants_timer) */
 	struct rd_guard *guard;       /* local: watching its mapping, or NULL */
 	uint8_t *data;                /* data area in roshmd's mapping */
 	uint64_t data_size;

@@ -63,6 +63,7 @@ struct rd_control {
 	uint32_t npending;            /* connections not attached (admin.max_pending) */
 	uint16_t next_slot_gen;
 	struct rd_region *zombie_regions; /* handed to the poller, freed from its graveyard */
+	uint64_t grants_retry_ns;     /* rd_grants_timer's last look */
 	struct rd_client *zombie_clients;
 	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
@@ -100,6 +101,8 @@ void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag);
 void rd_control_epoll_del(struct rd_control *ctl, int fd);
 
 /* regions.c */
+/* grants.c: write again the grant records whose last write failed */
+void rd_grants_timer(struct rd_control *ctl, uint64_t now);
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n);
 bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,

@@ -84,10 +84,62 @@ static int grant_reply(int fd, int status, uint64_t gid)
 /* The registry's answer to a grant's record. */
 static void grant_published(struct rd_control *ctl, struct rd_conn *conn, int status, uint64_t gid)
 {
-	/* The change stands either way (the record is our desired state and
-	 * is written when the store answers again). */
+	struct rd_region *rg = conn->put_rg;   /* its owner's: alive while the request is */
+
+	/* The change stands either way: the record is our desired state, and
+	 * a write that failed is made again (rd_grants_timer). */
+	conn->put_rg = NULL;
+	if (rg)
+		rg->rec_dirty = status != 0;
 	if (grant_reply(conn->fd, status ? -EAGAIN : 0, gid))
 		rd_conn_close(ctl, conn, "reply failed");
+}
+
+struct retry_ref {
+	struct rd_control *ctl;
+	uint32_t id;
+	uint64_t epoch;
+};
+
+static void retry_done(void *arg, int status)
+{
+	struct retry_ref *w = arg;
+	struct rd_region *rg = w->ctl->slots[w->id];
+
+	if (status && rg && rg->epoch == w->epoch)
+		rg->rec_dirty = true;   /* the next tick tries again */
+	free(w);
+}
+
+/*
+ * Every 100 ms at most: write again the records of our grant regions whose
+ * last grant write failed (a file registry's directory another roshmd held
+ * too long, a store that did not answer), so that a grant answered -EAGAIN
+ * reaches the other nodes without another call.
+ */
+void rd_grants_timer(struct rd_control *ctl, uint64_t now)
+{
+	struct rd_region_rec rec;
+
+	if (now - ctl->grants_retry_ns < 100000000ull)
+		return;
+	ctl->grants_retry_ns = now;
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+		struct retry_ref *w;
+
+		if (rg->remote || !rg->rec_dirty || !rg->owner || rg->ctl_dead || rg->no_record)
+			continue;
+		w = malloc(sizeof(*w));
+		if (!w)
+			return;
+		*w = (struct retry_ref){ ctl, rg->id, rg->epoch };
+		rg->rec_dirty = false;
+		rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
+		if (ctl->reg.ops->put_region(&ctl->reg, &rec, 0, retry_done, w)) {
+			free(w);
+			rg->rec_dirty = true;
+		}
+	}
 }
 
 /*
@@ -200,8 +252,11 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
 	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
+	conn->put_rg = rg;
 	ret = rd_conn_put_wait(ctl, conn, &rec, grant_published, id);
 	if (ret) {
+		conn->put_rg = NULL;
+		rg->rec_dirty = true;
 		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
 			strerror(-ret));
 		return grant_reply(conn->fd, -EAGAIN, id) ? -ECONNRESET : 1;

@@ -624,6 +624,7 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 			RD_LOGC(RD_LC_REGISTRY, NOTICE, "registry: node %s and its regions published "
 				"again", ctl->cfg->node);
 		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
+		rd_grants_timer(ctl, rd_mono_ns());
 		rd_drain_tick(ctl);
 		rd_metrics_timer(ctl);
 		rd_telemetry_refresh(ctl);

@@ -401,9 +401,12 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 	 * check and the rename are one step under the tenant directory's lock,
 	 * which another roshmd holds for a local write only. Never waited for
 	 * in earnest (this is the control thread, and whoever can open the
-	 * directory can take the lock): a few tries over 2 ms, then -EAGAIN. */
+	 * directory can take the lock): tries over 20 ms at most (100 us
+	 * apart, then 1 ms: a holder descheduled on a loaded node), then
+	 * -EAGAIN. A grant's record that fails so is written again later
+	 * (rd_grants_timer). */
 	ret = -EAGAIN;
-	for (int i = 0; i < 20; i++) {
+	for (int i = 0; i < 29; i++) {
 		if (flock(tdir, LOCK_EX | LOCK_NB) == 0) {
 			if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec))
 				ret = -EEXIST;
@@ -416,7 +419,7 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 			ret = -errno;
 			break;
 		}
-		usleep(100);
+		usleep(i < 10 ? 100 : 1000);
 	}
 	close(tdir);
 	if (ret == -EAGAIN)
