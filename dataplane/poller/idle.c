@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * The poller's loop and its idle policy: rounds back to back while there is
- * work; with `idle = "adaptive"`, after `idle_spin_us` without work it
- * announces NEED_WAKEUP to every client, looks once more (W1 pairs with
- * the client's W0 in roshm_submit) and sleeps in epoll on the command
- * eventfd, the clients' wakeup sockets and the network provider's fd, for
- * as long as the transaction engine, a full CQ or a held tenant allow.
+ * work; with `idle = "adaptive"`, after `idle_spin_us` without work (at
+ * once, with `inflight_sleep_bytes` or more of our WRs in the NIC: their
+ * completion event is far off, and on a node whose cores are shared the
+ * application and the NIC's own work get the CPU we would spin on) it
+ * announces NEED_WAKEUP to every client, looks once more (W1 pairs with the
+ * client's W0 in roshm_submit) and sleeps in epoll on the command eventfd,
+ * the clients' wakeup sockets and the network provider's fd, for as long as
+ * the transaction engine, a full CQ or a held tenant allow.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -141,6 +144,9 @@ int rd_poller_main(void *arg)
 	struct rd_poller *p = arg;
 	uint64_t hz = rte_get_timer_hz();
 	uint64_t spin = hz / 1000000 * p->cfg->idle_spin_us;
+	uint64_t enough = p->cfg->inflight_sleep_bytes;
+	uint64_t (*inflight)(struct rd_provider *, uint64_t) =
+		p->net && enough ? p->net->dp->inflight : NULL;
 	uint64_t idle_since = 0;
 
 	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
@@ -159,7 +165,7 @@ int rd_poller_main(void *arg)
 
 		if (!idle_since)
 			idle_since = now;
-		else if (now - idle_since >= spin) {
+		else if (now - idle_since >= spin || (inflight && inflight(p->net, enough) >= enough)) {
 			poller_sleep(p);
 			idle_since = 0;
 		} else {

@@ -118,6 +118,10 @@ struct rd_provider_dp_ops {
 	/* Before the poller sleeps: work that can go on now. A provider may arm
 	 * its wakeups (pv->wake_fd) here and look once more. */
 	bool (*busy)(struct rd_provider *pv);
+	/* Optional: the bytes of our WRs in the NIC, counted up to @enough
+	 * (their completions raise an event on pv->wake_fd once busy() armed
+	 * it): adaptive idle sleeps at once when inflight_sleep_bytes are. */
+	uint64_t (*inflight)(struct rd_provider *pv, uint64_t enough);
 	/* pv->wake_fd woke the poller: consume what woke it. */
 	void (*on_wake)(struct rd_provider *pv);
 	/* The control thread connected @peer (@fd: tcp's socket, -1 verbs). */

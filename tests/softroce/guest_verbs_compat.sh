@@ -10,7 +10,11 @@ n=$1
 . "$(dirname "$0")/guest_common.sh"
 V=$B/client-lib/verbs
 guest_net "$n"
+# The poller sleeps through every transfer of 64 KiB or more in the NIC
+# (inflight_sleep_bytes): ib_write_bw / ib_read_bw -s 65536 and qperf's
+# rc_bw and rc_rdma_read_bw complete only if each completion event wakes it.
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
+dataplane: { inflight_sleep_bytes = 65536; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
 guest_roshmd "$n"
 app() { env LD_LIBRARY_PATH="$V" ROSHM_SOCK=/run/roshm/roshmd.sock "$@"; }

@@ -67,6 +67,10 @@ static void test_defaults_and_values(void **st)
 	assert_int_equal(load("", &cfg, err, sizeof(err)), 0);
 	assert_int_equal(cfg.burst, 32);
 	assert_int_equal(cfg.max_handles, 1024);
+	assert_true(cfg.inflight_sleep_bytes == 0); /* spin idle_spin_us, as before */
+	rd_config_free(&cfg);
+	assert_int_equal(load("dataplane: { inflight_sleep_bytes = 65536; };\n", &cfg, err, sizeof(err)), 0);
+	assert_true(cfg.inflight_sleep_bytes == 65536);
 	rd_config_free(&cfg);
 	assert_int_equal(load("node = \"n1\";\ndataplane: { idle = \"busy\"; burst = 64; };\n"
 			      "channel: { arena_size = 8388608; };\n"
@@ -109,6 +113,7 @@ static void test_out_of_range(void **st)
 {
 	(void)st;
 	expect_error("dataplane: {\n burst = 0;\n};\n", 2, "out of range");
+	expect_error("dataplane: { inflight_sleep_bytes = -1; };\n", 1, "out of range");
 	expect_error("channel: {\n\n sq_entries = 100;\n};\n", 3, "power of two");
 	expect_error("limits: { max_clients = 1000000; };\n", 1, "out of range");
 	expect_error("dataplane: { idle = \"lazy\"; };\n", 1, "\"busy\" or \"adaptive\"");

@@ -413,6 +413,22 @@ static bool verbs_busy(struct rd_provider *pv)
 	return verbs_poll(pv, 0) > 0;
 }
 
+/* The bytes of the WRs in flight, up to @enough (not the fast path: the
+ * poller asks only in a round that found no work). */
+static uint64_t verbs_inflight(struct rd_provider *pv, uint64_t enough)
+{
+	struct rd_verbs *v = pv->priv;
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < v->nact && n < enough; k++) {
+		const struct rd_vqp *q = v->act[k];
+
+		for (uint32_t j = q->head; j != q->tail && n < enough; j++)
+			n += q->sge[j & q->mask].length;
+	}
+	return n;
+}
+
 /* The comp channel woke the poller: consume and acknowledge its events. */
 static void verbs_on_wake(struct rd_provider *pv)
 {
@@ -659,6 +675,7 @@ static const struct rd_provider_dp_ops verbs_dp_ops = {
 	.flush = verbs_flush,
 	.poll = verbs_poll,
 	.busy = verbs_busy,
+	.inflight = verbs_inflight,
 	.on_wake = verbs_on_wake,
 	.peer_up = verbs_peer_up,
 	.peer_down = verbs_peer_down,
