@@ -14,14 +14,26 @@ guest_net "$n"
 # in flight and 5 ms after (longer than a round trip under TCG), as perftest
 # itself spins.
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
-dataplane: { idle = "adaptive"; idle_spin_us = 5000; };
+dataplane: { idle = "adaptive"; idle_spin_us = 5000; inflight_sleep_bytes = 65536; };
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
 guest_roshmd "$n"
 mkdir -p /run/shared/vc
 i=0
-one() {   # kind dev tool args...
-  local kind=$1 dev=$2 t=$3
+one() {   # kind dev tool args... (dev busy: rxe0 beside a busy loop)
+  local kind=$1 dev=$2 t=$3 sp= v=native
   shift 3
+  [ "$dev" = roshm0 ] && v=roshm
+  # "busy": native perftest beside a busy loop in each VM where roshm has a
+  # poller spinning through the test (both for the ping-pong, the client's
+  # for the rest): the CPU the poller takes from perftest, the kernel and
+  # qemu on two host cores, measured alone (not a target).
+  if [ "$dev" = busy ]; then
+    dev=rxe0 v=busy
+    if [ "$n" = 2 ] || [ "$kind" = write_lat ]; then
+      bash -c 'while :; do :; done' &
+      sp=$!
+    fi
+  fi
   # The figure perf/verbs_compat.py takes: awk field of the result line.
   local f=5 line
   [ "$kind" = bw_64k ] && f=4
@@ -35,11 +47,10 @@ one() {   # kind dev tool args...
     line=$(grep -E '^ +[0-9]+ +[0-9]+ ' "/run/shared/cli.$i" 2>/dev/null | head -1)
     [ -n "$line" ] || break   # no result at all: a failure, said above
     echo "$line" | awk -v f=$f '{ v = $f } END { exit !(v ~ /inf|nan/ || v + 0 <= 0) }' || break
-    [ "$n" = 2 ] && echo "guest: $kind $dev trial $t: no finite figure (clock calibration), again"
+    [ "$n" = 2 ] && echo "guest: $kind $v trial $t: no finite figure (clock calibration), again"
   done
+  [ -n "$sp" ] && { kill "$sp"; wait "$sp" 2>/dev/null; }
   if [ "$n" = 2 ]; then
-    local v=native
-    [ "$dev" = roshm0 ] && v=roshm
     [ -n "$PAIR_OK" ] && cp "/run/shared/cli.$i" "/run/shared/vc/$kind-$v-$t.txt"
     echo "guest: $kind $v trial $t: $(grep -E '^ +[0-9]+ +[0-9]+ ' "/run/shared/cli.$i" | head -1 | tr -s ' ')"
   fi
@@ -48,12 +59,14 @@ for t in $(seq "$TRIALS"); do
   devs="rxe0 roshm0"
   [ $((t % 2)) = 0 ] && devs="roshm0 rxe0"
   for d in $devs; do
-    one write_lat "$d" "$t" ib_write_lat -s 64 -n 30 -F
+    one write_lat "$d" "$t" ib_write_lat -s 64 -n 200 -F
     one read_lat "$d" "$t" ib_read_lat -s 64 -n 200 -F
     one atomic_lat "$d" "$t" ib_atomic_lat -n 200 -F
     one msg_rate "$d" "$t" ib_write_bw -s 64 -n 2000 -F
     one bw_64k "$d" "$t" ib_write_bw -s 65536 -n 200 -F
   done
+  one write_lat busy "$t" ib_write_lat -s 64 -n 200 -F
+  one read_lat busy "$t" ib_read_lat -s 64 -n 200 -F
 done
 if [ "$n" = 2 ]; then
   python3 "$(dirname "$0")/../../perf/verbs_compat.py" /run/shared/vc /run/shared/bench.json \

@@ -45,8 +45,8 @@ pair ib_send_bw -n 50 -s 65536
 # qperf (its own TCP exchange, QPs moved by ibv_modify_qp): VM1 serves,
 # VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0.
 # -to 30: qperf's exchanges time out after 5 s by default, and under TCG a
-# test's set-up behind the last one's work still draining over rxe (a
-# 22 ms round trip) can take longer
+# test's set-up behind the last one's work still draining over rxe can take
+# longer
 i=$((i + 1))
 qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr"
 if [ "$n" = 1 ]; then

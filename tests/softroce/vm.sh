@@ -16,7 +16,7 @@ if [[ "${VM_NET:-udp}" = udp ]]; then
   # the other. Not a TCP stream (VM_NET=tcp): qemu's stream socket has
   # Nagle on, and an RC ping-pong (a reply that follows the ACK of the
   # request it answers, both small) waited for the host's delayed ACK:
-  # ib_write_lat read ~22 ms on it, 0.3-0.5 ms on UDP, as ib_read_lat.
+  # ib_write_lat read ~22 ms on it, 0.3-1.7 ms on UDP.
   me=$PORT peer=$((PORT + 1))
   [[ $MODE = connect ]] && me=$((PORT + 1)) peer=$PORT
   net="socket,id=n0,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$me"
