@@ -148,6 +148,7 @@ int rd_poller_main(void *arg)
 	uint64_t (*inflight)(struct rd_provider *, uint64_t) =
 		p->net && enough ? p->net->dp->inflight : NULL;
 	uint64_t idle_since = 0;
+	bool deep = false; /* this idle began with `enough` in the NIC */
 
 	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
 	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
@@ -163,9 +164,12 @@ int rd_poller_main(void *arg)
 		}
 		uint64_t now = rte_get_timer_cycles();
 
-		if (!idle_since)
+		if (!idle_since) {
+			/* Rounds without work neither submit nor complete: what
+			 * is in the NIC now stays so (or less) while we spin. */
 			idle_since = now;
-		else if (now - idle_since >= spin || (inflight && inflight(p->net, enough) >= enough)) {
+			deep = inflight && inflight(p->net, enough) >= enough;
+		} else if (deep || now - idle_since >= spin) {
 			poller_sleep(p);
 			idle_since = 0;
 		} else {

@@ -414,7 +414,7 @@ static bool verbs_busy(struct rd_provider *pv)
 }
 
 /* The bytes of the WRs in flight, up to @enough (not the fast path: the
- * poller asks only in a round that found no work). */
+ * poller asks once, when a round first finds no work). */
 static uint64_t verbs_inflight(struct rd_provider *pv, uint64_t enough)
 {
 	struct rd_verbs *v = pv->priv;
