@@ -13,10 +13,10 @@ extra=()
 net="socket,id=n0,$MODE=127.0.0.1:$PORT"
 if [[ "${VM_NET:-udp}" = udp ]]; then
   # A UDP socket each (VM1, "listen", on PORT; VM2 on PORT+1), sending to
-  # the other. Not a TCP stream (VM_NET=tcp): qemu's stream socket has
-  # Nagle on, and an RC ping-pong (a reply that follows the ACK of the
-  # request it answers, both small) waited for the host's delayed ACK:
-  # ib_write_lat read ~22 ms on it, 0.3-1.7 ms on UDP.
+  # the other. Not a TCP stream (VM_NET=tcp): on it every RC ping-pong (a
+  # small reply right after the ACK of the request it answers) took ~22 ms,
+  # UC and READ did not, most likely Nagle holding the reply until the host
+  # acknowledged the ACK: ib_write_lat read ~22 ms there, 0.3-1.7 ms on UDP.
   me=$PORT peer=$((PORT + 1))
   [[ $MODE = connect ]] && me=$((PORT + 1)) peer=$PORT
   net="socket,id=n0,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$me"
