@@ -109,6 +109,7 @@ static const struct key schema[] = {
 	{ "quota.weight", K_INT, 1, 1000 },
 	{ "quota.ops_per_sec", K_INT, 0, 1ll << 40 },
 	{ "quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
+	{ "quota.registry_ops_per_sec", K_INT, 0, 1000000 },
 	{ "tenants", K_LIST, 0, RD_TENANTS_MAX },
 	{ "tenants.*.name", K_STR, 1, ROSHM_NAME_MAX - 1 },
 	{ "tenants.*.token", K_STR, 0, ROSHM_TOKEN_MAX - 1 },
@@ -121,6 +122,7 @@ static const struct key schema[] = {
 	{ "tenants.*.quota.weight", K_INT, 1, 1000 },
 	{ "tenants.*.quota.ops_per_sec", K_INT, 0, 1ll << 40 },
 	{ "tenants.*.quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
+	{ "tenants.*.quota.registry_ops_per_sec", K_INT, 0, 1000000 },
 	{ "admin", K_GROUP, 0, 0 },
 	{ "admin.uids", K_INTARR, 0, UINT32_MAX },
 	{ "admin.token_file", K_STR, 0, RD_PATH_MAX - 1 },
@@ -418,6 +420,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->quota.txn = 128;
 	cfg->quota.peer_inflight = 512;
 	cfg->quota.weight = 1;
+	cfg->quota.registry_ops_per_sec = 500;
 	cfg->ntenants = 1;
 	strcpy(cfg->tenants[0].name, "default");
 	cfg->tenants[0].quota = cfg->quota;
@@ -756,6 +759,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("quota.weight", cfg->quota.weight);
 	GET_INT("quota.ops_per_sec", cfg->quota.ops_per_sec);
 	GET_INT("quota.bytes_per_sec", cfg->quota.bytes_per_sec);
+	GET_INT("quota.registry_ops_per_sec", cfg->quota.registry_ops_per_sec);
 	cfg->tenants[0].quota = cfg->quota;
 	/* which quotas the operator chose for every tenant (the rest: a fair
 	 * share of the node, below) */
@@ -819,6 +823,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 				cfg->tenants[i].quota.ops_per_sec = (uint64_t)qv;
 			if (q && config_setting_lookup_int64(q, "bytes_per_sec", &qv))
 				cfg->tenants[i].quota.bytes_per_sec = (uint64_t)qv;
+			if (q && config_setting_lookup_int64(q, "registry_ops_per_sec", &qv))
+				cfg->tenants[i].quota.registry_ops_per_sec = (uint32_t)qv;
 		}
 	}
 	/* A quota nobody chose is the tenant's share of the node's limit, so

@@ -26,6 +26,9 @@ struct rd_quota {
 	uint32_t weight;         /* share of each poller round, against other tenants' */
 	uint64_t ops_per_sec;    /* SQEs per second, 0: no limit */
 	uint64_t bytes_per_sec;  /* bytes moved per second, 0: no limit */
+	/* registry writes and reads past the cache that its clients' control
+	 * requests cause, per second (control/reg_rate.c), 0: no limit */
+	uint32_t registry_ops_per_sec;
 };
 
 struct rd_tenant_cfg {

@@ -589,6 +589,8 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	ssize_t n;
 	int ret;
 
+	if (rd_reg_rate_hold(ctl, conn))
+		return; /* its tenant's registry operations: read when they refill */
 	n = recvmsg(conn->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -643,8 +645,12 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	 * moves it, but a HELLO that succeeds (msg_hello) for its CHANNEL. */
 	if (!mh)
 		ret = -EOPNOTSUPP;
-	else if (!(ret = msg_check(mh, conn, (size_t)n, in_fd)))
+	else if (!(ret = msg_check(mh, conn, (size_t)n, in_fd))) {
+		int tidx = conn->client ? conn->client->tidx : -1;
+
 		ret = mh->handler(ctl, conn, buf, in_fd);
+		rd_reg_rate_charge(ctl, tidx, h->type);
+	}
 	/* Whoever took the memory mapped it; the descriptor is not kept. */
 	if (in_fd >= 0)
 		close(in_fd);

@@ -21,6 +21,14 @@ struct rd_tenant_use {
 };
 
 
+/* A tenant's registry operations (quota.registry_ops_per_sec, reg_rate.c). */
+struct rd_reg_bucket {
+	int64_t tokens;
+	uint64_t last_ns;
+	uint64_t held;                /* requests that waited for it (a metric) */
+	uint64_t logged_ns;           /* when that was last logged */
+};
+
 struct rd_control {
 	const struct rd_config *cfg;
 	struct rd_poller *poller;
@@ -59,6 +67,7 @@ struct rd_control {
 	volatile int stop;
 	struct rd_region *by_name[RD_NAME_BUCKETS];
 	struct rd_tenant_use tuse[RD_TENANTS_MAX];
+	struct rd_reg_bucket reg_bucket[RD_TENANTS_MAX];
 	struct rd_client **client_slots; /* attached clients by id & 0xffff */
 	uint32_t npending;            /* connections not attached (admin.max_pending) */
 	uint16_t next_slot_gen;

@@ -10,7 +10,7 @@
 #include "control/control.h"
 
 /* What a connection's request waits for (the connection is not read meanwhile). */
-enum rd_conn_wait { RD_WAIT_NONE, RD_WAIT_PEER, RD_WAIT_FETCH, RD_WAIT_PUT };
+enum rd_conn_wait { RD_WAIT_NONE, RD_WAIT_PEER, RD_WAIT_FETCH, RD_WAIT_PUT, RD_WAIT_RATE };
 
 /*
  * A control-socket connection: a client attaching (HELLO, then CHANNEL),
@@ -37,7 +37,8 @@ struct rd_conn {
 	 * A request that waits (the connection is not read meanwhile): an
 	 * open for its region's node to be connected (park_peer) or for the
 	 * registry to be read past its cache (RD_WAIT_FETCH), a create for its
-	 * record to be in the registry (RD_WAIT_PUT). wait_id names it to the
+	 * record to be in the registry (RD_WAIT_PUT); or a request not read yet,
+	 * for its tenant's registry rate (RD_WAIT_RATE, reg_rate.c). wait_id names it to the
 	 * registry's completion, which may come after the connection is gone.
 	 */
 	enum rd_conn_wait wait;
@@ -91,6 +92,22 @@ int rd_msg_region_reattach(struct rd_control *ctl, struct rd_conn *conn, const v
 int rd_msg_region_open(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_close(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
+
+/* regions.c: the connection is not read until rd_conn_unpark (a hang-up
+ * still closes it) */
+void rd_conn_wait_for(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn_wait kind);
+void rd_conn_unpark(struct rd_control *ctl, struct rd_conn *conn);
+
+/* reg_rate.c: quota.registry_ops_per_sec */
+/* Whether @conn's next request must wait for its tenant's bucket (then
+ * the connection waits, RD_WAIT_RATE, its request unread). */
+bool rd_reg_rate_hold(struct rd_control *ctl, struct rd_conn *conn);
+/* What a request of @type that ran took from tenant @tidx's bucket. */
+void rd_reg_rate_charge(struct rd_control *ctl, int tidx, uint16_t type);
+/* @n registry operations a request of tenant @tidx caused (a read past the cache). */
+void rd_reg_rate_take(struct rd_control *ctl, int tidx, unsigned n);
+/* Let waiting connections be read again as their buckets refill. */
+void rd_reg_rate_timer(struct rd_control *ctl, uint64_t now);
 
 /* regions.c, for grants.c */
 struct rd_region *rd_region_find(struct rd_control *ctl, const char *tenant, const char *name);

@@ -625,6 +625,7 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 				"again", ctl->cfg->node);
 		rd_peers_timer(ctl, rs & RD_REG_CHANGED);
 		rd_grants_timer(ctl, rd_mono_ns());
+		rd_reg_rate_timer(ctl, rd_mono_ns());
 		rd_drain_tick(ctl);
 		rd_metrics_timer(ctl);
 		rd_telemetry_refresh(ctl);

@@ -574,6 +574,12 @@ static void tenant_metrics(struct rd_control *ctl, struct page *p)
 		put(p, "roshm_tenant_quota_refusals_total{tenant=\"%s\",request=\"txn\"} %llu\n", e,
 		    (unsigned long long)RD_STAT_GET(ps->tenant_txn_refused[t]));
 	}
+	head(p, "roshm_tenant_registry_held_total", "counter",
+	     "Control requests of a tenant that waited for its registry rate "
+	     "(quota.registry_ops_per_sec) before they were read");
+	for (int t = 0; t < cfg->ntenants; t++)
+		put(p, "roshm_tenant_registry_held_total{tenant=\"%s\"} %llu\n",
+		    esc(cfg->tenants[t].name, e, sizeof(e)), (unsigned long long)ctl->reg_bucket[t].held);
 }
 
 static void page_build(struct rd_control *ctl, struct page *p)

@@ -272,7 +272,7 @@ static bool policy_allows(const struct rd_region *rg, const struct rd_client *c,
 
 /* ---- requests that wait: for a peer, for the registry ------------------- */
 
-static void conn_wait(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn_wait kind)
+void rd_conn_wait_for(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn_wait kind)
 {
 	struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = conn };
 
@@ -286,10 +286,10 @@ static void conn_park(struct rd_control *ctl, struct rd_conn *conn, struct rd_pe
 {
 	conn->park_peer = peer;
 	conn->park_req = *req;
-	conn_wait(ctl, conn, RD_WAIT_PEER);
+	rd_conn_wait_for(ctl, conn, RD_WAIT_PEER);
 }
 
-static void conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
+void rd_conn_unpark(struct rd_control *ctl, struct rd_conn *conn)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
 
@@ -339,7 +339,7 @@ static void put_done(void *arg, int status)
 	free(w);
 	if (!conn)
 		return; /* it went away meanwhile */
-	conn_unpark(ctl, conn);
+	rd_conn_unpark(ctl, conn);
 	done(ctl, conn, status, a);
 }
 
@@ -354,7 +354,7 @@ int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct 
 	struct wait_ref *w;
 	int ret;
 
-	conn_wait(ctl, conn, RD_WAIT_PUT);
+	rd_conn_wait_for(ctl, conn, RD_WAIT_PUT);
 	w = wait_ref(ctl, conn);
 	if (w) {
 		w->done = done;
@@ -363,7 +363,7 @@ int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct 
 	ret = w ? ctl->reg.ops->put_region(&ctl->reg, rec, 0, put_done, w) : -ENOMEM;
 	if (ret) {
 		free(w);
-		conn_unpark(ctl, conn);
+		rd_conn_unpark(ctl, conn);
 	}
 	return ret;
 }
@@ -384,7 +384,7 @@ static void open_fetched(void *arg, int status, const struct rd_region_rec *rec)
 	if (!conn)
 		return;
 	req = conn->park_req;
-	conn_unpark(ctl, conn);
+	rd_conn_unpark(ctl, conn);
 	if (status == 0) {
 		conn->fetched = malloc(sizeof(*conn->fetched));
 		if (conn->fetched)
@@ -415,7 +415,7 @@ static void create_published(void *arg, int status)
 		return; /* its client went: the handle went with it, and the record */
 	rg = conn->put_rg;
 	conn->put_rg = NULL;
-	conn_unpark(ctl, conn);
+	rd_conn_unpark(ctl, conn);
 	if (status) {
 		RD_LOGC(RD_LC_REGISTRY, NOTICE, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
 			status == -EEXIST ? "another node holds the name" : strerror(-status));
@@ -563,7 +563,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	/* The answer waits for the record: a region another node may open
 	 * the moment its creator says so, and a name another node holds
 	 * (EEXIST) is refused, not taken. */
-	conn_wait(ctl, conn, RD_WAIT_PUT);
+	rd_conn_wait_for(ctl, conn, RD_WAIT_PUT);
 	conn->put_rg = rg;
 	conn->put_hv = hv;
 	conn->put_reattach = reattach;
@@ -572,7 +572,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	ret = w ? ctl->reg.ops->put_region(&ctl->reg, &rec, RD_REG_EXCL, create_published, w) : -ENOMEM;
 	if (ret) {
 		free(w);
-		conn_unpark(ctl, conn);
+		rd_conn_unpark(ctl, conn);
 		conn->put_rg = NULL;
 		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing %s/%s: %s", rg->tenant, rg->name,
 			strerror(-ret));
@@ -630,13 +630,15 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 		struct wait_ref *w;
 
 		conn->park_req = *req;
-		conn_wait(ctl, conn, RD_WAIT_FETCH);
+		rd_conn_wait_for(ctl, conn, RD_WAIT_FETCH);
 		w = wait_ref(ctl, conn);
 		ret = w ? ctl->reg.ops->fetch_region(&ctl->reg, tenant, name, open_fetched, w) : -ENOMEM;
-		if (!ret)
+		if (!ret) {
+			rd_reg_rate_take(ctl, c->tidx, 1);
 			return 1;
+		}
 		free(w);
-		conn_unpark(ctl, conn);
+		rd_conn_unpark(ctl, conn);
 		return -ENOENT;
 	}
 	if (ret)
@@ -663,14 +665,16 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 			struct wait_ref *w;
 
 			conn->park_req = *req;
-			conn_wait(ctl, conn, RD_WAIT_FETCH);
+			rd_conn_wait_for(ctl, conn, RD_WAIT_FETCH);
 			w = wait_ref(ctl, conn);
 			ret = w ? ctl->reg.ops->fetch_region(&ctl->reg, tenant, name, open_fetched, w) :
 				  -ENOMEM;
-			if (!ret)
+			if (!ret) {
+				rd_reg_rate_take(ctl, c->tidx, 1);
 				return 1;
+			}
 			free(w);
-			conn_unpark(ctl, conn);
+			rd_conn_unpark(ctl, conn);
 		}
 		if (!ok) {
 			RD_LOG(NOTICE, "open %s/%s refused for client %u (tenant %s): policy", tenant,
@@ -748,7 +752,7 @@ void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status
 		next = c->next;
 		if (c->park_peer != p || c->fd < 0)
 			continue;
-		conn_unpark(ctl, c);
+		rd_conn_unpark(ctl, c);
 		req = c->park_req;
 		ret = status ? (status == -EACCES ? -EACCES : -EHOSTUNREACH)
 			     : region_open(ctl, c, &req);

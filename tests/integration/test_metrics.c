@@ -40,7 +40,8 @@
 #define TENANTS                                                                       \
 	"tenants = ( { name = \"default\"; token = \"\"; },\n"                       \
 	"  { name = \"q\"; token = \"tq-token-for-the-metrics-test\";\n"             \
-	"    quota = { clients = 1; regions = 1; txn = 1; peer_inflight = 1; }; } );\n"
+	"    quota = { clients = 1; regions = 1; txn = 1; peer_inflight = 1;\n"           \
+	"              registry_ops_per_sec = 2; }; } );\n"
 #define QTOKEN "tq-token-for-the-metrics-test"
 
 static char workdir[256], secret[300];
@@ -424,6 +425,9 @@ static void test_local(void **state)
 	EXPECT(page, 0, "roshm_tenant_quota_refusals_total{tenant=\"q\",request=\"txn\"}");
 	EXPECT(page, 0, "roshm_tenant_quota_refusals_total{tenant=\"default\",request=\"attach\"}");
 	EXPECT(page, 0, "roshm_tenant_throttled_total{tenant=\"q\",reason=\"peer\"}");
+	/* q1's create took q's 2 registry operations a second: q2's waited */
+	EXPECT(page, 1, "roshm_tenant_registry_held_total{tenant=\"q\"}");
+	EXPECT(page, 0, "roshm_tenant_registry_held_total{tenant=\"default\"}");
 	EXPECT(page, 0, "roshm_cq_full_total");
 	free(page);
 	roshm_close(q);

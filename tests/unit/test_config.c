@@ -146,7 +146,18 @@ static void test_shares(void **st)
 	assert_int_equal(load("node = \"n\";\n", &cfg, err, sizeof(err)), 0);
 	assert_int_equal(cfg.share_quantum, 2048);
 	assert_int_equal(cfg.tenants[0].quota.weight, 1);
+	assert_int_equal(cfg.tenants[0].quota.registry_ops_per_sec, 500);
 	rd_config_free(&cfg);
+	/* the registry's rate: quota's for every tenant, a tenant's own wins, 0 no limit */
+	assert_int_equal(load("quota: { registry_ops_per_sec = 50; };\n"
+			      "tenants = ( { name = \"a\"; }, { name = \"b\"; quota = { "
+			      "registry_ops_per_sec = 0; }; } );\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.tenants[0].quota.registry_ops_per_sec, 50);
+	assert_int_equal(cfg.tenants[1].quota.registry_ops_per_sec, 0);
+	rd_config_free(&cfg);
+	expect_error("quota: { registry_ops_per_sec = 1000001; };\n", 1, "out of range");
+	expect_error("tenants = ( { name = \"a\";\n quota = { registry_ops_per_sec = -1; }; } );\n",
+		     2, "out of range");
 	expect_error("quota: { weight = 0; };\n", 1, "out of range");
 	expect_error("tenants = ( { name = \"a\";\n quota = { weight = 1001; }; } );\n", 2,
 		     "out of range");

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A pod that makes its roshmd use the registry in a loop (grants and
+ * revokes, region creates and closes, opens of names nobody published)
+ * against one real roshmd with a file registry. quota.registry_ops_per_sec
+ * bounds what its tenant causes: its requests wait (none fails, none is
+ * lost), while another tenant's requests go on at once.
+ *
+ * Tenant "a" has 20 registry operations a second (a bucket of 20); "b" has
+ * the default (500). Each loop below needs about 80 of a's operations, so
+ * without the limit it ends in well under a second, and with it not before
+ * 3 s: the check is a lower bound (a slow machine only makes it longer),
+ * plus what roshmd logs and counts, plus the order: b's work, started
+ * after a's flood, ends before it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "attack.h"
+
+static struct th_daemon d;
+
+#define RATE 20
+#define HELD_LOG "tenant a: more registry operations than its quota.registry_ops_per_sec"
+
+static struct roshm *cl(const char *tenant)
+{
+	int err;
+	struct roshm *r = atk_open(&d, tenant, NULL, &err);
+
+	assert_non_null(r);
+	return r;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A granter and a grantee of @tenant: @g (ROSHM_POLICY_GRANT) and the
+ * granter's handle on the grantee's region. */
+struct pair {
+	struct roshm *granter, *grantee;
+	uint32_t g, peer, ring;
+};
+
+static void pair_make(struct pair *p, const char *tenant, const char *tag)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	char gn[64], rn[64];
+
+	snprintf(gn, sizeof(gn), "mem-%s", tag);
+	snprintf(rn, sizeof(rn), "ring-%s", tag);
+	p->granter = cl(tenant);
+	p->grantee = cl(tenant);
+	assert_int_equal(roshm_region_create(p->granter, gn, 4096, &grant, &p->g), 0);
+	assert_int_equal(roshm_region_create(p->grantee, rn, 4096, NULL, &p->ring), 0);
+	assert_int_equal(roshm_region_open(p->granter, rn, &p->peer, NULL), 0);
+}
+
+static void pair_free(struct pair *p)
+{
+	roshm_close(p->granter);
+	roshm_close(p->grantee);
+}
+
+struct flood {
+	struct pair *p;
+	int rounds;
+	int failed;              /* the first call that did not answer 0 */
+	atomic_int done;
+	double elapsed;
+};
+
+static void *grant_flood(void *arg)
+{
+	struct flood *f = arg;
+	double t0 = now_s();
+
+	for (int i = 0; i < f->rounds && !f->failed; i++) {
+		int ret = roshm_region_grant(f->p->granter, f->p->g, f->p->peer);
+
+		if (!ret)
+			ret = roshm_region_revoke(f->p->granter, f->p->g, f->p->peer);
+		if (ret)
+			f->failed = ret;
+	}
+	f->elapsed = now_s() - t0;
+	atomic_store(&f->done, 1);
+	return NULL;
+}
+
+/*
+ * a grants and revokes 40 times (80 record writes) in one thread; b, after
+ * a's flood has begun, makes its own pair and grants 20 times. Every call
+ * answers 0; b ends before a; a takes at least 3 s; the last grant stands
+ * (the grantee opens the region).
+ */
+static void test_grants(void **st)
+{
+	struct pair a, b;
+	struct flood fa = { .p = &a, .rounds = 40 };
+	struct flood fb = { .p = &b, .rounds = 10 };
+	pthread_t ta;
+	uint32_t h;
+
+	(void)st;
+	pair_make(&a, "a", "ga");
+	assert_int_equal(pthread_create(&ta, NULL, grant_flood, &fa), 0);
+	usleep(1500 * 1000); /* a's bucket is empty by now */
+	pair_make(&b, "b", "gb");
+	grant_flood(&fb);
+	fprintf(stderr, "b: 10 grants and revokes in %.3f s (a done: %d)\n", fb.elapsed,
+		atomic_load(&fa.done));
+	assert_int_equal(fb.failed, 0);
+	assert_int_equal(atomic_load(&fa.done), 0);  /* b was not held behind a */
+	pthread_join(ta, NULL);
+	fprintf(stderr, "a: 40 grants and revokes in %.3f s (limit %d/s)\n", fa.elapsed, RATE);
+	assert_int_equal(fa.failed, 0);
+	assert_true(fa.elapsed >= 3.0);
+	/* nothing lost: the last change stands, and the next one too */
+	assert_int_equal(roshm_region_open(a.grantee, "mem-ga", &h, NULL), -EACCES);
+	assert_int_equal(roshm_region_grant(a.granter, a.g, a.peer), 0);
+	assert_int_equal(roshm_region_open(a.grantee, "mem-ga", &h, NULL), 0);
+	assert_true(atk_log_count(&d, HELD_LOG) >= 1);
+	assert_int_equal(atk_log_count(&d, "tenant b: more registry operations"), 0);
+	pair_free(&a);
+	pair_free(&b);
+	atk_assert_alive(&d);
+}
+
+/* Region creates and closes (a record each way), and opens of names nobody
+ * published (a read of the store past the cache each): 40 of each, about
+ * 80 + 40 operations, after a second's rest that filled a's bucket again. */
+static void test_creates_and_opens(void **st)
+{
+	struct roshm *r = cl("a");
+	uint32_t h;
+	double t0;
+
+	(void)st;
+	sleep(1);
+	t0 = now_s();
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "churn-%d", i);
+		assert_int_equal(roshm_region_create(r, name, 4096, NULL, &h), 0);
+		assert_int_equal(roshm_region_close(r, h), 0);
+		snprintf(name, sizeof(name), "nobody-%d", i);
+		assert_int_equal(roshm_region_open(r, name, &h, NULL), -ENOENT);
+	}
+	fprintf(stderr, "a: 40 creates, closes and missed opens in %.3f s\n", now_s() - t0);
+	assert_true(now_s() - t0 >= 4.0);
+	roshm_close(r);
+	atk_assert_alive(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_grants),
+		cmocka_unit_test(test_creates_and_opens),
+	};
+	char conf[512];
+	int fails;
+
+	th_cleanup_enable();
+	snprintf(conf, sizeof(conf),
+		 "tenants = ( { name = \"a\"; token = \"ta\"; quota = { registry_ops_per_sec = %d; }; },\n"
+		 "            { name = \"b\"; token = \"tb\"; } );\n"
+		 "channel: { hugepages = \"off\"; };\n", RATE);
+	if (th_daemon_start(&d, "secregrate", conf))
+		return 1;
+	fails = cmocka_run_group_tests_name("security_registry_rate", tests, NULL, NULL);
+	if (fails)
+		atk_log_tail(&d, 30);
+	atk_daemon_kill(&d);
+	return fails;
+}
