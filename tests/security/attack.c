@@ -116,7 +116,7 @@ int atk_open_retry(struct roshm *r, const char *name, uint32_t *h)
 }
 
 int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
-		  int port2, const char *workdir, const char *secret, const char *tenants)
+		  int port2, const char *workdir, const char *secret, const char *head)
 {
 	for (int n = 1; n <= 2; n++) {
 		char name[64], extra[2048];
@@ -128,7 +128,7 @@ int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix
 			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
 			 " secret_file = \"%s\"; }; };\n"
 			 "registry: { dir = \"%s/registry\"; revalidate_ms = 100; };\n",
-			 tenants ? tenants : ATK_TENANTS, n == 1 ? port1 : port2, secret, workdir);
+			 head ? head : ATK_TENANTS, n == 1 ? port1 : port2, secret, workdir);
 		if (th_daemon_start(n == 1 ? n1 : n2, name, extra))
 			return -1;
 	}

@@ -142,8 +142,12 @@ int atk_workdir(char *dir, size_t dcap, char *secret_path, size_t scap);
  * record is not there yet or its node not reached (-ENOENT, -EAGAIN,
  * -EHOSTUNREACH): what it returned last. */
 int atk_open_retry(struct roshm *r, const char *name, uint32_t *h);
+/* Two roshmd (PREFIX1, PREFIX2) on loopback ports @port1 and @port2, tcp
+ * transport with @secret, a file registry under @workdir (revalidate_ms
+ * 100); @head, config before that (tenants, limits; NULL: ATK_TENANTS).
+ * 0, or -1 when one did not start. */
 int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix, int port1,
-		  int port2, const char *workdir, const char *secret, const char *tenants);
+		  int port2, const char *workdir, const char *secret, const char *head);
 
 /* ---- tcp transport: a hand-written peer that holds the cluster secret ---- */
 

@@ -128,25 +128,9 @@ static void test_records_for_every_slot(void **state)
 
 static int setup(void **state)
 {
-	char extra[1024];
-
 	(void)state;
-	for (int n = 1; n <= 2; n++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "sec-slot%d", n);
-		snprintf(extra, sizeof(extra),
-			 ATK_TENANTS
-			 "channel: { hugepages = \"off\"; };\n"
-			 "limits: { max_peers = 2; };\n"
-			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
-			 " secret_file = \"%s\"; }; };\n"
-			 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
-			 n == 1 ? PORT1 : PORT2, secret, workdir);
-		if (th_daemon_start(n == 1 ? &n1 : &n2, name, extra))
-			return -1;
-	}
-	return 0;
+	return atk_two_nodes(&n1, &n2, "sec-slot", PORT1, PORT2, workdir, secret,
+			     ATK_TENANTS "limits: { max_peers = 2; };\n");
 }
 
 static int teardown(void **state)

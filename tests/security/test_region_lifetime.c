@@ -143,23 +143,9 @@ static void test_detach(void **state)
 
 static int setup(void **state)
 {
-	char extra[1024];
-
 	(void)state;
-	for (int n = 1; n <= 2; n++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "sec-life%d", n);
-		snprintf(extra, sizeof(extra),
-			 ATK_TENANTS
-			 "channel: { hugepages = \"off\"; };\n"
-			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
-			 " secret_file = \"%s\"; }; };\n"
-			 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
-			 7470 + n, secret, workdir);
-		if (th_daemon_start(n == 1 ? &n1 : &n2, name, extra))
-			return -1;
-	}
+	if (atk_two_nodes(&n1, &n2, "sec-life", 7471, 7472, workdir, secret, NULL))
+		return -1;
 	return atk_bystander_start(&by, &n1, "b", "by-life") ? -1 : 0;
 }
 

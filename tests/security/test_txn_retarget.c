@@ -205,25 +205,9 @@ static void test_retarget_to_region_without_log(void **state)
 
 static int setup(void **state)
 {
-	char extra[1024];
-
 	(void)state;
-	for (int n = 1; n <= 2; n++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "sec-rt%d", n);
-		snprintf(extra, sizeof(extra),
-			 ATK_TENANTS
-			 "channel: { hugepages = \"off\"; };\n"
-			 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
-			 " secret_file = \"%s\"; }; };\n"
-			 "registry: { dir = \"%s/registry\"; revalidate_ms = 100; };\n"
-			 "txn: { deadline_ms = 30000; };\n",
-			 n == 1 ? PORT1 : PORT2, secret, workdir);
-		if (th_daemon_start(n == 1 ? &n1 : &n2, name, extra))
-			return -1;
-	}
-	return 0;
+	return atk_two_nodes(&n1, &n2, "sec-rt", PORT1, PORT2, workdir, secret,
+			     ATK_TENANTS "txn: { deadline_ms = 30000; };\n");
 }
 
 static int teardown(void **state)
