@@ -172,6 +172,8 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
 	if (mask & IBV_QP_RNR_RETRY)
 		q->rnr_retry = a->rnr_retry & 7;
+	enum ibv_qp_state was = qp->state;
+
 	if (mask & IBV_QP_STATE) {
 		qp->state = a->qp_state;
 		if (a->qp_state == IBV_QPS_ERR) {
@@ -182,8 +184,15 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		}
 	}
 	/* Connected: its peer may use our PD's MRs from now on. */
-	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS))
-		rv_grant_connect(c, q);
+	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
+	    rv_grant_connect(c, q)) {
+		/* roshmd could not let the peer in (ROSHM_GRANTS_MAX grants on
+		 * one of our PD's regions): out of resources, as a NIC says it,
+		 * and the QP stays where it was */
+		qp->state = was;
+		ret = ENOMEM;
+		goto out;
+	}
 	/* Connected: find the peer's ring now (one try), not on the first SEND. */
 	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
 	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)

@@ -213,48 +213,63 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
  * that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's
  * PD's.
  */
-static void grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
-		     bool add)
+static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
+		    bool add)
 {
 	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
 		add ? roshm_region_grant_part : roshm_region_revoke_part;
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
+	int ret, first = 0;
 
 	if ((add && m->dead) || m->mr.pd != q->qp.pd)
-		return;
-	fn(c->r, m->handle, name, &meta);
+		return 0;
+	ret = fn(c->r, m->handle, name, &meta);
+	first = ret == -EAGAIN ? 0 : ret;   /* -EAGAIN: made, its record written later */
 	for (uint32_t i = 0; access && i < m->nseg; i++) {
 		struct roshm_part p = { .access = access };
 
-		if (rv_seg_part((uintptr_t)m->mr.addr, m->mr.length, &m->seg[i], &p))
-			fn(c->r, m->seg_handle[i], name, &p);
+		if (rv_seg_part((uintptr_t)m->mr.addr, m->mr.length, &m->seg[i], &p)) {
+			ret = fn(c->r, m->seg_handle[i], name, &p);
+			if (!first && ret != -EAGAIN)
+				first = ret;
+		}
 	}
+	return first;
 }
 
 /*
  * Connected (RTR): the owner of the peer QP's ring (the process that made
  * that QP) may now open our ring, to send to us, and our PD's MRs. Up to 4
  * tries 50 ms apart while that ring is not found (a registry may lag).
+ * 0, also when there is no such QP in our tenant (nothing to grant to: its
+ * WRs to us fail, as a NIC's from a QP that does not exist); or the error
+ * of a grant roshmd refused (-ENOSPC: a region of ours holds
+ * ROSHM_GRANTS_MAX grants), and then nothing is granted.
  */
-void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
+int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 {
 	char name[ROSHM_NAME_MAX];
 	int ret = -ENOENT;
 
 	if (q->gr_ok || !q->dest_qp_num)
-		return;
+		return 0;
 	peer_ring_name(q, name, sizeof(name));
 	for (int i = 0; i < 4 && ret == -ENOENT; i++) {
 		if (i)
 			usleep(50000);
 		ret = roshm_region_grant_name(c->r, q->ring_handle, name);
 	}
-	if (ret)
-		return;   /* no such QP in our tenant: nothing to grant to */
+	if (ret == -ENOENT)
+		return 0;
 	q->gr_ok = true;
-	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		grant_mr(c, q, m, name, true);
+	if (ret == -EAGAIN)
+		ret = 0;
+	for (struct rv_mr *m = c->mrs; m && !ret; m = m->next)
+		ret = grant_mr(c, q, m, name, true);
+	if (ret)
+		rv_grant_drop(c, q);
+	return ret;
 }
 
 /* Disconnected (reset, another dest_qp_num, destroyed): take it back. */

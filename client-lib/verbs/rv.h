@@ -388,7 +388,7 @@ int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, 
 struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey);
 enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries);
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
-void rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
+int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
 

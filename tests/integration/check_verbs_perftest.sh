@@ -107,5 +107,6 @@ if [[ -x $vcheck ]]; then
   grep -q "a pod of the tenant that opens a live MR by its rkey, or a live QP's ring by its QPN -> EACCES" "$d/check.server" || fail "verbs_check: the rkey-guess check did not run"
   grep -q "MR of our second PD (no QP) was not written" "$d/check.server" || fail "verbs_check: the second-PD check did not run"
   grep -q "not connected to -> REM_ACCESS_ERR" "$d/check.client" || fail "verbs_check: the second-PD WRITE did not run"
+  grep -q "refused at RTR with ENOMEM (its MR.s grants full), the others work" "$d/check.server" || fail "verbs_check: the many-QPs check did not run"
 fi
 echo "check_verbs_perftest: ok"

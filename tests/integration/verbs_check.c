@@ -539,6 +539,84 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 }
 
 /*
+ * More connected QPs on one PD than its MR's region holds grants for
+ * (ROSHM_GRANTS_MAX: each connected QP grants the MR's metadata page and
+ * its bytes to its peer's ring, 2 of them): the QP past it is refused at
+ * RTR with ENOMEM, as a NIC out of resources refuses, and stays in INIT;
+ * the QPs connected before it work (a WRITE, its bytes checked); once a
+ * connected pair is destroyed, the refused QP connects. Before, the grant
+ * failed in silence and the peer's WRs came back REM_ACCESS_ERR.
+ */
+#define MANY 20
+static void many_qps(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	uint8_t *b = aligned_alloc(4096, 8192);
+	struct ibv_qp *q[2 * MANY];
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	struct ibv_mr *m;
+	struct ibv_wc wc;
+	int refused = -1, ret = 0;
+
+	if (!pd || !cq || !b)
+		die("many_qps: pd/cq/buffer");
+	m = ibv_reg_mr(pd, b, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!m)
+		die("many_qps: reg_mr");
+	for (int i = 0; i < 2 * MANY; i++)
+		q[i] = mkqp(pd, cq, cq, 4, 4, 1);
+	for (int i = 0; i < 2 * MANY && refused < 0; i++) {
+		a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+					  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+		if (ibv_modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+			die("many_qps: modify_qp INIT");
+		a.qp_state = IBV_QPS_RTR;
+		a.dest_qp_num = q[i ^ 1]->qp_num;
+		ret = ibv_modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_DEST_QPN);
+		if (ret) {
+			refused = i;
+			break;
+		}
+		a.qp_state = IBV_QPS_RTS;
+		if (ibv_modify_qp(q[i], &a, IBV_QP_STATE))
+			die("many_qps: modify_qp RTS");
+	}
+	if (refused < 2 || ret != ENOMEM) {
+		fprintf(stderr, "verbs_check: many_qps: QP %d of %d refused with %d\n", refused,
+			2 * MANY, ret);
+		die("many_qps: no ENOMEM at RTR past the region's grants");
+	}
+	if (ibv_query_qp(q[refused], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_INIT)
+		die("many_qps: the refused QP left INIT");
+	/* the first pair works */
+	for (int i = 0; i < 64; i++)
+		b[i] = (uint8_t)(i * 3 + 7);
+	memset(b + 4096, 0, 64);
+	post(q[0], IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 501);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 501)
+		die_wc("many_qps: WRITE on the first pair", &wc);
+	if (memcmp(b, b + 4096, 64))
+		die("many_qps: the WRITE's bytes are not in the MR");
+	/* a pair goes: its grants with it; the refused QP connects now */
+	if (ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]))
+		die("many_qps: destroy");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .dest_qp_num = q[refused ^ 1]->qp_num };
+	if ((ret = ibv_modify_qp(q[refused], &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
+		die("many_qps: RTR refused after a pair was destroyed");
+	for (int i = 2; i < 2 * MANY; i++)
+		if (ibv_destroy_qp(q[i]))
+			die("many_qps: destroy");
+	if (ibv_dereg_mr(m) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd))
+		die("many_qps: release");
+	free(b);
+	printf("verbs_check server: QP %d of one PD refused at RTR with ENOMEM (its MR's grants "
+	       "full), the others work, and it connects once a pair is gone\n", refused + 1);
+}
+
+/*
  * No copy through the arena: an RDMA READ lands in the MR's own pages, where
  * roshmd puts the bytes itself, so they are there before any verbs call of
  * ours reaps its completion (through the arena, the library would copy them
@@ -1157,6 +1235,7 @@ int main(int argc, char **argv)
 		       PLEN);
 		server2(ctx, pd, fd);
 		server3(ctx, pd, fd);
+		many_qps(ctx);
 		if (ibv_dereg_mr(mr))
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))
