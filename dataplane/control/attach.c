@@ -400,6 +400,7 @@ void rd_conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why
 	epoll_ctl(ctl->epfd, EPOLL_CTL_DEL, conn->fd, NULL);
 	close(conn->fd);
 	conn->fd = -1;
+	rd_reg_rate_forget(ctl, conn); /* after the close: the next in line may read now */
 	if (conn->prev)
 		conn->prev->next = conn->next;
 	else

@@ -27,6 +27,7 @@ struct rd_reg_bucket {
 	uint64_t last_ns;
 	uint64_t held;                /* requests that waited for it (a metric) */
 	uint64_t logged_ns;           /* when that was last logged */
+	struct rd_conn *q_head, *q_tail; /* connections waiting, first come first */
 };
 
 struct rd_control {
@@ -109,11 +110,13 @@ int rd_control_cmd(struct rd_control *ctl, struct rd_cmd *cmd);
 void rd_control_epoll_add(struct rd_control *ctl, int fd, void *tag);
 void rd_control_epoll_del(struct rd_control *ctl, int fd);
 
-/* regions.c */
+/* reg_rate.c: @n registry operations charged to @tenant (a drain it asked for). */
+void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigned n);
 /* grants.c: write again the grant records whose last write failed */
 void rd_grants_timer(struct rd_control *ctl, uint64_t now);
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n);
+/* regions.c */
 bool rd_policy_allows(uint32_t policy, const char *owner_tenant, uint32_t ntenants,
 		      const char (*tenants)[ROSHM_NAME_MAX], const char *tenant);
 void rd_region_unpublish(struct rd_control *ctl, struct rd_region *rg);

@@ -85,6 +85,8 @@ int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int r
 		return -ENOENT;
 	}
 	job->pending = job->nregions;
+	if (m->owner_tenant) /* a tenant's own drain: its stale records are its registry writes */
+		rd_reg_rate_take_tenant(ctl, m->owner_tenant, job->nregions);
 	/* peers (any network provider) see the stale records at their next
 	 * revalidation and hold their work: give them two */
 	if (job->nregions && ctl->poller->net)

@@ -50,6 +50,10 @@ struct rd_conn {
 	struct rd_region *put_rg;     /* RD_WAIT_PUT: the new region and its owner handle */
 	uint32_t put_hv;
 	bool put_reattach;
+	/* RD_WAIT_RATE: in its tenant's queue (reg_rate.c), until its request is read */
+	bool rate_queued;
+	int rate_tidx;
+	struct rd_conn *rate_next;
 	struct rd_conn *next, *prev;
 };
 
@@ -106,8 +110,10 @@ bool rd_reg_rate_hold(struct rd_control *ctl, struct rd_conn *conn);
 void rd_reg_rate_charge(struct rd_control *ctl, int tidx, uint16_t type);
 /* @n registry operations a request of tenant @tidx caused (a read past the cache). */
 void rd_reg_rate_take(struct rd_control *ctl, int tidx, unsigned n);
-/* Let waiting connections be read again as their buckets refill. */
+/* Let each tenant's first waiting connection read as its bucket refills. */
 void rd_reg_rate_timer(struct rd_control *ctl, uint64_t now);
+/* @conn is closed: out of its tenant's queue (the next may read). */
+void rd_reg_rate_forget(struct rd_control *ctl, struct rd_conn *conn);
 
 /* regions.c, for grants.c */
 struct rd_region *rd_region_find(struct rd_control *ctl, const char *tenant, const char *name);

@@ -436,10 +436,12 @@ void rd_control_reload_file(struct rd_control *ctl)
 				tokens++;
 			}
 			if (t->quota.clients != u->quota.clients || t->quota.regions != u->quota.regions ||
-			    t->quota.bytes != u->quota.bytes) {
+			    t->quota.bytes != u->quota.bytes ||
+			    t->quota.registry_ops_per_sec != u->quota.registry_ops_per_sec) {
 				t->quota.clients = u->quota.clients;
 				t->quota.regions = u->quota.regions;
 				t->quota.bytes = u->quota.bytes;
+				t->quota.registry_ops_per_sec = u->quota.registry_ops_per_sec;
 				quotas++;
 			}
 			if (t->quota.weight != u->quota.weight ||

@@ -411,7 +411,9 @@ int th_daemon_start_eal(struct th_daemon *d, const char *name, const char *netns
 		eal ? ", " : "", eal ? eal : "");
 	if (!extra || !strstr(extra, "admin"))
 		fprintf(f, "admin: { token_file = \"%s\"; };\n", d->admin_token_file);
-	if (!extra || !strstr(extra, "registry"))
+	/* (not "registry_ops_per_sec", a quota) */
+	if (!extra || !(strstr(extra, "registry:") || strstr(extra, "registry =") ||
+			strstr(extra, "registry.")))
 		fprintf(f, "registry: { dir = \"%s/registry\"; secret_file = \"%s\"; };\n", d->dir, secret);
 	fprintf(f, "%s\n", extra ? extra : "");
 	fclose(f);
