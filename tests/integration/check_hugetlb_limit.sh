@@ -47,6 +47,7 @@ socket = "$d/r.sock";
 eal = [ "--no-huge", "-m", "128", "--no-pci", "--file-prefix", "$prefix",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { dir = "$d/reg"; };
+admin: { token_file = "$d/admin.token"; };   # its lock too: nothing left in /var/lib/roshm
 channel: { hugepages = "auto"; };
 CONF
 "$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &

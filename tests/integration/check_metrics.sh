@@ -24,6 +24,7 @@ socket = "$d/r.sock";
 eal = [ "--no-huge", "-m", "128", "--no-pci", "--file-prefix", "$prefix",
         "--log-level", "lib.eal:error" ];
 registry: { dir = "$d/reg"; };
+admin: { token_file = "$d/admin.token"; };   # its lock too: nothing left in /var/lib/roshm
 metrics: { listen = "127.0.0.1:$port"; };
 CONF
 "$roshmd" -c "$d/r.conf" > "$d/roshmd.log" 2>&1 &
@@ -114,6 +115,7 @@ socket = "$d/e.sock";
 eal = [ "--no-huge", "-m", "128", "--no-pci", "--file-prefix", "${prefix}e",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
 registry: { backend = "etcd"; endpoints = "http://127.0.0.1:1"; secret_file = "$d/reg.secret"; };
+admin: { token_file = "$d/admin-e.token"; };
 metrics: { listen = "127.0.0.1:$((port + 1))"; };
 CONF
 head -c 32 /dev/urandom | base64 > "$d/reg.secret"
