@@ -35,27 +35,31 @@ static uint32_t rate_of(const struct rd_control *ctl, int tidx)
 	       ctl->cfg->tenants[tidx].quota.registry_ops_per_sec : 0;
 }
 
-/* Add what @rate earned since the last refill; the bucket holds one second. */
+/* Add what @rate earned since the last refill; the bucket holds one second.
+ * A debt (a drain charges a tenant at once) is paid by all the time that
+ * passed, idle or not. */
 static void refill(struct rd_reg_bucket *b, uint32_t rate, uint64_t now)
 {
 	int64_t cap = rate;
-	uint64_t add;
+	uint64_t gap, secs, add;
 
 	if (!b->last_ns) {
 		b->tokens = cap;
 		b->last_ns = now;
 		return;
 	}
-	if (now - b->last_ns >= NS) {
-		/* a second or more: a full second's worth, less any debt */
-		b->tokens = b->tokens + cap > cap ? cap : b->tokens + cap;
+	gap = now - b->last_ns;
+	secs = gap / NS;
+	if (b->tokens >= cap || secs > (uint64_t)(cap - b->tokens) / rate) {
+		b->tokens = cap;  /* full: the time past it is not kept */
 		b->last_ns = now;
 		return;
 	}
-	add = (now - b->last_ns) * rate / NS;
+	/* less than the debt plus a second: no overflow below */
+	add = secs * rate + (gap % NS) * rate / NS;
 	if (!add)
 		return;
-	b->last_ns += add * NS / rate;
+	b->last_ns += secs * NS + ((gap % NS) * rate / NS) * NS / rate;
 	b->tokens = b->tokens + (int64_t)add > cap ? cap : b->tokens + (int64_t)add;
 	if (b->tokens == cap)
 		b->last_ns = now;
@@ -167,8 +171,13 @@ void rd_reg_rate_forget(struct rd_control *ctl, struct rd_conn *conn)
 
 void rd_reg_rate_take(struct rd_control *ctl, int tidx, unsigned n)
 {
-	if (rate_of(ctl, tidx))
-		ctl->reg_bucket[tidx].tokens -= n;
+	uint32_t rate = rate_of(ctl, tidx);
+
+	if (!rate)
+		return;
+	if (!ctl->reg_bucket[tidx].last_ns) /* start it: a debt taken first is kept */
+		refill(&ctl->reg_bucket[tidx], rate, rd_mono_ns());
+	ctl->reg_bucket[tidx].tokens -= n;
 }
 
 void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigned n)

@@ -13,6 +13,8 @@
  *   not 2, and creates ran at twice the rate.
  * big_rate: 1000000 a second, steps just under a second and of 1 us: no
  *   overflow, no drift.
+ * debt_frozen_while_idle: a debt is paid by all the time that passed, idle
+ *   or not (see the test).
  * fifo: three connections of a tenant wait; each refill lets only the
  *   first read, and the next only once that one's request ran.
  */
@@ -201,12 +203,42 @@ static void test_fifo(void **st)
 	rig_fini(&r);
 }
 
+/*
+ * debt_frozen_while_idle (adversary review of ce28ed1): a tenant's own
+ * drain charges 1 per region at once (drain.c), so its bucket can owe far
+ * more than a second. refill() adds one second's worth for any gap of a
+ * second or more, and the timer refills only while someone waits: an hour
+ * of idleness repays 1 s of debt. 100 owed at 10/s, idle an hour: the
+ * next request must run at once (it waited 9 s more).
+ */
+static void test_debt_frozen_while_idle(void **st)
+{
+	struct rig r;
+	struct rd_reg_bucket *b;
+	const uint64_t t0 = 1000 * NS;
+
+	(void)st;
+	rig_init(&r, 10);
+	b = &r.ctl->reg_bucket[0];
+	b->tokens = 10;
+	b->last_ns = t0;
+	rd_reg_rate_take(r.ctl, 0, 110);   /* a drain of 110 regions */
+	assert_int_equal(b->tokens, -100);
+	/* nobody waits for an hour: the timer does not touch the bucket */
+	rd_reg_rate_timer(r.ctl, t0 + 1800 * NS);
+	/* then a request: 3600 s earned 36000, capped at 10 */
+	assert_true(unparked_at(&r, t0 + 3600 * NS));
+	assert_int_equal(b->tokens, 10);
+	rig_fini(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_debt_forgiven),
 		cmocka_unit_test(test_big_rate),
 		cmocka_unit_test(test_fifo),
+		cmocka_unit_test(test_debt_frozen_while_idle),
 	};
 
 	return cmocka_run_group_tests_name("reg_rate", tests, NULL, NULL);
