@@ -706,7 +706,7 @@ void rd_conn_event(struct rd_control *ctl, struct rd_conn *conn, uint32_t events
 		return;
 	/* a request waiting: only a hang-up matters */
 	if (conn->wait != RD_WAIT_NONE && !(events & EPOLLIN)) {
-		if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		if (events & (EPOLLHUP | EPOLLERR))
 			rd_conn_close(ctl, conn, "closed while waiting");
 		return;
 	}

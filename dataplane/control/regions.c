@@ -274,11 +274,10 @@ static bool policy_allows(const struct rd_region *rg, const struct rd_client *c,
 
 void rd_conn_wait_for(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn_wait kind)
 {
-	/* A request waiting for its tenant's registry rate was not read yet:
-	 * a half-close (the client sent it, then shut its writing side) is no
-	 * reason to drop it; a hang-up (EPOLLHUP, always reported) is. */
-	struct epoll_event ev = { .events = kind == RD_WAIT_RATE ? 0 : EPOLLRDHUP,
-				  .data.ptr = conn };
+	/* Only a hang-up (EPOLLHUP, always reported: the client closed its
+	 * end) drops a waiting request; a half-close (the client sent its
+	 * request, then shut its writing side, and reads) does not. */
+	struct epoll_event ev = { .events = 0, .data.ptr = conn };
 
 	conn->wait = kind;
 	conn->wait_id = ++ctl->next_wait_id;
