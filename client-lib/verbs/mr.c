@@ -346,8 +346,19 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m->refs = 1;
 	m->next = c->mrs;
 	c->mrs = m;
-	rv_grant_mr(c, m, true);
+	ret = rv_grant_mr(c, m, true);
 	rv_unlock(c);
+	if (ret) {
+		/* a connected QP's peer could not be let in (ROSHM_GRANTS_MAX on
+		 * a region its bytes lie in): out of resources, and nothing of it
+		 * is left */
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: a connected QP's peer cannot be "
+				"granted it: %s\n", addr, length, strerror(-ret));
+		ibv_dereg_mr(&m->mr);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return &m->mr;
 err_region:
 	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */

@@ -390,7 +390,7 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
-void rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
+int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
 
 /* Where remote address @va of @k lives: the region handle (returned), the
  * data offset in *off, and in *room the bytes from there to its segment's end. */

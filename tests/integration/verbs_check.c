@@ -590,6 +590,22 @@ static void many_qps(struct ibv_context *ctx)
 	}
 	if (ibv_query_qp(q[refused], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_INIT)
 		die("many_qps: the refused QP left INIT");
+	/* a new MR over the same pages needs a grant per connected QP in the
+	 * full region: refused (ENOMEM), nothing kept; one over pages of its
+	 * own fits (its region is new) */
+	errno = 0;
+	if (ibv_reg_mr(pd, b + 4096, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) ||
+	    errno != ENOMEM)
+		die("many_qps: an MR over the full region's pages was not refused with ENOMEM");
+	{
+		uint8_t *b2 = aligned_alloc(4096, 4096);
+		struct ibv_mr *m2 = b2 ? ibv_reg_mr(pd, b2, 4096, IBV_ACCESS_LOCAL_WRITE |
+						    IBV_ACCESS_REMOTE_WRITE) : NULL;
+
+		if (!m2 || ibv_dereg_mr(m2))
+			die("many_qps: an MR of its own pages was refused");
+		free(b2);
+	}
 	/* the first pair works */
 	for (int i = 0; i < 64; i++)
 		b[i] = (uint8_t)(i * 3 + 7);
@@ -613,7 +629,8 @@ static void many_qps(struct ibv_context *ctx)
 		die("many_qps: release");
 	free(b);
 	printf("verbs_check server: QP %d of one PD refused at RTR with ENOMEM (its MR's grants "
-	       "full), the others work, and it connects once a pair is gone\n", refused + 1);
+	       "full), the others work, and it connects once a pair is gone; an MR over the full "
+	       "region's pages refused with ENOMEM\n", refused + 1);
 }
 
 /*
