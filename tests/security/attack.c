@@ -49,6 +49,14 @@ struct roshm *atk_open(const struct th_daemon *d, const char *tenant,
 	return roshm_open(&q, err ? err : &e);
 }
 
+double atk_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 uint64_t atk_now_ms(void)
 {
 	struct timespec ts;
@@ -557,6 +565,66 @@ void atk_ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len)
 	h->type = type;
 	h->version = ROSHM_ABI_VERSION;
 	h->len = (uint32_t)len;
+}
+
+int atk_send_open(int fd, const char *name, const int *fds, int n)
+{
+	struct roshm_ctl_region_open o;
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr a;
+	} u;
+	struct iovec iov = { .iov_base = &o, .iov_len = sizeof(o) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (n < 0 || n > 4)
+		return -EINVAL;
+	memset(&o, 0, sizeof(o));
+	atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
+	snprintf(o.name, sizeof(o.name), "%s", name);
+	if (n) {
+		struct cmsghdr *c;
+
+		memset(&u, 0, sizeof(u));
+		m.msg_control = u.b;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+	}
+	if (sendmsg(fd, &m, MSG_NOSIGNAL) != (ssize_t)sizeof(o))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+int atk_wait_reply(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char buf[512];
+
+	if (poll(&p, 1, ms) != 1)
+		return -ETIME;
+	return recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0 ? 1 : 0;
+}
+
+int atk_tenant_drain(const char *sock, const char *tenant, const char *token)
+{
+	struct roshm_ctl_admin q;
+	int fd = atk_ctl_connect(sock), ret;
+
+	if (fd < 0)
+		return fd;
+	memset(&q, 0, sizeof(q));
+	atk_ctl_hdr(&q.hdr, ROSHM_CTL_ADMIN, sizeof(q));
+	snprintf(q.cmd, sizeof(q.cmd), "drain tenant %s", tenant);
+	snprintf(q.tenant, sizeof(q.tenant), "%s", tenant);
+	snprintf(q.token, sizeof(q.token), "%s", token);
+	ret = send(fd, &q, sizeof(q), MSG_NOSIGNAL) == (ssize_t)sizeof(q) ? atk_wait_reply(fd, 5000) :
+									       -errno;
+	close(fd);
+	return ret;
 }
 
 ssize_t atk_ctl_call(int fd, const void *req, size_t len, int send_fd, void *reply, size_t cap,

@@ -60,6 +60,8 @@ int atk_wait_child(pid_t pid, int timeout_ms);
  * 0, -ETIME or a roshm_wait_cqe_timeout error. */
 int atk_reap(struct roshm *r, struct roshm_cqe *out, int timeout_ms);
 uint64_t atk_now_ms(void);
+/* The same clock in seconds. */
+double atk_now_s(void);
 /* roshm_get_sqe() that fails the current test when the SQ is full. */
 struct roshm_sqe *atk_sqe(struct roshm *r) __attribute__((returns_nonnull));
 /* Pin the calling thread to CPU @cpu modulo the CPUs we may use. */
@@ -113,6 +115,14 @@ ssize_t atk_ctl_call(int fd, const void *req, size_t len, int send_fd, void *rep
 		     int timeout_ms);
 /* Fill a control header (this ABI's magic and version). */
 void atk_ctl_hdr(struct roshm_ctl_hdr *h, uint16_t type, size_t len);
+/* Send a REGION_OPEN of @name on @fd with @n (0..4) descriptors @fds,
+ * without waiting for its answer: 0 or -errno. */
+int atk_send_open(int fd, const char *name, const int *fds, int n);
+/* Wait at most @ms for @fd's next message: 1 (one, read), 0 (EOF), -ETIME. */
+int atk_wait_reply(int fd, int ms);
+/* "drain tenant @tenant" with the tenant's own @token on a connection of
+ * its own, its answer awaited (5 s): 1, 0 (EOF), -ETIME or -errno. */
+int atk_tenant_drain(const char *sock, const char *tenant, const char *token);
 /* A sealable memfd of @size bytes, every page touched (MAP_POPULATE),
  * mapped at *map: fd or -errno. */
 int atk_memfd(size_t size, void **map);

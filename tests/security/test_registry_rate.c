@@ -43,14 +43,6 @@ static struct roshm *cl(const char *tenant)
 	return r;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A granter and a grantee of @tenant: @g (ROSHM_POLICY_GRANT) and the
  * granter's handle on the grantee's region. */
 struct pair {
@@ -89,7 +81,7 @@ struct flood {
 static void *grant_flood(void *arg)
 {
 	struct flood *f = arg;
-	double t0 = now_s();
+	double t0 = atk_now_s();
 
 	for (int i = 0; i < f->rounds && !f->failed; i++) {
 		int ret = roshm_region_grant(f->p->granter, f->p->g, f->p->peer);
@@ -99,7 +91,7 @@ static void *grant_flood(void *arg)
 		if (ret)
 			f->failed = ret;
 	}
-	f->elapsed = now_s() - t0;
+	f->elapsed = atk_now_s() - t0;
 	atomic_store(&f->done, 1);
 	return NULL;
 }
@@ -154,7 +146,7 @@ static void test_creates_and_opens(void **st)
 
 	(void)st;
 	sleep(1);
-	t0 = now_s();
+	t0 = atk_now_s();
 	for (int i = 0; i < 40; i++) {
 		char name[32];
 
@@ -164,8 +156,8 @@ static void test_creates_and_opens(void **st)
 		snprintf(name, sizeof(name), "nobody-%d", i);
 		assert_int_equal(roshm_region_open(r, name, &h, NULL), -ENOENT);
 	}
-	fprintf(stderr, "a: 40 creates, closes and missed opens in %.3f s\n", now_s() - t0);
-	assert_true(now_s() - t0 >= 4.0);
+	fprintf(stderr, "a: 40 creates, closes and missed opens in %.3f s\n", atk_now_s() - t0);
+	assert_true(atk_now_s() - t0 >= 4.0);
 	roshm_close(r);
 	atk_assert_alive(&d);
 }

@@ -45,55 +45,14 @@ static int nfds_of_roshmd(void)
 	return n;
 }
 
-static void send_open_fds(int fd, const char *name, const int *fds, int n)
-{
-	struct roshm_ctl_region_open o;
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr a;
-	} u;
-	struct iovec iov = { .iov_base = &o, .iov_len = sizeof(o) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	memset(&o, 0, sizeof(o));
-	atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-	snprintf(o.name, sizeof(o.name), "%s", name);
-	if (n) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.b;
-		m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
-		c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
-	}
-	assert_int_equal(sendmsg(fd, &m, MSG_NOSIGNAL), (ssize_t)sizeof(o));
-}
-
-/* Wait for a reply or EOF: 1 reply, 0 EOF, -ETIME */
-static int wait_reply(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char buf[512];
-	ssize_t n;
-
-	if (poll(&p, 1, ms) != 1)
-		return -ETIME;
-	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	return n > 0 ? 1 : 0;
-}
-
 /* Empty e's bucket (1 token a second): one open takes it; a second one waits. */
 static int exhaust(void)
 {
 	int fd = atk_raw_attach(d.sock, "e", 2, 4096);
 
 	assert_true(fd >= 0);
-	send_open_fds(fd, "x0", NULL, 0);
-	assert_int_equal(wait_reply(fd, 3000), 1);
+	assert_int_equal(atk_send_open(fd, "x0", NULL, 0), 0);
+	assert_int_equal(atk_wait_reply(fd, 3000), 1);
 	return fd;
 }
 
@@ -113,8 +72,8 @@ static void test_parked_edges(void **st)
 	mfd = atk_memfd(4096, &map);
 	assert_true(mfd >= 0);
 	three[0] = three[1] = three[2] = mfd;
-	send_open_fds(p, "x1", three, 3);
-	assert_int_equal(wait_reply(p, 5000), 0);   /* "too many descriptors": EOF */
+	assert_int_equal(atk_send_open(p, "x1", three, 3), 0);
+	assert_int_equal(atk_wait_reply(p, 5000), 0);   /* "too many descriptors": EOF */
 	close(p);
 
 	/* b: hang-up while parked with a create and its memfd in the socket */
@@ -139,14 +98,14 @@ static void test_parked_edges(void **st)
 	p = atk_raw_attach(d.sock, "e", 2, 4096);
 	assert_true(p >= 0);
 	assert_int_equal(send(p, "12345678", 8, MSG_NOSIGNAL), 8);
-	assert_int_equal(wait_reply(p, 500), 0);
+	assert_int_equal(atk_wait_reply(p, 500), 0);
 	close(p);
 
 	/* d: a zero-length message (SEQPACKET allows it) */
 	p = atk_raw_attach(d.sock, "e", 2, 4096);
 	assert_true(p >= 0);
 	assert_int_equal(send(p, "", 0, MSG_NOSIGNAL), 0);
-	assert_int_equal(wait_reply(p, 500), 0);
+	assert_int_equal(atk_wait_reply(p, 500), 0);
 	close(p);
 
 	close(ex);
@@ -167,17 +126,17 @@ static void test_half_close(void **st)
 	sleep(2); /* bucket full again */
 	p = atk_raw_attach(d.sock, "e", 2, 4096);
 	assert_true(p >= 0);
-	send_open_fds(p, "hc0", NULL, 0);
+	assert_int_equal(atk_send_open(p, "hc0", NULL, 0), 0);
 	shutdown(p, SHUT_WR);
-	r_unparked = wait_reply(p, 3000);
+	r_unparked = atk_wait_reply(p, 3000);
 	close(p);
 
 	ex = exhaust();
 	p = atk_raw_attach(d.sock, "e", 2, 4096);
 	assert_true(p >= 0);
-	send_open_fds(p, "hc1", NULL, 0);
+	assert_int_equal(atk_send_open(p, "hc1", NULL, 0), 0);
 	shutdown(p, SHUT_WR);
-	r_parked = wait_reply(p, 5000);
+	r_parked = atk_wait_reply(p, 5000);
 	close(p);
 	close(ex);
 	fprintf(stderr, "half-closed request: %s when read at once, %s when parked\n",
@@ -199,24 +158,16 @@ static void test_sighup(void **st)
 	ex = exhaust();
 	p = atk_raw_attach(d.sock, "e", 2, 4096);
 	assert_true(p >= 0);
-	send_open_fds(p, "s0", NULL, 0);
+	assert_int_equal(atk_send_open(p, "s0", NULL, 0), 0);
 	f = fopen(d.conf, "a");
 	assert_non_null(f);
 	fprintf(f, "quota: { registry_ops_per_sec = 0; };\n");
 	fclose(f);
 	kill(d.pid, SIGHUP);
-	assert_int_equal(wait_reply(p, 5000), 1);
+	assert_int_equal(atk_wait_reply(p, 5000), 1);
 	close(p);
 	close(ex);
 	atk_assert_alive(&d);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /*
@@ -227,11 +178,10 @@ static double now_s(void)
  */
 static void test_drain_uncharged(void **st)
 {
-	struct roshm_ctl_admin q;
 	struct roshm *r;
 	uint32_t h[4];
 	double t0, t1;
-	int err, fd;
+	int err;
 
 	(void)st;
 	r = atk_open(&d, "f", NULL, &err);
@@ -239,20 +189,11 @@ static void test_drain_uncharged(void **st)
 	assert_int_equal(roshm_region_create(r, "d0", 4096, NULL, &h[0]), 0);
 	assert_int_equal(roshm_region_create(r, "d1", 4096, NULL, &h[1]), 0);
 	sleep(1);   /* f's bucket is full again: 4 */
-	memset(&q, 0, sizeof(q));
-	atk_ctl_hdr(&q.hdr, ROSHM_CTL_ADMIN, sizeof(q));
-	snprintf(q.cmd, sizeof(q.cmd), "drain tenant f");
-	snprintf(q.tenant, sizeof(q.tenant), "f");
-	snprintf(q.token, sizeof(q.token), "tf");
-	fd = atk_ctl_connect(d.sock);
-	assert_true(fd >= 0);
-	assert_int_equal(send(fd, &q, sizeof(q), MSG_NOSIGNAL), (ssize_t)sizeof(q));
-	assert_int_equal(wait_reply(fd, 5000), 1);   /* drained: 2 puts (stale), 2 deletes */
-	close(fd);
-	t0 = now_s();
+	assert_int_equal(atk_tenant_drain(d.sock, "f", "tf"), 1); /* 2 puts (stale), 2 deletes */
+	t0 = atk_now_s();
 	assert_int_equal(roshm_region_create(r, "d2", 4096, NULL, &h[2]), 0);
 	assert_int_equal(roshm_region_create(r, "d3", 4096, NULL, &h[3]), 0);
-	t1 = now_s();
+	t1 = atk_now_s();
 	fprintf(stderr, "after a drain of 2 regions, 2 creates took %.3f s (rate 4/s)\n", t1 - t0);
 	assert_true(t1 - t0 >= 0.3);
 	roshm_close(r);

@@ -37,14 +37,6 @@
 
 static struct th_daemon d;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* roshmd's control thread (its main thread) CPU time, seconds */
 static double ctl_cpu(void)
 {
@@ -85,16 +77,6 @@ static long held_logged(const char *tenant)
 	return best;
 }
 
-static void send_open(int fd, const char *name)
-{
-	struct roshm_ctl_region_open o;
-
-	memset(&o, 0, sizeof(o));
-	atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-	snprintf(o.name, sizeof(o.name), "%s", name);
-	assert_int_equal(send(fd, &o, sizeof(o), MSG_NOSIGNAL), (ssize_t)sizeof(o));
-}
-
 /* Read one reply if there is one: 1, 0 (none yet) */
 static int take_reply(int fd)
 {
@@ -118,25 +100,25 @@ static long flood(const int *fds, int n, double secs, int victim, double victim_
 {
 	struct pollfd pf[300];
 	bool busy[300];
-	double t0 = now_s(), vsent = -1;
+	double t0 = atk_now_s(), vsent = -1;
 	long answers = 0, vans = 0;
 	char name[64];
 
 	assert_true(n + 1 <= 300);
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "nobody-%d", i);
-		send_open(fds[i], name);
+		assert_int_equal(atk_send_open(fds[i], name, NULL, 0), 0);
 		busy[i] = true;
 	}
 	/* the victim asks again as soon as it is answered: its longest wait */
 	*victim_wait = -1;
-	while (now_s() - t0 < secs || (vsent >= 0 && now_s() - t0 < secs + 30)) {
+	while (atk_now_s() - t0 < secs || (vsent >= 0 && atk_now_s() - t0 < secs + 30)) {
 		int m = 0;
 
-		if (victim >= 0 && vsent < 0 && now_s() - t0 >= victim_at && now_s() - t0 < secs) {
+		if (victim >= 0 && vsent < 0 && atk_now_s() - t0 >= victim_at && atk_now_s() - t0 < secs) {
 			snprintf(name, sizeof(name), "victim-nobody-%ld", vans);
-			send_open(victim, name);
-			vsent = now_s();
+			assert_int_equal(atk_send_open(victim, name, NULL, 0), 0);
+			vsent = atk_now_s();
 		}
 		for (int i = 0; i < n; i++)
 			pf[m++] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
@@ -149,8 +131,8 @@ static long flood(const int *fds, int n, double secs, int victim, double victim_
 				continue;
 			if (pf[i].fd == victim && vsent >= 0) {
 				assert_int_equal(take_reply(victim), 1);
-				if (now_s() - vsent > *victim_wait)
-					*victim_wait = now_s() - vsent;
+				if (atk_now_s() - vsent > *victim_wait)
+					*victim_wait = atk_now_s() - vsent;
 				vsent = -1;
 				vans++;
 				continue;
@@ -159,9 +141,9 @@ static long flood(const int *fds, int n, double secs, int victim, double victim_
 				continue;
 			answers++;
 			busy[i] = false;
-			if (now_s() - t0 < secs) {  /* ask again at once */
+			if (atk_now_s() - t0 < secs) {  /* ask again at once */
 				snprintf(name, sizeof(name), "nobody-%d-%ld", i, answers);
-				send_open(pf[i].fd, name);
+				assert_int_equal(atk_send_open(pf[i].fd, name, NULL, 0), 0);
 				busy[i] = true;
 			}
 		}

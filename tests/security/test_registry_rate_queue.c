@@ -33,35 +33,6 @@
 
 static struct th_daemon d;
 
-static void send_open(int fd, const char *name)
-{
-	struct roshm_ctl_region_open o;
-
-	memset(&o, 0, sizeof(o));
-	atk_ctl_hdr(&o.hdr, ROSHM_CTL_REGION_OPEN, sizeof(o));
-	snprintf(o.name, sizeof(o.name), "%s", name);
-	assert_int_equal(send(fd, &o, sizeof(o), MSG_NOSIGNAL), (ssize_t)sizeof(o));
-}
-
-/* 1 reply, 0 EOF, -ETIME */
-static int wait_reply(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char buf[512];
-
-	if (poll(&p, 1, ms) != 1)
-		return -ETIME;
-	return recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0 ? 1 : 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void test_torn_queue(void **st)
 {
 	int q[N], ex, o, mfd, st_rc;
@@ -72,13 +43,13 @@ static void test_torn_queue(void **st)
 	(void)st;
 	ex = atk_raw_attach(d.sock, "q", 2, 4096);
 	assert_true(ex >= 0);
-	send_open(ex, "x");
-	assert_int_equal(wait_reply(ex, 3000), 1);   /* q's bucket is empty now */
+	assert_int_equal(atk_send_open(ex, "x", NULL, 0), 0);
+	assert_int_equal(atk_wait_reply(ex, 3000), 1);   /* q's bucket is empty now */
 	for (int i = 0; i < N; i++) {
 		q[i] = atk_raw_attach(d.sock, "q", 2, 4096);
 		assert_true(q[i] >= 0);
 		snprintf(name, sizeof(name), "n%d", i);
-		send_open(q[i], name);
+		assert_int_equal(atk_send_open(q[i], name, NULL, 0), 0);
 		usleep(2000); /* in order */
 	}
 	/* the head, a middle one and the tail hang up */
@@ -119,22 +90,22 @@ static void test_torn_queue(void **st)
 	o = atk_raw_attach(d.sock, "o", 2, 4096);
 	assert_true(o >= 0);
 	for (int i = 0; i < 3; i++) {
-		t0 = now_s();
-		send_open(o, "y");
-		assert_int_equal(wait_reply(o, 3000), 1);
+		t0 = atk_now_s();
+		assert_int_equal(atk_send_open(o, "y", NULL, 0), 0);
+		assert_int_equal(atk_wait_reply(o, 3000), 1);
 		/* held behind q's 40 waiting requests it would take 40 s */
-		assert_true(now_s() - t0 < 3.0);
+		assert_true(atk_now_s() - t0 < 3.0);
 	}
 	/* q's queue moves: 1 then 2 answered in order, within a few seconds */
-	assert_int_equal(wait_reply(q[1], 4000), 1);
-	assert_int_equal(wait_reply(q[3], 50), -ETIME);
-	assert_int_equal(wait_reply(q[2], 3000), 1);
+	assert_int_equal(atk_wait_reply(q[1], 4000), 1);
+	assert_int_equal(atk_wait_reply(q[3], 50), -ETIME);
+	assert_int_equal(atk_wait_reply(q[2], 3000), 1);
 	/* 3 is let read; it hangs up before its request is read (maybe) */
 	usleep(900000);
 	close(q[3]);
 	q[3] = -1;
-	assert_int_equal(wait_reply(q[4], 4000), 1);
-	assert_int_equal(wait_reply(q[5], 4000), 1);  /* half-closed: answered */
+	assert_int_equal(atk_wait_reply(q[4], 4000), 1);
+	assert_int_equal(atk_wait_reply(q[5], 4000), 1);  /* half-closed: answered */
 	atk_assert_alive(&d);
 	/* stop with the queue still full */
 	st_rc = th_daemon_stop(&d);
@@ -162,7 +133,7 @@ static void test_debt_idle(void **st)
 	uint32_t h;
 	char name[32], *conf, *at;
 	double t0, t1;
-	int err, fd;
+	int err;
 	FILE *f;
 	long len;
 
@@ -193,25 +164,11 @@ static void test_debt_idle(void **st)
 	usleep(300000);
 	/* one open to start g's bucket (full: 2) */
 	assert_int_equal(roshm_region_open(r, "nothere", &h, NULL), -ENOENT);
-	{
-		/* g's own drain, with its tenant token */
-		struct roshm_ctl_admin q;
-
-		memset(&q, 0, sizeof(q));
-		atk_ctl_hdr(&q.hdr, ROSHM_CTL_ADMIN, sizeof(q));
-		snprintf(q.cmd, sizeof(q.cmd), "drain tenant g");
-		snprintf(q.tenant, sizeof(q.tenant), "g");
-		snprintf(q.token, sizeof(q.token), "tg");
-		fd = atk_ctl_connect(d.sock);
-		assert_true(fd >= 0);
-		assert_int_equal(send(fd, &q, sizeof(q), MSG_NOSIGNAL), (ssize_t)sizeof(q));
-		(void)wait_reply(fd, 5000);
-		close(fd);
-	}
+	(void)atk_tenant_drain(d.sock, "g", "tg"); /* g's own drain, with its token */
 	sleep(10); /* 20 earned: the debt (14) is paid and the bucket full */
-	t0 = now_s();
+	t0 = atk_now_s();
 	assert_int_equal(roshm_region_create(r, "after", 4096, NULL, &h), 0);
-	t1 = now_s();
+	t1 = atk_now_s();
 	fprintf(stderr, "a create 10 s after g's drain of 16 regions (2/s) took %.3f s\n", t1 - t0);
 	assert_true(t1 - t0 < 3.0);
 	roshm_close(r);
