@@ -290,6 +290,11 @@ struct rd_client {
 	uid_t uid;
 	char tenant[ROSHM_NAME_MAX];
 	int tidx;                     /* index of its tenant in cfg->tenants */
+	/* Its grant identity (ROSHM_GRANT_ADD_OWNER): cgid = rd_grant_id(node,
+	 * tenant, "", ckey), in its regions' records as their owner's. ckey is
+	 * a secret it may bring back after a restart (struct roshm_ctl_hello);
+	 * no two live clients of this roshmd have the same one. */
+	uint64_t ckey, cgid;
 	char pod[ROSHM_NAME_MAX];     /* the pod it says it belongs to (HELLO, under its token) */
 	/* channel memory (the client's memfd); sizes and offsets are roshmd's own copies */
 	void *chan;

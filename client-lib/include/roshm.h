@@ -97,6 +97,7 @@ struct roshm {
 	struct roshm_owned *owned; /* regions this client created (mapped) */
 	char node[ROSHM_NAME_MAX];
 	bool chan_huge;         /* the channel is on 2 MiB pages */
+	uint64_t client_key;    /* roshmd's, kept across its restarts (struct roshm_ctl_hello) */
 };
 
 /* Options for roshm_open(); zero-initialise and set what you need. */
@@ -272,6 +273,19 @@ struct roshm_part {
 int roshm_region_grant_part(struct roshm *r, uint32_t handle, const char *name,
 			    const struct roshm_part *part);
 int roshm_region_revoke_part(struct roshm *r, uint32_t handle, const char *name,
+			     const struct roshm_part *part);
+
+/*
+ * roshm_region_grant_owner() - as roshm_region_grant_part(), but to the
+ * client (process) that owns the region published as @name now, not to
+ * that region: it may open @part (NULL: all of it) through any region it
+ * owns, also once that region is closed, while it stays attached (its
+ * identity survives a restart of its roshmd). Several names whose owner is
+ * the same client make one grant in roshmd, counted here: it goes with
+ * its last revoke (roshm_region_revoke_part or roshm_region_revoke_name,
+ * under each name it was granted by).
+ */
+int roshm_region_grant_owner(struct roshm *r, uint32_t handle, const char *name,
 			     const struct roshm_part *part);
 
 /*

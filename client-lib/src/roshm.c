@@ -342,6 +342,7 @@ int roshm__attach(struct roshm *r, void **chan, size_t *chan_size)
 	req.sq_entries = p->sq_entries;
 	req.cq_entries = p->cq_entries;
 	req.arena_size = p->arena_size;
+	req.client_key = r->client_key;   /* 0 the first time */
 	fd = roshm__sock_connect(p->sock_path, p->server_uid);
 	if (fd < 0)
 		return fd;
@@ -352,7 +353,7 @@ int roshm__attach(struct roshm *r, void **chan, size_t *chan_size)
 		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
 		goto err_sock;
 	}
-	if (rep.hdr.len != sizeof(rep) || !rep.sq_entries || (rep.sq_entries & (rep.sq_entries - 1)) ||
+	if (rep.hdr.len != sizeof(rep) || !rep.client_key || !rep.sq_entries || (rep.sq_entries & (rep.sq_entries - 1)) ||
 	    !rep.cq_entries || (rep.cq_entries & (rep.cq_entries - 1)) || rep.arena_size % 4096) {
 		ret = -EPROTO;
 		goto err_sock;
@@ -419,6 +420,7 @@ int roshm__attach(struct roshm *r, void **chan, size_t *chan_size)
 	r->cq_event_fd = fds[ROSHM_CHANNEL_FD_CQ_EVENT];
 	r->client_id = rep.client_id;
 	r->instance = rep.instance;
+	r->client_key = rep.client_key;
 	memcpy(r->node, rep.node, sizeof(r->node));
 	r->node[sizeof(r->node) - 1] = 0;
 	*chan = map;

@@ -320,12 +320,12 @@ static struct roshm_part part_norm(const struct roshm_owned *o, const struct ros
 }
 
 static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char *name,
-		     const struct roshm_part *part)
+		     const struct roshm_part *part, bool owner)
 {
 	struct roshm_owned *o = owned_find(r, handle);
 	struct roshm_hmap *m = roshm__hmap_find(r, handle);
 	struct roshm_grant g = { .peer = peer };
-	uint32_t op = peer ? ROSHM_GRANT_ADD : ROSHM_GRANT_ADD_NAME;
+	uint32_t op = peer ? ROSHM_GRANT_ADD : owner ? ROSHM_GRANT_ADD_OWNER : ROSHM_GRANT_ADD_NAME;
 	int ret;
 
 	if (!m || (peer && !roshm__hmap_find(r, peer)))
@@ -349,7 +349,7 @@ static int grant_add(struct roshm *r, uint32_t handle, uint32_t peer, const char
 	/* made (with -EAGAIN too: roshmd keeps it): ours to give again and take
 	 * back. A part is counted (each grant of it wants its revoke), the
 	 * rest is not. */
-	for (uint32_t i = 0; i < o->ngrants && !part; i++)
+	for (uint32_t i = 0; i < o->ngrants && !part && !owner; i++)
 		if (roshm__grant_same(&o->grants[i], &g) && o->grants[i].peer == g.peer &&
 		    !strcmp(o->grants[i].name, g.name))
 			return ret;
@@ -396,7 +396,7 @@ static int grant_remove(struct roshm *r, uint32_t handle, uint32_t peer, const c
 
 int roshm_region_grant(struct roshm *r, uint32_t handle, uint32_t peer)
 {
-	return peer ? grant_add(r, handle, peer, NULL, NULL) : -EBADF;
+	return peer ? grant_add(r, handle, peer, NULL, NULL, false) : -EBADF;
 }
 
 int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
@@ -406,7 +406,7 @@ int roshm_region_revoke(struct roshm *r, uint32_t handle, uint32_t peer)
 
 int roshm_region_grant_name(struct roshm *r, uint32_t handle, const char *name)
 {
-	return name ? grant_add(r, handle, 0, name, NULL) : -EINVAL;
+	return name ? grant_add(r, handle, 0, name, NULL, false) : -EINVAL;
 }
 
 int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name)
@@ -417,7 +417,15 @@ int roshm_region_revoke_name(struct roshm *r, uint32_t handle, const char *name)
 int roshm_region_grant_part(struct roshm *r, uint32_t handle, const char *name,
 			    const struct roshm_part *part)
 {
-	return name && part ? grant_add(r, handle, 0, name, part) : -EINVAL;
+	return name && part ? grant_add(r, handle, 0, name, part, false) : -EINVAL;
+}
+
+int roshm_region_grant_owner(struct roshm *r, uint32_t handle, const char *name,
+			     const struct roshm_part *part)
+{
+	static const struct roshm_part all;
+
+	return name ? grant_add(r, handle, 0, name, part ? part : &all, true) : -EINVAL;
 }
 
 int roshm_region_revoke_part(struct roshm *r, uint32_t handle, const char *name,

@@ -204,7 +204,9 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
 }
 
 /*
- * Let the owner of @q's peer ring (or not: @add) reach @m: the metadata
+ * Let the owner of @q's peer ring, the process (roshm_region_grant_owner:
+ * one grant in roshmd however many of its QPs connect to our PD), or not
+ * (@add) reach @m: the metadata
  * page of its region (READ), and in each region that holds its pages (its
  * own, or an earlier MR's) the MR's bytes only, with the operations its
  * IBV_ACCESS_REMOTE_* flags allow: roshmd bounds every operation of the
@@ -217,7 +219,7 @@ static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const ch
 		    bool add)
 {
 	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
-		add ? roshm_region_grant_part : roshm_region_revoke_part;
+		add ? roshm_region_grant_owner : roshm_region_revoke_part;
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
 	int ret, first = 0;

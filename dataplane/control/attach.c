@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,6 +134,19 @@ static void client_detach(struct rd_control *ctl, struct rd_client *c, const cha
 	ctl->zombie_clients = c;
 }
 
+/* Whether a live client, or another connection on its way to being one,
+ * has @key. */
+static bool ckey_taken(const struct rd_control *ctl, const struct rd_conn *self, uint64_t key)
+{
+	for (const struct rd_client *c = ctl->clients; c; c = c->next)
+		if (c->ckey == key)
+			return true;
+	for (const struct rd_conn *c = ctl->conns; c; c = c->next)
+		if (c != self && c->hello && !c->client && c->ckey == key)
+			return true;
+	return false;
+}
+
 /*
  * HELLO: authenticate the tenant, grant ring and arena sizes within the
  * limits and the tenant's quota (reserved until CHANNEL or the connection
@@ -192,6 +206,13 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	conn->arena = arena;
 	memcpy(conn->tenant, req->tenant, sizeof(conn->tenant));
 	memcpy(conn->pod, req->pod, sizeof(conn->pod));
+	/* Its key: the one it brings back (a restart of ours), unless a live
+	 * client has it; else a new one. A guess of another's is a 64-bit
+	 * secret guessed; one the client chose itself only names itself. */
+	conn->ckey = req->client_key;
+	while (!conn->ckey || ckey_taken(ctl, conn, conn->ckey))
+		if (getrandom(&conn->ckey, sizeof(conn->ckey), 0) != sizeof(conn->ckey))
+			conn->ckey = rd_mono_ns() ^ ((uint64_t)conn->pid << 32) ^ (uintptr_t)conn;
 	memset(&rep, 0, sizeof(rep));
 	rd_reply_hdr(&rep.hdr, ROSHM_CTL_HELLO, sizeof(rep), 0);
 	rep.client_id = 0;
@@ -204,6 +225,7 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	rep.chan_size = conn->lay.size;
 	rep.instance = ctl->instance;
 	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
+	rep.client_key = conn->ckey;
 	if (rd_send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
 	/* The one extension an unattached connection gets: the CHANNEL, for
@@ -275,6 +297,8 @@ static int msg_channel(struct rd_control *ctl, struct rd_conn *conn, const void 
 	c->tidx = conn->tidx;
 	memcpy(c->tenant, conn->tenant, sizeof(c->tenant));
 	memcpy(c->pod, conn->pod, sizeof(c->pod));
+	c->ckey = conn->ckey;
+	c->cgid = rd_grant_id(cfg->node, c->tenant, "", c->ckey);   /* 0 (no digest): no grant names it */
 	/* The header is written once, here; roshmd keeps its own copy of every
 	 * size and offset and never reads it back. */
 	c->hdr = c->chan;

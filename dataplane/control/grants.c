@@ -19,8 +19,9 @@
 #define RD_LOG_COMPONENT RD_LC_CONTROL
 
 /*
- * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) owns one of the
- * regions a grant in @grants names, here on this node, with that grant
+ * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) is the client a
+ * grant in @grants names (its cgid), or owns one of the regions one names,
+ * here on this node, with that grant
  * covering @want (data offsets [lo, hi), the operations in access). What
  * a grant names is that region's identity (rd_grant_id: node, tenant, name
  * and its secret key), so a region made later under the same name does not
@@ -31,6 +32,14 @@ bool rd_client_granted(const struct rd_client *c, const char *tenant,
 {
 	if (!n || strcmp(c->tenant, tenant))
 		return false;
+	/* a grant to @c itself (ROSHM_GRANT_ADD_OWNER: its cgid) */
+	for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX && c->cgid; j++) {
+		const struct rd_grant *g = &grants[j];
+
+		if (g->gid == c->cgid && g->lo <= want->lo && want->hi <= g->hi &&
+		    !(want->access & ~g->access))
+			return true;
+	}
 	for (uint32_t i = 0; i < c->nhandles; i++) {
 		const struct rd_region *rg = c->ctl_handles[i].region;
 
@@ -147,21 +156,23 @@ void rd_grants_timer(struct rd_control *ctl, uint64_t now)
  * region of ours, or another node's record. -ENOENT when there is none
  * (yet: the caller may ask again).
  */
+/* The grant id of the region published as @name in @c's tenant, or
+ * (@owner) that of the client that owns it. */
 static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
-			 uint64_t *id)
+			 bool owner, uint64_t *id)
 {
 	struct rd_region_rec rec;
 	struct rd_region *rg;
 
 	rg = rd_region_find(ctl, c->tenant, name);
-	if (rg) {
-		*id = rg->gid;
+	if (rg) {   /* ours (its owner attached) */
+		*id = owner ? rg->owner->cgid : rg->gid;
 		return 0;
 	}
 	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
-	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid)
+	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid || (owner && !rec.ogid))
 		return -ENOENT;   /* none, or left over from an earlier instance of ours */
-	*id = rec.gid;
+	*id = owner ? rec.ogid : rec.gid;
 	return 0;
 }
 
@@ -182,12 +193,13 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	uint64_t id = 0;
 	uint32_t i;
 	int ret;
+	bool by_name = req->op == ROSHM_GRANT_ADD_NAME || req->op == ROSHM_GRANT_ADD_OWNER;
 
 	(void)fd;
-	if (!req->op || req->op > ROSHM_GRANT_ADD_ID || (req->access & ~ROSHM_ACCESS_ALL) ||
+	if (!req->op || req->op > ROSHM_GRANT_ADD_OWNER || (req->access & ~ROSHM_ACCESS_ALL) ||
 	    (!req->win_len && req->win_off) ||
 	    (req->op == ROSHM_GRANT_ADD) != (req->peer != 0) ||
-	    (req->op == ROSHM_GRANT_ADD_NAME) != (req->name[0] != 0) ||
+	    by_name != (req->name[0] != 0) ||
 	    (req->op == ROSHM_GRANT_REMOVE || req->op == ROSHM_GRANT_ADD_ID) != (req->gid != 0) ||
 	    (req->name[0] && (!memchr(req->name, 0, sizeof(req->name)) ||
 			      !rd_valid_name(req->name))))
@@ -223,7 +235,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		break;
 	}
 	case ROSHM_GRANT_ADD_NAME:
-		ret = grant_resolve(ctl, c, req->name, &id);
+	case ROSHM_GRANT_ADD_OWNER:
+		ret = grant_resolve(ctl, c, req->name, req->op == ROSHM_GRANT_ADD_OWNER, &id);
 		if (ret)
 			return ret;
 		break;

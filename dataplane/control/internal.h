@@ -31,6 +31,7 @@ struct rd_conn {
 	char pod[ROSHM_NAME_MAX];
 	uint32_t sq, cq;
 	uint64_t arena;
+	uint64_t ckey;                /* the client key it was given (struct rd_client) */
 	struct roshm_chan_layout lay;
 	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
 	/*

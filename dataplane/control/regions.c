@@ -142,6 +142,7 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->epoch = rg->epoch;
 	rec->mem_id = rg->mem_id;
 	rec->gid = rg->gid;
+	rec->ogid = !rg->remote && rg->owner ? rg->owner->cgid : 0;
 	rec->data_size = rg->data_size;
 	rec->policy = rg->policy;
 	rec->ntenants = rg->ntenants;

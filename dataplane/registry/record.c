@@ -159,6 +159,10 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 	json_object_set_new(o, "mem_id", json_string(buf));
 	snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->gid);
 	json_object_set_new(o, "gid", json_string(buf));
+	if (rec->ogid) {   /* its owner client's grant id (ROSHM_GRANT_ADD_OWNER) */
+		snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)rec->ogid);
+		json_object_set_new(o, "ogid", json_string(buf));
+	}
 	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rec->data_size);
 	json_object_set_new(o, "data_size", json_string(buf));
 	if (!strncmp(rec->endpoint, "verbs:", 6)) {
@@ -336,6 +340,10 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 		return -EBADMSG;
 	if (hex64(json_object_get(o, "gid"), &rec->gid, true)) { /* 0: none (never granted) */
 		*why = "malformed gid";
+		return -EBADMSG;
+	}
+	if (json_object_get(o, "ogid") && hex64(json_object_get(o, "ogid"), &rec->ogid, false)) {
+		*why = "malformed ogid";   /* absent: no owner to grant to (0) */
 		return -EBADMSG;
 	}
 	if (strcmp(rec->state, RD_STATE_ACTIVE) && strcmp(rec->state, RD_STATE_STALE)) {

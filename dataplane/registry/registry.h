@@ -68,6 +68,7 @@ struct rd_region_rec {
 	uint64_t epoch;
 	uint64_t mem_id;             /* same memory across epochs (re-attach after a restart) */
 	uint64_t gid;                /* its grant id (rd_grant_id), never 0 */
+	uint64_t ogid;               /* its owner client's (struct rd_client cgid), 0: none */
 	uint64_t data_size;
 	uint32_t txn_slots;
 	uint32_t slot_size;

@@ -538,26 +538,69 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 	       "error state flushes\n");
 }
 
+/* @q to RTS with @dest; 0, or ibv_modify_qp's error at RTR. */
+static int rts_to(struct ibv_qp *q, uint32_t dest)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	int ret;
+
+	if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("many_qps: modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	if ((ret = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
+		return ret;
+	a.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(q, &a, IBV_QP_STATE))
+		die("many_qps: modify_qp RTS");
+	return 0;
+}
+
+/* One WRITE of 64 bytes over @q from @b into @b + 4096 (both in @m), checked. */
+static void write_check(struct ibv_qp *q, struct ibv_cq *cq, uint8_t *b, struct ibv_mr *m,
+			uint8_t seed, const char *what)
+{
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 64; i++)
+		b[i] = (uint8_t)(i * 3 + seed);
+	memset(b + 4096, 0, 64);
+	post(q, IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 501);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 501)
+		die_wc(what, &wc);
+	if (memcmp(b, b + 4096, 64))
+		die("many_qps: the WRITE's bytes are not in the MR");
+}
+
 /*
- * More connected QPs on one PD than its MR's region holds grants for
- * (ROSHM_GRANTS_MAX: each connected QP grants the MR's metadata page and
- * its bytes to its peer's ring, 2 of them): the QP past it is refused at
- * RTR with ENOMEM, as a NIC out of resources refuses, and stays in INIT;
- * the QPs connected before it work (a WRITE, its bytes checked); once a
- * connected pair is destroyed, the refused QP connects. Before, the grant
- * failed in silence and the peer's WRs came back REM_ACCESS_ERR.
+ * Many connected QPs on one PD. An MR's region holds ROSHM_GRANTS_MAX (64)
+ * grants, and each peer *process* takes two of them (the MR's metadata page
+ * and its bytes, roshm_region_grant_owner), whatever number of its QPs
+ * connect to the PD:
+ * - 2 * MANY QPs of one process (this one: loopback pairs) all connect, and
+ *   the last pair's WRITE lands (before: the 33rd QP was refused);
+ * - QPs of NPEER other processes (contexts: each its own libroshm client)
+ *   to QPs of our PD: the 33rd process's is refused at RTR with ENOMEM, as
+ *   a NIC out of resources refuses, and stays in INIT; an MR over the full
+ *   region's pages is refused with ENOMEM, one of its own pages fits; once
+ *   a peer's QP is destroyed (its grants go), the refused one connects.
  */
-#define MANY 20
-static void many_qps(struct ibv_context *ctx)
+#define MANY 40
+#define NPEER 33
+static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
 	uint8_t *b = aligned_alloc(4096, 8192);
-	struct ibv_qp *q[2 * MANY];
+	struct ibv_qp *q[2 * MANY], *s[NPEER], *p[NPEER];
+	struct ibv_context *pc[NPEER];
+	struct ibv_pd *ppd[NPEER];
+	struct ibv_cq *pcq[NPEER];
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
 	struct ibv_mr *m;
-	struct ibv_wc wc;
 	int refused = -1, ret = 0;
 
 	if (!pd || !cq || !b)
@@ -567,30 +610,40 @@ static void many_qps(struct ibv_context *ctx)
 		die("many_qps: reg_mr");
 	for (int i = 0; i < 2 * MANY; i++)
 		q[i] = mkqp(pd, cq, cq, 4, 4, 1);
-	for (int i = 0; i < 2 * MANY && refused < 0; i++) {
-		a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
-					  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-		if (ibv_modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-			die("many_qps: modify_qp INIT");
-		a.qp_state = IBV_QPS_RTR;
-		a.dest_qp_num = q[i ^ 1]->qp_num;
-		ret = ibv_modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_DEST_QPN);
-		if (ret) {
-			refused = i;
-			break;
+	for (int i = 0; i < 2 * MANY; i++)
+		if ((ret = rts_to(q[i], q[i ^ 1]->qp_num))) {
+			fprintf(stderr, "verbs_check: many_qps: QP %d of %d refused with %d\n", i + 1,
+				2 * MANY, ret);
+			die("many_qps: QPs of one process refused");
 		}
-		a.qp_state = IBV_QPS_RTS;
-		if (ibv_modify_qp(q[i], &a, IBV_QP_STATE))
-			die("many_qps: modify_qp RTS");
+	write_check(q[2 * MANY - 2], cq, b, m, 7, "many_qps: WRITE on the last pair");
+	for (int i = 0; i < 2 * MANY; i++)
+		if (ibv_destroy_qp(q[i]))
+			die("many_qps: destroy");
+
+	/* peer processes: each context is a client of its own */
+	for (int k = 0; k < NPEER; k++) {
+		pc[k] = ibv_open_device(dev);
+		ppd[k] = pc[k] ? ibv_alloc_pd(pc[k]) : NULL;
+		pcq[k] = pc[k] ? ibv_create_cq(pc[k], 4, NULL, NULL, 0) : NULL;
+		if (!ppd[k] || !pcq[k])
+			die("many_qps: a peer context");
+		p[k] = mkqp(ppd[k], pcq[k], pcq[k], 4, 4, 1);
+		s[k] = mkqp(pd, cq, cq, 4, 4, 1);
+		if (rts_to(p[k], s[k]->qp_num))
+			die("many_qps: a peer's QP refused");
 	}
-	if (refused < 2 || ret != ENOMEM) {
-		fprintf(stderr, "verbs_check: many_qps: QP %d of %d refused with %d\n", refused,
-			2 * MANY, ret);
-		die("many_qps: no ENOMEM at RTR past the region's grants");
+	for (int k = 0; k < NPEER && refused < 0; k++)
+		if ((ret = rts_to(s[k], p[k]->qp_num)))
+			refused = k;
+	if (refused != 32 || ret != ENOMEM) {
+		fprintf(stderr, "verbs_check: many_qps: peer %d of %d refused with %d\n", refused + 1,
+			NPEER, ret);
+		die("many_qps: no ENOMEM at RTR for the 33rd peer process");
 	}
-	if (ibv_query_qp(q[refused], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_INIT)
+	if (ibv_query_qp(s[refused], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_INIT)
 		die("many_qps: the refused QP left INIT");
-	/* a new MR over the same pages needs a grant per connected QP in the
+	/* a new MR over the same pages needs a grant per connected peer in the
 	 * full region: refused (ENOMEM), nothing kept; one over pages of its
 	 * own fits (its region is new) */
 	errno = 0;
@@ -606,31 +659,25 @@ static void many_qps(struct ibv_context *ctx)
 			die("many_qps: an MR of its own pages was refused");
 		free(b2);
 	}
-	/* the first pair works */
-	for (int i = 0; i < 64; i++)
-		b[i] = (uint8_t)(i * 3 + 7);
-	memset(b + 4096, 0, 64);
-	post(q[0], IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 501);
-	wc = wait_wc(cq);
-	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 501)
-		die_wc("many_qps: WRITE on the first pair", &wc);
-	if (memcmp(b, b + 4096, 64))
-		die("many_qps: the WRITE's bytes are not in the MR");
-	/* a pair goes: its grants with it; the refused QP connects now */
-	if (ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]))
+	/* a peer process's QP goes: its grants with it; the refused one connects */
+	if (ibv_destroy_qp(p[0]) || ibv_destroy_qp(s[0]))
 		die("many_qps: destroy");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .dest_qp_num = q[refused ^ 1]->qp_num };
-	if ((ret = ibv_modify_qp(q[refused], &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
-		die("many_qps: RTR refused after a pair was destroyed");
-	for (int i = 2; i < 2 * MANY; i++)
-		if (ibv_destroy_qp(q[i]))
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .dest_qp_num = p[refused]->qp_num };
+	if ((ret = ibv_modify_qp(s[refused], &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
+		die("many_qps: RTR refused after a peer's QP was destroyed");
+	for (int k = 1; k < NPEER; k++)
+		if (ibv_destroy_qp(p[k]) || ibv_destroy_qp(s[k]))
 			die("many_qps: destroy");
+	for (int k = 0; k < NPEER; k++)
+		if (ibv_destroy_cq(pcq[k]) || ibv_dealloc_pd(ppd[k]) || ibv_close_device(pc[k]))
+			die("many_qps: a peer context's release");
 	if (ibv_dereg_mr(m) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd))
 		die("many_qps: release");
 	free(b);
-	printf("verbs_check server: QP %d of one PD refused at RTR with ENOMEM (its MR's grants "
-	       "full), the others work, and it connects once a pair is gone; an MR over the full "
-	       "region's pages refused with ENOMEM\n", refused + 1);
+	printf("verbs_check server: %d QPs of one process on one PD all connect; the QP of peer "
+	       "process %d refused at RTR with ENOMEM (its MR's grants full), and it connects "
+	       "once another's is gone; an MR over the full region's pages refused with ENOMEM\n",
+	       2 * MANY, refused + 1);
 }
 
 /*
@@ -1252,7 +1299,7 @@ int main(int argc, char **argv)
 		       PLEN);
 		server2(ctx, pd, fd);
 		server3(ctx, pd, fd);
-		many_qps(ctx);
+		many_qps(ctx, dl[0]);
 		if (ibv_dereg_mr(mr))
 			die("dereg");
 		if (buf[OFF] != 1 * (uint8_t)(OFF * 7 + 1))

@@ -58,6 +58,11 @@ struct roshm_ctl_hello {
 	uint32_t sq_entries;        /* 0: default */
 	uint32_t cq_entries;        /* 0: default */
 	uint64_t arena_size;        /* 0: default */
+	/* ABI 7: the client's key from an earlier reply of a roshmd of this
+	 * node (libroshm, re-attaching after a restart), 0 for a new one. A
+	 * client keeps its grant identity (ROSHM_GRANT_ADD_OWNER) across
+	 * restarts with it: a secret, like a region's grant_key. */
+	uint64_t client_key;
 };
 
 #define ROSHM_HELLO_F_HUGETLB_OK (1u << 0)   /* the channel may be MFD_HUGETLB */
@@ -72,6 +77,8 @@ struct roshm_ctl_hello_reply {
 	uint64_t chan_size;         /* roshm_chan_layout(sq, cq, arena).size */
 	uint64_t instance;          /* random per roshmd start: tells a restart from a kick-out */
 	char node[ROSHM_NAME_MAX];
+	uint64_t client_key;        /* ABI 7: the one asked for, unless another live client
+				     * has it (then a new random one); never 0 */
 };
 
 struct roshm_ctl_channel {
@@ -162,6 +169,11 @@ struct roshm_ctl_region_close {
  * - ADD: the region behind @peer, a handle this client holds on it
  *   (opened, or its own);
  * - ADD_NAME: the region published as @name in this client's tenant now;
+ * - ADD_OWNER (ABI 7): the client that owns the region published as @name
+ *   now: whichever regions it owns, also later ones, while it is attached
+ *   (its identity: its node, tenant and client key, struct
+ *   roshm_ctl_hello). Every region a client owns names the same one, so
+ *   one grant serves all of them;
  * - ADD_ID: @gid, from an earlier reply (libroshm, after a restart);
  * - REMOVE: takes grant @gid back.
  * A grant covers data offsets [win_off, win_off + win_len) and the
@@ -178,6 +190,7 @@ struct roshm_ctl_region_close {
 #define ROSHM_GRANT_REMOVE 2u
 #define ROSHM_GRANT_ADD_NAME 3u
 #define ROSHM_GRANT_ADD_ID 4u
+#define ROSHM_GRANT_ADD_OWNER 5u
 struct roshm_ctl_region_grant {
 	struct roshm_ctl_hdr hdr;
 	uint32_t handle;
