@@ -674,6 +674,12 @@ int atk_memfd(size_t size, void **map)
 
 int atk_raw_attach(const char *sock, const char *tenant, uint32_t sq, uint64_t arena)
 {
+	return atk_raw_attach_key(sock, tenant, sq, arena, 0, NULL);
+}
+
+int atk_raw_attach_key(const char *sock, const char *tenant, uint32_t sq, uint64_t arena,
+		       uint64_t key, uint64_t *key_out)
+{
 	struct roshm_ctl_hello h;
 	struct roshm_ctl_hello_reply hr;
 	struct roshm_ctl_channel ch;
@@ -691,11 +697,14 @@ int atk_raw_attach(const char *sock, const char *tenant, uint32_t sq, uint64_t a
 	h.sq_entries = sq;
 	h.cq_entries = sq;
 	h.arena_size = arena;
+	h.client_key = key;
 	n = atk_ctl_call(fd, &h, sizeof(h), -1, &hr, sizeof(hr), 5000);
 	if (n != (ssize_t)sizeof(hr) || hr.hdr.status) {
 		close(fd);
 		return n < 0 ? (int)n : n == (ssize_t)sizeof(rep) ? hr.hdr.status : -EPROTO;
 	}
+	if (key_out)
+		*key_out = hr.client_key;
 	mfd = atk_memfd(hr.chan_size, &map);
 	if (mfd < 0) {
 		close(fd);

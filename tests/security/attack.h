@@ -130,6 +130,10 @@ int atk_memfd(size_t size, void **map);
  * and an @arena byte arena (0: defaults), then CHANNEL with a memfd of our
  * own (unmapped and closed after). Returns the control socket or -errno. */
 int atk_raw_attach(const char *sock, const char *tenant, uint32_t sq, uint64_t arena);
+/* The same, asking for client key @key (0: a new one); *@key_out (if not
+ * NULL) is the one roshmd gave. */
+int atk_raw_attach_key(const char *sock, const char *tenant, uint32_t sq, uint64_t arena,
+		       uint64_t key, uint64_t *key_out);
 
 /*
  * A private network namespace with only lo up, entered by the calling

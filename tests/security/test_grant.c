@@ -15,7 +15,13 @@
  * - a grant whose record could not be written (-EAGAIN) is still taken
  *   back when the handle it went through is closed;
  * - a part taken back: what was staged through its handle is never
- *   committed, not even through a later handle of the same value.
+ *   committed, not even through a later handle of the same value;
+ * - grants to a client (roshm_region_grant_owner, ABI 7): one grant in
+ *   roshmd for every name the client owns, counted; nobody else of the
+ *   tenant gets in, not a pod that asks for the grantee's client key while
+ *   it is attached; it goes with the revoke under the last name; and the
+ *   grantee keeps its identity across a roshmd restart (its key) while a
+ *   new client does not get it.
  * The owner's data is checked unchanged after every refused attempt.
  */
 #define _GNU_SOURCE
@@ -413,6 +419,107 @@ static void test_txn_after_revoke(void **st)
 	roshm_close(v);
 }
 
+/*
+ * A grant to a client (ROSHM_GRANT_ADD_OWNER): the owner of ow-r0 may open
+ * ow-mem; its 70 region names make one grant in roshmd (70 region grants
+ * would be refused past ROSHM_GRANTS_MAX), taken back with the last name.
+ */
+#define OW_NAMES 70
+static void test_owner_grant(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl(), *p = cl(), *x = cl();
+	uint32_t hm, hr[OW_NAMES], hx, hp;
+	uint64_t key = 0, w = 0x0a0b0c;
+	char name[32];
+	int fd;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(v, "ow-mem", 4096, &grant, &hm), 0);
+	put_word(v, hm, 0x0111);
+	for (int i = 0; i < OW_NAMES; i++) {
+		snprintf(name, sizeof(name), "ow-r%d", i);
+		assert_int_equal(roshm_region_create(p, name, 4096, NULL, &hr[i]), 0);
+		assert_int_equal(roshm_region_grant_owner(v, hm, name, NULL), 0);
+	}
+	/* not a client of another tenant's name, not a name nobody has */
+	assert_int_equal(roshm_region_grant_owner(v, hm, "ow-none", NULL), -ENOENT);
+	assert_int_equal(roshm_region_open(x, "ow-mem", &hx, NULL), -EACCES);
+	/* a pod asking for the grantee's key while it is attached gets another */
+	fd = atk_raw_attach_key(d.sock, "a", 0, 0, p->client_key, &key);
+	assert_true(fd >= 0);
+	assert_true(key && key != p->client_key);
+	assert_int_equal(raw_open(fd, "ow-mem", &hx), -EACCES);
+	close(fd);
+	/* the grantee gets in through any region of its own, also once the
+	 * named ones are closed: the grant names the client */
+	for (int i = 0; i < OW_NAMES; i++)
+		assert_int_equal(roshm_region_close(p, hr[i]), 0);
+	assert_int_equal(roshm_region_open(p, "ow-mem", &hp, NULL), 0);
+	memcpy(roshm_arena(p, NULL), &w, 8);
+	assert_int_equal(roshm_write_sync(p, hp, 0, 0, 8), 0);
+	assert_true(word(v, hm) == 0x0a0b0c);
+	/* counted: taken back under all names but one, it stands */
+	for (int i = 1; i < OW_NAMES; i++) {
+		snprintf(name, sizeof(name), "ow-r%d", i);
+		assert_int_equal(roshm_region_revoke_name(v, hm, name), 0);
+	}
+	w = 0x0d0e0f;
+	memcpy(roshm_arena(p, NULL), &w, 8);
+	assert_int_equal(roshm_write_sync(p, hp, 0, 0, 8), 0);
+	assert_true(word(v, hm) == 0x0d0e0f);
+	/* the last: the grantee's handle is closed, a new open refused */
+	assert_int_equal(roshm_region_revoke_name(v, hm, "ow-r0"), 0);
+	w = 0x666;
+	memcpy(roshm_arena(p, NULL), &w, 8);
+	assert_int_equal(roshm_write_sync(p, hp, 0, 0, 8), -EBADF);
+	assert_int_equal(roshm_region_open(p, "ow-mem", &hp, NULL), -EACCES);
+	assert_true(word(v, hm) == 0x0d0e0f);
+	roshm_close(x);
+	roshm_close(p);
+	roshm_close(v);
+	atk_assert_alive(&d);
+}
+
+/*
+ * A grant to a client across a roshmd restart: the granter gives it again
+ * by id; the grantee re-attaches with its key and is let in; a client that
+ * attaches first, and owns a region of the grantee's name, is not.
+ */
+static void test_owner_restart(void **st)
+{
+	struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+	struct roshm *v = cl(), *p = cl(), *x;
+	uint32_t hm, hr, hx, hsq, hp, dummy;
+	uint64_t key, w = 0x5151;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(v, "or-mem", 4096, &grant, &hm), 0);
+	put_word(v, hm, 0xfeed);
+	assert_int_equal(roshm_region_create(p, "or-ring", 4096, NULL, &hr), 0);
+	assert_int_equal(roshm_region_grant_owner(v, hm, "or-ring", NULL), 0);
+	assert_int_equal(roshm_region_open(p, "or-mem", &hp, NULL), 0);
+	key = p->client_key;
+
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, NULL, 0);
+	d.pid = 0;
+	assert_int_equal(th_daemon_restart(&d), 0);
+	x = cl();
+	assert_true(x->client_key != key);
+	assert_int_equal(roshm_region_create(x, "or-ring", 4096, NULL, &hsq), 0);
+	assert_int_equal(roshm_region_open(v, "none-here", &dummy, NULL), -ENOENT);
+	assert_int_equal(roshm_region_open(x, "or-mem", &hx, NULL), -EACCES);
+	roshm_close(x);
+	/* the grantee re-attaches (its next call) with its key */
+	memcpy(roshm_arena(p, NULL), &w, 8);
+	assert_int_equal(roshm_write_sync(p, hp, 0, 0, 8), 0);
+	assert_true(p->client_key == key);
+	assert_true(word(v, hm) == 0x5151);
+	roshm_close(p);
+	roshm_close(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +528,8 @@ int main(void)
 		cmocka_unit_test(test_eagain_taken_back),
 		cmocka_unit_test(test_txn_after_revoke),
 		cmocka_unit_test(test_restart),
+		cmocka_unit_test(test_owner_grant),
+		cmocka_unit_test(test_owner_restart),
 	};
 	int fails;
 

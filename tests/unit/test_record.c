@@ -43,6 +43,7 @@ static void sample(struct rd_region_rec *r, bool verbs)
 	r->epoch = 0xfedcba9876543210ull;
 	r->mem_id = 42;
 	r->gid = 0x0123456789abcdefull;
+	r->ogid = 0x1122334455667788ull;
 	r->data_size = 1 << 20;
 	r->txn_slots = 64;
 	r->slot_size = 4096;
@@ -57,7 +58,7 @@ static json_t *other_value(const char *k, json_t *v)
 {
 	if (!strcmp(k, "state"))
 		return json_string(strcmp(json_string_value(v), "active") ? "active" : "stale");
-	if (!strcmp(k, "gid"))
+	if (!strcmp(k, "gid") || !strcmp(k, "ogid"))
 		return json_string(strcmp(json_string_value(v), "0123456789abcdef") ?
 				   "0123456789abcdef" : "0123456789abcdee");
 	if (!strcmp(k, "policy"))
@@ -120,6 +121,7 @@ static void check_every_field(bool verbs)
 	assert_memory_equal(back.tenants, r.tenants, sizeof(r.tenants));
 	assert_int_equal(back.epoch, r.epoch);
 	assert_int_equal(back.raddr, r.raddr);
+	assert_int_equal(back.ogid, r.ogid);
 	/* the MAC covers the canonical form: to_json of what was parsed */
 	char *canon = rd_region_rec_to_json(&back), *canon0 = rd_region_rec_to_json(&r);
 
@@ -153,7 +155,7 @@ static void check_every_field(bool verbs)
 		nfields++;
 	}
 	json_decref(o);
-	assert_int_equal(nfields, verbs ? 21 : 15); /* verbs: with rkey, raddr and the four limits */
+	assert_int_equal(nfields, verbs ? 22 : 16); /* verbs: with rkey, raddr and the four limits */
 	free(signed_text);
 }
 
@@ -303,6 +305,30 @@ static void test_region_invalid_signed(void **st)
 				 -EBADMSG);
 		assert_string_equal(why, "unknown policy");
 	}
+	/* an owner client id ("ogid") is 16 lowercase hex digits, never 0;
+	 * absent is none (a record of an older roshmd) */
+	for (int i = 0; i < 4; i++) {
+		static const char *const bad[] = { "\"0000000000000000\"", "\"0123\"",
+						   "\"0123456789ABCDEF\"", "5" };
+		char t[600];
+
+		snprintf(t, sizeof(t),
+			 "{\"data_size\":\"1\",\"endpoint\":\"\",\"epoch\":\"1\",\"key\":1,"
+			 "\"gid\":\"0000000000000001\",\"ogid\":%s,\"mem_id\":\"1\",\"name\":\"n\","
+			 "\"node\":\"a\",\"policy\":\"grant\",\"region_id\":1,\"slot_size\":0,"
+			 "\"state\":\"active\",\"tenant\":\"t\",\"tenants\":[],\"txn_slots\":0,"
+			 "\"mac\":\"00\"}", bad[i]);
+		assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+				 -EBADMSG);
+		assert_string_equal(why, "malformed ogid");
+	}
+	sample(&r, false);
+	r.ogid = 0;   /* none: not written, and read back as none */
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_null(strstr(s, "ogid"));
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_int_equal(back.ogid, 0);
+	free(s);
 	/* not JSON, not an object, too large */
 	assert_int_equal(rd_region_rec_verify("[]", 2, key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
 	assert_int_equal(rd_region_rec_verify("{", 1, key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
