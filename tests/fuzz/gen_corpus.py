@@ -85,6 +85,8 @@ put('record', 'region_grant_part', dump(dict(region, policy='grant', grants=[
     '0123456789abcdef:0000000000000010:0000000000000030:1', '0123456789abcdef'])))
 put('record', 'region_grant_part_bad', dump(dict(region, policy='grant', grants=[
     '0123456789abcdef:0000000000000030:0000000000000010:1'])))
+put('record', 'region_ogid', dump(dict(region, policy='grant', ogid='00000000000000a1', grants=['00000000000000a1'])))
+put('record', 'region_ogid_zero', dump(dict(region, ogid='0000000000000000')))
 put('record', 'region_grant_empty', dump(dict(region, policy='grant', grants=[])))
 put('record', 'region_grant_upper', dump(dict(region, policy='grant', grants=['0123456789ABCDEF'])))
 put('record', 'region_grants_on_tenant', dump(dict(region, grants=['0123456789abcdef'])))
@@ -319,8 +321,8 @@ def rec(kind, msg):
     return bytes([kind]) + struct.pack('<H', len(msg)) + msg
 
 
-def hello_msg(tenant_sel=1, sq=0, cq=0, arena=0):
-    body = bytes([tenant_sel, 0]) + bytes(64 - 2) + bytes(128) + bytes(64) + struct.pack('<IIQ', sq, cq, arena)
+def hello_msg(tenant_sel=1, sq=0, cq=0, arena=0, key=0):
+    body = bytes([tenant_sel, 0]) + bytes(64 - 2) + bytes(128) + bytes(64) + struct.pack('<IIQQ', sq, cq, arena, key)
     return chdr(T_HELLO, 16 + len(body))[:16] + body
 
 
@@ -378,6 +380,13 @@ put('control', 'attach_grant_part', attach + rec(FD_RIGHT | FIX, create_msg(b'g'
     rec(FIX, open_msg(b'a/g', 100, 50, 1)) + rec(FIX, open_msg(b'a/g', 100, 51, 1)) +
     rec(FIX, open_msg(b'a/g', (1 << 64) - 1, 2, 0)) + rec(FIX, open_msg(b'a/g', 8, 0, 9)) +
     rec(FIX, grant_msg(1 | 1 << 16, 0, 2, b'', gid=5, off=100, ln=50, access=1)))
+# grants to a client (op 5), a HELLO that asks for a key
+put('control', 'attach_grant_owner', rec(HELLO_OK, hello_msg(1, key=0x5eed)) + rec(FD_RIGHT | FIX, channel_msg()) +
+    rec(FD_RIGHT | FIX, create_msg(b'g', 8192, 3)) + rec(FD_RIGHT | FIX, create_msg(b'r', 4096)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 5, b'r')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 5, b'r', off=0, ln=4096, access=1)) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 5, b'none')) + rec(FIX, grant_msg(1 | 1 << 16, 0, 5, b'')) +
+    rec(FIX, grant_msg(1 | 1 << 16, 0, 6, b'r')) + rec(FIX, open_msg(b'a/g')) +
+    rec(FIX, close_msg(2 | 1 << 16)) + rec(FIX, grant_msg(1 | 1 << 16, 0, 5, b'r')))
 put('control', 'attach_create_pipe', attach + rec(FD_PIPE | FIX, create_msg()))
 put('control', 'attach_create_small', attach + rec(FD_SMALL | FIX, create_msg()))
 put('control', 'attach_open_missing', attach + rec(FIX, open_msg(b'b/none')))
