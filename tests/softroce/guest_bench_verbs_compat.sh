@@ -13,8 +13,12 @@ guest_net "$n"
 # Both sides post work in the ping-pong tests: both pollers spin while work is
 # in flight and 5 ms after (longer than a round trip under TCG), as perftest
 # itself spins.
+# BENCH_DATAPLANE (run2.sh) replaces the dataplane group, to try another
+# idle policy by hand
+DP='dataplane: { idle = "adaptive"; idle_spin_us = 5000; inflight_sleep_bytes = 65536; };'
+[ -s /run/shared/dataplane ] && DP=$(cat /run/shared/dataplane)
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
-dataplane: { idle = "adaptive"; idle_spin_us = 5000; inflight_sleep_bytes = 65536; };
+'"$DP"'
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
 guest_roshmd "$n"
 mkdir -p /run/shared/vc

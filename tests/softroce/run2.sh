@@ -22,6 +22,8 @@ rm -rf "$W"; mkdir -p "$W/shared/registry"
 echo "$B" > "$W/shared/build"
 # BENCH_JSON: a results file the guests merge into (make bench)
 [[ -n "${BENCH_JSON:-}" && -f "$BENCH_JSON" ]] && cp "$BENCH_JSON" "$W/shared/bench.json"
+# BENCH_DATAPLANE: a dataplane group for guest_bench_verbs_compat.sh (by hand)
+[[ -n "${BENCH_DATAPLANE:-}" ]] && printf '%s\n' "$BENCH_DATAPLANE" > "$W/shared/dataplane"
 head -c 32 /dev/urandom | base64 > "$W/shared/secret"
 port=$((24000 + 2 * ($$ % 500)))   # and port+1 (a UDP netdev)
 echo "$NAME: booting two VMs (TCG) on 127.0.0.1:$port"
