@@ -158,7 +158,7 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	const struct rd_config *cfg = ctl->cfg;
 	struct roshm_ctl_hello_reply rep;
 	char tok[ROSHM_TOKEN_MAX];
-	uint64_t arena;
+	uint64_t arena, key;
 	uint32_t sq, cq;
 	int tidx;
 
@@ -189,6 +189,17 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	roshm_chan_layout(sq, cq, arena, &conn->lay);
 	if (ctl->nclients >= cfg->max_clients)
 		return -EMFILE;
+	/* Its key: the one it brings back (a restart of ours), unless a live
+	 * client has it; else a new one. A guess of another's is a 64-bit
+	 * secret guessed; one the client chose itself only names itself. */
+	key = req->client_key;
+	while (!key || ckey_taken(ctl, conn, key))
+		if (getrandom(&key, sizeof(key), GRND_NONBLOCK) != sizeof(key)) {
+			/* no guessable key instead: the key is the client's identity */
+			RD_LOG(WARNING, "attach refused: pid %d: getrandom: %s", (int)conn->pid,
+			       strerror(errno));
+			return -EAGAIN;
+		}
 	if (ctl->tuse[tidx].clients >= cfg->tenants[tidx].quota.clients ||
 	    ctl->tuse[tidx].bytes + conn->lay.size > cfg->tenants[tidx].quota.bytes) {
 		RD_LOG(NOTICE, "attach refused: pid %d, tenant %s: quota (clients %u, bytes %llu)",
@@ -206,13 +217,7 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	conn->arena = arena;
 	memcpy(conn->tenant, req->tenant, sizeof(conn->tenant));
 	memcpy(conn->pod, req->pod, sizeof(conn->pod));
-	/* Its key: the one it brings back (a restart of ours), unless a live
-	 * client has it; else a new one. A guess of another's is a 64-bit
-	 * secret guessed; one the client chose itself only names itself. */
-	conn->ckey = req->client_key;
-	while (!conn->ckey || ckey_taken(ctl, conn, conn->ckey))
-		if (getrandom(&conn->ckey, sizeof(conn->ckey), 0) != sizeof(conn->ckey))
-			conn->ckey = rd_mono_ns() ^ ((uint64_t)conn->pid << 32) ^ (uintptr_t)conn;
+	conn->ckey = key;
 	memset(&rep, 0, sizeof(rep));
 	rd_reply_hdr(&rep.hdr, ROSHM_CTL_HELLO, sizeof(rep), 0);
 	rep.client_id = 0;
