@@ -33,7 +33,6 @@ static const struct key schema[] = {
 	{ "dataplane.lcore", K_INT, -1, 1023 },
 	{ "dataplane.idle", K_STR, 0, 15 },
 	{ "dataplane.idle_spin_us", K_INT, 0, 10000000 },
-	{ "dataplane.idle_nap_us", K_INT, 0, 10000 },
 	{ "dataplane.inflight_sleep_bytes", K_INT, 0, 1ll << 40 },
 	{ "dataplane.burst", K_INT, 1, 1024 },
 	{ "dataplane.share_quantum", K_INT, 1024, 1 << 20 },
@@ -581,7 +580,6 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 		}
 	}
 	GET_INT("dataplane.idle_spin_us", cfg->idle_spin_us);
-	GET_INT("dataplane.idle_nap_us", cfg->idle_nap_us);
 	GET_INT("dataplane.inflight_sleep_bytes", cfg->inflight_sleep_bytes);
 	GET_INT("dataplane.burst", cfg->burst);
 	GET_INT("dataplane.share_quantum", cfg->share_quantum);

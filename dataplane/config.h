@@ -46,7 +46,6 @@ struct rd_config {
 	int lcore;               /* -1: the first worker lcore */
 	enum rd_idle idle;
 	uint32_t idle_spin_us;
-	uint32_t idle_nap_us;    /* adaptive: within idle_spin_us, nap this long between looks (0: spin) */
 	uint64_t inflight_sleep_bytes; /* adaptive: sleep at once with this much in the NIC (0: never) */
 	uint32_t burst;
 	uint32_t share_quantum;  /* cost units a weight-1 tenant gets per round (rd_share) */

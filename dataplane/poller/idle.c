@@ -14,7 +14,6 @@
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -118,23 +117,6 @@ static void take_events(struct rd_poller *p, const struct epoll_event *evs, int 
 	}
 }
 
-/*
- * Adaptive idle with idle_nap_us: within the idle_spin_us window, instead
- * of spinning, sleep that long (or until the provider, a command or a
- * client's wakeup comes) between looks. The clients are not asked to wake
- * us (no syscall of theirs): the look comes by itself. On a node whose
- * cores the poller shares, the applications and the NIC's kernel work get
- * the CPU between looks; each operation that finds us napping waits up to
- * a nap more.
- */
-static void poller_nap(struct rd_poller *p, const struct timespec *ts)
-{
-	struct epoll_event evs[32];
-	int n = epoll_pwait2(p->epfd, evs, 32, ts, NULL);
-
-	take_events(p, evs, n);
-}
-
 /* Adaptive idle: announce NEED_WAKEUP, look once more, then sleep in epoll. */
 static void poller_sleep(struct rd_poller *p)
 {
@@ -174,7 +156,6 @@ int rd_poller_main(void *arg)
 		p->net && enough ? p->net->dp->inflight : NULL;
 	uint64_t idle_since = 0;
 	bool deep = false; /* this idle began with `enough` in the NIC */
-	const struct timespec nap = { .tv_nsec = (long)p->cfg->idle_nap_us * 1000 };
 
 	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
 	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
@@ -198,8 +179,6 @@ int rd_poller_main(void *arg)
 		} else if (deep || now - idle_since >= spin) {
 			poller_sleep(p);
 			idle_since = 0;
-		} else if (nap.tv_nsec) {
-			poller_nap(p, &nap);
 		} else {
 			rte_pause();
 		}

@@ -71,10 +71,6 @@ static void test_defaults_and_values(void **st)
 	rd_config_free(&cfg);
 	assert_int_equal(load("dataplane: { inflight_sleep_bytes = 65536; };\n", &cfg, err, sizeof(err)), 0);
 	assert_true(cfg.inflight_sleep_bytes == 65536);
-	assert_int_equal(cfg.idle_nap_us, 0);   /* spin, as before */
-	rd_config_free(&cfg);
-	assert_int_equal(load("dataplane: { idle_nap_us = 50; };\n", &cfg, err, sizeof(err)), 0);
-	assert_int_equal(cfg.idle_nap_us, 50);
 	rd_config_free(&cfg);
 	assert_int_equal(load("node = \"n1\";\ndataplane: { idle = \"busy\"; burst = 64; };\n"
 			      "channel: { arena_size = 8388608; };\n"
@@ -118,7 +114,6 @@ static void test_out_of_range(void **st)
 	(void)st;
 	expect_error("dataplane: {\n burst = 0;\n};\n", 2, "out of range");
 	expect_error("dataplane: { inflight_sleep_bytes = -1; };\n", 1, "out of range");
-	expect_error("dataplane: { idle_nap_us = 10001; };\n", 1, "out of range");
 	expect_error("channel: {\n\n sq_entries = 100;\n};\n", 3, "power of two");
 	expect_error("limits: { max_clients = 1000000; };\n", 1, "out of range");
 	expect_error("dataplane: { idle = \"lazy\"; };\n", 1, "\"busy\" or \"adaptive\"");
