@@ -173,6 +173,8 @@ void rd_control_peer_ready(struct rd_control *ctl, struct rd_peer *p, int status
 bool rd_control_peer_waited(const struct rd_control *ctl, const struct rd_peer *p);
 void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
+/* struct rd_registry changed: a record the store says changed, looked at now. */
+void rd_peers_record_changed(void *arg, const char *tenant, const char *name);
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);
 struct json_t *rd_peers_json(struct rd_control *ctl);
 

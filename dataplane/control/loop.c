@@ -496,6 +496,8 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	if (ctl->epfd < 0)
 		return -errno;
 	ret = rd_registry_open(&ctl->reg, cfg);
+	ctl->reg.changed = rd_peers_record_changed;   /* after: open clears it */
+	ctl->reg.changed_arg = ctl;
 	if (ret)
 		return ret;
 	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);

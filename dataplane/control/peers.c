@@ -521,6 +521,25 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 	}
 }
 
+/*
+ * The store says the record of @tenant/@name changed (file registry:
+ * inotify): our remote regions of that name are looked at again now, as
+ * etcd's watch makes them be (a revoke closes the handles it no longer
+ * lets in, a closed region goes stale), not at the next revalidate_ms.
+ */
+void rd_peers_record_changed(void *arg, const char *tenant, const char *name)
+{
+	struct rd_control *ctl = arg;
+	uint64_t now = rd_mono_ns();
+
+	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
+		next = rg->next; /* revalidate may free it */
+		if (rg->remote && !rg->ctl_dead && !strcmp(rg->name, name) &&
+		    !strcmp(rg->tenant, tenant))
+			revalidate(ctl, rg, now);
+	}
+}
+
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 {
 	uint64_t now = rd_mono_ns();

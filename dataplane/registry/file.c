@@ -17,7 +17,15 @@
  * Writes happen at once; their completions are queued and run from
  * dispatch() (an eventfd), like the etcd backend's. Every read and write of
  * the directory is a request in the registry's metrics (struct
- * rd_reg_stats: put, get, delete; no watch, no lease).
+ * rd_reg_stats: put, get, delete; no lease).
+ *
+ * Changes: inotify on nodes/, regions/ and each tenant's directory (at most
+ * FILE_WATCH_MAX) tells dispatch() of a record written, renamed into place
+ * or removed by any roshmd of the host; it tells the control thread
+ * (r->changed), which looks at its remote regions of that name at once, and
+ * of a node record removed (RD_REG_CHANGED). What inotify does not see (a
+ * filesystem shared by hosts, a tenant past the cap, a queue overflow: then
+ * RD_REG_CHANGED) waits for revalidate_ms, as before.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -27,7 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,9 +57,20 @@ struct fcomp {
 	struct rd_region_rec rec;     /* fetch_region's answer */
 };
 
+#define FILE_WATCH_MAX 1024
+
+struct fwatch {
+	int wd;
+	char tenant[ROSHM_NAME_MAX];
+};
+
 struct file_reg {
 	int root_fd, regions_fd, nodes_fd;
 	int efd;
+	int ifd, pfd;                 /* inotify (-1: none); epoll over efd and ifd */
+	int wd_regions, wd_nodes;
+	struct fwatch *w;             /* one per tenant directory */
+	uint32_t nw;
 	struct fcomp *head, **tail;
 };
 
@@ -549,18 +570,144 @@ static int file_event_fd(struct rd_registry *r)
 {
 	struct file_reg *f = r->priv;
 
-	return f->efd;
+	return f->pfd >= 0 ? f->pfd : f->efd;
+}
+
+/* Watch tenant directory @name of regions/ (a valid name, a directory we
+ * open without following a link), once. */
+static void watch_tenant(struct file_reg *f, const char *name)
+{
+	char path[64];
+	int fd, wd;
+
+	if (f->ifd < 0 || f->nw >= FILE_WATCH_MAX || !rd_valid_name(name))
+		return;
+	fd = openat(f->regions_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	wd = inotify_add_watch(f->ifd, path, IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
+					     IN_DELETE | IN_ONLYDIR);
+	close(fd);
+	if (wd < 0)
+		return;
+	for (uint32_t i = 0; i < f->nw; i++)
+		if (f->w[i].wd == wd)
+			return;
+	f->w[f->nw].wd = wd;
+	snprintf(f->w[f->nw].tenant, sizeof(f->w[f->nw].tenant), "%s", name);
+	f->nw++;
+}
+
+/* What inotify said since the last look: the control thread is told of
+ * every region record that changed; RD_REG_CHANGED when a node record went,
+ * or when events were lost. */
+static unsigned take_changes(struct rd_registry *r)
+{
+	struct file_reg *f = r->priv;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	unsigned flags = 0;
+	ssize_t n;
+
+	if (f->ifd < 0)
+		return 0;
+	while ((n = read(f->ifd, buf, sizeof(buf))) > 0) {
+		const struct inotify_event *ev;
+
+		for (char *p = buf; p + sizeof(*ev) <= buf + n; p += sizeof(*ev) + ev->len) {
+			char rname[ROSHM_NAME_MAX];
+			size_t l;
+
+			ev = (const struct inotify_event *)p;
+			if (p + sizeof(*ev) + ev->len > buf + n)
+				break;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				flags |= RD_REG_CHANGED;   /* lost some: look at everything */
+				continue;
+			}
+			if (!ev->len || ev->name[0] == '.')
+				continue;          /* a temporary file, or the directory itself */
+			if (ev->wd == f->wd_regions) {
+				if (ev->mask & IN_ISDIR)
+					watch_tenant(f, ev->name);
+				continue;
+			}
+			l = strnlen(ev->name, ev->len);
+			if (l <= 5 || l - 5 >= sizeof(rname) || strcmp(ev->name + l - 5, ".json"))
+				continue;
+			if (ev->wd == f->wd_nodes) {
+				if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
+					flags |= RD_REG_CHANGED;   /* a node left */
+				continue;
+			}
+			memcpy(rname, ev->name, l - 5);
+			rname[l - 5] = 0;
+			for (uint32_t i = 0; i < f->nw; i++)
+				if (f->w[i].wd == ev->wd && rd_valid_name(rname) && r->changed) {
+					r->changed(r->changed_arg, f->w[i].tenant, rname);
+					break;
+				}
+		}
+	}
+	return flags;
+}
+
+/* inotify on nodes/, regions/ and the tenant directories there now; none
+ * (revalidate_ms only) when the kernel refuses. */
+static void watch_start(struct file_reg *f)
+{
+	char path[64];
+	struct epoll_event ev = { .events = EPOLLIN };
+	DIR *d;
+	int fd;
+
+	f->ifd = f->pfd = f->wd_regions = f->wd_nodes = -1;
+	f->w = calloc(FILE_WATCH_MAX, sizeof(*f->w));
+	f->ifd = f->w ? inotify_init1(IN_NONBLOCK | IN_CLOEXEC) : -1;
+	f->pfd = f->ifd >= 0 ? epoll_create1(EPOLL_CLOEXEC) : -1;
+	if (f->pfd < 0)
+		goto none;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", f->regions_fd);
+	f->wd_regions = inotify_add_watch(f->ifd, path, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", f->nodes_fd);
+	f->wd_nodes = inotify_add_watch(f->ifd, path, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
+	ev.data.fd = f->efd;
+	if (f->wd_regions < 0 || f->wd_nodes < 0 || epoll_ctl(f->pfd, EPOLL_CTL_ADD, f->efd, &ev))
+		goto none;
+	ev.data.fd = f->ifd;
+	if (epoll_ctl(f->pfd, EPOLL_CTL_ADD, f->ifd, &ev))
+		goto none;
+	fd = openat(f->regions_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		close(fd);
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (e->d_name[0] != '.' && (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN))
+			watch_tenant(f, e->d_name);
+	if (d)
+		closedir(d);
+	return;
+none:
+	RD_LOG(NOTICE, "registry directory: no inotify (%s): other roshmd's changes are seen "
+	       "every revalidate_ms", strerror(errno));
+	if (f->pfd >= 0)
+		close(f->pfd);
+	if (f->ifd >= 0)
+		close(f->ifd);
+	f->ifd = f->pfd = -1;
 }
 
 static unsigned file_dispatch(struct rd_registry *r)
 {
 	struct file_reg *f = r->priv;
 	struct fcomp *c;
+	unsigned flags;
 	uint64_t v;
 
 	if (read(f->efd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: nothing signalled; the list may still hold work */
 	}
+	flags = take_changes(r);
 	/* Completions queued by these callbacks wait for the next dispatch. */
 	c = f->head;
 	f->head = NULL;
@@ -575,7 +722,7 @@ static unsigned file_dispatch(struct rd_registry *r)
 		free(c);
 		c = next;
 	}
-	return 0; /* no watch: peers revalidate every revalidate_ms */
+	return flags;
 }
 
 static bool file_ready(struct rd_registry *r)
@@ -596,6 +743,11 @@ static void file_close(struct rd_registry *r)
 	close(f->regions_fd);
 	close(f->root_fd);
 	close(f->efd);
+	if (f->pfd >= 0)
+		close(f->pfd);
+	if (f->ifd >= 0)
+		close(f->ifd);
+	free(f->w);
 	free(f);
 	r->priv = NULL;
 	rd_registry_fini_common(r);
@@ -656,7 +808,7 @@ int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *no
 		snprintf(why, sizeof(why), "out of memory");
 		goto err;
 	}
-	f->root_fd = f->regions_fd = f->nodes_fd = f->efd = -1;
+	f->root_fd = f->regions_fd = f->nodes_fd = f->efd = f->ifd = f->pfd = -1;
 	f->tail = &f->head;
 	r->priv = f;
 	ret = mkdirs(dir);
@@ -687,6 +839,7 @@ int rd_registry_file_open(struct rd_registry *r, const char *dir, const char *no
 		snprintf(why, sizeof(why), "eventfd");
 		goto err_free;
 	}
+	watch_start(f);
 	r->ops = &file_ops;
 	r->stats.ops = 1u << RD_REGOP_PUT | 1u << RD_REGOP_GET | 1u << RD_REGOP_DELETE;
 	return 0;

@@ -225,6 +225,11 @@ struct rd_registry {
 	size_t keylen;
 	struct rd_reg_badlog badlog;
 	struct rd_reg_stats stats;
+	/* Control thread, from dispatch(): the record of region @tenant/@name
+	 * changed in the store (file backend: inotify), so that a remote region
+	 * is looked at again now, not at the next revalidate_ms. NULL: none. */
+	void (*changed)(void *arg, const char *tenant, const char *name);
+	void *changed_arg;
 	void *priv;
 };
 

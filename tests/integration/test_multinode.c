@@ -1303,7 +1303,9 @@ static int start_nodes(void)
 			snprintf(extra, sizeof(extra),
 				 "transport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = %d;"
 				 " secret_file = \"%s\"; }; };\n"
-				 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n"
+				 /* a minute: what these tests see at once, inotify tells
+				  * (as the etcd watch does for etcd) */
+				 "registry: { dir = \"%s/registry\"; revalidate_ms = 60000; };\n"
 				 "drain: { timeout_ms = 1500; };\n",
 				 n, PORT, secret, workdir);
 		else
