@@ -737,6 +737,7 @@ static void file_close(struct rd_registry *r)
 
 	if (!f)
 		return;
+	r->changed = NULL;   /* the control thread is going: completions only */
 	while (f->head)
 		file_dispatch(r);
 	close(f->nodes_fd);
