@@ -138,6 +138,9 @@ struct rd_region {
 	uint32_t refs;                /* control view: owner + open handles */
 	bool dead;                    /* poller view: set by RD_CMD_REGION_DEAD */
 	bool ctl_dead;                /* control view of the same */
+	bool recheck;                 /* control, remote: its record changed (file registry),
+				       * revalidated at recheck_ns */
+	uint64_t recheck_ns;          /* control, remote: not again before this */
 	bool draining;                /* poller view, local: no new work, finish the log */
 	bool paused;                  /* poller view, remote: stale, hold work until the next epoch */
 	uint32_t gen;                 /* remote: bumped when retargeted to a new epoch */

@@ -61,6 +61,7 @@ struct rd_control {
 	uint64_t tenant_region_refused[RD_TENANTS_MAX];
 	struct rd_tel *tel;           /* telemetry snapshot */
 	uint64_t next_revalidate_ns;
+	bool recheck_pending;         /* a remote region has recheck set */
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */
 	uint64_t start_ns;
@@ -175,6 +176,7 @@ void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed);
 /* struct rd_registry changed: a record the store says changed, looked at now. */
 void rd_peers_record_changed(void *arg, const char *tenant, const char *name);
+bool rd_peers_wants_tenant(void *arg, const char *tenant);
 void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev);
 struct json_t *rd_peers_json(struct rd_control *ctl);
 

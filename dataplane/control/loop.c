@@ -497,6 +497,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		return -errno;
 	ret = rd_registry_open(&ctl->reg, cfg);
 	ctl->reg.changed = rd_peers_record_changed;   /* after: open clears it */
+	ctl->reg.wants_tenant = rd_peers_wants_tenant;
 	ctl->reg.changed_arg = ctl;
 	if (ret)
 		return ret;

@@ -523,21 +523,53 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 
 /*
  * The store says the record of @tenant/@name changed (file registry:
- * inotify): our remote regions of that name are looked at again now, as
- * etcd's watch makes them be (a revoke closes the handles it no longer
- * lets in, a closed region goes stale), not at the next revalidate_ms.
+ * inotify): our remote regions of that name are looked at again at the
+ * next rd_peers_timer, as etcd's watch makes them be (a revoke closes the
+ * handles it no longer lets in, a closed region goes stale), not at the
+ * next revalidate_ms. A region is looked at 100 times a second at most,
+ * however often a registry writer touches its record.
  */
 void rd_peers_record_changed(void *arg, const char *tenant, const char *name)
 {
 	struct rd_control *ctl = arg;
-	uint64_t now = rd_mono_ns();
 
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		if (rg->remote && !rg->ctl_dead && !strcmp(rg->name, name) &&
+		    !strcmp(rg->tenant, tenant)) {
+			rg->recheck = true;
+			ctl->recheck_pending = true;
+		}
+}
+
+/* Only our tenants' records can be those of our remote regions. */
+bool rd_peers_wants_tenant(void *arg, const char *tenant)
+{
+	struct rd_control *ctl = arg;
+
+	return rd_config_tenant_idx(ctl->cfg, tenant) >= 0;
+}
+
+/* The remote regions rd_peers_record_changed marked, when due. */
+static void rechecks(struct rd_control *ctl, uint64_t now)
+{
+	bool left = false;
+
+	if (!ctl->recheck_pending)
+		return;
 	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
 		next = rg->next; /* revalidate may free it */
-		if (rg->remote && !rg->ctl_dead && !strcmp(rg->name, name) &&
-		    !strcmp(rg->tenant, tenant))
+		if (!rg->remote || !rg->recheck)
+			continue;
+		if (now < rg->recheck_ns) {
+			left = true;
+			continue;
+		}
+		rg->recheck = false;
+		rg->recheck_ns = now + 10000000ull;
+		if (!rg->ctl_dead)
 			revalidate(ctl, rg, now);
 	}
+	ctl->recheck_pending = left;
 }
 
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
@@ -548,6 +580,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 	if (ctl->poller->net && ctl->poller->net->cp->timer)
 		ctl->poller->net->cp->timer(ctl, now);
 	dials_timer(ctl, now);
+	rechecks(ctl, now);
 	if (!registry_changed && now < ctl->next_revalidate_ns)
 		goto reconnect;
 	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;

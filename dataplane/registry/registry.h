@@ -229,6 +229,9 @@ struct rd_registry {
 	 * changed in the store (file backend: inotify), so that a remote region
 	 * is looked at again now, not at the next revalidate_ms. NULL: none. */
 	void (*changed)(void *arg, const char *tenant, const char *name);
+	/* Whether changes under @tenant matter here (file backend: which tenant
+	 * directories it watches; NULL: all, up to its cap). Same arg. */
+	bool (*wants_tenant)(void *arg, const char *tenant);
 	void *changed_arg;
 	void *priv;
 };
