@@ -152,12 +152,11 @@ void rd_grants_timer(struct rd_control *ctl, uint64_t now)
 }
 
 /*
- * The grant id of the region published as @name in @c's tenant: a live
- * region of ours, or another node's record. -ENOENT when there is none
- * (yet: the caller may ask again).
+ * The grant id of the region published as @name in @c's tenant, or (@owner)
+ * that of the client that owns it: a live region of ours, or another node's
+ * record (its "ogid": that record's word, see docs/security.md on replays).
+ * -ENOENT when there is none (yet: the caller may ask again).
  */
-/* The grant id of the region published as @name in @c's tenant, or
- * (@owner) that of the client that owns it. */
 static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
 			 bool owner, uint64_t *id)
 {
