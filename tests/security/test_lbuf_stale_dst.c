@@ -38,7 +38,9 @@
 static struct th_daemon n1, n2;
 static char workdir[256], secret[300];
 
-static void run(bool reuse)
+/* One try; false when the READ's answer came before the close (a loaded
+ * machine: node 2 not stopped in time), which proves nothing either way. */
+static bool run(bool reuse)
 {
 	struct roshm *owner, *atk, *vic = NULL;
 	struct roshm_cqe *cqe;
@@ -94,14 +96,28 @@ static void run(bool reuse)
 		fail_msg("READ answer for a closed LBUF region written through stale pd->dst: "
 			 "node 1 %s, %d bytes landed in tenant b's region", atk_how(&n1), hits);
 	assert_int_equal(st, 0);
-	assert_int_equal(status, -ESTALE);
 	roshm_close(atk);
 	roshm_close(owner);
 	if (vic)
 		roshm_close(vic);
+	if (!status) {
+		print_message("the READ was answered before its region was closed: again\n");
+		return false;
+	}
+	assert_int_equal(status, -ESTALE);
+	return true;
 }
 
-static void test_reuse(void **state) { (void)state; run(true); }
+/* run() until the close comes first (3 tries). */
+static void runs(bool reuse)
+{
+	for (int i = 0; i < 3; i++)
+		if (run(reuse))
+			return;
+	fail_msg("the READ was answered before the close in 3 tries");
+}
+
+static void test_reuse(void **state) { (void)state; runs(true); }
 
 /* No stopped peer: the attacker alone delays its own READ's answer behind
  * 200 x 1 MiB arena READs, and closes its region at once. */
@@ -150,7 +166,7 @@ static void test_race(void **state)
 	roshm_close(atk);
 	roshm_close(owner);
 }
-static void test_crash(void **state) { (void)state; run(false); }
+static void test_crash(void **state) { (void)state; runs(false); }
 
 static int setup(void **state)
 {
