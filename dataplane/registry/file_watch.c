@@ -11,9 +11,10 @@
  * (RD_REG_CHANGED). A registry writer is distrusted here too: one dispatch
  * reads FILE_READS_MAX times at most, tells each name once (FILE_CHANGES_MAX
  * names, past that RD_REG_CHANGED), and RD_REG_CHANGED comes 10 times a
- * second at most. What inotify does not see (a filesystem shared by hosts,
- * a tenant added by SIGHUP whose directory exists, until events are lost)
- * waits for revalidate_ms, as before.
+ * second at most. What inotify does not see (a filesystem shared by hosts;
+ * changes while events are lost, until the next look) waits for
+ * revalidate_ms, as before. The tenant list does not change under a running
+ * roshmd (SIGHUP refuses to: rd_control_reload_file).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
