@@ -48,6 +48,7 @@ static const struct key schema[] = {
 	{ "limits.max_handles", K_INT, 1, 65536 },
 	{ "limits.max_regions", K_INT, 1, 1 << 20 },
 	{ "limits.max_peers", K_INT, 1, 4096 },
+	{ "limits.max_grants", K_INT, 1, ROSHM_GRANTS_MAX },
 	{ "limits.max_region_size", K_INT, 4096, 1ll << 40 },
 	{ "registry", K_GROUP, 0, 0 },
 	{ "registry.backend", K_STR, 0, 15 },
@@ -380,6 +381,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->max_handles = 1024;
 	cfg->max_regions = 4096;
 	cfg->max_peers = 256;
+	cfg->max_grants = ROSHM_GRANTS_MAX;
 	cfg->max_region_size = 1ull << 30;
 	strcpy(cfg->registry_backend, "file");
 	/* not under /run/roshm, which pods mount: records are roshmd's alone */
@@ -624,6 +626,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("limits.max_handles", cfg->max_handles);
 	GET_INT("limits.max_regions", cfg->max_regions);
 	GET_INT("limits.max_peers", cfg->max_peers);
+	GET_INT("limits.max_grants", cfg->max_grants);
 	GET_INT("limits.max_region_size", cfg->max_region_size);
 	GET_STR("registry.backend", cfg->registry_backend);
 	if ((s = config_lookup(&lc, "registry.backend")) && !rd_registry_backend(cfg->registry_backend)) {

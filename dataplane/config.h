@@ -55,6 +55,7 @@ struct rd_config {
 	enum rd_hugepages hugepages;
 	/* limits */
 	uint32_t max_clients, max_handles, max_regions, max_peers;
+	uint32_t max_grants;          /* per region of ours (<= ROSHM_GRANTS_MAX) */
 	uint64_t max_region_size;
 	/* registry */
 	char registry_backend[16];

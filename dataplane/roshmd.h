@@ -99,9 +99,10 @@ struct rd_region {
 	uint32_t ntenants;
 	char tenants[ROSHM_POLICY_TENANTS_MAX][ROSHM_NAME_MAX];
 	/* local, ROSHM_POLICY_GRANT (control): the regions whose owners may
-	 * open it, each as rd_grant_id() of that region */
-	uint32_t ngrants;
-	struct rd_grant grants[ROSHM_GRANTS_MAX];
+	 * open it, each as rd_grant_id() of that region; grants_cap of them
+	 * allocated (limits.max_grants at most), freed with the region */
+	uint32_t ngrants, grants_cap;
+	struct rd_grant *grants;
 	int fd;
 	void *map;
 	size_t map_size;

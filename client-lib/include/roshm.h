@@ -234,8 +234,9 @@ int roshm_region_close(struct roshm *r, uint32_t handle);
  * the same name is not. Returns once the region's record says so: 0,
  * -EBADF (unknown handle), -EACCES (@handle not ours, or @peer of another
  * tenant), -EINVAL (not a ROSHM_POLICY_GRANT region), -ESTALE (@peer is
- * closed by its owner), -ENOSPC (ROSHM_GRANTS_MAX grants), -EAGAIN (the
- * registry did not answer: the grant stands, call again), -ECONNRESET.
+ * closed by its owner), -ENOSPC (roshmd's limits.max_grants grants),
+ * -EAGAIN (the registry did not answer: the grant stands, call again),
+ * -ECONNRESET.
  * libroshm gives the grant again after a roshmd restart, and takes it back
  * when @peer is closed (roshm_region_close) or with roshm_region_revoke().
  */

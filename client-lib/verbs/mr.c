@@ -349,7 +349,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	ret = rv_grant_mr(c, m, true);
 	rv_unlock(c);
 	if (ret) {
-		/* a connected QP's peer could not be let in (ROSHM_GRANTS_MAX on
+		/* a connected QP's peer could not be let in (limits.max_grants on
 		 * a region its bytes lie in): out of resources, and nothing of it
 		 * is left */
 		if (getenv("ROSHM_VERBS_DEBUG"))

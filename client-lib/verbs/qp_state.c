@@ -186,7 +186,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	/* Connected: its peer may use our PD's MRs from now on. */
 	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
 	    rv_grant_connect(c, q)) {
-		/* roshmd could not let the peer in (ROSHM_GRANTS_MAX grants on
+		/* roshmd could not let the peer in (limits.max_grants grants on
 		 * one of our PD's regions): out of resources, as a NIC says it,
 		 * and the QP stays where it was */
 		qp->state = was;

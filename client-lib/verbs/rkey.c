@@ -247,7 +247,7 @@ static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const ch
  * 0, also when there is no such QP in our tenant (nothing to grant to: its
  * WRs to us fail, as a NIC's from a QP that does not exist); or the error
  * of a grant roshmd refused (-ENOSPC: a region of ours holds
- * ROSHM_GRANTS_MAX grants), and then nothing is granted.
+ * limits.max_grants grants), and then nothing is granted.
  */
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 {
@@ -291,7 +291,7 @@ void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 /*
  * A new MR (@add): grant it to the peers of its PD's connected QPs; or
  * deregistered: its peers lose it now (its region may live on for others).
- * 0, or (@add) the first grant roshmd refused (-ENOSPC: ROSHM_GRANTS_MAX
+ * 0, or (@add) the first grant roshmd refused (-ENOSPC: limits.max_grants
  * on a region the MR's bytes lie in); the caller takes the rest back.
  */
 int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add)

@@ -251,10 +251,22 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	if (add ? i < rg->ngrants : i == rg->ngrants)
 		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
 	if (add) {
-		if (rg->ngrants == ROSHM_GRANTS_MAX) {
-			RD_LOG(NOTICE, "region %s/%s: %d grants, no more (client %u)", rg->tenant,
-			       rg->name, ROSHM_GRANTS_MAX, c->id);
+		if (rg->ngrants >= ctl->cfg->max_grants) {
+			RD_LOG(NOTICE, "region %s/%s: %u grants, no more (client %u; "
+			       "limits.max_grants)", rg->tenant, rg->name, rg->ngrants, c->id);
 			return -ENOSPC;
+		}
+		if (rg->ngrants == rg->grants_cap) {
+			uint32_t cap = rg->grants_cap ? 2 * rg->grants_cap : 8;
+			struct rd_grant *n;
+
+			if (cap > ctl->cfg->max_grants)
+				cap = ctl->cfg->max_grants;
+			n = realloc(rg->grants, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			rg->grants = n;
+			rg->grants_cap = cap;
 		}
 		rg->grants[rg->ngrants++] = g;
 	} else {

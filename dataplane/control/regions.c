@@ -93,6 +93,7 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 		rd_peers_unreg_region(ctl, rg);
 		rd_region_free(rg);
 	}
+	free(rg->grants);
 	free(rg);
 }
 
@@ -155,7 +156,8 @@ void rd_region_to_rec(struct rd_control *ctl, const struct rd_region *rg,
 	rec->win_hi = rg->win_hi;
 	rec->va_base = rg->va_base;
 	rec->ngrants = rg->ngrants;
-	memcpy(rec->grants, rg->grants, sizeof(rec->grants));
+	if (rg->ngrants)
+		memcpy(rec->grants, rg->grants, rg->ngrants * sizeof(rec->grants[0]));
 }
 
 /* The owner gives the region up: peers' handles now complete with -ESTALE. */

@@ -25,7 +25,7 @@
  * an eventfd (dispatch()).
  *
  * Everything etcd sends is untrusted: answers are capped at 16 MiB, values
- * at 16 KiB, keys at 512 bytes, the cache at RD_REG_CACHE_MAX valid records
+ * at RD_REC_MAX (64 KiB), keys at 512 bytes, the cache at RD_REG_CACHE_MAX valid records
  * (and RD_REG_BAD_MAX that do not verify, apart).
  */
 #define _GNU_SOURCE
@@ -182,7 +182,7 @@ void etcd_store_set(struct etcd *e, struct ent *x, bool present, int status, voi
 	free(x->s_rec);
 	x->s_present = present;
 	x->s_status = present ? status : 0;
-	x->s_rec = present && !status ? rec : NULL;
+	x->s_rec = present && !status ? etcd_rec_trim(x->region, rec) : NULL;
 	if (!(present && !status))
 		free(rec);
 	if (mac && present && !status)
@@ -219,6 +219,22 @@ static int ent_view(const struct ent *x, const void **rec)
 size_t etcd_rec_size(bool region)
 {
 	return region ? sizeof(struct rd_region_rec) : sizeof(struct rd_node_rec);
+}
+
+/* The bytes of @rec that say something (a region's unused grants are not
+ * kept: the cache holds every record under the prefix). */
+size_t etcd_rec_len(bool region, const void *rec)
+{
+	return region ? rd_region_rec_len(rec) : sizeof(struct rd_node_rec);
+}
+
+/* @rec (malloc'd, etcd_rec_size) cut to what it says; @rec itself when
+ * the allocator cannot shrink it. */
+void *etcd_rec_trim(bool region, void *rec)
+{
+	void *n = rec && region ? realloc(rec, etcd_rec_len(region, rec)) : NULL;
+
+	return n ? n : rec;
 }
 
 void etcd_rec_mac(struct rd_registry *r, bool region, const void *rec, uint8_t mac[32])
@@ -372,14 +388,14 @@ static int submit_write(struct etcd *e, struct req *q, const void *rec)
 
 	if (q->op == OP_PUT) {
 		oval = strdup(q->val);
-		orec = malloc(etcd_rec_size(q->region));
+		orec = malloc(etcd_rec_len(q->region, rec));
 		if (!oval || !orec) {
 			free(oval);
 			free(orec);
 			etcd_req_free(q);
 			return -ENOMEM;
 		}
-		memcpy(orec, rec, etcd_rec_size(q->region));
+		memcpy(orec, rec, etcd_rec_len(q->region, rec));
 	}
 	pthread_mutex_lock(&e->lock);
 	x = etcd_ent_get(e, q->key, q->region, true, false);
@@ -516,7 +532,8 @@ static int etcd_fetch_region(struct rd_registry *r, const char *tenant, const ch
 	return 0;
 }
 
-/* A cached record under @key into @out (@size bytes). */
+/* A cached record under @key into @out (@size bytes: etcd_rec_size, of
+ * which what it says is filled in). */
 static int cache_get(struct etcd *e, const char *key, void *out, size_t size)
 {
 	const void *rec;
@@ -527,7 +544,7 @@ static int cache_get(struct etcd *e, const char *key, void *out, size_t size)
 	x = etcd_ent_find(e, key);
 	ret = x ? ent_view(x, &rec) : -ENOENT;
 	if (!ret)
-		memcpy(out, rec, size);
+		memcpy(out, rec, etcd_rec_len(x->region, rec));
 	pthread_mutex_unlock(&e->lock);
 	if (ret)
 		memset(out, 0, size);

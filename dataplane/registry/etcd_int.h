@@ -40,7 +40,11 @@
 #define KEY_MAX 512                  /* longer keys under the prefix are not ours */
 #define PAGE_KEY_MAX 65536           /* any key etcd holds, for range paging */
 #define NBUCKETS 16384
-#define PAGE 500                     /* records per range page */
+/* records per range page: a page of values of RD_REC_MAX (base64) and
+ * keys of KEY_MAX stays under RESP_MAX */
+#define PAGE 150
+_Static_assert((uint64_t)PAGE * ((RD_REC_MAX + KEY_MAX) * 4 / 3 + 512) < RESP_MAX,
+	       "a range page of the largest records fits in an answer");
 #define ATTEMPT_MS 2000              /* one HTTP attempt */
 #define CONNECT_MS 1000
 #define BACKOFF_MIN_MS 200
@@ -181,6 +185,8 @@ void etcd_store_set(struct etcd *e, struct ent *x, bool present, int status, voi
 		    const uint8_t *mac, int64_t rev);
 bool etcd_own_in_store(const struct ent *x);
 size_t etcd_rec_size(bool region);
+size_t etcd_rec_len(bool region, const void *rec);
+void *etcd_rec_trim(bool region, void *rec);
 void etcd_rec_mac(struct rd_registry *r, bool region, const void *rec, uint8_t mac[32]);
 void etcd_req_free(struct req *q);
 void etcd_finish(struct etcd *e, struct req *q, int status, int64_t rev);

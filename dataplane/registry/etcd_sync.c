@@ -63,7 +63,7 @@ int etcd_parse_kv(struct etcd *e, json_t *kv, bool del, struct parsed *p)
 	p->status = -EBADMSG;
 	v = json_object_get(kv, "value");
 	if (!json_is_string(v) || (n = etcd_unb64(json_string_value(v), RD_REC_MAX, &val)) < 0) {
-		p->why = "value absent, not base64, or larger than 16 KiB";
+		p->why = "value absent, not base64, or larger than 64 KiB";
 		return 0;
 	}
 	p->rec = malloc(etcd_rec_size(p->region));

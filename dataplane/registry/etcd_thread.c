@@ -217,7 +217,7 @@ static struct req *own_req(struct etcd *e, struct ent *x)
 			etcd_req_free(q);
 			return NULL;
 		}
-		memcpy(q->rec, x->o_rec, etcd_rec_size(x->region));
+		memcpy(q->rec, x->o_rec, etcd_rec_len(x->region, x->o_rec));
 		memcpy(q->mac, x->o_mac, 32);
 	}
 	x->pending++;

@@ -11,7 +11,7 @@
  * ours, or writable by group or others, and every file operation is an
  * *at() call relative to a directory opened O_NOFOLLOW | O_DIRECTORY (a
  * symlink planted in place of a tenant directory or a record is never
- * followed). Records are read only from regular files of at most 16 KiB,
+ * followed). Records are read only from regular files of at most 64 KiB,
  * and their MAC decides whether they are believed.
  *
  * Writes happen at once; their completions are queued and run from
@@ -114,7 +114,7 @@ static int read_file(int dfd, const char *fname, char *buf, size_t cap, const ch
 	}
 	if (st.st_size > RD_REC_MAX) {
 		close(fd);
-		*why = "larger than 16 KiB";
+		*why = "larger than 64 KiB";
 		return -EBADMSG;
 	}
 	while (n < cap - 1) {
@@ -128,7 +128,7 @@ static int read_file(int dfd, const char *fname, char *buf, size_t cap, const ch
 	}
 	close(fd);
 	if (n > RD_REC_MAX) {
-		*why = "larger than 16 KiB"; /* it grew after fstat */
+		*why = "larger than 64 KiB"; /* it grew after fstat */
 		return -EBADMSG;
 	}
 	buf[n] = 0;

@@ -43,8 +43,9 @@ struct rd_grant {
 #define RD_STATE_ACTIVE "active"
 #define RD_STATE_STALE "stale"
 
-/* Largest record accepted from a store (file or etcd). */
-#define RD_REC_MAX 16384
+/* Largest record accepted from a store (file or etcd): one with
+ * ROSHM_GRANTS_MAX grants, each a part, is about 30 KiB. */
+#define RD_REC_MAX 65536
 /* Most records the etcd backend caches (a hostile etcd cannot make it grow). */
 #define RD_REG_CACHE_MAX 65536
 #define RD_REG_BAD_MAX 1024     /* records that do not verify, cached apart */
@@ -84,6 +85,15 @@ struct rd_region_rec {
 	uint32_t ngrants;
 	struct rd_grant grants[ROSHM_GRANTS_MAX];
 };
+
+/* The bytes of @rec that say something: its grants past ngrants are
+ * not copied, and a cache keeps no more (etcd's, of every record). */
+static inline size_t rd_region_rec_len(const struct rd_region_rec *rec)
+{
+	uint32_t n = rec->ngrants < ROSHM_GRANTS_MAX ? rec->ngrants : ROSHM_GRANTS_MAX;
+
+	return offsetof(struct rd_region_rec, grants) + n * sizeof(rec->grants[0]);
+}
 
 /* Whether a region's access/window/va_base limit other clients at all
  * (access 0 and win_hi 0 are the defaults of a zeroed record: all). */

@@ -575,34 +575,40 @@ static void write_check(struct ibv_qp *q, struct ibv_cq *cq, uint8_t *b, struct 
 }
 
 /*
- * Many connected QPs on one PD. An MR's region holds ROSHM_GRANTS_MAX (64)
- * grants, and each peer *process* takes two of them (the MR's metadata page
- * and its bytes, roshm_region_grant_owner), whatever number of its QPs
+ * Many connected QPs on one PD. An MR's region holds roshmd's
+ * limits.max_grants grants (VERBS_CHECK_MAX_GRANTS: what the test gave
+ * roshmd, 80), and each peer *process* takes two of them (the MR's metadata
+ * page and its bytes, roshm_region_grant_owner), whatever number of its QPs
  * connect to the PD:
  * - 2 * MANY QPs of one process (this one: loopback pairs) all connect, and
  *   the last pair's WRITE lands (before: the 33rd QP was refused);
- * - QPs of NPEER other processes (contexts: each its own libroshm client)
- *   to QPs of our PD: the 33rd process's is refused at RTR with ENOMEM, as
- *   a NIC out of resources refuses, and stays in INIT; an MR over the full
- *   region's pages is refused with ENOMEM, one of its own pages fits; once
- *   a peer's QP is destroyed (its grants go), the refused one connects.
+ * - QPs of max_grants / 2 + 1 other processes (contexts: each its own
+ *   libroshm client) to QPs of our PD: all but the last connect (40 of them
+ *   at 80: past the 32 of the fixed 64 grants before), the last process's is
+ *   refused at RTR with ENOMEM, as a NIC out of resources refuses, and stays
+ *   in INIT; an MR over the full region's pages is refused with ENOMEM, one
+ *   of its own pages fits; once a peer's QP is destroyed (its grants go), the
+ *   refused one connects.
  */
 #define MANY 40
-#define NPEER 33
+#define NPEER_MAX 129
 static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
 	uint8_t *b = aligned_alloc(4096, 8192);
-	struct ibv_qp *q[2 * MANY], *s[NPEER], *p[NPEER];
-	struct ibv_context *pc[NPEER];
-	struct ibv_pd *ppd[NPEER];
-	struct ibv_cq *pcq[NPEER];
+	struct ibv_qp *q[2 * MANY], *s[NPEER_MAX], *p[NPEER_MAX];
+	struct ibv_context *pc[NPEER_MAX];
+	struct ibv_pd *ppd[NPEER_MAX];
+	struct ibv_cq *pcq[NPEER_MAX];
 	struct ibv_qp_attr a;
 	struct ibv_qp_init_attr ia;
 	struct ibv_mr *m;
-	int refused = -1, ret = 0;
+	const char *mg = getenv("VERBS_CHECK_MAX_GRANTS");
+	int refused = -1, ret = 0, NPEER = (mg ? atoi(mg) : 64) / 2 + 1;
 
+	if (NPEER < 2 || NPEER > NPEER_MAX)
+		die("many_qps: VERBS_CHECK_MAX_GRANTS out of range");
 	if (!pd || !cq || !b)
 		die("many_qps: pd/cq/buffer");
 	m = ibv_reg_mr(pd, b, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
@@ -636,10 +642,10 @@ static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 	for (int k = 0; k < NPEER && refused < 0; k++)
 		if ((ret = rts_to(s[k], p[k]->qp_num)))
 			refused = k;
-	if (refused != 32 || ret != ENOMEM) {
+	if (refused != NPEER - 1 || ret != ENOMEM) {
 		fprintf(stderr, "verbs_check: many_qps: peer %d of %d refused with %d\n", refused + 1,
 			NPEER, ret);
-		die("many_qps: no ENOMEM at RTR for the 33rd peer process");
+		die("many_qps: no ENOMEM at RTR for the last peer process, or one before it");
 	}
 	if (ibv_query_qp(s[refused], &a, IBV_QP_STATE, &ia) || a.qp_state != IBV_QPS_INIT)
 		die("many_qps: the refused QP left INIT");

@@ -422,7 +422,8 @@ static void test_txn_after_revoke(void **st)
 /*
  * A grant to a client (ROSHM_GRANT_ADD_OWNER): the owner of ow-r0 may open
  * ow-mem; its 70 region names make one grant in roshmd (70 region grants
- * would be refused past ROSHM_GRANTS_MAX), taken back with the last name.
+ * would be refused past the 64 of limits.max_grants here), taken back with
+ * the last name.
  */
 #define OW_NAMES 70
 static void test_owner_grant(void **st)
@@ -534,7 +535,9 @@ int main(void)
 	int fails;
 
 	th_cleanup_enable();
-	if (th_daemon_start(&d, "secgrant", ATK_TENANTS "channel: { hugepages = \"off\"; };\n"))
+	/* 64 grants a region: test_owner_grant's 70 names must make one */
+	if (th_daemon_start(&d, "secgrant", ATK_TENANTS "channel: { hugepages = \"off\"; };\n"
+			    "limits: { max_grants = 64; };\n"))
 		return 1;
 	fails = cmocka_run_group_tests_name("security_grant", tests, NULL, NULL);
 	if (fails)

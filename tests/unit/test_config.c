@@ -67,7 +67,11 @@ static void test_defaults_and_values(void **st)
 	assert_int_equal(load("", &cfg, err, sizeof(err)), 0);
 	assert_int_equal(cfg.burst, 32);
 	assert_int_equal(cfg.max_handles, 1024);
+	assert_int_equal(cfg.max_grants, ROSHM_GRANTS_MAX);
 	assert_true(cfg.inflight_sleep_bytes == 0); /* spin idle_spin_us, as before */
+	rd_config_free(&cfg);
+	assert_int_equal(load("limits: { max_grants = 80; };\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.max_grants, 80);
 	rd_config_free(&cfg);
 	assert_int_equal(load("dataplane: { inflight_sleep_bytes = 65536; };\n", &cfg, err, sizeof(err)), 0);
 	assert_true(cfg.inflight_sleep_bytes == 65536);
@@ -116,6 +120,8 @@ static void test_out_of_range(void **st)
 	expect_error("dataplane: { inflight_sleep_bytes = -1; };\n", 1, "out of range");
 	expect_error("channel: {\n\n sq_entries = 100;\n};\n", 3, "power of two");
 	expect_error("limits: { max_clients = 1000000; };\n", 1, "out of range");
+	expect_error("limits: { max_grants = 513; };\n", 1, "out of range"); /* ROSHM_GRANTS_MAX */
+	expect_error("limits: { max_grants = 0; };\n", 1, "out of range");
 	expect_error("dataplane: { idle = \"lazy\"; };\n", 1, "\"busy\" or \"adaptive\"");
 	expect_error("channel: { hugepages = \"maybe\"; };\n", 1, "\"auto\", \"on\" or \"off\"");
 	expect_error("\nnode = \"a/b\";\n", 2, "letters, digits");

@@ -477,6 +477,50 @@ static void test_region_grants(void **st)
 	assert_true(rd_grant_id("ab", "c", "d", 1) != rd_grant_id("a", "bc", "d", 1));
 }
 
+/* The largest record a node writes: names and endpoint at their longest,
+ * every limit set, ROSHM_GRANTS_MAX grants each a part with the widest
+ * encoding. It fits RD_REC_MAX (what every store reads back) and comes back
+ * whole; rd_region_rec_len covers exactly its grants. */
+static void test_region_largest(void **st)
+{
+	struct rd_region_rec *r = calloc(1, sizeof(*r)), *back = calloc(1, sizeof(*back));
+	const char *why;
+	char *s;
+
+	(void)st;
+	assert_non_null(r);
+	assert_non_null(back);
+	sample(r, true);
+	memset(r->node, 'n', ROSHM_NAME_MAX - 1);
+	memset(r->tenant, 't', ROSHM_NAME_MAX - 1);
+	memset(r->name, 'r', ROSHM_NAME_MAX - 1);
+	snprintf(r->endpoint, sizeof(r->endpoint), "verbs:[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535");
+	r->policy = ROSHM_POLICY_GRANT;
+	r->ntenants = 0;
+	memset(r->tenants, 0, sizeof(r->tenants));
+	r->ngrants = ROSHM_GRANTS_MAX;   /* parts are written with fixed widths */
+	for (uint32_t i = 0; i < ROSHM_GRANTS_MAX; i++)
+		r->grants[i] = (struct rd_grant){ .gid = UINT64_MAX - i, .lo = 8 * i,
+						  .hi = r->data_size - i,
+						  .access = ROSHM_ACCESS_ALL & ~ROSHM_ACCESS_READ };
+	s = rd_region_rec_sign(r, key1, sizeof(key1) - 1);
+	assert_non_null(s);
+	assert_true(strlen(s) <= RD_REC_MAX);
+	assert_true(strlen(s) > 16384);   /* past the 16 KiB of before */
+	if (rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, back, &why))
+		fail_msg("the largest record does not verify: %s", why);
+	assert_int_equal(back->ngrants, ROSHM_GRANTS_MAX);
+	assert_memory_equal(back->grants, r->grants, ROSHM_GRANTS_MAX * sizeof(r->grants[0]));
+	assert_string_equal(back->name, r->name);
+	assert_int_equal(rd_region_rec_len(back), sizeof(*back));
+	back->ngrants = 3;
+	assert_int_equal(rd_region_rec_len(back),
+			 offsetof(struct rd_region_rec, grants) + 3 * sizeof(back->grants[0]));
+	free(s);
+	free(r);
+	free(back);
+}
+
 static void test_node_record(void **st)
 {
 	struct rd_node_rec n = { .pid = 1234 }, back;
@@ -572,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_region_mac_forms),
 		cmocka_unit_test(test_region_invalid_signed),
 		cmocka_unit_test(test_region_grants),
+		cmocka_unit_test(test_region_largest),
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_ipv6_endpoints),
 	};

@@ -101,8 +101,10 @@ enum roshm_policy {
 				     * region it was granted to (REGION_GRANT) */
 };
 
-/* Most grants one region holds (ROSHM_POLICY_GRANT). */
-#define ROSHM_GRANTS_MAX 64
+/* Most grants one region holds (ROSHM_POLICY_GRANT): what any roshmd
+ * accepts in a record; a node's own regions hold its `limits.max_grants`
+ * (this by default). */
+#define ROSHM_GRANTS_MAX 512
 
 /* Sent with the region memfd of roshm_region_map_size() bytes, made and
  * touched by the client (its pod's memory): roshmd checks and seals it. */
