@@ -174,7 +174,10 @@ int etcd_drive(struct etcd *e, CURL *h)
 		if (h && m->easy_handle == h) {
 			CURLcode rc = m->data.result;
 
-			ret = rc == CURLE_OK ? 0 : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH;
+			/* CURLE_WRITE_ERROR: etcd_collect refused the answer
+			 * (past RESP_MAX, or no memory for it): etcd is up */
+			ret = rc == CURLE_OK ? 0 : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT :
+			      rc == CURLE_WRITE_ERROR ? -EFBIG : -EHOSTUNREACH;
 			if (rc != CURLE_OK && !e->errbuf[0])
 				snprintf(e->errbuf, sizeof(e->errbuf), "%s", curl_easy_strerror(rc));
 		} else if (m->easy_handle == e->watch) {
@@ -191,8 +194,8 @@ int etcd_drive(struct etcd *e, CURL *h)
 /*
  * POST @body to @path on the current endpoint, driving the watch meanwhile;
  * *code gets the HTTP status. 0 (etcd answered), -ETIMEDOUT (@deadline
- * passed), -EHOSTUNREACH (no answer: connection, TLS), -ECANCELED (close()
- * asked us to stop).
+ * passed), -EHOSTUNREACH (no answer: connection, TLS), -EFBIG (an answer
+ * past RESP_MAX), -ECANCELED (close() asked us to stop).
  */
 static int http(struct etcd *e, const char *path, const char *body, bool auth, struct buf *out,
 		long *code, uint64_t deadline)
@@ -302,7 +305,8 @@ int etcd_call(struct etcd *e, const char *path, json_t *body, json_t **resp, uin
  * answers, re-authenticating once when etcd says the token is invalid or
  * expired. On 0, *resp is the parsed answer (a streaming endpoint's
  * {"result": ...} unwrapped). Errors: -ETIMEDOUT, -EHOSTUNREACH (no
- * endpoint answered), -ECANCELED, -ENOLINK (lease not found), -EACCES
+ * endpoint answered), -EFBIG (an answer past RESP_MAX: what is under the
+ * key range, not etcd, is the problem), -ECANCELED, -ENOLINK (lease not found), -EACCES
  * (auth or permission), -EIO (another error answer), -EBADMSG (not JSON).
  */
 static int call_once(struct etcd *e, const char *path, json_t *body, json_t **resp,

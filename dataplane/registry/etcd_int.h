@@ -38,7 +38,6 @@
 #define MAX_ENDPOINTS 8
 #define RESP_MAX (1u << 24)          /* a 16 MiB answer is not one we asked for */
 #define KEY_MAX 512                  /* longer keys under the prefix are not ours */
-#define PAGE_KEY_MAX 65536           /* any key etcd holds, for range paging */
 #define NBUCKETS 16384
 /* records per range page: a page of values of RD_REC_MAX (base64) and
  * keys of KEY_MAX stays under RESP_MAX */

@@ -304,7 +304,36 @@ static void sweep(struct etcd *e, uint64_t gen, int64_t rev)
 
 /* Records of this node that this instance did not write: left by an earlier roshmd. */
 
-/* Range the whole prefix (in pages, at one revision), replace the cache, watch from there. */
+/* @from becomes the smallest key after the last of @kvs (its own + "\0"):
+ * 0, or -EBADMSG. The key came in an answer of at most RESP_MAX. */
+static int page_next(json_t *kvs, char **from, size_t *flen)
+{
+	json_t *last = json_object_get(json_array_get(kvs, json_array_size(kvs) - 1), "key");
+	char *raw = NULL;
+	int n = json_is_string(last) ? etcd_unb64(json_string_value(last), RESP_MAX, &raw) : -1;
+
+	free(*from);
+	*from = NULL;
+	if (n >= 0) {
+		*from = malloc((size_t)n + 1);
+		if (*from) {
+			memcpy(*from, raw, (size_t)n);
+			(*from)[n] = 0; /* key + "\0": the smallest key after it */
+			*flen = (size_t)n + 1;
+		}
+	}
+	free(raw);
+	return *from ? 0 : -EBADMSG;
+}
+
+/*
+ * Range the whole prefix (in pages, at one revision), replace the cache,
+ * watch from there. A page whose answer is past RESP_MAX (values a
+ * registry writer made large: etcd takes up to its request limit) is asked
+ * again with half as many keys; a single value past it is skipped (its
+ * key read alone), as a record that does not verify would be, so that no
+ * writer can keep us from syncing.
+ */
 int etcd_resync(struct etcd *e)
 {
 	char start[sizeof(e->prefix) + 2], end[sizeof(e->prefix) + 2];
@@ -313,7 +342,8 @@ int etcd_resync(struct etcd *e)
 	uint64_t gen = ++e->sweep_gen;
 	int64_t rev = 0;
 	bool more = true;
-	int ret = 0;
+	int ret = 0, limit = PAGE;
+	unsigned skipped = 0;
 
 	etcd_watch_stop(e);
 	e->synced = false;
@@ -325,11 +355,17 @@ int etcd_resync(struct etcd *e)
 		json_t *o = etcd_kv_body(from, flen, end, strlen(end)), *resp, *kvs, *kv;
 		size_t i;
 
-		json_object_set_new(o, "limit", json_integer(PAGE));
+		json_object_set_new(o, "limit", json_integer(limit ? limit : 1));
+		if (!limit)   /* the one key whose value is too large to read */
+			json_object_set_new(o, "keys_only", json_true());
 		if (rev)
 			json_object_set_new(o, "revision", json_integer(rev));
 		ret = etcd_call(e, "/v3/kv/range", o, &resp, now_ns() + ATTEMPT_MS * MS, 0);
 		json_decref(o);
+		if (ret == -EFBIG && limit) {
+			limit /= 2;   /* 0: read that key alone, without its value */
+			continue;
+		}
 		if (ret)
 			break;
 		if (!rev)
@@ -341,37 +377,39 @@ int etcd_resync(struct etcd *e)
 			json_decref(resp);
 			break;
 		}
+		if (!limit) {
+			/* that key is skipped: the next page starts after it */
+			if (json_array_size(kvs)) {
+				skipped++;
+				ret = page_next(kvs, &from, &flen);
+			}
+			limit = 1;
+			json_decref(resp);
+			continue;
+		}
 		json_array_foreach(kvs, i, kv) {
 			struct parsed p;
 
 			if (etcd_parse_kv(e, kv, false, &p) == 0)
 				etcd_apply(e, &p, true, gen);
 		}
-		if (more) {
-			/* the next page starts just after the last key */
-			json_t *last = json_object_get(json_array_get(kvs, json_array_size(kvs) - 1), "key");
-			char *raw = NULL;
-			int n = json_is_string(last) ? etcd_unb64(json_string_value(last), PAGE_KEY_MAX, &raw) : -1;
-
-			free(from);
-			from = NULL;
-			if (n >= 0) {
-				from = malloc((size_t)n + 1);
-				if (from) {
-					memcpy(from, raw, (size_t)n);
-					from[n] = 0; /* key + "\0": the smallest key after it */
-					flen = (size_t)n + 1;
-				}
-			}
-			free(raw);
-			if (!from)
-				ret = -EBADMSG;
-		}
+		if (more)   /* the next page starts just after the last key */
+			ret = page_next(kvs, &from, &flen);
+		if (limit < PAGE)
+			limit = limit * 2 < PAGE ? limit * 2 : PAGE;
 		json_decref(resp);
 	}
 	free(from);
-	if (ret)
+	if (skipped)
+		RD_LOG(WARNING, "registry: %u value(s) under %s too large to read (an answer past "
+		       "16 MiB): not records, skipped", skipped, e->prefix);
+	if (ret) {
+		/* etcd down or refusing is said where the call fails */
+		if (ret == -EBADMSG || ret == -EFBIG)
+			RD_LOG(WARNING, "registry: etcd: reading %s failed (%s): again later",
+			       e->prefix, strerror(-ret));
 		return ret;
+	}
 	sweep(e, gen, rev);
 	e->watch_rev = rev;
 	e->synced = true;
