@@ -275,6 +275,10 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		rg->ngrants--;
 		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
+	/* The record is written again whole: past the 1 every grant takes
+	 * (rd_reg_rate_charge), 1 for each 64 grants it holds (about 4 KiB), so
+	 * that the registry_ops_per_sec a tenant has bounds the bytes too. */
+	rd_reg_rate_take(ctl, c->tidx, rg->ngrants / 64);
 	rd_region_to_rec(ctl, rg, &rec, rg->ctl_draining ? RD_STATE_STALE : RD_STATE_ACTIVE);
 	conn->put_rg = rg;
 	ret = rd_conn_put_wait(ctl, conn, &rec, grant_published, id);

@@ -9,7 +9,8 @@
  * A token bucket per tenant, one second deep. A request that may use the
  * registry (REGION_CREATE, REGION_REATTACH, REGION_GRANT, REGION_OPEN)
  * takes what it used after it ran: a create 2 (its record now, its removal
- * later, whether by a close or by the client's exit), a grant 1, an open 1
+ * later, whether by a close or by the client's exit), a grant 1 and 1 more
+ * for each 64 grants its region's record then holds (grants.c), an open 1
  * when it read the store past the cache; a tenant's drain (admin) 1 per
  * region it marks. While the bucket is empty, or other requests of the
  * tenant already wait, such a request is left unread in its connection's
