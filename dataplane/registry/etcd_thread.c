@@ -139,6 +139,10 @@ static int fetch(struct etcd *e, struct req *q)
 		ret = -ENOENT;
 	} else if (etcd_parse_kv(e, json_array_get(kvs, 0), false, &p)) {
 		ret = -EBADMSG;
+	} else if (!p.region || strcmp(p.rel, q->key)) {
+		/* etcd answered with another key than the one asked for */
+		free(p.rec);
+		ret = -EBADMSG;
 	} else {
 		ret = p.status;
 		if (!ret) {
