@@ -214,6 +214,32 @@ static void put_done(void *arg, int status)
 	done_status = status;
 }
 
+/* @r (node n2) publishes region t/legit, validly, into @rec. */
+static void put_legit(struct rd_registry *r, struct rd_region_rec *rec)
+{
+	uint64_t end;
+
+	memset(rec, 0, sizeof(*rec));
+	strcpy(rec->node, "n2");
+	strcpy(rec->tenant, "t");
+	strcpy(rec->name, "legit");
+	strcpy(rec->state, RD_STATE_ACTIVE);
+	strcpy(rec->endpoint, "tcp:127.0.0.1:7999");
+	rec->region_id = 7;
+	rec->key = 0x1234;
+	rec->epoch = 0xabcdef;
+	rec->mem_id = 42;
+	rec->data_size = 4096;
+	done_status = 1;
+	assert_int_equal(r->ops->put_region(r, rec, RD_REG_EXCL, put_done, NULL), 0);
+	end = now_ms() + 5000;
+	while (now_ms() < end && done_status == 1) {
+		r->ops->dispatch(r);
+		usleep(20000);
+	}
+	assert_int_equal(done_status, 0);
+}
+
 static void test_junk_pushes_out_new_records(void **state)
 {
 	struct rd_registry r1, r2;
@@ -246,24 +272,7 @@ static void test_junk_pushes_out_new_records(void **state)
 	assert_int_equal(ret, -EBADMSG);
 
 	/* n2 publishes a region, validly */
-	memset(&rec, 0, sizeof(rec));
-	strcpy(rec.node, "n2");
-	strcpy(rec.tenant, "t");
-	strcpy(rec.name, "legit");
-	strcpy(rec.state, RD_STATE_ACTIVE);
-	strcpy(rec.endpoint, "tcp:127.0.0.1:7999");
-	rec.region_id = 7;
-	rec.key = 0x1234;
-	rec.epoch = 0xabcdef;
-	rec.mem_id = 42;
-	rec.data_size = 4096;
-	assert_int_equal(r2.ops->put_region(&r2, &rec, RD_REG_EXCL, put_done, NULL), 0);
-	end = now_ms() + 5000;
-	while (now_ms() < end && done_status == 1) {
-		r2.ops->dispatch(&r2);
-		usleep(20000);
-	}
-	assert_int_equal(done_status, 0);
+	put_legit(&r2, &rec);
 
 	/* n1 must see it */
 	end = now_ms() + 5000;
@@ -315,32 +324,13 @@ static void n1_reads_legit(const char *what)
 {
 	struct rd_registry r1, r2;
 	struct rd_region_rec rec, got;
-	uint64_t end;
 	int ret;
 
 	memset(&r1, 0, sizeof(r1));
 	memset(&r2, 0, sizeof(r2));
 	assert_int_equal(open_reg(&r2, "n2"), 0);
 	assert_true(wait_ready(&r2, 15000));
-	memset(&rec, 0, sizeof(rec));
-	strcpy(rec.node, "n2");
-	strcpy(rec.tenant, "t");
-	strcpy(rec.name, "legit");
-	strcpy(rec.state, RD_STATE_ACTIVE);
-	strcpy(rec.endpoint, "tcp:127.0.0.1:7999");
-	rec.region_id = 7;
-	rec.key = 0x1234;
-	rec.epoch = 0xabcdef;
-	rec.mem_id = 42;
-	rec.data_size = 4096;
-	done_status = 1;
-	assert_int_equal(r2.ops->put_region(&r2, &rec, RD_REG_EXCL, put_done, NULL), 0);
-	end = now_ms() + 5000;
-	while (now_ms() < end && done_status == 1) {
-		r2.ops->dispatch(&r2);
-		usleep(20000);
-	}
-	assert_int_equal(done_status, 0);
+	put_legit(&r2, &rec);
 	assert_int_equal(open_reg(&r1, "n1"), 0);
 	if (!wait_ready(&r1, 15000))
 		fail_msg("a registry never got ready after %s", what);
