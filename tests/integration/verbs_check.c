@@ -605,10 +605,10 @@ static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 	struct ibv_qp_init_attr ia;
 	struct ibv_mr *m;
 	const char *mg = getenv("VERBS_CHECK_MAX_GRANTS");
-	int refused = -1, ret = 0, NPEER = (mg ? atoi(mg) : 64) / 2 + 1;
+	int refused = -1, ret = 0, NPEER = mg ? atoi(mg) / 2 + 1 : 0;
 
 	if (NPEER < 2 || NPEER > NPEER_MAX)
-		die("many_qps: VERBS_CHECK_MAX_GRANTS out of range");
+		die("many_qps: VERBS_CHECK_MAX_GRANTS (roshmd's limits.max_grants, 2-256) not set");
 	if (!pd || !cq || !b)
 		die("many_qps: pd/cq/buffer");
 	m = ibv_reg_mr(pd, b, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
