@@ -42,6 +42,10 @@
 /* records per range page: a page of values of RD_REC_MAX (base64) and
  * keys of KEY_MAX stays under RESP_MAX */
 #define PAGE 150
+/* the first page's limit, and the bytes a page is sized for after it
+ * (values a writer made large make etcd slow to answer a page of them) */
+#define PAGE_FIRST 32
+#define PAGE_BYTES (4u << 20)
 _Static_assert((uint64_t)PAGE * ((RD_REC_MAX + KEY_MAX) * 4 / 3 + 512) < RESP_MAX,
 	       "a range page of the largest records fits in an answer");
 #define ATTEMPT_MS 2000              /* one HTTP attempt */

@@ -328,11 +328,13 @@ static int page_next(json_t *kvs, char **from, size_t *flen)
 
 /*
  * Range the whole prefix (in pages, at one revision), replace the cache,
- * watch from there. A page whose answer is past RESP_MAX (values a
- * registry writer made large: etcd takes up to its request limit) is asked
- * again with half as many keys; a single value past it is skipped (its
- * key read alone), as a record that does not verify would be, so that no
- * writer can keep us from syncing.
+ * watch from there. Values a registry writer made large (etcd takes up to
+ * its request limit) must not keep us from syncing, nor from keeping our
+ * lease: each page is sized from the bytes of the one before (PAGE_BYTES,
+ * PAGE keys at most, PAGE_FIRST first); one whose answer is still past
+ * RESP_MAX is asked again with half as many keys, and a single value past
+ * it is skipped (its key read alone), as a record that does not verify
+ * would be; the lease is kept alive between pages.
  */
 int etcd_resync(struct etcd *e)
 {
@@ -342,7 +344,7 @@ int etcd_resync(struct etcd *e)
 	uint64_t gen = ++e->sweep_gen;
 	int64_t rev = 0;
 	bool more = true;
-	int ret = 0, limit = PAGE;
+	int ret = 0, limit = PAGE_FIRST;
 	unsigned skipped = 0;
 
 	etcd_watch_stop(e);
@@ -353,8 +355,11 @@ int etcd_resync(struct etcd *e)
 	flen = strlen(start);
 	while (more && from) {
 		json_t *o = etcd_kv_body(from, flen, end, strlen(end)), *resp, *kvs, *kv;
+		uint64_t bytes = 0, next;
 		size_t i;
 
+		if (e->lease[0] && now_ns() >= e->next_keepalive_ns)
+			etcd_keepalive(e);   /* a long sync must not cost us the lease */
 		json_object_set_new(o, "limit", json_integer(limit ? limit : 1));
 		if (!limit)   /* the one key whose value is too large to read */
 			json_object_set_new(o, "keys_only", json_true());
@@ -390,13 +395,19 @@ int etcd_resync(struct etcd *e)
 		json_array_foreach(kvs, i, kv) {
 			struct parsed p;
 
+			bytes += json_string_length(json_object_get(kv, "key")) +
+				 json_string_length(json_object_get(kv, "value")) + 64;
 			if (etcd_parse_kv(e, kv, false, &p) == 0)
 				etcd_apply(e, &p, true, gen);
 		}
 		if (more)   /* the next page starts just after the last key */
 			ret = page_next(kvs, &from, &flen);
-		if (limit < PAGE)
-			limit = limit * 2 < PAGE ? limit * 2 : PAGE;
+		/* the next page: PAGE_BYTES at this page's bytes per key, at
+		 * most 4 times this one */
+		next = bytes ? (uint64_t)limit * PAGE_BYTES / bytes : PAGE;
+		if (next > 4 * (uint64_t)limit)
+			next = 4 * (uint64_t)limit;
+		limit = next < 1 ? 1 : next > PAGE ? PAGE : (int)next;
 		json_decref(resp);
 	}
 	free(from);

@@ -324,6 +324,7 @@ static void n1_reads_legit(const char *what)
 {
 	struct rd_registry r1, r2;
 	struct rd_region_rec rec, got;
+	uint64_t lost;
 	int ret;
 
 	memset(&r1, 0, sizeof(r1));
@@ -332,13 +333,16 @@ static void n1_reads_legit(const char *what)
 	assert_true(wait_ready(&r2, 15000));
 	put_legit(&r2, &rec);
 	assert_int_equal(open_reg(&r1, "n1"), 0);
-	if (!wait_ready(&r1, 15000))
+	if (!wait_ready(&r1, 20000))
 		fail_msg("a registry never got ready after %s", what);
 	ret = r1.ops->get_region(&r1, "t", "legit", &got);
+	lost = r1.stats.lease_lost;
 	r1.ops->close(&r1);
 	r2.ops->close(&r2);
 	assert_int_equal(ret, 0);
 	assert_int_equal(got.epoch, rec.epoch);
+	if (lost)   /* its records would have gone from etcd meanwhile */
+		fail_msg("n1 lost its lease (TTL 5 s) while it read %s", what);
 }
 
 /*
@@ -346,8 +350,12 @@ static void n1_reads_legit(const char *what)
  * limit is 1.5 MiB): a range page of them is past the 16 MiB answer cap.
  * Before, the range failed on every try and a starting roshmd never got
  * ready (nor one that had to read everything again): nine such keys kept
- * every node of the cluster out. Now the page is asked again with fewer
- * keys, and the registry gets ready and reads the valid record.
+ * every node of the cluster out. Then, with pages asked again with fewer
+ * keys but sized back up after each, reading 110 of them took longer than
+ * the 5 s lease, which was lost (and every record of the node with it).
+ * Now pages are sized by the bytes of the one before and the lease is kept
+ * alive between them: the registry gets ready, keeps its lease, and reads
+ * the valid record.
  */
 static void test_big_values(void **state)
 {
@@ -355,11 +363,11 @@ static void test_big_values(void **state)
 
 	(void)state;
 	prefix = "/roshm-big/v1";
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < 110; i++) {
 		snprintf(key, sizeof(key), "%s/regions/junk/big%03d", prefix, i);
 		assert_int_equal(put_kv(key, strlen(key), 1400000), 0);
 	}
-	n1_reads_legit("12 values of 1.4 MB under its prefix");
+	n1_reads_legit("110 values of 1.4 MB under its prefix");
 	prefix = PREFIX;
 }
 
