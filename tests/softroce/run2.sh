@@ -90,5 +90,12 @@ if [[ $fail = 0 ]]; then
   [[ -n "${KEEP:-}" ]] && echo "$NAME: kept $W" || rm -rf "$W"
   exit 0
 fi
-for f in "$W"/vm1.log "$W"/vm2.log "$W"/shared/*.log; do echo "---- $f ----"; cat "$f"; done
+for f in "$W"/shared/*.log "$W"/vm1.log "$W"/vm2.log; do echo "---- $f ----"; cat "$f"; done
+# last: meson keeps only the end of a long output
+echo "---- $NAME: what failed ----"
+grep -haE 'FAIL|^guest: ok' "$W/vm1.log" "$W/vm2.log" | cut -c1-160 | tail -40
+for re in "$@"; do
+  grep -qaE -- "$re" "$W/vm1.log" "$W/vm2.log" || echo "$NAME: missing in the VM consoles: $re"
+done
+echo "$NAME: kept $W"
 exit 1
