@@ -98,4 +98,11 @@ for re in "$@"; do
   grep -qaE -- "$re" "$W/vm1.log" "$W/vm2.log" || echo "$NAME: missing in the VM consoles: $re"
 done
 echo "$NAME: kept $W"
+# RUN2_RETRY (softroce_verbs_compat): once more, from a fresh boot, after a
+# failure whose cause is not known yet (docs/testing.md, "Soft-RoCE"); the
+# output above stays in the log
+if [[ -n "${RUN2_RETRY:-}" ]]; then
+  echo "$NAME: FAILED once; running it again (RUN2_RETRY)"
+  RUN2_RETRY= exec "$0" "$B" "$NAME" "$GUEST" "$@"
+fi
 exit 1
