@@ -17,7 +17,7 @@ done
 KIT=$B/softroce/kit
 mkdir -p "$KIT"
 "$here/kit.sh" "$KIT" >/dev/null || { echo "$NAME: cannot build the VM kit"; exit 1; }
-W=$B/softroce/$NAME-$$
+W=$B/softroce/$NAME-$$${RUN2_TRY:+-$RUN2_TRY}   # a second try keeps the first one's
 # The shared directory as the guests find it at boot.
 shared_init() {
   rm -rf "$W"; mkdir -p "$W/shared/registry"
@@ -103,6 +103,6 @@ echo "$NAME: kept $W"
 # output above stays in the log
 if [[ -n "${RUN2_RETRY:-}" ]]; then
   echo "$NAME: FAILED once; running it again (RUN2_RETRY)"
-  RUN2_RETRY= exec "$0" "$B" "$NAME" "$GUEST" "$@"
+  RUN2_RETRY= RUN2_TRY=2 exec "$0" "$B" "$NAME" "$GUEST" "$@"
 fi
 exit 1
