@@ -90,7 +90,7 @@ static const struct key schema[] = {
 	{ "transport.verbs.max_inline", K_INT, 0, 1024 },
 	{ "transport.verbs.connect_timeout_ms", K_INT, 10, 60000 },
 	{ "transport.verbs.ack_timeout", K_INT, 1, 31 },
-	{ "transport.verbs.retry_count", K_INT, 0, 7 },
+	{ "transport.verbs.retry_count", K_INT, 0, 6 }, /* 7: Soft-RoCE retries forever */
 	{ "txn", K_GROUP, 0, 0 },
 	{ "txn.max_inflight", K_INT, 1, 65536 },
 	{ "txn.max_per_client", K_INT, 1, 65536 },
@@ -409,7 +409,12 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->verbs_max_inline = 128;
 	cfg->verbs_connect_timeout_ms = 3000;
 	cfg->verbs_ack_timeout = 16;
-	cfg->verbs_retry_count = 7;
+	/* Not 7: Soft-RoCE (rdma_rxe) takes a retry count of 7 as "retry
+	 * forever", as the IB spec does only for the RNR retry count, so a
+	 * peer QP that went to the error state without its NAK reaching us
+	 * would hold every WR to that node for good instead of failing them
+	 * after the retries (docs/operations.md, "verbs retries") */
+	cfg->verbs_retry_count = 6;
 	cfg->txn_max_inflight = 256;
 	cfg->txn_max_per_client = 32;
 	cfg->txn_max_slot_size = 65536;

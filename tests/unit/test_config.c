@@ -217,12 +217,16 @@ static void test_verbs_keys(void **st)
 	assert_int_equal(cfg.verbs_qps_per_peer, 2);
 	assert_int_equal(cfg.verbs_sq_depth, 512);
 	assert_int_equal(cfg.verbs_port, 7472);
+	/* 6, not 7: rdma_rxe retries forever at 7 (a peer QP in error whose
+	 * NAK was lost held every WR to that node for good) */
+	assert_int_equal(cfg.verbs_retry_count, 6);
 	rd_config_free(&cfg);
 	expect_error("transport: {\n tcp: { enabled = true; advertise = \"198.18.0.1\"; };\n"
 		     " verbs: {\n enabled = true; }; };\n", 4, "one network transport");
 	expect_error("transport: { verbs: {\n sq_depth = 100; }; };\n", 2, "power of two");
 	expect_error("transport: { verbs: {\n signal_every = 200; }; };\n", 2, "sq_depth / 2");
 	expect_error("transport: { verbs: {\n qps_per_peer = 9; }; };\n", 2, "out of range");
+	expect_error("transport: { verbs: {\n retry_count = 7; }; };\n", 2, "out of range");
 	expect_error("transport: { verbs: {\n listen = \"eth0\"; }; };\n", 2,
 		     "'transport.verbs.listen': 'eth0' is not an IP address");
 	expect_error("transport: { verbs: {\n gid_index = -2; }; };\n", 2, "out of range");
