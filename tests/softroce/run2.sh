@@ -11,7 +11,7 @@ unset LD_LIBRARY_PATH
 B=$(cd "${1:?build dir}" && pwd) NAME=$2 GUEST=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
-for t in qemu-system-x86_64 busybox cpio depmod ib_read_lat rdma; do
+for t in qemu-system-x86_64 busybox cpio depmod ib_read_lat rdma gdb; do
   command -v "$t" >/dev/null || { echo "$NAME: skipped: $t missing (make deps installs it)"; exit 77; }
 done
 KIT=$B/softroce/kit

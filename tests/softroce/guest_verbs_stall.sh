@@ -1,0 +1,41 @@
+#!/bin/bash
+# A peer's QP in the error state that never told us (a responder that
+# refused a WR and whose NAK was lost): VM1 moves its inbound QPs from VM2
+# to ERR inside its roshmd (gdb calls ibv_modify_qp, stall_inbound.gdb);
+# VM2's QP stays in RTS and its next WRs get no answer. They must fail after
+# transport.verbs.retry_count retries, VM2 must connect to VM1 again, and the
+# next perftest pair must pass. Soft-RoCE retries forever at a retry count
+# of 7: every WR to VM1 then waited for good (docs/operations.md).
+n=$1
+. "$(dirname "$0")/guest_common.sh"
+guest_net "$n"
+guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
+transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
+guest_roshmd "$n"
+i=0
+pair() {   # label tool args...
+  local label=$1
+  i=$((i + 1))
+  shift
+  perf_pair $i roshm0 "$1" -F "${@:2}"
+  [ -n "$PAIR_OK" ] && say "ok: $label: $*"
+}
+pair before ib_read_lat -n 20    # VM2 and VM1 connected both ways
+if [ "$n" = 1 ]; then
+  gdb -p "$RD" -batch -x "$(dirname "$0")/stall_inbound.gdb" 2>&1 | grep '^stalled:' | sed 's/^/guest: /'
+  touch /run/shared/stalled
+else
+  for _ in $(seq 600); do [ -e /run/shared/stalled ] && break; sleep 0.1; done
+  t0=$(date +%s)
+fi
+# Its first WRs meet the dead QP: this pair fails (as an application's QP
+# does when its NIC's retries run out), after retry_count retries
+pair during ib_read_lat -n 20
+[ "$n" = 2 ] && say "the pair during the stall took $(( $(date +%s) - t0 )) s"
+pair after ib_read_lat -n 20
+if [ "$n" = 2 ]; then
+  grep -E 'connection to node vm1 lost|connected to node vm1' /run/shared/roshmd-2.log | sed 's/^/guest: vm2: /'
+  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers | sed 's/^/guest: /'
+fi
+kill -TERM $RD; wait $RD
+say "roshmd exit $?"
