@@ -99,8 +99,8 @@ for re in "$@"; do
 done
 echo "$NAME: kept $W"
 # RUN2_RETRY (softroce_verbs_compat): once more, from a fresh boot, after a
-# failure whose cause is not known yet (docs/testing.md, "Soft-RoCE"); the
-# output above stays in the log
+# failure (a NAK that Soft-RoCE lost fails the qperf test whose WR met it:
+# docs/testing.md, "Soft-RoCE"); the output above stays in the log
 if [[ -n "${RUN2_RETRY:-}" ]]; then
   echo "$NAME: FAILED once; running it again (RUN2_RETRY)"
   RUN2_RETRY= RUN2_TRY=2 exec "$0" "$B" "$NAME" "$GUEST" "$@"
