@@ -34,6 +34,7 @@ static const struct key schema[] = {
 	{ "dataplane.idle", K_STR, 0, 15 },
 	{ "dataplane.idle_spin_us", K_INT, 0, 10000000 },
 	{ "dataplane.inflight_sleep_bytes", K_INT, 0, 1ll << 40 },
+	{ "dataplane.idle_yield", K_BOOL, 0, 0 },
 	{ "dataplane.burst", K_INT, 1, 1024 },
 	{ "dataplane.share_quantum", K_INT, 1024, 1 << 20 },
 	{ "channel", K_GROUP, 0, 0 },
@@ -588,6 +589,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	}
 	GET_INT("dataplane.idle_spin_us", cfg->idle_spin_us);
 	GET_INT("dataplane.inflight_sleep_bytes", cfg->inflight_sleep_bytes);
+	if ((s = config_lookup(&lc, "dataplane.idle_yield")))
+		cfg->idle_yield = config_setting_get_bool(s);
 	GET_INT("dataplane.burst", cfg->burst);
 	GET_INT("dataplane.share_quantum", cfg->share_quantum);
 	GET_INT("channel.sq_entries", cfg->sq_entries);

@@ -47,6 +47,7 @@ struct rd_config {
 	enum rd_idle idle;
 	uint32_t idle_spin_us;
 	uint64_t inflight_sleep_bytes; /* adaptive: sleep at once with this much in the NIC (0: never) */
+	bool idle_yield;         /* adaptive: yield the CPU in each round of the idle spin */
 	uint32_t burst;
 	uint32_t share_quantum;  /* cost units a weight-1 tenant gets per round (rd_share) */
 	/* channel */

@@ -9,7 +9,8 @@
 # prefixes (PREFIX-a, PREFIX-b); without namespaces the nodes listen on
 # loopback ports TN_PORT_A and TN_PORT_B. Set them before twonode_up to run
 # beside another pair (tests do).
-# TN_EXTRA_CONF, when set, is appended to both nodes' configs (e.g. tenants).
+# TN_EXTRA_CONF, when set, is appended to both nodes' configs (e.g. tenants);
+# TN_DATAPLANE goes into their dataplane group (e.g. idle_yield = true;).
 # With TN_TELEMETRY_A=1 node-a runs with DPDK telemetry (EAL file prefix
 # $TN_PREFIX-a: dpdk-telemetry.py -f $TN_PREFIX-a); otherwise --no-telemetry.
 TN_PREFIX=${TN_PREFIX:-roshm2n}
@@ -52,7 +53,7 @@ node = "node-$n";
 socket = "$sock";
 eal = [ "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "$TN_PREFIX-$n",
         "--log-level", "lib.eal:error"$tel ];
-dataplane: { idle = "adaptive"; idle_spin_us = $spin; };
+dataplane: { idle = "adaptive"; idle_spin_us = $spin; ${TN_DATAPLANE:-} };
 registry: { backend = "file"; dir = "$dir/registry"; revalidate_ms = 500; };
 transport: { tcp: { enabled = true; listen = "$addr"; port = $port; secret_file = "$dir/cluster.secret"; }; };
 admin: { token_file = "$dir/node-$n.admin-token"; };

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,8 @@ int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	while (got < n && q->head != q->tail)
 		wc[got++] = q->wc[q->head++ & q->mask];
 	rv_unlock(c);
+	if (!got && c->yield)
+		sched_yield();
 	return got;
 }
 

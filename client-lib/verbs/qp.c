@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -761,5 +762,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	rv_qp_issue(c, q);
 	roshm_submit(c->r);   /* one doorbell for the chain */
 	rv_unlock(c);
+	if (c->yield)
+		sched_yield();
 	return ret;
 }

@@ -325,6 +325,7 @@ struct rv_ctx {
 	int sync_status;
 	uint64_t guid;
 	uint64_t ring_bytes;    /* $ROSHM_VERBS_RECV_RING, 0: by max_recv_wr */
+	bool yield;             /* $ROSHM_VERBS_YIELD: posts and empty polls yield the CPU */
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
 	pthread_t thr;
 	bool thr_on, stop;

@@ -113,6 +113,11 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	p.arena_size = e ? strtoull(e, NULL, 0) : 16ull << 20;
 	e = getenv("ROSHM_VERBS_RECV_RING");
 	c->ring_bytes = e ? strtoull(e, NULL, 0) : 0;
+	/* The application shares its CPU with roshmd's poller (a small VM):
+	 * give the poller the CPU at each post and each empty poll, where an
+	 * application spinning on a NIC's CQ would keep it (verbs-compat.md) */
+	e = getenv("ROSHM_VERBS_YIELD");
+	c->yield = e && *e && strcmp(e, "0");
 	c->r = roshm_open(&p, &err);
 	if (!c->r) {
 		free(c);

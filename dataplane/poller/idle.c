@@ -8,9 +8,12 @@
  * announces NEED_WAKEUP to every client, looks once more (W1 pairs with the
  * client's W0 in roshm_submit) and sleeps in epoll on the command eventfd,
  * the clients' wakeup sockets and the network provider's fd, for as long as
- * the transaction engine, a full CQ or a held tenant allow.
+ * the transaction engine, a full CQ or a held tenant allow. With
+ * `idle_yield` its spin gives the CPU to whatever else is runnable there
+ * (sched_yield) instead of pausing: for applications that share its CPU.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -157,8 +160,10 @@ int rd_poller_main(void *arg)
 	uint64_t idle_since = 0;
 	bool deep = false; /* this idle began with `enough` in the NIC */
 
-	RD_LOG(INFO, "poller running on lcore %u, idle policy %s, burst %u", rte_lcore_id(),
-	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive", p->cfg->burst);
+	RD_LOG(INFO, "poller running on lcore %u, idle policy %s%s, burst %u", rte_lcore_id(),
+	       p->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive",
+	       p->cfg->idle != RD_IDLE_BUSY && p->cfg->idle_yield ? " (yielding while it spins)" : "",
+	       p->cfg->burst);
 	while (!atomic_load_explicit(&p->stop, memory_order_relaxed)) {
 		atomic_store_explicit(&p->heartbeat, rte_get_timer_cycles(), memory_order_relaxed);
 		if (rd_poller_round(p)) {
@@ -179,6 +184,10 @@ int rd_poller_main(void *arg)
 		} else if (deep || now - idle_since >= spin) {
 			poller_sleep(p);
 			idle_since = 0;
+		} else if (p->cfg->idle_yield) {
+			/* a CPU shared with the applications: theirs at once,
+			 * ours again when they yield or block */
+			sched_yield();
 		} else {
 			rte_pause();
 		}

@@ -39,10 +39,13 @@ TN_PREFIX=$(th_prefix vp)
 TN_EXTRA_CONF='tenants = ( { name = "default"; token = ""; }, { name = "other"; token = "other-token"; } );
 limits: { max_grants = 80; };'
 export VERBS_CHECK_MAX_GRANTS=80
+# pollers that spin 200 us after work, yielding their CPU meanwhile (the
+# ROSHM_VERBS_YIELD pairs below share it with them)
+TN_DATAPLANE='idle_yield = true;'
 srv=
 trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
-twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
+twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
 va="env $pre ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
 vb="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
 # verbs_check is built with the rest (instrumented in an ASan build): no preload
@@ -81,6 +84,15 @@ run_pair ib_send_lat -n 200 -s 4096
 run_pair ib_send_bw -n 200
 run_pair ib_send_lat -n 200 -e
 run_pair ib_send_bw -n 200 -e
+# An application that shares the poller's CPU (docs/verbs-compat.md): both
+# sides on the last CPU, the pollers' (lcore from the affinity), yielding at
+# each post and empty poll as the pollers do while they spin
+va0=$va vb0=$vb cpu=$(( $(nproc) - 1 ))
+va="$va ROSHM_VERBS_YIELD=1 taskset -c $cpu" vb="$vb ROSHM_VERBS_YIELD=1 taskset -c $cpu"
+run_pair ib_write_lat -n 200
+run_pair ib_read_lat -n 200
+run_pair ib_send_bw -n 200
+va=$va0 vb=$vb0
 
 # qperf: the server in node a, the client in node b; -vvs prints any error count
 bg_a $va qperf >"$d/qperf.server" 2>&1

@@ -69,12 +69,15 @@ static void test_defaults_and_values(void **st)
 	assert_int_equal(cfg.max_handles, 1024);
 	assert_int_equal(cfg.max_grants, ROSHM_GRANTS_MAX);
 	assert_true(cfg.inflight_sleep_bytes == 0); /* spin idle_spin_us, as before */
+	assert_false(cfg.idle_yield);
 	rd_config_free(&cfg);
 	assert_int_equal(load("limits: { max_grants = 80; };\n", &cfg, err, sizeof(err)), 0);
 	assert_int_equal(cfg.max_grants, 80);
 	rd_config_free(&cfg);
-	assert_int_equal(load("dataplane: { inflight_sleep_bytes = 65536; };\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(load("dataplane: { inflight_sleep_bytes = 65536; idle_yield = true; };\n", &cfg,
+			      err, sizeof(err)), 0);
 	assert_true(cfg.inflight_sleep_bytes == 65536);
+	assert_true(cfg.idle_yield);
 	rd_config_free(&cfg);
 	assert_int_equal(load("node = \"n1\";\ndataplane: { idle = \"busy\"; burst = 64; };\n"
 			      "channel: { arena_size = 8388608; };\n"
