@@ -12,11 +12,18 @@ TRIALS=${TRIALS:-3}
 guest_net "$n"
 # Both sides post work in the ping-pong tests: both pollers spin while work is
 # in flight and 5 ms after (longer than a round trip under TCG), as perftest
-# itself spins.
+# itself spins, yielding their CPU meanwhile (idle_yield).
 # BENCH_DATAPLANE (run2.sh) replaces the dataplane group, to try another
 # idle policy by hand
-DP='dataplane: { idle = "adaptive"; idle_spin_us = 5000; inflight_sleep_bytes = 65536; };'
+DP='dataplane: { idle = "adaptive"; idle_spin_us = 5000; inflight_sleep_bytes = 65536; idle_yield = true; };'
 [ -s /run/shared/dataplane ] && DP=$(cat /run/shared/dataplane)
+# perftest on roshm0 runs on the poller's CPU (lcore 1 is CPU 1) and yields
+# to it at each post and empty poll (ROSHM_VERBS_YIELD), as the poller
+# yields to perftest while it spins idle (idle_yield): one CPU of each VM
+# spins, as natively, and the other is the kernel's (docs/performance.md).
+# BENCH_ROSHM0_WRAP (run2.sh) replaces it ("": perftest anywhere, no yield)
+ROSHM0_WRAP=(ROSHM_VERBS_YIELD=1 taskset -c 1)
+[ -e /run/shared/roshm0_wrap ] && read -ra ROSHM0_WRAP < /run/shared/roshm0_wrap
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
 '"$DP"'
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'

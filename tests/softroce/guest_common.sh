@@ -72,7 +72,10 @@ perf_pair() {
   local i=$1 dev=$2 name=$3 rc s
   shift 3
   local run=(timeout 240)
-  [ "$dev" = roshm0 ] && run=(env LD_LIBRARY_PATH="$B/client-lib/verbs" ROSHM_SOCK=/run/roshm/roshmd.sock timeout 240)
+  # ROSHM0_WRAP (an array): what else runs the tool on roshm0 (the bench:
+  # on the poller's CPU, yielding to it)
+  [ "$dev" = roshm0 ] && run=(env LD_LIBRARY_PATH="$B/client-lib/verbs" ROSHM_SOCK=/run/roshm/roshmd.sock
+                              "${ROSHM0_WRAP[@]}" timeout 240)
   PAIR_OK=
   if [ "$n" = 1 ]; then
     "${run[@]}" "$name" -d "$dev" -p $((18600 + i)) "$@" > "/run/shared/srv.$i" 2>&1 &

@@ -26,6 +26,7 @@ shared_init() {
   [[ -n "${BENCH_JSON:-}" && -f "$BENCH_JSON" ]] && cp "$BENCH_JSON" "$W/shared/bench.json"
   # BENCH_DATAPLANE: a dataplane group for guest_bench_verbs_compat.sh (by hand)
   [[ -n "${BENCH_DATAPLANE:-}" ]] && printf '%s\n' "$BENCH_DATAPLANE" > "$W/shared/dataplane"
+  [[ -n "${BENCH_ROSHM0_WRAP+set}" ]] && printf '%s\n' "$BENCH_ROSHM0_WRAP" > "$W/shared/roshm0_wrap"
   head -c 32 /dev/urandom | base64 > "$W/shared/secret"
 }
 port=$((24000 + 2 * ($$ % 500)))   # and port+1 (a UDP netdev)
