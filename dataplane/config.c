@@ -410,11 +410,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->verbs_max_inline = 128;
 	cfg->verbs_connect_timeout_ms = 3000;
 	cfg->verbs_ack_timeout = 16;
-	/* Not 7: Soft-RoCE (rdma_rxe) takes a retry count of 7 as "retry
-	 * forever", as the IB spec does only for the RNR retry count, so a
-	 * peer QP that went to the error state without its NAK reaching us
-	 * would hold every WR to that node for good instead of failing them
-	 * after the retries (docs/operations.md, "verbs retries") */
+	/* not 7: rdma_rxe retries forever at 7 (operations.md, "verbs retries") */
 	cfg->verbs_retry_count = 6;
 	cfg->txn_max_inflight = 256;
 	cfg->txn_max_per_client = 32;
