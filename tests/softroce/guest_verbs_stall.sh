@@ -28,9 +28,9 @@ else
   for _ in $(seq 600); do [ -e /run/shared/stalled ] && break; sleep 0.1; done
   t0=$(date +%s)
 fi
-# Its first WRs meet the dead QP and fail after retry_count retries: the
-# pair fails, as an application's QP does when its NIC's retries run out,
-# or passes (libroshm-verbs looks up an rkey again after a failed READ)
+# WRs to VM1 meet the dead QP and fail after retry_count retries: this pair
+# may fail (as an application's QP does when its NIC's retries run out) or
+# pass, by which of its operations were in flight then; not checked
 pair during ib_read_lat -n 20
 [ "$n" = 2 ] && say "the pair during the stall took $(( $(date +%s) - t0 )) s"
 pair after ib_read_lat -n 20
