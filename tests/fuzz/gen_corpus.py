@@ -124,6 +124,8 @@ put('config', 'verbs_vf_list', 'transport: { verbs: { enabled = true; }; };\n'
 put('config', 'verbs_vf_missing', 'transport: { verbs: { enabled = true; }; };\n\0PCIDEVICE_X=0000:3b:02.2')
 put('config', 'tenants_admin', 'tenants = ( { name = "default"; token = "t0k"; }, { name = "b"; token = "x"; } );\n'
     'admin: { uids = [ 0, 1000 ]; };\n')
+put('config', 'idle_yield', 'dataplane: { idle = "adaptive"; idle_spin_us = 5000; idle_yield = true; };\n'
+    'transport: { verbs: { enabled = true; retry_count = 6; ack_timeout = 16; }; };\n')
 put('config', 'etcd', 'registry: { backend = "etcd"; endpoints = "http://127.0.0.1:2379"; lease_ttl = 2; };\n')
 put('config', 'eal_args', 'eal = [ "--no-huge", "-m", "128", "--file-prefix", "x" ];\n'
     'dataplane: { lcore = 1; idle = "busy"; burst = 4; };\n')
