@@ -117,6 +117,8 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 			json_object_set_new(o, "endpoint", json_string(ctl->endpoint));
 		json_object_set_new(o, "idle", json_string(ctl->cfg->idle == RD_IDLE_BUSY ? "busy" : "adaptive"));
 		json_object_set_new(o, "socket", json_string(ctl->cfg->socket));
+		if (!tenant && ctl->poller->net && ctl->poller->net->cp->status_json)
+			ctl->poller->net->cp->status_json(ctl, o);
 		return o;
 	}
 	if (!strcmp(cmd, "clients")) {

@@ -166,6 +166,8 @@ struct rd_provider_cp_ops {
 	void (*epoll_event)(struct rd_control *ctl, void *tag, uint32_t events);
 	/* Every control turn: its own deadlines (handshakes). */
 	void (*timer)(struct rd_control *ctl, uint64_t now_ns);
+	/* Its part of the admin "status" JSON (the device's state), or NULL. */
+	void (*status_json)(struct rd_control *ctl, struct json_t *o);
 };
 
 struct rd_provider {

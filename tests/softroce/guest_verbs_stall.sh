@@ -34,6 +34,28 @@ fi
 pair during ib_read_lat -n 20
 [ "$n" = 2 ] && say "the pair during the stall took $(( $(date +%s) - t0 )) s"
 pair after ib_read_lat -n 20
+# Then VM1's link goes down for 3 s and comes back: its roshmd reads the
+# device's async events (verbs_async.c), logs both, and shows the port in
+# `roshmctl status`; the connections outlive the flap (nothing was in
+# flight) and the next pair passes.
+port_state() {   # label: the "verbs" part of roshmctl status
+  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock -j status |
+    python3 -c 'import json, sys; d = json.load(sys.stdin)["verbs"]
+print("guest: %s: port_state:%s port_downs:%d" % (sys.argv[1], d["port_state"], d["port_downs"]))' "$1"
+}
+if [ "$n" = 1 ]; then
+  ip link set eth0 down
+  sleep 3
+  port_state down
+  ip link set eth0 up
+  for _ in $(seq 100); do grep -q 'port 1 is up' /run/shared/roshmd-1.log && break; sleep 0.1; done
+  grep -E 'port 1 is (down|up)' /run/shared/roshmd-1.log | sed 's/^/guest: vm1: /'
+  port_state up
+  touch /run/shared/flapped
+else
+  for _ in $(seq 1200); do [ -e /run/shared/flapped ] && break; sleep 0.1; done
+fi
+pair "after the flap" ib_read_lat -n 20
 if [ "$n" = 2 ]; then
   grep -E 'connection to node vm1 lost|connected to node vm1' /run/shared/roshmd-2.log | sed 's/^/guest: vm2: /'
   "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers | sed 's/^/guest: /'

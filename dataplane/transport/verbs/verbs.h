@@ -140,11 +140,23 @@ struct rd_verbs_ctl {
 	struct rd_vin *inbound;
 	struct ibv_comp_channel *comp;
 	bool atomic_glob;             /* the NIC's atomics are atomic with the CPU's */
+	/* the device's async events (verbs_async.c) */
+	union ibv_gid gid;            /* ours at start (gid_index) */
+	uint64_t async_events;        /* every one read */
+	uint64_t port_downs;          /* IBV_EVENT_PORT_ERR on our port */
+	uint64_t qp_errors;           /* QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, CQ_ERR */
+	bool port_down;               /* our port: down since its last PORT_ERR */
+	bool device_fatal;
 };
 
 int rd_verbs_ctl_init(struct rd_control *ctl, char *endpoint, size_t eplen);
 void rd_verbs_ctl_fini(struct rd_control *ctl);
 void rd_verbs_cm_events(struct rd_control *ctl);
+/* verbs_async.c: the CM channel and the device's async fd in the control
+ * thread's epoll; what either has to say (CM events, async events) */
+int rd_verbs_events_init(struct rd_control *ctl);
+void rd_verbs_epoll_event(struct rd_control *ctl, void *tag, uint32_t events);
+void rd_verbs_status_json(struct rd_control *ctl, struct json_t *o);
 /* Start connecting @p's QPs (CM events drive it; rd_peers_dial_done tells
  * the outcome). 0 started or -errno. */
 int rd_verbs_dial(struct rd_control *ctl, struct rd_peer *p);

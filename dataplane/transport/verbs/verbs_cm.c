@@ -782,12 +782,10 @@ void rd_verbs_dial_abort(struct rd_control *ctl, struct rd_peer *p)
 
 static int verbs_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *endpoint, size_t len)
 {
-	static struct rd_ep_tag cm_tag = { RD_EP_PROVIDER };
 	int ret = rd_verbs_ctl_init(ctl, endpoint, len);
 
-	if (ret)
+	if (ret || (ret = rd_verbs_events_init(ctl)))
 		return ret;
-	rd_control_epoll_add(ctl, VCTL->ch->fd, &cm_tag);
 	/* Atomics of this node's pods and transaction engine on its own
 	 * regions must be serialized with the peers' NIC atomics: unless the
 	 * NIC's atomics are atomic with the CPU's (IBV_ATOMIC_GLOB), they go
@@ -836,13 +834,6 @@ static void verbs_unreg_region_op(struct rd_control *ctl, struct rd_region *rg)
 {
 	(void)ctl;
 	rd_verbs_unreg_region(rg);
-}
-
-static void verbs_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
-{
-	(void)tag;
-	(void)events;
-	rd_verbs_cm_events(ctl);
 }
 
 static void verbs_peer_json(struct rd_control *ctl, const struct rd_peer *p, json_t *o)
@@ -894,7 +885,8 @@ const struct rd_provider_cp_ops rd_verbs_cp_ops = {
 	.unreg_client = rd_verbs_unreg_client,
 	.reg_region = rd_verbs_reg_region,
 	.unreg_region = verbs_unreg_region_op,
-	.epoll_event = verbs_epoll_event,
+	.epoll_event = rd_verbs_epoll_event,
+	.status_json = rd_verbs_status_json,
 	.peer_json = verbs_peer_json,
 	.peer_stats = verbs_peer_stats,
 };
