@@ -22,6 +22,9 @@ if [ "$n" = 1 ]; then
   timeout 500 "$SR" doomer & d=$!
   wait $d; say "doomer exit $?"
   wait $v; say "vowner exit $?"
+  # the device's async events about QPs the NIC moved to the error state
+  # (verbs_async.c), if Soft-RoCE raised any: shown, not checked
+  grep -E 'the NIC moved it' "/run/shared/roshmd-$n.log" | head -3 | sed 's/^/guest: vm1: /'
 else
   for _ in $(seq 600); do [ -e /run/shared/vic.ready ] && break; sleep 0.1; done
   ROSHM_TENANT=blue ROSHM_TOKEN=blue-token-0123456789 timeout 500 "$SR" victim & v=$!
