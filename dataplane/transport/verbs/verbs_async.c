@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include <jansson.h>
 
@@ -34,10 +35,12 @@ int rd_verbs_events_init(struct rd_control *ctl)
 {
 	struct rd_verbs_ctl *v = VCTL;
 	int fl = fcntl(v->ctx->async_fd, F_GETFL);
+	struct ibv_port_attr pa;
 
 	if (fl < 0 || fcntl(v->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    ibv_query_gid(v->ctx, v->port, v->gid_index, &v->gid))
+	    ibv_query_gid(v->ctx, v->port, v->gid_index, &v->gid) || ibv_query_port(v->ctx, v->port, &pa))
 		return errno ? -errno : -EIO;
+	v->port_down = pa.state != IBV_PORT_ACTIVE;
 	rd_control_epoll_add(ctl, v->ch->fd, &cm_tag);
 	rd_control_epoll_add(ctl, v->ctx->async_fd, &async_tag);
 	return 0;
@@ -130,14 +133,29 @@ static void one_event(struct rd_control *ctl, struct rd_verbs_ctl *v, const stru
 	}
 }
 
-static void async_events(struct rd_control *ctl)
+static void async_events(struct rd_control *ctl, uint32_t events)
 {
 	struct rd_verbs_ctl *v = VCTL;
 	struct ibv_async_event ev;
+	int i;
 
+	if (!v)
+		return;
 	/* a bounded batch: the control thread has other fds to serve; the fd
 	 * stays readable for what is left */
-	for (int i = 0; v && i < 64 && ibv_get_async_event(v->ctx, &ev) == 0; i++) {
+	for (i = 0; i < 64; i++) {
+		if (ibv_get_async_event(v->ctx, &ev)) {
+			/* A device gone for good may leave the fd readable (or
+			 * hung up) with nothing to read: stop watching it rather
+			 * than spin the control thread on it. */
+			if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
+			    (!i && (events & (EPOLLERR | EPOLLHUP)))) {
+				RD_LOG(ERR, "verbs: %s: reading its async events: %s; no more are read",
+				       v->dev, errno == EAGAIN ? "hung up" : strerror(errno));
+				rd_control_epoll_del(ctl, v->ctx->async_fd);
+			}
+			return;
+		}
 		one_event(ctl, v, &ev);
 		ibv_ack_async_event(&ev);
 	}
@@ -145,9 +163,8 @@ static void async_events(struct rd_control *ctl)
 
 void rd_verbs_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 {
-	(void)events;
 	if (tag == &async_tag)
-		async_events(ctl);
+		async_events(ctl, events);
 	else
 		rd_verbs_cm_events(ctl);
 }
