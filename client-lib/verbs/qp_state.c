@@ -39,13 +39,22 @@ static void qp_free(struct rv_qp *q)
 RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
 	struct rv_ctx *c = to_ctx(pd->context);
+	struct rv_srq *srq = (struct rv_srq *)a->srq;
 	struct rv_qp *q;
 	uint32_t n, rn;
 	int ret;
 
-	if (a->qp_type != IBV_QPT_RC || a->srq) {
+	if (a->qp_type != IBV_QPT_RC) {
 		errno = EOPNOTSUPP;
 		return NULL;
+	}
+	if (srq) {   /* its receive queue: the SRQ's (srq.c) */
+		if (srq->srq.context != pd->context) {
+			errno = EINVAL;
+			return NULL;
+		}
+		a->cap.max_recv_wr = 0;
+		a->cap.max_recv_sge = 0;
 	}
 	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
 	    a->cap.max_recv_wr > RV_MAX_WR || a->cap.max_send_sge > RV_MAX_SGE ||
@@ -54,14 +63,14 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		return NULL;
 	}
 	n = pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
-	rn = pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
+	rn = srq ? 1 : pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	q->sge_stride = a->cap.max_send_sge ? a->cap.max_send_sge : 1;
-	q->rsge_stride = a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
+	q->rsge_stride = srq ? srq->max_sge : a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
 	q->swr = calloc(n, sizeof(*q->swr));
 	q->sge = calloc((size_t)n * q->sge_stride, sizeof(*q->sge));
 	q->inl = malloc((size_t)n * RV_MAX_INLINE);
@@ -89,7 +98,8 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	rv_lock(c);
-	ret = rv_ring_create(c, q, a->cap.max_recv_wr);   /* also draws the QPN */
+	/* also draws the QPN; with an SRQ, sized as for its max_wr */
+	ret = rv_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);
@@ -98,6 +108,10 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
 		return NULL;
 	}
+	q->srq = srq;
+	q->qp.srq = a->srq;
+	if (srq)
+		srq->nqps++;
 	q->next = c->qps;
 	c->qps = q;
 	rv_unlock(c);
@@ -260,6 +274,8 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
+	if (q->srq)
+		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */
 	rv_unlock(c);
 	qp_free(q);
 	return 0;

@@ -8,8 +8,9 @@
  *   exist; rpoll / rselect on ordinary descriptors are poll / select, which
  *   is what librdmacm does for them (rping's and ucmatose's common code
  *   calls rpoll); every other r* call names no rsocket: EBADF.
- * - Multicast and shared receive queues: EOPNOTSUPP (UD and SRQ do not
- *   exist on roshm0).
+ * - Multicast and rdma_create_srq[_ex]: EOPNOTSUPP (UD does not exist on
+ *   roshm0; an application makes its SRQ with ibv_create_srq and passes it
+ *   in rdma_create_qp's attributes).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -115,13 +115,6 @@ void rv_rq_flush(struct rv_qp *q)
 		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, false);
 }
 
-int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
-{
-	(void)srq;
-	*bad = wr;
-	return EOPNOTSUPP;   /* no SRQ can be created */
-}
-
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rv_ctx *c = to_ctx(qp->context);
@@ -129,7 +122,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 	int ret = 0;
 
 	rv_lock(c);
-	if (qp->state == IBV_QPS_RESET) {
+	if (qp->state == IBV_QPS_RESET || q->srq) {   /* an SRQ's QP: ibv_post_srq_recv */
 		*bad = wr;
 		rv_unlock(c);
 		return EINVAL;
@@ -227,7 +220,7 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 	if (!n || q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
 		return;
 	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
-	while (q->rq_head != q->rq_tail) {
+	while (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail)) {
 		uint32_t at = (uint32_t)(q->ring_cons & (n - 1));
 		uint32_t ra = q->rq_head & q->rq_mask;
 		struct rv_rwr *r = &q->rwr[ra];
@@ -236,6 +229,10 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		/* Acquire pairs with the sender's CAS, which roshmd executes
 		 * after the fragment's WRITE (same connection, in order). */
 		if (__atomic_load_n(&slots[at].tag, __ATOMIC_ACQUIRE) != q->ring_cons + 1)
+			break;
+		/* a fragment is here: an SRQ's QP takes a RECV for it now,
+		 * not before (the others' messages may need them) */
+		if (q->rq_head == q->rq_tail && !rv_srq_take(q))
 			break;
 		memcpy(&f, &slots[at], sizeof(f));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
@@ -281,6 +278,7 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 /* Could a message arriving now complete a RECV of this QP? (notifier) */
 bool rv_ring_ready(const struct rv_qp *q)
 {
-	return q->ring_n && q->rq_head != q->rq_tail && q->qp.state >= IBV_QPS_RTR &&
+	return q->ring_n && (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail)) &&
+	       q->qp.state >= IBV_QPS_RTR &&
 	       q->qp.state != IBV_QPS_ERR;
 }

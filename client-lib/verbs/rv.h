@@ -63,6 +63,7 @@ static inline void rv_dma_copy(void *dst, const void *src, size_t n)
 #define RV_RKEY_CACHE 64
 #define RV_MAX_INLINE 256
 #define RV_MAX_WR 4096
+#define RV_MAX_SRQ_WR 16384
 #define RV_MAX_SGE 16
 /* An arena slot holds a 64 KiB message and its fragment header. */
 #define RV_SLOT_TARGET (68u * 1024)
@@ -235,6 +236,15 @@ struct rv_rwr {
 	bool bad;               /* an SGE outside its MR: LOC_PROT_ERR when used */
 };
 
+struct rv_srq {
+	struct ibv_srq srq;
+	struct rv_rwr *rwr;
+	struct ibv_sge *rsge;   /* max_sge per WR */
+	uint32_t mask, head, tail;
+	uint32_t max_wr, max_sge, limit;
+	uint32_t nqps;          /* QPs that use it (destroy: EBUSY) */
+};
+
 struct rv_qp {
 	struct ibv_qp qp;
 	struct rv_qp *next;     /* the context's QPs */
@@ -255,7 +265,8 @@ struct rv_qp {
 	uint32_t inflight;      /* SQEs of this QP in roshmd (credit reads too) */
 	uint32_t data_inflight; /* RDMA WRITE and atomic SQEs: publications wait for them */
 
-	/* receive queue */
+	/* receive queue (with an SRQ: the one RECV taken from it, srq.c) */
+	struct rv_srq *srq;
 	struct rv_rwr *rwr;
 	struct ibv_sge *rsge;   /* cap.max_recv_sge per WR */
 	uint32_t rq_mask, rq_head, rq_tail;
@@ -408,6 +419,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 void rv_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_rq_flush(struct rv_qp *q);
+bool rv_srq_take(struct rv_qp *q);
 bool rv_ring_ready(const struct rv_qp *q);
 
 /* cq.c */

@@ -39,20 +39,6 @@ RV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
 	return EOPNOTSUPP;
 }
 
-/* Shared receive queues: no receive side in this slice. */
-RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
-{
-	(void)pd, (void)a;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
-{
-	(void)srq;
-	return EOPNOTSUPP;
-}
-
 RV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp, (void)gid, (void)lid;

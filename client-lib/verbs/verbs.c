@@ -204,6 +204,9 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_cqe = 65536;
 	a->max_mr = 4096;
 	a->max_pd = 4096;
+	a->max_srq = 4096;
+	a->max_srq_wr = RV_MAX_SRQ_WR;
+	a->max_srq_sge = RV_MAX_SGE;
 	a->max_qp_rd_atom = 16;
 	a->max_qp_init_rd_atom = 16;
 	a->max_res_rd_atom = 4096;

@@ -65,6 +65,9 @@ run_pair() {   # name args...
   wait "$srv"; local rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/$name.server"; fail "$name server exited $rc"; }
   grep -E '^ +[0-9]+ +[0-9]+ ' "$d/$name.client" || { cat "$d/$name.client"; fail "$name printed no result line"; }
+  # --use-srq: the server's RECVs went to an SRQ (perftest says so)
+  [[ " $* " != *" --use-srq "* ]] || grep -qE 'SRQ +: ON' "$d/$name.server" ||
+    { cat "$d/$name.server"; fail "$name: the server did not use an SRQ"; }
   echo "ok: $name $*"
 }
 
@@ -84,6 +87,10 @@ run_pair ib_send_lat -n 200 -s 4096
 run_pair ib_send_bw -n 200
 run_pair ib_send_lat -n 200 -e
 run_pair ib_send_bw -n 200 -e
+# shared receive queues (srq.c): one SRQ for the server's QPs, and 4 QPs on it
+run_pair ib_send_lat -n 200 --use-srq
+run_pair ib_send_bw -n 200 --use-srq
+run_pair ib_send_bw -n 200 -q 4 -s 8192 --use-srq
 # An application that shares the poller's CPU (docs/verbs-compat.md): both
 # sides on the last CPU, the pollers' (lcore from the affinity), yielding at
 # each post and empty poll as the pollers do while they spin

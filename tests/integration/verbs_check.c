@@ -538,6 +538,117 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 	       "error state flushes\n");
 }
 
+/*
+ * A shared receive queue (srq.c) in one process: two senders, each connected
+ * to its own receiver QP on one SRQ, send a message at once (150000 bytes:
+ * fragments, through 64 KiB rings); each takes one RECV of the SRQ (two
+ * SGEs) whole, whatever the other does meanwhile, and completes on its own
+ * QP. A receiver in the
+ * error state leaves the SRQ's other RECVs to the other QP. Plus the calls
+ * that must refuse: ibv_post_recv on an SRQ's QP, destroying a used SRQ,
+ * resizing it, a limit above max_wr.
+ */
+static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	const uint32_t len = 150000, half = 1000, bsz = 262144;   /* fragments: the rings hold 64 KiB */
+	struct ibv_cq *cq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 2 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	uint8_t *buf = pages(6 * (size_t)bsz);   /* 2 send buffers, 4 receive buffers */
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 6 * (size_t)bsz, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_qp *r[2], *snd[2];
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	struct ibv_recv_wr rw, *bad;
+	struct ibv_srq_attr qa;
+	struct ibv_sge sg[2];
+	struct ibv_wc wc;
+	int got[2] = { 0, 0 }, n;
+
+	if (!cq || !srq || !mr)
+		die("srq: cq, srq or mr");
+	for (int i = 0; i < 2; i++) {
+		if (!(r[i] = ibv_create_qp(pd, &ia)))
+			die("srq: ibv_create_qp on an SRQ");
+		snd[i] = mkqp(pd, cq, cq, 4, 1, 1);
+		connect_qp(snd[i], r[i]->qp_num, 1, 7);
+		connect_qp(r[i], snd[i]->qp_num, 1, 7);
+		fill(buf + (size_t)i * bsz, len, 0, 70 + i);
+	}
+	if (ia.cap.max_recv_wr || ia.cap.max_recv_sge)
+		die("srq: a QP on an SRQ reported a receive queue of its own");
+	sg[0] = (struct ibv_sge){ (uintptr_t)(buf + 2 * bsz), half, mr->lkey };
+	rw = (struct ibv_recv_wr){ .wr_id = 1, .sg_list = sg, .num_sge = 1 };
+	if (ibv_post_recv(r[0], &rw, &bad) != EINVAL)
+		die("srq: ibv_post_recv on a QP of an SRQ did not fail with EINVAL");
+	for (int i = 0; i < 3; i++) {   /* RECVs 100..102: 1000 bytes, then the rest */
+		uint8_t *b = buf + (size_t)(2 + i) * bsz;
+
+		memset(b, 0xee, bsz);
+		sg[0] = (struct ibv_sge){ (uintptr_t)b, half, mr->lkey };
+		sg[1] = (struct ibv_sge){ (uintptr_t)(b + half), bsz - half, mr->lkey };
+		rw = (struct ibv_recv_wr){ .wr_id = 100 + (uint64_t)i, .sg_list = sg, .num_sge = 2 };
+		if (ibv_post_srq_recv(srq, &rw, &bad))
+			die("srq: ibv_post_srq_recv");
+	}
+	for (int i = 0; i < 2; i++) {
+		sg[0] = (struct ibv_sge){ (uintptr_t)(buf + (size_t)i * bsz), len, mr->lkey };
+		post2(snd[i], IBV_WR_SEND, 10 + (uint64_t)i, sg, 1, 0, 0, 0, 0);
+	}
+	for (n = 0; n < 4; n++) {   /* 2 SENDs, 2 RECVs, in any order */
+		wc = wait_wc(cq);
+		if (wc.status != IBV_WC_SUCCESS)
+			die_wc("srq: completion", &wc);
+		if (wc.wr_id == 10 || wc.wr_id == 11)
+			continue;
+		int who = wc.qp_num == r[0]->qp_num ? 0 : wc.qp_num == r[1]->qp_num ? 1 : -1;
+
+		if (wc.wr_id < 100 || wc.wr_id > 101 || who < 0 || got[who] || wc.opcode != IBV_WC_RECV ||
+		    wc.byte_len != len || wc.src_qp != snd[who]->qp_num)
+			die_wc("srq: RECV completion (wr_id 100 or 101, on the QP its sender is connected to)", &wc);
+		got[who] = 1;
+		check_bytes(buf + (size_t)(2 + wc.wr_id - 100) * bsz, len, 0, 70 + (uint32_t)who,
+			    "srq: a message in an SRQ's RECV");
+	}
+	if (ibv_query_srq(srq, &qa) || qa.max_wr < 8 || qa.max_sge != 2 || qa.srq_limit)
+		die("srq: ibv_query_srq");
+	qa.srq_limit = 2;
+	if (ibv_modify_srq(srq, &qa, IBV_SRQ_LIMIT) || ibv_query_srq(srq, &qa) || qa.srq_limit != 2)
+		die("srq: ibv_modify_srq (limit)");
+	qa.srq_limit = 9;
+	if (ibv_modify_srq(srq, &qa, IBV_SRQ_LIMIT) != EINVAL)
+		die("srq: a limit above max_wr was taken");
+	qa.max_wr = 16;
+	if (ibv_modify_srq(srq, &qa, IBV_SRQ_MAX_WR) != EINVAL)
+		die("srq: a resize was taken (no IBV_DEVICE_SRQ_RESIZE)");
+	if (ibv_destroy_srq(srq) != EBUSY)
+		die("srq: an SRQ that QPs use was destroyed");
+	/* r[0] in error flushes nothing of the SRQ: RECV 102 goes to r[1] */
+	if (ibv_modify_qp(r[0], &err, IBV_QP_STATE))
+		die("srq: modify_qp ERR");
+	if (ibv_poll_cq(cq, 1, &wc) != 0)
+		die_wc("srq: a completion after a QP of the SRQ went to the error state", &wc);
+	sg[0] = (struct ibv_sge){ (uintptr_t)(buf + bsz), len, mr->lkey };
+	post2(snd[1], IBV_WR_SEND, 12, sg, 1, 0, 0, 0, 0);
+	for (n = 0; n < 2; n++) {
+		wc = wait_wc(cq);
+		if (wc.status != IBV_WC_SUCCESS || (wc.wr_id != 12 && (wc.wr_id != 102 ||
+		    wc.qp_num != r[1]->qp_num || wc.byte_len != len)))
+			die_wc("srq: the SRQ's last RECV, on the QP still connected", &wc);
+	}
+	check_bytes(buf + 4 * (size_t)bsz, len, 0, 71, "srq: the message after the other QP's error");
+	for (int i = 0; i < 2; i++)
+		if (ibv_destroy_qp(r[i]) || ibv_destroy_qp(snd[i]))
+			die("srq: destroy_qp");
+	if (ibv_destroy_srq(srq) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
+		die("srq: release");
+	free(buf);
+	printf("verbs_check server: an SRQ shared by two QPs: two fragmented messages at once, "
+	       "each whole in its RECV and on its QP; a QP in error leaves the SRQ's RECVs; "
+	       "post_recv, destroy in use, resize and a limit above max_wr refused\n");
+}
+
 /* @q to RTS with @dest; 0, or ibv_modify_qp's error at RTR. */
 static int rts_to(struct ibv_qp *q, uint32_t dest)
 {
@@ -883,6 +994,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	}
 	hostile(ctx, pd, rmr, rb, qa->qp_num, smr, amr, sbuf);
 	loopback(ctx, pd, rmr, rb);
+	srq_check(ctx, pd);
 	zero_copy(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||

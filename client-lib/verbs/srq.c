@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: shared receive queues. An SRQ holds RECVs that any of its
+ * QPs may take. Messages still arrive in each QP's own inbound ring
+ * (recv.c); when a QP whose receive queue is an SRQ finds a fragment that
+ * starts a message and holds no RECV, it takes the SRQ's oldest one into
+ * its own one-entry queue (rv_srq_take) and delivers into it as into a
+ * RECV of its own, until the message's last fragment completes it. So a
+ * message that spans fragments keeps its RECV while other QPs of the SRQ
+ * take theirs, and a QP that goes to the error state flushes only the RECV
+ * it took (on a NIC the SRQ's other RECVs stay too).
+ *
+ * Not provided: the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED; the limit
+ * is kept and queried, no event fires), resizing (max_wr), XRC SRQs and
+ * ibv_create_srq_ex.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv.h"
+
+RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct rv_srq *s;
+	uint32_t n;
+
+	if (!pd || !a || !a->attr.max_wr || a->attr.max_wr > RV_MAX_SRQ_WR || a->attr.max_sge > RV_MAX_SGE ||
+	    a->attr.srq_limit > a->attr.max_wr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	n = 1;
+	while (n < a->attr.max_wr)
+		n <<= 1;
+	s->max_sge = a->attr.max_sge ? a->attr.max_sge : 1;
+	s->rwr = calloc(n, sizeof(*s->rwr));
+	s->rsge = calloc((size_t)n * s->max_sge, sizeof(*s->rsge));
+	if (!s->rwr || !s->rsge) {
+		free(s->rwr);
+		free(s->rsge);
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->mask = n - 1;
+	s->max_wr = a->attr.max_wr;
+	s->limit = a->attr.srq_limit;
+	s->srq.context = pd->context;
+	s->srq.srq_context = a->srq_context;
+	s->srq.pd = pd;
+	pthread_mutex_init(&s->srq.mutex, NULL);
+	pthread_cond_init(&s->srq.cond, NULL);
+	a->attr.max_sge = s->max_sge;
+	return &s->srq;
+}
+
+RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
+{
+	struct rv_ctx *c = to_ctx(srq->context);
+	struct rv_srq *s = (struct rv_srq *)srq;
+
+	rv_lock(c);
+	if (s->nqps) {
+		rv_unlock(c);
+		return EBUSY;   /* a QP still uses it, as on a NIC */
+	}
+	rv_unlock(c);
+	pthread_mutex_destroy(&srq->mutex);
+	pthread_cond_destroy(&srq->cond);
+	free(s->rwr);
+	free(s->rsge);
+	free(s);
+	return 0;
+}
+
+RV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *a, int mask)
+{
+	struct rv_ctx *c = to_ctx(srq->context);
+	struct rv_srq *s = (struct rv_srq *)srq;
+
+	if (mask & ~IBV_SRQ_LIMIT)
+		return EINVAL;   /* IBV_SRQ_MAX_WR: no IBV_DEVICE_SRQ_RESIZE */
+	rv_lock(c);
+	if ((mask & IBV_SRQ_LIMIT) && a->srq_limit > s->max_wr) {
+		rv_unlock(c);
+		return EINVAL;
+	}
+	if (mask & IBV_SRQ_LIMIT)
+		s->limit = a->srq_limit;
+	rv_unlock(c);
+	return 0;
+}
+
+RV_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *a)
+{
+	struct rv_ctx *c = to_ctx(srq->context);
+	struct rv_srq *s = (struct rv_srq *)srq;
+
+	rv_lock(c);
+	a->max_wr = s->max_wr;
+	a->max_sge = s->max_sge;
+	a->srq_limit = s->limit;
+	rv_unlock(c);
+	return 0;
+}
+
+int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct rv_ctx *c = to_ctx(srq->context);
+	struct rv_srq *s = (struct rv_srq *)srq;
+	int ret = 0;
+
+	rv_lock(c);
+	for (; wr; wr = wr->next) {
+		uint32_t at = s->tail & s->mask;
+		struct rv_rwr *r = &s->rwr[at];
+		struct ibv_sge *sg = &s->rsge[(size_t)at * s->max_sge];
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > s->max_sge) {
+			ret = EINVAL;
+			break;
+		}
+		if (s->tail - s->head >= s->max_wr) {
+			ret = ENOMEM;
+			break;
+		}
+		r->wr_id = wr->wr_id;
+		r->nsge = (uint16_t)wr->num_sge;
+		r->len = 0;
+		r->bad = false;
+		for (int i = 0; i < wr->num_sge; i++) {
+			sg[i] = wr->sg_list[i];
+			r->len += sg[i].length;
+			if (sg[i].length && !rv_local_ok(c, &sg[i]))
+				r->bad = true;
+		}
+		s->tail++;
+	}
+	if (ret)
+		*bad = wr;
+	/* messages that waited in the rings of its QPs */
+	for (struct rv_qp *q = c->qps; q; q = q->next)
+		if (q->srq == s) {
+			rv_deliver(c, q);
+			rv_notify_recv(c, q);
+		}
+	rv_unlock(c);
+	return ret;
+}
+
+/* @q (its receive queue is an SRQ) found a fragment and holds no RECV: take
+ * the SRQ's oldest into @q's own one-entry queue. false: the SRQ is empty. */
+bool rv_srq_take(struct rv_qp *q)
+{
+	struct rv_srq *s = q->srq;
+	uint32_t from, to;
+
+	if (s->head == s->tail)
+		return false;
+	from = s->head & s->mask;
+	to = q->rq_tail & q->rq_mask;
+	q->rwr[to] = s->rwr[from];
+	memcpy(&q->rsge[(size_t)to * q->rsge_stride], &s->rsge[(size_t)from * s->max_sge],
+	       (size_t)s->rwr[from].nsge * sizeof(struct ibv_sge));
+	s->head++;
+	q->rq_tail++;
+	return true;
+}
