@@ -115,6 +115,21 @@ void rv_rq_flush(struct rv_qp *q)
 		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, false);
 }
 
+/* A posted RECV into its slot @r and SGEs @sg (room for wr->num_sge, checked). */
+void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr)
+{
+	r->wr_id = wr->wr_id;
+	r->nsge = (uint16_t)wr->num_sge;
+	r->len = 0;
+	r->bad = false;
+	for (int i = 0; i < wr->num_sge; i++) {
+		sg[i] = wr->sg_list[i];
+		r->len += sg[i].length;
+		if (sg[i].length && !rv_local_ok(c, &sg[i]))
+			r->bad = true;   /* LOC_PROT_ERR when a message uses it */
+	}
+}
+
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rv_ctx *c = to_ctx(qp->context);
@@ -140,16 +155,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 			ret = ENOMEM;
 			break;
 		}
-		r->wr_id = wr->wr_id;
-		r->nsge = (uint16_t)wr->num_sge;
-		r->len = 0;
-		r->bad = false;
-		for (int i = 0; i < wr->num_sge; i++) {
-			sg[i] = wr->sg_list[i];
-			r->len += sg[i].length;
-			if (sg[i].length && !rv_local_ok(c, &sg[i]))
-				r->bad = true;
-		}
+		rv_rwr_set(c, r, sg, wr);
 		q->rq_tail++;
 	}
 	if (ret)

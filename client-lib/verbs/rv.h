@@ -420,6 +420,7 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 void rv_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_rq_flush(struct rv_qp *q);
 bool rv_srq_take(struct rv_qp *q);
+void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr);
 bool rv_ring_ready(const struct rv_qp *q);
 
 /* cq.c */

@@ -131,16 +131,7 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 			ret = ENOMEM;
 			break;
 		}
-		r->wr_id = wr->wr_id;
-		r->nsge = (uint16_t)wr->num_sge;
-		r->len = 0;
-		r->bad = false;
-		for (int i = 0; i < wr->num_sge; i++) {
-			sg[i] = wr->sg_list[i];
-			r->len += sg[i].length;
-			if (sg[i].length && !rv_local_ok(c, &sg[i]))
-				r->bad = true;
-		}
+		rv_rwr_set(c, r, sg, wr);
 		s->tail++;
 	}
 	if (ret)
