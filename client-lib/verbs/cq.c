@@ -200,9 +200,7 @@ int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 	rv_lock(c);
 	rv_progress(c);
-	for (struct rv_qp *qp = c->qps; qp; qp = qp->next)
-		if (qp->qp.recv_cq == cq)
-			rv_deliver(c, qp);
+	rv_deliver_each(c, cq, NULL);
 	if (q->overrun && q->head == q->tail) {
 		rv_unlock(c);
 		return -1;
@@ -358,8 +356,7 @@ static void *notifier(void *arg)
 		struct roshm *r = c->r;
 
 		rv_progress(c);
-		for (struct rv_qp *q = c->qps; q; q = q->next)
-			rv_deliver(c, q);
+		rv_deliver_each(c, NULL, NULL);
 		for (struct rv_cq *q = c->cqs; q; q = q->next)
 			armed |= q->armed;
 		for (struct rv_qp *q = c->qps; q; q = q->next) {

@@ -98,8 +98,10 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	rv_lock(c);
-	/* also draws the QPN; with an SRQ, sized as for its max_wr */
-	ret = rv_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr);
+	/* also draws the QPN; on an SRQ, the smallest ring (64 KiB, or
+	 * ROSHM_VERBS_RECV_RING): many QPs share an SRQ, and a full ring only
+	 * makes the sender wait (RNR) */
+	ret = rv_ring_create(c, q, srq ? 1 : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);
@@ -147,8 +149,13 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->head = q->issue = q->tail = 0;
 	q->data_inflight = 0;
 	q->broken = false;
+	if (q->srq && q->rq_head != q->rq_tail)
+		rv_rq_flush(q);   /* a RECV it took from the SRQ goes back to the application */
+	if (q->srq)
+		rv_srq_unwait(q);
 	q->rq_head = q->rq_tail = 0;
 	q->in_msg = false;
+	rv_ring_discard(q);   /* the old connection's fragments */
 	rv_backlog(c, q, false);
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
@@ -244,6 +251,7 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 		init->cap = q->cap;
 		init->qp_type = IBV_QPT_RC;
 		init->sq_sig_all = q->sq_sig_all;
+		init->srq = qp->srq;
 	}
 	rv_unlock(c);
 	return 0;
@@ -274,8 +282,10 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
-	if (q->srq)
+	if (q->srq) {
+		rv_srq_unwait(q);
 		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */
+	}
 	rv_unlock(c);
 	qp_free(q);
 	return 0;

@@ -130,6 +130,17 @@ void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const st
 	}
 }
 
+/* The RECV at @ra of @q: is every SGE still inside a live MR? */
+void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra)
+{
+	struct rv_rwr *r = &q->rwr[ra];
+	const struct ibv_sge *sg = &q->rsge[(size_t)ra * q->rsge_stride];
+
+	for (uint16_t i = 0; i < r->nsge && !r->bad; i++)
+		if (sg[i].length && !rv_local_ok(c, &sg[i]))
+			r->bad = true;
+}
+
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rv_ctx *c = to_ctx(qp->context);
@@ -216,17 +227,23 @@ static bool frag_ok(const struct rv_qp *q, const struct rv_frag *f, uint32_t at)
 	return !last || off + f->len == total;
 }
 
-/* Move the ring's complete fragments into posted RECVs, in order. */
-void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
+/*
+ * Move the ring's complete fragments into posted RECVs, in order. A QP on an
+ * SRQ takes at most one RECV from it per call, in its turn (srq.c), and
+ * returns true when it took one: its callers give every QP of the SRQ its
+ * turn, then call again, so that one busy sender does not take every RECV.
+ */
+bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 {
 	struct rv_frag *slots;
 	uint32_t n = q->ring_n;
+	bool took = false;
 
-	(void)c;
 	if (!n || q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
-		return;
+		return false;
 	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
-	while (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail)) {
+	/* on an SRQ: look even when it is empty, to take a place in its line */
+	while (q->rq_head != q->rq_tail || q->srq) {
 		uint32_t at = (uint32_t)(q->ring_cons & (n - 1));
 		uint32_t ra = q->rq_head & q->rq_mask;
 		struct rv_rwr *r = &q->rwr[ra];
@@ -236,16 +253,24 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		 * after the fragment's WRITE (same connection, in order). */
 		if (__atomic_load_n(&slots[at].tag, __ATOMIC_ACQUIRE) != q->ring_cons + 1)
 			break;
-		/* a fragment is here: an SRQ's QP takes a RECV for it now,
-		 * not before (the others' messages may need them) */
-		if (q->rq_head == q->rq_tail && !rv_srq_take(q))
-			break;
 		memcpy(&f, &slots[at], sizeof(f));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
 		if (!frag_ok(q, &f, at)) {
-			rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, false);
+			if (q->rq_head != q->rq_tail)   /* none taken from an SRQ for it */
+				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, false);
 			rv_qp_fail(q);
-			return;
+			return false;
+		}
+		/* a sound fragment is here: a QP on an SRQ takes a RECV for it
+		 * now, not before (the others' messages may need them) */
+		if (q->rq_head == q->rq_tail) {
+			if (took) {
+				rv_srq_wait(q);   /* in line behind the others */
+				return true;
+			}
+			if (!rv_srq_take(q))
+				break;
+			took = true;
 		}
 		if (f.flags & RV_FRAG_FIRST) {
 			q->in_msg = true;
@@ -255,6 +280,10 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 			q->msg_imm = f.imm;
 			q->msg_lenerr = f.opcode != RV_FRAG_WRITE_IMM && f.total > r->len;
 		}
+		/* its MRs again: one deregistered since the post fails the
+		 * RECV (LOC_PROT_ERR), as on a NIC, and is written no more */
+		if (f.len)
+			rv_rwr_recheck(c, q, ra);
 		if (f.len && !q->msg_lenerr && !r->bad)
 			scatter(q, ra, q->msg_off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
 		q->msg_off += f.len;
@@ -275,10 +304,41 @@ void rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 				    IBV_WC_RECV, q->msg_total, q->msg_imm, q->msg_op != RV_FRAG_SEND);
 			if (st != IBV_WC_SUCCESS) {
 				rv_qp_fail(q);
-				return;
+				return false;
 			}
 		}
 	}
+	return took;
+}
+
+/*
+ * RESET: what the ring holds now belongs to the old connection; hand its
+ * slots back (at most one lap: a sender that keeps writing does not keep
+ * us here), so that the next connection starts at an empty ring (its
+ * sender starts at our cons, rkey.c).
+ */
+void rv_ring_discard(struct rv_qp *q)
+{
+	struct rv_frag *slots;
+	uint32_t n = q->ring_n, done = 0;
+
+	if (!n)
+		return;
+	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
+	while (done < n) {
+		uint32_t at = (uint32_t)(q->ring_cons & (n - 1)), k;
+
+		if (__atomic_load_n(&slots[at].tag, __ATOMIC_ACQUIRE) != q->ring_cons + 1)
+			break;
+		k = __atomic_load_n(&slots[at].nslots, __ATOMIC_RELAXED);   /* one read */
+		if (k < 1 || k > n - at || k > n - done)
+			k = 1;   /* not a sound fragment: one slot at a time */
+		for (uint32_t j = 0; j < k; j++)
+			__atomic_store_n(&slots[at + j].tag, 0, __ATOMIC_RELAXED);
+		q->ring_cons += k;
+		done += k;
+	}
+	__atomic_store_n(&q->ring->cons, q->ring_cons, __ATOMIC_RELEASE);
 }
 
 /* Could a message arriving now complete a RECV of this QP? (notifier) */

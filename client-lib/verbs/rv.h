@@ -243,6 +243,8 @@ struct rv_srq {
 	uint32_t mask, head, tail;
 	uint32_t max_wr, max_sge, limit;
 	uint32_t nqps;          /* QPs that use it (destroy: EBUSY) */
+	/* QPs with a message waiting for a RECV, in the order they found it */
+	struct rv_qp *wait_head, *wait_tail;
 };
 
 struct rv_qp {
@@ -267,6 +269,8 @@ struct rv_qp {
 
 	/* receive queue (with an SRQ: the one RECV taken from it, srq.c) */
 	struct rv_srq *srq;
+	struct rv_qp *srq_wnext;  /* in its SRQ's line of QPs waiting for a RECV */
+	bool srq_waiting;
 	struct rv_rwr *rwr;
 	struct ibv_sge *rsge;   /* cap.max_recv_sge per WR */
 	uint32_t rq_mask, rq_head, rq_tail;
@@ -417,10 +421,15 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-void rv_deliver(struct rv_ctx *c, struct rv_qp *q);
+bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_rq_flush(struct rv_qp *q);
+void rv_ring_discard(struct rv_qp *q);
 bool rv_srq_take(struct rv_qp *q);
+void rv_srq_wait(struct rv_qp *q);
+void rv_srq_unwait(struct rv_qp *q);
+void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_srq *srq);
 void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr);
+void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra);
 bool rv_ring_ready(const struct rv_qp *q);
 
 /* cq.c */

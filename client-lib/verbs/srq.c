@@ -8,7 +8,11 @@
  * RECV of its own, until the message's last fragment completes it. So a
  * message that spans fragments keeps its RECV while other QPs of the SRQ
  * take theirs, and a QP that goes to the error state flushes only the RECV
- * it took (on a NIC the SRQ's other RECVs stay too).
+ * it took (on a NIC the SRQ's other RECVs stay too); one reset flushes it
+ * too. RECVs go to the QPs in the order they found a message (the SRQ's
+ * line, rv_srq_take), one per QP per pass (rv_deliver_each), so that one
+ * busy sender does not starve the others.
+ * Each QP's ring is the smallest (64 KiB, or ROSHM_VERBS_RECV_RING).
  *
  * Not provided: the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED; the limit
  * is kept and queried, no event fires), resizing (max_wr), XRC SRQs and
@@ -137,24 +141,86 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 	if (ret)
 		*bad = wr;
 	/* messages that waited in the rings of its QPs */
+	rv_deliver_each(c, NULL, s);
 	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->srq == s) {
-			rv_deliver(c, q);
+		if (q->srq == s)
 			rv_notify_recv(c, q);
-		}
 	rv_unlock(c);
 	return ret;
 }
 
-/* @q (its receive queue is an SRQ) found a fragment and holds no RECV: take
- * the SRQ's oldest into @q's own one-entry queue. false: the SRQ is empty. */
+/*
+ * rv_deliver for every QP of the context (of @cq's, of @srq's, when given;
+ * every QP on an SRQ, whatever its CQ: the first in the SRQ's line must get
+ * its turn), in passes: a QP on an SRQ takes at most one RECV per pass, then
+ * waits in line again. A pass in which none took one is the last.
+ */
+void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_srq *srq)
+{
+	bool more;
+
+	do {
+		more = false;
+		for (struct rv_qp *q = c->qps; q; q = q->next)   /* an SRQ's: whatever its CQ */
+			if ((!cq || q->qp.recv_cq == cq || q->srq) && (!srq || q->srq == srq))
+				more |= rv_deliver(c, q);
+	} while (more);
+}
+
+/* @q has a message and no RECV: in its SRQ's line, after those before it. */
+void rv_srq_wait(struct rv_qp *q)
+{
+	struct rv_srq *s = q->srq;
+
+	if (q->srq_waiting)
+		return;
+	q->srq_waiting = true;
+	q->srq_wnext = NULL;
+	if (s->wait_tail)
+		s->wait_tail->srq_wnext = q;
+	else
+		s->wait_head = q;
+	s->wait_tail = q;
+}
+
+/* Out of the line: it took its RECV, or it is reset, in error or destroyed. */
+void rv_srq_unwait(struct rv_qp *q)
+{
+	struct rv_srq *s = q->srq;
+	struct rv_qp **pp, *prev = NULL;
+
+	if (!q->srq_waiting)
+		return;
+	for (pp = &s->wait_head; *pp && *pp != q; pp = &(*pp)->srq_wnext)
+		prev = *pp;
+	if (*pp)
+		*pp = q->srq_wnext;
+	if (s->wait_tail == q)
+		s->wait_tail = prev;
+	q->srq_waiting = false;
+	q->srq_wnext = NULL;
+}
+
+/*
+ * @q found a sound fragment and holds no RECV: it joins the SRQ's line and
+ * takes the SRQ's oldest RECV into its own one-entry queue when it is first
+ * in line, so that RECVs go to messages in the order their QPs found them,
+ * as a NIC hands them out in arrival order. false: not its turn, or the SRQ
+ * is empty (it stays in line).
+ */
 bool rv_srq_take(struct rv_qp *q)
 {
 	struct rv_srq *s = q->srq;
 	uint32_t from, to;
 
-	if (s->head == s->tail)
+	rv_srq_wait(q);
+	/* those that can take nothing any more leave the line */
+	while (s->wait_head && s->wait_head != q &&
+	       (s->wait_head->qp.state < IBV_QPS_RTR || s->wait_head->qp.state == IBV_QPS_ERR))
+		rv_srq_unwait(s->wait_head);
+	if (s->head == s->tail || s->wait_head != q)
 		return false;
+	rv_srq_unwait(q);
 	from = s->head & s->mask;
 	to = q->rq_tail & q->rq_mask;
 	q->rwr[to] = s->rwr[from];

@@ -649,6 +649,120 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	       "post_recv, destroy in use, resize and a limit above max_wr refused\n");
 }
 
+/*
+ * Two senders that never stop, each to its own QP on one SRQ of 4 RECVs
+ * that the receiver posts again as each completes: the RECVs must go to
+ * both QPs in turn (a NIC hands them out in arrival order), not all to one
+ * while the other's sender waits (RNR). 2000 messages, 16 SENDs of each
+ * sender in flight; each QP must get at least a quarter. (Here the two
+ * shared evenly even with the SRQ's line taken out of srq.c; a standalone
+ * run with one roshmd and no yielding poller gave 223 against 1777 then.)
+ */
+static void srq_fair(struct ibv_device *dev)
+{
+	const uint32_t msg = 4096, total = 2000, depth = 16;
+	/* 1 MiB rings (a context of its own): every message of both senders
+	 * waits in the rings, so each RECV posted finds both QPs wanting it */
+	char *was = getenv("ROSHM_VERBS_RECV_RING") ? strdup(getenv("ROSHM_VERBS_RECV_RING")) : NULL;
+	struct ibv_context *ctx = (setenv("ROSHM_VERBS_RECV_RING", "1048576", 1), ibv_open_device(dev));
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 128, NULL, NULL, 0) : NULL;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	uint8_t *buf = pages(6 * (size_t)msg);   /* 2 send buffers, 4 receive buffers */
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 6 * (size_t)msg, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_qp *r[2], *snd[2];
+	uint32_t got[2] = { 0, 0 }, n = 0, out = 0;
+	struct ibv_recv_wr rw, *bad;
+	struct ibv_wc wcs[32];
+	struct ibv_sge sg;
+	time_t t0;
+
+	if (was) {
+		setenv("ROSHM_VERBS_RECV_RING", was, 1);
+		free(was);
+	} else {
+		unsetenv("ROSHM_VERBS_RECV_RING");
+	}
+	if (!cq || !srq || !mr)
+		die("srq_fair: context, cq, srq or mr");
+	for (int i = 0; i < 2; i++) {
+		if (!(r[i] = ibv_create_qp(pd, &ia)))
+			die("srq_fair: ibv_create_qp on an SRQ");
+		snd[i] = mkqp(pd, cq, cq, depth, 1, 1);
+		connect_qp(snd[i], r[i]->qp_num, 1, 7);
+		connect_qp(r[i], snd[i]->qp_num, 1, 7);
+	}
+	for (uint32_t k = 0; k < depth; k++)
+		for (int i = 0; i < 2; i++, out++) {
+			sg = (struct ibv_sge){ (uintptr_t)(buf + (size_t)i * msg), msg, mr->lkey };
+			post2(snd[i], IBV_WR_SEND, 10 + (uint64_t)i, &sg, 1, 0, 0, 0, 0);
+		}
+	/* every message in the rings before the first RECV (a SEND completes
+	 * once it is in the receiver's ring): then each RECV finds both QPs
+	 * with a message, whatever the timing */
+	for (uint32_t k = 0; k < 2 * depth; k++) {
+		struct ibv_wc wc = wait_wc(cq);
+
+		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_SEND)
+			die_wc("srq_fair: a SEND into the ring", &wc);
+	}
+	for (uint32_t k = 0; k < depth; k++)   /* and again: the senders stay 16 ahead */
+		for (int i = 0; i < 2; i++) {
+			sg = (struct ibv_sge){ (uintptr_t)(buf + (size_t)i * msg), msg, mr->lkey };
+			post2(snd[i], IBV_WR_SEND, 10 + (uint64_t)i, &sg, 1, 0, 0, 0, 0);
+		}
+	for (int i = 0; i < 4; i++) {
+		sg = (struct ibv_sge){ (uintptr_t)(buf + (size_t)(2 + i) * msg), msg, mr->lkey };
+		rw = (struct ibv_recv_wr){ .wr_id = 100 + (uint64_t)i, .sg_list = &sg, .num_sge = 1 };
+		if (ibv_post_srq_recv(srq, &rw, &bad))
+			die("srq_fair: ibv_post_srq_recv");
+	}
+	/* past `total` messages the senders stop; then the last RECVs come */
+	for (t0 = time(NULL); (out || n < total) && time(NULL) - t0 < 60;) {
+		int k = ibv_poll_cq(cq, 32, wcs);
+
+		if (k < 0)
+			die("srq_fair: ibv_poll_cq");
+		for (int j = 0; j < k; j++) {
+			struct ibv_wc *wc = &wcs[j];
+
+			if (wc->status != IBV_WC_SUCCESS)
+				die_wc("srq_fair: completion", wc);
+			if (wc->opcode == IBV_WC_SEND) {
+				out--;
+				if (n + out < total) {
+					sg = (struct ibv_sge){ (uintptr_t)(buf + (wc->wr_id - 10) * msg), msg, mr->lkey };
+					post2(snd[wc->wr_id - 10], IBV_WR_SEND, wc->wr_id, &sg, 1, 0, 0, 0, 0);
+					out++;
+				}
+				continue;
+			}
+			got[wc->qp_num == r[1]->qp_num]++;
+			n++;
+			sg = (struct ibv_sge){ (uintptr_t)(buf + (size_t)(2 + wc->wr_id - 100) * msg), msg, mr->lkey };
+			rw = (struct ibv_recv_wr){ .wr_id = wc->wr_id, .sg_list = &sg, .num_sge = 1 };
+			if (ibv_post_srq_recv(srq, &rw, &bad))
+				die("srq_fair: ibv_post_srq_recv again");
+		}
+	}
+	printf("verbs_check server: srq_fair: %u messages on one SRQ from two senders: %u and %u\n",
+	       n, got[0], got[1]);
+	if (n < total)
+		die("srq_fair: not every message arrived within 60 s");
+	if (got[0] < total / 4 || got[1] < total / 4)
+		die("srq_fair: one QP of the SRQ took the RECVs, the other's sender waited");
+	for (int i = 0; i < 2; i++)
+		if (ibv_destroy_qp(r[i]) || ibv_destroy_qp(snd[i]))
+			die("srq_fair: destroy_qp");
+	if (ibv_destroy_srq(srq) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx))
+		die("srq_fair: release");
+	free(buf);
+}
+
 /* @q to RTS with @dest; 0, or ibv_modify_qp's error at RTR. */
 static int rts_to(struct ibv_qp *q, uint32_t dest)
 {
@@ -995,6 +1109,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	hostile(ctx, pd, rmr, rb, qa->qp_num, smr, amr, sbuf);
 	loopback(ctx, pd, rmr, rb);
 	srq_check(ctx, pd);
+	srq_fair(ctx->device);
 	zero_copy(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||

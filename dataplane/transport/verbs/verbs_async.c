@@ -11,7 +11,7 @@
  * fails its WRs (poller, verbs.c) and the peer is connected again; a port
  * that is down makes WRs fail after transport.verbs.retry_count retries and
  * dials fail until it is up. The events make the cause visible to the
- * operator (the log, `roshmctl status`, /metrics).
+ * operator (the log and `roshmctl status`).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,10 +36,15 @@ int rd_verbs_events_init(struct rd_control *ctl)
 	struct rd_verbs_ctl *v = VCTL;
 	int fl = fcntl(v->ctx->async_fd, F_GETFL);
 	struct ibv_port_attr pa;
+	int ret;
 
-	if (fl < 0 || fcntl(v->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    ibv_query_gid(v->ctx, v->port, v->gid_index, &v->gid) || ibv_query_port(v->ctx, v->port, &pa))
-		return errno ? -errno : -EIO;
+	if (fl < 0 || fcntl(v->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	/* both answer an errno value (ibv_query_gid -1 at times): not errno */
+	if (ibv_query_gid(v->ctx, v->port, v->gid_index, &v->gid))
+		return -EIO;
+	if ((ret = ibv_query_port(v->ctx, v->port, &pa)))
+		return ret > 0 ? -ret : -EIO;
 	v->port_down = pa.state != IBV_PORT_ACTIVE;
 	rd_control_epoll_add(ctl, v->ch->fd, &cm_tag);
 	rd_control_epoll_add(ctl, v->ctx->async_fd, &async_tag);
@@ -60,7 +65,7 @@ static const char *qp_node(struct rd_control *ctl, struct rd_verbs_ctl *v, const
 		if (p->prov != &rd_verbs_provider || !p->priv)
 			continue;
 		for (uint32_t i = 0; i < rd_vpeer(p)->nvq; i++)
-			if (rd_vpeer(p)->vq[i]->qp == qp) {
+			if (rd_vpeer(p)->vq[i] && rd_vpeer(p)->vq[i]->qp == qp) {
 				*dir = "to node";
 				return p->node;
 			}
@@ -78,10 +83,13 @@ static void one_event(struct rd_control *ctl, struct rd_verbs_ctl *v, const stru
 	v->async_events++;
 	switch (ev->event_type) {
 	case IBV_EVENT_PORT_ERR:
-		if ((uint32_t)ev->element.port_num == v->port) {
-			v->port_down = true;
-			v->port_downs++;
+		if ((uint32_t)ev->element.port_num != v->port) {
+			RD_LOG(INFO, "verbs: %s port %d (not ours) is down (%s)", v->dev,
+			       ev->element.port_num, what);
+			break;
 		}
+		v->port_down = true;
+		v->port_downs++;
 		RD_LOG(WARNING, "verbs: %s port %d is down (%s): WRs to peers fail after "
 		       "transport.verbs.retry_count retries, connections wait until it is up",
 		       v->dev, ev->element.port_num, what);
