@@ -120,6 +120,9 @@ done
 echo "ok: qperf $qtests"
 
 if [[ -x $vcheck ]]; then
+  # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
+  $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }
+  cat "$d/check.srqfair"
   bg_a $ca VERBS_CHECK_OTHER=other:other-token "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
   srv=$BG_PID
   sleep 0.5
