@@ -110,6 +110,40 @@ RV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *c
 	return &q->cq;
 }
 
+/* A CQ of another size: it must still hold what it holds (else EINVAL). */
+RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	struct rv_cq *q = (struct rv_cq *)cq;
+	struct rv_ctx *c = to_ctx(cq->context);
+	struct ibv_wc *wc;
+	uint32_t n = 1024, held;
+
+	if (cqe < 1 || cqe > 65536)
+		return EINVAL;
+	while (n < 2u * (uint32_t)cqe)
+		n <<= 1;
+	wc = calloc(n, sizeof(*wc));
+	if (!wc)
+		return ENOMEM;
+	rv_lock(c);
+	held = q->tail - q->head;
+	if (held > (uint32_t)cqe) {
+		rv_unlock(c);
+		free(wc);
+		return EINVAL;
+	}
+	for (uint32_t i = 0; i < held; i++)
+		wc[i] = q->wc[(q->head + i) & q->mask];
+	free(q->wc);
+	q->wc = wc;
+	q->mask = n - 1;
+	q->head = 0;
+	q->tail = held;
+	cq->cqe = cqe;
+	rv_unlock(c);
+	return 0;
+}
+
 RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	struct rv_cq *q = (struct rv_cq *)cq, **pp;
@@ -143,7 +177,9 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 		pthread_mutex_unlock(&ch->lock);
 		ch->ch.refcnt--;
 	}
+	rv_async_forget(c, q);
 	rv_unlock(c);
+	rv_async_settle(&cq->mutex, &cq->cond, &cq->async_events_completed, q->aev_reported);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(q->wc);
@@ -181,6 +217,8 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 	struct rv_cq *q = (struct rv_cq *)cq;
 
 	if (q->tail - q->head > q->mask) {
+		if (!q->overrun)
+			rv_async_push(to_ctx(cq->context), IBV_EVENT_CQ_ERR, q);
 		q->overrun = true;
 		return;
 	}

@@ -318,6 +318,12 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 			close(fd);
 			goto err_region;
 		}
+		/* ibv_fork_init: a child of fork() does not get them (async.c) */
+		if (rv_fork_safe() && madvise((void *)(uintptr_t)r->va, r->len, MADV_DONTFORK)) {
+			ret = -errno;
+			close(fd);
+			goto err_region;
+		}
 		r->key = rkey;
 	}
 	close(fd);
@@ -379,6 +385,13 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
 		return NULL;
 	}
 	return ibv_reg_mr(pd, addr, length, (int)(access & ~IBV_ACCESS_OPTIONAL_RANGE));
+}
+
+#undef ibv_reg_mr_iova
+RV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length,
+					 uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
 }
 
 RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)

@@ -123,6 +123,9 @@ static void wr_fail(struct rv_qp *q, struct rv_swr *w, enum ibv_wc_status st)
  * queue as its WRs come up (rv_qp_issue, qp_retire). */
 void rv_qp_fail(struct rv_qp *q)
 {
+	/* on an SRQ: it takes no more of the SRQ's RECVs (async.c) */
+	if (q->srq && q->qp.state != IBV_QPS_ERR)
+		rv_async_push(to_ctx(q->qp.context), IBV_EVENT_QP_LAST_WQE_REACHED, q);
 	q->qp.state = IBV_QPS_ERR;
 	q->broken = true;
 	rv_rq_flush(q);

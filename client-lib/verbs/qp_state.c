@@ -196,12 +196,13 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	enum ibv_qp_state was = qp->state;
 
 	if (mask & IBV_QP_STATE) {
-		qp->state = a->qp_state;
 		if (a->qp_state == IBV_QPS_ERR) {
-			rv_qp_fail(q);
+			rv_qp_fail(q);   /* from the state it was in (its events) */
 			rv_qp_issue(c, q);
 			/* a QP in the error state takes nothing from its peer */
 			rv_grant_drop(c, q);
+		} else {
+			qp->state = a->qp_state;
 		}
 	}
 	/* Connected: its peer may use our PD's MRs from now on. */
@@ -286,8 +287,18 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		rv_srq_unwait(q);
 		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */
 	}
+	rv_async_forget(c, q);
 	rv_unlock(c);
+	rv_async_settle(&qp->mutex, &qp->cond, &qp->events_completed, q->aev_reported);
 	qp_free(q);
+	return 0;
+}
+
+/* Whether a receiver sees a WRITE's bytes in order: roshm makes no such
+ * promise (a WRITE may travel as several of roshmd's operations). */
+RV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
+{
+	(void)qp, (void)op, (void)flags;
 	return 0;
 }
 

@@ -258,6 +258,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		if (!frag_ok(q, &f, at)) {
 			if (q->rq_head != q->rq_tail)   /* none taken from an SRQ for it */
 				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, false);
+			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);   /* an invalid request */
 			rv_qp_fail(q);
 			return false;
 		}

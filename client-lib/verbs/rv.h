@@ -195,6 +195,7 @@ struct rv_cq {
 	struct ibv_wc *wc;
 	uint32_t mask, head, tail;
 	bool overrun;
+	uint32_t aev_reported;  /* its async events given to the application */
 	bool armed;             /* ibv_req_notify_cq: the next completion fires */
 	bool queued;            /* on its channel's list of fired CQs */
 	uint32_t ev_pending;    /* its events not yet taken by ibv_get_cq_event */
@@ -243,6 +244,7 @@ struct rv_srq {
 	uint32_t mask, head, tail;
 	uint32_t max_wr, max_sge, limit;
 	uint32_t nqps;          /* QPs that use it (destroy: EBUSY) */
+	uint32_t aev_reported;  /* its async events given to the application */
 	/* QPs with a message waiting for a RECV, in the order they found it */
 	struct rv_qp *wait_head, *wait_tail;
 };
@@ -257,6 +259,7 @@ struct rv_qp {
 	bool broken;            /* a WR failed: what was not issued is flushed */
 	bool destroying;        /* destroy or reset drains it: no issue, no completions */
 	bool backlog_on;        /* counted in rv_ctx.nbacklog */
+	uint32_t aev_reported;  /* its async events given to the application */
 
 	/* send queue: [head, issue) issued, [issue, tail) waiting */
 	struct rv_swr *swr;
@@ -316,6 +319,12 @@ struct rv_op {
 	void *dst;              /* READ: where the bytes go; atomic: the old value */
 };
 
+/* An async event not yet taken by ibv_get_async_event (async.c). */
+struct rv_aev {
+	void *obj;              /* struct rv_qp, rv_srq or rv_cq, as type says */
+	enum ibv_event_type type;
+};
+
 struct rv_ctx {
 	struct verbs_context vc;
 	pthread_mutex_t lock;
@@ -346,6 +355,10 @@ struct rv_ctx {
 	bool thr_on, stop;
 	bool watching;          /* it looks at the rings on a timer */
 	int wake_fd;
+	/* async events (async.c): vc.context.async_fd counts them */
+	struct rv_aev *aev;
+	uint32_t aev_head, aev_tail;
+	uint64_t aev_lost;
 };
 
 static inline struct rv_ctx *to_ctx(struct ibv_context *c)
@@ -431,6 +444,13 @@ void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_
 void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr);
 void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra);
 bool rv_ring_ready(const struct rv_qp *q);
+
+/* async.c */
+void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj);
+void rv_async_forget(struct rv_ctx *c, const void *obj);
+void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *done,
+		     uint32_t reported);
+bool rv_fork_safe(void);
 
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);

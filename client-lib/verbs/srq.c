@@ -14,9 +14,9 @@
  * busy sender does not starve the others.
  * Each QP's ring is the smallest (64 KiB, or ROSHM_VERBS_RECV_RING).
  *
- * Not provided: the SRQ limit event (IBV_EVENT_SRQ_LIMIT_REACHED; the limit
- * is kept and queried, no event fires), resizing (max_wr), XRC SRQs and
- * ibv_create_srq_ex.
+ * An armed SRQ (srq_limit > 0) raises IBV_EVENT_SRQ_LIMIT_REACHED when a QP
+ * takes a RECV and fewer than the limit remain, and is disarmed (async.c).
+ * Not provided: resizing (max_wr), XRC SRQs and ibv_create_srq_ex.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,7 +75,9 @@ RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 		rv_unlock(c);
 		return EBUSY;   /* a QP still uses it, as on a NIC */
 	}
+	rv_async_forget(c, s);
 	rv_unlock(c);
+	rv_async_settle(&srq->mutex, &srq->cond, &srq->events_completed, s->aev_reported);
 	pthread_mutex_destroy(&srq->mutex);
 	pthread_cond_destroy(&srq->cond);
 	free(s->rwr);
@@ -228,5 +230,10 @@ bool rv_srq_take(struct rv_qp *q)
 	       (size_t)s->rwr[from].nsge * sizeof(struct ibv_sge));
 	s->head++;
 	q->rq_tail++;
+	/* armed, and fewer RECVs than the limit now: the event, disarmed */
+	if (s->limit && s->tail - s->head < s->limit) {
+		s->limit = 0;
+		rv_async_push(to_ctx(s->srq.context), IBV_EVENT_SRQ_LIMIT_REACHED, s);
+	}
 	return true;
 }

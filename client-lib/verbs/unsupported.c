@@ -147,3 +147,111 @@ RV_EXPORT void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec *dst,
 	dst->packet_life_time = src->packet_life_time;
 	dst->preference = src->preference;
 }
+
+RV_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
+					 struct ibv_sa_path_rec *src)
+{
+	memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
+	memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
+	dst->dlid = src->dlid;
+	dst->slid = src->slid;
+	dst->raw_traffic = src->raw_traffic ? 1 : 0;
+	dst->flow_label = src->flow_label;
+	dst->reversible = src->reversible ? 1 : 0;
+	dst->mtu = src->mtu;
+	dst->pkey = src->pkey;
+	dst->hop_limit = src->hop_limit;
+	dst->traffic_class = src->traffic_class;
+	dst->numb_path = src->numb_path;
+	dst->sl = src->sl;
+	dst->mtu_selector = src->mtu_selector;
+	dst->rate_selector = src->rate_selector;
+	dst->rate = src->rate;
+	dst->packet_life_time_selector = src->packet_life_time_selector;
+	dst->packet_life_time = src->packet_life_time;
+	dst->preference = src->preference;
+}
+
+/* UD: the address of a received datagram's sender. Only RC QPs exist. */
+RV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
+				  struct ibv_wc *wc, struct ibv_grh *grh,
+				  struct ibv_ah_attr *ah_attr)
+{
+	(void)context, (void)port_num, (void)wc, (void)grh, (void)ah_attr;
+	errno = EOPNOTSUPP;
+	return -1;
+}
+
+/* The MAC of a RoCE peer: roshm addresses nodes by name, not by MAC. */
+int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+				uint8_t eth_mac[6], uint16_t *vid);
+RV_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+					  uint8_t eth_mac[6], uint16_t *vid)
+{
+	(void)context, (void)attr, (void)eth_mac, (void)vid;
+	return EOPNOTSUPP;
+}
+
+/* Changing an MR in place (its pages, PD or access) keeping its keys: peers
+ * hold its metadata; deregister and register again instead. */
+RV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+			   size_t length, int access)
+{
+	(void)mr, (void)flags, (void)pd, (void)addr, (void)length, (void)access;
+	errno = EOPNOTSUPP;
+	return IBV_REREG_MR_ERR_INPUT;
+}
+
+/* dma-buf memory (GPU, accelerators): roshmd reaches only a pod's memfds. */
+RV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+					   uint64_t iova, int fd, int access)
+{
+	(void)pd, (void)offset, (void)length, (void)iova, (void)fd, (void)access;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+/* Sharing a context's objects between processes through its command fd:
+ * roshm0 has no command fd (cmd_fd is -1). */
+RV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+	(void)cmd_fd;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	(void)context, (void)pd_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+	(void)pd;
+}
+
+RV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	(void)pd, (void)mr_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+	(void)mr;
+}
+
+RV_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
+{
+	(void)context, (void)dm_handle;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+	(void)dm;
+}

@@ -152,7 +152,8 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.context.device = d;
 	c->vc.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->vc.context.cmd_fd = -1;
-	c->vc.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* blocking, as the kernel's: ibv_get_async_event waits on it (async.c) */
+	c->vc.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	c->vc.context.num_comp_vectors = 1;
 	pthread_mutex_init(&c->vc.context.mutex, NULL);
 	c->vc.context.ops.poll_cq = rv_poll_cq;
@@ -177,6 +178,7 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 	}
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
+	free(c->aev);
 	pthread_mutex_destroy(&c->lock);
 	free(c->free_slots);
 	free(c->ops);
@@ -198,8 +200,10 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->vendor_part_id = 0;
 	a->max_qp = 4096;
 	a->max_qp_wr = RV_MAX_WR;
-	a->device_cap_flags = 0;
+	/* RNR NAKs: a SEND waits for a RECV (rnr_retry); no port events */
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID;
 	a->max_sge = RV_MAX_SGE;
+	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
 	a->max_cq = 4096;
 	a->max_cqe = 65536;
 	a->max_mr = 4096;
@@ -280,6 +284,31 @@ RV_EXPORT int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port, uint32_t
 	e->gid_type = IBV_GID_TYPE_ROCE_V2;
 	e->ndev_ifindex = 0;
 	return 0;
+}
+
+/* rdma-core's private call that ibv_devinfo imports (IBVERBS_PRIVATE_34):
+ * the type of GID @index, 1 for RoCE v2 (enum ibv_gid_type_sysfs) */
+int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned int index, int *type);
+RV_EXPORT int ibv_query_gid_type(struct ibv_context *ctx, uint8_t port, unsigned int index,
+				 int *type)
+{
+	(void)ctx;
+	if (port != 1 || index != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*type = 1;   /* IBV_GID_TYPE_SYSFS_ROCE_V2 */
+	return 0;
+}
+
+RV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *e,
+				       size_t max_entries, uint32_t flags, size_t len)
+{
+	if (flags || len < sizeof(*e))
+		return -EINVAL;
+	if (!max_entries)
+		return -EINVAL;   /* roshm0 has one GID */
+	return _ibv_query_gid_ex(ctx, 1, 0, e, 0, sizeof(*e)) ? -EINVAL : 1;
 }
 
 RV_EXPORT int ibv_query_pkey(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey)

@@ -25,8 +25,9 @@ if [[ $sanitize == *address* ]]; then
 fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
-for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf; do
-  command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf)"; exit 77; }
+for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf \
+         ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong; do
+  command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, ibverbs-utils)"; exit 77; }
 done
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_perftest: skipped: needs root and ip for network namespaces"; exit 77; }
 d=$(th_tmpdir vperf)
@@ -91,6 +92,31 @@ run_pair ib_send_bw -n 200 -e
 run_pair ib_send_lat -n 200 --use-srq
 run_pair ib_send_bw -n 200 --use-srq
 run_pair ib_send_bw -n 200 -q 4 -s 8192 --use-srq
+# rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
+$va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
+for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
+            'max_srq_wr:.*16384' 'atomic_cap:.*ATOMIC_HCA'; do
+  grep -qE "$want" "$d/devinfo" || { cat "$d/devinfo"; fail "ibv_devinfo printed no line like $want"; }
+done
+echo "ok: ibv_devinfo -v -d roshm0"
+pingpong() {   # name args...: the server in node a, the client in node b
+  local name=$1; shift
+  bg_a $va "$name" -d roshm0 -g 0 "$@" >"$d/$name.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 60 $vb "$name" -d roshm0 -g 0 "$@" "$ADDR_A" >"$d/$name.client" 2>&1 ||
+    { cat "$d/$name.client" "$d/$name.server"; fail "$name client failed"; }
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/$name.server"; fail "$name server exited $rc"; }
+  for side in client server; do   # each side checks every message's size
+    grep -qE '^[0-9]+ iters in ' "$d/$name.$side" || { cat "$d/$name.$side"; fail "$name $side printed no result"; }
+  done
+  echo "ok: $name $*"
+}
+pingpong ibv_rc_pingpong -n 200
+pingpong ibv_rc_pingpong -n 200 -e -s 20000     # completion channel, fragments
+pingpong ibv_srq_pingpong -n 200                # 16 QPs on one SRQ
+
 # An application that shares the poller's CPU (docs/verbs-compat.md): both
 # sides on the last CPU, the pollers' (lcore from the affinity), yielding at
 # each post and empty poll as the pollers do while they spin
@@ -119,6 +145,13 @@ done
 ! grep -E 'errors|failed' "$d/qperf.client" || fail "qperf counted errors"
 echo "ok: qperf $qtests"
 
+vevents=$(dirname "$vcheck")/verbs_events
+if [[ -x $vevents ]]; then
+  # async events, resize, fork, strings (verbs_events.c), in node a
+  $ca "$vevents" >"$d/events" 2>&1 || { cat "$d/events"; fail "verbs_events"; }
+  cat "$d/events"
+  grep -q 'verbs_events: ok' "$d/events" || fail "verbs_events did not finish"
+fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
   $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }

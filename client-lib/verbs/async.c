@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: the device's asynchronous events (ibv_get_async_event,
+ * ibv_ack_async_event) and the small helpers of libibverbs' public API that
+ * need no device (strings, rates, fork support).
+ *
+ * Events are queued on the context (under its lock, by the code that finds
+ * the condition) and the context's async_fd, an eventfd in semaphore mode,
+ * gets one count per event: it poll()s readable while an event waits, and
+ * ibv_get_async_event blocks on it unless the application made it
+ * non-blocking (then EAGAIN), as on the kernel's fd. What roshm0 raises:
+ *   IBV_EVENT_QP_LAST_WQE_REACHED  a QP on an SRQ went to the error state
+ *                                  (by ibv_modify_qp or by a failure): it
+ *                                  takes no more RECVs from the SRQ
+ *   IBV_EVENT_SRQ_LIMIT_REACHED    an armed SRQ (srq_limit > 0) holds fewer
+ *                                  RECVs than its limit after one was taken;
+ *                                  the limit goes back to 0 (disarmed)
+ *   IBV_EVENT_QP_REQ_ERR           a fragment that breaks the ring's rules
+ *                                  reached the QP (an invalid request): it
+ *                                  goes to the error state
+ *   IBV_EVENT_CQ_ERR               a CQ overran (more completions than it
+ *                                  holds): ibv_poll_cq fails from then on
+ * As with rdma-core, destroying a QP, SRQ or CQ waits until every event of
+ * it that ibv_get_async_event returned is acked; events of it still queued
+ * go with it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rv.h"
+
+#define RV_AEV_MAX 4096u   /* queued, not yet taken: more are dropped (counted) */
+
+static bool qp_event(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST:
+	case IBV_EVENT_SQ_DRAINED:
+	case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR:
+	case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool srq_event(enum ibv_event_type t)
+{
+	return t == IBV_EVENT_SRQ_ERR || t == IBV_EVENT_SRQ_LIMIT_REACHED;
+}
+
+/* Queue event @t of @obj (a struct rv_qp, rv_srq or rv_cq as @t says).
+ * Called with the context locked. */
+void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj)
+{
+	uint64_t one = 1;
+	ssize_t w;
+
+	if (!c->aev)
+		c->aev = calloc(RV_AEV_MAX, sizeof(*c->aev));
+	if (!c->aev || c->aev_tail - c->aev_head >= RV_AEV_MAX) {
+		c->aev_lost++;
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: async event %s dropped: %u not yet taken\n",
+				ibv_event_type_str(t), c->aev_tail - c->aev_head);
+		return;
+	}
+	c->aev[c->aev_tail++ & (RV_AEV_MAX - 1)] = (struct rv_aev){ .type = t, .obj = obj };
+	w = write(c->vc.context.async_fd, &one, sizeof(one));
+	(void)w;   /* an eventfd counter does not overflow at these rates */
+}
+
+/* @obj is being destroyed: its queued events go (context locked). The fd
+ * keeps their counts: ibv_get_async_event reads past counts it finds no
+ * event for. */
+void rv_async_forget(struct rv_ctx *c, const void *obj)
+{
+	uint32_t to = c->aev_head;
+
+	if (!c->aev)
+		return;
+	for (uint32_t i = c->aev_head; i != c->aev_tail; i++) {
+		struct rv_aev e = c->aev[i & (RV_AEV_MAX - 1)];
+
+		if (e.obj != obj)
+			c->aev[to++ & (RV_AEV_MAX - 1)] = e;
+	}
+	c->aev_tail = to;
+}
+
+/* After the object left every list: wait until the application acked every
+ * event ibv_get_async_event gave it (@done: the object's counter). */
+void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *done,
+		     uint32_t reported)
+{
+	pthread_mutex_lock(mu);
+	while (*done != reported)
+		pthread_cond_wait(cv, mu);
+	pthread_mutex_unlock(mu);
+}
+
+RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
+{
+	struct rv_ctx *c = to_ctx(ctx);
+	uint64_t v;
+
+	for (;;) {
+		struct rv_aev e;
+
+		/* blocks unless the application made the fd non-blocking */
+		if (read(ctx->async_fd, &v, sizeof(v)) != sizeof(v))
+			return -1;
+		rv_lock(c);
+		if (!c->aev || c->aev_head == c->aev_tail) {
+			rv_unlock(c);
+			continue;   /* a count of an event that went with its object */
+		}
+		e = c->aev[c->aev_head++ & (RV_AEV_MAX - 1)];
+		memset(ev, 0, sizeof(*ev));
+		ev->event_type = e.type;
+		if (qp_event(e.type)) {
+			((struct rv_qp *)e.obj)->aev_reported++;
+			ev->element.qp = &((struct rv_qp *)e.obj)->qp;
+		} else if (srq_event(e.type)) {
+			((struct rv_srq *)e.obj)->aev_reported++;
+			ev->element.srq = &((struct rv_srq *)e.obj)->srq;
+		} else if (e.type == IBV_EVENT_CQ_ERR) {
+			((struct rv_cq *)e.obj)->aev_reported++;
+			ev->element.cq = &((struct rv_cq *)e.obj)->cq;
+		} else {
+			ev->element.port_num = 1;
+		}
+		rv_unlock(c);
+		return 0;
+	}
+}
+
+RV_EXPORT void ibv_ack_async_event(struct ibv_async_event *ev)
+{
+	pthread_mutex_t *mu;
+	pthread_cond_t *cv;
+	uint32_t *done;
+
+	if (qp_event(ev->event_type)) {
+		mu = &ev->element.qp->mutex, cv = &ev->element.qp->cond;
+		done = &ev->element.qp->events_completed;
+	} else if (srq_event(ev->event_type)) {
+		mu = &ev->element.srq->mutex, cv = &ev->element.srq->cond;
+		done = &ev->element.srq->events_completed;
+	} else if (ev->event_type == IBV_EVENT_CQ_ERR) {
+		mu = &ev->element.cq->mutex, cv = &ev->element.cq->cond;
+		done = &ev->element.cq->async_events_completed;
+	} else {
+		return;   /* port and device events: nothing waits for them */
+	}
+	pthread_mutex_lock(mu);
+	++*done;
+	pthread_cond_signal(cv);
+	pthread_mutex_unlock(mu);
+}
+
+/* ------------------------------------------------------------- strings */
+
+RV_EXPORT const char *ibv_event_type_str(enum ibv_event_type t)
+{
+	static const char *const s[] = {
+		[IBV_EVENT_CQ_ERR] = "CQ error",
+		[IBV_EVENT_QP_FATAL] = "local work queue catastrophic error",
+		[IBV_EVENT_QP_REQ_ERR] = "invalid request local work queue error",
+		[IBV_EVENT_QP_ACCESS_ERR] = "local access violation work queue error",
+		[IBV_EVENT_COMM_EST] = "communication established",
+		[IBV_EVENT_SQ_DRAINED] = "send queue drained",
+		[IBV_EVENT_PATH_MIG] = "path migrated",
+		[IBV_EVENT_PATH_MIG_ERR] = "path migration request error",
+		[IBV_EVENT_DEVICE_FATAL] = "local catastrophic error",
+		[IBV_EVENT_PORT_ACTIVE] = "port active",
+		[IBV_EVENT_PORT_ERR] = "port error",
+		[IBV_EVENT_LID_CHANGE] = "LID change",
+		[IBV_EVENT_PKEY_CHANGE] = "P_Key change",
+		[IBV_EVENT_SM_CHANGE] = "SM change",
+		[IBV_EVENT_SRQ_ERR] = "SRQ catastrophic error",
+		[IBV_EVENT_SRQ_LIMIT_REACHED] = "SRQ limit reached",
+		[IBV_EVENT_QP_LAST_WQE_REACHED] = "last WQE reached",
+		[IBV_EVENT_CLIENT_REREGISTER] = "client reregistration",
+		[IBV_EVENT_GID_CHANGE] = "GID table change",
+		[IBV_EVENT_WQ_FATAL] = "WQ fatal",
+	};
+
+	return (unsigned)t < sizeof(s) / sizeof(s[0]) && s[t] ? s[t] : "unknown";
+}
+
+RV_EXPORT const char *ibv_node_type_str(enum ibv_node_type t)
+{
+	static const char *const s[] = {
+		[IBV_NODE_CA] = "InfiniBand channel adapter",
+		[IBV_NODE_SWITCH] = "InfiniBand switch",
+		[IBV_NODE_ROUTER] = "InfiniBand router",
+		[IBV_NODE_RNIC] = "iWARP NIC",
+		[IBV_NODE_USNIC] = "usNIC",
+		[IBV_NODE_USNIC_UDP] = "usNIC UDP",
+		[IBV_NODE_UNSPECIFIED] = "unspecified",
+	};
+
+	return (unsigned)t < sizeof(s) / sizeof(s[0]) && s[t] ? s[t] : "unknown";
+}
+
+RV_EXPORT const char *ibv_port_state_str(enum ibv_port_state st)
+{
+	static const char *const s[] = {
+		[IBV_PORT_NOP] = "no state change (NOP)",
+		[IBV_PORT_DOWN] = "down",
+		[IBV_PORT_INIT] = "init",
+		[IBV_PORT_ARMED] = "armed",
+		[IBV_PORT_ACTIVE] = "active",
+		[IBV_PORT_ACTIVE_DEFER] = "active defer",
+	};
+
+	return (unsigned)st < sizeof(s) / sizeof(s[0]) ? s[st] : "unknown";
+}
+
+/* --------------------------------------------------------------- rates */
+
+/* Each rate: its multiple of 2.5 Gb/s, rounded down (0: none) and its Mb/s. */
+static const struct {
+	enum ibv_rate rate;
+	int mult, mbps;
+} rates[] = {
+	{ IBV_RATE_2_5_GBPS, 1, 2500 },     { IBV_RATE_5_GBPS, 2, 5000 },
+	{ IBV_RATE_10_GBPS, 4, 10000 },     { IBV_RATE_20_GBPS, 8, 20000 },
+	{ IBV_RATE_30_GBPS, 12, 30000 },    { IBV_RATE_40_GBPS, 16, 40000 },
+	{ IBV_RATE_60_GBPS, 24, 60000 },    { IBV_RATE_80_GBPS, 32, 80000 },
+	{ IBV_RATE_120_GBPS, 48, 120000 },  { IBV_RATE_14_GBPS, 0, 14062 },
+	{ IBV_RATE_56_GBPS, 0, 56250 },     { IBV_RATE_112_GBPS, 0, 112500 },
+	{ IBV_RATE_168_GBPS, 0, 168750 },   { IBV_RATE_25_GBPS, 0, 25781 },
+	{ IBV_RATE_100_GBPS, 0, 103125 },   { IBV_RATE_200_GBPS, 0, 206250 },
+	{ IBV_RATE_300_GBPS, 0, 309375 },   { IBV_RATE_28_GBPS, 11, 28125 },
+	{ IBV_RATE_50_GBPS, 20, 53125 },     { IBV_RATE_400_GBPS, 160, 425000 },
+	{ IBV_RATE_600_GBPS, 240, 637500 },   { IBV_RATE_800_GBPS, 320, 850000 },
+	{ IBV_RATE_1200_GBPS, 480, 1275000 },
+};
+#define NRATES (sizeof(rates) / sizeof(rates[0]))
+
+RV_EXPORT int ibv_rate_to_mult(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < NRATES; i++)
+		if (rates[i].rate == rate && rates[i].mult)
+			return rates[i].mult;
+	return -1;
+}
+
+RV_EXPORT enum ibv_rate mult_to_ibv_rate(int mult)
+{
+	for (size_t i = 0; i < NRATES; i++)
+		if (rates[i].mult && rates[i].mult == mult)
+			return rates[i].rate;
+	return IBV_RATE_MAX;
+}
+
+RV_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate)
+{
+	for (size_t i = 0; i < NRATES; i++)
+		if (rates[i].rate == rate)
+			return rates[i].mbps;
+	return -1;
+}
+
+RV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
+{
+	for (size_t i = 0; i < NRATES; i++)
+		if (rates[i].mbps == mbps)
+			return rates[i].rate;
+	return IBV_RATE_MAX;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+/*
+ * A registered buffer's pages are roshm's MAP_SHARED memfd pages: a child
+ * of fork() would share them with its parent (its stores reach the parent
+ * and the peers), where a NIC's kernel gives it copies. After ibv_fork_init
+ * (or with RDMAV_FORK_SAFE / IBV_FORK_SAFE set) every registration marks
+ * its pages MADV_DONTFORK, as rdma-core does: a child does not have them.
+ * They stay so after deregistration (they stay roshm's pages too).
+ */
+static bool fork_on;
+
+bool rv_fork_safe(void)
+{
+	return __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
+	       getenv("IBV_FORK_SAFE");
+}
+
+RV_EXPORT int ibv_fork_init(void)
+{
+	__atomic_store_n(&fork_on, true, __ATOMIC_RELAXED);
+	return 0;
+}
+
+RV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return rv_fork_safe() ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+}
+
+static int fork_range(void *base, size_t size, int advice)
+{
+	uintptr_t start = (uintptr_t)base & ~(RV_PAGE - 1);
+	uintptr_t end = ((uintptr_t)base + size + RV_PAGE - 1) & ~(RV_PAGE - 1);
+
+	if (!size || end < start)
+		return EINVAL;
+	return madvise((void *)start, end - start, advice) ? errno : 0;
+}
+
+RV_EXPORT int ibv_dontfork_range(void *base, size_t size)
+{
+	return fork_range(base, size, MADV_DONTFORK);
+}
+
+RV_EXPORT int ibv_dofork_range(void *base, size_t size)
+{
+	return fork_range(base, size, MADV_DOFORK);
+}

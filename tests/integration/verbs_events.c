@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs' asynchronous events and the small calls around them, in
+ * one process of a roshm node (check_verbs_perftest.sh runs it):
+ *  - an SRQ armed with ibv_modify_srq(srq_limit 3) raises
+ *    IBV_EVENT_SRQ_LIMIT_REACHED once fewer than 3 RECVs remain, and only
+ *    once (the limit reads 0 after it); the async fd poll()s readable then,
+ *    not before, and a non-blocking ibv_get_async_event says EAGAIN when
+ *    nothing waits;
+ *  - a QP on the SRQ that goes to the error state raises
+ *    IBV_EVENT_QP_LAST_WQE_REACHED, and ibv_destroy_qp waits until that
+ *    event is acked (a thread destroys it; it must not return before the
+ *    ack); a QP destroyed with its event still queued takes the event along;
+ *  - a CQ that overruns raises IBV_EVENT_CQ_ERR and ibv_poll_cq fails;
+ *  - ibv_resize_cq keeps what the CQ holds;
+ *  - the string, rate and fork calls: the same answers as the system's
+ *    libibverbs (rdma-core, loaded beside ours with dlmopen), and after
+ *    ibv_fork_init a registered buffer is not mapped in a child of fork(),
+ *    where without it the child shares it (docs/verbs-compat.md).
+ *   verbs_events
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+static void die(const char *what)
+{
+	fprintf(stderr, "verbs_events: FAIL: %s (errno %s)\n", what, strerror(errno));
+	exit(1);
+}
+
+static void connect_qp(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	a.min_rnr_timer = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.rnr_retry = 7;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+		die("modify_qp RTS");
+}
+
+/* @n completions of @cq, all successful, within 30 s */
+static void reap(struct ibv_cq *cq, int n)
+{
+	time_t t0 = time(NULL);
+	struct ibv_wc wc;
+
+	while (n > 0) {
+		int k = ibv_poll_cq(cq, 1, &wc);
+
+		if (k < 0)
+			die("ibv_poll_cq");
+		if (k && wc.status != IBV_WC_SUCCESS) {
+			fprintf(stderr, "completion: %s\n", ibv_wc_status_str(wc.status));
+			die("a completion failed");
+		}
+		n -= k;
+		if (time(NULL) - t0 > 30)
+			die("no completion within 30 s");
+	}
+}
+
+static bool readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+/* The next event, within 10 s (the fd is non-blocking). */
+static struct ibv_async_event next_event(struct ibv_context *ctx, const char *what)
+{
+	struct ibv_async_event ev;
+
+	if (!readable(ctx->async_fd, 10000))
+		die(what);
+	if (ibv_get_async_event(ctx, &ev))
+		die(what);
+	return ev;
+}
+
+static void no_event(struct ibv_context *ctx, const char *what)
+{
+	struct ibv_async_event ev;
+
+	errno = 0;
+	if (ibv_get_async_event(ctx, &ev) != -1 || errno != EAGAIN) {
+		fprintf(stderr, "unexpected event %s\n", ibv_event_type_str(ev.event_type));
+		die(what);
+	}
+}
+
+struct destroyer {
+	struct ibv_qp *qp;
+	int ret;
+	volatile bool done;
+};
+
+static void *destroy_thread(void *arg)
+{
+	struct destroyer *d = arg;
+
+	d->ret = ibv_destroy_qp(d->qp);
+	d->done = true;
+	return NULL;
+}
+
+static void send1(struct ibv_qp *qp, struct ibv_mr *mr, void *buf)
+{
+	struct ibv_sge sg = { (uintptr_t)buf, 64, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send SEND");
+}
+
+static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	struct ibv_srq_attr at = { .srq_limit = 3 };
+	uint8_t *buf = aligned_alloc(4096, 8 * 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 8 * 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_qp_init_attr sia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+					.cap = { .max_send_wr = 8, .max_send_sge = 1,
+						 .max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp *r[2], *snd[2];
+	struct ibv_async_event ev;
+	struct destroyer d;
+	pthread_t th;
+
+	if (!cq || !srq || !mr)
+		die("srq: cq, srq or mr");
+	for (int i = 0; i < 2; i++) {
+		if (!(r[i] = ibv_create_qp(pd, &ia)) || !(snd[i] = ibv_create_qp(pd, &sia)))
+			die("srq: ibv_create_qp");
+		connect_qp(snd[i], r[i]->qp_num);
+		connect_qp(r[i], snd[i]->qp_num);
+	}
+	for (int i = 0; i < 4; i++) {
+		struct ibv_sge sg = { (uintptr_t)(buf + (size_t)(4 + i) * 4096), 4096, mr->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 100 + (uint64_t)i, .sg_list = &sg, .num_sge = 1 }, *bad;
+
+		if (ibv_post_srq_recv(srq, &rw, &bad))
+			die("ibv_post_srq_recv");
+	}
+	if (ibv_modify_srq(srq, &at, IBV_SRQ_LIMIT))
+		die("ibv_modify_srq limit 3");
+	if (readable(ctx->async_fd, 0))
+		die("the async fd is readable with no event");
+	no_event(ctx, "an event before any RECV was taken");
+
+	send1(snd[0], mr, buf);   /* 4 -> 3 RECVs: not fewer than the limit */
+	reap(cq, 2);
+	no_event(ctx, "SRQ limit event with 3 RECVs left, limit 3");
+	send1(snd[1], mr, buf);   /* 3 -> 2 */
+	reap(cq, 2);
+	ev = next_event(ctx, "no event once 2 RECVs were left (limit 3)");
+	if (ev.event_type != IBV_EVENT_SRQ_LIMIT_REACHED || ev.element.srq != srq)
+		die("not IBV_EVENT_SRQ_LIMIT_REACHED of our SRQ");
+	ibv_ack_async_event(&ev);
+	if (ibv_query_srq(srq, &at) || at.srq_limit != 0)
+		die("the SRQ is still armed after its limit event");
+	send1(snd[0], mr, buf);   /* 2 -> 1: disarmed, no event */
+	reap(cq, 2);
+	no_event(ctx, "a second SRQ limit event without arming again");
+	printf("verbs_events: SRQ limit 3: IBV_EVENT_SRQ_LIMIT_REACHED when 2 RECVs were left, once\n");
+
+	/* r[0] to the error state: its last WQE; destroy waits for the ack */
+	if (ibv_modify_qp(r[0], &err, IBV_QP_STATE))
+		die("modify_qp ERR");
+	ev = next_event(ctx, "no event for a QP of an SRQ in the error state");
+	if (ev.event_type != IBV_EVENT_QP_LAST_WQE_REACHED || ev.element.qp != r[0])
+		die("not IBV_EVENT_QP_LAST_WQE_REACHED of the QP");
+	d = (struct destroyer){ .qp = r[0] };
+	if (pthread_create(&th, NULL, destroy_thread, &d))
+		die("pthread_create");
+	usleep(300000);
+	if (d.done)
+		die("ibv_destroy_qp returned before its event was acked");
+	ibv_ack_async_event(&ev);
+	pthread_join(th, NULL);
+	if (d.ret)
+		die("ibv_destroy_qp after the ack");
+	printf("verbs_events: QP of an SRQ in error: IBV_EVENT_QP_LAST_WQE_REACHED; "
+	       "ibv_destroy_qp waited for its ack\n");
+
+	/* an event still queued goes with its QP */
+	if (ibv_modify_qp(r[1], &err, IBV_QP_STATE))
+		die("modify_qp ERR (2)");
+	if (!readable(ctx->async_fd, 10000))
+		die("no event for the second QP in error");
+	if (ibv_destroy_qp(r[1]))
+		die("ibv_destroy_qp with its event queued");
+	no_event(ctx, "an event of a destroyed QP");
+	printf("verbs_events: a queued event of a destroyed QP went with it\n");
+
+	for (int i = 0; i < 2; i++)
+		if (ibv_destroy_qp(snd[i]))
+			die("destroy sender");
+	if (ibv_destroy_srq(srq) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr))
+		die("srq: release");
+}
+
+/* More completions than a CQ holds: IBV_EVENT_CQ_ERR, ibv_poll_cq fails. */
+static void cq_overrun(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *small = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	struct ibv_cq *other = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_qp_init_attr ia = { .send_cq = small, .recv_cq = other, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4096, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *a, *b;
+	struct ibv_async_event ev;
+	struct ibv_wc wc;
+	int posted = 0, ret;
+	time_t t0;
+
+	if (!small || !other || !mr)
+		die("cq_overrun: cq or mr");
+	ia.send_cq = small;
+	if (!(a = ibv_create_qp(pd, &ia)))
+		die("cq_overrun: qp");
+	ia.send_cq = other;
+	if (!(b = ibv_create_qp(pd, &ia)))
+		die("cq_overrun: qp b");
+	connect_qp(a, b->qp_num);
+	connect_qp(b, a->qp_num);
+	/* 4096 signaled WRITEs: completions past what the small CQ holds */
+	for (; posted < 4096; posted++) {
+		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = (uint64_t)posted, .sg_list = &sg, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = (uintptr_t)buf + 8;
+		wr.wr.rdma.rkey = mr->rkey;
+		if (ibv_post_send(a, &wr, &bad))
+			die("cq_overrun: ibv_post_send");
+	}
+	for (t0 = time(NULL); !readable(ctx->async_fd, 0); ) {
+		if (ibv_poll_cq(other, 1, &wc) < 0)   /* drives the QPs on */
+			die("cq_overrun: poll of the other CQ");
+		if (time(NULL) - t0 > 60)
+			die("cq_overrun: no event within 60 s");
+	}
+	ev = next_event(ctx, "cq_overrun: event");
+	if (ev.event_type != IBV_EVENT_CQ_ERR || ev.element.cq != small)
+		die("not IBV_EVENT_CQ_ERR of the CQ that overran");
+	ibv_ack_async_event(&ev);
+	ret = ibv_poll_cq(small, 1, &wc);
+	while (ret > 0)
+		ret = ibv_poll_cq(small, 1, &wc);
+	if (ret != -1)
+		die("ibv_poll_cq of an overrun CQ did not fail");
+	printf("verbs_events: CQ overrun: IBV_EVENT_CQ_ERR, then ibv_poll_cq fails\n");
+	if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_cq(small) || ibv_destroy_cq(other) ||
+	    ibv_dereg_mr(mr))
+		die("cq_overrun: release");
+}
+
+/* ibv_resize_cq keeps the completions the CQ holds. */
+static void resize(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 8, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+	struct ibv_wc wc[8];
+	int got = 0;
+	time_t t0;
+
+	if (!cq || !mr || !a || !b)
+		die("resize: cq, mr or qp");
+	connect_qp(a, b->qp_num);
+	connect_qp(b, a->qp_num);
+	for (uint64_t i = 0; i < 3; i++) {
+		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 40 + i, .sg_list = &sg, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = (uintptr_t)buf + 64;
+		wr.wr.rdma.rkey = mr->rkey;
+		if (ibv_post_send(a, &wr, &bad))
+			die("resize: ibv_post_send");
+	}
+	/* one completion out, so that the others wait in the CQ */
+	for (t0 = time(NULL); !got; got = ibv_poll_cq(cq, 1, wc))
+		if (time(NULL) - t0 > 30)
+			die("resize: no completion");
+	usleep(200000);
+	if (ibv_resize_cq(cq, 4000) || cq->cqe != 4000)
+		die("ibv_resize_cq to 4000");
+	for (t0 = time(NULL); got < 3 && time(NULL) - t0 < 30;) {
+		int k = ibv_poll_cq(cq, 8, wc + got);
+
+		if (k < 0)
+			die("resize: poll");
+		got += k;
+	}
+	if (got != 3 || wc[0].wr_id != 40 || wc[1].wr_id != 41 || wc[2].wr_id != 42)
+		die("resize: completions lost or out of order");
+	if (ibv_resize_cq(cq, 0) != EINVAL)
+		die("ibv_resize_cq to 0 did not fail with EINVAL");
+	printf("verbs_events: ibv_resize_cq 8 -> 4000 kept the completions in order\n");
+	if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr))
+		die("resize: release");
+}
+
+/* Pure calls: the same answers as rdma-core's own libibverbs. */
+static void same_as_rdma_core(void)
+{
+	void *h = dlmopen(LM_ID_NEWLM, "/usr/lib/x86_64-linux-gnu/libibverbs.so.1", RTLD_NOW);
+	const char *(*ev_str)(int), *(*node_str)(int), *(*port_str)(int);
+	int (*to_mult)(int), (*from_mult)(int), (*to_mbps)(int), (*from_mbps)(int);
+	int n = 0;
+
+	if (!h) {
+		printf("verbs_events: rdma-core's libibverbs not found (%s): strings and rates "
+		       "not compared\n", dlerror());
+		return;
+	}
+	ev_str = (const char *(*)(int))dlsym(h, "ibv_event_type_str");
+	node_str = (const char *(*)(int))dlsym(h, "ibv_node_type_str");
+	port_str = (const char *(*)(int))dlsym(h, "ibv_port_state_str");
+	to_mult = (int (*)(int))dlsym(h, "ibv_rate_to_mult");
+	from_mult = (int (*)(int))dlsym(h, "mult_to_ibv_rate");
+	to_mbps = (int (*)(int))dlsym(h, "ibv_rate_to_mbps");
+	from_mbps = (int (*)(int))dlsym(h, "mbps_to_ibv_rate");
+	if (!ev_str || !node_str || !port_str || !to_mult || !from_mult || !to_mbps || !from_mbps)
+		die("a call missing from rdma-core's libibverbs");
+	for (int i = -1; i < 40; i++, n += 3) {
+		if (strcmp(ev_str(i), ibv_event_type_str((enum ibv_event_type)i)) ||
+		    strcmp(node_str(i), ibv_node_type_str((enum ibv_node_type)i)) ||
+		    strcmp(port_str(i), ibv_port_state_str((enum ibv_port_state)i))) {
+			fprintf(stderr, "value %d: \"%s\" \"%s\" \"%s\" (rdma-core) vs ours\n", i,
+				ev_str(i), node_str(i), port_str(i));
+			die("a string differs from rdma-core's");
+		}
+		if (to_mult(i) != ibv_rate_to_mult((enum ibv_rate)i) ||
+		    to_mbps(i) != ibv_rate_to_mbps((enum ibv_rate)i)) {
+			fprintf(stderr, "rate %d: mult %d mbps %d (rdma-core)\n", i, to_mult(i), to_mbps(i));
+			die("a rate conversion differs from rdma-core's");
+		}
+		n += 2;
+	}
+	for (int i = 0; i < 130; i++, n++)
+		if (from_mult(i) != (int)mult_to_ibv_rate(i))
+			die("mult_to_ibv_rate differs from rdma-core's");
+	for (int i = 0; i < 40; i++, n++) {
+		int m = to_mbps(i);
+
+		if (m > 0 && from_mbps(m) != (int)mbps_to_ibv_rate(m))
+			die("mbps_to_ibv_rate differs from rdma-core's");
+	}
+	if (from_mbps(12345) != (int)mbps_to_ibv_rate(12345))
+		die("mbps_to_ibv_rate of no rate differs from rdma-core's");
+	printf("verbs_events: strings and rate conversions: %d answers, all rdma-core's\n", n);
+}
+
+/* Without ibv_fork_init a child shares a registered buffer's pages; with
+ * it the child does not have them (SIGSEGV when it touches them). */
+static int child_touch(volatile uint8_t *p)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		die("fork");
+	if (!pid) {
+		signal(SIGSEGV, SIG_DFL);   /* a sanitizer's handler would exit instead */
+		p[100] = 0x5a;
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		die("waitpid");
+	return st;
+}
+
+static void fork_check(struct ibv_pd *pd)
+{
+	uint8_t *a = aligned_alloc(4096, 4096), *b = aligned_alloc(4096, 4096);
+	struct ibv_mr *ma, *mb;
+	int st;
+
+	if (ibv_is_fork_initialized() != IBV_FORK_DISABLED)
+		die("fork support reported before ibv_fork_init");
+	memset(a, 0, 4096);
+	if (!(ma = ibv_reg_mr(pd, a, 4096, IBV_ACCESS_LOCAL_WRITE)))
+		die("fork: reg_mr");
+	st = child_touch(a);
+	if (!WIFEXITED(st) || a[100] != 0x5a)
+		die("without ibv_fork_init a child did not share the registered page");
+	if (ibv_fork_init() || ibv_is_fork_initialized() != IBV_FORK_ENABLED)
+		die("ibv_fork_init");
+	memset(b, 0, 4096);
+	if (!(mb = ibv_reg_mr(pd, b, 4096, IBV_ACCESS_LOCAL_WRITE)))
+		die("fork: reg_mr after ibv_fork_init");
+	st = child_touch(b);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV || b[100] != 0)
+		die("after ibv_fork_init a child still had the registered page");
+	if (ibv_dereg_mr(ma) || ibv_dereg_mr(mb))
+		die("fork: dereg");
+	printf("verbs_events: fork: the child shares a registered page; after ibv_fork_init "
+	       "it has none (SIGSEGV)\n");
+}
+
+int main(void)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int fl;
+
+	if (!dl || !dl[0])
+		die("device roshm0 not listed");
+	if (!(ctx = ibv_open_device(dl[0])) || !(pd = ibv_alloc_pd(ctx)))
+		die("ibv_open_device / ibv_alloc_pd");
+	fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || (fl & O_NONBLOCK))
+		die("the async fd is not blocking at first (as the kernel's)");
+	if (fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK))
+		die("fcntl O_NONBLOCK");
+	same_as_rdma_core();
+	srq_events(ctx, pd);
+	cq_overrun(ctx, pd);
+	resize(ctx, pd);
+	fork_check(pd);
+	no_event(ctx, "an event left over");
+	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("release");
+	ibv_free_device_list(dl);
+	printf("verbs_events: ok\n");
+	return 0;
+}
