@@ -22,10 +22,13 @@
  *                                  holds): ibv_poll_cq fails from then on
  * As with rdma-core, destroying a QP, SRQ or CQ waits until every event of
  * it that ibv_get_async_event returned is acked; events of it still queued
- * go with it.
+ * go with it. An event of an object that is still queued is not queued
+ * again: the queue grows with the live objects, and drops nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +36,6 @@
 #include <unistd.h>
 
 #include "rv.h"
-
-#define RV_AEV_MAX 4096u   /* queued, not yet taken: more are dropped (counted) */
 
 static bool qp_event(enum ibv_event_type t)
 {
@@ -59,40 +60,57 @@ static bool srq_event(enum ibv_event_type t)
 }
 
 /* Queue event @t of @obj (a struct rv_qp, rv_srq or rv_cq as @t says).
- * Called with the context locked. */
+ * Called with the context locked. The same event of the same object that
+ * is still queued is not queued twice (so the queue holds at most a few
+ * events per live object: it grows, nothing is dropped); one count on the
+ * fd per queued event, always (the context's lock covers both). */
 void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj)
 {
+	uint32_t n = c->aev_tail - c->aev_head;
 	uint64_t one = 1;
 	ssize_t w;
 
-	if (!c->aev)
-		c->aev = calloc(RV_AEV_MAX, sizeof(*c->aev));
-	if (!c->aev || c->aev_tail - c->aev_head >= RV_AEV_MAX) {
-		c->aev_lost++;
-		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: async event %s dropped: %u not yet taken\n",
-				ibv_event_type_str(t), c->aev_tail - c->aev_head);
-		return;
+	for (uint32_t i = c->aev_head; i != c->aev_tail; i++)
+		if (c->aev[i & (c->aev_cap - 1)].obj == obj && c->aev[i & (c->aev_cap - 1)].type == t)
+			return;
+	if (n == c->aev_cap) {   /* full (or none yet): twice the room, in order */
+		uint32_t cap = c->aev_cap ? 2 * c->aev_cap : 64;
+		struct rv_aev *a = cap > c->aev_cap ? calloc(cap, sizeof(*a)) : NULL;
+
+		if (!a) {
+			if (getenv("ROSHM_VERBS_DEBUG"))
+				fprintf(stderr, "roshm-verbs: async event %s lost: out of memory\n",
+					ibv_event_type_str(t));
+			return;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			a[i] = c->aev[(c->aev_head + i) & (c->aev_cap - 1)];
+		free(c->aev);
+		c->aev = a;
+		c->aev_cap = cap;
+		c->aev_head = 0;
+		c->aev_tail = n;
 	}
-	c->aev[c->aev_tail++ & (RV_AEV_MAX - 1)] = (struct rv_aev){ .type = t, .obj = obj };
+	c->aev[c->aev_tail++ & (c->aev_cap - 1)] = (struct rv_aev){ .type = t, .obj = obj };
 	w = write(c->vc.context.async_fd, &one, sizeof(one));
-	(void)w;   /* an eventfd counter does not overflow at these rates */
+	(void)w;   /* a semaphore eventfd holds far more counts than events can wait */
 }
 
-/* @obj is being destroyed: its queued events go (context locked). The fd
- * keeps their counts: ibv_get_async_event reads past counts it finds no
- * event for. */
+/* @obj is being destroyed: its queued events go, and their counts with
+ * them (context locked: the fd holds one count per queued event, so these
+ * reads find theirs at once). */
 void rv_async_forget(struct rv_ctx *c, const void *obj)
 {
 	uint32_t to = c->aev_head;
+	uint64_t v;
 
-	if (!c->aev)
-		return;
 	for (uint32_t i = c->aev_head; i != c->aev_tail; i++) {
-		struct rv_aev e = c->aev[i & (RV_AEV_MAX - 1)];
+		struct rv_aev e = c->aev[i & (c->aev_cap - 1)];
 
 		if (e.obj != obj)
-			c->aev[to++ & (RV_AEV_MAX - 1)] = e;
+			c->aev[to++ & (c->aev_cap - 1)] = e;
+		else if (read(c->vc.context.async_fd, &v, sizeof(v)) != sizeof(v))
+			break;   /* not possible while the counts match the queue */
 	}
 	c->aev_tail = to;
 }
@@ -108,23 +126,41 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 	pthread_mutex_unlock(mu);
 }
 
+/*
+ * The oldest event. Its count is read from the fd under the context's
+ * lock, with the event, so that the fd is readable exactly while an event
+ * waits; without one the call waits in poll() (unlocked) for the next, or
+ * says EAGAIN when the application made the fd non-blocking.
+ */
 RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	struct rv_ctx *c = to_ctx(ctx);
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
 	uint64_t v;
 
 	for (;;) {
 		struct rv_aev e;
+		int fl;
 
-		/* blocks unless the application made the fd non-blocking */
-		if (read(ctx->async_fd, &v, sizeof(v)) != sizeof(v))
-			return -1;
 		rv_lock(c);
-		if (!c->aev || c->aev_head == c->aev_tail) {
+		if (c->aev_head == c->aev_tail) {
 			rv_unlock(c);
-			continue;   /* a count of an event that went with its object */
+			fl = fcntl(ctx->async_fd, F_GETFL);
+			if (fl < 0)
+				return -1;
+			if (fl & O_NONBLOCK) {
+				errno = EAGAIN;
+				return -1;
+			}
+			if (poll(&p, 1, -1) < 0)
+				return -1;   /* EINTR: a signal, as the kernel's read says */
+			continue;
 		}
-		e = c->aev[c->aev_head++ & (RV_AEV_MAX - 1)];
+		if (read(ctx->async_fd, &v, sizeof(v)) != sizeof(v)) {
+			rv_unlock(c);
+			return -1;
+		}
+		e = c->aev[c->aev_head++ & (c->aev_cap - 1)];
 		memset(ev, 0, sizeof(*ev));
 		ev->event_type = e.type;
 		if (qp_event(e.type)) {
@@ -291,16 +327,26 @@ RV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
  * its pages MADV_DONTFORK, as rdma-core does: a child does not have them.
  * They stay so after deregistration (they stay roshm's pages too).
  */
-static bool fork_on;
+static bool fork_on, shared_once;
 
+/* At each registration: whether its pages are to be kept from a child. */
 bool rv_fork_safe(void)
 {
-	return __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
-	       getenv("IBV_FORK_SAFE");
+	bool on = __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
+		  getenv("IBV_FORK_SAFE");
+
+	if (!on)
+		__atomic_store_n(&shared_once, true, __ATOMIC_RELAXED);
+	return on;
 }
 
+/* Too late once a registration shared its pages with children to come:
+ * EINVAL (ibv_fork_init(3): call it before any other verbs call). */
 RV_EXPORT int ibv_fork_init(void)
 {
+	if (__atomic_load_n(&shared_once, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&fork_on, __ATOMIC_RELAXED))
+		return EINVAL;
 	__atomic_store_n(&fork_on, true, __ATOMIC_RELAXED);
 	return 0;
 }

@@ -149,6 +149,7 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	struct rv_cq *q = (struct rv_cq *)cq, **pp;
 	struct rv_ctx *c = to_ctx(cq->context);
 	struct rv_chan *ch = (struct rv_chan *)cq->channel;
+	uint32_t reported;
 
 	rv_lock(c);
 	for (struct rv_qp *qp = c->qps; qp; qp = qp->next)
@@ -179,6 +180,14 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	}
 	rv_async_forget(c, q);
 	rv_unlock(c);
+	/* as rdma-core: every event given out acked first, completion events
+	 * (ibv_ack_cq_events) and async ones */
+	if (ch) {
+		pthread_mutex_lock(&ch->lock);
+		reported = q->ev_reported;
+		pthread_mutex_unlock(&ch->lock);
+		rv_async_settle(&cq->mutex, &cq->cond, &cq->comp_events_completed, reported);
+	}
 	rv_async_settle(&cq->mutex, &cq->cond, &cq->async_events_completed, q->aev_reported);
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
@@ -339,6 +348,8 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 		return -1;
 	pthread_mutex_lock(&ch->lock);
 	q = ch->first;
+	if (q)
+		q->ev_reported++;
 	if (q && !--q->ev_pending) {
 		ch->first = q->ev_next;
 		if (!ch->first)

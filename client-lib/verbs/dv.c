@@ -2,13 +2,14 @@
 /*
  * libmlx5.so.1 and libefa.so.1 stand-ins: perftest links the mlx5 and EFA
  * direct-verbs libraries, and Debian's real ones bind rdma-core's private
- * provider ABI at load time (IBVERBS_PRIVATE_34), which libroshm-verbs does
- * not offer. Beside our libibverbs.so.1 these take their place. Their entry
+ * provider ABI at load time (IBVERBS_PRIVATE_34), of which libroshm-verbs
+ * offers only the one call ibv_devinfo imports. Beside our libibverbs.so.1 these take their place. Their entry
  * points are only used on an mlx5 or EFA device, which roshm0 is not: each
  * fails with EOPNOTSUPP. Built twice, once per soname (-DRV_MLX5 / -DRV_EFA).
  */
 #include <errno.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define RV_EXPORT __attribute__((visibility("default")))
 
@@ -84,6 +85,122 @@ RV_EXPORT int mlx5dv_dek_destroy(struct mlx5dv_dek *dek)
 {
 	(void)dek;
 	return EOPNOTSUPP;
+}
+
+/* What UCX's libuct_ib imports: it loads only if every one is here, then
+ * asks mlx5dv_is_supported and takes the plain verbs path on roshm0. */
+RV_EXPORT struct ibv_cq_ex *mlx5dv_create_cq(struct ibv_context *context,
+					     struct ibv_cq_init_attr_ex *cq_attr,
+					     struct mlx5dv_cq_init_attr *mlx5_cq_attr)
+{
+	(void)context, (void)cq_attr, (void)mlx5_cq_attr;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT int mlx5dv_init_obj(struct mlx5dv_obj *obj, uint64_t obj_type)
+{
+	(void)obj, (void)obj_type;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT struct mlx5dv_devx_uar *mlx5dv_devx_alloc_uar(struct ibv_context *context, uint32_t flags)
+{
+	(void)context, (void)flags;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT void mlx5dv_devx_free_uar(struct mlx5dv_devx_uar *devx_uar)
+{
+	(void)devx_uar;
+}
+
+RV_EXPORT struct mlx5dv_devx_obj *mlx5dv_devx_obj_create(struct ibv_context *context, const void *in,
+							 size_t inlen, void *out, size_t outlen)
+{
+	(void)context, (void)in, (void)inlen, (void)out, (void)outlen;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT int mlx5dv_devx_obj_query(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen,
+				    void *out, size_t outlen)
+{
+	(void)obj, (void)in, (void)inlen, (void)out, (void)outlen;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int mlx5dv_devx_obj_modify(struct mlx5dv_devx_obj *obj, const void *in, size_t inlen,
+				     void *out, size_t outlen)
+{
+	(void)obj, (void)in, (void)inlen, (void)out, (void)outlen;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int mlx5dv_devx_obj_destroy(struct mlx5dv_devx_obj *obj)
+{
+	(void)obj;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT struct mlx5dv_devx_umem *mlx5dv_devx_umem_reg(struct ibv_context *ctx, void *addr,
+							size_t size, uint32_t access)
+{
+	(void)ctx, (void)addr, (void)size, (void)access;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT int mlx5dv_devx_umem_dereg(struct mlx5dv_devx_umem *umem)
+{
+	(void)umem;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int mlx5dv_devx_qp_query(struct ibv_qp *qp, const void *in, size_t inlen, void *out,
+				   size_t outlen)
+{
+	(void)qp, (void)in, (void)inlen, (void)out, (void)outlen;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT int mlx5dv_devx_qp_modify(struct ibv_qp *qp, const void *in, size_t inlen, void *out,
+				    size_t outlen)
+{
+	(void)qp, (void)in, (void)inlen, (void)out, (void)outlen;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT struct mlx5dv_devx_event_channel *
+mlx5dv_devx_create_event_channel(struct ibv_context *context,
+				 enum mlx5dv_devx_create_event_channel_flags flags)
+{
+	(void)context, (void)flags;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT void mlx5dv_devx_destroy_event_channel(struct mlx5dv_devx_event_channel *event_channel)
+{
+	(void)event_channel;
+}
+
+RV_EXPORT int mlx5dv_devx_subscribe_devx_event(struct mlx5dv_devx_event_channel *event_channel,
+					       struct mlx5dv_devx_obj *obj, uint16_t events_sz,
+					       uint16_t events_num[], uint64_t cookie)
+{
+	(void)event_channel, (void)obj, (void)events_sz, (void)events_num, (void)cookie;
+	return EOPNOTSUPP;
+}
+
+RV_EXPORT ssize_t mlx5dv_devx_get_event(struct mlx5dv_devx_event_channel *event_channel,
+					struct mlx5dv_devx_async_event_hdr *event_data,
+					size_t event_resp_len)
+{
+	(void)event_channel, (void)event_data, (void)event_resp_len;
+	errno = EOPNOTSUPP;
+	return -1;
 }
 #endif
 

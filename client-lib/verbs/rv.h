@@ -199,6 +199,7 @@ struct rv_cq {
 	bool armed;             /* ibv_req_notify_cq: the next completion fires */
 	bool queued;            /* on its channel's list of fired CQs */
 	uint32_t ev_pending;    /* its events not yet taken by ibv_get_cq_event */
+	uint32_t ev_reported;   /* its events ibv_get_cq_event gave (channel's lock) */
 	struct rv_cq *ev_next;
 };
 
@@ -356,9 +357,8 @@ struct rv_ctx {
 	bool watching;          /* it looks at the rings on a timer */
 	int wake_fd;
 	/* async events (async.c): vc.context.async_fd counts them */
-	struct rv_aev *aev;
-	uint32_t aev_head, aev_tail;
-	uint64_t aev_lost;
+	struct rv_aev *aev;     /* aev_cap of them (a power of two, or 0) */
+	uint32_t aev_cap, aev_head, aev_tail;
 };
 
 static inline struct rv_ctx *to_ctx(struct ibv_context *c)

@@ -55,7 +55,7 @@ RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	}
 	s->mask = n - 1;
 	s->max_wr = a->attr.max_wr;
-	s->limit = a->attr.srq_limit;
+	s->limit = 0;   /* srq_limit is ignored here (ibv_create_srq(3)): unarmed */
 	s->srq.context = pd->context;
 	s->srq.srq_context = a->srq_context;
 	s->srq.pd = pd;

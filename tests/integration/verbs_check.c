@@ -368,6 +368,24 @@ static void hostile_parts(struct roshm *r, struct ibv_pd *pd, struct ibv_cq *hcq
 	       "MR) and nothing more: the rest -> EACCES / EFAULT; after the QP's error -> EBADF\n");
 }
 
+/* Take (and ack) every async event waiting: did @qp's IBV_EVENT_QP_REQ_ERR come? */
+static bool async_req_err(struct ibv_context *ctx, struct ibv_qp *qp)
+{
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	struct ibv_async_event ev;
+	bool got = false;
+
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK))
+		die("async fd flags");
+	while (!ibv_get_async_event(ctx, &ev)) {
+		got |= ev.event_type == IBV_EVENT_QP_REQ_ERR && ev.element.qp == qp;
+		ibv_ack_async_event(&ev);
+	}
+	if (errno != EAGAIN || fcntl(ctx->async_fd, F_SETFL, fl))
+		die("ibv_get_async_event (non-blocking)");
+	return got;
+}
+
 static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb,
 		    uint32_t rqpn, struct ibv_mr *smr, struct ibv_mr *amr, uint8_t *sbuf)
 {
@@ -448,6 +466,11 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 		for (int j = 0; j < 3072; j++)
 			if (rb[H_OFF - 1024 + j] != 0xee)
 				die("a hostile fragment changed bytes of the receiver");
+		/* a fragment that breaks the rules is an invalid request: the
+		 * QP's IBV_EVENT_QP_REQ_ERR (a long message is not: its RECV's
+		 * error is all); every event taken is acked */
+		if (async_req_err(ctx, h) != (cases[i].want == IBV_WC_LOC_QP_OP_ERR))
+			die("hostile: IBV_EVENT_QP_REQ_ERR missing, or raised for a long message");
 		if (ibv_destroy_qp(h))
 			die("destroy (hostile)");
 	}
@@ -456,7 +479,8 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 	if (ibv_destroy_cq(hcq))
 		die("destroy cq (hostile)");
 	printf("verbs_check server: hostile fragments (slots beyond the ring, payload beyond its "
-	       "slots, longer than the RECV) refused, nothing written around the RECVs\n");
+	       "slots, longer than the RECV) refused, nothing written around the RECVs, "
+	       "IBV_EVENT_QP_REQ_ERR for the first two\n");
 }
 
 /*

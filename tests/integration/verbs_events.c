@@ -139,7 +139,7 @@ static void send1(struct ibv_qp *qp, struct ibv_mr *mr, void *buf)
 static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1, .srq_limit = 4 } };
 	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
 	struct ibv_srq_attr at = { .srq_limit = 3 };
 	uint8_t *buf = aligned_alloc(4096, 8 * 4096);
@@ -157,6 +157,9 @@ static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 
 	if (!cq || !srq || !mr)
 		die("srq: cq, srq or mr");
+	if (ibv_query_srq(srq, &at) || at.srq_limit != 0)
+		die("ibv_create_srq armed the SRQ (srq_limit is ignored there)");
+	at.srq_limit = 3;
 	for (int i = 0; i < 2; i++) {
 		if (!(r[i] = ibv_create_qp(pd, &ia)) || !(snd[i] = ibv_create_qp(pd, &sia)))
 			die("srq: ibv_create_qp");
@@ -211,15 +214,30 @@ static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 	printf("verbs_events: QP of an SRQ in error: IBV_EVENT_QP_LAST_WQE_REACHED; "
 	       "ibv_destroy_qp waited for its ack\n");
 
-	/* an event still queued goes with its QP */
+	/* the same event of a QP, still queued, is not queued twice; an event
+	 * still queued goes with its QP, and the fd is not readable after */
+	for (int k = 0; k < 3; k++) {
+		struct ibv_qp_attr rst = { .qp_state = IBV_QPS_RESET };
+
+		if (ibv_modify_qp(r[1], &err, IBV_QP_STATE) || ibv_modify_qp(r[1], &rst, IBV_QP_STATE))
+			die("modify_qp ERR, RESET (2)");
+	}
+	ev = next_event(ctx, "no event for the second QP in error");
+	if (ev.event_type != IBV_EVENT_QP_LAST_WQE_REACHED || ev.element.qp != r[1])
+		die("not IBV_EVENT_QP_LAST_WQE_REACHED of the second QP");
+	ibv_ack_async_event(&ev);
+	no_event(ctx, "one QP's event queued three times");
 	if (ibv_modify_qp(r[1], &err, IBV_QP_STATE))
-		die("modify_qp ERR (2)");
+		die("modify_qp ERR (3)");
 	if (!readable(ctx->async_fd, 10000))
-		die("no event for the second QP in error");
+		die("no event for the second QP in error again");
 	if (ibv_destroy_qp(r[1]))
 		die("ibv_destroy_qp with its event queued");
+	if (readable(ctx->async_fd, 0))
+		die("the async fd is readable after the only event went with its QP");
 	no_event(ctx, "an event of a destroyed QP");
-	printf("verbs_events: a queued event of a destroyed QP went with it\n");
+	printf("verbs_events: one QP's event raised 3 times before it was taken: once; a queued "
+	       "event of a destroyed QP went with it (fd not readable)\n");
 
 	for (int i = 0; i < 2; i++)
 		if (ibv_destroy_qp(snd[i]))
@@ -392,8 +410,10 @@ static void same_as_rdma_core(void)
 	printf("verbs_events: strings and rate conversions: %d answers, all rdma-core's\n", n);
 }
 
-/* Without ibv_fork_init a child shares a registered buffer's pages; with
- * it the child does not have them (SIGSEGV when it touches them). */
+/* Without ibv_fork_init a child shares a registered buffer's pages (and
+ * ibv_fork_init is refused after such a registration); with it, in a
+ * process of its own (this program again: "fork-safe"), the child does not
+ * have them (SIGSEGV when it touches them), also after deregistration. */
 static int child_touch(volatile uint8_t *p)
 {
 	pid_t pid = fork();
@@ -425,26 +445,59 @@ static void fork_check(struct ibv_pd *pd)
 	st = child_touch(a);
 	if (!WIFEXITED(st) || a[100] != 0x5a)
 		die("without ibv_fork_init a child did not share the registered page");
+	if (ibv_fork_init() != EINVAL || ibv_is_fork_initialized() != IBV_FORK_DISABLED)
+		die("ibv_fork_init after a registration was not refused");
+	if (ibv_dereg_mr(ma))
+		die("fork: dereg");
+	(void)b, (void)mb;
+	free(a);
+	free(b);
+	printf("verbs_events: fork: the child shares a registered page; ibv_fork_init after "
+	       "that: EINVAL\n");
+}
+
+/* ibv_fork_init first, in a process of its own */
+static void fork_safe(void)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mb;
+	uint8_t *b = aligned_alloc(4096, 4096);
+	int st;
+
 	if (ibv_fork_init() || ibv_is_fork_initialized() != IBV_FORK_ENABLED)
 		die("ibv_fork_init");
+	if (!dl || !dl[0] || !(ctx = ibv_open_device(dl[0])) || !(pd = ibv_alloc_pd(ctx)))
+		die("fork-safe: device");
 	memset(b, 0, 4096);
 	if (!(mb = ibv_reg_mr(pd, b, 4096, IBV_ACCESS_LOCAL_WRITE)))
 		die("fork: reg_mr after ibv_fork_init");
 	st = child_touch(b);
 	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV || b[100] != 0)
 		die("after ibv_fork_init a child still had the registered page");
-	if (ibv_dereg_mr(ma) || ibv_dereg_mr(mb))
-		die("fork: dereg");
-	printf("verbs_events: fork: the child shares a registered page; after ibv_fork_init "
-	       "it has none (SIGSEGV)\n");
+	if (ibv_dereg_mr(mb))
+		die("fork-safe: dereg");
+	st = child_touch(b);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV || b[100] != 0)
+		die("after ibv_fork_init a child had a deregistered page");
+	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("fork-safe: release");
+	ibv_free_device_list(dl);
+	exit(0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_device **dl;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
-	int fl;
+	pid_t pid;
+	int fl, st;
+
+	if (argc == 2 && !strcmp(argv[1], "fork-safe"))
+		fork_safe();
+	dl = ibv_get_device_list(NULL);
 
 	if (!dl || !dl[0])
 		die("device roshm0 not listed");
@@ -460,6 +513,15 @@ int main(void)
 	cq_overrun(ctx, pd);
 	resize(ctx, pd);
 	fork_check(pd);
+	pid = fork();
+	if (pid == 0) {
+		execl("/proc/self/exe", argv[0], "fork-safe", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("verbs_events fork-safe (its own process) failed");
+	printf("verbs_events: fork: after ibv_fork_init (first call) a child has no registered "
+	       "page (SIGSEGV), nor one deregistered\n");
 	no_event(ctx, "an event left over");
 	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
 		die("release");
