@@ -28,6 +28,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -583,6 +585,11 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 		if (w->k && (e->status == -EBADF || e->status == -ESTALE))
 			w->k->stale = true;
 		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : rv_wc_status(e->status));
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: qp %06x: WR %llu (opcode %d, %s) failed in roshmd: "
+				"%s -> %s\n", q->qp.qp_num, (unsigned long long)w->wr_id, (int)w->op,
+				op->kind == RV_OP_FRAG ? "into the peer's ring" : "RDMA",
+				strerror(-e->status), ibv_wc_status_str(w->status));
 	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
 		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
@@ -723,7 +730,10 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		if (w->status != IBV_WC_SUCCESS)
 			return 0;
 	}
-	if (rdma || atomic) {
+	/* A zero-length RDMA WRITE or READ touches no memory: a NIC checks
+	 * neither its rkey nor its address (UCX's flush posts one with rkey 0);
+	 * it completes in order, after every WR before it. */
+	if ((rdma && w->len) || atomic) {
 		uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
 		uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
 		uint64_t rlen = w->len;

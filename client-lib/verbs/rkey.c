@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -166,10 +167,17 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 			usleep(100000);
 		ret = roshm_region_open(c->r, name, &handle, &size);
 	}
-	if (ret)  /* no such QP in our tenant: as a NIC whose packets nobody answers */
+	if (ret) {  /* no such QP in our tenant: as a NIC whose packets nobody answers */
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: qp %06x: the ring of peer QP %06x: %s (%d tries)\n",
+				q->qp.qp_num, q->dest_qp_num, strerror(-ret), tries);
 		return IBV_WC_RETRY_EXC_ERR;
+	}
 	ret = rv_sync_read(c, handle, 0, sizeof(h), &h);
 	if (ret) {
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: qp %06x: reading the ring header of peer QP %06x: "
+				"%s\n", q->qp.qp_num, q->dest_qp_num, strerror(-ret));
 		roshm_region_close(c->r, handle);
 		return rv_wc_status(ret);
 	}

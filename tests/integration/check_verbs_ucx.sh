@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# UCX (Debian's ucx-utils, unmodified) through libroshm-verbs: ucx_perftest's
+# transport-level tests on UCX's rc_verbs transport over roshm0, between two
+# roshmd nodes with the tcp transport (network namespaces as root,
+# scripts/twonode.sh), server in node a, client in node b, each side exiting
+# 0 with its "Final:" line. UCX lists an IB device only when
+# /dev/infiniband/<its dev_name> is a character device it may open (it never
+# opens it): for the test, /dev/infiniband/uverbs-roshm0 is a /dev/null
+# (1:3) node, removed at the end; a pod mounts the node's /dev/null there
+# (docs/verbs-compat.md, "UCX").
+#   check_verbs_ucx.sh BUILD_ROOT VERBS_DIR
+set -u
+unset LD_LIBRARY_PATH   # roshmd gets the system libibverbs; only UCX gets ours
+build=$1 vdir=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/cleanup.sh"
+command -v ucx_perftest >/dev/null || { echo "check_verbs_ucx: skipped: ucx_perftest missing (Debian package ucx-utils)"; exit 77; }
+[[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_ucx: skipped: needs root and ip for network namespaces"; exit 77; }
+node=/dev/infiniband/uverbs-roshm0 made_dir= made_node=
+if [[ ! -e $node ]]; then
+  [[ -d /dev/infiniband ]] || { mkdir /dev/infiniband && made_dir=1; }
+  mknod -m 666 "$node" c 1 3 && made_node=1 || { echo "check_verbs_ucx: skipped: cannot make $node"; exit 77; }
+fi
+d=$(th_tmpdir vucx)
+TN_PREFIX=$(th_prefix vu)
+. "$src/scripts/twonode.sh"
+TN_DATAPLANE='idle_yield = true;'
+srv=
+trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d";
+      [[ -n $made_node ]] && rm -f "$node"; [[ -n $made_dir ]] && rmdir /dev/infiniband' EXIT
+fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
+twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
+# ROSHM_VERBS_YIELD=1: UCX polls without a pause, and on this 2-CPU machine
+# two such processes kept the pollers (idle_yield) off their CPU: every
+# round trip took 2 ms (a scheduler tick) instead of about 50 us
+va="env ROSHM_VERBS_YIELD=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
+vb="env ROSHM_VERBS_YIELD=1 ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+
+$va ucx_info -d >"$d/ucx_info" 2>&1 || { cat "$d/ucx_info"; fail "ucx_info -d"; }
+grep -A3 'Transport: rc_verbs' "$d/ucx_info" | grep -q 'Device: roshm0:1' ||
+  { cat "$d/ucx_info"; fail "UCX lists no rc_verbs transport on roshm0:1"; }
+echo "ok: ucx_info -d lists rc_verbs on roshm0:1"
+
+port=13337
+ucx_pair() {   # ucx_perftest arguments of one test
+  port=$((port + 1))
+  bg_a $va ucx_perftest -p $port >"$d/ucx.server" 2>&1
+  srv=$BG_PID
+  sleep 1
+  if ! in_b timeout 60 $vb ucx_perftest "$ADDR_A" -p $port -x rc_verbs -d roshm0:1 "$@" \
+       >"$d/ucx.client" 2>&1 </dev/null; then
+    cat "$d/ucx.client" "$d/ucx.server"; fail "ucx_perftest $* client failed"
+  fi
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/ucx.server"; fail "ucx_perftest $* server exited $rc"; }
+  grep -E '^Final: +[0-9]+ ' "$d/ucx.client" || { cat "$d/ucx.client"; fail "ucx_perftest $* printed no result"; }
+  echo "ok: ucx_perftest -x rc_verbs $*"
+}
+ucx_pair -t am_lat -n 1000                      # SENDs (inline) into an SRQ
+ucx_pair -t am_bw -s 64 -n 5000                  # message rate
+ucx_pair -t put_lat -n 1000                      # RDMA WRITE ping-pong on memory
+ucx_pair -t put_bw -s 65536 -D zcopy -n 500      # RDMA WRITE from registered memory
+ucx_pair -t get -s 65536 -D zcopy -n 500         # RDMA READ
+ucx_pair -t add_lat -n 1000                      # FETCH_ADD without result
+ucx_pair -t fadd -n 1000                         # FETCH_ADD
+ucx_pair -t cswap -n 1000                        # CMP_AND_SWP
+echo "check_verbs_ucx: ok"
