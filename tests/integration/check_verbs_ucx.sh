@@ -8,10 +8,18 @@
 # opens it): for the test, /dev/infiniband/uverbs-roshm0 is a /dev/null
 # (1:3) node, removed at the end; a pod mounts the node's /dev/null there
 # (docs/verbs-compat.md, "UCX").
-#   check_verbs_ucx.sh BUILD_ROOT VERBS_DIR
+#   check_verbs_ucx.sh BUILD_ROOT VERBS_DIR [SANITIZE]
+# In an ASan build our libraries are instrumented and UCX is not: the ASan
+# runtime is preloaded into ucx_perftest (as check_verbs_perftest does).
 set -u
 unset LD_LIBRARY_PATH   # roshmd gets the system libibverbs; only UCX gets ours
-build=$1 vdir=$2
+build=$1 vdir=$2 sanitize=${3:-none}
+pre=
+if [[ $sanitize == *address* ]]; then
+  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+  [[ -f $rt ]] || { echo "check_verbs_ucx: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
+  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 command -v ucx_perftest >/dev/null || { echo "check_verbs_ucx: skipped: ucx_perftest missing (Debian package ucx-utils)"; exit 77; }
@@ -33,8 +41,8 @@ twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
 # ROSHM_VERBS_YIELD=1: UCX polls without a pause, and on this 2-CPU machine
 # two such processes kept the pollers (idle_yield) off their CPU: every
 # round trip took 2 ms (a scheduler tick) instead of about 50 us
-va="env ROSHM_VERBS_YIELD=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
-vb="env ROSHM_VERBS_YIELD=1 ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+va="env $pre ROSHM_VERBS_YIELD=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
+vb="env $pre ROSHM_VERBS_YIELD=1 ROSHM_VERBS_DEBUG=1 LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
 
 $va ucx_info -d >"$d/ucx_info" 2>&1 || { cat "$d/ucx_info"; fail "ucx_info -d"; }
 grep -A3 'Transport: rc_verbs' "$d/ucx_info" | grep -q 'Device: roshm0:1' ||

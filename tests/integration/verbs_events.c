@@ -244,6 +244,7 @@ static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 			die("destroy sender");
 	if (ibv_destroy_srq(srq) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr))
 		die("srq: release");
+	free(buf);
 }
 
 /* More completions than a CQ holds: IBV_EVENT_CQ_ERR, ibv_poll_cq fails. */
@@ -304,6 +305,7 @@ static void cq_overrun(struct ibv_context *ctx, struct ibv_pd *pd)
 	if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_cq(small) || ibv_destroy_cq(other) ||
 	    ibv_dereg_mr(mr))
 		die("cq_overrun: release");
+	free(buf);
 }
 
 /* ibv_resize_cq keeps the completions the CQ holds. */
@@ -357,6 +359,7 @@ static void resize(struct ibv_context *ctx, struct ibv_pd *pd)
 	printf("verbs_events: ibv_resize_cq 8 -> 4000 kept the completions in order\n");
 	if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr))
 		die("resize: release");
+	free(buf);
 }
 
 /* Pure calls: the same answers as rdma-core's own libibverbs. */
@@ -484,6 +487,7 @@ static void fork_safe(void)
 	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
 		die("fork-safe: release");
 	ibv_free_device_list(dl);
+	free(b);
 	exit(0);
 }
 
