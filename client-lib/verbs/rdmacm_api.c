@@ -289,6 +289,78 @@ err: {
 }
 }
 
+/*
+ * The id's SRQ (basic only: XRC and tag matching are EOPNOTSUPP), on the
+ * PD given or the id's, with a receive CQ (and its channel) made for it
+ * unless the caller gives one; rdma_create_qp puts the id's QP on it.
+ */
+RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
+{
+	struct ibv_srq_init_attr a;
+	struct ibv_pd *pd;
+
+	if (!id || !attr || id->srq || !id->verbs)
+		return rc_err(EINVAL);
+	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
+					  IBV_SRQ_INIT_ATTR_CQ))
+		return rc_err(EOPNOTSUPP);
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
+		return rc_err(EOPNOTSUPP);
+	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
+	if (!pd || pd->context != id->verbs)
+		return rc_err(EINVAL);
+	if ((!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) && !id->recv_cq &&
+	    create_cqs(id, 0, attr->attr.max_wr))
+		return -1;
+	a = (struct ibv_srq_init_attr){ .srq_context = attr->srq_context, .attr = attr->attr };
+	id->srq = ibv_create_srq(pd, &a);
+	if (!id->srq) {
+		int e = errno;
+
+		if (!id->qp)
+			destroy_cqs(id);
+		return rc_err(e ? e : ENOMEM);
+	}
+	attr->attr = a.attr;
+	attr->pd = pd;
+	attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+		attr->cq = id->recv_cq;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	}
+	return 0;
+}
+
+RC_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
+			      struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex a;
+	int ret;
+
+	if (!id || !attr)
+		return rc_err(EINVAL);
+	memset(&a, 0, sizeof(a));
+	a.srq_context = attr->srq_context;
+	a.attr = attr->attr;
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	a.srq_type = IBV_SRQT_BASIC;
+	a.pd = pd ? pd : id->pd;
+	ret = rdma_create_srq_ex(id, &a);
+	if (!ret)
+		attr->attr = a.attr;
+	return ret;
+}
+
+RC_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
+{
+	if (!id || !id->srq)
+		return;
+	if (!ibv_destroy_srq(id->srq))
+		id->srq = NULL;
+	if (!id->qp)
+		destroy_cqs(id);
+}
+
 RC_EXPORT int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
 			     struct ibv_qp_init_attr *qp_init_attr)
 {

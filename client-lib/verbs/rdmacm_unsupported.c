@@ -8,9 +8,7 @@
  *   exist; rpoll / rselect on ordinary descriptors are poll / select, which
  *   is what librdmacm does for them (rping's and ucmatose's common code
  *   calls rpoll); every other r* call names no rsocket: EBADF.
- * - Multicast and rdma_create_srq[_ex]: EOPNOTSUPP (UD does not exist on
- *   roshm0; an application makes its SRQ with ibv_create_srq and passes it
- *   in rdma_create_qp's attributes).
+ * - Multicast: EOPNOTSUPP (UD does not exist on roshm0).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -216,29 +214,4 @@ RC_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
 	(void)id, (void)addr;
 	errno = EOPNOTSUPP;
 	return -1;
-}
-
-/* ------------------------------------------------ shared receive queues */
-
-RC_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
-			      struct ibv_srq_init_attr *attr)
-{
-	(void)id, (void)pd, (void)attr;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
-{
-	(void)id, (void)attr;
-	errno = EOPNOTSUPP;
-	return -1;
-}
-
-RC_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
-{
-	if (id && id->srq) {
-		ibv_destroy_srq(id->srq);
-		id->srq = NULL;
-	}
 }

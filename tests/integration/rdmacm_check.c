@@ -294,12 +294,21 @@ static int server(const char *addr, int port)
 	CHECK(pd, "ibv_alloc_pd");
 	{
 		struct ibv_cq *cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
-		struct ibv_qp_init_attr a = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		struct ibv_qp_init_attr a = { .send_cq = cq, .qp_type = IBV_QPT_RC,
 					      .cap = { .max_send_wr = 16, .max_send_sge = 1 } };
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+		struct ibv_qp_init_attr got;
+		struct ibv_qp_attr ga;
 
 		CHECK(cq, "ibv_create_cq");
+		/* the id's SRQ, its receive CQ made by librdmacm; the QP takes both */
+		CHECK(!rdma_create_srq(id, pd, &sa), "rdma_create_srq: %s", strerror(errno));
+		CHECK(id->srq && id->recv_cq && id->recv_cq_channel && sa.attr.max_wr >= 8,
+		      "rdma_create_srq made no SRQ, or no receive CQ for it");
 		CHECK(!rdma_create_qp(id, pd, &a), "rdma_create_qp: %s", strerror(errno));
 		CHECK(!id->send_cq && !id->send_cq_channel, "librdmacm made a CQ though one was given");
+		CHECK(!ibv_query_qp(id->qp, &ga, IBV_QP_STATE, &got) && got.srq == id->srq &&
+		      id->qp->recv_cq == id->recv_cq, "the QP is not on the id's SRQ and receive CQ");
 	}
 	buf = malloc(LEN + 64);
 	CHECK(buf, "malloc");
@@ -309,6 +318,9 @@ static int server(const char *addr, int port)
 	mr = ibv_reg_mr(pd, buf, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 	CHECK(mr, "ibv_reg_mr: %s", strerror(errno));
+	/* rdma_post_recv goes to the id's SRQ */
+	memset(buf + 9000, 0xee, 256);
+	CHECK(!rdma_post_recv(id, (void *)0x77, buf + 9000, 256, mr), "rdma_post_recv: %s", strerror(errno));
 	si = (struct info){ .magic = MAGIC, .rkey = mr->rkey, .addr = (uintptr_t)buf };
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = &si;
@@ -325,6 +337,17 @@ static int server(const char *addr, int port)
 	e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 30000);
 	CHECK(e->id == id, "ESTABLISHED for another id");
 	rdma_ack_cm_event(e);
+	{   /* the client's SEND, into the RECV of the SRQ */
+		struct ibv_wc wc = wait_wc(id->recv_cq);
+
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 0x77 && wc.opcode == IBV_WC_RECV &&
+		      wc.byte_len == 100 && wc.qp_num == id->qp->qp_num,
+		      "the SEND through the SRQ: status %d wr_id %" PRIx64 " opcode %d len %u", wc.status,
+		      wc.wr_id, wc.opcode, wc.byte_len);
+		for (int k = 0; k < 256; k++)
+			CHECK(buf[9000 + k] == (k < 100 ? (uint8_t)(k * 5 + 1) : 0xee),
+			      "byte %d of the SEND in the SRQ's RECV: %u", k, buf[9000 + k]);
+	}
 	/* the client WRITEs, READs, adds and swaps, then disconnects */
 	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 60000);
 	CHECK(e->id == id, "DISCONNECTED for another id");
@@ -339,6 +362,8 @@ static int server(const char *addr, int port)
 
 		rdma_destroy_qp(id);
 		ibv_destroy_cq(cq);
+		rdma_destroy_srq(id);
+		CHECK(!id->srq && !id->recv_cq, "rdma_destroy_srq left the SRQ or its CQ");
 	}
 	ibv_dereg_mr(mr);
 	ibv_dealloc_pd(pd);
@@ -504,6 +529,9 @@ static int client(const char *addr, int port)
 		      "rdma_init_qp_attr(RTR) does not give the peer's QPN and GID");
 	}
 	rdma_ack_cm_event(e);
+	for (int k = 0; k < 100; k++)   /* a SEND: the server took an SRQ from rdma_create_srq */
+		buf[9000 + k] = (uint8_t)(k * 5 + 1);
+	post(id->qp, IBV_WR_SEND, buf + 9000, 100, mr->lkey, 0, 0, 0, 0);
 	for (int k = 0; k < PLEN; k++)
 		buf[k] = (uint8_t)(k * 7 + 3);
 	post(id->qp, IBV_WR_RDMA_WRITE, buf, PLEN, mr->lkey, si.addr + OFF, si.rkey, 0, 0);
@@ -769,7 +797,7 @@ static void misc(void)
 	CHECK(rdma_disconnect(id) && errno == EINVAL, "rdma_disconnect of an idle id");
 	CHECK(rdma_join_multicast(id, (struct sockaddr *)&far, NULL) && errno == EOPNOTSUPP,
 	      "rdma_join_multicast: want EOPNOTSUPP");
-	CHECK(rdma_create_srq(id, NULL, NULL) && errno == EOPNOTSUPP, "rdma_create_srq: want EOPNOTSUPP");
+	CHECK(rdma_create_srq(id, NULL, NULL) && errno == EINVAL, "rdma_create_srq without attributes: want EINVAL");
 	CHECK(rdma_set_option(id, RDMA_OPTION_ID, 99, &v, sizeof(v)) && errno == ENOSYS,
 	      "an unknown option: want ENOSYS");
 	CHECK(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &v, sizeof(v)) && errno == EOPNOTSUPP,
