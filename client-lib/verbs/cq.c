@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -174,6 +175,10 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 				for (struct rv_cq *e = ch->first; e; e = e->ev_next)
 					ch->last = e;
 			}
+			/* its untaken events go, and their counts on the fd */
+			for (uint64_t v; q->ev_pending; q->ev_pending--)
+				if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
+					break;
 		}
 		pthread_mutex_unlock(&ch->lock);
 		ch->ch.refcnt--;
@@ -216,9 +221,10 @@ static void fire(struct rv_cq *q)
 			ch->first = q;
 		ch->last = q;
 	}
-	pthread_mutex_unlock(&ch->lock);
+	/* under the lock: the fd counts exactly the events queued */
 	w = write(ch->ch.fd, &one, sizeof(one));
 	(void)w;   /* an eventfd counter does not overflow at our rates */
+	pthread_mutex_unlock(&ch->lock);
 }
 
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
@@ -339,18 +345,38 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 			       void **cq_context)
 {
 	struct rv_chan *ch = (struct rv_chan *)channel;
+	struct pollfd p = { .fd = channel->fd, .events = POLLIN };
 	struct rv_cq *q;
 	uint64_t v;
 
-	/* blocks unless the application made the fd non-blocking (EAGAIN);
-	 * a signal interrupts it (EINTR), as the kernel's channel would */
-	if (read(channel->fd, &v, sizeof(v)) != sizeof(v))
+	/* The count is read with its event, under the channel's lock (a
+	 * destroyed CQ's untaken events took theirs). Without one: wait in
+	 * poll() unless the application made the fd non-blocking (EAGAIN); a
+	 * signal interrupts it (EINTR), as the kernel's channel would. */
+	for (;;) {
+		int fl;
+
+		pthread_mutex_lock(&ch->lock);
+		if (ch->first)
+			break;
+		pthread_mutex_unlock(&ch->lock);
+		fl = fcntl(channel->fd, F_GETFL);
+		if (fl < 0)
+			return -1;
+		if (fl & O_NONBLOCK) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (poll(&p, 1, -1) < 0)
+			return -1;
+	}
+	if (read(channel->fd, &v, sizeof(v)) != sizeof(v)) {
+		pthread_mutex_unlock(&ch->lock);
 		return -1;
-	pthread_mutex_lock(&ch->lock);
+	}
 	q = ch->first;
-	if (q)
-		q->ev_reported++;
-	if (q && !--q->ev_pending) {
+	q->ev_reported++;
+	if (!--q->ev_pending) {
 		ch->first = q->ev_next;
 		if (!ch->first)
 			ch->last = NULL;
@@ -358,10 +384,6 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 		q->ev_next = NULL;
 	}
 	pthread_mutex_unlock(&ch->lock);
-	if (!q) {
-		errno = EAGAIN;   /* its CQ was destroyed meanwhile */
-		return -1;
-	}
 	*cq = &q->cq;
 	*cq_context = q->cq.cq_context;
 	return 0;

@@ -308,6 +308,67 @@ static void cq_overrun(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(buf);
 }
 
+/* One completion channel, two CQs, an event each; the CQ whose event is
+ * not taken is destroyed: the other's event is the one left, and then the
+ * channel's fd is not readable and a non-blocking get says EAGAIN. */
+static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq[2], *got;
+	struct ibv_qp *qp[2];
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	void *cctx;
+
+	if (!ch || !mr || fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK))
+		die("chan: channel or mr");
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = 4, .max_send_sge = 1,
+							.max_recv_wr = 1, .max_recv_sge = 1 } };
+
+		if (!(cq[i] = ibv_create_cq(ctx, 8, (void *)(uintptr_t)(i + 1), ch, 0)))
+			die("chan: cq");
+		ia.send_cq = ia.recv_cq = cq[i];
+		if (!(qp[i] = ibv_create_qp(pd, &ia)))
+			die("chan: qp");
+	}
+	connect_qp(qp[0], qp[1]->qp_num);
+	connect_qp(qp[1], qp[0]->qp_num);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		wr.wr.rdma.remote_addr = (uintptr_t)buf + 64;
+		wr.wr.rdma.rkey = mr->rkey;
+		if (ibv_req_notify_cq(cq[i], 0) || ibv_post_send(qp[i], &wr, &bad))
+			die("chan: arm or post");
+	}
+	for (int i = 0; i < 2; i++)
+		reap(cq[i], 1);   /* each completion fired its armed CQ's event */
+	if (!readable(ch->fd, 0))
+		die("chan: no event after two armed completions");
+	if (ibv_destroy_qp(qp[0]) || ibv_destroy_cq(cq[0]))
+		die("chan: destroy the CQ whose event waits");
+	if (ibv_get_cq_event(ch, &got, &cctx) || got != cq[1] || cctx != (void *)2)
+		die("chan: the other CQ's event is not the one left");
+	ibv_ack_cq_events(got, 1);
+	if (readable(ch->fd, 0))
+		die("chan: the channel's fd is readable with no event left");
+	errno = 0;
+	if (ibv_get_cq_event(ch, &got, &cctx) != -1 || errno != EAGAIN)
+		die("chan: a non-blocking get with no event did not say EAGAIN");
+	if (ibv_destroy_qp(qp[1]) || ibv_destroy_cq(cq[1]) || ibv_destroy_comp_channel(ch) ||
+	    ibv_dereg_mr(mr))
+		die("chan: release");
+	free(buf);
+	printf("verbs_events: a destroyed CQ's untaken event went with it: the channel gives the "
+	       "other's, then EAGAIN, fd not readable\n");
+}
+
 /* ibv_resize_cq keeps the completions the CQ holds. */
 static void resize(struct ibv_context *ctx, struct ibv_pd *pd)
 {
@@ -516,6 +577,7 @@ int main(int argc, char **argv)
 	srq_events(ctx, pd);
 	cq_overrun(ctx, pd);
 	resize(ctx, pd);
+	chan_check(ctx, pd);
 	fork_check(pd);
 	pid = fork();
 	if (pid == 0) {
