@@ -132,28 +132,36 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
  * waits; without one the call waits in poll() (unlocked) for the next, or
  * says EAGAIN when the application made the fd non-blocking.
  */
+/* No event queued on @fd's object: -1 with EAGAIN when the application
+ * made @fd non-blocking, else wait until it is readable (0: look again),
+ * or -1 with EINTR when a signal came, as the kernel's read would. */
+int rv_fd_wait(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -1;
+	if (fl & O_NONBLOCK) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return poll(&p, 1, -1) < 0 ? -1 : 0;
+}
+
 RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	struct rv_ctx *c = to_ctx(ctx);
-	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
 	uint64_t v;
 
 	for (;;) {
 		struct rv_aev e;
-		int fl;
 
 		rv_lock(c);
 		if (c->aev_head == c->aev_tail) {
 			rv_unlock(c);
-			fl = fcntl(ctx->async_fd, F_GETFL);
-			if (fl < 0)
+			if (rv_fd_wait(ctx->async_fd))
 				return -1;
-			if (fl & O_NONBLOCK) {
-				errno = EAGAIN;
-				return -1;
-			}
-			if (poll(&p, 1, -1) < 0)
-				return -1;   /* EINTR: a signal, as the kernel's read says */
 			continue;
 		}
 		if (read(ctx->async_fd, &v, sizeof(v)) != sizeof(v)) {

@@ -21,7 +21,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -345,7 +344,6 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 			       void **cq_context)
 {
 	struct rv_chan *ch = (struct rv_chan *)channel;
-	struct pollfd p = { .fd = channel->fd, .events = POLLIN };
 	struct rv_cq *q;
 	uint64_t v;
 
@@ -354,20 +352,11 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 	 * poll() unless the application made the fd non-blocking (EAGAIN); a
 	 * signal interrupts it (EINTR), as the kernel's channel would. */
 	for (;;) {
-		int fl;
-
 		pthread_mutex_lock(&ch->lock);
 		if (ch->first)
 			break;
 		pthread_mutex_unlock(&ch->lock);
-		fl = fcntl(channel->fd, F_GETFL);
-		if (fl < 0)
-			return -1;
-		if (fl & O_NONBLOCK) {
-			errno = EAGAIN;
-			return -1;
-		}
-		if (poll(&p, 1, -1) < 0)
+		if (rv_fd_wait(channel->fd))
 			return -1;
 	}
 	if (read(channel->fd, &v, sizeof(v)) != sizeof(v)) {

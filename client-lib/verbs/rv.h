@@ -451,6 +451,7 @@ void rv_async_forget(struct rv_ctx *c, const void *obj);
 void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *done,
 		     uint32_t reported);
 bool rv_fork_safe(void);
+int rv_fd_wait(int fd);
 
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
