@@ -102,15 +102,14 @@ void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj)
 void rv_async_forget(struct rv_ctx *c, const void *obj)
 {
 	uint32_t to = c->aev_head;
-	uint64_t v;
 
 	for (uint32_t i = c->aev_head; i != c->aev_tail; i++) {
 		struct rv_aev e = c->aev[i & (c->aev_cap - 1)];
 
 		if (e.obj != obj)
 			c->aev[to++ & (c->aev_cap - 1)] = e;
-		else if (read(c->vc.context.async_fd, &v, sizeof(v)) != sizeof(v))
-			break;   /* not possible while the counts match the queue */
+		else
+			rv_fd_take(c->vc.context.async_fd);
 	}
 	c->aev_tail = to;
 }
@@ -132,6 +131,20 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
  * waits; without one the call waits in poll() (unlocked) for the next, or
  * says EAGAIN when the application made the fd non-blocking.
  */
+/* Take one count off @fd, which the caller knows holds one (its lock covers
+ * the events and their counts); never blocks, should an application have
+ * read the fd itself. */
+void rv_fd_take(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint64_t v;
+	ssize_t r;
+
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		r = read(fd, &v, sizeof(v));
+	(void)r;
+}
+
 /* No event queued on @fd's object: -1 with EAGAIN when the application
  * made @fd non-blocking, else wait until it is readable (0: look again),
  * or -1 with EINTR when a signal came, as the kernel's read would. */
@@ -152,7 +165,6 @@ int rv_fd_wait(int fd)
 RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
 {
 	struct rv_ctx *c = to_ctx(ctx);
-	uint64_t v;
 
 	for (;;) {
 		struct rv_aev e;
@@ -164,10 +176,7 @@ RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_even
 				return -1;
 			continue;
 		}
-		if (read(ctx->async_fd, &v, sizeof(v)) != sizeof(v)) {
-			rv_unlock(c);
-			return -1;
-		}
+		rv_fd_take(ctx->async_fd);
 		e = c->aev[c->aev_head++ & (c->aev_cap - 1)];
 		memset(ev, 0, sizeof(*ev));
 		ev->event_type = e.type;
@@ -337,11 +346,16 @@ RV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
  */
 static bool fork_on, shared_once;
 
+static bool fork_enabled(void)
+{
+	return __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
+	       getenv("IBV_FORK_SAFE");
+}
+
 /* At each registration: whether its pages are to be kept from a child. */
 bool rv_fork_safe(void)
 {
-	bool on = __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
-		  getenv("IBV_FORK_SAFE");
+	bool on = fork_enabled();
 
 	if (!on)
 		__atomic_store_n(&shared_once, true, __ATOMIC_RELAXED);
@@ -361,7 +375,7 @@ RV_EXPORT int ibv_fork_init(void)
 
 RV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
 {
-	return rv_fork_safe() ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;
+	return fork_enabled() ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;   /* asking changes nothing */
 }
 
 static int fork_range(void *base, size_t size, int advice)

@@ -175,9 +175,8 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 					ch->last = e;
 			}
 			/* its untaken events go, and their counts on the fd */
-			for (uint64_t v; q->ev_pending; q->ev_pending--)
-				if (read(ch->ch.fd, &v, sizeof(v)) != sizeof(v))
-					break;
+			for (; q->ev_pending; q->ev_pending--)
+				rv_fd_take(ch->ch.fd);
 		}
 		pthread_mutex_unlock(&ch->lock);
 		ch->ch.refcnt--;
@@ -345,7 +344,6 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 {
 	struct rv_chan *ch = (struct rv_chan *)channel;
 	struct rv_cq *q;
-	uint64_t v;
 
 	/* The count is read with its event, under the channel's lock (a
 	 * destroyed CQ's untaken events took theirs). Without one: wait in
@@ -359,10 +357,7 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 		if (rv_fd_wait(channel->fd))
 			return -1;
 	}
-	if (read(channel->fd, &v, sizeof(v)) != sizeof(v)) {
-		pthread_mutex_unlock(&ch->lock);
-		return -1;
-	}
+	rv_fd_take(channel->fd);
 	q = ch->first;
 	q->ev_reported++;
 	if (!--q->ev_pending) {

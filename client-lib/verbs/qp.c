@@ -114,8 +114,21 @@ static uint64_t rnr_ns(uint8_t t)
 	return (uint64_t)u10[t & 31] * 10000u;
 }
 
+static bool remote_status(enum ibv_wc_status st)
+{
+	return st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR ||
+	       st == IBV_WC_REM_OP_ERR || st == IBV_WC_RETRY_EXC_ERR ||
+	       st == IBV_WC_RNR_RETRY_EXC_ERR;
+}
+
 static void wr_fail(struct rv_qp *q, struct rv_swr *w, enum ibv_wc_status st)
 {
+	/* UC: nothing answers its sender, so what fails at the peer (or on
+	 * the way) is lost without a word, and the WR completes as sent */
+	if (q->qp.qp_type == IBV_QPT_UC && remote_status(st)) {
+		w->drop = true;
+		return;
+	}
 	if (w->status == IBV_WC_SUCCESS)
 		w->status = st;
 	q->broken = true;
@@ -492,8 +505,51 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 }
 
 /* Issue what the WR still needs; false when it waits for resources. */
+/*
+ * A zero-length RDMA WRITE or READ touches no memory, but on a NIC it still
+ * needs the peer QP's answer: an application that flushes or checks a
+ * connection with one (UCX's keepalive) learns of a dead peer by its
+ * failure. Here it READs the peer's ring credit words (the peer QP, as a
+ * SEND would find it), after every WR before it on the same connection.
+ */
+static bool issue_probe(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	struct roshm_sqe *sqe;
+	enum ibv_wc_status st;
+	uint32_t slot;
+
+	if (!q->peer_ok && q->peer_status == IBV_WC_SUCCESS &&
+	    (st = rv_peer_resolve(c, q, 10)) != IBV_WC_SUCCESS)
+		q->peer_status = st;
+	if (q->peer_status != IBV_WC_SUCCESS) {
+		wr_fail(q, w, q->peer_status);
+		return true;
+	}
+	if (!room(c, &sqe, 1))
+		return false;
+	slot = take_slot(c);
+	roshm_prep_read(sqe, q->peer_handle, RV_RING_CREDIT, slot * c->slot_size, 16);
+	roshm_sqe_set_data(sqe, slot);
+	c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = 16, .kind = RV_OP_PROBE,
+				       .refs = 1 };
+	w->pending++;
+	w->nsqe++;
+	q->inflight++;
+	return true;
+}
+
 static bool issue_wr(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
+	if (w->drop) {   /* UC, refused at the post: nothing goes out */
+		w->issued = true;
+		return true;
+	}
+	if (!w->len && (w->op == IBV_WR_RDMA_WRITE || w->op == IBV_WR_RDMA_READ)) {
+		if (!issue_probe(c, q, widx, w))
+			return false;
+		w->issued = true;
+		return true;
+	}
 	switch (w->op) {
 	case IBV_WR_RDMA_WRITE:
 		if (!issue_write(c, q, widx, w))
@@ -584,11 +640,13 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 		 * WR to that rkey looks it up again */
 		if (w->k && (e->status == -EBADF || e->status == -ESTALE))
 			w->k->stale = true;
-		wr_fail(q, w, op->kind == RV_OP_FRAG ? ring_status(e->status) : rv_wc_status(e->status));
+		wr_fail(q, w, op->kind == RV_OP_FRAG || op->kind == RV_OP_PROBE ? ring_status(e->status) :
+			rv_wc_status(e->status));
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: qp %06x: WR %llu (opcode %d, %s) failed in roshmd: "
 				"%s -> %s\n", q->qp.qp_num, (unsigned long long)w->wr_id, (int)w->op,
-				op->kind == RV_OP_FRAG ? "into the peer's ring" : "RDMA",
+				op->kind == RV_OP_FRAG ? "into the peer's ring" :
+				op->kind == RV_OP_PROBE ? "the peer's ring (zero length)" : "RDMA",
 				strerror(-e->status), ibv_wc_status_str(w->status));
 	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
 		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
@@ -684,6 +742,8 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->sge_stride)
 		return EINVAL;
+	if (q->qp.qp_type == IBV_QPT_UC && (atomic || wr->opcode == IBV_WR_RDMA_READ))
+		return EINVAL;    /* UC: SEND and RDMA WRITE only */
 	if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
 		return EINVAL;
 	if (wr->opcode == IBV_WR_RDMA_READ && wr->num_sge > 1)
@@ -731,8 +791,8 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 			return 0;
 	}
 	/* A zero-length RDMA WRITE or READ touches no memory: a NIC checks
-	 * neither its rkey nor its address (UCX's flush posts one with rkey 0);
-	 * it completes in order, after every WR before it. */
+	 * neither its rkey nor its address (UCX's flush posts one with rkey 0),
+	 * only that the peer QP answers (issue_probe). */
 	if ((rdma && w->len) || atomic) {
 		uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
 		uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
@@ -741,7 +801,10 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 
 		if (!k || !(k->m.access & access) || raddr < k->m.addr || rlen > k->m.length ||
 		    raddr - k->m.addr > k->m.length - rlen || (atomic && (raddr & 7))) {
-			w->status = IBV_WC_REM_ACCESS_ERR;
+			if (q->qp.qp_type == IBV_QPT_UC)
+				w->drop = true;   /* the peer drops it; we never hear */
+			else
+				w->status = IBV_WC_REM_ACCESS_ERR;
 			return 0;
 		}
 		k->refs++;

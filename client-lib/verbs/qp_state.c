@@ -44,7 +44,9 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	uint32_t n, rn;
 	int ret;
 
-	if (a->qp_type != IBV_QPT_RC) {
+	/* UC: the RC engine, without READ and atomics, and what fails at the
+	 * peer completes as sent (qp.c): nothing answers a UC sender */
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -94,7 +96,10 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	q->qp.send_cq = a->send_cq;
 	q->qp.recv_cq = a->recv_cq;
 	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_type = IBV_QPT_RC;
+	q->qp.qp_type = a->qp_type;
+	/* UC has no RNR NAK: a sender waits for room in the peer's ring, as
+	 * long as it takes (dropping would be allowed, waiting is kinder) */
+	q->rnr_retry = a->qp_type == IBV_QPT_UC ? 7 : 0;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	rv_lock(c);
@@ -191,7 +196,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->sq_psn = a->sq_psn;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
-	if (mask & IBV_QP_RNR_RETRY)
+	if ((mask & IBV_QP_RNR_RETRY) && qp->qp_type == IBV_QPT_RC)
 		q->rnr_retry = a->rnr_retry & 7;
 	enum ibv_qp_state was = qp->state;
 
@@ -250,7 +255,7 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 		init->send_cq = qp->send_cq;
 		init->recv_cq = qp->recv_cq;
 		init->cap = q->cap;
-		init->qp_type = IBV_QPT_RC;
+		init->qp_type = qp->qp_type;
 		init->sq_sig_all = q->sq_sig_all;
 		init->srq = qp->srq;
 	}

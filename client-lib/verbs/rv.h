@@ -229,6 +229,7 @@ struct rv_swr {
 	uint16_t nsge;
 	bool signaled;
 	bool issued;            /* nothing left to issue */
+	bool drop;              /* UC: lost at the peer; completes as sent */
 };
 
 struct rv_rwr {
@@ -308,7 +309,7 @@ struct rv_qp {
 	uint64_t rnr_next_ns;   /* no credit read before this (RNR timer) */
 };
 
-enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT };
+enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE };
 
 /* One arena slot in use: the SQE(s) that own it. */
 struct rv_op {
@@ -452,6 +453,7 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 		     uint32_t reported);
 bool rv_fork_safe(void);
 int rv_fd_wait(int fd);
+void rv_fd_take(int fd);
 
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);

@@ -135,12 +135,18 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->free_slots = calloc(c->nslots, sizeof(*c->free_slots));
 	c->ops = calloc(c->nslots, sizeof(*c->ops));
 	c->wake_fd = -1;
-	if (!c->free_slots || !c->ops || c->slot_size < 1024) {
+	/* blocking, as the kernel's: ibv_get_async_event waits on it (async.c) */
+	c->vc.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (!c->free_slots || !c->ops || c->slot_size < 1024 || c->vc.context.async_fd < 0) {
+		int err2 = c->vc.context.async_fd < 0 ? errno : ENOMEM;
+
+		if (c->vc.context.async_fd >= 0)
+			close(c->vc.context.async_fd);
 		roshm_close(c->r);
 		free(c->free_slots);
 		free(c->ops);
 		free(c);
-		errno = ENOMEM;
+		errno = err2;
 		return NULL;
 	}
 	for (uint32_t i = 0; i < c->nslots; i++)
@@ -152,8 +158,6 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.context.device = d;
 	c->vc.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->vc.context.cmd_fd = -1;
-	/* blocking, as the kernel's: ibv_get_async_event waits on it (async.c) */
-	c->vc.context.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	c->vc.context.num_comp_vectors = 1;
 	pthread_mutex_init(&c->vc.context.mutex, NULL);
 	c->vc.context.ops.poll_cq = rv_poll_cq;

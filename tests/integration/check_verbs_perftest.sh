@@ -92,6 +92,9 @@ run_pair ib_send_bw -n 200 -e
 run_pair ib_send_lat -n 200 --use-srq
 run_pair ib_send_bw -n 200 --use-srq
 run_pair ib_send_bw -n 200 -q 4 -s 8192 --use-srq
+# UC QPs (SEND and RDMA WRITE)
+run_pair ib_send_lat -n 200 -c UC
+run_pair ib_write_bw -n 200 -c UC
 # rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
 $va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
 for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
@@ -116,6 +119,7 @@ pingpong() {   # name args...: the server in node a, the client in node b
 pingpong ibv_rc_pingpong -n 200
 pingpong ibv_rc_pingpong -n 200 -e -s 20000     # completion channel, fragments
 pingpong ibv_srq_pingpong -n 200                # 16 QPs on one SRQ
+pingpong ibv_uc_pingpong -n 200                 # UC QPs
 
 # An application that shares the poller's CPU (docs/verbs-compat.md): both
 # sides on the last CPU, the pollers' (lcore from the affinity), yielding at
@@ -131,7 +135,8 @@ va=$va0 vb=$vb0
 bg_a $va qperf >"$d/qperf.server" 2>&1
 srv=$BG_PID
 sleep 0.5
-qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr ver_rc_compare_swap ver_rc_fetch_add"
+qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr ver_rc_compare_swap ver_rc_fetch_add
+        uc_lat uc_bw uc_rdma_write_lat uc_rdma_write_bw"
 # shellcheck disable=SC2086
 if ! in_b timeout 60 $vb qperf -t 1 -vvs "$ADDR_A" $qtests >"$d/qperf.client" 2>&1; then
   cat "$d/qperf.client" "$d/qperf.server"; fail "qperf client failed"
@@ -139,7 +144,7 @@ fi
 th_stop "$srv"; srv=
 cat "$d/qperf.client"
 for t in $qtests; do   # each test's header, its figure on the next line
-  grep -A1 "^$t:\$" "$d/qperf.client" | grep -qE '^ +(latency|bw|msg_rate) += +[0-9.]+ ' ||
+  grep -A1 "^$t:\$" "$d/qperf.client" | grep -qE '^ +(latency|bw|send_bw|msg_rate) += +[0-9.]+ ' ||
     fail "qperf printed no result for $t"
 done
 ! grep -E 'errors|failed' "$d/qperf.client" || fail "qperf counted errors"

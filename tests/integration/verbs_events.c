@@ -369,6 +369,95 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	       "other's, then EAGAIN, fd not readable\n");
 }
 
+/* UC: READ and atomics refused at the post; a SEND or WRITE that the peer
+ * cannot take (no such QP, a forged rkey) completes as sent, since
+ * nothing answers a UC sender, and the QP stays usable. */
+static void uc_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
+				       .cap = { .max_send_wr = 8, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *qp = cq && mr ? ibv_create_qp(pd, &ia) : NULL;
+	struct ibv_sge sg = { (uintptr_t)buf, 8, 0 };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr got;
+
+	if (!qp || ibv_query_qp(qp, &qa, IBV_QP_STATE, &got) || got.qp_type != IBV_QPT_UC)
+		die("uc: a UC QP");
+	sg.lkey = mr->lkey;
+	connect_qp(qp, 0xabcde);   /* no such QP */
+	wr.opcode = IBV_WR_RDMA_READ;
+	if (ibv_post_send(qp, &wr, &bad) != EINVAL)
+		die("uc: an RDMA READ on a UC QP was not refused with EINVAL");
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	if (ibv_post_send(qp, &wr, &bad) != EINVAL)
+		die("uc: an atomic on a UC QP was not refused with EINVAL");
+	wr.opcode = IBV_WR_SEND;   /* to no QP */
+	if (ibv_post_send(qp, &wr, &bad))
+		die("uc: post SEND");
+	reap(cq, 1);
+	wr.opcode = IBV_WR_RDMA_WRITE;   /* a forged rkey */
+	wr.wr.rdma.remote_addr = 0x1000;
+	wr.wr.rdma.rkey = 0x12345678;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("uc: post WRITE");
+	reap(cq, 1);
+	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &got) || qa.qp_state != IBV_QPS_RTS)
+		die("uc: the QP left RTS");
+	if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq) || ibv_dereg_mr(mr))
+		die("uc: release");
+	free(buf);
+	printf("verbs_events: UC: READ and atomics refused (EINVAL); a SEND to no QP and a WRITE "
+	       "with a forged rkey complete as sent, the QP stays in RTS\n");
+}
+
+/* A zero-length RDMA WRITE or READ checks no rkey (UCX's flush: rkey 0)
+ * but needs the peer QP: to a live one it succeeds, to no QP it fails with
+ * IBV_WC_RETRY_EXC_ERR as on a NIC (UCX's keepalive learns so). */
+static void zero_len(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 8, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *a = cq ? ibv_create_qp(pd, &ia) : NULL, *b = cq ? ibv_create_qp(pd, &ia) : NULL;
+	struct ibv_qp *lone = cq ? ibv_create_qp(pd, &ia) : NULL;
+	struct ibv_send_wr wr = { .wr_id = 5, .num_sge = 0, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	time_t t0;
+	int n = 0;
+
+	if (!a || !b || !lone)
+		die("zero: qps");
+	connect_qp(a, b->qp_num);
+	connect_qp(b, a->qp_num);
+	connect_qp(lone, 0xabcde);   /* no such QP */
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	if (ibv_post_send(a, &wr, &bad))
+		die("zero: post WRITE");
+	wr.opcode = IBV_WR_RDMA_READ;
+	if (ibv_post_send(a, &wr, &bad))
+		die("zero: post READ");
+	reap(cq, 2);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	if (ibv_post_send(lone, &wr, &bad))
+		die("zero: post WRITE to no QP");
+	for (t0 = time(NULL); !n && time(NULL) - t0 < 30;)
+		if ((n = ibv_poll_cq(cq, 1, &wc)) < 0)
+			die("zero: poll");
+	if (!n || wc.status != IBV_WC_RETRY_EXC_ERR)
+		die("zero: a zero-length WRITE to no QP did not fail with IBV_WC_RETRY_EXC_ERR");
+	if (ibv_destroy_qp(a) || ibv_destroy_qp(b) || ibv_destroy_qp(lone) || ibv_destroy_cq(cq))
+		die("zero: release");
+	printf("verbs_events: zero-length WRITE and READ with rkey 0 to a live QP succeed; to no "
+	       "QP: IBV_WC_RETRY_EXC_ERR\n");
+}
+
 /* ibv_resize_cq keeps the completions the CQ holds. */
 static void resize(struct ibv_context *ctx, struct ibv_pd *pd)
 {
@@ -530,7 +619,9 @@ static void fork_safe(void)
 	uint8_t *b = aligned_alloc(4096, 4096);
 	int st;
 
-	if (ibv_fork_init() || ibv_is_fork_initialized() != IBV_FORK_ENABLED)
+	/* asking first (DPDK's and libfabric's way) changes nothing */
+	if (ibv_is_fork_initialized() != IBV_FORK_DISABLED || ibv_fork_init() ||
+	    ibv_is_fork_initialized() != IBV_FORK_ENABLED)
 		die("ibv_fork_init");
 	if (!dl || !dl[0] || !(ctx = ibv_open_device(dl[0])) || !(pd = ibv_alloc_pd(ctx)))
 		die("fork-safe: device");
@@ -578,6 +669,8 @@ int main(int argc, char **argv)
 	cq_overrun(ctx, pd);
 	resize(ctx, pd);
 	chan_check(ctx, pd);
+	uc_check(ctx, pd);
+	zero_len(ctx, pd);
 	fork_check(pd);
 	pid = fork();
 	if (pid == 0) {
