@@ -2,7 +2,7 @@
 /*
  * libroshm-verbs: the device's asynchronous events (ibv_get_async_event,
  * ibv_ack_async_event) and the small helpers of libibverbs' public API that
- * need no device (strings, rates, fork support).
+ * need no device (strings, rates; fork support: fork.c).
  *
  * Events are queued on the context (under its lock, by the code that finds
  * the condition) and the context's async_fd, an eventfd in semaphore mode,
@@ -32,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "rv.h"
@@ -332,68 +331,4 @@ RV_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps)
 		if (rates[i].mbps == mbps)
 			return rates[i].rate;
 	return IBV_RATE_MAX;
-}
-
-/* ---------------------------------------------------------------- fork */
-
-/*
- * A registered buffer's pages are roshm's MAP_SHARED memfd pages: a child
- * of fork() would share them with its parent (its stores reach the parent
- * and the peers), where a NIC's kernel gives it copies. After ibv_fork_init
- * (or with RDMAV_FORK_SAFE / IBV_FORK_SAFE set) every registration marks
- * its pages MADV_DONTFORK, as rdma-core does: a child does not have them.
- * They stay so after deregistration (they stay roshm's pages too).
- */
-static bool fork_on, shared_once;
-
-static bool fork_enabled(void)
-{
-	return __atomic_load_n(&fork_on, __ATOMIC_RELAXED) || getenv("RDMAV_FORK_SAFE") ||
-	       getenv("IBV_FORK_SAFE");
-}
-
-/* At each registration: whether its pages are to be kept from a child. */
-bool rv_fork_safe(void)
-{
-	bool on = fork_enabled();
-
-	if (!on)
-		__atomic_store_n(&shared_once, true, __ATOMIC_RELAXED);
-	return on;
-}
-
-/* Too late once a registration shared its pages with children to come:
- * EINVAL (ibv_fork_init(3): call it before any other verbs call). */
-RV_EXPORT int ibv_fork_init(void)
-{
-	if (__atomic_load_n(&shared_once, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&fork_on, __ATOMIC_RELAXED))
-		return EINVAL;
-	__atomic_store_n(&fork_on, true, __ATOMIC_RELAXED);
-	return 0;
-}
-
-RV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
-{
-	return fork_enabled() ? IBV_FORK_ENABLED : IBV_FORK_DISABLED;   /* asking changes nothing */
-}
-
-static int fork_range(void *base, size_t size, int advice)
-{
-	uintptr_t start = (uintptr_t)base & ~(RV_PAGE - 1);
-	uintptr_t end = ((uintptr_t)base + size + RV_PAGE - 1) & ~(RV_PAGE - 1);
-
-	if (!size || end < start)
-		return EINVAL;
-	return madvise((void *)start, end - start, advice) ? errno : 0;
-}
-
-RV_EXPORT int ibv_dontfork_range(void *base, size_t size)
-{
-	return fork_range(base, size, MADV_DONTFORK);
-}
-
-RV_EXPORT int ibv_dofork_range(void *base, size_t size)
-{
-	return fork_range(base, size, MADV_DOFORK);
 }

@@ -36,17 +36,10 @@ static void copy_pages(void *dst, const void *src, size_t n)
 	rv_dma_copy(dst, src, n);
 }
 
-/* One line of /proc/self/maps: what backs [start, end). */
-struct rv_vma {
-	uintptr_t start, end;
-	uint64_t off, ino;
-	unsigned int maj, min;
-};
-
 /* The process's mappings, in address order (the kernel lists them so), in
  * *v and *n; -errno when they cannot be read whole (then no earlier MR's
  * pages can be told apart from new ones). */
-static int maps_load(struct rv_vma **out, size_t *n)
+int rv_maps_load(struct rv_vma **out, size_t *n)
 {
 	struct rv_vma *v = NULL, *t;
 	size_t cap = 0;
@@ -62,12 +55,16 @@ static int maps_load(struct rv_vma **out, size_t *n)
 	while (getline(&line, &len, f) > 0) {
 		struct rv_vma e;
 		unsigned long s, x;
+		char perm[5];
 
-		if (sscanf(line, "%lx-%lx %*s %" SCNx64 " %x:%x %" SCNu64, &s, &x, &e.off, &e.maj,
-			   &e.min, &e.ino) != 6)
+		if (sscanf(line, "%lx-%lx %4s %" SCNx64 " %x:%x %" SCNu64, &s, &x, perm, &e.off,
+			   &e.maj, &e.min, &e.ino) != 7)
 			continue;
 		e.start = s;
 		e.end = x;
+		e.prot = (perm[0] == 'r' ? PROT_READ : 0) | (perm[1] == 'w' ? PROT_WRITE : 0) |
+			 (perm[2] == 'x' ? PROT_EXEC : 0);
+		e.shared = perm[3] == 's';
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
@@ -259,7 +256,7 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	m = calloc(1, sizeof(*m));
 	ret = m ? 0 : -ENOMEM;
 	if (m && mr_overlaps(c, start, end))
-		ret = maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
+		ret = rv_maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
 	if (!ret)
 		ret = mr_plan(c, start, end, vma, nvma, seg, owner, &nseg);
 	free(vma);
@@ -300,10 +297,16 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 			close(fd);
 		goto err_region;
 	}
-	/* what /proc/self/maps shows for its pages, for later registrations */
+	/* what /proc/self/maps shows for its pages, for later registrations
+	 * and for a child of fork() (fork.c) */
 	m->ino = st.st_ino;
 	m->maj = major(st.st_dev);
 	m->min = minor(st.st_dev);
+	ret = rv_fork_track(m->ino, m->maj, m->min);
+	if (ret) {
+		close(fd);
+		goto err_region;
+	}
 	m->foff = data_off;
 	/* The one copy: the bytes of the pages no MR held yet go into the
 	 * region, then its pages take their place at the same virtual address. */
@@ -314,12 +317,6 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
 		if (mmap((void *)(uintptr_t)r->va, r->len, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_FIXED, fd, (off_t)(data_off + r->data_off)) == MAP_FAILED) {
-			ret = -errno;
-			close(fd);
-			goto err_region;
-		}
-		/* ibv_fork_init: a child of fork() does not get them (async.c) */
-		if (rv_fork_safe() && madvise((void *)(uintptr_t)r->va, r->len, MADV_DONTFORK)) {
 			ret = -errno;
 			close(fd);
 			goto err_region;

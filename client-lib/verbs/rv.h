@@ -377,6 +377,16 @@ static inline void rv_unlock(struct rv_ctx *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* One line of /proc/self/maps: what backs [start, end). */
+struct rv_vma {
+	uintptr_t start, end;
+	uint64_t off, ino;
+	unsigned int maj, min;
+	int prot;               /* PROT_* */
+	bool shared;
+};
+int rv_maps_load(struct rv_vma **out, size_t *n);
+
 /* verbs.c */
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
 bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uint64_t *off,
@@ -451,7 +461,9 @@ void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj);
 void rv_async_forget(struct rv_ctx *c, const void *obj);
 void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *done,
 		     uint32_t reported);
-bool rv_fork_safe(void);
+
+/* fork.c: a child of fork() gets private copies of every MR's pages */
+int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min);
 int rv_fd_wait(int fd);
 void rv_fd_take(int fd);
 

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs and fork(). A registered buffer's pages are roshm's
+ * MAP_SHARED memfd pages (mr.c), whole pages around the buffer: a child of
+ * fork() would share them with its parent, so its stores (to the buffer,
+ * or to the allocator's data on the same page) would reach the parent and
+ * its peers. A NIC's kernel (5.12 and later) gives a child copies of the
+ * pages a NIC holds instead, and rdma-core then reports IBV_FORK_UNNEEDED.
+ * So does this library: a handler run in the child (pthread_atfork) puts
+ * a private copy over every mapping of an MR's memfd it finds in the
+ * child's /proc/self/maps, also of MRs already deregistered (their pages
+ * stay the memfd's). ibv_fork_init has nothing to do.
+ *
+ * The copy is taken in the child right after fork(), not at its instant:
+ * what the parent's other threads or its peers store to those pages
+ * meanwhile may or may not be in it. The child copies all registered
+ * memory (as the kernel does for pinned pages), at fork().
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rv.h"
+
+/* The memfds of MRs ever registered (device, inode): a set that only grows
+ * (a deregistered MR's pages stay mapped). */
+struct rv_fid {
+	uint64_t ino;
+	unsigned int maj, min;
+};
+static struct rv_fid *fids;
+static size_t nfid, capfid;
+static pthread_mutex_t fid_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool is_ours(const struct rv_vma *v)
+{
+	for (size_t i = 0; i < nfid; i++)
+		if (fids[i].ino == v->ino && fids[i].maj == v->maj && fids[i].min == v->min)
+			return true;
+	return false;
+}
+
+/* [start, end) of the child: the same bytes, its own from now on. */
+static void privatize(const struct rv_vma *v)
+{
+	size_t len = v->end - v->start;
+	void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (tmp == MAP_FAILED)
+		return;   /* out of memory: the child keeps sharing them */
+	if (v->prot & PROT_READ)
+		rv_dma_copy(tmp, (const void *)v->start, len);
+	if (mprotect(tmp, len, v->prot) ||
+	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED)
+		munmap(tmp, len);
+}
+
+/* One line of /proc/self/maps into @v; false when it is not one. */
+static bool parse_line(const char *l, struct rv_vma *v)
+{
+	unsigned long long s, e, off, ino;
+	unsigned int maj, min;
+	char perm[5];
+
+	if (sscanf(l, "%llx-%llx %4s %llx %x:%x %llu", &s, &e, perm, &off, &maj, &min, &ino) != 7)
+		return false;
+	*v = (struct rv_vma){ .start = (uintptr_t)s, .end = (uintptr_t)e, .off = off, .ino = ino,
+			      .maj = maj, .min = min, .shared = perm[3] == 's',
+			      .prot = (perm[0] == 'r' ? PROT_READ : 0) |
+				      (perm[1] == 'w' ? PROT_WRITE : 0) |
+				      (perm[2] == 'x' ? PROT_EXEC : 0) };
+	return true;
+}
+
+/*
+ * The child's handler. It must not touch the heap before the shared pages
+ * are its own (a registered page may hold the allocator's data, and the
+ * parent's), so no malloc and no stdio: /proc/self/maps is read with
+ * read(2) into static storage, the mappings to copy are collected there
+ * (a pass per 256), then copied.
+ */
+#define RV_FORK_BATCH 256
+static char mbuf[8192];
+static struct rv_vma todo[RV_FORK_BATCH];
+
+static size_t collect(void)
+{
+	size_t n = 0, have = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0)
+		return 0;
+	while (n < RV_FORK_BATCH &&
+	       (r = read(fd, mbuf + have, sizeof(mbuf) - 1 - have)) > 0) {
+		char *l = mbuf, *nl;
+
+		have += (size_t)r;
+		mbuf[have] = 0;
+		while (n < RV_FORK_BATCH && (nl = strchr(l, '\n'))) {
+			struct rv_vma v;
+
+			*nl = 0;
+			if (parse_line(l, &v) && v.shared && is_ours(&v))
+				todo[n++] = v;
+			l = nl + 1;
+		}
+		have -= (size_t)(l - mbuf);
+		memmove(mbuf, l, have);
+		if (have == sizeof(mbuf) - 1)
+			have = 0;   /* no line is this long: drop it */
+	}
+	close(fd);
+	return n;
+}
+
+static void child(void)
+{
+	size_t n;
+
+	/* copied mappings are no longer ours: each pass finds the rest */
+	if (nfid)
+		do {
+			n = collect();
+			for (size_t i = 0; i < n; i++)
+				privatize(&todo[i]);
+		} while (n == RV_FORK_BATCH);
+	pthread_mutex_unlock(&fid_lock);
+}
+
+/* around fork(): the set stays whole for the child */
+static void prepare(void)
+{
+	pthread_mutex_lock(&fid_lock);
+}
+
+static void parent(void)
+{
+	pthread_mutex_unlock(&fid_lock);
+}
+
+/* At load: before the handlers applications install later, which run after
+ * ours in the child (and may allocate). */
+__attribute__((constructor)) static void install(void)
+{
+	pthread_atfork(prepare, parent, child);
+}
+
+/* An MR's memfd, once registered: 0, or -ENOMEM. */
+int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fid_lock);
+	if (nfid == capfid) {
+		size_t cap = capfid ? 2 * capfid : 64;
+		struct rv_fid *t = realloc(fids, cap * sizeof(*t));
+
+		if (t) {
+			fids = t;
+			capfid = cap;
+		}
+	}
+	if (nfid < capfid)
+		fids[nfid++] = (struct rv_fid){ .ino = ino, .maj = maj, .min = min };
+	else
+		ret = -ENOMEM;
+	pthread_mutex_unlock(&fid_lock);
+	return ret;
+}
+
+/* Children get copies (above): nothing to prepare, as on a kernel with
+ * copy-on-fork for pinned pages. */
+RV_EXPORT int ibv_fork_init(void)
+{
+	return 0;
+}
+
+RV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_UNNEEDED;
+}
+
+static int fork_range(void *base, size_t size, int advice)
+{
+	uintptr_t start = (uintptr_t)base & ~(RV_PAGE - 1);
+	uintptr_t end = ((uintptr_t)base + size + RV_PAGE - 1) & ~(RV_PAGE - 1);
+
+	if (!size || end < start)
+		return EINVAL;
+	return madvise((void *)start, end - start, advice) ? errno : 0;
+}
+
+RV_EXPORT int ibv_dontfork_range(void *base, size_t size)
+{
+	return fork_range(base, size, MADV_DONTFORK);
+}
+
+RV_EXPORT int ibv_dofork_range(void *base, size_t size)
+{
+	return fork_range(base, size, MADV_DOFORK);
+}
