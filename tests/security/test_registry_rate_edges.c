@@ -172,9 +172,13 @@ static void test_sighup(void **st)
 
 /*
  * "drain tenant f" with f's own token (what any pod of f may send, no
- * attach needed) writes every region's record again (stale) and is never
- * held or charged: with 4 operations a second, after 2 creates (4) and a
- * drain (2 more writes), the next 2 creates (4) cannot all pass at once.
+ * attach needed) writes every region's record again (stale); it is never
+ * held, but it is charged, 1 per region. With 4 operations a second: the
+ * bucket is full again (4) after the first 2 creates and a second; the
+ * drain of 2 regions leaves 2; the next create runs (a request runs while
+ * tokens are left, then pays 2: 0) and the one after waits for a token,
+ * 0.25 s at 4/s less what accrued since the bucket was last full (0.215 s
+ * seen). An uncharged drain would let both through at once (milliseconds).
  */
 static void test_drain_uncharged(void **st)
 {
@@ -195,7 +199,7 @@ static void test_drain_uncharged(void **st)
 	assert_int_equal(roshm_region_create(r, "d3", 4096, NULL, &h[3]), 0);
 	t1 = atk_now_s();
 	fprintf(stderr, "after a drain of 2 regions, 2 creates took %.3f s (rate 4/s)\n", t1 - t0);
-	assert_true(t1 - t0 >= 0.3);
+	assert_true(t1 - t0 >= 0.15);
 	roshm_close(r);
 	atk_assert_alive(&d);
 }
