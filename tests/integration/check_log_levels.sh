@@ -10,7 +10,7 @@ roshmd=$1 ctl=$2 perf=$3
 . "$(dirname "$0")/../lib/cleanup.sh"
 d=$(th_tmpdir loglevels)
 prefix=$(th_prefix ll)
-port=$((20000 + $$ % 20000))
+port=$(th_ports 2) || exit 1
 pid=
 trap 'th_stop "$pid"; th_eal_rm "$prefix"; th_rmdir "$d"' EXIT
 fail() { echo "FAIL: $*"; [[ -f "$d/log" ]] && cat "$d/log"; exit 1; }

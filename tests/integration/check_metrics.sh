@@ -14,7 +14,7 @@ for t in curl promtool python3; do
   command -v $t >/dev/null || { echo "check_metrics: skipped: $t missing (make deps installs it)"; exit 77; }
 done
 d=$(th_tmpdir metrics)
-port=$((20000 + $$ % 20000))
+port=$(th_ports 2) || exit 1
 prefix=$(th_prefix cm)
 pid=
 trap 'th_stop "$pid"; th_eal_rm "$prefix"; th_eal_rm "${prefix}e"; th_rmdir "$d"' EXIT

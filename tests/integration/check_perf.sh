@@ -93,7 +93,7 @@ conf restart
 pgrep -f "$d/restart.conf" > /dev/null && fail "roshm-perf restart left its roshmd running"
 
 # ---- two roshmd over tcp on loopback: tcp-sweep ----
-port=$((21000 + $$ % 20000))
+port=$(th_ports 2) || exit 1
 conf ta "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = $port; secret_file = \"$d/cluster.secret\"; }; };"
 conf tb "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = $((port + 1)); secret_file = \"$d/cluster.secret\"; }; };"
 start ta

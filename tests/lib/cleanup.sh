@@ -41,3 +41,24 @@ th_rmdir() {
     rm -rf "$1"
   fi
 }
+
+# th_ports N: a port P with P..P+N-1 free on 127.0.0.1 (TCP), picked at random
+# below the kernel's ephemeral range (an outgoing connection of another test
+# takes its local port from that range, so a port picked there can be taken
+# between this check and the daemon's bind; CI once lost a run to that)
+th_ports() {
+  python3 - "$1" <<'PY'
+import random, socket, sys
+n = int(sys.argv[1])
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, min(lo, 32768) - n)
+    try:
+        for q in range(p, p + n):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+    except OSError:
+        continue
+    print(p); sys.exit(0)
+sys.exit("th_ports: no free ports")
+PY
+}
