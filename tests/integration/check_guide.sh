@@ -21,10 +21,8 @@ done
 d=$(th_tmpdir guide)
 TN_PREFIX=$(th_prefix guide)
 if [[ $(id -u) -ne 0 ]]; then
-  read -r TN_PORT_A TN_PORT_B < <(python3 -c 'import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
+  TN_PORT_A=$(th_ports 2) || exit 1
+  TN_PORT_B=$((TN_PORT_A + 1))
 fi
 . "$src/scripts/twonode.sh"
 owner=

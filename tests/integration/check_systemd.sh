@@ -125,10 +125,8 @@ else
   [[ $(stat -c %a "$d/home/roshm-etcd-tls") == 700 ]] || fail "the TLS directory is not 0700"
   tok=$(sed -n 's/.*name = "default"; token = "\([0-9a-f]\{48\}\)".*/\1/p' "$etc/tenants.conf")
   [[ -n $tok ]] || fail "tenants.conf has no token for default: $(cat "$etc/tenants.conf")"
-  read -r cport pport ta tb ma mb < <(python3 -c 'import socket
-s = [socket.socket() for _ in range(6)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
+  p=$(th_ports 6) || fail "no free ports"
+  cport=$p pport=$((p + 1)) ta=$((p + 2)) tb=$((p + 3)) ma=$((p + 4)) mb=$((p + 5))
   tls=$d/home/roshm-etcd-tls
   # etcd: the doc's settings; one member, on loopback
   env=()

@@ -15,10 +15,8 @@ d=$(th_tmpdir txnex)
 TN_PREFIX=$(th_prefix txnex)
 if [[ $(id -u) -ne 0 ]]; then
   # loopback: two ports nothing listens on now
-  read -r TN_PORT_A TN_PORT_B < <(python3 -c 'import socket
-s = [socket.socket() for _ in range(2)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])') || { echo "check_txn_example: skipped: no python3 for free ports"; exit 77; }
+  TN_PORT_A=$(th_ports 2) || { echo "check_txn_example: skipped: no python3 for free ports"; exit 77; }
+  TN_PORT_B=$((TN_PORT_A + 1))
 fi
 . "$src/scripts/twonode.sh"
 pids=()

@@ -40,6 +40,7 @@
 #include <rte_log.h>
 
 #include "config.h"
+#include "harness.h"
 #include "registry/registry.h"
 
 #define SECRET "registry-test-cluster-secret-0123456789"
@@ -560,19 +561,6 @@ static void test_file_symlinks(void **st)
 
 /* ---- etcd ---------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), p;
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || getsockname(fd, (struct sockaddr *)&sa, &l))
-		return -1;
-	p = ntohs(sa.sin_port);
-	close(fd);
-	return p;
-}
-
 static const char *curl_base(void)
 {
 	static char b[1024];
@@ -762,8 +750,8 @@ static int setup_etcd(void **st)
 	snprintf(pwfile, sizeof(pwfile), "%s/password", dir);
 	snprintf(badpw, sizeof(badpw), "%s/badpassword", dir);
 	sh("echo root-pw-for-test > %s; echo not-the-password > %s", pwfile, badpw);
-	port = free_port();
-	peer_port = free_port();
+	port = th_free_ports(2);
+	peer_port = port + 1;
 	if (port < 0 || peer_port < 0 || port == peer_port || start_etcd())
 		return -1;
 	/* auth on, through the gateway: user root with role root */

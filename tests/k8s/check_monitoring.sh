@@ -44,11 +44,8 @@ $mon dashboard-rules "$dash" "$d/dashboard-rules.yaml" || fail "dashboard"
 promtool check rules "$d/dashboard-rules.yaml" > "$d/promtool.out" 2>&1 || fail "a dashboard query: $(cat "$d/promtool.out")"
 
 # two real roshmd (tcp on loopback, a shared file registry), real operations
-read -r ma mb ta tb < <(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(4)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+p=$(th_ports 4) || exit 1
+ma=$p mb=$((p + 1)) ta=$((p + 2)) tb=$((p + 3))
 head -c 32 /dev/urandom | base64 > "$d/cluster.secret"
 for n in a b; do
   if [[ $n == a ]]; then mp=$ma tp=$ta; else mp=$mb tp=$tb; fi

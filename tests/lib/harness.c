@@ -235,6 +235,42 @@ int th_netns_up_v6(char *prefix, size_t len, const char *what, int n)
 	return netns_up(prefix, len, what, n, "v6");
 }
 
+static bool port_free(int p)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+int th_free_ports(int n)
+{
+	int lo = 32768, t, q;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+
+	if (f) {
+		if (fscanf(f, "%d", &lo) != 1)
+			lo = 32768;
+		fclose(f);
+	}
+	if (lo > 32768)
+		lo = 32768;
+	srand((unsigned)getpid() ^ (unsigned)time(NULL));
+	for (t = 0; t < 200 && lo - n > 10000; t++) {
+		int p = 10000 + rand() % (lo - n - 10000);
+
+		for (q = 0; q < n && port_free(p + q); q++)
+			;
+		if (q == n)
+			return p;
+	}
+	return -1;
+}
+
 bool th_ipv6_available(void)
 {
 	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };

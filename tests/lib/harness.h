@@ -81,6 +81,10 @@ void th_netns_down(const char *prefix);
 int th_netns_up_v6(char *prefix, size_t len, const char *what, int n);
 /* IPv6 works here (a socket binds to ::1); false also when it is disabled. */
 bool th_ipv6_available(void);
+/* A TCP port P on 127.0.0.1 with P..P+n-1 free, picked at random below the
+ * kernel's ephemeral range (an outgoing connection cannot take it before the
+ * daemon binds it, as it can a port that bind(0) handed out); -1 if none. */
+int th_free_ports(int n);
 
 /* Fork a child that runs fn(arg) and exits with its return value. It is
  * killed at exit unless th_wait reaped it first. */

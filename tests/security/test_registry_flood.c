@@ -49,6 +49,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "harness.h"
 #include "registry/registry.h"
 
 #define SECRET "registry-flood-cluster-secret-0123456789"
@@ -81,26 +82,14 @@ static int sh(const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), p;
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &l))
-		return -1;
-	p = ntohs(sa.sin_port);
-	close(fd);
-	return p;
-}
-
 static int start_etcd(void)
 {
 	char data[300], log[300], url[64], purl[64], cluster[128];
 
-	port = free_port();
-	peer_port = free_port();
+	port = th_free_ports(2);
+	peer_port = port + 1;
+	if (port < 0)
+		return -1;
 	snprintf(data, sizeof(data), "%s/etcd", dir);
 	snprintf(log, sizeof(log), "%s/etcd.log", dir);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
