@@ -27,7 +27,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +107,7 @@ void rv_async_forget(struct rv_ctx *c, const void *obj)
 		if (e.obj != obj)
 			c->aev[to++ & (c->aev_cap - 1)] = e;
 		else
-			rv_fd_take(c->vc.context.async_fd);
+			rv_fd_take(c->vc.context.async_fd, &c->aev_owed);
 	}
 	c->aev_tail = to;
 }
@@ -125,40 +124,57 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 }
 
 /*
- * The oldest event. Its count is read from the fd under the context's
- * lock, with the event, so that the fd is readable exactly while an event
- * waits; without one the call waits in poll() (unlocked) for the next, or
- * says EAGAIN when the application made the fd non-blocking.
+ * An event fd (async_fd, a completion channel's fd) is a semaphore eventfd
+ * that holds one count per queued event: counts are added and taken under
+ * the lock that covers the events, so the fd is readable exactly while an
+ * event waits. A get with nothing queued blocks in read(2) on the fd itself,
+ * outside the lock, so that a signal interrupts it as it would the kernel's
+ * (EINTR, or a restart under SA_RESTART) and O_NONBLOCK gives EAGAIN. The
+ * count that read takes goes back under the lock (rv_fd_back) unless a
+ * taker found the fd empty meanwhile and noted it in @owed: then that read
+ * stood for its take.
  */
-/* Take one count off @fd, which the caller knows holds one (its lock covers
- * the events and their counts); never blocks, should an application have
- * read the fd itself. */
-void rv_fd_take(int fd)
+
+/* Take one count off @fd for an event leaving the queue (caller holds the
+ * lock); never blocks: an empty fd means a waiter's read has the count, or
+ * the application read the fd itself. */
+void rv_fd_take(int fd, uint32_t *owed)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	uint64_t v;
-	ssize_t r;
 
-	if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
-		r = read(fd, &v, sizeof(v));
-	(void)r;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN) && read(fd, &v, sizeof(v)) == sizeof(v))
+		return;
+	(*owed)++;
 }
 
-/* No event queued on @fd's object: -1 with EAGAIN when the application
- * made @fd non-blocking, else wait until it is readable (0: look again),
- * or -1 with EINTR when a signal came, as the kernel's read would. */
+/* A waiter's read took a count (caller holds the lock again): give it back,
+ * or settle what a take found missing. */
+void rv_fd_back(int fd, uint32_t *owed)
+{
+	uint64_t one = 1;
+
+	if (*owed) {
+		(*owed)--;
+		return;
+	}
+	if (write(fd, &one, sizeof(one)) != sizeof(one))
+		(*owed)++;   /* cannot happen with a count below the eventfd's limit */
+}
+
+/* No event queued (caller does not hold the lock): wait in read(2) until a
+ * count arrives, 0; or -1 with the read's errno (EAGAIN, EINTR). The
+ * caller then takes its lock and calls rv_fd_back. */
 int rv_fd_wait(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int fl = fcntl(fd, F_GETFL);
+	uint64_t v;
+	ssize_t r = read(fd, &v, sizeof(v));
 
-	if (fl < 0)
-		return -1;
-	if (fl & O_NONBLOCK) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return poll(&p, 1, -1) < 0 ? -1 : 0;
+	if (r == sizeof(v))
+		return 0;
+	if (r >= 0)
+		errno = EIO;
+	return -1;
 }
 
 RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_event *ev)
@@ -173,9 +189,12 @@ RV_EXPORT int ibv_get_async_event(struct ibv_context *ctx, struct ibv_async_even
 			rv_unlock(c);
 			if (rv_fd_wait(ctx->async_fd))
 				return -1;
+			rv_lock(c);
+			rv_fd_back(ctx->async_fd, &c->aev_owed);
+			rv_unlock(c);
 			continue;
 		}
-		rv_fd_take(ctx->async_fd);
+		rv_fd_take(ctx->async_fd, &c->aev_owed);
 		e = c->aev[c->aev_head++ & (c->aev_cap - 1)];
 		memset(ev, 0, sizeof(*ev));
 		ev->event_type = e.type;

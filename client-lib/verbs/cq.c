@@ -176,7 +176,7 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 			}
 			/* its untaken events go, and their counts on the fd */
 			for (; q->ev_pending; q->ev_pending--)
-				rv_fd_take(ch->ch.fd);
+				rv_fd_take(ch->ch.fd, &ch->owed);
 		}
 		pthread_mutex_unlock(&ch->lock);
 		ch->ch.refcnt--;
@@ -347,8 +347,9 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 
 	/* The count is read with its event, under the channel's lock (a
 	 * destroyed CQ's untaken events took theirs). Without one: wait in
-	 * poll() unless the application made the fd non-blocking (EAGAIN); a
-	 * signal interrupts it (EINTR), as the kernel's channel would. */
+	 * read(2) on the fd (rv_fd_wait): EAGAIN when the application made it
+	 * non-blocking, EINTR on a signal unless its handler has SA_RESTART,
+	 * as the kernel's channel does. */
 	for (;;) {
 		pthread_mutex_lock(&ch->lock);
 		if (ch->first)
@@ -356,8 +357,11 @@ RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq *
 		pthread_mutex_unlock(&ch->lock);
 		if (rv_fd_wait(channel->fd))
 			return -1;
+		pthread_mutex_lock(&ch->lock);
+		rv_fd_back(channel->fd, &ch->owed);
+		pthread_mutex_unlock(&ch->lock);
 	}
-	rv_fd_take(channel->fd);
+	rv_fd_take(channel->fd, &ch->owed);
 	q = ch->first;
 	q->ev_reported++;
 	if (!--q->ev_pending) {

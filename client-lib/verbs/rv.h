@@ -207,6 +207,7 @@ struct rv_chan {
 	struct ibv_comp_channel ch;     /* ch.fd: an eventfd (semaphore), one count per event */
 	pthread_mutex_t lock;
 	struct rv_cq *first, *last;     /* fired CQs, in order */
+	uint32_t owed;                  /* counts a waiter's read took (rv_fd_back) */
 };
 
 /* A send WR: recorded by ibv_post_send, issued as resources and credits allow. */
@@ -360,6 +361,7 @@ struct rv_ctx {
 	/* async events (async.c): vc.context.async_fd counts them */
 	struct rv_aev *aev;     /* aev_cap of them (a power of two, or 0) */
 	uint32_t aev_cap, aev_head, aev_tail;
+	uint32_t aev_owed;      /* async_fd counts a waiter's read took (rv_fd_back) */
 };
 
 static inline struct rv_ctx *to_ctx(struct ibv_context *c)
@@ -465,7 +467,8 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 /* fork.c: a child of fork() gets private copies of every MR's pages */
 int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min);
 int rv_fd_wait(int fd);
-void rv_fd_take(int fd);
+void rv_fd_back(int fd, uint32_t *owed);
+void rv_fd_take(int fd, uint32_t *owed);
 
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);

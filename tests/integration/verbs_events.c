@@ -15,7 +15,11 @@
  *  - ibv_resize_cq keeps what the CQ holds;
  *  - the string and rate calls: the same answers as the system's
  *    libibverbs (rdma-core, loaded beside ours with dlmopen);
- *  - a child of fork() has its own copy of registered pages.
+ *  - a child of fork() has its own copy of registered pages;
+ *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
+ *    signals whose handler has SA_RESTART and returns the event that comes
+ *    after them, and fails with EINTR on a signal without it (the kernel's
+ *    read(2) of the uverbs fds does the same).
  *   verbs_events
  */
 #define _GNU_SOURCE
@@ -368,6 +372,188 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	       "other's, then EAGAIN, fd not readable\n");
 }
 
+/* Signals for a blocked get: SIGUSR1 to @main every 50 ms until it returns
+ * (at most @nsig, then the event), or the event after @nsig of them. */
+struct sigger {
+	pthread_t main;
+	int nsig;
+	void (*fire)(void *);
+	void *arg;
+	volatile bool back;
+};
+
+static volatile sig_atomic_t nsigs;
+
+static void on_usr1(int s)
+{
+	(void)s;
+	nsigs++;
+}
+
+static void *sig_thread(void *arg)
+{
+	struct sigger *g = arg;
+
+	for (int i = 0; i < g->nsig && !g->back; i++) {
+		usleep(50000);
+		pthread_kill(g->main, SIGUSR1);
+	}
+	usleep(50000);
+	if (!g->back)
+		g->fire(g->arg);
+	return NULL;
+}
+
+static void handler(bool restart)
+{
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = restart ? SA_RESTART : 0 };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL))
+		die("sigaction");
+	nsigs = 0;
+}
+
+struct wfire {
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+};
+
+static void fire_write(void *arg)
+{
+	struct wfire *w = arg;
+	struct ibv_sge sg = { (uintptr_t)w->buf, 8, w->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sg, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)w->buf + 64;
+	wr.wr.rdma.rkey = w->mr->rkey;
+	if (ibv_post_send(w->qp, &wr, &bad))
+		die("restart: post");
+}
+
+static void fire_err(void *arg)
+{
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+
+	if (ibv_modify_qp(arg, &err, IBV_QP_STATE))
+		die("restart: modify_qp ERR");
+}
+
+/* a blocking get run against @g's signals; its return value and errno */
+static int blocked_get(struct sigger *g, int (*get)(void *), void *arg, int *err)
+{
+	pthread_t th;
+	int r;
+
+	g->main = pthread_self();
+	g->back = false;
+	if (pthread_create(&th, NULL, sig_thread, g))
+		die("pthread_create");
+	errno = 0;
+	r = get(arg);
+	*err = errno;
+	g->back = true;
+	pthread_join(th, NULL);
+	return r;
+}
+
+struct cq_get {
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+};
+
+static int get_cq(void *arg)
+{
+	struct cq_get *c = arg;
+	void *cctx;
+
+	return ibv_get_cq_event(c->ch, &c->cq, &cctx);
+}
+
+struct async_get {
+	struct ibv_context *ctx;
+	struct ibv_async_event ev;
+};
+
+static int get_async(void *arg)
+{
+	struct async_get *a = arg;
+
+	return ibv_get_async_event(a->ctx, &a->ev);
+}
+
+static void restart_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_cq *cq = ch ? ibv_create_cq(ctx, 8, NULL, ch, 0) : NULL;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *qp, *sq;
+	struct wfire w;
+	struct sigger g = { .nsig = 3, .fire = fire_write, .arg = &w };
+	struct cq_get cg = { .ch = ch };
+	struct async_get ag = { .ctx = ctx };
+	int fl = fcntl(ctx->async_fd, F_GETFL), r, err;
+
+	if (!mr || !cq || !srq || !(qp = ibv_create_qp(pd, &ia)))
+		die("restart: channel, mr, cq, srq or qp");
+	ia.srq = srq;
+	ia.cap.max_recv_wr = 0;
+	if (!(sq = ibv_create_qp(pd, &ia)))
+		die("restart: qp on the srq");
+	connect_qp(qp, qp->qp_num);
+	w = (struct wfire){ qp, mr, buf };
+	if (ibv_req_notify_cq(cq, 0))
+		die("restart: arm");
+	/* the channel: three SA_RESTART signals, then the completion's event */
+	handler(true);
+	r = blocked_get(&g, get_cq, &cg, &err);
+	if (r || cg.cq != cq || nsigs != 3) {
+		fprintf(stderr, "get %d errno %s after %d signals\n", r, strerror(err), (int)nsigs);
+		die("restart: ibv_get_cq_event did not sleep through SA_RESTART signals");
+	}
+	ibv_ack_cq_events(cq, 1);
+	reap(cq, 1);
+	/* without SA_RESTART: EINTR (the thread fires nothing: one signal) */
+	handler(false);
+	g.nsig = 100;
+	r = blocked_get(&g, get_cq, &cg, &err);
+	if (r != -1 || err != EINTR || nsigs < 1)
+		die("restart: ibv_get_cq_event did not fail with EINTR on a plain signal");
+	/* the async fd, blocking for this: the same two */
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl & ~O_NONBLOCK))
+		die("restart: fcntl");
+	r = blocked_get(&g, get_async, &ag, &err);
+	if (r != -1 || err != EINTR)
+		die("restart: ibv_get_async_event did not fail with EINTR on a plain signal");
+	handler(true);
+	g = (struct sigger){ .nsig = 3, .fire = fire_err, .arg = sq };
+	r = blocked_get(&g, get_async, &ag, &err);
+	if (r || nsigs != 3 || ag.ev.event_type != IBV_EVENT_QP_LAST_WQE_REACHED ||
+	    ag.ev.element.qp != sq) {
+		fprintf(stderr, "get %d errno %s after %d signals\n", r, strerror(err), (int)nsigs);
+		die("restart: ibv_get_async_event did not sleep through SA_RESTART signals");
+	}
+	ibv_ack_async_event(&ag.ev);
+	if (fcntl(ctx->async_fd, F_SETFL, fl) || readable(ch->fd, 0) || readable(ctx->async_fd, 0))
+		die("restart: an fd is readable with no event left");
+	signal(SIGUSR1, SIG_DFL);
+	if (ibv_destroy_qp(sq) || ibv_destroy_qp(qp) || ibv_destroy_srq(srq) || ibv_destroy_cq(cq) ||
+	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(mr))
+		die("restart: release");
+	free(buf);
+	printf("verbs_events: blocking gets sleep through SA_RESTART signals (3 each) and return "
+	       "the event; a plain signal gives EINTR\n");
+}
+
 /* UC: READ and atomics refused at the post; a SEND or WRITE that the peer
  * cannot take (no such QP, a forged rkey) completes as sent, since
  * nothing answers a UC sender, and the QP stays usable. */
@@ -657,6 +843,7 @@ int main(void)
 	cq_overrun(ctx, pd);
 	resize(ctx, pd);
 	chan_check(ctx, pd);
+	restart_check(ctx, pd);
 	uc_check(ctx, pd);
 	zero_len(ctx, pd);
 	fork_check(pd);
