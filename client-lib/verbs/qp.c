@@ -37,42 +37,6 @@
 
 /* ------------------------------------------------------------ resources */
 
-static uint32_t sq_room(struct roshm *r)
-{
-	/* Acquire pairs with roshmd's release of the SQ head (poller R1). */
-	uint32_t head = __atomic_load_n(r->sq.khead, __ATOMIC_ACQUIRE);
-
-	return r->sq.entries - (r->sq.sqe_tail - head);
-}
-
-/*
- * An arena slot free and @n SQEs (into @s)? If not, ring the doorbell so that
- * roshmd takes what is queued; the caller retries on a later progress. Only
- * the context's lock holder produces SQEs, so the room checked is the room
- * taken.
- */
-static bool room(struct rv_ctx *c, struct roshm_sqe **s, uint32_t n)
-{
-	if (!c->nfree || sq_room(c->r) < n) {
-		roshm_submit(c->r);
-		return false;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (!(s[i] = roshm_get_sqe(c->r)))
-			return false;
-	return true;
-}
-
-static uint32_t take_slot(struct rv_ctx *c)
-{
-	return c->free_slots[--c->nfree];
-}
-
-static void put_slot(struct rv_ctx *c, uint32_t slot)
-{
-	c->free_slots[c->nfree++] = slot;
-}
-
 enum ibv_wc_status rv_wc_status(int st)
 {
 	switch (st) {
@@ -233,9 +197,9 @@ static void credit_request(struct rv_ctx *c, struct rv_qp *q)
 			return;
 		q->rnr_next_ns = 0;
 	}
-	if (!room(c, &sqe, 1))
+	if (!rv_room(c, &sqe, 1))
 		return;
-	slot = take_slot(c);
+	slot = rv_take_slot(c);
 	roshm_prep_read(sqe, q->peer_handle, RV_RING_CREDIT, slot * c->slot_size, 16);
 	roshm_sqe_set_data(sqe, slot);
 	c->ops[slot] = (struct rv_op){ .qp = q, .len = 16, .kind = RV_OP_CREDIT, .refs = 1 };
@@ -298,12 +262,12 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		struct roshm_sqe *sqe;
 		uint32_t slot, h, lh;
 
-		if (!room(c, &sqe, 1))
+		if (!rv_room(c, &sqe, 1))
 			return false;
 		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
 		if (chunk > seg_room)
 			chunk = seg_room;
-		slot = take_slot(c);
+		slot = rv_take_slot(c);
 		if (!w->inl && w->nsge == 1 &&
 		    rv_lbuf(c, s->lkey, s->addr + w->done, &lh, &loff, &lroom)) {
 			/* from the MR's own pages: roshmd (or its NIC) reads them */
@@ -338,12 +302,12 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 		uint32_t slot, h, lh;
 		void *dst = NULL;
 
-		if (!room(c, &sqe, 1))
+		if (!rv_room(c, &sqe, 1))
 			return false;
 		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
 		if (chunk > seg_room)
 			chunk = seg_room;
-		slot = take_slot(c);
+		slot = rv_take_slot(c);
 		if (rv_lbuf(c, s->lkey, s->addr + w->done, &lh, &loff, &lroom)) {
 			/* into the MR's pages themselves: nothing to copy after */
 			if (chunk > lroom)
@@ -372,10 +336,10 @@ static bool issue_atomic(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struc
 	struct roshm_sqe *sqe;
 	uint32_t slot, h;
 
-	if (!room(c, &sqe, 1))
+	if (!rv_room(c, &sqe, 1))
 		return false;
 	h = rv_rkey_at(w->k, w->raddr, &off, &seg_room);  /* 8 aligned bytes: one page */
-	slot = take_slot(c);
+	slot = rv_take_slot(c);
 	if (w->op == IBV_WR_ATOMIC_FETCH_AND_ADD)
 		roshm_prep_fetch_add(sqe, h, off, w->cmp);
 	else
@@ -462,11 +426,11 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 			credit_request(c, q);
 			return false;
 		}
-		if (!room(c, sqe, 2))
+		if (!rv_room(c, sqe, 2))
 			return false;
 		q->want = 0;
 		q->rnr_count = 0;
-		slot = take_slot(c);
+		slot = rv_take_slot(c);
 		buf = c->arena + slot * c->slot_size;
 		memset(&f, 0, sizeof(f));
 		f.len = (uint32_t)pay;
@@ -525,9 +489,9 @@ static bool issue_probe(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		wr_fail(q, w, q->peer_status);
 		return true;
 	}
-	if (!room(c, &sqe, 1))
+	if (!rv_room(c, &sqe, 1))
 		return false;
-	slot = take_slot(c);
+	slot = rv_take_slot(c);
 	roshm_prep_read(sqe, q->peer_handle, RV_RING_CREDIT, slot * c->slot_size, 16);
 	roshm_sqe_set_data(sqe, slot);
 	c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = 16, .kind = RV_OP_PROBE,
@@ -631,7 +595,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	q->inflight--;
 	if (op->kind == RV_OP_CREDIT) {
 		credit_done(q, e->status, c->arena + slot * c->slot_size);
-		put_slot(c, slot);
+		rv_put_slot(c, slot);
 		return;
 	}
 	w = &q->swr[op->widx & q->mask];
@@ -658,7 +622,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	if (op->kind == RV_OP_WRITE || op->kind == RV_OP_ATOMIC)
 		q->data_inflight--;
 	if (!--op->refs)
-		put_slot(c, slot);
+		rv_put_slot(c, slot);
 	w->pending--;
 	if (!w->pending && w->issued)
 		qp_retire(q);

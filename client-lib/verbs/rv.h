@@ -389,6 +389,43 @@ struct rv_vma {
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
 
+/* SQ room and arena slots (the context's lock held) */
+static inline uint32_t rv_sq_room(struct roshm *r)
+{
+	/* Acquire pairs with roshmd's release of the SQ head (poller R1). */
+	uint32_t head = __atomic_load_n(r->sq.khead, __ATOMIC_ACQUIRE);
+
+	return r->sq.entries - (r->sq.sqe_tail - head);
+}
+
+/*
+ * An arena slot free and @n SQEs (into @s)? If not, ring the doorbell so that
+ * roshmd takes what is queued; the caller retries on a later progress. Only
+ * the context's lock holder produces SQEs, so the room checked is the room
+ * taken.
+ */
+static inline bool rv_room(struct rv_ctx *c, struct roshm_sqe **s, uint32_t n)
+{
+	if (!c->nfree || rv_sq_room(c->r) < n) {
+		roshm_submit(c->r);
+		return false;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (!(s[i] = roshm_get_sqe(c->r)))
+			return false;
+	return true;
+}
+
+static inline uint32_t rv_take_slot(struct rv_ctx *c)
+{
+	return c->free_slots[--c->nfree];
+}
+
+static inline void rv_put_slot(struct rv_ctx *c, uint32_t slot)
+{
+	c->free_slots[c->nfree++] = slot;
+}
+
 /* verbs.c */
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
 bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uint64_t *off,
