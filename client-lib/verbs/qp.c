@@ -89,7 +89,7 @@ static void wr_fail(struct rv_qp *q, struct rv_swr *w, enum ibv_wc_status st)
 {
 	/* UC: nothing answers its sender, so what fails at the peer (or on
 	 * the way) is lost without a word, and the WR completes as sent */
-	if (q->qp.qp_type == IBV_QPT_UC && remote_status(st)) {
+	if ((q->qp.qp_type == IBV_QPT_UC || q->qp.qp_type == IBV_QPT_UD) && remote_status(st)) {
 		w->drop = true;
 		return;
 	}
@@ -142,6 +142,7 @@ static void qp_retire(struct rv_qp *q)
 			w->k->refs--;
 			w->k = NULL;
 		}
+		rv_ud_release(to_ctx(q->qp.context), w);
 		if (!q->destroying && (w->signaled || w->status != IBV_WC_SUCCESS)) {
 			memset(&wc, 0, sizeof(wc));
 			wc.wr_id = w->wr_id;
@@ -158,8 +159,8 @@ static void qp_retire(struct rv_qp *q)
 /* ------------------------------------------------------------ the engine */
 
 /* Copy @n bytes of the WR's message, from byte @off on, to @dst. */
-static void gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off,
-		   uint8_t *dst, uint64_t n)
+void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off,
+	       uint8_t *dst, uint64_t n)
 {
 	const struct ibv_sge *s = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
 
@@ -276,7 +277,7 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 			roshm_prep_write(sqe, h, off, 0, (uint32_t)chunk);
 			roshm_sqe_set_lbuf(sqe, lh, loff);
 		} else {
-			gather(q, widx, w, w->done, c->arena + slot * c->slot_size, chunk);
+			rv_gather(q, widx, w, w->done, c->arena + slot * c->slot_size, chunk);
 			roshm_prep_write(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
 		}
 		roshm_sqe_set_data(sqe, slot);
@@ -442,7 +443,7 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 			   w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM : RV_FRAG_SEND;
 		f.flags = (uint8_t)((w->frags ? 0 : RV_FRAG_FIRST) | (pay == left ? RV_FRAG_LAST : 0));
 		memcpy(buf, &f, sizeof(f));
-		gather(q, widx, w, w->sent, buf + RV_SLOT, pay);
+		rv_gather(q, widx, w, w->sent, buf + RV_SLOT, pay);
 		off = RV_RING_SLOTS + (pos & (n - 1)) * RV_SLOT;
 		/* WRITE then CAS on the same region: one connection, in order */
 		roshm_prep_write(sqe[0], q->peer_handle, off, slot * c->slot_size,
@@ -508,6 +509,8 @@ static bool issue_wr(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 		w->issued = true;
 		return true;
 	}
+	if (q->qp.qp_type == IBV_QPT_UD)
+		return rv_ud_issue(c, q, widx, w);
 	if (!w->len && (w->op == IBV_WR_RDMA_WRITE || w->op == IBV_WR_RDMA_READ)) {
 		if (!issue_probe(c, q, widx, w))
 			return false;
@@ -599,7 +602,9 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 		return;
 	}
 	w = &q->swr[op->widx & q->mask];
-	if (e->status) {
+	if (op->kind == RV_OP_UD_CLAIM || op->kind == RV_OP_UD_SEND) {
+		rv_ud_cqe(c, w, op, e, ud & RV_UD_PUBLISH);
+	} else if (e->status) {
 		/* the handle was closed under us (a grant taken back): the next
 		 * WR to that rkey looks it up again */
 		if (w->k && (e->status == -EBADF || e->status == -ESTALE))
@@ -716,6 +721,8 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		len += wr->sg_list[i].length;
 	if (len > 1u << 30)
 		return EINVAL;    /* max_msg_sz */
+	if (q->qp.qp_type == IBV_QPT_UD && rv_ud_post(c, q, wr, len))
+		return EINVAL;    /* UD: SEND only, at most the MTU, to an AH of ours */
 	if ((wr->send_flags & IBV_SEND_INLINE) && (atomic || wr->opcode == IBV_WR_RDMA_READ ||
 						   len > RV_MAX_INLINE))
 		return EINVAL;
@@ -731,6 +738,9 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		 wr->imm_data : 0;
 	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->status = IBV_WC_SUCCESS;
+	w->udd = -1;
+	if (q->qp.qp_type == IBV_QPT_UD)
+		rv_ud_prep(w, wr, q->qkey);
 	q->tail++;
 	if (q->broken || q->qp.state == IBV_QPS_ERR)
 		return 0;         /* flushed in order by rv_qp_issue */

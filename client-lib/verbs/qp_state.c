@@ -33,6 +33,7 @@ static void qp_free(struct rv_qp *q)
 	free(q->inl);
 	free(q->rwr);
 	free(q->rsge);
+	free(q->ud_seen);
 	free(q);
 }
 
@@ -46,8 +47,9 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 
 	/* UC: the RC engine, without READ and atomics, and what fails at the
 	 * peer completes as sent (qp.c): nothing answers a UC sender */
-	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC) {
-		errno = EOPNOTSUPP;
+	if ((a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) ||
+	    (a->qp_type == IBV_QPT_UD && srq)) {
+		errno = EOPNOTSUPP;   /* UD: its own receive queue only (ud.c) */
 		return NULL;
 	}
 	if (srq) {   /* its receive queue: the SRQ's (srq.c) */
@@ -106,7 +108,8 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	/* also draws the QPN; on an SRQ, the smallest ring (64 KiB, or
 	 * ROSHM_VERBS_RECV_RING): many QPs share an SRQ, and a full ring only
 	 * makes the sender wait (RNR) */
-	ret = rv_ring_create(c, q, srq ? 1 : a->cap.max_recv_wr);
+	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, a->cap.max_recv_wr) :
+	      rv_ring_create(c, q, srq ? 1 : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);
@@ -148,9 +151,11 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 		return EBUSY;
 	}
 	q->destroying = false;
-	for (uint32_t i = q->head; i != q->tail; i++)
+	for (uint32_t i = q->head; i != q->tail; i++) {
 		if (q->swr[i & q->mask].k)
 			q->swr[i & q->mask].k->refs--;
+		rv_ud_release(c, &q->swr[i & q->mask]);
+	}
 	q->head = q->issue = q->tail = 0;
 	q->data_inflight = 0;
 	q->broken = false;
@@ -190,6 +195,8 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->peer_status = IBV_WC_SUCCESS;
 		q->dest_qp_num = a->dest_qp_num;
 	}
+	if (mask & IBV_QP_QKEY)
+		q->qkey = a->qkey;
 	if (mask & IBV_QP_RQ_PSN)
 		q->rq_psn = a->rq_psn;
 	if (mask & IBV_QP_SQ_PSN)
@@ -244,6 +251,7 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 	a->cur_qp_state = qp->state;
 	a->path_mtu = IBV_MTU_4096;
 	a->dest_qp_num = q->dest_qp_num;
+	a->qkey = q->qkey;
 	a->rq_psn = q->rq_psn;
 	a->sq_psn = q->sq_psn;
 	a->rnr_retry = q->rnr_retry;
@@ -277,9 +285,11 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		rv_unlock(c);
 		return EBUSY;
 	}
-	for (uint32_t i = q->head; i != q->tail; i++)
+	for (uint32_t i = q->head; i != q->tail; i++) {
 		if (q->swr[i & q->mask].k)
 			q->swr[i & q->mask].k->refs--;
+		rv_ud_release(c, &q->swr[i & q->mask]);
+	}
 	rv_backlog(c, q, false);
 	for (pp = &c->qps; *pp && *pp != q; pp = &(*pp)->next)
 		;

@@ -182,7 +182,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 }
 
 /* Copy @n bytes to the RECV's buffers from message byte @off on (bounds checked by the caller). */
-static void scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n)
+void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n)
 {
 	const struct rv_rwr *r = &q->rwr[at];
 	const struct ibv_sge *s = &q->rsge[(size_t)at * q->rsge_stride];
@@ -239,6 +239,8 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 	uint32_t n = q->ring_n;
 	bool took = false;
 
+	if (q->qp.qp_type == IBV_QPT_UD)
+		return rv_ud_deliver(c, q);
 	if (!n || q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
 		return false;
 	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
@@ -286,7 +288,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		if (f.len)
 			rv_rwr_recheck(c, q, ra);
 		if (f.len && !q->msg_lenerr && !r->bad)
-			scatter(q, ra, q->msg_off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
+			rv_scatter(q, ra, q->msg_off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
 		q->msg_off += f.len;
 		/* Clear every tag word of the fragment's slots (payload bytes of
 		 * this lap must never read as a tag in the next one). */
@@ -323,6 +325,10 @@ void rv_ring_discard(struct rv_qp *q)
 	struct rv_frag *slots;
 	uint32_t n = q->ring_n, done = 0;
 
+	if (q->qp.qp_type == IBV_QPT_UD) {
+		rv_ud_discard(q);
+		return;
+	}
 	if (!n)
 		return;
 	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);

@@ -149,6 +149,68 @@ struct rv_frag {
 };
 _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
 
+/*
+ * Inbound ring of a UD QP: the same name and header page (magic
+ * RV_UD_MAGIC), then a state word per slot (RV_UD_STATES, padded to whole
+ * pages), then the slots, RV_UD_STRIDE bytes each: a datagram header and
+ * up to the MTU of payload. Any QP of the tenant may send to it (a UD QP
+ * has no peer), so the region is ROSHM_POLICY_TENANT, and others may only
+ * WRITE and CAS the states and slots (no READ, not the header page): a
+ * sender cannot see other senders' datagrams. A sender claims a slot with a
+ * CAS of its state 0 -> CLAIMED(token), WRITEs header and payload, then
+ * CASes CLAIMED(token) -> FULL(token) on the same region (in order, as a
+ * fragment's tag); a failed claim tries the next slot, then waits, then the
+ * datagram is dropped, as UD may. The owner takes FULL slots whose header
+ * carries the state's token, and gives them back with a 0.
+ */
+#define RV_UD_MAGIC 0x3150445572687372ull /* "rshrUDP1" */
+#define RV_UD_MTU 4096u
+#define RV_UD_HDR 64u
+#define RV_UD_STRIDE (RV_UD_HDR + RV_UD_MTU)
+#define RV_UD_GRH 40u                   /* what a UD RECV gets first (struct ibv_grh) */
+#define RV_UD_MIN_SLOTS 16u
+#define RV_UD_MAX_SLOTS 1024u
+#define RV_UD_STATES RV_RING_SLOTS      /* data offset of the state words */
+#define RV_UD_CLAIMED 1u
+#define RV_UD_FULL 2u
+struct rv_udh {
+	uint64_t token;         /* the state's token (state >> 2) */
+	uint32_t len;           /* payload bytes, <= RV_UD_MTU */
+	uint32_t qkey;
+	uint32_t src_qp;
+	uint32_t imm;           /* as the sender gave it (network order) */
+	uint8_t opcode;         /* RV_FRAG_SEND or RV_FRAG_SEND_IMM */
+	uint8_t rsvd0[7];
+	uint8_t sgid[16];       /* the sender's GID (its node) */
+	uint64_t rsvd1[2];
+};
+_Static_assert(sizeof(struct rv_udh) == RV_UD_HDR, "datagram header");
+
+static inline uint64_t rv_ud_slots_off(uint32_t n)
+{
+	return RV_UD_STATES + (((uint64_t)n * 8 + 4095) & ~4095ull);
+}
+
+static inline uint64_t rv_ud_size(uint32_t n)
+{
+	return rv_ud_slots_off(n) + (uint64_t)n * RV_UD_STRIDE;
+}
+
+/* A UD destination a sender resolved: the ring of QPN @qpn, opened (the
+ * context's cache; WRs hold references). */
+#define RV_UDD 64
+struct rv_udd {
+	uint32_t qpn;
+	uint32_t handle;
+	uint32_t n;             /* its slots (0: no UD QP there: datagrams are dropped) */
+	uint32_t next;          /* the slot to claim next */
+	uint32_t refs;
+	bool used;
+	bool open;              /* handle is ours to close */
+	bool stale;             /* an operation found it closed or gone: look again */
+	uint64_t retry_ns;      /* n == 0: look again after this */
+};
+
 /* A remote MR as a peer resolved it: its metadata (private copy, checked)
  * and a handle per segment (handles[] of the distinct regions, opened once). */
 struct rv_rkey {
@@ -231,6 +293,14 @@ struct rv_swr {
 	bool signaled;
 	bool issued;            /* nothing left to issue */
 	bool drop;              /* UC: lost at the peer; completes as sent */
+	/* UD: the destination and where its datagram stands (ud.c) */
+	uint8_t ud_phase;
+	uint8_t ud_tries;       /* failed claims in a row */
+	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
+	uint32_t ud_qpn, ud_qkey, ud_slot;
+	uint64_t ud_token;
+	uint64_t ud_t0;         /* first claim (the datagram is dropped RV_UD_WAIT_NS on) */
+	uint64_t ud_at;         /* claimed at, or: no claim before this */
 };
 
 struct rv_rwr {
@@ -308,9 +378,17 @@ struct rv_qp {
 	uint32_t rnr_count;
 	uint8_t peer_rnr_timer;
 	uint64_t rnr_next_ns;   /* no credit read before this (RNR timer) */
+
+	/* UD (ud.c): its Q_Key, where the owner looks next, and per slot what
+	 * it last saw there that was neither free nor full (and since when) */
+	uint32_t qkey;
+	uint32_t ud_cur;
+	uint64_t ud_sweep_ns;
+	struct rv_udseen { uint64_t v, since; } *ud_seen;
 };
 
-enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE };
+enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
+       RV_OP_UD_CLAIM, RV_OP_UD_SEND };
 
 /* One arena slot in use: the SQE(s) that own it. */
 struct rv_op {
@@ -362,6 +440,9 @@ struct rv_ctx {
 	struct rv_aev *aev;     /* aev_cap of them (a power of two, or 0) */
 	uint32_t aev_cap, aev_head, aev_tail;
 	uint32_t aev_owed;      /* async_fd counts a waiter's read took (rv_fd_back) */
+	/* UD destinations (ud.c) */
+	struct rv_udd udd[RV_UDD];
+	uint32_t udd_next;
 };
 
 static inline struct rv_ctx *to_ctx(struct ibv_context *c)
@@ -494,6 +575,22 @@ void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_
 void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr);
 void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra);
 bool rv_ring_ready(const struct rv_qp *q);
+
+/* ud.c: UD QPs */
+int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
+int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len);
+void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qkey);
+bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
+void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,
+	       bool publish);
+void rv_ud_release(struct rv_ctx *c, struct rv_swr *w);
+bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q);
+void rv_ud_discard(struct rv_qp *q);
+/* recv.c: copy @n bytes to the RECV at @at of @q from message byte @off on */
+void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n);
+/* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */
+void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off, uint8_t *dst,
+	       uint64_t n);
 
 /* async.c */
 void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj);

@@ -17,28 +17,7 @@
 
 #define RV_EXPORT __attribute__((visibility("default")))
 
-/* UD address handles: only RC QPs exist. */
-RV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
-{
-	(void)pd, (void)attr;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-RV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
-					       struct ibv_grh *grh, uint8_t port)
-{
-	(void)pd, (void)wc, (void)grh, (void)port;
-	errno = EOPNOTSUPP;
-	return NULL;
-}
-
-RV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
-{
-	(void)ah;
-	return EOPNOTSUPP;
-}
-
+/* Multicast: UD QPs are unicast only. */
 RV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 {
 	(void)qp, (void)gid, (void)lid;
@@ -173,14 +152,6 @@ RV_EXPORT void ibv_copy_path_rec_to_kern(struct ib_user_path_rec *dst,
 }
 
 /* UD: the address of a received datagram's sender. Only RC QPs exist. */
-RV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
-				  struct ibv_wc *wc, struct ibv_grh *grh,
-				  struct ibv_ah_attr *ah_attr)
-{
-	(void)context, (void)port_num, (void)wc, (void)grh, (void)ah_attr;
-	errno = EOPNOTSUPP;
-	return -1;
-}
 
 /* The MAC of a RoCE peer: roshm addresses nodes by name, not by MAC. */
 int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,

@@ -1,0 +1,579 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libroshm-verbs: UD QPs and address handles.
+ *
+ * A UD QP owns an inbound ring like any QP ("ibv-qp-<qpn>"), but with fixed
+ * MTU-sized slots that any QP of the tenant may claim (layout in rv.h): a
+ * datagram is a CAS that claims a free slot, then a WRITE of header and
+ * payload and a CAS that marks the slot full, back to back on the same
+ * region (roshmd executes them in order, as a fragment's WRITE and tag).
+ * The receiver takes full slots into its RECVs, first the 40 bytes a NIC's
+ * GRH takes, and frees them. Nothing answers a UD sender: a datagram that
+ * finds no such QP, a wrong Q_Key or no room is lost and its WR still
+ * completes as sent, as on a NIC.
+ *
+ * Trust: the ring's states and slots are written by any sender of the tenant
+ * (roshmd lets them WRITE and CAS there, nothing else: they cannot read
+ * other senders' datagrams). The owner copies each header once, checks it
+ * (the state's token, the length, the opcode, the Q_Key) and uses only the
+ * copy; payload bytes go straight into the RECV's buffers, bounded by the
+ * copied length. A slot that stays claimed (its sender died between claim
+ * and publish) is freed after RV_UD_STUCK_NS; a sender never writes a slot
+ * later than RV_UD_LATE_NS after its claim, so the slot is not written
+ * under its next owner.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rv.h"
+
+#define RV_UD_WAIT_NS (200ull * 1000000)        /* a datagram waits this long for a slot */
+#define RV_UD_LATE_NS (1000ull * 1000000)       /* no WRITE this long after the claim */
+#define RV_UD_STUCK_NS (3000ull * 1000000)      /* a slot claimed this long is freed */
+#define RV_UD_SWEEP_NS (500ull * 1000000)       /* how often the owner looks for those */
+#define RV_UD_MISS_NS (1000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
+#define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
+
+enum { UD_NEW, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
+
+/* ------------------------------------------------------------ address handles */
+
+struct rv_ah {
+	struct ibv_ah ah;
+	struct ibv_ah_attr attr;
+};
+
+RV_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct rv_ah *a;
+
+	if (!pd || !attr || attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	a->ah.context = pd->context;
+	a->ah.pd = pd;
+	a->attr = *attr;
+	return &a->ah;
+}
+
+RV_EXPORT int ibv_destroy_ah(struct ibv_ah *ah)
+{
+	free(ah);
+	return 0;
+}
+
+RV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+				  struct ibv_grh *grh, struct ibv_ah_attr *ah_attr)
+{
+	(void)context;
+	if (port_num != 1 || !wc || !ah_attr || ((wc->wc_flags & IBV_WC_GRH) && !grh)) {
+		errno = EINVAL;   /* 0, or -1 with errno, as libibverbs */
+		return -1;
+	}
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	if (wc->wc_flags & IBV_WC_GRH) {
+		ah_attr->is_global = 1;
+		ah_attr->grh.dgid = grh->sgid;
+		ah_attr->grh.sgid_index = 0;
+		ah_attr->grh.hop_limit = 0xff;
+		ah_attr->grh.traffic_class = (uint8_t)((be32toh(grh->version_tclass_flow) >> 20) & 0xff);
+	}
+	return 0;
+}
+
+RV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc,
+					       struct ibv_grh *grh, uint8_t port)
+{
+	struct ibv_ah_attr a;
+	if (ibv_init_ah_from_wc(pd ? pd->context : NULL, port, wc, grh, &a))
+		return NULL;
+	return ibv_create_ah(pd, &a);
+}
+
+/* ------------------------------------------------------------ the ring */
+
+static uint32_t pow2(uint32_t v)
+{
+	uint32_t n = 1;
+
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
+/* The UD QP's ring (and QPN): a slot per receive WR, 16 to 1024 of them
+ * ($ROSHM_VERBS_RECV_RING bytes of slots instead, when set). */
+int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
+{
+	uint32_t n = pow2(max_recv_wr), qpn = 0, h = 0;
+	uint64_t size;
+	int ret;
+
+	if (c->ring_bytes)
+		n = pow2((uint32_t)(c->ring_bytes / RV_UD_STRIDE));
+	n = n < RV_UD_MIN_SLOTS ? RV_UD_MIN_SLOTS : n > RV_UD_MAX_SLOTS ? RV_UD_MAX_SLOTS : n;
+	size = rv_ud_size(n);
+	q->ud_seen = calloc(n, sizeof(*q->ud_seen));
+	if (!q->ud_seen)
+		return -ENOMEM;
+	/* any QP of the tenant may send to it; others WRITE and CAS the
+	 * states and slots, nothing else (no READ: not each other's datagrams) */
+	ret = rv_create_named(c, "ibv-qp-", 6, size,
+			      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
+							   .access = ROSHM_ACCESS_WRITE | ROSHM_ACCESS_ATOMIC,
+							   .win_off = RV_UD_STATES,
+							   .win_len = size - RV_UD_STATES },
+			      &qpn, &h);
+	if (ret)
+		return ret;
+	q->ring = roshm_region_data(c->r, h, NULL);
+	if (!q->ring) {
+		roshm_region_close(c->r, h);
+		return -EIO;
+	}
+	q->ring->qpn = qpn;
+	q->ring->nslots = n;
+	__atomic_store_n(&q->ring->magic, RV_UD_MAGIC, __ATOMIC_RELEASE);
+	q->ring_handle = h;
+	q->ring_n = n;
+	q->ud_cur = 0;
+	q->qp.qp_num = qpn;
+	return 0;
+}
+
+static uint64_t *ud_states(const struct rv_qp *q)
+{
+	return (uint64_t *)(void *)((uint8_t *)q->ring + RV_UD_STATES);
+}
+
+static uint8_t *ud_slot(const struct rv_qp *q, uint32_t at)
+{
+	return (uint8_t *)q->ring + rv_ud_slots_off(q->ring_n) + (uint64_t)at * RV_UD_STRIDE;
+}
+
+/* RESET: what the ring holds belongs to before; claimed slots stay theirs
+ * until they are published or stuck. */
+void rv_ud_discard(struct rv_qp *q)
+{
+	uint64_t *st = ud_states(q);
+
+	for (uint32_t i = 0; i < q->ring_n; i++) {
+		uint64_t v = __atomic_load_n(&st[i], __ATOMIC_ACQUIRE);
+
+		if ((v & 3) == RV_UD_FULL)
+			__atomic_compare_exchange_n(&st[i], &v, 0, false, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED);
+	}
+}
+
+/* Free what stayed claimed (or holds junk) for RV_UD_STUCK_NS. */
+static void ud_sweep(struct rv_qp *q, uint64_t now)
+{
+	uint64_t *st = ud_states(q);
+
+	q->ud_sweep_ns = now;
+	for (uint32_t i = 0; i < q->ring_n; i++) {
+		uint64_t v = __atomic_load_n(&st[i], __ATOMIC_ACQUIRE);
+		struct rv_udseen *s = &q->ud_seen[i];
+
+		if (!v || (v & 3) == RV_UD_FULL) {
+			s->v = 0;
+		} else if (s->v != v) {
+			s->v = v;
+			s->since = now;
+		} else if (now - s->since >= RV_UD_STUCK_NS) {
+			__atomic_compare_exchange_n(&st[i], &v, 0, false, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED);
+			s->v = 0;
+		}
+	}
+}
+
+static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_udh *h)
+{
+	struct rv_rwr *r = &q->rwr[q->rq_head & q->rq_mask];
+	struct ibv_wc wc;
+
+	memset(&wc, 0, sizeof(wc));
+	wc.wr_id = r->wr_id;
+	wc.status = st;
+	wc.opcode = IBV_WC_RECV;
+	wc.byte_len = h->len + RV_UD_GRH;
+	wc.qp_num = q->qp.qp_num;
+	wc.src_qp = h->src_qp & 0xffffff;
+	wc.wc_flags = IBV_WC_GRH;
+	if (h->opcode == RV_FRAG_SEND_IMM) {
+		wc.imm_data = h->imm;
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	q->rq_head++;
+	rv_cq_push(q->qp.recv_cq, &wc);
+}
+
+/*
+ * Full slots into posted RECVs, from where the last one was taken on (the
+ * order senders claim in), as long as RECVs last. A slot without a sound
+ * header, or for another Q_Key, is dropped. A too-short RECV completes with
+ * LOC_LEN_ERR and the QP stays usable (one datagram is not a connection).
+ */
+bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
+{
+	uint32_t n = q->ring_n, at = q->ud_cur;
+	uint64_t *st = ud_states(q), now = rv_now_ns();
+
+	if (q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
+		return false;
+	if (now - q->ud_sweep_ns >= RV_UD_SWEEP_NS)
+		ud_sweep(q, now);
+	for (uint32_t i = 0; i < n && q->rq_head != q->rq_tail; i++, at = (at + 1) & (n - 1)) {
+		/* Acquire pairs with the sender's publishing CAS, which
+		 * roshmd executes after its WRITE. */
+		uint64_t v = __atomic_load_n(&st[at], __ATOMIC_ACQUIRE);
+		uint32_t ra = q->rq_head & q->rq_mask;
+		struct rv_rwr *r = &q->rwr[ra];
+		const uint8_t *slot = ud_slot(q, at);
+		enum ibv_wc_status s = IBV_WC_SUCCESS;
+		struct rv_udh h;
+
+		if ((v & 3) != RV_UD_FULL)
+			continue;
+		memcpy(&h, slot, sizeof(h));
+		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
+		q->ud_cur = (at + 1) & (n - 1);
+		if (h.token != v >> 2 || h.len > RV_UD_MTU ||
+		    (h.opcode != RV_FRAG_SEND && h.opcode != RV_FRAG_SEND_IMM) || h.qkey != q->qkey) {
+			__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED);
+			continue;   /* junk, or not for our Q_Key: dropped, as a NIC does */
+		}
+		rv_rwr_recheck(c, q, ra);
+		if (r->bad) {
+			s = IBV_WC_LOC_PROT_ERR;
+		} else if (r->len < (uint64_t)h.len + RV_UD_GRH) {
+			s = IBV_WC_LOC_LEN_ERR;
+		} else {
+			struct ibv_grh g;
+
+			memset(&g, 0, sizeof(g));
+			g.version_tclass_flow = htobe32(6u << 28);
+			g.paylen = htobe16((uint16_t)(h.len > 0xffff ? 0xffff : h.len));
+			g.next_hdr = 0x1b;   /* as RoCE v2 carries BTH */
+			g.hop_limit = 64;
+			memcpy(g.sgid.raw, h.sgid, 16);
+			ibv_query_gid(&c->vc.context, 1, 0, &g.dgid);
+			rv_scatter(q, ra, 0, (const uint8_t *)&g, RV_UD_GRH);
+			rv_scatter(q, ra, RV_UD_GRH, slot + RV_UD_HDR, h.len);
+		}
+		/* Release: our copy happens before a sender claims the slot again. */
+		__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		ud_complete(q, s, &h);
+	}
+	return false;
+}
+
+/* ------------------------------------------------------------ destinations */
+
+static void udd_close(struct rv_ctx *c, struct rv_udd *d)
+{
+	if (d->open)
+		roshm_region_close(c->r, d->handle);
+	memset(d, 0, sizeof(*d));
+}
+
+/* The ring of @qpn: an entry of the cache (a reference taken), or -1 when
+ * every entry is in use (the WR waits). An entry with n 0 says the QPN
+ * names no UD QP of our tenant: its datagrams are dropped. */
+static int udd_get(struct rv_ctx *c, uint32_t qpn)
+{
+	char name[ROSHM_NAME_MAX];
+	struct rv_udd *d = NULL;
+	uint64_t size = 0, now = rv_now_ns();
+	uint32_t h = 0;
+	int ret = -ENOENT, at = -1;
+
+	for (int i = 0; i < RV_UDD; i++) {
+		struct rv_udd *e = &c->udd[i];
+
+		if (e->used && e->qpn == qpn && !e->stale && (e->n || now < e->retry_ns)) {
+			e->refs++;
+			return i;
+		}
+	}
+	/* a free entry, else one nobody uses (round robin) */
+	for (int i = 0; i < RV_UDD && at < 0; i++)
+		if (!c->udd[i].used)
+			at = i;
+	for (uint32_t i = 0; i < RV_UDD && at < 0; i++) {
+		uint32_t k = (c->udd_next + i) % RV_UDD;
+
+		if (!c->udd[k].refs)
+			at = (int)k;
+	}
+	if (at < 0)
+		return -1;
+	c->udd_next = ((uint32_t)at + 1) % RV_UDD;
+	d = &c->udd[at];
+	if (d->used)
+		udd_close(c, d);
+	d->used = true;
+	d->qpn = qpn;
+	d->refs = 1;
+	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, qpn & 0xffffff);
+	/* a registry may lag the QP's creation a little */
+	for (int i = 0; i < 5 && (ret == -ENOENT || ret == -EAGAIN); i++) {
+		if (i)
+			usleep(50000);
+		ret = roshm_region_open(c->r, name, &h, &size);
+	}
+	if (ret) {
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: UD QPN %06x: %s: its datagrams are dropped\n",
+				qpn, strerror(-ret));
+		d->retry_ns = now + RV_UD_MISS_NS;
+		return at;
+	}
+	d->handle = h;
+	d->open = true;
+	/* the geometry from the size roshmd gives (we may not read the header):
+	 * only a UD ring has one of these sizes */
+	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
+		if (rv_ud_size(k) == size)
+			d->n = k;
+	if (!d->n) {   /* an RC or UC QP: a UD datagram goes nowhere */
+		udd_close(c, d);
+		d->used = true;
+		d->qpn = qpn;
+		d->refs = 1;
+		d->retry_ns = now + RV_UD_MISS_NS;
+		return at;
+	}
+	{
+		uint32_t r = 0;
+
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (uint32_t)now;
+		d->next = r & (d->n - 1);   /* senders spread over the ring */
+	}
+	return at;
+}
+
+void rv_ud_release(struct rv_ctx *c, struct rv_swr *w)
+{
+	struct rv_udd *d;
+
+	if (w->udd < 0)
+		return;
+	d = &c->udd[w->udd];
+	w->udd = -1;
+	if (d->refs)
+		d->refs--;
+	if (!d->refs && d->stale)
+		udd_close(c, d);
+}
+
+/* ------------------------------------------------------------ sending */
+
+/* Checks of a UD send WR at the post (before it is queued). */
+int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len)
+{
+	(void)q;
+	if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM)
+		return EINVAL;
+	if (len > RV_UD_MTU || !wr->wr.ud.ah || wr->wr.ud.ah->context != &c->vc.context)
+		return EINVAL;
+	return 0;
+}
+
+void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qkey)
+{
+	w->udd = -1;
+	w->ud_phase = UD_NEW;
+	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+	/* a remote Q_Key with the high bit set means the QP's own (IB 10.2.5) */
+	w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? own_qkey : wr->wr.ud.remote_qkey;
+}
+
+static void ud_lost(struct rv_qp *q, struct rv_swr *w)
+{
+	(void)q;
+	w->ud_phase = UD_LOST;
+	w->issued = true;   /* completes as sent: nothing answers a UD sender */
+}
+
+static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	struct rv_udd *d = &c->udd[w->udd];
+	struct roshm_sqe *sqe;
+	uint64_t now = rv_now_ns();
+	uint32_t slot;
+
+	if (now - w->ud_t0 > RV_UD_WAIT_NS) {   /* no room for it: lost */
+		ud_lost(q, w);
+		return true;
+	}
+	if (w->ud_at > now) {   /* waiting before the next try (the notifier's timer) */
+		q->want = 1;
+		q->rnr_next_ns = w->ud_at;
+		return false;
+	}
+	if (!rv_room(c, &sqe, 1))
+		return false;
+	q->want = 0;
+	q->rnr_next_ns = 0;
+	if (getrandom(&w->ud_token, sizeof(w->ud_token), GRND_NONBLOCK) != sizeof(w->ud_token))
+		w->ud_token = now ^ ((uint64_t)widx << 40);
+	w->ud_token &= (1ull << 62) - 1;
+	w->ud_slot = d->next;
+	d->next = (d->next + 1) & (d->n - 1);
+	slot = rv_take_slot(c);
+	roshm_prep_cmp_swap(sqe, d->handle, RV_UD_STATES + (uint64_t)w->ud_slot * 8, 0,
+			    (w->ud_token << 2) | RV_UD_CLAIMED);
+	roshm_sqe_set_data(sqe, slot);
+	c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = 8, .kind = RV_OP_UD_CLAIM,
+				       .refs = 1 };
+	w->ud_phase = UD_CLAIMING;
+	w->pending++;
+	w->nsqe++;
+	q->inflight++;
+	return false;
+}
+
+static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	struct rv_udd *d = &c->udd[w->udd];
+	struct roshm_sqe *sqe[2];
+	union ibv_gid gid;
+	struct rv_udh h;
+	uint32_t slot;
+	uint64_t off, state = w->ud_token << 2;
+	uint8_t *buf;
+
+	if (rv_now_ns() - w->ud_at > RV_UD_LATE_NS) {
+		/* too late: the owner may have given the slot to another */
+		ud_lost(q, w);
+		return true;
+	}
+	if (!rv_room(c, sqe, 2))
+		return false;
+	slot = rv_take_slot(c);
+	buf = c->arena + slot * c->slot_size;
+	memset(&h, 0, sizeof(h));
+	h.token = w->ud_token;
+	h.len = (uint32_t)w->len;
+	h.qkey = w->ud_qkey;
+	h.src_qp = q->qp.qp_num;
+	h.imm = w->imm;
+	h.opcode = w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM : RV_FRAG_SEND;
+	ibv_query_gid(&c->vc.context, 1, 0, &gid);
+	memcpy(h.sgid, gid.raw, 16);
+	memcpy(buf, &h, sizeof(h));
+	rv_gather(q, widx, w, 0, buf + RV_UD_HDR, w->len);
+	off = rv_ud_slots_off(d->n) + (uint64_t)w->ud_slot * RV_UD_STRIDE;
+	/* WRITE then CAS on the same region: executed in order */
+	roshm_prep_write(sqe[0], d->handle, off, slot * c->slot_size, (uint32_t)(RV_UD_HDR + w->len));
+	roshm_sqe_set_data(sqe[0], slot);
+	roshm_prep_cmp_swap(sqe[1], d->handle, RV_UD_STATES + (uint64_t)w->ud_slot * 8,
+			    state | RV_UD_CLAIMED, state | RV_UD_FULL);
+	roshm_sqe_set_data(sqe[1], slot | RV_UD_PUBLISH);
+	c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)(RV_UD_HDR + w->len),
+				       .kind = RV_OP_UD_SEND, .refs = 2 };
+	w->pending += 2;
+	w->nsqe += 2;
+	q->inflight += 2;
+	w->issued = true;
+	return true;
+}
+
+/* Issue what the UD WR still needs; false while it waits (a claim in
+ * flight, a pause between claims, resources). */
+bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	for (;;) {
+		switch (w->ud_phase) {
+		case UD_NEW: {
+			int i = udd_get(c, w->ud_qpn);
+
+			if (i < 0)
+				return false;   /* every cached destination busy */
+			w->udd = (int16_t)i;
+			if (!c->udd[i].n) {
+				ud_lost(q, w);   /* no UD QP there */
+				return true;
+			}
+			w->ud_t0 = rv_now_ns();
+			w->ud_at = 0;
+			w->ud_phase = UD_CLAIM;
+			break;
+		}
+		case UD_CLAIM:
+			return ud_claim(c, q, widx, w);
+		case UD_CLAIMING:
+			return false;
+		case UD_CLAIMED:
+			return ud_send(c, q, widx, w);
+		case UD_FAILED: {
+			/* the slot was taken: the next ones at once, then every
+			 * 50 us to 5 ms (the owner frees slots in ring order) */
+			struct rv_udd *d = &c->udd[w->udd];
+
+			if (++w->ud_tries > RV_UD_FAST_TRIES) {
+				uint32_t k = w->ud_tries - RV_UD_FAST_TRIES;
+				uint64_t pause = 50000ull << (k < 7 ? k : 7);
+
+				w->ud_at = rv_now_ns() + pause;
+				d->next = w->ud_slot;   /* the oldest: freed first */
+			}
+			w->ud_phase = UD_CLAIM;
+			break;
+		}
+		default:   /* UD_LOST */
+			w->issued = true;
+			return true;
+		}
+	}
+}
+
+/* A completion of a UD WR's claim or publication. */
+void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,
+	       bool publish)
+{
+	struct rv_udd *d = w->udd >= 0 ? &c->udd[w->udd] : NULL;
+
+	if (e->status) {
+		/* the ring is gone (its QP destroyed) or out of reach: this
+		 * datagram is lost, and the next one looks the QPN up again */
+		if (d && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
+			  e->status == -EACCES))
+			d->stale = true;
+		if (op->kind == RV_OP_UD_CLAIM)
+			w->ud_phase = UD_LOST;
+		return;
+	}
+	if (op->kind == RV_OP_UD_CLAIM) {
+		if (!e->result) {
+			w->ud_phase = UD_CLAIMED;
+			w->ud_at = rv_now_ns();
+			w->ud_tries = 0;
+		} else {
+			w->ud_phase = UD_FAILED;
+		}
+	}
+	(void)publish;   /* a publication that finds the slot freed: lost, not an error */
+}
