@@ -7,7 +7,8 @@
 # default, non-CM exchange, completion events on). qperf's ver_rc_* tests
 # check every atomic's result. Then verbs_check (ours) proves the bytes a
 # WRITE or SEND sent are the ones in the receiver's buffer, READ / FETCH_ADD /
-# CAS results, immediates, RNR and the tenant boundary.
+# CAS results, immediates, RNR and the tenant boundary, and verbs_ud the same
+# for UD QPs (datagrams, GRH, Q_Keys, a hostile pod on a UD ring).
 #   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK [SANITIZE]
 # In an ASan build our libibverbs.so.1 is instrumented and perftest is not:
 # the ASan runtime is preloaded into perftest (leak checks off there: its
@@ -26,7 +27,7 @@ fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf \
-         ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong; do
+         ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_uc_pingpong ibv_ud_pingpong; do
   command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, ibverbs-utils)"; exit 77; }
 done
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_perftest: skipped: needs root and ip for network namespaces"; exit 77; }
@@ -95,6 +96,10 @@ run_pair ib_send_bw -n 200 -q 4 -s 8192 --use-srq
 # UC QPs (SEND and RDMA WRITE)
 run_pair ib_send_lat -n 200 -c UC
 run_pair ib_write_bw -n 200 -c UC
+# UD QPs (ud.c): datagrams up to the MTU, address handles
+run_pair ib_send_lat -n 200 -c UD
+run_pair ib_send_bw -n 200 -c UD
+run_pair ib_send_bw -n 1000 -s 64 -c UD
 # rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
 $va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
 for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
@@ -116,10 +121,13 @@ pingpong() {   # name args...: the server in node a, the client in node b
   done
   echo "ok: $name $*"
 }
-pingpong ibv_rc_pingpong -n 200
-pingpong ibv_rc_pingpong -n 200 -e -s 20000     # completion channel, fragments
-pingpong ibv_srq_pingpong -n 200                # 16 QPs on one SRQ
-pingpong ibv_uc_pingpong -n 200                 # UC QPs
+# -c: each side checks the bytes of every message it receives
+pingpong ibv_rc_pingpong -n 200 -c
+pingpong ibv_rc_pingpong -n 200 -c -e -s 20000  # completion channel, fragments
+pingpong ibv_srq_pingpong -n 200 -c             # 16 QPs on one SRQ
+pingpong ibv_uc_pingpong -n 200 -c              # UC QPs
+pingpong ibv_ud_pingpong -n 200 -c              # UD QPs: 2048-byte datagrams
+pingpong ibv_ud_pingpong -n 200 -c -e -s 4000   # UD, completion channel, near the MTU
 
 # An application that shares the poller's CPU (docs/verbs-compat.md): both
 # sides on the last CPU, the pollers' (lcore from the affinity), yielding at
@@ -136,7 +144,7 @@ bg_a $va qperf >"$d/qperf.server" 2>&1
 srv=$BG_PID
 sleep 0.5
 qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr ver_rc_compare_swap ver_rc_fetch_add
-        uc_lat uc_bw uc_rdma_write_lat uc_rdma_write_bw"
+        uc_lat uc_bw uc_rdma_write_lat uc_rdma_write_bw ud_lat ud_bw"
 # shellcheck disable=SC2086
 if ! in_b timeout 60 $vb qperf -t 1 -vvs "$ADDR_A" $qtests >"$d/qperf.client" 2>&1; then
   cat "$d/qperf.client" "$d/qperf.server"; fail "qperf client failed"
@@ -156,6 +164,20 @@ if [[ -x $vevents ]]; then
   $ca "$vevents" >"$d/events" 2>&1 || { cat "$d/events"; fail "verbs_events"; }
   cat "$d/events"
   grep -q 'verbs_events: ok' "$d/events" || fail "verbs_events did not finish"
+fi
+vud=$(dirname "$vcheck")/verbs_ud
+if [[ -x $vud ]]; then
+  # UD QPs (verbs_ud.c): bytes, GRH, Q_Keys, length errors, a hostile pod of
+  # the tenant on the ring, another tenant's datagrams
+  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$vud" server "$ADDR_A" 7598 >"$d/ud.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 90 $cb "$vud" client "$ADDR_A" 7598 >"$d/ud.client" 2>&1 ||
+    { cat "$d/ud.client" "$d/ud.server"; fail "verbs_ud client"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/ud.server" "$d/ud.client"; fail "verbs_ud server exited $rc"; }
+  cat "$d/ud.client" "$d/ud.server"
+  grep -q "a QP of another tenant sent to ours: nothing arrived" "$d/ud.server" || fail "verbs_ud: the tenant check did not run"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: MIT
+/*
+ * UD QPs through libroshm-verbs, between a server (node a) and a client
+ * (node b) of check_verbs_perftest.sh, each checking what it receives:
+ *  1. datagrams of 0 to 4096 bytes, SEND and SEND_WITH_IMM: each RECV holds
+ *     a 40-byte GRH (sgid the sender's GID, dgid ours) and exactly the bytes
+ *     sent; byte_len, src_qp, wc_flags and imm_data right;
+ *  2. a datagram with a wrong Q_Key never arrives; one whose remote Q_Key
+ *     has the high bit set uses the sender QP's own Q_Key and does;
+ *  3. a datagram longer than the RECV: IBV_WC_LOC_LEN_ERR, and the QP stays
+ *     usable (the next datagram arrives);
+ *  4. a pod of the tenant with its own libroshm opens the server's ring: it
+ *     may not READ it (EACCES: no one reads another's datagrams) nor write
+ *     its header page (EFAULT); slots it fills with broken headers (too
+ *     long, a token that is not the state's, an unknown opcode, a wrong
+ *     Q_Key) or junk states are dropped, and the next datagram arrives
+ *     intact; slots it claims and never fills make a datagram lost (it
+ *     still completes as sent) until the owner frees them, then the next
+ *     one arrives;
+ *  5. the server answers through ibv_create_ah_from_wc (the GRH it got);
+ *  6. refused at the post: RDMA WRITE on UD, more than the MTU; a UD QP on
+ *     an SRQ; a datagram to a QPN nobody has completes as sent;
+ *  7. a QP of another tenant (VERBS_CHECK_OTHER=TENANT:TOKEN in the
+ *     server's environment) sends to the server's QP: nothing arrives.
+ *   verbs_ud server|client ADDR PORT
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "roshm.h"
+#include "rv.h"   /* the UD ring's layout, for the hostile writer */
+
+#define QK 0x11223344u
+#define NRECV 32
+#define RSZ (RV_UD_MTU + RV_UD_GRH)
+#define IMM(i) htonl(0xabc00000u + (i))
+
+static const uint32_t lens[] = { 0, 1, 7, 64, 1000, 2048, 4095, 4096, 333, 3 };
+#define NLENS (sizeof(lens) / sizeof(lens[0]))
+
+struct uinfo {
+	uint32_t qpn, qpn2;
+	uint8_t gid[16];
+};
+
+struct ud {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;           /* NRECV receive buffers of RSZ, then a send buffer */
+	union ibv_gid gid;
+};
+
+static int die(const char *what)
+{
+	fprintf(stderr, "verbs_ud: FAIL: %s (errno %s)\n", what, strerror(errno));
+	exit(1);
+}
+
+static uint8_t pat(uint32_t i, uint32_t seed)
+{
+	return (uint8_t)(i * 31u + seed * 17u + 5u);
+}
+
+static void fill(uint8_t *p, uint32_t len, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = pat(i, seed);
+}
+
+static bool same(const uint8_t *p, uint32_t len, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (p[i] != pat(i, seed))
+			return false;
+	return true;
+}
+
+static void sync_byte(int fd, char c)
+{
+	char got;
+
+	if (write(fd, &c, 1) != 1 || read(fd, &got, 1) != 1 || got != c)
+		die("exchange");
+}
+
+static struct ibv_qp *ud_qp(struct ud *u, uint32_t nrecv, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia = { .send_cq = u->cq, .recv_cq = u->cq, .srq = srq,
+				       .qp_type = IBV_QPT_UD,
+				       .cap = { .max_send_wr = 16, .max_send_sge = 1,
+						.max_recv_wr = nrecv, .max_recv_sge = 1 } };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+				 .qkey = QK };
+	struct ibv_qp *qp = ibv_create_qp(u->pd, &ia);
+
+	if (!qp)
+		return NULL;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		die("modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		die("modify_qp RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		die("modify_qp RTS");
+	return qp;
+}
+
+static void ud_open(struct ud *u)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+
+	if (!dl || !dl[0] || !(u->ctx = ibv_open_device(dl[0])))
+		die("ibv_open_device");
+	ibv_free_device_list(dl);
+	u->pd = ibv_alloc_pd(u->ctx);
+	u->cq = u->pd ? ibv_create_cq(u->ctx, 256, NULL, NULL, 0) : NULL;
+	if (!u->cq || ibv_query_gid(u->ctx, 1, 0, &u->gid))
+		die("pd/cq/gid");
+	if (posix_memalign((void **)&u->buf, 4096, (NRECV + 1) * (size_t)RSZ))
+		die("posix_memalign");
+	memset(u->buf, 0xee, (NRECV + 1) * (size_t)RSZ);
+	u->mr = ibv_reg_mr(u->pd, u->buf, (NRECV + 1) * (size_t)RSZ, IBV_ACCESS_LOCAL_WRITE);
+	if (!u->mr || !(u->qp = ud_qp(u, NRECV, NULL)))
+		die("mr/qp");
+}
+
+static void post_recv(struct ud *u, struct ibv_qp *qp, uint32_t i, uint32_t len)
+{
+	struct ibv_sge sg = { (uintptr_t)(u->buf + (size_t)i * RSZ), len, u->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sg, .num_sge = 1 }, *bad;
+
+	memset(u->buf + (size_t)i * RSZ, 0xee, RSZ);
+	if (ibv_post_recv(qp, &wr, &bad))
+		die("ibv_post_recv");
+}
+
+/* Post a datagram of @len bytes (pattern @seed) from the send buffer. */
+static int send_ud(struct ud *u, struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey,
+		   uint32_t len, uint32_t seed, bool imm, enum ibv_wr_opcode op)
+{
+	uint8_t *s = u->buf + (size_t)NRECV * RSZ;
+	struct ibv_sge sg = { (uintptr_t)s, len, u->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1000 + seed, .sg_list = &sg, .num_sge = 1,
+				  .opcode = op, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (len <= RSZ)
+		fill(s, len, seed);
+	if (imm) {
+		wr.opcode = IBV_WR_SEND_WITH_IMM;
+		wr.imm_data = IMM(seed);
+	}
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = qkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* The next completion within @ms, or false. */
+static bool next_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n < 0)
+			die("ibv_poll_cq");
+		if (n)
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+	return false;
+}
+
+static void sent_ok(struct ud *u, const char *what)
+{
+	struct ibv_wc wc;
+
+	if (!next_wc(u->cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_SEND) {
+		fprintf(stderr, "%s: %s\n", what, ibv_wc_status_str(wc.status));
+		die("a UD send did not complete as sent");
+	}
+}
+
+/* The next receive completion: datagram @seed of @len bytes from @src. */
+static struct ibv_wc expect_dgram(struct ud *u, uint32_t len, uint32_t seed, bool imm, uint32_t src,
+				  const uint8_t *sgid, int ms, const char *what)
+{
+	struct ibv_wc wc;
+	const uint8_t *b;
+	const struct ibv_grh *g;
+
+	if (!next_wc(u->cq, &wc, ms)) {
+		fprintf(stderr, "%s: nothing arrived\n", what);
+		die("a datagram did not arrive");
+	}
+	b = u->buf + (size_t)wc.wr_id * RSZ;
+	g = (const struct ibv_grh *)b;
+	if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
+	    wc.byte_len != len + RV_UD_GRH || wc.src_qp != src || !(wc.wc_flags & IBV_WC_GRH) ||
+	    !!(wc.wc_flags & IBV_WC_WITH_IMM) != imm || (imm && wc.imm_data != IMM(seed)) ||
+	    memcmp(g->sgid.raw, sgid, 16) || memcmp(g->dgid.raw, u->gid.raw, 16) ||
+	    !same(b + RV_UD_GRH, len, seed)) {
+		fprintf(stderr, "%s: status %s byte_len %u (want %u) src_qp %06x (want %06x) flags %x "
+			"imm %08x, sgid %s, dgid %s, bytes %s\n", what, ibv_wc_status_str(wc.status),
+			wc.byte_len, len + RV_UD_GRH, wc.src_qp, src, wc.wc_flags, wc.imm_data,
+			memcmp(g->sgid.raw, sgid, 16) ? "wrong" : "ok",
+			memcmp(g->dgid.raw, u->gid.raw, 16) ? "wrong" : "ok",
+			same(b + RV_UD_GRH, len, seed) ? "ok" : "wrong");
+		die("a datagram is not the one sent");
+	}
+	if (b[RV_UD_GRH + len] != 0xee)
+		die("a datagram wrote past its length");
+	post_recv(u, u->qp, (uint32_t)wc.wr_id, RSZ);
+	return wc;
+}
+
+static void nothing(struct ud *u, int ms, const char *what)
+{
+	struct ibv_wc wc;
+
+	if (next_wc(u->cq, &wc, ms)) {
+		fprintf(stderr, "%s: got status %s byte_len %u\n", what, ibv_wc_status_str(wc.status),
+			wc.byte_len);
+		die("a datagram arrived that must not");
+	}
+}
+
+/* ------------------------------------------------------------ server */
+
+static void other_tenant(struct ud *u, int fd, const struct uinfo *peer)
+{
+	char *other = getenv("VERBS_CHECK_OTHER"), *tok;
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ud o;
+	struct ibv_ah *ah;
+
+	if (!other || !(tok = strchr(other, ':')))
+		return;
+	*tok++ = 0;
+	setenv("ROSHM_TENANT", other, 1);
+	setenv("ROSHM_TOKEN", tok, 1);
+	memset(&o, 0, sizeof(o));
+	ud_open(&o);
+	unsetenv("ROSHM_TENANT");
+	unsetenv("ROSHM_TOKEN");
+	aa.grh.dgid = u->gid;
+	if (!(ah = ibv_create_ah(o.pd, &aa)) || send_ud(&o, o.qp, ah, u->qp->qp_num, QK, 17, 17, false,
+							 IBV_WR_SEND))
+		die("other tenant: ah / send");
+	sent_ok(&o, "a datagram of another tenant");
+	sync_byte(fd, '7');
+	expect_dgram(u, 18, 18, false, peer->qpn, peer->gid, 10000,
+		     "phase 7: the next datagram (not the other tenant's)");
+	printf("verbs_ud: a QP of another tenant sent to ours: nothing arrived\n");
+}
+
+static void server(int fd)
+{
+	struct ud u;
+	struct uinfo me, peer;
+	struct ibv_qp *qs;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_wc wc;
+	struct ibv_ah *ah;
+	int seen[NLENS] = { 0 };
+
+	memset(&u, 0, sizeof(u));
+	ud_open(&u);
+	for (uint32_t i = 0; i < NRECV - 2; i++)
+		post_recv(&u, u.qp, i, RSZ);
+	if (!(qs = ud_qp(&u, 4, NULL)))
+		die("second UD QP");
+	post_recv(&u, qs, NRECV - 2, 100);
+	post_recv(&u, qs, NRECV - 1, 100);
+	me.qpn = u.qp->qp_num;
+	me.qpn2 = qs->qp_num;
+	memcpy(me.gid, u.gid.raw, 16);
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
+		die("exchange");
+	/* 1: every size, in whatever order they come */
+	for (uint32_t k = 0; k < NLENS; k++) {
+		uint32_t i;
+
+		if (!next_wc(u.cq, &wc, 10000))
+			die("phase 1: a datagram did not arrive");
+		for (i = 0; i < NLENS && lens[i] + RV_UD_GRH != wc.byte_len; i++)
+			;
+		if (i == NLENS || seen[i]++)
+			die("phase 1: a datagram of a length not sent, or twice");
+		if (wc.status != IBV_WC_SUCCESS || wc.src_qp != peer.qpn ||
+		    !!(wc.wc_flags & IBV_WC_WITH_IMM) != (i & 1) || ((i & 1) && wc.imm_data != IMM(i)) ||
+		    memcmp(((struct ibv_grh *)(u.buf + (size_t)wc.wr_id * RSZ))->sgid.raw, peer.gid, 16) ||
+		    !same(u.buf + (size_t)wc.wr_id * RSZ + RV_UD_GRH, lens[i], i))
+			die("phase 1: a datagram is not the one sent");
+		post_recv(&u, u.qp, (uint32_t)wc.wr_id, RSZ);
+	}
+	printf("verbs_ud: %zu datagrams of 0 to 4096 bytes arrived whole, GRH, src_qp and immediates "
+	       "right\n", NLENS);
+	/* 2: the wrong Q_Key's never comes; the own-Q_Key one does */
+	sync_byte(fd, '2');
+	expect_dgram(&u, 12, 12, false, peer.qpn, peer.gid, 10000, "phase 2");
+	nothing(&u, 300, "phase 2: the datagram with a wrong Q_Key");
+	printf("verbs_ud: a wrong Q_Key is dropped; a remote Q_Key with the high bit set means the "
+	       "sender's own\n");
+	/* 3: too long for the RECV, then one that fits: the QP lives on */
+	sync_byte(fd, '3');
+	if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_LOC_LEN_ERR || wc.wr_id != NRECV - 2)
+		die("phase 3: a datagram longer than its RECV did not give LOC_LEN_ERR");
+	if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.byte_len != 50 + RV_UD_GRH ||
+	    !same(u.buf + (size_t)(NRECV - 1) * RSZ + RV_UD_GRH, 50, 32))
+		die("phase 3: the datagram after LOC_LEN_ERR");
+	if (ibv_query_qp(qs, &qa, IBV_QP_STATE | IBV_QP_QKEY, &qi) || qa.qp_state != IBV_QPS_RTS ||
+	    qa.qkey != QK || qi.qp_type != IBV_QPT_UD)
+		die("phase 3: the QP is not in RTS with its Q_Key after LOC_LEN_ERR");
+	printf("verbs_ud: a datagram longer than its RECV: LOC_LEN_ERR, and the QP stays in RTS\n");
+	/* 4: the hostile pod's slots, then a datagram */
+	sync_byte(fd, '4');
+	expect_dgram(&u, 13, 13, false, peer.qpn, peer.gid, 10000, "phase 4: after the junk slots");
+	nothing(&u, 300, "phase 4: junk slots");
+	sync_byte(fd, 'd');   /* we looked at every slot: the pod claims the free ones */
+	sync_byte(fd, 'c');   /* the pod claimed every free slot; a datagram is lost */
+	/* polling meanwhile: we free slots that stay claimed 3 s */
+	nothing(&u, 5000, "phase 4: a datagram while every slot is claimed");
+	sync_byte(fd, 'f');   /* freed since: the next one arrives */
+	wc = expect_dgram(&u, 15, 15, false, peer.qpn, peer.gid, 10000, "phase 4: after the claims");
+	printf("verbs_ud: a pod of the tenant cannot read the ring or write its header; its broken "
+	       "slots are dropped; slots it claimed are freed and datagrams arrive again\n");
+	/* 5: an answer through the AH of the received GRH */
+	ah = ibv_create_ah_from_wc(u.pd, &wc, (struct ibv_grh *)(u.buf + (size_t)wc.wr_id * RSZ), 1);
+	if (!ah || send_ud(&u, u.qp, ah, wc.src_qp, QK, 16, 16, true, IBV_WR_SEND))
+		die("phase 5: ibv_create_ah_from_wc / send");
+	sent_ok(&u, "phase 5");
+	sync_byte(fd, '5');
+	other_tenant(&u, fd, &peer);
+	sync_byte(fd, 'e');
+	if (ibv_destroy_ah(ah) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
+	    ibv_destroy_cq(u.cq) || ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
+		die("release");
+	free(u.buf);
+	printf("verbs_ud server: ok\n");
+}
+
+/* ------------------------------------------------------------ client */
+
+static uint32_t token(uint32_t i)
+{
+	return 0x5eed00u + i;
+}
+
+/* The pod of the tenant, with its own libroshm: the server's ring. */
+static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, int fd)
+{
+	struct roshm_params p;
+	struct roshm *r;
+	uint8_t *arena;
+	uint32_t h, n = 0, claimed = 0;
+	uint64_t size = 0, old;
+	char name[ROSHM_NAME_MAX];
+	int err = 0, ret;
+	struct { uint64_t tok, state; uint32_t len, qkey; uint8_t op; } junk[] = {
+		{ token(0), ((uint64_t)token(0) << 2) | RV_UD_FULL, 5000, QK, 1 },     /* too long */
+		{ token(1), ((uint64_t)token(9) << 2) | RV_UD_FULL, 10, QK, 1 },       /* not the state's */
+		{ token(2), ((uint64_t)token(2) << 2) | RV_UD_FULL, 10, QK, 9 },       /* opcode */
+		{ token(3), ((uint64_t)token(3) << 2) | RV_UD_FULL, 10, QK + 5, 1 },   /* Q_Key */
+		{ token(4), ((uint64_t)token(4) << 2) | 3, 10, QK, 1 },                /* junk state */
+	};
+
+	memset(&p, 0, sizeof(p));
+	if (!(r = roshm_open(&p, &err)))
+		die("hostile: roshm_open");
+	arena = roshm_arena(r, NULL);
+	snprintf(name, sizeof(name), "ibv-qp-%06x", peer->qpn);
+	if (roshm_region_open(r, name, &h, &size))
+		die("hostile: a UD QP's ring is open to the tenant");
+	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
+		if (rv_ud_size(k) == size)
+			n = k;
+	if (!n)
+		die("hostile: the ring's size is no UD ring's");
+	if ((ret = roshm_read_sync(r, h, RV_UD_STATES, 0, 64)) != -EACCES) {
+		fprintf(stderr, "READ of the states: %d\n", ret);
+		die("hostile: a pod of the tenant READ a UD ring");
+	}
+	if ((ret = roshm_read_sync(r, h, rv_ud_slots_off(n), 0, 64)) != -EACCES)
+		die("hostile: a pod of the tenant READ a UD ring's slot");
+	memset(arena, 0, 64);
+	if ((ret = roshm_write_sync(r, h, 0, 0, 64)) != -EFAULT) {
+		fprintf(stderr, "WRITE of the header page: %d\n", ret);
+		die("hostile: a pod of the tenant wrote a UD ring's header page");
+	}
+	/* broken slots, published */
+	for (uint32_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		struct rv_udh hd = { .token = junk[i].tok, .len = junk[i].len, .qkey = junk[i].qkey,
+				     .src_qp = 0x123456, .opcode = junk[i].op };
+
+		memcpy(arena, &hd, sizeof(hd));
+		memset(arena + RV_UD_HDR, 0x77, 64);
+		if (roshm_write_sync(r, h, rv_ud_slots_off(n) + (uint64_t)i * RV_UD_STRIDE, 0,
+				     RV_UD_HDR + 64) ||
+		    roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0, junk[i].state, &old) || old)
+			die("hostile: filling a slot");
+	}
+	sync_byte(fd, '4');
+	if (send_ud(u, u->qp, ah, peer->qpn, QK, 13, 13, false, IBV_WR_SEND))
+		die("phase 4: send");
+	sent_ok(u, "phase 4");
+	sync_byte(fd, 'd');
+	/* every free slot claimed, never filled */
+	for (uint32_t i = 0; i < n; i++) {
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0,
+					((uint64_t)token(100 + i) << 2) | RV_UD_CLAIMED, &old))
+			die("hostile: claiming");
+		claimed += !old;
+	}
+	if (claimed < n - 1)
+		die("hostile: the slots were not free");
+	sync_byte(fd, 'c');
+	if (send_ud(u, u->qp, ah, peer->qpn, QK, 14, 14, false, IBV_WR_SEND))
+		die("phase 4: send while claimed");
+	sent_ok(u, "phase 4: a datagram with no slot to go to");   /* lost, and says so nowhere */
+	sync_byte(fd, 'f');   /* 5 s on: the owner freed them */
+	if (send_ud(u, u->qp, ah, peer->qpn, QK, 15, 15, false, IBV_WR_SEND))
+		die("phase 4: send after");
+	sent_ok(u, "phase 4: after");
+	roshm_region_close(r, h);
+	roshm_close(r);
+}
+
+static void client(int fd)
+{
+	struct ud u;
+	struct uinfo me, peer;
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_ah *ah;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+
+	memset(&u, 0, sizeof(u));
+	ud_open(&u);
+	post_recv(&u, u.qp, 0, RSZ);
+	me.qpn = u.qp->qp_num;
+	me.qpn2 = 0;
+	memcpy(me.gid, u.gid.raw, 16);
+	if (read(fd, &peer, sizeof(peer)) != sizeof(peer) || write(fd, &me, sizeof(me)) != sizeof(me))
+		die("exchange");
+	memcpy(aa.grh.dgid.raw, peer.gid, 16);
+	if (!(ah = ibv_create_ah(u.pd, &aa)))
+		die("ibv_create_ah");
+	/* 1 */
+	for (uint32_t i = 0; i < NLENS; i++) {
+		if (send_ud(&u, u.qp, ah, peer.qpn, QK, lens[i], i, i & 1, IBV_WR_SEND))
+			die("phase 1: ibv_post_send");
+		sent_ok(&u, "phase 1");
+	}
+	/* 2: the own Q_Key is QK too */
+	sync_byte(fd, '2');
+	if (send_ud(&u, u.qp, ah, peer.qpn, QK + 1, 11, 11, false, IBV_WR_SEND) ||
+	    send_ud(&u, u.qp, ah, peer.qpn, 0x80000000u, 12, 12, false, IBV_WR_SEND))
+		die("phase 2: send");
+	sent_ok(&u, "phase 2: a wrong Q_Key");
+	sent_ok(&u, "phase 2");
+	/* 3 */
+	sync_byte(fd, '3');
+	if (send_ud(&u, u.qp, ah, peer.qpn2, QK, 200, 31, false, IBV_WR_SEND) ||
+	    send_ud(&u, u.qp, ah, peer.qpn2, QK, 50, 32, false, IBV_WR_SEND))
+		die("phase 3: send");
+	sent_ok(&u, "phase 3: too long");
+	sent_ok(&u, "phase 3");
+	/* 4 */
+	hostile(&u, ah, &peer, fd);
+	/* 5 */
+	sync_byte(fd, '5');
+	expect_dgram(&u, 16, 16, true, peer.qpn, peer.gid, 10000, "phase 5: the server's answer");
+	/* 6 */
+	errno = 0;
+	if (send_ud(&u, u.qp, ah, peer.qpn, QK, 8, 1, false, IBV_WR_RDMA_WRITE) != EINVAL ||
+	    send_ud(&u, u.qp, ah, peer.qpn, QK, RV_UD_MTU + 1, 1, false, IBV_WR_SEND) != EINVAL)
+		die("phase 6: an RDMA WRITE on UD, or a datagram over the MTU, was posted");
+	srq = ibv_create_srq(u.pd, &sa);
+	if (!srq || (qp = ud_qp(&u, 0, srq)) || errno != EOPNOTSUPP || ibv_destroy_srq(srq))
+		die("phase 6: a UD QP on an SRQ");
+	if (send_ud(&u, u.qp, ah, 0xfffffe, QK, 8, 1, false, IBV_WR_SEND))
+		die("phase 6: send to nobody");
+	sent_ok(&u, "phase 6: a datagram to a QPN nobody has");
+	printf("verbs_ud: refused: RDMA on UD, over the MTU, UD on an SRQ; a datagram to no QP "
+	       "completes as sent\n");
+	/* 7 (when the server runs it) */
+	for (char c = 0; c != 'e';) {
+		if (read(fd, &c, 1) != 1 || write(fd, &c, 1) != 1)
+			die("exchange");
+		if (c == '7') {
+			if (send_ud(&u, u.qp, ah, peer.qpn, QK, 18, 18, false, IBV_WR_SEND))
+				die("phase 7: send");
+			sent_ok(&u, "phase 7");
+		}
+	}
+	if (ibv_destroy_ah(ah) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) || ibv_destroy_cq(u.cq) ||
+	    ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
+		die("release");
+	free(u.buf);
+	printf("verbs_ud client: ok\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int s, fd, one = 1;
+
+	if (argc != 4)
+		return 2;
+	sa.sin_port = htons((uint16_t)atoi(argv[3]));
+	inet_pton(AF_INET, argv[2], &sa.sin_addr);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (!strcmp(argv[1], "server")) {
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("listen");
+		server(fd);
+		close(fd);
+	} else {
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+			die("connect");
+		client(s);
+	}
+	close(s);
+	return 0;
+}
