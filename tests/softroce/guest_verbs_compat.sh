@@ -4,7 +4,8 @@
 # its rxe0 (file registry on the shared directory); the applications see only
 # roshm0 (LD_LIBRARY_PATH), roshmd uses the system libibverbs and rxe0. VM1
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
-# the VMs' link); then verbs_check proves the bytes and atomics.
+# the VMs' link); then verbs_check proves the bytes and atomics, and
+# verbs_ud the same for UD QPs.
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
 . "$(dirname "$0")/guest_common.sh"
@@ -45,6 +46,7 @@ pair ib_read_bw -n 50 -s 65536
 pair ib_atomic_bw -n 50
 pair ib_send_lat -n 50
 pair ib_send_bw -n 50 -s 65536
+pair ib_send_lat -n 50 -c UD
 
 # qperf (its own TCP exchange, QPs moved by ibv_modify_qp): VM1 serves,
 # VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0.
@@ -88,6 +90,23 @@ else
     say "verbs_check client ok" || { say "FAIL: verbs_check client"; cat /run/shared/check.client; }
   # the rkeys went over RoCE: this node's roshmd has a verbs peer vm1
   "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers
+  touch "/run/shared/done.$i"
+fi
+
+# verbs_ud: UD QPs (claims, publications and the hostile pod's CASes are the
+# NIC's atomics on the ring's state words here)
+i=$((i + 1))
+if [ "$n" = 1 ]; then
+  app timeout 240 "$B/tests/verbs_ud" server 198.18.1.1 7598 > /run/shared/ud.server 2>&1 &
+  s=$!
+  wait_listen 7598 $s
+  touch "/run/shared/go.$i"
+  wait $s && say "verbs_ud server ok" || { say "FAIL: verbs_ud server"; cat /run/shared/ud.server; }
+  for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+else
+  for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+  app timeout 240 "$B/tests/verbs_ud" client 198.18.1.1 7598 > /run/shared/ud.client 2>&1 &&
+    say "verbs_ud client ok" || { say "FAIL: verbs_ud client"; cat /run/shared/ud.client; }
   touch "/run/shared/done.$i"
 fi
 kill -TERM $RD; wait $RD
