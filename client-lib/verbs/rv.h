@@ -300,7 +300,7 @@ struct rv_swr {
 	uint32_t ud_qpn, ud_qkey, ud_slot;
 	uint64_t ud_token;
 	uint64_t ud_t0;         /* first claim (the datagram is dropped RV_UD_WAIT_NS on) */
-	uint64_t ud_at;         /* claimed at, or: no claim before this */
+	uint64_t ud_at;         /* the claim was issued at, or: no claim before this */
 };
 
 struct rv_rwr {

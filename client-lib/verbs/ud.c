@@ -441,6 +441,7 @@ static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 		w->ud_token = now ^ ((uint64_t)widx << 40);
 	w->ud_token &= (1ull << 62) - 1;
 	w->ud_slot = d->next;
+	w->ud_at = now;   /* before the claim runs: the owner's 3 s count from after it */
 	d->next = (d->next + 1) & (d->n - 1);
 	slot = rv_take_slot(c);
 	roshm_prep_cmp_swap(sqe, d->handle, RV_UD_STATES + (uint64_t)w->ud_slot * 8, 0,
@@ -466,7 +467,8 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	uint8_t *buf;
 
 	if (rv_now_ns() - w->ud_at > RV_UD_LATE_NS) {
-		/* too late: the owner may have given the slot to another */
+		/* too late (1 s since the claim was issued, the owner frees a
+		 * slot 3 s after it saw it claimed): the slot may be another's */
 		ud_lost(q, w);
 		return true;
 	}
@@ -568,8 +570,7 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 	}
 	if (op->kind == RV_OP_UD_CLAIM) {
 		if (!e->result) {
-			w->ud_phase = UD_CLAIMED;
-			w->ud_at = rv_now_ns();
+			w->ud_phase = UD_CLAIMED;   /* ud_at: when the claim was issued */
 			w->ud_tries = 0;
 		} else {
 			w->ud_phase = UD_FAILED;
