@@ -556,6 +556,8 @@ void rv_qp_issue(struct rv_ctx *c, struct rv_qp *q)
 {
 	if (q->destroying)
 		return;
+	if (q->ud_open)
+		rv_ud_advance(c, q);
 	while (q->issue != q->tail) {
 		struct rv_swr *w = &q->swr[q->issue & q->mask];
 
@@ -571,7 +573,7 @@ void rv_qp_issue(struct rv_ctx *c, struct rv_qp *q)
 		}
 		q->issue++;
 	}
-	rv_backlog(c, q, q->issue != q->tail);
+	rv_backlog(c, q, q->issue != q->tail || q->ud_open);
 	qp_retire(q);
 }
 
@@ -598,6 +600,11 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	q->inflight--;
 	if (op->kind == RV_OP_CREDIT) {
 		credit_done(q, e->status, c->arena + slot * c->slot_size);
+		rv_put_slot(c, slot);
+		return;
+	}
+	if (op->kind == RV_OP_UD_PRECLAIM) {   /* no WR: a UD destination's next slot */
+		rv_ud_precqe(c, op, e);
 		rv_put_slot(c, slot);
 		return;
 	}

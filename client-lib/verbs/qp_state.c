@@ -63,6 +63,12 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
 	    a->cap.max_recv_wr > RV_MAX_WR || a->cap.max_send_sge > RV_MAX_SGE ||
 	    a->cap.max_recv_sge > RV_MAX_SGE || a->cap.max_inline_data > RV_MAX_INLINE) {
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: create_qp: caps beyond the device's: send_wr %u "
+				"recv_wr %u (max %u), send_sge %u recv_sge %u (max %u), inline %u "
+				"(max %u)\n", a->cap.max_send_wr, a->cap.max_recv_wr, RV_MAX_WR,
+				a->cap.max_send_sge, a->cap.max_recv_sge, RV_MAX_SGE,
+				a->cap.max_inline_data, RV_MAX_INLINE);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -158,6 +164,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	}
 	q->head = q->issue = q->tail = 0;
 	q->data_inflight = 0;
+	q->ud_open = 0;
 	q->broken = false;
 	if (q->srq && q->rq_head != q->rq_tail)
 		rv_rq_flush(q);   /* a RECV it took from the SRQ goes back to the application */

@@ -62,7 +62,7 @@ static inline void rv_dma_copy(void *dst, const void *src, size_t n)
 #define RV_META_MAGIC 0x33524d5672687372ull /* "rshrVMR3" */
 #define RV_RKEY_CACHE 64
 #define RV_MAX_INLINE 256
-#define RV_MAX_WR 4096
+#define RV_MAX_WR 16384
 #define RV_MAX_SRQ_WR 16384
 #define RV_MAX_SGE 16
 /* An arena slot holds a 64 KiB message and its fragment header. */
@@ -209,7 +209,14 @@ struct rv_udd {
 	bool open;              /* handle is ours to close */
 	bool stale;             /* an operation found it closed or gone: look again */
 	uint64_t retry_ns;      /* n == 0: look again after this */
+	/* a slot claimed ahead for the next datagram (ud.c): RV_PRE_* */
+	uint8_t pre;
+	uint32_t pre_slot;
+	uint32_t claims;        /* claims issued to it (pre_seq: the claim ahead's) */
+	uint32_t pre_seq;
+	uint64_t pre_token, pre_at;
 };
+enum { RV_PRE_NONE, RV_PRE_PENDING, RV_PRE_READY };
 
 /* A remote MR as a peer resolved it: its metadata (private copy, checked)
  * and a handle per segment (handles[] of the distinct regions, opened once). */
@@ -296,6 +303,7 @@ struct rv_swr {
 	/* UD: the destination and where its datagram stands (ud.c) */
 	uint8_t ud_phase;
 	uint8_t ud_tries;       /* failed claims in a row */
+	bool ud_bg;             /* parked: out of the QP's issue order (ud.c) */
 	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
 	uint32_t ud_qpn, ud_qkey, ud_slot;
 	uint64_t ud_token;
@@ -382,18 +390,19 @@ struct rv_qp {
 	/* UD (ud.c): its Q_Key, where the owner looks next, and per slot what
 	 * it last saw there that was neither free nor full (and since when) */
 	uint32_t qkey;
+	uint32_t ud_open;       /* parked WRs (their claims out of the issue order) */
 	uint32_t ud_cur;
 	uint64_t ud_sweep_ns;
 	struct rv_udseen { uint64_t v, since; } *ud_seen;
 };
 
 enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
-       RV_OP_UD_CLAIM, RV_OP_UD_SEND };
+       RV_OP_UD_CLAIM, RV_OP_UD_SEND, RV_OP_UD_PRECLAIM };
 
 /* One arena slot in use: the SQE(s) that own it. */
 struct rv_op {
 	struct rv_qp *qp;
-	uint32_t widx;
+	uint32_t widx;          /* RV_OP_UD_PRECLAIM: the rv_udd index instead */
 	uint32_t len;
 	uint8_t kind;           /* RV_OP_* */
 	uint8_t refs;           /* CQEs still to come (a fragment: WRITE and CAS) */
@@ -581,9 +590,11 @@ int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len);
 void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qkey);
 bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
+void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,
 	       bool publish);
 void rv_ud_release(struct rv_ctx *c, struct rv_swr *w);
+void rv_ud_precqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e);
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_discard(struct rv_qp *q);
 /* recv.c: copy @n bytes to the RECV at @at of @q from message byte @off on */

@@ -41,7 +41,7 @@
 #define RV_UD_MISS_NS (1000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
 #define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
 
-enum { UD_NEW, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
+enum { UD_NEW, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
 
 /* ------------------------------------------------------------ address handles */
 
@@ -410,37 +410,55 @@ void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qke
 	w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? own_qkey : wr->wr.ud.remote_qkey;
 }
 
-static void ud_lost(struct rv_qp *q, struct rv_swr *w)
+/*
+ * A UD WR leaves the in-order issue of its QP once its claim is out (it is
+ * "parked"): the next WRs claim their slots meanwhile, and rv_ud_advance
+ * takes each parked WR on as its claim completes. WRs still complete in
+ * posting order (qp_retire).
+ */
+#define RV_UD_PIPE 32   /* parked WRs per QP */
+
+static bool ud_park(struct rv_qp *q, struct rv_swr *w)
 {
-	(void)q;
-	w->ud_phase = UD_LOST;
-	w->issued = true;   /* completes as sent: nothing answers a UD sender */
+	if (!w->ud_bg) {
+		w->ud_bg = true;
+		q->ud_open++;
+	}
+	return true;
 }
 
-static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+static bool ud_done(struct rv_qp *q, struct rv_swr *w)
+{
+	w->issued = true;
+	if (w->ud_bg) {
+		w->ud_bg = false;
+		q->ud_open--;
+	}
+	return true;
+}
+
+/* Lost (no such QP, no room, too late): completes as sent, since nothing
+ * answers a UD sender. */
+static bool ud_lost(struct rv_qp *q, struct rv_swr *w)
+{
+	w->ud_phase = UD_LOST;
+	return ud_done(q, w);
+}
+
+/* Issue the claim of the destination's next slot; false without resources. */
+static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w, uint64_t now)
 {
 	struct rv_udd *d = &c->udd[w->udd];
 	struct roshm_sqe *sqe;
-	uint64_t now = rv_now_ns();
 	uint32_t slot;
 
-	if (now - w->ud_t0 > RV_UD_WAIT_NS) {   /* no room for it: lost */
-		ud_lost(q, w);
-		return true;
-	}
-	if (w->ud_at > now) {   /* waiting before the next try (the notifier's timer) */
-		q->want = 1;
-		q->rnr_next_ns = w->ud_at;
-		return false;
-	}
 	if (!rv_room(c, &sqe, 1))
 		return false;
-	q->want = 0;
-	q->rnr_next_ns = 0;
 	if (getrandom(&w->ud_token, sizeof(w->ud_token), GRND_NONBLOCK) != sizeof(w->ud_token))
 		w->ud_token = now ^ ((uint64_t)widx << 40);
 	w->ud_token &= (1ull << 62) - 1;
 	w->ud_slot = d->next;
+	d->claims++;   /* a claim ahead older than this one is out of order now */
 	w->ud_at = now;   /* before the claim runs: the owner's 3 s count from after it */
 	d->next = (d->next + 1) & (d->n - 1);
 	slot = rv_take_slot(c);
@@ -453,13 +471,59 @@ static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 	w->pending++;
 	w->nsqe++;
 	q->inflight++;
-	return false;
+	return true;
+}
+
+/*
+ * Claim the destination's next slot ahead, for its next datagram (one
+ * round trip instead of two), on the SQE @sqe: issued right behind a
+ * datagram to it. The reservation holds a reference on the entry while in
+ * flight; one left unused for RV_UD_LATE_NS / 2 is given up (the owner
+ * frees the slot after RV_UD_STUCK_NS).
+ */
+static void ud_preclaim(struct rv_ctx *c, struct rv_qp *q, int at, struct roshm_sqe *sqe)
+{
+	struct rv_udd *d = &c->udd[at];
+	uint32_t slot = rv_take_slot(c);
+
+	if (getrandom(&d->pre_token, sizeof(d->pre_token), GRND_NONBLOCK) != sizeof(d->pre_token))
+		d->pre_token = rv_now_ns() ^ ((uint64_t)at << 48);
+	d->pre_token &= (1ull << 62) - 1;
+	d->pre_slot = d->next;
+	d->pre_seq = ++d->claims;
+	d->pre_at = rv_now_ns();
+	d->next = (d->next + 1) & (d->n - 1);
+	d->pre = RV_PRE_PENDING;
+	d->refs++;
+	roshm_prep_cmp_swap(sqe, d->handle, RV_UD_STATES + (uint64_t)d->pre_slot * 8, 0,
+			    (d->pre_token << 2) | RV_UD_CLAIMED);
+	roshm_sqe_set_data(sqe, slot);
+	c->ops[slot] = (struct rv_op){ .qp = q, .widx = (uint32_t)at, .len = 8,
+				       .kind = RV_OP_UD_PRECLAIM, .refs = 1 };
+	q->inflight++;
+}
+
+void rv_ud_precqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e)
+{
+	struct rv_udd *d = &c->udd[op->widx];
+
+	d->pre = !e->status && !e->result ? RV_PRE_READY : RV_PRE_NONE;
+	if (e->status && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
+			  e->status == -EACCES))
+		d->stale = true;
+	if (d->refs)
+		d->refs--;
+	if (!d->refs && d->stale)
+		udd_close(c, d);
 }
 
 static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
 	struct rv_udd *d = &c->udd[w->udd];
-	struct roshm_sqe *sqe[2];
+	struct roshm_sqe *sqe[3];
+	/* a claim ahead only for a QP with nothing else to send (a datagram at
+	 * a time: what a ping-pong does); a stream claims as it goes */
+	bool pre = d->pre == RV_PRE_NONE && !d->stale && q->tail - q->head == 1;
 	union ibv_gid gid;
 	struct rv_udh h;
 	uint32_t slot;
@@ -469,10 +533,13 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	if (rv_now_ns() - w->ud_at > RV_UD_LATE_NS) {
 		/* too late (1 s since the claim was issued, the owner frees a
 		 * slot 3 s after it saw it claimed): the slot may be another's */
-		ud_lost(q, w);
-		return true;
+		return ud_lost(q, w);
 	}
-	if (!rv_room(c, sqe, 2))
+	/* the claim ahead only with an arena slot and an SQE to spare (rv_room
+	 * takes all its SQEs or none) */
+	if (pre && (c->nfree < 2 || !rv_room(c, sqe, 3)))
+		pre = false;
+	if (!pre && !rv_room(c, sqe, 2))
 		return false;
 	slot = rv_take_slot(c);
 	buf = c->arena + slot * c->slot_size;
@@ -499,12 +566,14 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	w->pending += 2;
 	w->nsqe += 2;
 	q->inflight += 2;
-	w->issued = true;
-	return true;
+	if (pre)
+		ud_preclaim(c, q, w->udd, sqe[2]);
+	return ud_done(q, w);
 }
 
-/* Issue what the UD WR still needs; false while it waits (a claim in
- * flight, a pause between claims, resources). */
+/* Take the UD WR as far as it goes now. False: it holds its QP's issue
+ * (no resources, or too many parked); true: it is out of the way (done, or
+ * parked until its claim completes or its pause ends). */
 bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
 	for (;;) {
@@ -515,21 +584,57 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			if (i < 0)
 				return false;   /* every cached destination busy */
 			w->udd = (int16_t)i;
-			if (!c->udd[i].n) {
-				ud_lost(q, w);   /* no UD QP there */
-				return true;
-			}
+			if (!c->udd[i].n)
+				return ud_lost(q, w);   /* no UD QP there */
 			w->ud_t0 = rv_now_ns();
 			w->ud_at = 0;
-			w->ud_phase = UD_CLAIM;
+			w->ud_phase = UD_PRE;
 			break;
 		}
-		case UD_CLAIM:
-			return ud_claim(c, q, widx, w);
+		case UD_PRE: {
+			/* the slot claimed ahead for this destination, if fresh
+			 * and no later claim went to it (the owner takes slots in
+			 * ring order); one on its way is waited for, which is no
+			 * slower than a claim of our own */
+			struct rv_udd *d = &c->udd[w->udd];
+
+			if (d->pre == RV_PRE_PENDING && d->pre_seq == d->claims && !w->ud_bg)
+				return false;
+			w->ud_phase = UD_CLAIM;
+			if (d->pre == RV_PRE_READY) {
+				d->pre = RV_PRE_NONE;
+				if (d->pre_seq == d->claims && rv_now_ns() - d->pre_at < RV_UD_LATE_NS / 2) {
+					w->ud_slot = d->pre_slot;
+					w->ud_token = d->pre_token;
+					w->ud_at = d->pre_at;
+					w->ud_phase = UD_CLAIMED;
+				}
+			}
+			break;
+		}
+		case UD_CLAIM: {
+			uint64_t now = rv_now_ns();
+
+			if (now - w->ud_t0 > RV_UD_WAIT_NS)
+				return ud_lost(q, w);   /* no room for it */
+			if (w->ud_at > now) {   /* pausing (the notifier's timer) */
+				q->want = 1;
+				if (!q->rnr_next_ns || w->ud_at < q->rnr_next_ns)
+					q->rnr_next_ns = w->ud_at;
+				return ud_park(q, w);
+			}
+			if (!w->ud_bg && q->ud_open >= RV_UD_PIPE)
+				return false;
+			if (!ud_claim(c, q, widx, w, now))
+				return w->ud_bg;   /* no resources: a new WR holds the issue */
+			return ud_park(q, w);
+		}
 		case UD_CLAIMING:
-			return false;
+			return ud_park(q, w);
 		case UD_CLAIMED:
-			return ud_send(c, q, widx, w);
+			if (!ud_send(c, q, widx, w))
+				return w->ud_bg;
+			return true;
 		case UD_FAILED: {
 			/* the slot was taken: the next ones at once, then every
 			 * 50 us to 5 ms (the owner frees slots in ring order) */
@@ -546,9 +651,30 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			break;
 		}
 		default:   /* UD_LOST */
-			w->issued = true;
-			return true;
+			return ud_done(q, w);
 		}
+	}
+}
+
+/* The parked WRs of @q, on from where they stand (every issue pass). A QP
+ * in the error state flushes them (what they have in flight still comes
+ * back before they complete). */
+void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q)
+{
+	q->want = 0;
+	q->rnr_next_ns = 0;
+	for (uint32_t i = q->head; i != q->issue && q->ud_open; i++) {
+		struct rv_swr *w = &q->swr[i & q->mask];
+
+		if (!w->ud_bg)
+			continue;
+		if (q->broken || q->qp.state == IBV_QPS_ERR) {
+			if (w->status == IBV_WC_SUCCESS)
+				w->status = IBV_WC_WR_FLUSH_ERR;
+			ud_done(q, w);
+			continue;
+		}
+		rv_ud_issue(c, q, i, w);
 	}
 }
 

@@ -405,17 +405,25 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 		fprintf(stderr, "WRITE of the header page: %d\n", ret);
 		die("hostile: a pod of the tenant wrote a UD ring's header page");
 	}
-	/* broken slots, published */
-	for (uint32_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+	/* broken slots, published the way a sender does (claim, write, mark);
+	 * slots not free (the client's own slot claimed ahead) are skipped */
+	for (uint32_t i = 0, at = 0; i < sizeof(junk) / sizeof(junk[0]); at++) {
 		struct rv_udh hd = { .token = junk[i].tok, .len = junk[i].len, .qkey = junk[i].qkey,
 				     .src_qp = 0x123456, .opcode = junk[i].op };
+		uint64_t cl = ((uint64_t)token(50 + i) << 2) | RV_UD_CLAIMED;
 
+		if (at >= n || roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at, 0, cl, &old))
+			die("hostile: claiming a slot");
+		if (old)
+			continue;
 		memcpy(arena, &hd, sizeof(hd));
 		memset(arena + RV_UD_HDR, 0x77, 64);
-		if (roshm_write_sync(r, h, rv_ud_slots_off(n) + (uint64_t)i * RV_UD_STRIDE, 0,
+		if (roshm_write_sync(r, h, rv_ud_slots_off(n) + (uint64_t)at * RV_UD_STRIDE, 0,
 				     RV_UD_HDR + 64) ||
-		    roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0, junk[i].state, &old) || old)
+		    roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at, cl, junk[i].state, &old) ||
+		    old != cl)
 			die("hostile: filling a slot");
+		i++;
 	}
 	sync_byte(fd, '4');
 	if (send_ud(u, u->qp, ah, peer->qpn, QK, 13, 13, false, IBV_WR_SEND))
@@ -429,8 +437,9 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 			die("hostile: claiming");
 		claimed += !old;
 	}
-	if (claimed < n - 1)
+	if (claimed < n - 2)   /* the junk state, and the client's slot claimed ahead */
 		die("hostile: the slots were not free");
+	usleep(600000);   /* the client's slot claimed ahead is too old to use now */
 	sync_byte(fd, 'c');
 	if (send_ud(u, u->qp, ah, peer->qpn, QK, 14, 14, false, IBV_WR_SEND))
 		die("phase 4: send while claimed");
