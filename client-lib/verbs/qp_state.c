@@ -305,6 +305,8 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
+	if (qp->qp_type == IBV_QPT_UD)
+		rv_ud_ring_close(c, q);
 	if (q->srq) {
 		rv_srq_unwait(q);
 		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */

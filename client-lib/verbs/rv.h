@@ -150,18 +150,20 @@ struct rv_frag {
 _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
 
 /*
- * Inbound ring of a UD QP: the same name and header page (magic
- * RV_UD_MAGIC), then a state word per slot (RV_UD_STATES, padded to whole
- * pages), then the slots, RV_UD_STRIDE bytes each: a datagram header and
- * up to the MTU of payload. Any QP of the tenant may send to it (a UD QP
- * has no peer), so the region is ROSHM_POLICY_TENANT, and others may only
- * WRITE and CAS the states and slots (no READ, not the header page): a
- * sender cannot see other senders' datagrams. A sender claims a slot with a
- * CAS of its state 0 -> CLAIMED(token), WRITEs header and payload, then
- * CASes CLAIMED(token) -> FULL(token) on the same region (in order, as a
- * fragment's tag); a failed claim tries the next slot, then waits, then the
- * datagram is dropped, as UD may. The owner takes FULL slots whose header
- * carries the state's token, and gives them back with a 0.
+ * Inbound ring of a UD QP: two regions. "ibv-qp-<qpn>" holds the header page
+ * (magic RV_UD_MAGIC) and a state word per slot (RV_UD_STATES, padded to
+ * whole pages); "ibv-qpd-<qpn>" holds the slots, RV_UD_STRIDE bytes each: a
+ * datagram header and up to the MTU of payload. Any QP of the tenant may
+ * send to it (a UD QP has no peer), so both are ROSHM_POLICY_TENANT, and
+ * others may only CAS the state words (not the header page) and only WRITE
+ * the slots: no READ, and no atomic on the slots, whose old value would read
+ * them, so a sender cannot see other senders' datagrams. A sender claims a
+ * slot with a CAS of its state 0 -> CLAIMED(token), WRITEs header and
+ * payload, then CASes CLAIMED(token) -> FULL(token) (the owner's node
+ * executes a client's operations in order, as a fragment's WRITE and tag); a
+ * failed claim tries the next slot, then waits, then the datagram is
+ * dropped, as UD may. The owner takes FULL slots whose header carries the
+ * state's token, and gives them back with a 0.
  */
 #define RV_UD_MAGIC 0x3150445572687372ull /* "rshrUDP1" */
 #define RV_UD_MTU 4096u
@@ -186,14 +188,14 @@ struct rv_udh {
 };
 _Static_assert(sizeof(struct rv_udh) == RV_UD_HDR, "datagram header");
 
-static inline uint64_t rv_ud_slots_off(uint32_t n)
+static inline uint64_t rv_ud_states_size(uint32_t n)
 {
 	return RV_UD_STATES + (((uint64_t)n * 8 + 4095) & ~4095ull);
 }
 
-static inline uint64_t rv_ud_size(uint32_t n)
+static inline uint64_t rv_ud_slots_size(uint32_t n)
 {
-	return rv_ud_slots_off(n) + (uint64_t)n * RV_UD_STRIDE;
+	return (uint64_t)n * RV_UD_STRIDE;
 }
 
 /* A UD destination a sender resolved: the ring of QPN @qpn, opened (the
@@ -201,7 +203,8 @@ static inline uint64_t rv_ud_size(uint32_t n)
 #define RV_UDD 64
 struct rv_udd {
 	uint32_t qpn;
-	uint32_t handle;
+	uint32_t handle;        /* its states (CAS) */
+	uint32_t dhandle;       /* its slots (WRITE) */
 	uint32_t n;             /* its slots (0: no UD QP there: datagrams are dropped) */
 	uint32_t next;          /* the slot to claim next */
 	uint32_t refs;
@@ -390,6 +393,8 @@ struct rv_qp {
 	/* UD (ud.c): its Q_Key, where the owner looks next, and per slot what
 	 * it last saw there that was neither free nor full (and since when) */
 	uint32_t qkey;
+	uint32_t ud_dhandle;    /* the slots' region ("ibv-qpd-<qpn>") */
+	uint8_t *ud_data;
 	uint32_t ud_open;       /* parked WRs (their claims out of the issue order) */
 	uint32_t ud_cur;
 	uint64_t ud_sweep_ns;
@@ -596,6 +601,7 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 void rv_ud_release(struct rv_ctx *c, struct rv_swr *w);
 void rv_ud_precqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e);
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q);
+void rv_ud_ring_close(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_discard(struct rv_qp *q);
 /* recv.c: copy @n bytes to the RECV at @at of @q from message byte @off on */
 void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n);

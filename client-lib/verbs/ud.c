@@ -38,7 +38,7 @@
 #define RV_UD_LATE_NS (1000ull * 1000000)       /* no WRITE this long after the claim */
 #define RV_UD_STUCK_NS (3000ull * 1000000)      /* a slot claimed this long is freed */
 #define RV_UD_SWEEP_NS (500ull * 1000000)       /* how often the owner looks for those */
-#define RV_UD_MISS_NS (1000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
+#define RV_UD_MISS_NS (2000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
 #define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
 
 enum { UD_NEW, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
@@ -119,32 +119,47 @@ static uint32_t pow2(uint32_t v)
 }
 
 /* The UD QP's ring (and QPN): a slot per receive WR, 16 to 1024 of them
- * ($ROSHM_VERBS_RECV_RING bytes of slots instead, when set). */
+ * ($ROSHM_VERBS_RECV_RING bytes of slots instead, when set). The QPN is
+ * drawn until both names are free. */
 int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 {
-	uint32_t n = pow2(max_recv_wr), qpn = 0, h = 0;
-	uint64_t size;
-	int ret;
+	uint32_t n, qpn = 0, h = 0, dh = 0;
+	uint64_t want = c->ring_bytes ? c->ring_bytes / RV_UD_STRIDE : max_recv_wr;
+	int ret = -EEXIST;
 
-	if (c->ring_bytes)
-		n = pow2((uint32_t)(c->ring_bytes / RV_UD_STRIDE));
-	n = n < RV_UD_MIN_SLOTS ? RV_UD_MIN_SLOTS : n > RV_UD_MAX_SLOTS ? RV_UD_MAX_SLOTS : n;
-	size = rv_ud_size(n);
+	want = want < RV_UD_MIN_SLOTS ? RV_UD_MIN_SLOTS : want > RV_UD_MAX_SLOTS ? RV_UD_MAX_SLOTS : want;
+	n = pow2((uint32_t)want);
 	q->ud_seen = calloc(n, sizeof(*q->ud_seen));
 	if (!q->ud_seen)
 		return -ENOMEM;
-	/* any QP of the tenant may send to it; others WRITE and CAS the
-	 * states and slots, nothing else (no READ: not each other's datagrams) */
-	ret = rv_create_named(c, "ibv-qp-", 6, size,
-			      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
-							   .access = ROSHM_ACCESS_WRITE | ROSHM_ACCESS_ATOMIC,
-							   .win_off = RV_UD_STATES,
-							   .win_len = size - RV_UD_STATES },
-			      &qpn, &h);
+	for (int tries = 0; ret == -EEXIST && tries < 20; tries++) {
+		char name[ROSHM_NAME_MAX];
+
+		/* others CAS the state words, nothing else (not the header) */
+		ret = rv_create_named(c, "ibv-qp-", 6, rv_ud_states_size(n),
+				      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
+								   .access = ROSHM_ACCESS_ATOMIC,
+								   .win_off = RV_UD_STATES,
+								   .win_len = rv_ud_states_size(n) -
+									      RV_UD_STATES },
+				      &qpn, &h);
+		if (ret)
+			return ret;
+		/* and only WRITE the slots: no READ, no atomic (its old value) */
+		snprintf(name, sizeof(name), "ibv-qpd-%06" PRIx32, qpn);
+		ret = roshm_region_create(c->r, name, rv_ud_slots_size(n),
+					  &(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
+								       .access = ROSHM_ACCESS_WRITE },
+					  &dh);
+		if (ret)
+			roshm_region_close(c->r, h);
+	}
 	if (ret)
 		return ret;
 	q->ring = roshm_region_data(c->r, h, NULL);
-	if (!q->ring) {
+	q->ud_data = roshm_region_data(c->r, dh, NULL);
+	if (!q->ring || !q->ud_data) {
+		roshm_region_close(c->r, dh);
 		roshm_region_close(c->r, h);
 		return -EIO;
 	}
@@ -152,10 +167,16 @@ int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 	q->ring->nslots = n;
 	__atomic_store_n(&q->ring->magic, RV_UD_MAGIC, __ATOMIC_RELEASE);
 	q->ring_handle = h;
+	q->ud_dhandle = dh;
 	q->ring_n = n;
 	q->ud_cur = 0;
 	q->qp.qp_num = qpn;
 	return 0;
+}
+
+void rv_ud_ring_close(struct rv_ctx *c, struct rv_qp *q)
+{
+	roshm_region_close(c->r, q->ud_dhandle);
 }
 
 static uint64_t *ud_states(const struct rv_qp *q)
@@ -165,7 +186,7 @@ static uint64_t *ud_states(const struct rv_qp *q)
 
 static uint8_t *ud_slot(const struct rv_qp *q, uint32_t at)
 {
-	return (uint8_t *)q->ring + rv_ud_slots_off(q->ring_n) + (uint64_t)at * RV_UD_STRIDE;
+	return q->ud_data + (uint64_t)at * RV_UD_STRIDE;
 }
 
 /* RESET: what the ring holds belongs to before; claimed slots stay theirs
@@ -292,8 +313,10 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 
 static void udd_close(struct rv_ctx *c, struct rv_udd *d)
 {
-	if (d->open)
+	if (d->open) {
+		roshm_region_close(c->r, d->dhandle);
 		roshm_region_close(c->r, d->handle);
+	}
 	memset(d, 0, sizeof(*d));
 }
 
@@ -302,18 +325,24 @@ static void udd_close(struct rv_ctx *c, struct rv_udd *d)
  * names no UD QP of our tenant: its datagrams are dropped. */
 static int udd_get(struct rv_ctx *c, uint32_t qpn)
 {
-	char name[ROSHM_NAME_MAX];
+	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX];
 	struct rv_udd *d = NULL;
-	uint64_t size = 0, now = rv_now_ns();
-	uint32_t h = 0;
-	int ret = -ENOENT, at = -1;
+	uint64_t size = 0, dsize = 0, now = rv_now_ns();
+	uint32_t h = 0, dh = 0;
+	int ret = -ENOENT, at = -1, tries = 3;
 
 	for (int i = 0; i < RV_UDD; i++) {
 		struct rv_udd *e = &c->udd[i];
 
-		if (e->used && e->qpn == qpn && !e->stale && (e->n || now < e->retry_ns)) {
+		if (!e->used || e->qpn != qpn || e->stale)
+			continue;
+		if (e->n || now < e->retry_ns) {
 			e->refs++;
 			return i;
+		}
+		if (!e->refs) {   /* looked up before, in vain: once more, one try */
+			at = i;
+			tries = 1;
 		}
 	}
 	/* a free entry, else one nobody uses (round robin) */
@@ -336,12 +365,17 @@ static int udd_get(struct rv_ctx *c, uint32_t qpn)
 	d->qpn = qpn;
 	d->refs = 1;
 	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, qpn & 0xffffff);
-	/* a registry may lag the QP's creation a little */
-	for (int i = 0; i < 5 && (ret == -ENOENT || ret == -EAGAIN); i++) {
+	snprintf(dname, sizeof(dname), "ibv-qpd-%06" PRIx32, qpn & 0xffffff);
+	/* A registry may lag a QP's creation a little: a QPN new to us gets
+	 * 3 tries 20 ms apart (the context's lock is held: no longer), one
+	 * that named nothing before gets one, every RV_UD_MISS_NS at most. */
+	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN); i++) {
 		if (i)
-			usleep(50000);
+			usleep(20000);
 		ret = roshm_region_open(c->r, name, &h, &size);
 	}
+	if (!ret && (ret = roshm_region_open(c->r, dname, &dh, &dsize)))
+		roshm_region_close(c->r, h);
 	if (ret) {
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: UD QPN %06x: %s: its datagrams are dropped\n",
@@ -350,13 +384,14 @@ static int udd_get(struct rv_ctx *c, uint32_t qpn)
 		return at;
 	}
 	d->handle = h;
+	d->dhandle = dh;
 	d->open = true;
-	/* the geometry from the size roshmd gives (we may not read the header):
-	 * only a UD ring has one of these sizes */
+	/* the geometry from the sizes roshmd gives (we may not read the
+	 * header): only a UD QP's two regions have these sizes */
 	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
-		if (rv_ud_size(k) == size)
+		if (rv_ud_slots_size(k) == dsize && rv_ud_states_size(k) == size)
 			d->n = k;
-	if (!d->n) {   /* an RC or UC QP: a UD datagram goes nowhere */
+	if (!d->n) {   /* not a UD QP's: a datagram goes nowhere */
 		udd_close(c, d);
 		d->used = true;
 		d->qpn = qpn;
@@ -554,9 +589,9 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	memcpy(h.sgid, gid.raw, 16);
 	memcpy(buf, &h, sizeof(h));
 	rv_gather(q, widx, w, 0, buf + RV_UD_HDR, w->len);
-	off = rv_ud_slots_off(d->n) + (uint64_t)w->ud_slot * RV_UD_STRIDE;
-	/* WRITE then CAS on the same region: executed in order */
-	roshm_prep_write(sqe[0], d->handle, off, slot * c->slot_size, (uint32_t)(RV_UD_HDR + w->len));
+	off = (uint64_t)w->ud_slot * RV_UD_STRIDE;
+	/* WRITE then CAS, both to the owner's node: executed in order */
+	roshm_prep_write(sqe[0], d->dhandle, off, slot * c->slot_size, (uint32_t)(RV_UD_HDR + w->len));
 	roshm_sqe_set_data(sqe[0], slot);
 	roshm_prep_cmp_swap(sqe[1], d->handle, RV_UD_STATES + (uint64_t)w->ud_slot * 8,
 			    state | RV_UD_CLAIMED, state | RV_UD_FULL);

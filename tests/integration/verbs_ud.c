@@ -10,8 +10,8 @@
  *  3. a datagram longer than the RECV: IBV_WC_LOC_LEN_ERR, and the QP stays
  *     usable (the next datagram arrives);
  *  4. a pod of the tenant with its own libroshm opens the server's ring: it
- *     may not READ it (EACCES: no one reads another's datagrams) nor write
- *     its header page (EFAULT); slots it fills with broken headers (too
+ *     may not READ it nor use an atomic on its slots (EACCES: no one reads
+ *     another's datagrams), nor write the states or the header page; slots it fills with broken headers (too
  *     long, a token that is not the state's, an unknown opcode, a wrong
  *     Q_Key) or junk states are dropped, and the next datagram arrives
  *     intact; slots it claims and never fills make a datagram lost (it
@@ -370,9 +370,9 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	struct roshm_params p;
 	struct roshm *r;
 	uint8_t *arena;
-	uint32_t h, n = 0, claimed = 0;
-	uint64_t size = 0, old;
-	char name[ROSHM_NAME_MAX];
+	uint32_t h, dh, n = 0, claimed = 0;
+	uint64_t size = 0, dsize = 0, old;
+	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX];
 	int err = 0, ret;
 	struct { uint64_t tok, state; uint32_t len, qkey; uint8_t op; } junk[] = {
 		{ token(0), ((uint64_t)token(0) << 2) | RV_UD_FULL, 5000, QK, 1 },     /* too long */
@@ -387,22 +387,33 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 		die("hostile: roshm_open");
 	arena = roshm_arena(r, NULL);
 	snprintf(name, sizeof(name), "ibv-qp-%06x", peer->qpn);
-	if (roshm_region_open(r, name, &h, &size))
+	snprintf(dname, sizeof(dname), "ibv-qpd-%06x", peer->qpn);
+	if (roshm_region_open(r, name, &h, &size) || roshm_region_open(r, dname, &dh, &dsize))
 		die("hostile: a UD QP's ring is open to the tenant");
 	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
-		if (rv_ud_size(k) == size)
+		if (rv_ud_slots_size(k) == dsize && rv_ud_states_size(k) == size)
 			n = k;
 	if (!n)
 		die("hostile: the ring's size is no UD ring's");
+	/* no READ of either; no atomic on the slots (its old value reads them,
+	 * as a CAS that cannot match would); no WRITE of the states or of the
+	 * header page */
 	if ((ret = roshm_read_sync(r, h, RV_UD_STATES, 0, 64)) != -EACCES) {
 		fprintf(stderr, "READ of the states: %d\n", ret);
 		die("hostile: a pod of the tenant READ a UD ring");
 	}
-	if ((ret = roshm_read_sync(r, h, rv_ud_slots_off(n), 0, 64)) != -EACCES)
+	if ((ret = roshm_read_sync(r, dh, 0, 0, 64)) != -EACCES)
 		die("hostile: a pod of the tenant READ a UD ring's slot");
+	if ((ret = roshm_cmp_swap_sync(r, dh, RV_UD_HDR, 0x5eed, 0x5eed, &old)) != -EACCES ||
+	    (ret = roshm_fetch_add_sync(r, dh, RV_UD_HDR, 0, &old)) != -EACCES) {
+		fprintf(stderr, "atomic on a slot: %d\n", ret);
+		die("hostile: a pod of the tenant read a UD ring's slot with an atomic");
+	}
 	memset(arena, 0, 64);
-	if ((ret = roshm_write_sync(r, h, 0, 0, 64)) != -EFAULT) {
-		fprintf(stderr, "WRITE of the header page: %d\n", ret);
+	if ((ret = roshm_write_sync(r, h, RV_UD_STATES, 0, 64)) != -EACCES)
+		die("hostile: a pod of the tenant wrote a UD ring's states");
+	if ((ret = roshm_cmp_swap_sync(r, h, 0, 0, 1, &old)) != -EFAULT) {
+		fprintf(stderr, "header page: %d\n", ret);
 		die("hostile: a pod of the tenant wrote a UD ring's header page");
 	}
 	/* broken slots, published the way a sender does (claim, write, mark);
@@ -418,8 +429,7 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 			continue;
 		memcpy(arena, &hd, sizeof(hd));
 		memset(arena + RV_UD_HDR, 0x77, 64);
-		if (roshm_write_sync(r, h, rv_ud_slots_off(n) + (uint64_t)at * RV_UD_STRIDE, 0,
-				     RV_UD_HDR + 64) ||
+		if (roshm_write_sync(r, dh, (uint64_t)at * RV_UD_STRIDE, 0, RV_UD_HDR + 64) ||
 		    roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at, cl, junk[i].state, &old) ||
 		    old != cl)
 			die("hostile: filling a slot");
@@ -448,6 +458,7 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	if (send_ud(u, u->qp, ah, peer->qpn, QK, 15, 15, false, IBV_WR_SEND))
 		die("phase 4: send after");
 	sent_ok(u, "phase 4: after");
+	roshm_region_close(r, dh);
 	roshm_region_close(r, h);
 	roshm_close(r);
 }
