@@ -165,6 +165,8 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->head = q->issue = q->tail = 0;
 	q->data_inflight = 0;
 	q->ud_open = 0;
+	q->want = 0;            /* no timer of the notifier's left for it */
+	q->rnr_next_ns = 0;
 	q->broken = false;
 	if (q->srq && q->rq_head != q->rq_tail)
 		rv_rq_flush(q);   /* a RECV it took from the SRQ goes back to the application */
@@ -191,6 +193,16 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		ret = EINVAL;
 		goto out;
 	}
+	/* a UD QP has no peer (a NIC's driver refuses the attribute too): it
+	 * must never grant our MRs to whatever ring a QPN names */
+	if (qp->qp_type == IBV_QPT_UD && (mask & IBV_QP_DEST_QPN)) {
+		ret = EINVAL;
+		goto out;
+	}
+	/* UD: datagrams that came before RTR are dropped there, as on a NIC */
+	if (qp->qp_type == IBV_QPT_UD && (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR &&
+	    qp->state < IBV_QPS_RTR)
+		rv_ud_discard(q);
 	if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RESET && qp->state != IBV_QPS_RESET) {
 		ret = qp_reset(c, q);
 		if (ret)
@@ -259,6 +271,7 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 	a->path_mtu = IBV_MTU_4096;
 	a->dest_qp_num = q->dest_qp_num;
 	a->qkey = q->qkey;
+	a->port_num = 1;
 	a->rq_psn = q->rq_psn;
 	a->sq_psn = q->sq_psn;
 	a->rnr_retry = q->rnr_retry;

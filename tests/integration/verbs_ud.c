@@ -19,7 +19,8 @@
  *     one arrives;
  *  5. the server answers through ibv_create_ah_from_wc (the GRH it got);
  *  6. refused at the post: RDMA WRITE on UD, more than the MTU; a UD QP on
- *     an SRQ; a datagram to a QPN nobody has completes as sent;
+ *     an SRQ; IBV_QP_DEST_QPN on a UD QP; a datagram to a QPN nobody has
+ *     completes as sent; an armed CQ's notifier sleeps after a lost one;
  *  7. a QP of another tenant (VERBS_CHECK_OTHER=TENANT:TOKEN in the
  *     server's environment) sends to the server's QP: nothing arrives.
  *   verbs_ud server|client ADDR PORT
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -451,10 +453,32 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 		die("hostile: the slots were not free");
 	usleep(600000);   /* the client's slot claimed ahead is too old to use now */
 	sync_byte(fd, 'c');
+	/* an armed CQ: the notifier thread runs; after the lost datagram it
+	 * must sleep (it spun on the pause between claims before) */
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(u->ctx);
+	struct ibv_cq *acq = ch ? ibv_create_cq(u->ctx, 4, NULL, ch, 0) : NULL;
+	struct rusage ru0, ru1;
+
+	if (!acq || ibv_req_notify_cq(acq, 0))
+		die("phase 4: an armed CQ");
 	if (send_ud(u, u->qp, ah, peer->qpn, QK, 14, 14, false, IBV_WR_SEND))
 		die("phase 4: send while claimed");
 	sent_ok(u, "phase 4: a datagram with no slot to go to");   /* lost, and says so nowhere */
+	getrusage(RUSAGE_SELF, &ru0);
 	sync_byte(fd, 'f');   /* 5 s on: the owner freed them */
+	getrusage(RUSAGE_SELF, &ru1);
+	{
+		double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec +
+				      ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+			     (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec +
+			      ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+
+		printf("verbs_ud: %.2f s of CPU while waiting 5 s with an armed CQ\n", cpu);
+		if (cpu > 2.0)
+			die("phase 4: the notifier spins after a datagram was lost");
+	}
+	if (ibv_destroy_cq(acq) || ibv_destroy_comp_channel(ch))
+		die("phase 4: release the armed CQ");
 	if (send_ud(u, u->qp, ah, peer->qpn, QK, 15, 15, false, IBV_WR_SEND))
 		die("phase 4: send after");
 	sent_ok(u, "phase 4: after");
@@ -514,14 +538,22 @@ static void client(int fd)
 	if (send_ud(&u, u.qp, ah, peer.qpn, QK, 8, 1, false, IBV_WR_RDMA_WRITE) != EINVAL ||
 	    send_ud(&u, u.qp, ah, peer.qpn, QK, RV_UD_MTU + 1, 1, false, IBV_WR_SEND) != EINVAL)
 		die("phase 6: an RDMA WRITE on UD, or a datagram over the MTU, was posted");
+	{
+		/* a UD QP has no peer: a QPN to connect to is refused (it would
+		 * grant our MRs to that ring's owner) */
+		struct ibv_qp_attr qa = { .dest_qp_num = peer.qpn };
+
+		if (ibv_modify_qp(u.qp, &qa, IBV_QP_DEST_QPN) != EINVAL)
+			die("phase 6: IBV_QP_DEST_QPN on a UD QP was taken");
+	}
 	srq = ibv_create_srq(u.pd, &sa);
 	if (!srq || (qp = ud_qp(&u, 0, srq)) || errno != EOPNOTSUPP || ibv_destroy_srq(srq))
 		die("phase 6: a UD QP on an SRQ");
 	if (send_ud(&u, u.qp, ah, 0xfffffe, QK, 8, 1, false, IBV_WR_SEND))
 		die("phase 6: send to nobody");
 	sent_ok(&u, "phase 6: a datagram to a QPN nobody has");
-	printf("verbs_ud: refused: RDMA on UD, over the MTU, UD on an SRQ; a datagram to no QP "
-	       "completes as sent\n");
+	printf("verbs_ud: refused: RDMA on UD, over the MTU, a UD QP's dest_qp_num, UD on an SRQ; a "
+	       "datagram to no QP completes as sent\n");
 	/* 7 (when the server runs it) */
 	for (char c = 0; c != 'e';) {
 		if (read(fd, &c, 1) != 1 || write(fd, &c, 1) != 1)
