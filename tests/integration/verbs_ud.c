@@ -269,6 +269,10 @@ static void other_tenant(struct ud *u, int fd, const struct uinfo *peer)
 	sync_byte(fd, '7');
 	expect_dgram(u, 18, 18, false, peer->qpn, peer->gid, 10000,
 		     "phase 7: the next datagram (not the other tenant's)");
+	if (ibv_destroy_ah(ah) || ibv_destroy_qp(o.qp) || ibv_dereg_mr(o.mr) || ibv_destroy_cq(o.cq) ||
+	    ibv_dealloc_pd(o.pd) || ibv_close_device(o.ctx))
+		die("other tenant: release");
+	free(o.buf);
 	printf("verbs_ud: a QP of another tenant sent to ours: nothing arrived\n");
 }
 
