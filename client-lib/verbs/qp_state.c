@@ -34,6 +34,7 @@ static void qp_free(struct rv_qp *q)
 	free(q->rwr);
 	free(q->rsge);
 	free(q->ud_seen);
+	rv_qpx_free(q);
 	free(q);
 }
 
@@ -337,10 +338,4 @@ RV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode o
 {
 	(void)qp, (void)op, (void)flags;
 	return 0;
-}
-
-RV_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	(void)qp;
-	return NULL;   /* QPs are not created with ibv_create_qp_ex: no new post API */
 }

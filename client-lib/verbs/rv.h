@@ -334,7 +334,11 @@ struct rv_srq {
 };
 
 struct rv_qp {
-	struct ibv_qp qp;
+	union {                 /* qpx: ibv_qp_to_qp_ex's (qp_ex.c); its qp_base is qp */
+		struct ibv_qp qp;
+		struct ibv_qp_ex qpx;
+	};
+	struct rv_qpx *x;       /* the work-request API's batch, or NULL (qp_ex.c) */
 	struct rv_qp *next;     /* the context's QPs */
 	struct ibv_qp_cap cap;
 	bool sq_sig_all;
@@ -608,6 +612,10 @@ void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, 
 /* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */
 void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off, uint8_t *dst,
 	       uint64_t n);
+
+/* qp_ex.c: ibv_create_qp_ex and struct ibv_qp_ex's work-request API */
+struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a);
+void rv_qpx_free(struct rv_qp *q);
 
 /* async.c */
 void rv_async_push(struct rv_ctx *c, enum ibv_event_type t, void *obj);

@@ -124,6 +124,7 @@ pingpong() {   # name args...: the server in node a, the client in node b
 # -c: each side checks the bytes of every message it receives
 pingpong ibv_rc_pingpong -n 200 -c
 pingpong ibv_rc_pingpong -n 200 -c -e -s 20000  # completion channel, fragments
+pingpong ibv_rc_pingpong -n 200 -c -N           # ibv_create_qp_ex, ibv_wr_* (new post-send API)
 pingpong ibv_srq_pingpong -n 200 -c             # 16 QPs on one SRQ
 pingpong ibv_uc_pingpong -n 200 -c              # UC QPs
 pingpong ibv_ud_pingpong -n 200 -c              # UD QPs: 2048-byte datagrams

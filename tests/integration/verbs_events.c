@@ -16,6 +16,10 @@
  *  - the string and rate calls: the same answers as the system's
  *    libibverbs (rdma-core, loaded beside ours with dlmopen);
  *  - a child of fork() has its own copy of registered pages;
+ *  - ibv_create_qp_ex's work-request API (ibv_wr_*): a batch of an RDMA
+ *    WRITE, an inline SEND_WITH_IMM and a FETCH_ADD lands as posted; a batch
+ *    with an operation roshm0 lacks posts nothing (EOPNOTSUPP); send
+ *    operations it lacks are refused at creation;
  *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
  *    signals whose handler has SA_RESTART and returns the event that comes
  *    after them, and fails with EINTR on a signal without it (the kernel's
@@ -23,6 +27,7 @@
  *   verbs_events
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -370,6 +375,89 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(buf);
 	printf("verbs_events: a destroyed CQ's untaken event went with it: the channel gives the "
 	       "other's, then EAGAIN, fd not readable\n");
+}
+
+/* ibv_create_qp_ex and the ibv_wr_* batch API, on a QP connected to itself */
+static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = pd,
+		.cap = { .max_send_wr = 8, .max_send_sge = 1, .max_recv_wr = 4, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_IMM |
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD };
+	struct ibv_sge rs = { 0, 64, 0 };
+	struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_qp *qp, *plain;
+	struct ibv_qp_ex *qx;
+	struct ibv_wc wc[4];
+	uint64_t ctr;
+	int got = 0;
+
+	if (!cq || !mr || !(qp = ibv_create_qp_ex(ctx, &ia)) || !(qx = ibv_qp_to_qp_ex(qp)))
+		die("qpx: ibv_create_qp_ex with the work-request API");
+	ia.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
+	errno = 0;
+	if (ibv_create_qp_ex(ctx, &ia) || errno != EOPNOTSUPP)
+		die("qpx: a send operation roshm0 lacks was not refused at creation");
+	plain = ibv_create_qp(pd, &(struct ibv_qp_init_attr){ .qp_type = IBV_QPT_RC, .send_cq = cq,
+							       .recv_cq = cq, .cap = { .max_send_wr = 1 } });
+	if (!plain || ibv_qp_to_qp_ex(plain) || ibv_destroy_qp(plain))
+		die("qpx: a QP of ibv_create_qp has the work-request API");
+	connect_qp(qp, qp->qp_num);
+	memset(buf, 0, 4096);
+	memcpy(buf, "source-bytes", 12);
+	rs.addr = (uintptr_t)buf + 2048;
+	rs.lkey = mr->lkey;
+	if (ibv_post_recv(qp, &rwr, &rbad))
+		die("qpx: post_recv");
+	ibv_wr_start(qx);
+	qx->wr_id = 1;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)buf + 1024);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 12);
+	qx->wr_id = 2;
+	ibv_wr_send_imm(qx, htonl(0x5a5a));
+	ibv_wr_set_inline_data(qx, "inline!", 7);
+	qx->wr_id = 3;
+	ibv_wr_atomic_fetch_add(qx, mr->rkey, (uintptr_t)buf + 3072, 5);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 3080, 8);
+	if (ibv_wr_complete(qx))
+		die("qpx: ibv_wr_complete");
+	for (time_t t0 = time(NULL); got < 4 && time(NULL) - t0 < 30;) {
+		int n = ibv_poll_cq(cq, 4 - got, wc + got);
+
+		if (n < 0)
+			die("qpx: poll");
+		got += n;
+	}
+	memcpy(&ctr, buf + 3072, 8);
+	for (int i = 0; i < got; i++)
+		if (wc[i].status != IBV_WC_SUCCESS)
+			die("qpx: a completion failed");
+	if (got != 4 || memcmp(buf + 1024, "source-bytes", 12) || memcmp(buf + 2048, "inline!", 7) ||
+	    ctr != 5)
+		die("qpx: the batch did not land as built");
+	/* an operation roshm0 lacks fails the whole batch: nothing posted */
+	ibv_wr_start(qx);
+	qx->wr_id = 4;
+	ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)buf + 1024);
+	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 100, 12);
+	ibv_wr_local_inv(qx, 1);
+	if (ibv_wr_complete(qx) != EOPNOTSUPP)
+		die("qpx: a batch with LOCAL_INV was not refused");
+	usleep(100000);
+	if (ibv_poll_cq(cq, 1, wc) != 0 || memcmp(buf + 1024, "source-bytes", 12))
+		die("qpx: a refused batch posted something");
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
+		die("qpx: release");
+	free(buf);
+	printf("verbs_events: ibv_create_qp_ex: a WRITE, an inline SEND_WITH_IMM and a FETCH_ADD "
+	       "batch landed; a batch with LOCAL_INV posted nothing (EOPNOTSUPP)\n");
 }
 
 /* Signals for a blocked get: SIGUSR1 to @main every 50 ms until it returns
@@ -844,6 +932,7 @@ int main(void)
 	resize(ctx, pd);
 	chan_check(ctx, pd);
 	restart_check(ctx, pd);
+	qpx_check(ctx, pd);
 	uc_check(ctx, pd);
 	zero_len(ctx, pd);
 	fork_check(pd);
