@@ -262,7 +262,12 @@ struct rv_mr {
 };
 
 struct rv_cq {
-	struct ibv_cq cq;
+	union {                 /* cqx: ibv_create_cq_ex's (cq_ex.c); its first fields are cq's */
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
+	struct ibv_wc xwc;      /* cq_ex.c: the completion ibv_wc_read_* answer from */
+	pthread_mutex_t xlock;  /* cq_ex.c: held from ibv_start_poll to ibv_end_poll */
 	struct rv_cq *next;     /* the context's CQs */
 	struct ibv_wc *wc;
 	uint32_t mask, head, tail;
@@ -612,6 +617,9 @@ void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, 
 /* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */
 void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off, uint8_t *dst,
 	       uint64_t n);
+
+/* cq_ex.c: ibv_create_cq_ex and struct ibv_cq_ex's polling API */
+struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a);
 
 /* qp_ex.c: ibv_create_qp_ex and struct ibv_qp_ex's work-request API */
 struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a);

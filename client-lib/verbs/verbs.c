@@ -156,6 +156,7 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.sz = sizeof(c->vc);
 	c->vc.query_port = rv_query_port;
 	c->vc.create_qp_ex = rv_create_qp_ex;
+	c->vc.create_cq_ex = rv_create_cq_ex;
 	c->vc.context.device = d;
 	c->vc.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->vc.context.cmd_fd = -1;

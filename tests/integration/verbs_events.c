@@ -20,6 +20,8 @@
  *    WRITE, an inline SEND_WITH_IMM and a FETCH_ADD lands as posted; a batch
  *    with an operation roshm0 lacks posts nothing (EOPNOTSUPP); send
  *    operations it lacks are refused at creation;
+ *  - ibv_create_cq_ex's polling API (ibv_start_poll, ibv_wc_read_*) gives
+ *    what ibv_poll_cq would; timestamps are refused (EOPNOTSUPP);
  *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
  *    signals whose handler has SA_RESTART and returns the event that comes
  *    after them, and fails with EINTR on a signal without it (the kernel's
@@ -458,6 +460,74 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(buf);
 	printf("verbs_events: ibv_create_qp_ex: a WRITE, an inline SEND_WITH_IMM and a FETCH_ADD "
 	       "batch landed; a batch with LOCAL_INV posted nothing (EOPNOTSUPP)\n");
+}
+
+/* ibv_create_cq_ex: a SEND_WITH_IMM and a WRITE on a QP connected to itself,
+ * polled with ibv_start_poll / ibv_next_poll and read with ibv_wc_read_* */
+static void cqx_check(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &ca), *bad;
+	struct ibv_cq *cq = cx ? ibv_cq_ex_to_cq(cx) : NULL;
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						.max_recv_wr = 2, .max_recv_sge = 1 } };
+	struct ibv_sge sg = { 0, 100, 0 }, rs = { 0, 200, 0 };
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_send_wr wr = { .wr_id = 5, .sg_list = &sg, .num_sge = 1,
+				  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+				  .imm_data = htonl(0xfeed) }, *sbad;
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_qp *qp;
+	bool send = false, recv = false;
+	int ret;
+
+	ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	errno = 0;
+	bad = ibv_create_cq_ex(ctx, &ca);
+	if (bad || errno != EOPNOTSUPP)
+		die("cqx: completion timestamps were not refused");
+	if (!cq || !mr || !(qp = ibv_create_qp(pd, &ia)))
+		die("cqx: ibv_create_cq_ex / mr / qp");
+	connect_qp(qp, qp->qp_num);
+	sg.addr = (uintptr_t)buf;
+	sg.lkey = rs.lkey = mr->lkey;
+	rs.addr = (uintptr_t)buf + 1024;
+	if (ibv_post_recv(qp, &rwr, &rbad) || ibv_post_send(qp, &wr, &sbad))
+		die("cqx: post");
+	for (time_t t0 = time(NULL); !(send && recv) && time(NULL) - t0 < 30;) {
+		ret = ibv_start_poll(cx, &pa);
+		if (ret == ENOENT)
+			continue;
+		if (ret)
+			die("cqx: ibv_start_poll");
+		do {
+			if (cx->status != IBV_WC_SUCCESS)
+				die("cqx: a completion failed");
+			if (cx->wr_id == 5 && ibv_wc_read_opcode(cx) == IBV_WC_SEND &&
+			    ibv_wc_read_qp_num(cx) == qp->qp_num)
+				send = true;
+			else if (cx->wr_id == 7 && ibv_wc_read_opcode(cx) == IBV_WC_RECV &&
+				 ibv_wc_read_byte_len(cx) == 100 &&
+				 (ibv_wc_read_wc_flags(cx) & IBV_WC_WITH_IMM) &&
+				 ibv_wc_read_imm_data(cx) == htonl(0xfeed) &&
+				 ibv_wc_read_src_qp(cx) == qp->qp_num)
+				recv = true;
+			else
+				die("cqx: a completion not as posted");
+		} while (ibv_next_poll(cx) == 0);
+		ibv_end_poll(cx);
+	}
+	if (!send || !recv)
+		die("cqx: the completions did not come");
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
+		die("cqx: release");
+	free(buf);
+	printf("verbs_events: ibv_create_cq_ex: a SEND_WITH_IMM's two completions read back "
+	       "through ibv_start_poll and ibv_wc_read_*; timestamps refused\n");
 }
 
 /* Signals for a blocked get: SIGUSR1 to @main every 50 ms until it returns
@@ -933,6 +1003,7 @@ int main(void)
 	chan_check(ctx, pd);
 	restart_check(ctx, pd);
 	qpx_check(ctx, pd);
+	cqx_check(ctx, pd);
 	uc_check(ctx, pd);
 	zero_len(ctx, pd);
 	fork_check(pd);
