@@ -17,15 +17,6 @@
 
 /* ------------------------------------------------------------------ QPs */
 
-static uint32_t pow2(uint32_t v)
-{
-	uint32_t n = 1;
-
-	while (n < v)
-		n <<= 1;
-	return n;
-}
-
 static void qp_free(struct rv_qp *q)
 {
 	free(q->swr);
@@ -73,8 +64,8 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = EINVAL;
 		return NULL;
 	}
-	n = pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
-	rn = srq ? 1 : pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
+	n = (uint32_t)rv_pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
+	rn = srq ? 1 : (uint32_t)rv_pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		errno = ENOMEM;

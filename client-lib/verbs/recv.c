@@ -26,15 +26,6 @@
 #define RV_RING_MAX (4u << 20)
 #define RV_RING_ENV_MAX (256u << 20)
 
-static uint64_t pow2_64(uint64_t v)
-{
-	uint64_t n = 1;
-
-	while (n < v)
-		n <<= 1;
-	return n;
-}
-
 /*
  * Create the QP's ring region and with it the QPN. Its size: $ROSHM_VERBS_RECV_RING
  * bytes of slots, or 8 KiB per receive WR between 64 KiB and 4 MiB; a QP
@@ -53,7 +44,7 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 			bytes = (uint64_t)max_recv_wr * 8192;
 			bytes = bytes < RV_RING_MIN ? RV_RING_MIN : bytes > RV_RING_MAX ? RV_RING_MAX : bytes;
 		}
-		bytes = pow2_64(bytes < RV_SLOT * 64 ? RV_SLOT * 64 : bytes);
+		bytes = rv_pow2(bytes < RV_SLOT * 64 ? RV_SLOT * 64 : bytes);
 		if (bytes > RV_RING_ENV_MAX)
 			bytes = RV_RING_ENV_MAX;
 	}

@@ -493,6 +493,16 @@ struct rv_vma {
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
 
+/* The smallest power of two >= @v (1 for 0; 2^63 for anything above). */
+static inline uint64_t rv_pow2(uint64_t v)
+{
+	uint64_t n = 1;
+
+	while (n < v && n < (1ull << 63))
+		n <<= 1;
+	return n;
+}
+
 /* SQ room and arena slots (the context's lock held) */
 static inline uint32_t rv_sq_room(struct roshm *r)
 {

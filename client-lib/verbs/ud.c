@@ -109,15 +109,6 @@ RV_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc 
 
 /* ------------------------------------------------------------ the ring */
 
-static uint32_t pow2(uint32_t v)
-{
-	uint32_t n = 1;
-
-	while (n < v)
-		n <<= 1;
-	return n;
-}
-
 /* The UD QP's ring (and QPN): a slot per receive WR, 16 to 1024 of them
  * ($ROSHM_VERBS_RECV_RING bytes of slots instead, when set). The QPN is
  * drawn until both names are free. */
@@ -128,7 +119,7 @@ int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 	int ret = -EEXIST;
 
 	want = want < RV_UD_MIN_SLOTS ? RV_UD_MIN_SLOTS : want > RV_UD_MAX_SLOTS ? RV_UD_MAX_SLOTS : want;
-	n = pow2((uint32_t)want);
+	n = (uint32_t)rv_pow2((uint32_t)want);
 	q->ud_seen = calloc(n, sizeof(*q->ud_seen));
 	if (!q->ud_seen)
 		return -ENOMEM;
