@@ -166,32 +166,31 @@ if [[ -x $vevents ]]; then
   cat "$d/events"
   grep -q 'verbs_events: ok' "$d/events" || fail "verbs_events did not finish"
 fi
+# ours_pair PROG PORT NAME: PROG's server in node a (a second tenant for its
+# tenant checks), its client in node b; both must exit 0
+ours_pair() {
+  local prog=$1 port=$2 name=$3 rc
+  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$prog" server "$ADDR_A" "$port" >"$d/$name.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 90 $cb "$prog" client "$ADDR_A" "$port" >"$d/$name.client" 2>&1 ||
+    { cat "$d/$name.client" "$d/$name.server"; fail "$name client"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/$name.server" "$d/$name.client"; fail "$name server exited $rc"; }
+  cat "$d/$name.client" "$d/$name.server"
+}
 vud=$(dirname "$vcheck")/verbs_ud
 if [[ -x $vud ]]; then
   # UD QPs (verbs_ud.c): bytes, GRH, Q_Keys, length errors, a hostile pod of
   # the tenant on the ring, another tenant's datagrams
-  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$vud" server "$ADDR_A" 7598 >"$d/ud.server" 2>&1
-  srv=$BG_PID
-  sleep 0.5
-  in_b timeout 90 $cb "$vud" client "$ADDR_A" 7598 >"$d/ud.client" 2>&1 ||
-    { cat "$d/ud.client" "$d/ud.server"; fail "verbs_ud client"; }
-  wait "$srv"; rc=$?; srv=
-  [[ $rc == 0 ]] || { cat "$d/ud.server" "$d/ud.client"; fail "verbs_ud server exited $rc"; }
-  cat "$d/ud.client" "$d/ud.server"
+  ours_pair "$vud" 7598 ud
   grep -q "a QP of another tenant sent to ours: nothing arrived" "$d/ud.server" || fail "verbs_ud: the tenant check did not run"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
   $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }
   cat "$d/check.srqfair"
-  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$vcheck" server "$ADDR_A" 7599 >"$d/check.server" 2>&1
-  srv=$BG_PID
-  sleep 0.5
-  in_b timeout 60 $cb "$vcheck" client "$ADDR_A" 7599 >"$d/check.client" 2>&1 ||
-    { cat "$d/check.client" "$d/check.server"; fail "verbs_check client"; }
-  wait "$srv"; rc=$?; srv=
-  [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "verbs_check server exited $rc"; }
-  cat "$d/check.client" "$d/check.server"
+  ours_pair "$vcheck" 7599 check
   grep -q "QP of another tenant received nothing, its MR" "$d/check.server" || fail "verbs_check: the tenant check did not run"
   grep -q "MRs sharing pages (one deregistered early): every byte.*reaches the new pages" "$d/check.server" || fail "verbs_check: the overlapping MRs check did not run"
   grep -q "a pod of the tenant that opens a live MR by its rkey, or a live QP's ring by its QPN -> EACCES" "$d/check.server" || fail "verbs_check: the rkey-guess check did not run"

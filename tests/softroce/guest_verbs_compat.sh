@@ -75,39 +75,30 @@ else
   touch "/run/shared/done.$i"
 fi
 
-# verbs_check: the bytes a WRITE sent are the ones in the owner's buffer
-i=$((i + 1))
-if [ "$n" = 1 ]; then
-  app timeout 240 "$B/tests/verbs_check" server 198.18.1.1 7599 > /run/shared/check.server 2>&1 &
-  s=$!
-  wait_listen 7599 $s
-  touch "/run/shared/go.$i"
-  wait $s && say "verbs_check server ok" || { say "FAIL: verbs_check server"; cat /run/shared/check.server; }
-  for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
-else
-  for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
-  app timeout 240 "$B/tests/verbs_check" client 198.18.1.1 7599 > /run/shared/check.client 2>&1 &&
-    say "verbs_check client ok" || { say "FAIL: verbs_check client"; cat /run/shared/check.client; }
-  # the rkeys went over RoCE: this node's roshmd has a verbs peer vm1
-  "$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock peers
-  touch "/run/shared/done.$i"
-fi
-
+# ours NAME PORT [CMD]: tests/NAME's server in VM1, its client in VM2 (CMD
+# after it there), in step with the marker files
+ours() {
+  i=$((i + 1))
+  if [ "$n" = 1 ]; then
+    app timeout 240 "$B/tests/$1" server 198.18.1.1 "$2" > "/run/shared/$1.server" 2>&1 &
+    s=$!
+    wait_listen "$2" $s
+    touch "/run/shared/go.$i"
+    wait $s && say "$1 server ok" || { say "FAIL: $1 server"; cat "/run/shared/$1.server"; }
+    for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  else
+    for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+    app timeout 240 "$B/tests/$1" client 198.18.1.1 "$2" > "/run/shared/$1.client" 2>&1 &&
+      say "$1 client ok" || { say "FAIL: $1 client"; cat "/run/shared/$1.client"; }
+    [ -z "${3:-}" ] || $3
+    touch "/run/shared/done.$i"
+  fi
+}
+# verbs_check: the bytes a WRITE sent are the ones in the owner's buffer;
+# the rkeys went over RoCE: VM2's roshmd has a verbs peer vm1
+ours verbs_check 7599 "$B/client-lib/tools/roshmctl -s /run/roshm/roshmd.sock peers"
 # verbs_ud: UD QPs (claims, publications and the hostile pod's CASes are the
 # NIC's atomics on the ring's state words here)
-i=$((i + 1))
-if [ "$n" = 1 ]; then
-  app timeout 240 "$B/tests/verbs_ud" server 198.18.1.1 7598 > /run/shared/ud.server 2>&1 &
-  s=$!
-  wait_listen 7598 $s
-  touch "/run/shared/go.$i"
-  wait $s && say "verbs_ud server ok" || { say "FAIL: verbs_ud server"; cat /run/shared/ud.server; }
-  for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
-else
-  for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
-  app timeout 240 "$B/tests/verbs_ud" client 198.18.1.1 7598 > /run/shared/ud.client 2>&1 &&
-    say "verbs_ud client ok" || { say "FAIL: verbs_ud client"; cat /run/shared/ud.client; }
-  touch "/run/shared/done.$i"
-fi
+ours verbs_ud 7598
 kill -TERM $RD; wait $RD
 say "roshmd exit $?"
