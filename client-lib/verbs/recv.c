@@ -44,7 +44,9 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 			bytes = (uint64_t)max_recv_wr * 8192;
 			bytes = bytes < RV_RING_MIN ? RV_RING_MIN : bytes > RV_RING_MAX ? RV_RING_MAX : bytes;
 		}
-		bytes = rv_pow2(bytes < RV_SLOT * 64 ? RV_SLOT * 64 : bytes);
+		/* at least 16 KiB: a UD QP's state region is 8 or 12 KiB with
+		 * its header, and a sender tells the two kinds apart by size */
+		bytes = rv_pow2(bytes < RV_SLOT * 256 ? RV_SLOT * 256 : bytes);
 		if (bytes > RV_RING_ENV_MAX)
 			bytes = RV_RING_ENV_MAX;
 	}

@@ -218,6 +218,18 @@ static void ud_sweep(struct rv_qp *q, uint64_t now)
 	}
 }
 
+/*
+ * Give slot @at back: its bytes are wiped first (a pod of the tenant learns
+ * a FULL state's token by CAS, and could mark the slot FULL again after us
+ * to have the same datagram delivered twice), then its state goes from @v
+ * to 0. Release: the copy and the wipe happen before a sender claims it.
+ */
+static void ud_free(uint64_t *st, uint32_t at, uint64_t v, uint8_t *slot, uint32_t len)
+{
+	memset(slot, 0, len);
+	__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_udh *h)
 {
 	struct rv_rwr *r = &q->rwr[q->rq_head & q->rq_mask];
@@ -260,7 +272,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		uint64_t v = __atomic_load_n(&st[at], __ATOMIC_ACQUIRE);
 		uint32_t ra = q->rq_head & q->rq_mask;
 		struct rv_rwr *r = &q->rwr[ra];
-		const uint8_t *slot = ud_slot(q, at);
+		uint8_t *slot = ud_slot(q, at);
 		enum ibv_wc_status s = IBV_WC_SUCCESS;
 		struct rv_udh h;
 
@@ -271,8 +283,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		q->ud_cur = (at + 1) & (n - 1);
 		if (h.token != v >> 2 || h.len > RV_UD_MTU ||
 		    (h.opcode != RV_FRAG_SEND && h.opcode != RV_FRAG_SEND_IMM) || h.qkey != q->qkey) {
-			__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE,
-						    __ATOMIC_RELAXED);
+			ud_free(st, at, v, slot, RV_UD_STRIDE);
 			continue;   /* junk, or not for our Q_Key: dropped, as a NIC does */
 		}
 		rv_rwr_recheck(c, q, ra);
@@ -293,8 +304,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			rv_scatter(q, ra, 0, (const uint8_t *)&g, RV_UD_GRH);
 			rv_scatter(q, ra, RV_UD_GRH, slot + RV_UD_HDR, h.len);
 		}
-		/* Release: our copy happens before a sender claims the slot again. */
-		__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		ud_free(st, at, v, slot, RV_UD_HDR + h.len);
 		ud_complete(q, s, &h);
 	}
 	return false;
