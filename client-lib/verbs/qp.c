@@ -603,8 +603,8 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 		rv_put_slot(c, slot);
 		return;
 	}
-	if (op->kind == RV_OP_UD_PRECLAIM) {   /* no WR: a UD destination's next slot */
-		rv_ud_precqe(c, op, e);
+	if (op->kind == RV_OP_UD_PRECLAIM || op->kind == RV_OP_UD_UNCLAIM) {   /* no WR */
+		rv_ud_opcqe(c, op, e);
 		rv_put_slot(c, slot);
 		return;
 	}

@@ -211,7 +211,9 @@ struct rv_udd {
 	bool used;
 	bool open;              /* handle is ours to close */
 	bool stale;             /* an operation found it closed or gone: look again */
-	uint64_t retry_ns;      /* n == 0: look again after this */
+	uint8_t tries;          /* lookups so far (n == 0: looking while < RV_UD_LOOKS) */
+	uint64_t retry_ns;      /* n == 0: the next lookup, not before this */
+	uint64_t full_until;    /* a datagram found no room: others get one claim till then */
 	/* a slot claimed ahead for the next datagram (ud.c): RV_PRE_* */
 	uint8_t pre;
 	uint32_t pre_slot;
@@ -411,12 +413,12 @@ struct rv_qp {
 };
 
 enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
-       RV_OP_UD_CLAIM, RV_OP_UD_SEND, RV_OP_UD_PRECLAIM };
+       RV_OP_UD_CLAIM, RV_OP_UD_SEND, RV_OP_UD_PRECLAIM, RV_OP_UD_UNCLAIM };
 
 /* One arena slot in use: the SQE(s) that own it. */
 struct rv_op {
 	struct rv_qp *qp;
-	uint32_t widx;          /* RV_OP_UD_PRECLAIM: the rv_udd index instead */
+	uint32_t widx;          /* RV_OP_UD_(UN)PRECLAIM: the rv_udd index instead */
 	uint32_t len;
 	uint8_t kind;           /* RV_OP_* */
 	uint8_t refs;           /* CQEs still to come (a fragment: WRITE and CAS) */
@@ -618,7 +620,7 @@ void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,
 	       bool publish);
 void rv_ud_release(struct rv_ctx *c, struct rv_swr *w);
-void rv_ud_precqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e);
+void rv_ud_opcqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e);
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_ring_close(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_discard(struct rv_qp *q);

@@ -39,9 +39,11 @@
 #define RV_UD_STUCK_NS (3000ull * 1000000)      /* a slot claimed this long is freed */
 #define RV_UD_SWEEP_NS (500ull * 1000000)       /* how often the owner looks for those */
 #define RV_UD_MISS_NS (2000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
+#define RV_UD_LOOK_NS (20ull * 1000000)         /* between the first lookups of a QPN */
+#define RV_UD_LOOKS 3                           /* first lookups (a registry may lag a little) */
 #define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
 
-enum { UD_NEW, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
+enum { UD_NEW, UD_LOOK, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
 
 /* ------------------------------------------------------------ address handles */
 
@@ -321,29 +323,81 @@ static void udd_close(struct rv_ctx *c, struct rv_udd *d)
 	memset(d, 0, sizeof(*d));
 }
 
-/* The ring of @qpn: an entry of the cache (a reference taken), or -1 when
- * every entry is in use (the WR waits). An entry with n 0 says the QPN
- * names no UD QP of our tenant: its datagrams are dropped. */
-static int udd_get(struct rv_ctx *c, uint32_t qpn)
+/*
+ * One lookup of @d's QPN: its two regions, by name, through the registry;
+ * never a sleep (the context's lock is held). A QPN looked up in vain is
+ * tried RV_UD_LOOKS times RV_UD_LOOK_NS apart (the WRs for it wait), then
+ * named nothing for RV_UD_MISS_NS (the WRs for it are lost), then tried
+ * once more. Regions of other sizes than a UD QP's are no UD QP at all.
+ */
+static void udd_try(struct rv_ctx *c, struct rv_udd *d, uint64_t now)
 {
 	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX];
-	struct rv_udd *d = NULL;
-	uint64_t size = 0, dsize = 0, now = rv_now_ns();
+	uint64_t size = 0, dsize = 0;
 	uint32_t h = 0, dh = 0;
-	int ret = -ENOENT, at = -1, tries = 3;
+	int ret;
+
+	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, d->qpn);
+	snprintf(dname, sizeof(dname), "ibv-qpd-%06" PRIx32, d->qpn);
+	ret = roshm_region_open(c->r, name, &h, &size);
+	if (!ret && (ret = roshm_region_open(c->r, dname, &dh, &dsize)))
+		roshm_region_close(c->r, h);
+	d->tries++;
+	d->retry_ns = now + (d->tries < RV_UD_LOOKS ? RV_UD_LOOK_NS : RV_UD_MISS_NS);
+	if (ret) {
+		if (d->tries >= RV_UD_LOOKS && getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: UD QPN %06x: %s: its datagrams are dropped\n",
+				d->qpn, strerror(-ret));
+		return;
+	}
+	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
+		if (rv_ud_slots_size(k) == dsize && rv_ud_states_size(k) == size)
+			d->n = k;
+	if (!d->n) {   /* not a UD QP's: a datagram goes nowhere */
+		roshm_region_close(c->r, dh);
+		roshm_region_close(c->r, h);
+		d->tries = RV_UD_LOOKS;
+		d->retry_ns = now + RV_UD_MISS_NS;
+		return;
+	}
+	d->handle = h;
+	d->dhandle = dh;
+	d->open = true;
+	{
+		uint32_t r = 0;
+
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+			r = (uint32_t)now;
+		d->next = r & (d->n - 1);   /* senders spread over the ring */
+	}
+}
+
+/* Is @d's lookup over (found, or given up for now)? Tries again when due. */
+static bool udd_known(struct rv_ctx *c, struct rv_udd *d, uint64_t now)
+{
+	if (d->n)
+		return true;
+	if (now >= d->retry_ns) {
+		if (d->tries >= RV_UD_LOOKS)
+			d->tries = RV_UD_LOOKS - 1;   /* named nothing a while ago: one try */
+		udd_try(c, d, now);
+	}
+	return d->n || d->tries >= RV_UD_LOOKS;
+}
+
+/* The cache entry of @qpn, a reference taken (its lookup may still be
+ * under way: udd_known); -1 when every entry is in use (the WR waits). */
+static int udd_get(struct rv_ctx *c, uint32_t qpn)
+{
+	struct rv_udd *d;
+	int at = -1;
 
 	for (int i = 0; i < RV_UDD; i++) {
 		struct rv_udd *e = &c->udd[i];
 
-		if (!e->used || e->qpn != qpn || e->stale)
-			continue;
-		if (e->n || now < e->retry_ns) {
+		if (e->used && e->qpn == qpn && !e->stale) {
 			e->refs++;
 			return i;
-		}
-		if (!e->refs) {   /* looked up before, in vain: once more, one try */
-			at = i;
-			tries = 1;
 		}
 	}
 	/* a free entry, else one nobody uses (round robin) */
@@ -363,50 +417,9 @@ static int udd_get(struct rv_ctx *c, uint32_t qpn)
 	if (d->used)
 		udd_close(c, d);
 	d->used = true;
-	d->qpn = qpn;
+	d->qpn = qpn & 0xffffff;
 	d->refs = 1;
-	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, qpn & 0xffffff);
-	snprintf(dname, sizeof(dname), "ibv-qpd-%06" PRIx32, qpn & 0xffffff);
-	/* A registry may lag a QP's creation a little: a QPN new to us gets
-	 * 3 tries 20 ms apart (the context's lock is held: no longer), one
-	 * that named nothing before gets one, every RV_UD_MISS_NS at most. */
-	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN); i++) {
-		if (i)
-			usleep(20000);
-		ret = roshm_region_open(c->r, name, &h, &size);
-	}
-	if (!ret && (ret = roshm_region_open(c->r, dname, &dh, &dsize)))
-		roshm_region_close(c->r, h);
-	if (ret) {
-		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: UD QPN %06x: %s: its datagrams are dropped\n",
-				qpn, strerror(-ret));
-		d->retry_ns = now + RV_UD_MISS_NS;
-		return at;
-	}
-	d->handle = h;
-	d->dhandle = dh;
-	d->open = true;
-	/* the geometry from the sizes roshmd gives (we may not read the
-	 * header): only a UD QP's two regions have these sizes */
-	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
-		if (rv_ud_slots_size(k) == dsize && rv_ud_states_size(k) == size)
-			d->n = k;
-	if (!d->n) {   /* not a UD QP's: a datagram goes nowhere */
-		udd_close(c, d);
-		d->used = true;
-		d->qpn = qpn;
-		d->refs = 1;
-		d->retry_ns = now + RV_UD_MISS_NS;
-		return at;
-	}
-	{
-		uint32_t r = 0;
-
-		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-			r = (uint32_t)now;
-		d->next = r & (d->n - 1);   /* senders spread over the ring */
-	}
+	d->retry_ns = 0;   /* the first lookup at once */
 	return at;
 }
 
@@ -539,11 +552,37 @@ static void ud_preclaim(struct rv_ctx *c, struct rv_qp *q, int at, struct roshm_
 	q->inflight++;
 }
 
-void rv_ud_precqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e)
+/*
+ * A claim ahead that will not be used (too old, or a later claim went to the
+ * destination first) goes back at once (CAS to 0), rather than hold its slot
+ * until the owner's sweep; without an SQE and an arena slot to spare, the
+ * sweep frees it. The entry keeps a reference until the CAS comes back.
+ */
+static void ud_unclaim(struct rv_ctx *c, struct rv_qp *q, int at)
+{
+	struct rv_udd *d = &c->udd[at];
+	struct roshm_sqe *sqe;
+	uint32_t slot;
+
+	if (!d->open || d->stale || !rv_room(c, &sqe, 1))
+		return;
+	slot = rv_take_slot(c);
+	d->refs++;
+	roshm_prep_cmp_swap(sqe, d->handle, RV_UD_STATES + (uint64_t)d->pre_slot * 8,
+			    (d->pre_token << 2) | RV_UD_CLAIMED, 0);
+	roshm_sqe_set_data(sqe, slot);
+	c->ops[slot] = (struct rv_op){ .qp = q, .widx = (uint32_t)at, .len = 8,
+				       .kind = RV_OP_UD_UNCLAIM, .refs = 1 };
+	q->inflight++;
+}
+
+/* A claim ahead, or its giving back, came back. */
+void rv_ud_opcqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e)
 {
 	struct rv_udd *d = &c->udd[op->widx];
 
-	d->pre = !e->status && !e->result ? RV_PRE_READY : RV_PRE_NONE;
+	if (op->kind == RV_OP_UD_PRECLAIM)
+		d->pre = !e->status && !e->result ? RV_PRE_READY : RV_PRE_NONE;
 	if (e->status && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
 			  e->status == -EACCES))
 		d->stale = true;
@@ -620,9 +659,22 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			if (i < 0)
 				return false;   /* every cached destination busy */
 			w->udd = (int16_t)i;
-			if (!c->udd[i].n)
+			w->ud_phase = UD_LOOK;
+			break;
+		}
+		case UD_LOOK: {
+			struct rv_udd *d = &c->udd[w->udd];
+			uint64_t now = rv_now_ns();
+
+			if (!udd_known(c, d, now)) {   /* the next lookup later */
+				q->want = 1;
+				if (!q->rnr_next_ns || d->retry_ns < q->rnr_next_ns)
+					q->rnr_next_ns = d->retry_ns;
+				return ud_park(q, w);
+			}
+			if (!d->n)
 				return ud_lost(q, w);   /* no UD QP there */
-			w->ud_t0 = rv_now_ns();
+			w->ud_t0 = now;
 			w->ud_at = 0;
 			w->ud_phase = UD_PRE;
 			break;
@@ -644,6 +696,8 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 					w->ud_token = d->pre_token;
 					w->ud_at = d->pre_at;
 					w->ud_phase = UD_CLAIMED;
+				} else {
+					ud_unclaim(c, q, w->udd);
 				}
 			}
 			break;
@@ -651,8 +705,13 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 		case UD_CLAIM: {
 			uint64_t now = rv_now_ns();
 
-			if (now - w->ud_t0 > RV_UD_WAIT_NS)
-				return ud_lost(q, w);   /* no room for it */
+			if (now - w->ud_t0 > RV_UD_WAIT_NS) {
+				/* no room for it; the next ones to this QP get one
+				 * claim for a while (the ring is full, as a NIC's RQ
+				 * without RECVs: the others of this QP go on) */
+				c->udd[w->udd].full_until = now + RV_UD_WAIT_NS;
+				return ud_lost(q, w);
+			}
 			if (w->ud_at > now) {   /* pausing (the notifier's timer) */
 				q->want = 1;
 				if (!q->rnr_next_ns || w->ud_at < q->rnr_next_ns)
@@ -676,6 +735,8 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			 * 50 us to 5 ms (the owner frees slots in ring order) */
 			struct rv_udd *d = &c->udd[w->udd];
 
+			if (rv_now_ns() < d->full_until)
+				return ud_lost(q, w);
 			if (++w->ud_tries > RV_UD_FAST_TRIES) {
 				uint32_t k = w->ud_tries - RV_UD_FAST_TRIES;
 				uint64_t pause = 50000ull << (k < 7 ? k : 7);
@@ -732,6 +793,8 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 	}
 	if (op->kind == RV_OP_UD_CLAIM) {
 		if (!e->result) {
+			if (d)
+				d->full_until = 0;
 			w->ud_phase = UD_CLAIMED;   /* ud_at: when the claim was issued */
 			w->ud_tries = 0;
 		} else {

@@ -22,7 +22,10 @@
  *     an SRQ; IBV_QP_DEST_QPN on a UD QP; a datagram to a QPN nobody has
  *     completes as sent; an armed CQ's notifier sleeps after a lost one;
  *  7. a QP of another tenant (VERBS_CHECK_OTHER=TENANT:TOKEN in the
- *     server's environment) sends to the server's QP: nothing arrives.
+ *     server's environment) sends to the server's QP: nothing arrives;
+ *  8. a pod of the tenant that learned two waiting datagrams' states by
+ *     CAS marks their slots FULL again after the owner took them: nothing
+ *     is delivered twice.
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
@@ -50,7 +53,7 @@ static const uint32_t lens[] = { 0, 1, 7, 64, 1000, 2048, 4095, 4096, 333, 3 };
 #define NLENS (sizeof(lens) / sizeof(lens[0]))
 
 struct uinfo {
-	uint32_t qpn, qpn2;
+	uint32_t qpn, qpn2, qpn3;
 	uint8_t gid[16];
 };
 
@@ -280,7 +283,7 @@ static void server(int fd)
 {
 	struct ud u;
 	struct uinfo me, peer;
-	struct ibv_qp *qs;
+	struct ibv_qp *qs, *q3;
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
 	struct ibv_wc wc;
@@ -295,8 +298,11 @@ static void server(int fd)
 		die("second UD QP");
 	post_recv(&u, qs, NRECV - 2, 100);
 	post_recv(&u, qs, NRECV - 1, 100);
+	if (!(q3 = ud_qp(&u, 4, NULL)))   /* phase 8: no RECVs posted at first */
+		die("third UD QP");
 	me.qpn = u.qp->qp_num;
 	me.qpn2 = qs->qp_num;
+	me.qpn3 = q3->qp_num;
 	memcpy(me.gid, u.gid.raw, 16);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
@@ -355,8 +361,24 @@ static void server(int fd)
 	sent_ok(&u, "phase 5");
 	sync_byte(fd, '5');
 	other_tenant(&u, fd, &peer);
+	/* 8: two datagrams wait in q3's ring while the pod learns their states */
+	sync_byte(fd, '8');
+	sync_byte(fd, '9');
+	post_recv(&u, q3, 0, RSZ);
+	post_recv(&u, q3, 1, RSZ);
+	for (int k = 0; k < 2; k++)
+		if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != q3->qp_num ||
+		    (wc.byte_len != 21 + RV_UD_GRH && wc.byte_len != 22 + RV_UD_GRH))
+			die("phase 8: the two datagrams");
+	post_recv(&u, q3, 0, RSZ);
+	post_recv(&u, q3, 1, RSZ);
+	sync_byte(fd, 'a');   /* the pod marks their freed slots FULL again */
+	sync_byte(fd, 'b');
+	nothing(&u, 500, "phase 8: a datagram marked FULL again by a pod of the tenant");
+	printf("verbs_ud: slots a pod of the tenant marked FULL again with a datagram's old token "
+	       "delivered nothing\n");
 	sync_byte(fd, 'e');
-	if (ibv_destroy_ah(ah) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
+	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
 	    ibv_destroy_cq(u.cq) || ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
 		die("release");
 	free(u.buf);
@@ -491,6 +513,49 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	roshm_close(r);
 }
 
+/* 8: a pod of the tenant learns the FULL states of two datagrams waiting
+ * in q3 by CASes that cannot match, and once the owner took them, marks
+ * their slots FULL again with the same tokens */
+static void replay(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, int fd)
+{
+	struct roshm_params p;
+	struct roshm *r;
+	uint32_t h, n = 16, nfull = 0, at[16];
+	uint64_t old, full[16];
+	char name[ROSHM_NAME_MAX];
+	int err = 0;
+
+	if (send_ud(u, u->qp, ah, peer->qpn3, QK, 21, 21, false, IBV_WR_SEND) ||
+	    send_ud(u, u->qp, ah, peer->qpn3, QK, 22, 22, false, IBV_WR_SEND))
+		die("phase 8: send");
+	sent_ok(u, "phase 8");
+	sent_ok(u, "phase 8");
+	memset(&p, 0, sizeof(p));
+	if (!(r = roshm_open(&p, &err)))
+		die("phase 8: roshm_open");
+	snprintf(name, sizeof(name), "ibv-qp-%06x", peer->qpn3);
+	if (roshm_region_open(r, name, &h, NULL))
+		die("phase 8: open q3's states");
+	for (uint32_t i = 0; i < n; i++) {
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 1, 1, &old))
+			die("phase 8: CAS");
+		if ((old & 3) == RV_UD_FULL && nfull < 16) {
+			at[nfull] = i;
+			full[nfull++] = old;
+		}
+	}
+	if (nfull != 2)
+		die("phase 8: the pod did not find the two FULL states");
+	sync_byte(fd, '9');
+	sync_byte(fd, 'a');   /* the owner took them */
+	for (uint32_t k = 0; k < nfull; k++)
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at[k], 0, full[k], &old) || old)
+			die("phase 8: marking a freed slot FULL again");
+	sync_byte(fd, 'b');
+	roshm_region_close(r, h);
+	roshm_close(r);
+}
+
 static void client(int fd)
 {
 	struct ud u;
@@ -558,7 +623,7 @@ static void client(int fd)
 	sent_ok(&u, "phase 6: a datagram to a QPN nobody has");
 	printf("verbs_ud: refused: RDMA on UD, over the MTU, a UD QP's dest_qp_num, UD on an SRQ; a "
 	       "datagram to no QP completes as sent\n");
-	/* 7 (when the server runs it) */
+	/* 7 (when the server runs it), 8 */
 	for (char c = 0; c != 'e';) {
 		if (read(fd, &c, 1) != 1 || write(fd, &c, 1) != 1)
 			die("exchange");
@@ -566,6 +631,8 @@ static void client(int fd)
 			if (send_ud(&u, u.qp, ah, peer.qpn, QK, 18, 18, false, IBV_WR_SEND))
 				die("phase 7: send");
 			sent_ok(&u, "phase 7");
+		} else if (c == '8') {
+			replay(&u, ah, &peer, fd);
 		}
 	}
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) || ibv_destroy_cq(u.cq) ||
