@@ -182,6 +182,18 @@ static uint8_t *ud_slot(const struct rv_qp *q, uint32_t at)
 	return q->ud_data + (uint64_t)at * RV_UD_STRIDE;
 }
 
+/*
+ * Give slot @at back: its bytes are wiped first (a pod of the tenant learns
+ * a FULL state's token by CAS, and could mark the slot FULL again after us
+ * to have the same datagram delivered twice), then its state goes from @v
+ * to 0. Release: the copy and the wipe happen before a sender claims it.
+ */
+static void ud_free(uint64_t *st, uint32_t at, uint64_t v, uint8_t *slot, uint32_t len)
+{
+	memset(slot, 0, len);
+	__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
 /* RESET: what the ring holds belongs to before; claimed slots stay theirs
  * until they are published or stuck. */
 void rv_ud_discard(struct rv_qp *q)
@@ -192,8 +204,7 @@ void rv_ud_discard(struct rv_qp *q)
 		uint64_t v = __atomic_load_n(&st[i], __ATOMIC_ACQUIRE);
 
 		if ((v & 3) == RV_UD_FULL)
-			__atomic_compare_exchange_n(&st[i], &v, 0, false, __ATOMIC_RELEASE,
-						    __ATOMIC_RELAXED);
+			ud_free(st, i, v, ud_slot(q, i), RV_UD_STRIDE);
 	}
 }
 
@@ -213,23 +224,10 @@ static void ud_sweep(struct rv_qp *q, uint64_t now)
 			s->v = v;
 			s->since = now;
 		} else if (now - s->since >= RV_UD_STUCK_NS) {
-			__atomic_compare_exchange_n(&st[i], &v, 0, false, __ATOMIC_RELEASE,
-						    __ATOMIC_RELAXED);
+			ud_free(st, i, v, ud_slot(q, i), RV_UD_STRIDE);
 			s->v = 0;
 		}
 	}
-}
-
-/*
- * Give slot @at back: its bytes are wiped first (a pod of the tenant learns
- * a FULL state's token by CAS, and could mark the slot FULL again after us
- * to have the same datagram delivered twice), then its state goes from @v
- * to 0. Release: the copy and the wipe happen before a sender claims it.
- */
-static void ud_free(uint64_t *st, uint32_t at, uint64_t v, uint8_t *slot, uint32_t len)
-{
-	memset(slot, 0, len);
-	__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_udh *h)
