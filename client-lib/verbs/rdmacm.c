@@ -509,9 +509,20 @@ void rc_conn_end(struct rc_id *i, enum rdma_cm_event_type type, int status)
 {
 	rc_id_close_fd(i);
 	i->state = RC_CLOSED;
-	if (type != RDMA_CM_EVENT_DISCONNECTED)
+	/* rdma_cm leaves a UD QP alone when its SIDR exchange fails */
+	if (type != RDMA_CM_EVENT_DISCONNECTED && i->id.qp_type != IBV_QPT_UD)
 		rc_qp_to_err(i);
 	rc_queue_evt(i, type, status);
+}
+
+/* Nobody listens on the peer's port: IB CM's answer for an unknown service
+ * (SIDR's, for a UD id). */
+void rc_refused(struct rc_id *i)
+{
+	if (i->id.qp_type == IBV_QPT_UD)
+		rc_conn_end(i, RDMA_CM_EVENT_UNREACHABLE, RC_SIDR_UNSUPPORTED);
+	else
+		rc_conn_end(i, RDMA_CM_EVENT_REJECTED, RC_REJ_NO_LISTENER);
 }
 
 
@@ -526,11 +537,37 @@ void rc_hidden_drop(struct rc_id *i)
 
 /* ---------------------------------------------------------- QP attributes */
 
+/* A UD id's QP, as rdma_cm's: INIT with the port space's Q_Key, then RTR
+ * and RTS with nothing from a peer (rdma_create_qp moves it at once). */
+static int ud_qp_attr(struct rc_id *i, enum ibv_qp_state want, struct ibv_qp_attr *a, int *mask)
+{
+	a->qp_state = want;
+	switch (want) {
+	case IBV_QPS_INIT:
+		a->pkey_index = 0;
+		a->port_num = i->id.port_num ? i->id.port_num : 1;
+		a->qkey = RDMA_UDP_QKEY;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		return 0;
+	case IBV_QPS_RTR:
+		*mask = IBV_QP_STATE;
+		return 0;
+	case IBV_QPS_RTS:
+		a->sq_psn = 0;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
 int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask)
 {
 	enum ibv_qp_state want = a->qp_state;
 
 	memset(a, 0, sizeof(*a));
+	if (i->id.qp_type == IBV_QPT_UD)
+		return ud_qp_attr(i, want, a, mask);
 	switch (want) {
 	case IBV_QPS_INIT:
 		a->qp_state = IBV_QPS_INIT;
@@ -610,9 +647,11 @@ uint32_t rc_new_psn(void)
 	return v & 0xffffff;
 }
 
-/* Our side of a REQ or REP. */
+/* Our side of a REQ or REP (SIDR_REQ, SIDR_REP: what of it applies). */
 void rc_local_conn(struct rc_id *i, struct rc_msg *m, uint8_t type, uint32_t qpn, uint8_t srq)
 {
+	bool sidr = type == RC_MSG_SIDR_REQ || type == RC_MSG_SIDR_REP;
+
 	memset(m, 0, sizeof(*m));
 	m->type = type;
 	m->qpn = qpn & 0xffffff;
@@ -630,5 +669,31 @@ void rc_local_conn(struct rc_id *i, struct rc_msg *m, uint8_t type, uint32_t qpn
 	m->retry_count = i->retry_count & 7;
 	m->rnr_retry_count = i->rnr_retry_count & 7;
 	m->srq = srq ? 1 : 0;
-	m->qp_type = IBV_QPT_RC;
+	m->qp_type = sidr ? RC_WIRE_QPT_UD : RC_WIRE_QPT_RC;
+	if (sidr) {
+		m->psn = 0;
+		m->qkey = type == RC_MSG_SIDR_REP ? RDMA_UDP_QKEY : 0;
+	}
+}
+
+/* What a SIDR REP tells the active side (rdma_ud_param): the address of
+ * the passive side's node, its QPN and Q_Key, and its private data
+ * zero-padded to SIDR REP's size. */
+void rc_evt_ud(struct rc_evt *e, struct rc_id *i, const struct rc_msg *m)
+{
+	struct rdma_ud_param *u = &e->ev.param.ud;
+
+	memset(e->pd, 0, sizeof(e->pd));
+	memcpy(e->pd, m->pd, m->pd_len);
+	u->private_data = e->pd;
+	u->private_data_len = RC_PD_SIDR_REP;
+	u->ah_attr.dlid = m->lid;
+	u->ah_attr.port_num = i->id.port_num ? i->id.port_num : 1;
+	u->ah_attr.is_global = 1;
+	memcpy(u->ah_attr.grh.dgid.raw, m->gid, 16);
+	u->ah_attr.grh.sgid_index = (uint8_t)i->sgid_index;
+	u->ah_attr.grh.hop_limit = 64;
+	u->ah_attr.grh.traffic_class = i->tos;
+	u->qp_num = m->qpn;
+	u->qkey = m->qkey;
 }

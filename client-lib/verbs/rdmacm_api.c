@@ -242,6 +242,9 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 
 	if (!id || !attr || id->qp || !id->verbs)
 		return rc_err(EINVAL);
+	/* a UD QP on RDMA_PS_UDP's ids, and only there */
+	if ((id->qp_type == IBV_QPT_UD) != (attr->qp_type == IBV_QPT_UD))
+		return rc_err(EINVAL);
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 		attr->pd = id->pd;
@@ -271,6 +274,12 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		a.qp_state = IBV_QPS_INIT;
 		rc_init_qp_attr(i, &a, &mask);
 		ret = ibv_modify_qp(qp, &a, mask);
+		/* rdma_cm's UD QP is ready to send at once */
+		for (enum ibv_qp_state s = IBV_QPS_RTR; !ret && id->qp_type == IBV_QPT_UD && s <= IBV_QPS_RTS; s++) {
+			a.qp_state = s;
+			rc_init_qp_attr(i, &a, &mask);
+			ret = ibv_modify_qp(qp, &a, mask);
+		}
 	}
 	pthread_mutex_unlock(&rc_lock);
 	if (ret) {
@@ -606,11 +615,12 @@ RC_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 {
 	struct rdma_cm_id *cm;
 	struct rc_id *i;
+	enum ibv_qp_type t = res && res->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	int ret;
 
 	if (!id || !res)
 		return rc_err(EINVAL);
-	if (res->ai_qp_type && res->ai_qp_type != IBV_QPT_RC)
+	if (res->ai_qp_type && res->ai_qp_type != (int)t)
 		return rc_err(EOPNOTSUPP);
 	ret = rdma_create_id(NULL, &cm, NULL, (enum rdma_port_space)res->ai_port_space);
 	if (ret)
@@ -633,7 +643,7 @@ RC_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 				goto err;
 			}
 			*i->ep_attr = *qp_init_attr;
-			i->ep_attr->qp_type = IBV_QPT_RC;
+			i->ep_attr->qp_type = t;
 		}
 		*id = cm;
 		return 0;
@@ -652,7 +662,7 @@ RC_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 			goto err;
 	}
 	if (qp_init_attr) {
-		qp_init_attr->qp_type = IBV_QPT_RC;
+		qp_init_attr->qp_type = t;
 		ret = rdma_create_qp(cm, pd, qp_init_attr);
 		if (ret)
 			goto err;

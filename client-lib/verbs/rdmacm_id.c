@@ -16,12 +16,13 @@ RC_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_
 
 	if (!id)
 		return rc_err(EINVAL);
-	/* roshm0 offers RC only: the UD port spaces have nothing to carry */
-	if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB)
-		return rc_err(ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? EOPNOTSUPP : EINVAL);
+	/* RC over RDMA_PS_TCP / _IB, UD over RDMA_PS_UDP; IPoIB's port space
+	 * needs IPoIB's Q_Key and multicast groups, which roshm0 lacks */
+	if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP)
+		return rc_err(ps == RDMA_PS_IPOIB ? EOPNOTSUPP : EINVAL);
 	pthread_mutex_lock(&rc_lock);
 	c = channel ? rc_to_chan(channel) : rc_chan_new();
-	i = c ? rc_id_new(c, context, ps, IBV_QPT_RC) : NULL;
+	i = c ? rc_id_new(c, context, ps, ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC) : NULL;
 	if (!i) {
 		if (c && !channel)
 			rc_chan_free(c);
@@ -354,13 +355,16 @@ RC_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	struct rc_msg m;
 	int n, err = 0;
 	uint8_t plen;
+	bool ud;
 
 	if (!id)
 		return rc_err(EINVAL);
 	pthread_mutex_lock(&rc_lock);
+	ud = i->id.qp_type == IBV_QPT_UD;
 	plen = p && p->private_data ? p->private_data_len : 0;
-	if (i->state != RC_ROUTE_RESOLVED || !param_ok(i, p) ||
-	    (unsigned)i->connect_len + plen > RC_PD_REQ) {
+	/* UD (SIDR): only the QPN and the private data count */
+	if (i->state != RC_ROUTE_RESOLVED || (!ud && !param_ok(i, p)) ||
+	    (unsigned)i->connect_len + plen > (ud ? RC_PD_SIDR_REQ : RC_PD_REQ)) {
 		err = EINVAL;
 		goto out;
 	}
@@ -370,8 +374,9 @@ RC_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	i->rnr_retry_count = p ? (p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count) : 7;
 	i->psn = rc_new_psn();
 	i->have_psn = true;
-	rc_local_conn(i, &m, RC_MSG_REQ, i->id.qp ? i->id.qp->qp_num : (p ? p->qp_num : 0),
-		   i->id.qp ? !!i->id.qp->srq : (p ? p->srq : 0));
+	rc_local_conn(i, &m, ud ? RC_MSG_SIDR_REQ : RC_MSG_REQ,
+		      i->id.qp ? i->id.qp->qp_num : (p ? p->qp_num : 0),
+		      ud ? 0 : i->id.qp ? !!i->id.qp->srq : (p ? p->srq : 0));
 	m.flow_control = p && p->flow_control ? 1 : 0;
 	memcpy(m.pd, i->connect_pd, i->connect_len);
 	if (plen)
@@ -390,7 +395,7 @@ RC_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	    errno == EINPROGRESS) {
 		rc_id_watch(i, EPOLLOUT);
 	} else if (errno == ECONNREFUSED) {
-		rc_conn_end(i, RDMA_CM_EVENT_REJECTED, RC_REJ_NO_LISTENER);
+		rc_refused(i);
 	} else {
 		rc_conn_end(i, RDMA_CM_EVENT_UNREACHABLE, -errno);
 	}
@@ -400,6 +405,34 @@ out:
 	if (err)
 		return rc_err(err);
 	return rc_id_complete(i);
+}
+
+/*
+ * A UD id's accept is IB CM's SIDR REP: the QPN (the id's QP's, else
+ * conn_param's) and the port space's Q_Key; its QP was made ready by
+ * rdma_create_qp. Nothing follows on the wire, no event comes, and a
+ * synchronous id does not wait (lock held).
+ */
+static int accept_ud(struct rc_id *i, const struct rdma_conn_param *p, uint8_t plen)
+{
+	struct rc_msg m;
+	int err;
+
+	if (i->state != RC_REQ_RCVD || (!i->id.qp && !p) || plen > RC_PD_SIDR_REP)
+		return EINVAL;
+	rc_local_conn(i, &m, RC_MSG_SIDR_REP, i->id.qp ? i->id.qp->qp_num : p->qp_num, 0);
+	if (plen)
+		memcpy(m.pd, p->private_data, plen);
+	m.pd_len = plen;
+	err = -rc_id_send(i, &m);
+	if (err) {
+		/* the active side is gone */
+		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -err);
+		return err;
+	}
+	rc_id_close_fd(i);
+	i->state = RC_CLOSED;
+	return 0;
 }
 
 RC_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
@@ -413,6 +446,11 @@ RC_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 		return rc_err(EINVAL);
 	pthread_mutex_lock(&rc_lock);
 	plen = p && p->private_data ? p->private_data_len : 0;
+	if (i->id.qp_type == IBV_QPT_UD) {
+		err = accept_ud(i, p, plen);
+		pthread_mutex_unlock(&rc_lock);
+		return err ? rc_err(err) : 0;
+	}
 	if (i->state != RC_REQ_RCVD || !param_ok(i, p) || plen > RC_PD_REP) {
 		err = EINVAL;
 		goto out;
@@ -460,7 +498,8 @@ static int reject(struct rdma_cm_id *id, const void *pd, uint8_t len, uint32_t r
 	if (!id)
 		return rc_err(EINVAL);
 	pthread_mutex_lock(&rc_lock);
-	if ((i->state != RC_REQ_RCVD && i->state != RC_REP_RCVD) || (pd && len > RC_PD_REJ)) {
+	if ((i->state != RC_REQ_RCVD && i->state != RC_REP_RCVD) ||
+	    (pd && len > (i->id.qp_type == IBV_QPT_UD ? RC_PD_SIDR_REP : RC_PD_REJ))) {
 		err = EINVAL;
 	} else {
 		memset(&m, 0, sizeof(m));

@@ -47,6 +47,9 @@
 #define RC_REJ_VENDOR 35           /* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */
 
 _Static_assert(RC_WIRE_QPT_RC == IBV_QPT_RC, "wire qp type");
+_Static_assert(RC_WIRE_QPT_UD == IBV_QPT_UD, "wire qp type");
+#define RC_SIDR_UNSUPPORTED 1      /* IB_SIDR_UNSUPPORTED: no listener */
+#define RC_SIDR_REJECT 2           /* IB_SIDR_REJECT */
 
 enum rc_state {
 	RC_IDLE,
@@ -169,10 +172,12 @@ void rc_id_close_fd(struct rc_id *i);
 struct rc_evt *rc_evt_new(struct rc_id *i, enum rdma_cm_event_type type, int status);
 void rc_queue_evt(struct rc_id *i, enum rdma_cm_event_type type, int status);
 void rc_evt_conn(struct rc_evt *e, const struct rc_msg *m, uint8_t report_len);
+void rc_evt_ud(struct rc_evt *e, struct rc_id *i, const struct rc_msg *m);
 int rc_id_send(struct rc_id *i, const struct rc_msg *m);
 void rc_send_simple(struct rc_id *i, uint8_t type, uint32_t reason);
 void rc_qp_to_err(struct rc_id *i);
 void rc_conn_end(struct rc_id *i, enum rdma_cm_event_type type, int status);
+void rc_refused(struct rc_id *i);
 void rc_id_destroy(struct rc_id *i);
 void rc_hidden_drop(struct rc_id *i);
 int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask);

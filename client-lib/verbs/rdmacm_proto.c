@@ -13,10 +13,18 @@
 static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 {
 	struct rc_id *l = i->listener;
+	bool ud = l->id.qp_type == IBV_QPT_UD;
 	struct rc_evt *e;
 
-	if (m->type != RC_MSG_REQ)
+	if (m->type != RC_MSG_REQ && m->type != RC_MSG_SIDR_REQ)
 		return false;
+	/* the port spaces share TCP's ports: a request for the other one finds
+	 * no listener, as on a fabric */
+	if ((m->type == RC_MSG_SIDR_REQ) != ud) {
+		rc_send_simple(i, RC_MSG_REJ, RC_REJ_NO_LISTENER);
+		rc_hidden_drop(i);
+		return true;
+	}
 	/* as the kernel CM with its listen backlog: requests the application
 	 * has not taken yet are bounded; one more is rejected */
 	if (l->nqueued >= l->backlog || rc_id_attach(i)) {
@@ -49,9 +57,35 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 	e->counted = true;
 	l->nqueued++;
 	e->ev.listen_id = &l->id;
-	rc_evt_conn(e, m, RC_PD_REQ);
+	if (ud) {
+		/* rdma_cm gives a SIDR REQ's private data only */
+		memset(e->pd, 0, sizeof(e->pd));
+		memcpy(e->pd, m->pd, m->pd_len);
+		e->ev.param.ud.private_data = e->pd;
+		e->ev.param.ud.private_data_len = RC_PD_SIDR_REQ;
+	} else {
+		rc_evt_conn(e, m, RC_PD_REQ);
+	}
 	rc_chan_push(i->ch, e);
 	return false;
+}
+
+/* SIDR REP: the active UD id has what it needs; the exchange is over. */
+static bool rx_sidr_rep(struct rc_id *i, const struct rc_msg *m)
+{
+	struct rc_evt *e;
+
+	rc_id_close_fd(i);
+	i->peer = *m;
+	i->have_peer = true;
+	memcpy(i->id.route.addr.addr.ibaddr.dgid.raw, m->gid, 16);
+	i->state = RC_CLOSED;
+	e = rc_evt_new(i, RDMA_CM_EVENT_ESTABLISHED, 0);
+	if (e) {
+		rc_evt_ud(e, i, m);
+		rc_chan_push(i->ch, e);
+	}
+	return true;
 }
 
 static bool rx_rep(struct rc_id *i, const struct rc_msg *m)
@@ -94,6 +128,12 @@ static bool rx_rej(struct rc_id *i, const struct rc_msg *m)
 {
 	struct rc_evt *e;
 
+	if (i->id.qp_type == IBV_QPT_UD) {
+		/* a SIDR REP with a status: UNREACHABLE, as rdma_cm reports it */
+		rc_conn_end(i, RDMA_CM_EVENT_UNREACHABLE,
+			    m->reason == RC_REJ_NO_LISTENER ? RC_SIDR_UNSUPPORTED : RC_SIDR_REJECT);
+		return true;
+	}
 	rc_id_close_fd(i);
 	i->state = RC_CLOSED;
 	rc_qp_to_err(i);
@@ -113,7 +153,7 @@ static bool rx_msg(struct rc_id *i, const struct rc_msg *m)
 	case RC_HIDDEN:
 		if (rx_hidden_req(i, m))
 			return true;
-		if (m->type == RC_MSG_REQ)
+		if (m->type == RC_MSG_REQ || m->type == RC_MSG_SIDR_REQ)
 			return false;
 		break;
 	case RC_REQ_RCVD:
@@ -124,8 +164,8 @@ static bool rx_msg(struct rc_id *i, const struct rc_msg *m)
 		}
 		break;
 	case RC_REQ_SENT:
-		if (m->type == RC_MSG_REP)
-			return rx_rep(i, m);
+		if (i->id.qp_type == IBV_QPT_UD ? m->type == RC_MSG_SIDR_REP : m->type == RC_MSG_REP)
+			return i->id.qp_type == IBV_QPT_UD ? rx_sidr_rep(i, m) : rx_rep(i, m);
 		if (m->type == RC_MSG_REJ)
 			return rx_rej(i, m);
 		break;
@@ -238,8 +278,7 @@ static void tx_connected(struct rc_id *i)
 		err = s == (ssize_t)i->txlen ? 0 : s < 0 ? errno : EIO;
 	}
 	if (err == ECONNREFUSED) {
-		/* nobody listens on that port: what IB CM says for an unknown service */
-		rc_conn_end(i, RDMA_CM_EVENT_REJECTED, RC_REJ_NO_LISTENER);
+		rc_refused(i);
 		return;
 	}
 	if (err) {

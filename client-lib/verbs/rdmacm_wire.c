@@ -5,6 +5,7 @@
  * range are known to be right.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "rdmacm_wire.h"
@@ -38,16 +39,36 @@ unsigned rc_wire_pd_max(uint8_t type)
 		return RC_PD_REP;
 	case RC_MSG_REJ:
 		return RC_PD_REJ;
+	case RC_MSG_SIDR_REQ:
+		return RC_PD_SIDR_REQ;
+	case RC_MSG_SIDR_REP:
+		return RC_PD_SIDR_REP;
 	default:
 		return 0;
 	}
 }
 
+static bool is_conn(uint8_t type)
+{
+	return type == RC_MSG_REQ || type == RC_MSG_REP || type == RC_MSG_SIDR_REQ ||
+	       type == RC_MSG_SIDR_REP;
+}
+
+static bool is_sidr(uint8_t type)
+{
+	return type == RC_MSG_SIDR_REQ || type == RC_MSG_SIDR_REP;
+}
+
+/* SIDR frames carry no PSN, and a Q_Key only in the REP. */
 static int conn_fields_ok(const struct rc_msg *m)
 {
-	return m->qpn <= 0xffffff && m->psn <= 0xffffff && m->mtu >= 1 && m->mtu <= 5 &&
+	bool sidr = is_sidr(m->type);
+
+	return m->qpn <= 0xffffff && m->mtu >= 1 && m->mtu <= 5 &&
 	       m->flow_control <= 1 && m->retry_count <= 7 && m->rnr_retry_count <= 7 &&
-	       m->srq <= 1 && m->qp_type == RC_WIRE_QPT_RC;
+	       m->srq <= 1 && m->qp_type == (sidr ? RC_WIRE_QPT_UD : RC_WIRE_QPT_RC) &&
+	       (sidr ? !m->psn : m->psn <= 0xffffff && !m->qkey) &&
+	       (m->type == RC_MSG_SIDR_REP || !m->qkey);
 }
 
 int rc_wire_encode(const struct rc_msg *m, uint8_t *buf, size_t cap)
@@ -58,6 +79,8 @@ int rc_wire_encode(const struct rc_msg *m, uint8_t *buf, size_t cap)
 	switch (m->type) {
 	case RC_MSG_REQ:
 	case RC_MSG_REP:
+	case RC_MSG_SIDR_REQ:
+	case RC_MSG_SIDR_REP:
 		if (!conn_fields_ok(m) || m->pd_len > rc_wire_pd_max(m->type))
 			return -EINVAL;
 		plen = RC_WIRE_CONN + m->pd_len;
@@ -80,9 +103,9 @@ int rc_wire_encode(const struct rc_msg *m, uint8_t *buf, size_t cap)
 	buf[4] = RC_WIRE_VERSION;
 	buf[5] = m->type;
 	put16(buf + 6, (uint16_t)plen);
-	if (m->type == RC_MSG_REQ || m->type == RC_MSG_REP) {
+	if (is_conn(m->type)) {
 		put32(p, m->qpn);
-		put32(p + 4, m->psn);
+		put32(p + 4, is_sidr(m->type) ? m->qkey : m->psn);
 		memcpy(p + 8, m->gid, 16);
 		put16(p + 24, m->lid);
 		p[26] = m->mtu;
@@ -117,7 +140,7 @@ int rc_wire_decode(const uint8_t *buf, size_t len, struct rc_msg *m)
 			return -EPROTO;
 	if (len > 4 && buf[4] != RC_WIRE_VERSION)
 		return -EPROTO;
-	if (len > 5 && (buf[5] < RC_MSG_REQ || buf[5] > RC_MSG_DREQ))
+	if (len > 5 && (buf[5] < RC_MSG_REQ || buf[5] > RC_MSG_SIDR_REP))
 		return -EPROTO;
 	if (len < RC_WIRE_HDR)
 		return 0;
@@ -125,6 +148,8 @@ int rc_wire_decode(const uint8_t *buf, size_t len, struct rc_msg *m)
 	switch (buf[5]) {
 	case RC_MSG_REQ:
 	case RC_MSG_REP:
+	case RC_MSG_SIDR_REQ:
+	case RC_MSG_SIDR_REP:
 		if (plen < RC_WIRE_CONN || plen > RC_WIRE_CONN + rc_wire_pd_max(buf[5]))
 			return -EPROTO;
 		break;
@@ -139,9 +164,12 @@ int rc_wire_decode(const uint8_t *buf, size_t len, struct rc_msg *m)
 	if (len < RC_WIRE_HDR + plen)
 		return 0;
 	m->type = buf[5];
-	if (m->type == RC_MSG_REQ || m->type == RC_MSG_REP) {
+	if (is_conn(m->type)) {
 		m->qpn = get32(p);
-		m->psn = get32(p + 4);
+		if (is_sidr(m->type))
+			m->qkey = get32(p + 4);
+		else
+			m->psn = get32(p + 4);
 		memcpy(m->gid, p + 8, 16);
 		m->lid = get16(p + 24);
 		m->mtu = p[26];

@@ -11,6 +11,9 @@
  *   rnr_retry_count, srq, qp_type, private_data_len, u8 zero, private data.
  * REJ payload: be32 reason, u8 private_data_len, u8 zero[3], private data.
  * RTU, DREQ: empty.
+ * SIDR_REQ / SIDR_REP (RDMA_PS_UDP, the roles of IB CM's SIDR): the REQ/REP
+ *   payload with qp_type UD and the Q_Key where the PSN is; once the REP (or
+ *   a REJ) is sent, nothing more goes over the connection.
  */
 #ifndef ROSHM_RDMACM_WIRE_H
 #define ROSHM_RDMACM_WIRE_H
@@ -29,8 +32,11 @@
 #define RC_PD_REQ 56
 #define RC_PD_REP 196
 #define RC_PD_REJ 148
+#define RC_PD_SIDR_REQ 180        /* SIDR REQ's 216 less the CMA header */
+#define RC_PD_SIDR_REP 136
 #define RC_WIRE_MAX (RC_WIRE_HDR + RC_WIRE_CONN + RC_PD_REP)
-#define RC_WIRE_QPT_RC 2          /* IBV_QPT_RC: the only connected type offered */
+#define RC_WIRE_QPT_RC 2          /* IBV_QPT_RC: REQ and REP */
+#define RC_WIRE_QPT_UD 4          /* IBV_QPT_UD: SIDR_REQ and SIDR_REP */
 
 enum rc_msg_type {
 	RC_MSG_REQ = 1,
@@ -38,13 +44,16 @@ enum rc_msg_type {
 	RC_MSG_REJ = 3,
 	RC_MSG_RTU = 4,
 	RC_MSG_DREQ = 5,
+	RC_MSG_SIDR_REQ = 6,
+	RC_MSG_SIDR_REP = 7,
 };
 
 struct rc_msg {
 	uint8_t type;
-	/* REQ / REP */
+	/* REQ / REP (and SIDR_REQ / SIDR_REP but for psn) */
 	uint32_t qpn;             /* 24 bits */
 	uint32_t psn;             /* 24 bits */
+	uint32_t qkey;            /* SIDR_REP: the Q_Key to send with; SIDR_REQ: 0 */
 	uint8_t gid[16];
 	uint16_t lid;
 	uint8_t mtu;              /* enum ibv_mtu, 1..5 */
@@ -54,7 +63,7 @@ struct rc_msg {
 	uint8_t retry_count;      /* 0..7 */
 	uint8_t rnr_retry_count;  /* 0..7 */
 	uint8_t srq;              /* 0 or 1 */
-	uint8_t qp_type;          /* RC_WIRE_QPT_RC */
+	uint8_t qp_type;          /* RC_WIRE_QPT_RC, or _UD for SIDR */
 	/* REJ */
 	uint32_t reason;
 	/* REQ, REP, REJ */

@@ -16,7 +16,7 @@
 
 static void check_fields(const struct rc_msg *m)
 {
-	if (m->type < RC_MSG_REQ || m->type > RC_MSG_DREQ)
+	if (m->type < RC_MSG_REQ || m->type > RC_MSG_SIDR_REP)
 		fuzz_fail("type %u accepted", m->type);
 	if (m->pd_len > rc_wire_pd_max(m->type))
 		fuzz_fail("type %u with %u bytes of private data", m->type, m->pd_len);
@@ -25,6 +25,13 @@ static void check_fields(const struct rc_msg *m)
 		    m->retry_count > 7 || m->rnr_retry_count > 7 || m->flow_control > 1 ||
 		    m->srq > 1 || m->qp_type != RC_WIRE_QPT_RC)
 			fuzz_fail("a %s with a field out of range", m->type == RC_MSG_REQ ? "REQ" : "REP");
+	}
+	if (m->type == RC_MSG_SIDR_REQ || m->type == RC_MSG_SIDR_REP) {
+		if (m->qpn > 0xffffff || m->psn || m->mtu < 1 || m->mtu > 5 || m->qp_type != RC_WIRE_QPT_UD ||
+		    (m->type == RC_MSG_SIDR_REQ && m->qkey))
+			fuzz_fail("a SIDR %s with a field out of range", m->type == RC_MSG_SIDR_REQ ? "REQ" : "REP");
+	} else if (m->qkey) {
+		fuzz_fail("type %u with a Q_Key", m->type);
 	}
 }
 

@@ -445,7 +445,7 @@ for i, (fl, txt) in enumerate([(3, 'tcp'), (3, '198.18.0.1:7471'), (3, '[fd00:19
                                (3, '[::1]:65536'), (3, 'fd00::1:7471'), (0, '198.18.0.1:80')]):
     put('addr', 'a%02d' % i, bytes([fl]) + txt.encode())
 # ---- rdmacm_wire: the CM frames of libroshm-verbs' librdmacm, as a stream ----
-CM_MAGIC, REQ, REP, REJ, RTU, DREQ = 0x52434d31, 1, 2, 3, 4, 5
+CM_MAGIC, REQ, REP, REJ, RTU, DREQ, SIDR_REQ, SIDR_REP = 0x52434d31, 1, 2, 3, 4, 5, 6, 7
 
 
 def cmhdr(typ, plen, magic=CM_MAGIC, version=1):
@@ -478,6 +478,13 @@ put('rdmacm_wire', 'req_pd_len_lies', cmconn(REQ, bytes(10), pd_len=20))
 put('rdmacm_wire', 'rej_pd_len_lies', cmrej(28, bytes(10), pd_len=9))
 put('rdmacm_wire', 'req_qpn25', cmconn(REQ, qpn=0x1000000))
 put('rdmacm_wire', 'req_mtu6', cmconn(REQ, mtu=6))
+# SIDR (RDMA_PS_UDP): qp_type 4, the Q_Key where the PSN is (REP only)
+put('rdmacm_wire', 'sidr_req_pd180', cmconn(SIDR_REQ, bytes(180), psn=0, qp_type=4))
+put('rdmacm_wire', 'sidr_rep', cmconn(SIDR_REP, b'ok', psn=0x01234567, qp_type=4))
+put('rdmacm_wire', 'sidr_req_pd181', cmconn(SIDR_REQ, bytes(181), psn=0, qp_type=4))
+put('rdmacm_wire', 'sidr_rep_pd137', cmconn(SIDR_REP, bytes(137), psn=1, qp_type=4))
+put('rdmacm_wire', 'sidr_req_qkey', cmconn(SIDR_REQ, psn=5, qp_type=4))
+put('rdmacm_wire', 'sidr_rep_rc', cmconn(SIDR_REP, psn=5, qp_type=2))
 put('rdmacm_wire', 'req_ud', cmconn(REQ, qp_type=4))
 put('rdmacm_wire', 'req_retry8', cmconn(REQ, retry=8))
 put('rdmacm_wire', 'req_srq2', cmconn(REQ, srq=2))

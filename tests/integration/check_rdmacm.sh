@@ -6,14 +6,16 @@
 #   check_rdmacm.sh BUILD_ROOT VERBS_DIR RDMACM_CHECK cm|send [SANITIZE]
 # cm:   rdmacm_check server/client (the API across the nodes, RDMA through
 #       the QPs it connects) and local (hostile peers on both ends of the CM
-#       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts);
+#       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts,
+#       RDMA_PS_UDP's SIDR answers and datagrams);
 #       Debian's ucmatose -C 0 (connections without messages: several, then
 #       migrated) after garbage was thrown at its port; qperf -cm1's RDMA
 #       WRITE, READ and atomic tests.
 # send: what also needs SEND/RECV and completion channels from roshm0:
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
 #       -R exchanges its keys with SENDs), ucmatose with messages,
-#       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw. Skipped (77)
+#       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw; UD over
+#       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy. Skipped (77)
 #       while `rdmacm_check probe` finds no RECV or no completion events.
 set -u
 # meson puts our libraries on LD_LIBRARY_PATH (linked targets): roshmd
@@ -32,7 +34,7 @@ fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 if [[ $mode == cm ]]; then need=(ucmatose qperf)
-else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ucmatose rdma_server rdma_client rping qperf); fi
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
 done
@@ -132,6 +134,12 @@ pair ib_write_lat-R "ib_write_lat -d roshm0 -R -n 200" "ib_write_lat -d roshm0 -
 pair ib_read_lat-R "ib_read_lat -d roshm0 -R -n 200" "ib_read_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
 pair ib_atomic_lat-R "ib_atomic_lat -d roshm0 -R -n 200" "ib_atomic_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
 pair ib_send_lat-R "ib_send_lat -d roshm0 -R -n 200" "ib_send_lat -d roshm0 -R -n 200 $ADDR_A" "$re"
+# UD through the CM (RDMA_PS_UDP, IB CM's SIDR): perftest -R -c UD gets the
+# peer's QPN, Q_Key and address from rdma_ud_param; udaddy (port 7174, fixed)
+# sends datagrams over 2 ids and answers through ibv_create_ah_from_wc
+pair ib_send_lat-R-UD "ib_send_lat -d roshm0 -R -c UD -n 200" "ib_send_lat -d roshm0 -R -c UD -n 200 $ADDR_A" "$re"
+pair ib_send_bw-R-UD "ib_send_bw -d roshm0 -R -c UD -n 1000" "ib_send_bw -d roshm0 -R -c UD -n 1000 $ADDR_A" "$re"
+pair udaddy "udaddy -c 2 -C 20 -S 1000" "udaddy -c 2 -C 20 -S 1000 -s $ADDR_A" 'data transfers complete'
 pair ucmatose "ucmatose -c 2 -p 7802" "ucmatose -c 2 -p 7802 -s $ADDR_A" 'data transfers complete'
 pair rdma_server-client "rdma_server -s $ADDR_A -p 7803" "rdma_client -s $ADDR_A -p 7803" 'rdma_client: end 0'
 # rping: buffers that share pages registered apart (overlapping MRs), RDMA

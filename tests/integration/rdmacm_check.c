@@ -145,14 +145,15 @@ static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 	return a.qp_state;
 }
 
-/* resolve address and route of a new id on @ch towards node:port */
-static struct rdma_cm_id *resolve(struct rdma_event_channel *ch, const char *node, int port)
+/* resolve address and route of a new id of port space @ps on @ch towards node:port */
+static struct rdma_cm_id *resolve_ps(struct rdma_event_channel *ch, const char *node, int port,
+				     enum rdma_port_space ps)
 {
 	struct rdma_addrinfo *r = ai(node, port, false);
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *e;
 
-	CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), "rdma_create_id: %s", strerror(errno));
+	CHECK(!rdma_create_id(ch, &id, NULL, ps), "rdma_create_id: %s", strerror(errno));
 	CHECK(!rdma_resolve_addr(id, NULL, r->ai_dst_addr, 2000), "rdma_resolve_addr: %s",
 	      strerror(errno));
 	e = ev_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
@@ -168,6 +169,11 @@ static struct rdma_cm_id *resolve(struct rdma_event_channel *ch, const char *nod
 	CHECK(id->route.num_paths == 1 && id->route.path_rec, "route without a path record");
 	rdma_freeaddrinfo(r);
 	return id;
+}
+
+static struct rdma_cm_id *resolve(struct rdma_event_channel *ch, const char *node, int port)
+{
+	return resolve_ps(ch, node, port, RDMA_PS_TCP);
 }
 
 /* a QP through rdma_create_qp with CQs (and channels) made by librdmacm */
@@ -787,8 +793,8 @@ static void misc(void)
 	}
 	close(pfd[0]);
 	close(pfd[1]);
-	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) && errno == EOPNOTSUPP,
-	      "rdma_create_id(RDMA_PS_UDP): want EOPNOTSUPP");
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_IPOIB) && errno == EOPNOTSUPP,
+	      "rdma_create_id(RDMA_PS_IPOIB): want EOPNOTSUPP");
 	CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), "rdma_create_id");
 	CHECK(rdma_resolve_route(id, 100) && errno == EINVAL, "rdma_resolve_route before an address");
 	CHECK(rdma_connect(id, NULL) && errno == EINVAL, "rdma_connect of an idle id");
@@ -1339,6 +1345,180 @@ static void hostile_active(int port)
 	       "connections, rejected a request beyond its backlog, and served a good one after\n");
 }
 
+/* a UD QP through rdma_create_qp: ready to send at once, with UDP's Q_Key */
+static void ud_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr a;
+	struct ibv_qp_attr qa;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+	a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+	a.sq_sig_all = 1;
+	CHECK(rdma_create_qp(id, NULL, &a) && errno == EINVAL, "an RC QP on a UD id: want EINVAL");
+	a.qp_type = IBV_QPT_UD;
+	CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp (UD): %s", strerror(errno));
+	CHECK(!ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_QKEY, &a) && qa.qp_state == IBV_QPS_RTS &&
+	      qa.qkey == RDMA_UDP_QKEY, "UD QP: state %d, Q_Key %#x; want RTS and RDMA_UDP_QKEY",
+	      qa.qp_state, qa.qkey);
+}
+
+/* RDMA_PS_UDP: what IB CM's SIDR gives (rdma_ud_param), its errors, then
+ * datagrams both ways through the QPs and address it set up. */
+static void ud_cm(int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai("127.0.0.1", port, true), *r1 = ai("127.0.0.1", port + 1, true);
+	struct rdma_cm_id *lid, *tid, *id, *sid;
+	struct rdma_cm_event *e;
+	struct rdma_conn_param cp;
+	struct ibv_mr *cmr, *smr;
+	struct ibv_ah *cah, *sah = NULL;
+	uint32_t up_qpn, up_qkey, wc_src = 0;
+	static uint8_t cbuf[4096 + 40], sbuf[4096 + 40], pd[181];
+	union ibv_gid sgid;
+
+	nonblock(ch);
+	for (int k = 0; k < (int)sizeof(pd); k++)
+		pd[k] = (uint8_t)(k * 7 + 1);
+	/* nobody listens: SIDR's "unsupported" (1) */
+	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_UDP);
+	CHECK(id->qp_type == IBV_QPT_UD, "a RDMA_PS_UDP id's qp_type is %d", id->qp_type);
+	ud_qp(id);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = pd;
+	cp.private_data_len = 181;
+	CHECK(rdma_connect(id, &cp) && errno == EINVAL, "181 bytes of SIDR REQ private data: want EINVAL");
+	CHECK(!rdma_connect(id, NULL), "rdma_connect (UD, no conn_param): %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
+	CHECK(e->status == 1, "no listener: UNREACHABLE status %d, want 1", e->status);
+	rdma_ack_cm_event(e);
+	CHECK(qp_state(id->qp) == IBV_QPS_RTS, "a failed SIDR moved the UD QP");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	/* the port spaces: a RC listener on PORT has nothing for UD, a UD
+	 * listener on PORT+1 nothing for RC */
+	CHECK(!rdma_create_id(ch, &tid, NULL, RDMA_PS_TCP) && !rdma_bind_addr(tid, r->ai_src_addr) &&
+	      !rdma_listen(tid, 0), "RC listener: %s", strerror(errno));
+	CHECK(!rdma_create_id(ch, &lid, NULL, RDMA_PS_UDP) && !rdma_bind_addr(lid, r1->ai_src_addr) &&
+	      !rdma_listen(lid, 0), "UD listener: %s", strerror(errno));
+	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_UDP);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
+	CHECK(e->status == 1 && e->id == id, "UD to a RC listener: status %d, want 1", e->status);
+	rdma_ack_cm_event(e);
+	rdma_destroy_id(id);
+	id = resolve(ch, "127.0.0.1", port + 1);
+	cm_qp(id);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_REJECTED, 5000);
+	CHECK(e->status == 8 && e->id == id, "RC to a UD listener: status %d, want 8", e->status);
+	rdma_ack_cm_event(e);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(tid);
+	/* rejected: SIDR's "reject" (2) */
+	id = resolve_ps(ch, "127.0.0.1", port + 1, RDMA_PS_UDP);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	CHECK(e->listen_id == lid && e->id->qp_type == IBV_QPT_UD, "the request's ids");
+	CHECK(rdma_reject(e->id, pd, 137) && errno == EINVAL, "137 bytes of SIDR REP private data: want EINVAL");
+	CHECK(!rdma_reject(e->id, "no", 2), "rdma_reject: %s", strerror(errno));
+	sid = e->id;
+	rdma_ack_cm_event(e);
+	rdma_destroy_id(sid);
+	e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
+	CHECK(e->status == 2 && e->id == id, "rejected: status %d, want 2", e->status);
+	rdma_ack_cm_event(e);
+	rdma_destroy_id(id);
+
+	/* accepted: the request's private data (180 bytes reported), the REP's
+	 * QPN, Q_Key, address and private data (136 bytes reported) */
+	id = resolve_ps(ch, "127.0.0.1", port + 1, RDMA_PS_UDP);
+	ud_qp(id);
+	cp.private_data_len = 180;
+	CHECK(!rdma_connect(id, &cp), "rdma_connect (180 bytes): %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	sid = e->id;
+	CHECK(e->param.ud.private_data_len == 180 && !memcmp(e->param.ud.private_data, pd, 180),
+	      "CONNECT_REQUEST: %u bytes of private data, or not the ones sent", e->param.ud.private_data_len);
+	rdma_ack_cm_event(e);
+	ud_qp(sid);
+	CHECK(!rdma_accept(sid, NULL), "rdma_accept (UD): %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 5000);
+	CHECK(e->id == id && e->param.ud.qp_num == sid->qp->qp_num && e->param.ud.qkey == RDMA_UDP_QKEY &&
+	      e->param.ud.private_data_len == 136,
+	      "ESTABLISHED: QPN %#x (want %#x), Q_Key %#x, %u bytes of private data", e->param.ud.qp_num,
+	      sid->qp->qp_num, e->param.ud.qkey, e->param.ud.private_data_len);
+	CHECK(!ibv_query_gid(sid->verbs, 1, 0, &sgid) && e->param.ud.ah_attr.is_global &&
+	      !memcmp(&e->param.ud.ah_attr.grh.dgid, &sgid, 16), "ESTABLISHED: the AH is not the listener's node");
+	up_qpn = e->param.ud.qp_num;
+	up_qkey = e->param.ud.qkey;
+	cah = ibv_create_ah(id->pd, &e->param.ud.ah_attr);
+	CHECK(cah, "ibv_create_ah from the event: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	CHECK(!ev_next(ch, 200), "an event after a UD accept");
+	CHECK(rdma_accept(sid, NULL) && errno == EINVAL, "a second rdma_accept: want EINVAL");
+
+	/* datagrams: the client's to the listener's QP, the answer through
+	 * ibv_create_ah_from_wc */
+	cmr = ibv_reg_mr(id->pd, cbuf, sizeof(cbuf), IBV_ACCESS_LOCAL_WRITE);
+	smr = ibv_reg_mr(sid->pd, sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(cmr && smr, "ibv_reg_mr");
+	for (int round = 0; round < 2; round++) {
+		struct rdma_cm_id *to = round ? id : sid, *from = round ? sid : id;
+		uint8_t *tb = round ? cbuf : sbuf, *fb = round ? sbuf + 40 : cbuf + 40;
+		struct ibv_mr *tm = round ? cmr : smr, *fm = round ? smr : cmr;
+		struct ibv_sge rs = { .addr = (uintptr_t)tb, .length = 40 + 1000, .lkey = tm->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 }, *rbad;
+		struct ibv_sge ss = { .addr = (uintptr_t)fb, .length = 1000, .lkey = fm->lkey };
+		struct ibv_send_wr sw = { .wr_id = 8, .sg_list = &ss, .num_sge = 1,
+					  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED }, *sbad;
+		struct ibv_wc wc;
+
+		for (int k = 0; k < 1000; k++)
+			fb[k] = (uint8_t)(k * 13 + round + 5);
+		memset(tb, 0, 1040);
+		CHECK(!ibv_post_recv(to->qp, &rw, &rbad), "ibv_post_recv");
+		sw.imm_data = htonl(0x5eed0000u + round);
+		sw.wr.ud.ah = round ? sah : cah;
+		sw.wr.ud.remote_qpn = round ? wc_src : up_qpn;
+		sw.wr.ud.remote_qkey = up_qkey;
+		CHECK(!ibv_post_send(from->qp, &sw, &sbad), "ibv_post_send (UD)");
+		wc = wait_wc(from->send_cq);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 8, "UD send: status %d", wc.status);
+		wc = wait_wc(to->recv_cq);
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 1040 && (wc.wc_flags & IBV_WC_GRH) &&
+		      (wc.wc_flags & IBV_WC_WITH_IMM) && wc.imm_data == htonl(0x5eed0000u + round) &&
+		      wc.src_qp == from->qp->qp_num,
+		      "round %d: status %d, %u bytes, flags %#x, src_qp %#x (want %#x)", round, wc.status,
+		      wc.byte_len, wc.wc_flags, wc.src_qp, from->qp->qp_num);
+		CHECK(!memcmp(tb + 40, fb, 1000), "round %d: the datagram's bytes differ", round);
+		if (!round) {
+			sah = ibv_create_ah_from_wc(sid->pd, &wc, (struct ibv_grh *)sbuf, 1);
+			CHECK(sah, "ibv_create_ah_from_wc: %s", strerror(errno));
+			wc_src = wc.src_qp;
+		}
+	}
+	/* rdma_disconnect of a UD id: its QP stops, no event */
+	CHECK(!rdma_disconnect(id) && qp_state(id->qp) == IBV_QPS_ERR, "rdma_disconnect (UD)");
+	CHECK(!ev_next(ch, 200), "an event after a UD rdma_disconnect");
+	ibv_destroy_ah(cah);
+	ibv_destroy_ah(sah);
+	ibv_dereg_mr(cmr);
+	ibv_dereg_mr(smr);
+	rdma_destroy_qp(id);
+	rdma_destroy_qp(sid);
+	rdma_destroy_id(id);
+	rdma_destroy_id(sid);
+	rdma_destroy_id(lid);
+	rdma_freeaddrinfo(r);
+	rdma_freeaddrinfo(r1);
+	rdma_destroy_event_channel(ch);
+	printf("local: RDMA_PS_UDP: SIDR's errors, rdma_ud_param, datagrams both ways\n");
+}
+
 static int local(int port)
 {
 	who = "rdmacm_check local";
@@ -1347,6 +1527,7 @@ static int local(int port)
 	migrate_establish(port + 1);
 	hostile_passive(port + 2);
 	hostile_active(port + 3);
+	ud_cm(port + 4);
 	printf("rdmacm_check local: ok\n");
 	return 0;
 }
