@@ -12,7 +12,8 @@ DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
         libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps qemu-system-x86 busybox-static kmod cpio rdma-core \
-        ibverbs-utils perftest qperf rdmacm-utils ucx-utils prometheus python3 python3-yaml \
+        ibverbs-utils perftest qperf rdmacm-utils ucx-utils openmpi-bin netpipe-openmpi python3-mpi4py \
+        prometheus python3 python3-yaml \
         clang-14 libclang-rt-14-dev g++ gnuplot-nox gdb
 
 .PHONY: all deps build test test-asan test-tsan fuzz demo bench bench-doc clean

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# MPI through libroshm-verbs: Debian's Open MPI (pml ucx for messages, osc
+# ucx for windows, so UCX's rc_verbs and ud_verbs transports on roshm0),
+# unmodified, between two roshmd nodes with the tcp transport (network
+# namespaces as root, scripts/twonode.sh). mpirun starts both ranks in node
+# a's namespace (it launches no remote daemons here), rank 0 attached to
+# node a's roshmd and rank 1 to node b's (ROSHM_SOCK), so every byte between
+# them crosses roshmd's tcp transport between the namespaces; UCX_TLS names
+# only the verbs transports (no shared memory between the ranks).
+#   - NetPIPE's NPopenmpi -i (Debian's netpipe-openmpi): its integrity check
+#     of MPI_Send / MPI_Recv from 1 byte to 4 MiB, eager and rendezvous;
+#   - tests/integration/mpi_check.py (mpi4py): Sendrecv both ways, Put, Get,
+#     Accumulate, Fetch_and_op from both ranks on one counter and
+#     Compare_and_swap on an MPI window, each value checked; device atomics
+#     (UCX_ATOMIC_MODE=device: roshm0's FETCH_ADD and CMP_AND_SWP, never
+#     UCX's software emulation).
+# Any UCX warning or error fails the test.
+#   check_verbs_mpi.sh BUILD_ROOT VERBS_DIR [SANITIZE]
+# In an ASan build the ASan runtime is preloaded into the ranks, as
+# check_verbs_ucx does for ucx_perftest.
+set -u
+unset LD_LIBRARY_PATH   # roshmd and mpirun get the system libibverbs; only the ranks get ours
+build=$1 vdir=$2 sanitize=${3:-none}
+pre=
+if [[ $sanitize == *address* ]]; then
+  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+  [[ -f $rt ]] || { echo "check_verbs_mpi: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
+  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/cleanup.sh"
+for t in mpirun NPopenmpi ucx_info; do
+  command -v $t >/dev/null || { echo "check_verbs_mpi: skipped: $t missing (Debian packages openmpi-bin, netpipe-openmpi, ucx-utils)"; exit 77; }
+done
+py=/usr/bin/python3   # Debian's, which has python3-mpi4py (not a pyenv one)
+$py -c 'import mpi4py' 2>/dev/null || { echo "check_verbs_mpi: skipped: no mpi4py for $py (Debian package python3-mpi4py)"; exit 77; }
+[[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_mpi: skipped: needs root and ip for network namespaces"; exit 77; }
+# UCX lists roshm0 only with /dev/infiniband/uverbs-roshm0 present (check_verbs_ucx.sh)
+node=/dev/infiniband/uverbs-roshm0 made_dir= made_node=
+if [[ ! -e $node ]]; then
+  [[ -d /dev/infiniband ]] || { mkdir /dev/infiniband && made_dir=1; }
+  mknod -m 666 "$node" c 1 3 && made_node=1 || { echo "check_verbs_mpi: skipped: cannot make $node"; exit 77; }
+fi
+d=$(th_tmpdir vmpi)
+TN_PREFIX=$(th_prefix vm)
+. "$src/scripts/twonode.sh"
+TN_DATAPLANE='idle_yield = true;'
+trap 'twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d";
+      [[ -n $made_node ]] && rm -f "$node"; [[ -n $made_dir ]] && rmdir /dev/infiniband' EXIT
+fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
+twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
+
+# Each rank's environment. ROSHM_VERBS_YIELD=1: UCX polls without a pause
+# and two such ranks would keep the pollers off this machine's 2 CPUs
+# (check_verbs_ucx.sh); UCX_IB_ALLOC: no SysV huge pages for UCX's buffers
+# (docs/verbs-compat.md, "UCX"). mpirun's -x would reach only the first
+# rank of an MPMD line: env sets them per rank.
+u="$pre LD_LIBRARY_PATH=$vdir UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=roshm0:1"
+u="$u UCX_IB_ALLOC=thp,mmap,heap UCX_ATOMIC_MODE=device ROSHM_VERBS_YIELD=1"
+mpi() {   # NAME COMMAND...: rank 0 on node a, rank 1 on node b
+  local name=$1; shift
+  if ! (cd "$d" && in_a timeout 180 mpirun --allow-run-as-root --oversubscribe \
+        --mca pml ucx --mca osc ucx --mca btl self \
+        -np 1 env $u ROSHM_SOCK=$SOCK_A "$@" : -np 1 env $u ROSHM_SOCK=$SOCK_B "$@" \
+        >"$d/$name.out" 2>&1 </dev/null); then
+    cat "$d/$name.out"; fail "mpirun $name"
+  fi
+  ! grep -E 'UCX +(ERROR|WARN)' "$d/$name.out" || fail "$name: UCX complained"
+}
+
+mpi netpipe NPopenmpi -i -u 4194304 -o "$d/np.out"
+passed=$(grep -c 'Integrity check passed' "$d/netpipe.out")
+# 1 B to 3 MiB + 1 in 40 steps (-u stops it before 4 MiB)
+if grep -qi 'Integrity check failed' "$d/netpipe.out" || (( passed < 40 )) ||
+   ! grep -q ' 3145729 bytes .*Integrity check passed' "$d/netpipe.out"; then
+  cat "$d/netpipe.out"; fail "NPopenmpi -i: $passed sizes passed"
+fi
+echo "ok: NetPIPE NPopenmpi -i: integrity check passed at $passed message sizes, 1 B to 3 MiB"
+
+mpi rma $py "$src/tests/integration/mpi_check.py"
+grep -q '^mpi_check: ok' "$d/rma.out" || { cat "$d/rma.out"; fail "mpi_check.py did not finish"; }
+grep '^mpi_check: ' "$d/rma.out"
+echo "check_verbs_mpi: ok"
