@@ -758,6 +758,8 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 
 		w->inl = d;
 		for (int i = 0; i < wr->num_sge; i++) {
+			if (!wr->sg_list[i].length)
+				continue;   /* its address may be anything, even NULL (UCX's) */
 			memcpy(d, (const void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length);
 			d += wr->sg_list[i].length;
 		}

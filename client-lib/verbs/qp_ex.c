@@ -196,7 +196,8 @@ static void x_sge_list(struct ibv_qp_ex *qx, size_t n, const struct ibv_sge *sg)
 		x_fail(qx, EINVAL);
 		return;
 	}
-	memcpy(wr->sg_list, sg, n * sizeof(*sg));
+	if (n)
+		memcpy(wr->sg_list, sg, n * sizeof(*sg));
 	wr->num_sge = (int)n;
 	wr->send_flags &= ~(unsigned int)IBV_SEND_INLINE;
 }
@@ -224,7 +225,8 @@ static void x_inline_list(struct ibv_qp_ex *qx, size_t n, const struct ibv_data_
 			x_fail(qx, EINVAL);
 			return;
 		}
-		memcpy(d + len, buf[i].addr, buf[i].length);
+		if (buf[i].length)   /* an empty one's address may be NULL */
+			memcpy(d + len, buf[i].addr, buf[i].length);
 		len += buf[i].length;
 	}
 	wr->sg_list[0] = (struct ibv_sge){ .addr = (uintptr_t)d, .length = (uint32_t)len };
