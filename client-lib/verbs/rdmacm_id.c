@@ -416,7 +416,6 @@ out:
 static int accept_ud(struct rc_id *i, const struct rdma_conn_param *p, uint8_t plen)
 {
 	struct rc_msg m;
-	int err;
 
 	if (i->state != RC_REQ_RCVD || (!i->id.qp && !p) || plen > RC_PD_SIDR_REP)
 		return EINVAL;
@@ -424,12 +423,9 @@ static int accept_ud(struct rc_id *i, const struct rdma_conn_param *p, uint8_t p
 	if (plen)
 		memcpy(m.pd, p->private_data, plen);
 	m.pd_len = plen;
-	err = -rc_id_send(i, &m);
-	if (err) {
-		/* the active side is gone */
-		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -err);
-		return err;
-	}
+	/* to an active side that left, the REP goes nowhere: no error, as
+	 * with rdma_cm's SIDR */
+	rc_id_send(i, &m);
 	rc_id_close_fd(i);
 	i->state = RC_CLOSED;
 	return 0;
@@ -621,6 +617,18 @@ RC_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id
 		struct ibv_qp_init_attr a = *l->ep_attr;
 
 		ret = rdma_create_qp(ev->id, listen->pd, &a);
+		if (ret) {
+			/* no QP for it: the request is refused and nothing of it
+			 * stays (the id, its private channel, its socket) */
+			int e = errno;
+			struct rdma_cm_id *nid = ev->id;
+
+			rdma_reject(nid, NULL, 0);
+			rdma_ack_cm_event(ev);
+			rdma_destroy_id(nid);
+			errno = e;
+			return ret;
+		}
 	}
 	if (ret) {
 		listen->event = ev;

@@ -75,6 +75,11 @@ static bool rx_sidr_rep(struct rc_id *i, const struct rc_msg *m)
 {
 	struct rc_evt *e;
 
+	/* RDMA_PS_UDP's Q_Key is fixed: rdma_cm refuses any other */
+	if (m->qkey != RDMA_UDP_QKEY) {
+		rc_conn_end(i, RDMA_CM_EVENT_ADDR_ERROR, -EINVAL);
+		return true;
+	}
 	rc_id_close_fd(i);
 	i->peer = *m;
 	i->have_peer = true;
@@ -129,9 +134,19 @@ static bool rx_rej(struct rc_id *i, const struct rc_msg *m)
 	struct rc_evt *e;
 
 	if (i->id.qp_type == IBV_QPT_UD) {
-		/* a SIDR REP with a status: UNREACHABLE, as rdma_cm reports it */
-		rc_conn_end(i, RDMA_CM_EVENT_UNREACHABLE,
-			    m->reason == RC_REJ_NO_LISTENER ? RC_SIDR_UNSUPPORTED : RC_SIDR_REJECT);
+		/* a SIDR REP with a status: UNREACHABLE with its private data, as
+		 * rdma_cm reports it; the UD QP stays as it is */
+		rc_id_close_fd(i);
+		i->state = RC_CLOSED;
+		e = rc_evt_new(i, RDMA_CM_EVENT_UNREACHABLE,
+			       m->reason == RC_REJ_NO_LISTENER ? RC_SIDR_UNSUPPORTED : RC_SIDR_REJECT);
+		if (e) {
+			memset(e->pd, 0, sizeof(e->pd));
+			memcpy(e->pd, m->pd, m->pd_len < RC_PD_SIDR_REP ? m->pd_len : RC_PD_SIDR_REP);
+			e->ev.param.ud.private_data = e->pd;
+			e->ev.param.ud.private_data_len = RC_PD_SIDR_REP;
+			rc_chan_push(i->ch, e);
+		}
 		return true;
 	}
 	rc_id_close_fd(i);
@@ -149,6 +164,13 @@ static bool rx_rej(struct rc_id *i, const struct rc_msg *m)
 /* A whole message for @i: true when the connection is gone (stop reading). */
 static bool rx_msg(struct rc_id *i, const struct rc_msg *m)
 {
+	/* SIDR: nothing follows a request, so whatever comes (or the active
+	 * side leaving) changes nothing for the passive id: the application's
+	 * answer goes nowhere, as a SIDR REP to a vanished peer would */
+	if (i->state == RC_REQ_RCVD && i->id.qp_type == IBV_QPT_UD) {
+		rc_id_close_fd(i);
+		return true;
+	}
 	switch (i->state) {
 	case RC_HIDDEN:
 		if (rx_hidden_req(i, m))
@@ -210,6 +232,10 @@ static bool rx_msg(struct rc_id *i, const struct rc_msg *m)
  * (err EPROTO). */
 static void rx_gone(struct rc_id *i, int err)
 {
+	if (i->state == RC_REQ_RCVD && i->id.qp_type == IBV_QPT_UD) {
+		rc_id_close_fd(i);   /* as in rx_msg: no event */
+		return;
+	}
 	switch (i->state) {
 	case RC_HIDDEN:
 		rc_hidden_drop(i);

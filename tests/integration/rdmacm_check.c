@@ -1345,6 +1345,46 @@ static void hostile_active(int port)
 	       "connections, rejected a request beyond its backlog, and served a good one after\n");
 }
 
+static int count_fds(void)
+{
+	char p[64];
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		n += !access(p, F_OK);
+	}
+	return n;
+}
+
+/* h-udconnect ADDR PORT STATUS: a UD connect that must end UNREACHABLE
+ * with STATUS (retried while nobody listens yet: status 1). */
+static int h_udconnect(const char *addr, int port, int want)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	who = "rdmacm_check h-udconnect";
+	CHECK(ch, "rdma_create_event_channel");
+	nonblock(ch);
+	for (int tries = 0;; tries++) {
+		struct rdma_cm_id *id = resolve_ps(ch, addr, port, RDMA_PS_UDP);
+		struct rdma_cm_event *e;
+		int st;
+
+		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+		e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 20000);
+		st = e->status;
+		rdma_ack_cm_event(e);
+		rdma_destroy_id(id);
+		if (st == want)
+			break;
+		CHECK(st == 1 && tries < 100, "UNREACHABLE status %d, want %d", st, want);
+		usleep(100000);
+	}
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
 /* a UD QP through rdma_create_qp: ready to send at once, with UDP's Q_Key */
 static void ud_qp(struct rdma_cm_id *id)
 {
@@ -1376,7 +1416,7 @@ static void ud_cm(int port)
 	struct ibv_mr *cmr, *smr;
 	struct ibv_ah *cah, *sah = NULL;
 	uint32_t up_qpn, up_qkey, wc_src = 0;
-	static uint8_t cbuf[4096 + 40], sbuf[4096 + 40], pd[181];
+	static uint8_t cbuf[4096 + 40], sbuf[4096 + 40], pd[181], pd_zero[136];
 	union ibv_gid sgid;
 
 	nonblock(ch);
@@ -1430,8 +1470,28 @@ static void ud_cm(int port)
 	rdma_destroy_id(sid);
 	e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
 	CHECK(e->status == 2 && e->id == id, "rejected: status %d, want 2", e->status);
+	CHECK(e->param.ud.private_data_len == 136 && !memcmp(e->param.ud.private_data, "no", 2) &&
+	      !memcmp((const uint8_t *)e->param.ud.private_data + 2, pd_zero, 134),
+	      "rejected: %u bytes of private data, or not the reject's", e->param.ud.private_data_len);
 	rdma_ack_cm_event(e);
 	rdma_destroy_id(id);
+
+	/* an active side that leaves before the answer: the listener's id gets
+	 * no event and its accept succeeds (a SIDR REP that goes nowhere) */
+	id = resolve_ps(ch, "127.0.0.1", port + 1, RDMA_PS_UDP);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
+	sid = e->id;
+	rdma_ack_cm_event(e);
+	rdma_destroy_id(id);
+	CHECK(!ev_next(ch, 300), "an event after the UD requester left");
+	cp.qp_num = 0x42;
+	cp.private_data = NULL;
+	cp.private_data_len = 0;
+	CHECK(!rdma_accept(sid, &cp), "rdma_accept to a requester that left: %s", strerror(errno));
+	CHECK(!ev_next(ch, 200), "an event after accepting a requester that left");
+	rdma_destroy_id(sid);
+	cp.private_data = pd;
 
 	/* accepted: the request's private data (180 bytes reported), the REP's
 	 * QPN, Q_Key, address and private data (136 bytes reported) */
@@ -1501,6 +1561,80 @@ static void ud_cm(int port)
 			wc_src = wc.src_qp;
 		}
 	}
+	/* a listener whose SIDR REP names another Q_Key: ADDR_ERROR -EINVAL,
+	 * as rdma_cm refuses it; the QP stays as it was */
+	{
+		int lfd = raw_listener(port + 2), c;
+		struct rdma_cm_id *hid = resolve_ps(ch, "127.0.0.1", port + 2, RDMA_PS_UDP);
+		struct rc_msg m;
+		uint8_t b[RC_WIRE_MAX];
+		size_t got = 0;
+		int n;
+
+		ud_qp(hid);
+		CHECK(!rdma_connect(hid, NULL), "rdma_connect: %s", strerror(errno));
+		c = accept(lfd, NULL, NULL);
+		CHECK(c >= 0, "raw accept");
+		/* the REQ goes out as our channel moves on: process it meanwhile */
+		for (int k = 0; (n = rc_wire_decode(b, got, &m)) == 0; k++) {
+			ssize_t rn;
+
+			CHECK(k < 500, "the SIDR_REQ did not come whole");
+			CHECK(!ev_next(ch, 10), "an event before the SIDR_REP");
+			rn = recv(c, b + got, sizeof(b) - got, MSG_DONTWAIT);
+			CHECK(rn > 0 || (rn < 0 && errno == EAGAIN), "the SIDR_REQ's connection: %s",
+			      rn ? strerror(errno) : "closed");
+			if (rn > 0)
+				got += (size_t)rn;
+		}
+		CHECK(n > 0 && m.type == RC_MSG_SIDR_REQ && m.qpn == hid->qp->qp_num,
+		      "a UD connect sent no SIDR_REQ with its QPN");
+		m = conn_msg(RC_MSG_SIDR_REP, 0x4321);
+		m.psn = 0;
+		m.qp_type = IBV_QPT_UD;
+		m.qkey = 0xdeadbeef;
+		n = frame(&m, b);
+		CHECK(send(c, b, (size_t)n, 0) == n, "send SIDR_REP");
+		e = ev_expect(ch, RDMA_CM_EVENT_ADDR_ERROR, 5000);
+		CHECK(e->id == hid && e->status == -EINVAL, "a foreign Q_Key: status %d, want -EINVAL", e->status);
+		rdma_ack_cm_event(e);
+		CHECK(qp_state(hid->qp) == IBV_QPS_RTS, "a refused SIDR REP moved the UD QP");
+		close(c);
+		close(lfd);
+		rdma_destroy_qp(hid);
+		rdma_destroy_id(hid);
+	}
+	/* rdma_get_request whose QP cannot be made: the request is refused
+	 * (UNREACHABLE 2 at the requester, a helper process) and nothing of it
+	 * stays in the listener's process */
+	{
+		struct rdma_addrinfo h, *ru;
+		struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_UD,
+					       .cap = { .max_send_wr = 1u << 30, .max_recv_wr = 1,
+						       .max_send_sge = 1, .max_recv_sge = 1 } };
+		struct rdma_cm_id *lep, *cid = NULL;
+		char ps[16];
+		int fds0, fds1;
+		pid_t hp;
+
+		memset(&h, 0, sizeof(h));
+		h.ai_port_space = RDMA_PS_UDP;
+		h.ai_qp_type = IBV_QPT_UD;
+		h.ai_flags = RAI_PASSIVE;
+		snprintf(ps, sizeof(ps), "%d", port + 3);
+		CHECK(!rdma_getaddrinfo("127.0.0.1", ps, &h, &ru), "rdma_getaddrinfo (UDP)");
+		CHECK(!rdma_create_ep(&lep, ru, NULL, &qa) && !rdma_listen(lep, 0),
+		      "rdma_create_ep (passive, UD): %s", strerror(errno));
+		fds0 = count_fds();
+		hp = spawn("h-udconnect", "127.0.0.1", ps, "2");
+		CHECK(rdma_get_request(lep, &cid) && cid == NULL, "rdma_get_request with an impossible QP succeeded");
+		reap(hp, "UD requester refused by rdma_get_request");
+		fds1 = count_fds();
+		CHECK(fds1 == fds0, "rdma_get_request's failure left %d descriptors", fds1 - fds0);
+		rdma_destroy_ep(lep);
+		rdma_freeaddrinfo(ru);
+	}
+
 	/* rdma_disconnect of a UD id: its QP stops, no event */
 	CHECK(!rdma_disconnect(id) && qp_state(id->qp) == IBV_QPS_ERR, "rdma_disconnect (UD)");
 	CHECK(!ev_next(ch, 200), "an event after a UD rdma_disconnect");
@@ -1609,6 +1743,8 @@ int main(int argc, char **argv)
 		return h_passive(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "h-migrate"))
 		return h_migrate(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "h-udconnect"))
+		return h_udconnect(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && !strcmp(argv[1], "h-active"))
 		return h_active(argv[2], atoi(argv[3]));
 	usage();
