@@ -35,18 +35,13 @@ done
 py=/usr/bin/python3   # Debian's, which has python3-mpi4py (not a pyenv one)
 $py -c 'import mpi4py' 2>/dev/null || { echo "check_verbs_mpi: skipped: no mpi4py for $py (Debian package python3-mpi4py)"; exit 77; }
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_mpi: skipped: needs root and ip for network namespaces"; exit 77; }
-# UCX lists roshm0 only with /dev/infiniband/uverbs-roshm0 present (check_verbs_ucx.sh)
-node=/dev/infiniband/uverbs-roshm0 made_dir= made_node=
-if [[ ! -e $node ]]; then
-  [[ -d /dev/infiniband ]] || { mkdir /dev/infiniband && made_dir=1; }
-  mknod -m 666 "$node" c 1 3 && made_node=1 || { echo "check_verbs_mpi: skipped: cannot make $node"; exit 77; }
-fi
+th_uverbs_node || { echo "check_verbs_mpi: skipped: cannot make /dev/infiniband/uverbs-roshm0"; exit 77; }
 d=$(th_tmpdir vmpi)
 TN_PREFIX=$(th_prefix vm)
 . "$src/scripts/twonode.sh"
 TN_DATAPLANE='idle_yield = true;'
 trap 'twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d";
-      [[ -n $made_node ]] && rm -f "$node"; [[ -n $made_dir ]] && rmdir /dev/infiniband' EXIT
+      th_uverbs_rm' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
 

@@ -26,18 +26,14 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 command -v ucx_perftest >/dev/null || { echo "check_verbs_ucx: skipped: ucx_perftest missing (Debian package ucx-utils)"; exit 77; }
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_ucx: skipped: needs root and ip for network namespaces"; exit 77; }
-node=/dev/infiniband/uverbs-roshm0 made_dir= made_node=
-if [[ ! -e $node ]]; then
-  [[ -d /dev/infiniband ]] || { mkdir /dev/infiniband && made_dir=1; }
-  mknod -m 666 "$node" c 1 3 && made_node=1 || { echo "check_verbs_ucx: skipped: cannot make $node"; exit 77; }
-fi
+th_uverbs_node || { echo "check_verbs_ucx: skipped: cannot make /dev/infiniband/uverbs-roshm0"; exit 77; }
 d=$(th_tmpdir vucx)
 TN_PREFIX=$(th_prefix vu)
 . "$src/scripts/twonode.sh"
 TN_DATAPLANE='idle_yield = true;'
 srv=
 trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d";
-      [[ -n $made_node ]] && rm -f "$node"; [[ -n $made_dir ]] && rmdir /dev/infiniband' EXIT
+      th_uverbs_rm' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
 # ROSHM_VERBS_YIELD=1: UCX polls without a pause, and on this 2-CPU machine

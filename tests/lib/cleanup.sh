@@ -62,3 +62,19 @@ for _ in range(200):
 sys.exit("th_ports: no free ports")
 PY
 }
+
+# UCX lists roshm0 only when /dev/infiniband/uverbs-roshm0 is a character
+# device (it never opens it): th_uverbs_node makes it a /dev/null node (1:3)
+# when missing, th_uverbs_rm removes what it made (docs/verbs-compat.md, "UCX").
+th_uverbs_node() {
+  TH_UVERBS=/dev/infiniband/uverbs-roshm0 TH_UVERBS_MADE= TH_UVERBS_DIR=
+  [[ -e $TH_UVERBS ]] && return 0
+  if [[ ! -d /dev/infiniband ]]; then mkdir /dev/infiniband || return 1; TH_UVERBS_DIR=1; fi
+  mknod -m 666 "$TH_UVERBS" c 1 3 || return 1
+  TH_UVERBS_MADE=1
+}
+th_uverbs_rm() {
+  [[ -n ${TH_UVERBS_MADE:-} ]] && rm -f "$TH_UVERBS"
+  [[ -n ${TH_UVERBS_DIR:-} ]] && rmdir /dev/infiniband
+  return 0
+}
