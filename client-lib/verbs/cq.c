@@ -80,7 +80,7 @@ RV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *ctx, int cqe, void *c
 	uint32_t n = 1024;
 
 	(void)comp_vector;
-	if (cqe < 1 || cqe > 65536) {
+	if (cqe < 1 || cqe > RV_MAX_CQE) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -118,7 +118,7 @@ RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	struct ibv_wc *wc;
 	uint32_t n = 1024, held;
 
-	if (cqe < 1 || cqe > 65536)
+	if (cqe < 1 || cqe > RV_MAX_CQE)
 		return EINVAL;
 	while (n < 2u * (uint32_t)cqe)
 		n <<= 1;

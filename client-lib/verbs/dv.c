@@ -223,4 +223,26 @@ RV_EXPORT int efadv_query_device(struct ibv_context *ibvctx, struct efadv_device
 	(void)ibvctx, (void)attr, (void)inlen;
 	return EOPNOTSUPP;
 }
+
+RV_EXPORT int efadv_query_ah(struct ibv_ah *ibvah, struct efadv_ah_attr *attr, uint32_t inlen)
+{
+	(void)ibvah, (void)attr, (void)inlen;
+	return EOPNOTSUPP;
+}
+
+/* EFA_1.2 (libfabric's efa provider imports these at load time) */
+RV_EXPORT struct ibv_cq_ex *efadv_create_cq(struct ibv_context *ibvctx,
+					    struct ibv_cq_init_attr_ex *attr_ex,
+					    struct efadv_cq_init_attr *efa_attr, uint32_t inlen)
+{
+	(void)ibvctx, (void)attr_ex, (void)efa_attr, (void)inlen;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+RV_EXPORT struct efadv_cq *efadv_cq_from_ibv_cq_ex(struct ibv_cq_ex *ibvcqx)
+{
+	(void)ibvcqx;
+	return NULL;   /* no CQ of ours is an EFA one */
+}
 #endif

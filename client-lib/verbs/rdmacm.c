@@ -91,6 +91,17 @@ bool rc_sa_any(const struct sockaddr *sa)
 	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
+/* 127/8, ::1 or ::ffff:127/8: an address no RDMA port has */
+bool rc_sa_loopback(const struct sockaddr *sa)
+{
+	const struct in6_addr *a6;
+
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+}
+
 /* An IPv4 peer of a dual-stack socket shows as ::ffff:a.b.c.d: report it as
  * the IPv4 address it is, as the kernel CM does. */
 void rc_sa_unmap(struct sockaddr_storage *ss)

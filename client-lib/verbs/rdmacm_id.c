@@ -156,8 +156,11 @@ RC_EXPORT int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	pthread_mutex_lock(&rc_lock);
 	err = i->state != RC_IDLE ? EINVAL : id_bind(i, addr);
 	/* an address of this host: the device is the id's now (a wildcard
-	 * leaves it to the connections, as rdma_cm does) */
-	if (!err && !rc_sa_any(addr)) {
+	 * leaves it to the connections, as rdma_cm does, and so does a
+	 * loopback address, which no RDMA port has: rdma_cm leaves id->verbs
+	 * NULL there, and libfabric's verbs provider then takes the device's
+	 * own addresses instead of 127.0.0.1 for its endpoints) */
+	if (!err && !rc_sa_any(addr) && !rc_sa_loopback(addr)) {
 		err = rc_id_attach(i);
 		if (err) {
 			rc_id_close_fd(i);

@@ -148,6 +148,7 @@ uint64_t rc_timeout(void);
 socklen_t rc_sa_len(const struct sockaddr *sa);
 uint16_t rc_sa_port(const struct sockaddr *sa);
 bool rc_sa_any(const struct sockaddr *sa);
+bool rc_sa_loopback(const struct sockaddr *sa);
 void rc_sa_unmap(struct sockaddr_storage *ss);
 void rc_sa_gid(const struct sockaddr *sa, union ibv_gid *g);
 int rc_dev_get(void);

@@ -65,6 +65,10 @@ static inline void rv_dma_copy(void *dst, const void *src, size_t n)
 #define RV_MAX_WR 16384
 #define RV_MAX_SRQ_WR 16384
 #define RV_MAX_SGE 16
+/* CQ entries: libfabric's ofi_rxm sizes its MSG CQ for its universe
+ * ((tx + rx) * 256, about 196k); the ring (2x, private memory, touched only
+ * as used) stays virtual until completions fill it */
+#define RV_MAX_CQE (1 << 20)
 /* An arena slot holds a 64 KiB message and its fragment header. */
 #define RV_SLOT_TARGET (68u * 1024)
 #define RV_META_SIZE 4096u      /* arena tail: the synchronous header reads */

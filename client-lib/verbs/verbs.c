@@ -211,7 +211,7 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_sge = RV_MAX_SGE;
 	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
 	a->max_cq = 4096;
-	a->max_cqe = 65536;
+	a->max_cqe = RV_MAX_CQE;
 	a->max_mr = 4096;
 	a->max_pd = 4096;
 	a->max_srq = 4096;

@@ -15,7 +15,8 @@
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
 #       -R exchanges its keys with SENDs), ucmatose with messages,
 #       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw; UD over
-#       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy. Skipped (77)
+#       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy; libfabric's
+#       verbs provider: fi_pingpong -e msg / rdm / dgram -c. Skipped (77)
 #       while `rdmacm_check probe` finds no RECV or no completion events.
 set -u
 # meson puts our libraries on LD_LIBRARY_PATH (linked targets): roshmd
@@ -34,7 +35,7 @@ fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
 if [[ $mode == cm ]]; then need=(ucmatose qperf)
-else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf); fi
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf fi_pingpong); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
 done
@@ -52,11 +53,11 @@ ca="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" cb="env LD_LIBRARY_PATH=$vdir 
 
 # pair NAME 'SERVER CMD' 'CLIENT CMD' [RESULT_RE]: server on node a, client on b
 pair() {
-  local n=$1 s=$2 c=$3 re=${4:-}
-  bg_a timeout 120 $va $s >"$d/$n.server" 2>&1
+  local n=$1 s=$2 c=$3 re=${4:-} t=${PAIR_TIMEOUT:-120}
+  bg_a timeout $t $va $s >"$d/$n.server" 2>&1
   srv=$BG_PID
   sleep 0.5
-  if ! in_b timeout 120 $vb $c >"$d/$n.client" 2>&1; then
+  if ! in_b timeout $t $vb $c >"$d/$n.client" 2>&1; then
     cat "$d/$n.client" "$d/$n.server"; fail "$n: client failed"
   fi
   wait "$srv"; local rc=$?; srv=
@@ -140,6 +141,21 @@ pair ib_send_lat-R "ib_send_lat -d roshm0 -R -n 200" "ib_send_lat -d roshm0 -R -
 pair ib_send_lat-R-UD "ib_send_lat -d roshm0 -R -c UD -n 200" "ib_send_lat -d roshm0 -R -c UD -n 200 $ADDR_A" "$re"
 pair ib_send_bw-R-UD "ib_send_bw -d roshm0 -R -c UD -n 1000" "ib_send_bw -d roshm0 -R -c UD -n 1000 $ADDR_A" "$re"
 pair udaddy "udaddy -c 2 -C 20 -S 1000" "udaddy -c 2 -C 20 -S 1000 -s $ADDR_A" 'data transfers complete'
+# libfabric's verbs provider (Debian's libfabric-bin): FI_EP_MSG (RC through
+# the CM), FI_EP_RDM (ofi_rxm over those, messages and tagged) and
+# FI_EP_DGRAM (UD); -c checks every message's bytes
+for ep in "msg" "rdm" "rdm -m tagged"; do
+  pair "fi_pingpong-$ep" "fi_pingpong -p verbs -e $ep -c -I 100" "fi_pingpong -p verbs -e $ep -c -I 100 $ADDR_A" '^1m +100 +=100 '
+done
+# fi_pingpong's dgram test waits forever for a datagram that is lost, and UD
+# may lose one (docs/verbs-compat.md, "UD QPs"): one run in about 25 here
+# hung at 120 s. It gets 40 s, and a second run if the first hangs (logged).
+dg=(fi_pingpong-dgram "fi_pingpong -p verbs -e dgram -c -I 100" "fi_pingpong -p verbs -e dgram -c -I 100 $ADDR_A" '^4k +100 +=100 ')
+if ! (PAIR_TIMEOUT=40 pair "${dg[@]}"); then
+  th_stop "$srv"; srv=
+  echo "fi_pingpong-dgram: the first run failed (above); once more"
+  PAIR_TIMEOUT=40 pair "${dg[@]}"
+fi
 pair ucmatose "ucmatose -c 2 -p 7802" "ucmatose -c 2 -p 7802 -s $ADDR_A" 'data transfers complete'
 pair rdma_server-client "rdma_server -s $ADDR_A -p 7803" "rdma_client -s $ADDR_A -p 7803" 'rdma_client: end 0'
 # rping: buffers that share pages registered apart (overlapping MRs), RDMA
