@@ -47,6 +47,10 @@ pair ib_atomic_bw -n 50
 pair ib_send_lat -n 50
 pair ib_send_bw -n 50 -s 65536
 pair ib_send_lat -n 50 -c UD
+# -R: the QPs connected by our librdmacm (RC; UD over RDMA_PS_UDP, whose
+# address, QPN and Q_Key come from the CM's rdma_ud_param)
+pair ib_write_lat -n 50 -R
+pair ib_send_lat -n 50 -c UD -R
 
 # qperf (its own TCP exchange, QPs moved by ibv_modify_qp): VM1 serves,
 # VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0.
