@@ -25,15 +25,11 @@ unset LD_LIBRARY_PATH
 build=$1 vdir=$2 check=$3 mode=$4 sanitize=${5:-none}
 name=check_rdmacm
 [[ $mode == send ]] && name=check_rdmacm_send
-pre=
-if [[ $sanitize == *address* ]]; then
-  # unmodified binaries around our instrumented libraries: preload the runtime
-  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
-  [[ -f $rt ]] || { echo "$name: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
-  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
+# unmodified binaries around our instrumented libraries: the ASan runtime preloaded
+th_asan_pre "$name" "$sanitize"
+pre=$TH_PRE
 if [[ $mode == cm ]]; then need=(ucmatose qperf)
 else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf fi_pingpong); fi
 for t in "${need[@]}"; do

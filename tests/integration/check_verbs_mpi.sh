@@ -21,14 +21,11 @@
 set -u
 unset LD_LIBRARY_PATH   # roshmd and mpirun get the system libibverbs; only the ranks get ours
 build=$1 vdir=$2 sanitize=${3:-none}
-pre=
-if [[ $sanitize == *address* ]]; then
-  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
-  [[ -f $rt ]] || { echo "check_verbs_mpi: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
-  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
+# unmodified binaries around our instrumented libraries: the ASan runtime preloaded
+th_asan_pre "check_verbs_mpi" "$sanitize"
+pre=$TH_PRE
 for t in mpirun NPopenmpi ucx_info; do
   command -v $t >/dev/null || { echo "check_verbs_mpi: skipped: $t missing (Debian packages openmpi-bin, netpipe-openmpi, ucx-utils)"; exit 77; }
 done

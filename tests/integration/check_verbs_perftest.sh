@@ -18,14 +18,11 @@ set -u
 # itself must get the system one; only the applications get ours.
 unset LD_LIBRARY_PATH
 build=$1 vdir=$2 vcheck=$3 sanitize=${4:-none}
-pre=
-if [[ $sanitize == *address* ]]; then
-  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
-  [[ -f $rt ]] || { echo "check_verbs_perftest: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
-  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
+# unmodified binaries around our instrumented libraries: the ASan runtime preloaded
+th_asan_pre "check_verbs_perftest" "$sanitize"
+pre=$TH_PRE
 for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf \
          ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_uc_pingpong ibv_ud_pingpong; do
   command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, ibverbs-utils)"; exit 77; }

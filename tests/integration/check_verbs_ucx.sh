@@ -16,14 +16,11 @@
 set -u
 unset LD_LIBRARY_PATH   # roshmd gets the system libibverbs; only UCX gets ours
 build=$1 vdir=$2 sanitize=${3:-none}
-pre=
-if [[ $sanitize == *address* ]]; then
-  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
-  [[ -f $rt ]] || { echo "check_verbs_ucx: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
-  pre="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
-fi
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
+# unmodified binaries around our instrumented libraries: the ASan runtime preloaded
+th_asan_pre "check_verbs_ucx" "$sanitize"
+pre=$TH_PRE
 command -v ucx_perftest >/dev/null || { echo "check_verbs_ucx: skipped: ucx_perftest missing (Debian package ucx-utils)"; exit 77; }
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_ucx: skipped: needs root and ip for network namespaces"; exit 77; }
 th_uverbs_node || { echo "check_verbs_ucx: skipped: cannot make /dev/infiniband/uverbs-roshm0"; exit 77; }

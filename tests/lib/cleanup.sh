@@ -78,3 +78,17 @@ th_uverbs_rm() {
   [[ -n ${TH_UVERBS_DIR:-} ]] && rmdir /dev/infiniband
   return 0
 }
+
+# th_asan_pre NAME SANITIZE: in an ASan build (SANITIZE names address), the
+# unmodified binaries around our instrumented libraries need the ASan runtime
+# preloaded: TH_PRE gets the env words for it (leak checks off there: their
+# leaks are not ours), else nothing; without clang-14's shared runtime the
+# test NAME is skipped (77).
+th_asan_pre() {
+  TH_PRE=
+  [[ $2 == *address* ]] || return 0
+  local rt
+  rt=$(clang-14 -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+  [[ -f $rt ]] || { echo "$1: skipped: ASan build without clang-14's shared ASan runtime"; exit 77; }
+  TH_PRE="LD_PRELOAD=$rt ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0"
+}
