@@ -12,12 +12,23 @@
  *
  * Completions only come into being when this library runs, so while a CQ
  * is armed a notifier thread (one per context, started by the first
- * ibv_req_notify_cq, all signals blocked) drives progress for an
+ * ibv_req_notify_cq or post, all signals blocked) drives progress for an
  * application that sleeps in ibv_get_cq_event or poll(): it sleeps on
  * roshmd's CQ wakeup (the channel's NEED_WAKEUP protocol, as in
  * roshm_wait_cqe) and, while an armed receive CQ has a RECV posted, looks at
  * the inbound rings every 20 us to 1 ms (backing off while nothing comes):
  * a peer's fragment lands by roshmd's WRITE, which wakes nobody.
+ *
+ * A NIC also moves posted work on while nobody polls: a datagram whose slot
+ * is still to be claimed, a message waiting for room in the peer's ring, a
+ * message arriving for a posted RECV. Here that takes a call into this
+ * library, and an application may post and then wait elsewhere (fi_pingpong
+ * injects its last datagram unsignaled and reads its control socket). So
+ * while WRs are outstanding or RECVs posted, the notifier looks every
+ * RV_GUARD_NS whether the application still polls; when it has not since
+ * the last look, the notifier drives progress itself as for an armed CQ
+ * until it polls again. A polling application pays one wakeup of this
+ * thread per RV_GUARD_NS, roshmd nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -36,6 +47,7 @@
 #define RV_BACKOFF_MIN_NS 20000ull
 #define RV_BACKOFF_MAX_NS 1000000ull
 #define RV_IDLE_MAX_NS 100000000ull     /* a lost wakeup costs at most this */
+#define RV_GUARD_NS 5000000ull          /* how often it looks whether the application polls */
 
 RV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
@@ -250,6 +262,7 @@ int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	int got = 0;
 
 	rv_lock(c);
+	q->polls++;
 	rv_progress(c);
 	rv_deliver_each(c, cq, NULL);
 	if (q->overrun && q->head == q->tail) {
@@ -297,12 +310,101 @@ static void kick(struct rv_ctx *c)
 	(void)w;
 }
 
-/* A RECV was posted or the QP connected: if the notifier sleeps without
- * watching the rings and this QP's receive CQ is armed, it must start. */
+/* A RECV was posted or the QP connected: if the notifier sleeps without a
+ * timer, or without watching the rings while this QP's receive CQ is armed,
+ * it must look (RECVs are often posted before the QP reaches RTR). */
 void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
 {
-	if (c->thr_on && !c->watching && ((struct rv_cq *)q->qp.recv_cq)->armed && rv_ring_ready(q))
+	if (!c->thr_on || !rv_ring_ready(q))
+		return;
+	if (c->idle_sleep || (!c->watching && ((struct rv_cq *)q->qp.recv_cq)->armed)) {
+		c->idle_sleep = false;
 		kick(c);
+	}
+}
+
+/*
+ * fork(): the child gets each context's lock as the parent's threads left
+ * it, and no notifier. Around fork every open context's lock is taken (the
+ * notifier then sits outside it), so the child gets them free; its
+ * contexts have no notifier (a later post starts one, should the child use
+ * them). Registered at the first open, after fork.c's handlers: prepare
+ * handlers run last-registered first, so the contexts' locks are taken
+ * before fork.c's, the order every other path takes them in.
+ */
+static struct rv_ctx *live;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t live_once = PTHREAD_ONCE_INIT;
+
+static void live_prepare(void)
+{
+	pthread_mutex_lock(&live_lock);
+	for (struct rv_ctx *c = live; c; c = c->live_next)
+		rv_lock(c);
+}
+
+static void live_parent(void)
+{
+	for (struct rv_ctx *c = live; c; c = c->live_next)
+		rv_unlock(c);
+	pthread_mutex_unlock(&live_lock);
+}
+
+static void live_child(void)
+{
+	for (struct rv_ctx *c = live; c; c = c->live_next) {
+		if (c->thr_on) {   /* the thread stayed with the parent */
+			close(c->wake_fd);
+			c->wake_fd = -1;
+			c->thr_on = false;
+		}
+		c->idle_sleep = false;
+		c->watching = false;
+		pthread_mutex_init(&c->lock, NULL);
+	}
+	pthread_mutex_init(&live_lock, NULL);
+}
+
+static void live_install(void)
+{
+	pthread_atfork(live_prepare, live_parent, live_child);
+}
+
+void rv_ctx_track(struct rv_ctx *c)
+{
+	pthread_once(&live_once, live_install);
+	pthread_mutex_lock(&live_lock);
+	c->live_next = live;
+	live = c;
+	pthread_mutex_unlock(&live_lock);
+}
+
+void rv_ctx_untrack(struct rv_ctx *c)
+{
+	pthread_mutex_lock(&live_lock);
+	for (struct rv_ctx **pp = &live; *pp; pp = &(*pp)->live_next)
+		if (*pp == c) {
+			*pp = c->live_next;
+			break;
+		}
+	pthread_mutex_unlock(&live_lock);
+}
+
+/* Work was posted: the notifier must be there to move it on should the
+ * application stop calling in. Started at the first post (a failure to
+ * start leaves progress to the application, as before); kicked only out of
+ * a sleep without a timer, once. */
+void rv_guard(struct rv_ctx *c)
+{
+	if (!c->thr_on) {
+		if (!c->no_thread && notifier_start(c))
+			c->no_thread = true;
+		return;
+	}
+	if (c->idle_sleep) {
+		c->idle_sleep = false;
+		kick(c);
+	}
 }
 
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
@@ -396,67 +498,111 @@ static void drain(int fd, bool sock)
 }
 
 /*
- * The notifier: while some CQ is armed, do what a poll would (reap, issue,
+ * The notifier: while some CQ is armed, or the application has stopped
+ * polling with work outstanding, do what a poll would (reap, issue,
  * deliver), then sleep until roshmd posts a completion, the application
- * arms or stops, an RNR timer runs out, or (receive CQs armed) the next look
- * at the rings is due. With nothing armed it sleeps until it is kicked.
+ * arms or stops, an RNR timer runs out, or (a ring with RECVs whose receive
+ * CQ is armed or not polled) the next look at the rings is due. While the
+ * application polls with work outstanding, it only looks every RV_GUARD_NS
+ * whether it still does. With nothing to do it sleeps until it is kicked.
  */
 static void *notifier(void *arg)
 {
 	struct rv_ctx *c = arg;
-	uint64_t backoff = RV_BACKOFF_MIN_NS, seen = 0;
+	uint64_t backoff = RV_BACKOFF_MIN_NS, look_ns = 0;
+	bool was_armed = false;
 
 	rv_lock(c);
 	while (!c->stop) {
-		bool armed = false, watch = false;
-		uint64_t now, wait_ns = RV_IDLE_MAX_NS, rnr_at = 0;
+		bool armed = false, polling = false, watch = false, pending = false, wake;
+		uint64_t now = rv_now_ns(), wait_ns = RV_IDLE_MAX_NS, rnr_at = 0, pushes;
+		bool fresh = now - look_ns >= RV_GUARD_NS;
 		struct pollfd pfd[2];
 		struct timespec ts;
 		struct roshm *r = c->r;
 
-		rv_progress(c);
-		rv_deliver_each(c, NULL, NULL);
-		for (struct rv_cq *q = c->cqs; q; q = q->next)
+		/* which CQs the application polled, judged once per
+		 * RV_GUARD_NS (a poll reaps and issues for every QP, but
+		 * delivers only to the QPs whose receive CQ it polls); a new
+		 * CQ counts as polled until then */
+		if (fresh)
+			look_ns = now;
+		for (struct rv_cq *q = c->cqs; q; q = q->next) {
 			armed |= q->armed;
+			if (fresh || !q->looked) {
+				q->served = q->polls != q->polls_seen || !q->looked;
+				q->polls_seen = q->polls;
+				q->looked = true;
+			}
+			polling |= q->served;
+		}
+		if (armed && !was_armed)
+			backoff = RV_BACKOFF_MIN_NS;   /* a waiter now: look soon */
+		was_armed = armed;
 		for (struct rv_qp *q = c->qps; q; q = q->next) {
-			if (rv_ring_ready(q) && ((struct rv_cq *)q->qp.recv_cq)->armed)
-				watch = true;
+			const struct rv_cq *rq = (const struct rv_cq *)q->qp.recv_cq;
+			bool ready = rv_ring_ready(q);
+
+			if (ready && (rq->armed || !rq->served))
+				watch = true;   /* nobody else looks at its ring */
+			if (ready || q->head != q->tail)
+				pending = true;
 			if (q->want && q->rnr_next_ns && (!rnr_at || q->rnr_next_ns < rnr_at))
 				rnr_at = q->rnr_next_ns;
 		}
-		c->watching = armed && watch;
-		if (c->pushes != seen) {
-			seen = c->pushes;
-			backoff = RV_BACKOFF_MIN_NS;
+		/* sends: reap and issue when nobody polls; receives: deliver
+		 * to the rings nobody polls for */
+		wake = armed || (pending && !polling);
+		pushes = c->pushes;
+		if (wake || watch) {
+			rv_progress(c);
+			rv_deliver_each(c, NULL, NULL);
 		}
+		if (c->pushes != pushes)
+			backoff = RV_BACKOFF_MIN_NS;   /* completions of ours: more may come */
+		c->watching = watch;
+		c->idle_sleep = !wake && !watch && !pending;
 		pfd[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = r->cq_event_fd, .events = POLLIN };
-		if (armed) {
-			/* W2 of roshm_wait_cqe: flag, full fence, one more look. */
+		if (pending)
+			wait_ns = RV_GUARD_NS;   /* then look again whether the application polls */
+		if (wake) {
+			/* roshmd's next completion wakes us: W2 of
+			 * roshm_wait_cqe: flag, full fence, one more look */
 			__atomic_store_n(r->cq.kflags, ROSHM_CQ_NEED_WAKEUP, __ATOMIC_RELAXED);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 			if (__atomic_load_n(r->cq.ktail, __ATOMIC_ACQUIRE) != *r->cq.khead) {
 				__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
+				/* let a caller that waits for the lock in */
+				rv_unlock(c);
+				sched_yield();
+				rv_lock(c);
 				continue;
 			}
-			if (watch) {
-				wait_ns = backoff;
-				backoff = backoff * 2 > RV_BACKOFF_MAX_NS ? RV_BACKOFF_MAX_NS : backoff * 2;
-			}
-			now = rv_now_ns();
 			if (rnr_at)
 				wait_ns = rnr_at <= now ? 0 : rnr_at - now < wait_ns ? rnr_at - now : wait_ns;
+		}
+		if (watch) {
+			/* a peer's fragment lands by roshmd's WRITE, which wakes
+			 * nobody: look again, backing off to 1 ms for an armed
+			 * CQ's waiter, to the guard's period otherwise */
+			uint64_t most = armed ? RV_BACKOFF_MAX_NS : RV_GUARD_NS;
+
+			if (backoff < wait_ns)
+				wait_ns = backoff;
+			backoff = backoff * 2 > most ? most : backoff * 2;
 		}
 		ts.tv_sec = (time_t)(wait_ns / 1000000000ull);
 		ts.tv_nsec = (long)(wait_ns % 1000000000ull);
 		rv_unlock(c);
-		if (ppoll(pfd, armed ? 2 : 1, armed ? &ts : NULL, NULL) > 0) {
+		if (ppoll(pfd, wake ? 2 : 1, wake || watch || pending ? &ts : NULL, NULL) > 0) {
 			if (pfd[0].revents & POLLIN)
 				drain(c->wake_fd, false);
-			if (armed && (pfd[1].revents & POLLIN))
+			if (wake && (pfd[1].revents & POLLIN))
 				drain(pfd[1].fd, true);
 		}
 		rv_lock(c);
+		c->idle_sleep = false;
 		__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
 	}
 	rv_unlock(c);

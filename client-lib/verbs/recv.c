@@ -169,6 +169,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 	} else {
 		rv_deliver(c, q);
 		rv_notify_recv(c, q);
+		rv_guard(c);
 	}
 	rv_unlock(c);
 	return ret;

@@ -14,6 +14,7 @@
 #define RV_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -280,6 +281,9 @@ struct rv_cq {
 	bool overrun;
 	uint32_t aev_reported;  /* its async events given to the application */
 	bool armed;             /* ibv_req_notify_cq: the next completion fires */
+	uint64_t polls;         /* the application's polls of it (context lock) */
+	uint64_t polls_seen;    /* ... at the notifier's last look */
+	bool served, looked;    /* notifier: polled since its last look; looked at once */
 	bool queued;            /* on its channel's list of fired CQs */
 	uint32_t ev_pending;    /* its events not yet taken by ibv_get_cq_event */
 	uint32_t ev_reported;   /* its events ibv_get_cq_event gave (channel's lock) */
@@ -463,6 +467,9 @@ struct rv_ctx {
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
 	pthread_t thr;
 	bool thr_on, stop;
+	bool idle_sleep;        /* it sleeps with no timer: a post kicks it */
+	struct rv_ctx *live_next;       /* the open contexts (cq.c, for fork) */
+	bool no_thread;         /* it could not start: progress is the application's */
 	bool watching;          /* it looks at the rings on a timer */
 	int wake_fd;
 	/* async events (async.c): vc.context.async_fd counts them */
@@ -659,5 +666,8 @@ int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_notifier_stop(struct rv_ctx *c);
 void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q);
+void rv_guard(struct rv_ctx *c);
+void rv_ctx_track(struct rv_ctx *c);
+void rv_ctx_untrack(struct rv_ctx *c);
 
 #endif /* RV_H */

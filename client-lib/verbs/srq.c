@@ -147,6 +147,7 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 	for (struct rv_qp *q = c->qps; q; q = q->next)
 		if (q->srq == s)
 			rv_notify_recv(c, q);
+	rv_guard(c);
 	rv_unlock(c);
 	return ret;
 }

@@ -167,6 +167,7 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.context.ops.post_send = rv_post_send;
 	c->vc.context.ops.post_recv = rv_post_recv;
 	c->vc.context.ops.post_srq_recv = rv_post_srq_recv;
+	rv_ctx_track(c);
 	return &c->vc.context;
 }
 
@@ -174,6 +175,7 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 {
 	struct rv_ctx *c = to_ctx(ctx);
 
+	rv_ctx_untrack(c);
 	rv_notifier_stop(c);
 	roshm_close(c->r);   /* closes every region: nothing stays behind in roshmd */
 	while (c->mrs) {

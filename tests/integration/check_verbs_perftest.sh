@@ -163,14 +163,14 @@ if [[ -x $vevents ]]; then
   cat "$d/events"
   grep -q 'verbs_events: ok' "$d/events" || fail "verbs_events did not finish"
 fi
-# ours_pair PROG PORT NAME: PROG's server in node a (a second tenant for its
-# tenant checks), its client in node b; both must exit 0
+# ours_pair PROG PORT NAME [MODE]: PROG's MODE-server in node a (a second
+# tenant for its tenant checks), its MODE-client in node b; both must exit 0
 ours_pair() {
-  local prog=$1 port=$2 name=$3 rc
-  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$prog" server "$ADDR_A" "$port" >"$d/$name.server" 2>&1
+  local prog=$1 port=$2 name=$3 mode=${4:+$4-} rc
+  bg_a $ca VERBS_CHECK_OTHER=other:other-token "$prog" ${mode}server "$ADDR_A" "$port" >"$d/$name.server" 2>&1
   srv=$BG_PID
   sleep 0.5
-  in_b timeout 90 $cb "$prog" client "$ADDR_A" "$port" >"$d/$name.client" 2>&1 ||
+  in_b timeout 90 $cb "$prog" ${mode}client "$ADDR_A" "$port" >"$d/$name.client" 2>&1 ||
     { cat "$d/$name.client" "$d/$name.server"; fail "$name client"; }
   wait "$srv"; rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/$name.server" "$d/$name.client"; fail "$name server exited $rc"; }
@@ -182,13 +182,18 @@ if [[ -x $vud ]]; then
   # the tenant on the ring, another tenant's datagrams
   ours_pair "$vud" 7598 ud
   grep -q "a QP of another tenant sent to ours: nothing arrived" "$d/ud.server" || fail "verbs_ud: the tenant check did not run"
+  grep -q "a datagram to a new destination arrived while its sender polled nothing" "$d/ud.server" || fail "verbs_ud: the unpolled-sender check did not run"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
   $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }
   cat "$d/check.srqfair"
   ours_pair "$vcheck" 7599 check
+  # a RECV posted before RTR, then a receiver that polls nothing (fresh processes)
+  ours_pair "$vcheck" 7597 unpolled unpolled
+  grep -q "completed while we polled nothing (RECV posted before RTR)" "$d/unpolled.server" || fail "verbs_check unpolled did not run"
   grep -q "QP of another tenant received nothing, its MR" "$d/check.server" || fail "verbs_check: the tenant check did not run"
+  grep -q "arrived while its sender polled nothing, and another while we polled nothing" "$d/check.server" || fail "verbs_check: the unpolled check did not run"
   grep -q "MRs sharing pages (one deregistered early): every byte.*reaches the new pages" "$d/check.server" || fail "verbs_check: the overlapping MRs check did not run"
   grep -q "a pod of the tenant that opens a live MR by its rkey, or a live QP's ring by its QPN -> EACCES" "$d/check.server" || fail "verbs_check: the rkey-guess check did not run"
   grep -q "MR of our second PD (no QP) was not written" "$d/check.server" || fail "verbs_check: the second-PD check did not run"

@@ -176,13 +176,22 @@ static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq 
 	return qp;
 }
 
-static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+static void init_qp(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify_qp INIT");
+}
+
+/* INIT (unless it is there already), RTR to @dest, RTS */
+static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+{
+	struct ibv_qp_attr a = { 0 };
+
+	if (qp->state != IBV_QPS_INIT)
+		init_qp(qp);
 	a.qp_state = IBV_QPS_RTR;
 	a.dest_qp_num = dest;
 	a.min_rnr_timer = min_rnr_timer;
@@ -1107,6 +1116,21 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	}
 	printf("verbs_check server: the %d SENDs that waited for RECVs arrived intact\n", RNR_FIT);
 
+	/* Progress nobody polls for, as on a NIC: the client posts a SEND
+	 * bigger than our ring and waits in read(2) until it arrived here whole;
+	 * then we post a RECV and wait in read(2) until the client's SEND
+	 * completed (it needs us to empty the ring as it goes). */
+	post_recv(qa, 6, rb + 32768, BIG, NULL, 0, rmr->lkey);
+	sync_byte(fd, 'n', 0);
+	expect_recv(rcq, 6, IBV_WC_RECV, BIG, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 32768, BIG, 0, 6, "a SEND whose sender polled nothing after the post");
+	post_recv(qa, 7, rb + 32768, BIG, NULL, 0, rmr->lkey);
+	sync_byte(fd, 'o', 'p');   /* in read(2) here while it goes */
+	expect_recv(rcq, 7, IBV_WC_RECV, BIG, false, 0, qa->qp_num, peer.qpn[0]);
+	check_bytes(rb + 32768, BIG, 0, 7, "a SEND that arrived while we polled nothing");
+	printf("verbs_check server: a %d-byte SEND arrived while its sender polled nothing, and "
+	       "another while we polled nothing\n", BIG);
+
 	/* the other tenant's QP received nothing */
 	sync_byte(fd, 0, 't');
 	for (int i = 0; i < 4096; i++)
@@ -1220,6 +1244,21 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 		}
 	}
 	sync_byte(s, 'r', 0);
+	/* progress nobody polls for (the server's side says what) */
+	fill(sb + 32768, BIG, 0, 6);
+	sync_byte(s, 0, 'n');
+	sg[0] = (struct ibv_sge){ (uintptr_t)sb + 32768, BIG, mr->lkey };
+	post2(qa, IBV_WR_SEND, 6, sg, 1, 0, 0, 0, 0);
+	sync_byte(s, 0, 'o');   /* in read(2) while it goes */
+	wc = wait_wc(scq);
+	if (wc.wr_id != 6 || wc.status != IBV_WC_SUCCESS)
+		die_wc("a SEND posted before we stopped polling", &wc);
+	fill(sb + 32768, BIG, 0, 7);
+	post2(qa, IBV_WR_SEND, 7, sg, 1, 0, 0, 0, 0);
+	wc = wait_wc(scq);
+	if (wc.wr_id != 7 || wc.status != IBV_WC_SUCCESS)
+		die_wc("a SEND to a receiver that polls nothing", &wc);
+	sync_byte(s, 'p', 0);
 	/* an MR of the server's other PD, by its real rkey and address: no QP of
 	 * ours is connected to a QP of that PD */
 	{
@@ -1467,6 +1506,80 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	free(lb);
 }
 
+/* ------------------------------------------- progress nobody polls for */
+
+/*
+ * A process of its own on each side, with nothing else going on: the
+ * server posts its RECV while its QP is in INIT (as ibv_rc_pingpong and
+ * rdma_server do), connects, then waits in read(2) polling nothing; the
+ * client sends BIG through the server's 64 KiB ring and must see its SEND
+ * complete, which takes the server's library emptying the ring.
+ *   verbs_check unpolled-server|unpolled-client ADDR PORT
+ */
+static int unpolled(bool server, const char *addr, int port)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = dl && dl[0] ? ibv_open_device(dl[0]) : NULL;
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	struct ibv_qp *qp = cq ? mkqp(pd, cq, cq, 4, 4, 1) : NULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	uint8_t *b = pages(BIG);
+	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, b, BIG, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	uint32_t me, peer;
+	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, one = 1;
+	struct ibv_sge sg = { (uintptr_t)b, BIG, mr ? mr->lkey : 0 };
+	struct ibv_wc wc;
+	char c;
+
+	if (!mr)
+		die("unpolled: device, pd, cq, qp or mr");
+	me = qp->qp_num;
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	if (server) {
+		memset(b, 0xee, BIG);
+		init_qp(qp);
+		post_recv(qp, 1, b, BIG, NULL, 0, mr->lkey);   /* before RTR */
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("unpolled: listen");
+	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		die("unpolled: connect");
+	}
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
+		die("unpolled: exchange");
+	connect_qp(qp, peer, 1, 7);
+	if (server) {
+		/* connected: in read(2) until the client's SEND completed */
+		if (write(fd, "g", 1) != 1 || read(fd, &c, 1) != 1 || c != 'd')
+			die("unpolled: the client's SEND did not complete while we polled nothing");
+		expect_recv(cq, 1, IBV_WC_RECV, BIG, false, 0, qp->qp_num, peer);
+		check_bytes(b, BIG, 0, 9, "a SEND received while we polled nothing");
+		printf("verbs_check unpolled: a %d-byte SEND through our 64 KiB ring completed while "
+		       "we polled nothing (RECV posted before RTR), and arrived intact\n", BIG);
+	} else {
+		fill(b, BIG, 0, 9);
+		if (read(fd, &c, 1) != 1 || c != 'g')
+			die("unpolled: exchange");
+		post2(qp, IBV_WR_SEND, 2, &sg, 1, 0, 0, 0, 0);
+		wc = wait_wc(cq);
+		if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+			die_wc("unpolled: a SEND to a receiver that polls nothing", &wc);
+		if (write(fd, "d", 1) != 1)
+			die("unpolled: exchange");
+	}
+	if (server)
+		close(fd);
+	close(s);
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx))
+		die("unpolled: release");
+	ibv_free_device_list(dl);
+	free(b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **dl;
@@ -1492,6 +1605,12 @@ int main(int argc, char **argv)
 	}
 	if (argc != 4)
 		return 2;
+	if (!strcmp(argv[1], "unpolled-server")) {
+		setenv("ROSHM_VERBS_RECV_RING", "65536", 1);
+		return unpolled(true, argv[2], atoi(argv[3]));
+	}
+	if (!strcmp(argv[1], "unpolled-client"))
+		return unpolled(false, argv[2], atoi(argv[3]));
 	server = !strcmp(argv[1], "server");
 	if (server)   /* read by ibv_open_device: the rings of the two-sided checks */
 		setenv("ROSHM_VERBS_RECV_RING", "65536", 1);

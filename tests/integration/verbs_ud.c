@@ -25,7 +25,10 @@
  *     server's environment) sends to the server's QP: nothing arrives;
  *  8. a pod of the tenant that learned two waiting datagrams' states by
  *     CAS marks their slots FULL again after the owner took them: nothing
- *     is delivered twice.
+ *     is delivered twice;
+ *  9. the client posts a datagram to a QP it never sent to (a lookup, a
+ *     claim, then the WRITE: steps a NIC takes alone) and then waits in
+ *     read(2), polling nothing: the datagram must arrive all the same.
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
@@ -377,6 +380,27 @@ static void server(int fd)
 	nothing(&u, 500, "phase 8: a datagram marked FULL again by a pod of the tenant");
 	printf("verbs_ud: slots a pod of the tenant marked FULL again with a datagram's old token "
 	       "delivered nothing\n");
+	/* 9: a datagram whose sender polls nothing after the post */
+	{
+		struct ibv_qp *q4 = ud_qp(&u, 4, NULL);
+		uint32_t qpn4;
+
+		if (!q4)
+			die("phase 9: a fourth UD QP");
+		post_recv(&u, q4, 2, RSZ);
+		qpn4 = q4->qp_num;
+		sync_byte(fd, 'n');
+		if (write(fd, &qpn4, sizeof(qpn4)) != sizeof(qpn4))
+			die("exchange");
+		if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != qpn4 ||
+		    wc.byte_len != 19 + RV_UD_GRH || !same(u.buf + 2 * (size_t)RSZ + RV_UD_GRH, 19, 19))
+			die("phase 9: a datagram whose sender stopped polling after the post did not "
+			    "arrive");
+		if (write(fd, "g", 1) != 1 || ibv_destroy_qp(q4))
+			die("phase 9: exchange / destroy");
+		printf("verbs_ud: a datagram to a new destination arrived while its sender polled "
+		       "nothing after the post\n");
+	}
 	sync_byte(fd, 'e');
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
 	    ibv_destroy_cq(u.cq) || ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
@@ -633,6 +657,17 @@ static void client(int fd)
 			sent_ok(&u, "phase 7");
 		} else if (c == '8') {
 			replay(&u, ah, &peer, fd);
+		} else if (c == 'n') {
+			/* 9: post, then wait in read(2) with no poll until the
+			 * server has the datagram */
+			uint32_t qpn4;
+			char g;
+
+			if (read(fd, &qpn4, sizeof(qpn4)) != sizeof(qpn4) ||
+			    send_ud(&u, u.qp, ah, qpn4, QK, 19, 19, false, IBV_WR_SEND) ||
+			    read(fd, &g, 1) != 1 || g != 'g')
+				die("phase 9: send, then wait unpolled");
+			sent_ok(&u, "phase 9");
 		}
 	}
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) || ibv_destroy_cq(u.cq) ||
