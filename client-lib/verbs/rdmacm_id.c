@@ -573,10 +573,12 @@ RC_EXPORT int rdma_disconnect(struct rdma_cm_id *id)
 		break;
 	case RC_CONNECTING:
 	case RC_REQ_SENT:
-		rc_qp_to_err(i);
+		/* the attempt ends here, and says so: a synchronous
+		 * rdma_connect waiting in another thread returns (rdma_cm's
+		 * attempt would end in an error event too, later) */
 		rc_send_simple(i, RC_MSG_DREQ, 0);
-		rc_id_close_fd(i);
-		i->state = RC_CLOSED;
+		rc_conn_end(i, i->id.qp_type == IBV_QPT_UD ? RDMA_CM_EVENT_UNREACHABLE :
+			    RDMA_CM_EVENT_CONNECT_ERROR, -ECONNABORTED);
 		break;
 	case RC_REQ_RCVD:
 		rc_send_simple(i, RC_MSG_REJ, RC_REJ_CONSUMER);

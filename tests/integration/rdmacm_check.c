@@ -10,7 +10,7 @@
  *                                   rdma_establish, nonblocking channels,
  *                                   timeouts, hostile peers on both sides of
  *                                   the CM socket, unsupported calls
- *                                   (PORT .. PORT+4; helpers are this program)
+ *                                   (PORT .. PORT+5; helpers are this program)
  *   rdmacm_check probe              exit 0 when roshm0 takes RECVs and arms
  *                                   completion events, 2 when it does not
  */
@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1653,6 +1654,60 @@ static void ud_cm(int port)
 	printf("local: RDMA_PS_UDP: SIDR's errors, rdma_ud_param, datagrams both ways\n");
 }
 
+/* rdma_disconnect from another thread (an application's timeout) while a
+ * synchronous rdma_connect waits for the answer of a listener that does
+ * not accept: the connect returns, failing with ECONNABORTED. */
+static void *abort_later(void *id)
+{
+	usleep(300000);
+	CHECK(!rdma_disconnect(id), "rdma_disconnect of a connecting id: %s", strerror(errno));
+	return NULL;
+}
+
+static void sync_abort(int port)
+{
+	struct rdma_event_channel *lch = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai("127.0.0.1", port, false);
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *l, *id;
+	pthread_t t;
+	uint64_t t0;
+
+	CHECK(lch && !rdma_create_id(lch, &l, NULL, RDMA_PS_TCP) && !rdma_bind_addr(l, r->ai_dst_addr) &&
+	      !rdma_listen(l, 4), "a listener: %s", strerror(errno));
+	nonblock(lch);
+	CHECK(!rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), "a synchronous id: %s", strerror(errno));
+	CHECK(!rdma_resolve_addr(id, NULL, r->ai_dst_addr, 2000) && !rdma_resolve_route(id, 2000),
+	      "synchronous resolve: %s", strerror(errno));
+	cm_qp(id);
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = cp.initiator_depth = 1;
+	CHECK(!pthread_create(&t, NULL, abort_later, id), "pthread_create");
+	t0 = now_ms();
+	CHECK(rdma_connect(id, &cp) && errno == ECONNABORTED,
+	      "a synchronous rdma_connect aborted by rdma_disconnect: want ECONNABORTED, got %s",
+	      strerror(errno));
+	CHECK(now_ms() - t0 < 5000, "the aborted connect took %" PRIu64 " ms", now_ms() - t0);
+	pthread_join(t, NULL);
+	CHECK(id->qp && id->qp->state == IBV_QPS_ERR, "the aborted id's QP is not in the error state");
+	/* the listener got the request; nobody answers it: let it go */
+	while ((e = ev_next(lch, 500))) {
+		struct rdma_cm_id *pid = e->event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->id : NULL;
+
+		rdma_ack_cm_event(e);
+		if (pid)
+			rdma_destroy_id(pid);
+	}
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(l);
+	rdma_destroy_event_channel(lch);
+	rdma_freeaddrinfo(r);
+	printf("local: rdma_disconnect from another thread ends a synchronous rdma_connect "
+	       "(ECONNABORTED)\n");
+}
+
 static int local(int port)
 {
 	who = "rdmacm_check local";
@@ -1662,6 +1717,7 @@ static int local(int port)
 	hostile_passive(port + 2);
 	hostile_active(port + 3);
 	ud_cm(port + 4);
+	sync_abort(port + 5);
 	printf("rdmacm_check local: ok\n");
 	return 0;
 }
