@@ -4,8 +4,8 @@
 # its rxe0 (file registry on the shared directory); the applications see only
 # roshm0 (LD_LIBRARY_PATH), roshmd uses the system libibverbs and rxe0. VM1
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
-# the VMs' link); then verbs_check proves the bytes and atomics, and
-# verbs_ud the same for UD QPs.
+# the VMs' link), then libfabric's fi_pingpong; then verbs_check proves the
+# bytes and atomics, and verbs_ud the same for UD QPs.
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
 . "$(dirname "$0")/guest_common.sh"
@@ -51,6 +51,37 @@ pair ib_send_lat -n 50 -c UD
 # address, QPN and Q_Key come from the CM's rdma_ud_param)
 pair ib_write_lat -n 50 -R
 pair ib_send_lat -n 50 -c UD -R
+
+# libfabric's verbs provider (Debian's fi_pingpong, unmodified): FI_EP_MSG
+# (RC through our librdmacm), FI_EP_RDM (ofi_rxm over those) and
+# FI_EP_DGRAM (UD); -c checks every message's bytes. VM1 serves on control
+# port 18700+i, VM2's client prints the line checked: SIZE 50 =50
+fi_pair() {
+  local size=$1 port
+  shift
+  i=$((i + 1))
+  port=$((18700 + i))
+  if [ "$n" = 1 ]; then
+    app timeout 240 fi_pingpong -p verbs -B $port -S $size -I 50 -c "$@" > "/run/shared/fi.srv.$i" 2>&1 &
+    s=$!
+    wait_listen $port $s
+    touch "/run/shared/go.$i"
+    wait $s || { say "FAIL: fi_pingpong $* server"; cat "/run/shared/fi.srv.$i"; }
+    for _ in $(seq 1200); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  else
+    for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+    if app timeout 240 fi_pingpong -p verbs -P $port -S $size -I 50 -c "$@" 198.18.1.1 \
+         > "/run/shared/fi.cli.$i" 2>&1 && grep -qE "^[0-9.]+k? +50 +=50 " "/run/shared/fi.cli.$i"; then
+      say "ok: fi_pingpong $* over roshm0: $(grep -E '^[0-9.]+k? +50 +=50 ' "/run/shared/fi.cli.$i" | tr -s ' ')"
+    else
+      say "FAIL: fi_pingpong $* over roshm0"; cat "/run/shared/fi.cli.$i"
+    fi
+    touch "/run/shared/done.$i"
+  fi
+}
+fi_pair 4096 -e msg
+fi_pair 4096 -e rdm
+fi_pair 1024 -e dgram
 
 # qperf (its own TCP exchange, QPs moved by ibv_modify_qp): VM1 serves,
 # VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0.
