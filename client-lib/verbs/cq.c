@@ -25,10 +25,11 @@
  * library, and an application may post and then wait elsewhere (fi_pingpong
  * injects its last datagram unsignaled and reads its control socket). So
  * while WRs are outstanding or RECVs posted, the notifier looks every
- * RV_GUARD_NS whether the application still polls; when it has not since
- * the last look, the notifier drives progress itself as for an armed CQ
- * until it polls again. A polling application pays one wakeup of this
- * thread per RV_GUARD_NS, roshmd nothing.
+ * RV_GUARD_NS whether the application still polls (backing off to
+ * RV_GUARD_MAX_NS while it does); when it has not since the last look, the
+ * notifier drives progress itself as for an armed CQ until it polls again.
+ * A polling application pays one wakeup of this thread per RV_GUARD_MAX_NS,
+ * roshmd nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -48,6 +49,7 @@
 #define RV_BACKOFF_MAX_NS 1000000ull
 #define RV_IDLE_MAX_NS 100000000ull     /* a lost wakeup costs at most this */
 #define RV_GUARD_NS 5000000ull          /* how often it looks whether the application polls */
+#define RV_GUARD_MAX_NS 80000000ull     /* ... backing off to this while it does */
 
 RV_EXPORT struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *ctx)
 {
@@ -504,25 +506,26 @@ static void drain(int fd, bool sock)
  * arms or stops, an RNR timer runs out, or (a ring with RECVs whose receive
  * CQ is armed or not polled) the next look at the rings is due. While the
  * application polls with work outstanding, it only looks every RV_GUARD_NS
- * whether it still does. With nothing to do it sleeps until it is kicked.
+ * (backing off to RV_GUARD_MAX_NS) whether it still does. With nothing to do it sleeps until it is kicked.
  */
 static void *notifier(void *arg)
 {
 	struct rv_ctx *c = arg;
-	uint64_t backoff = RV_BACKOFF_MIN_NS, look_ns = 0;
+	uint64_t backoff = RV_BACKOFF_MIN_NS, look_ns = 0, guard = RV_GUARD_NS;
 	bool was_armed = false;
 
 	rv_lock(c);
 	while (!c->stop) {
 		bool armed = false, polling = false, watch = false, pending = false, wake;
 		uint64_t now = rv_now_ns(), wait_ns = RV_IDLE_MAX_NS, rnr_at = 0, pushes;
-		bool fresh = now - look_ns >= RV_GUARD_NS;
+		bool fresh = now - look_ns >= guard;
 		struct pollfd pfd[2];
 		struct timespec ts;
 		struct roshm *r = c->r;
 
-		/* which CQs the application polled, judged once per
-		 * RV_GUARD_NS (a poll reaps and issues for every QP, but
+		/* which CQs the application polled, judged once per guard
+		 * period (RV_GUARD_NS, backing off to RV_GUARD_MAX_NS while it
+		 * polls all it needs to; a poll reaps and issues for every QP, but
 		 * delivers only to the QPs whose receive CQ it polls); a new
 		 * CQ counts as polled until then */
 		if (fresh)
@@ -553,6 +556,12 @@ static void *notifier(void *arg)
 		/* sends: reap and issue when nobody polls; receives: deliver
 		 * to the rings nobody polls for */
 		wake = armed || (pending && !polling);
+		/* the application polls all it needs to: look less often (its
+		 * wakeups cost it a CPU switch each); else soon again */
+		if (wake || watch || !pending)
+			guard = RV_GUARD_NS;
+		else if (fresh)
+			guard = guard * 2 > RV_GUARD_MAX_NS ? RV_GUARD_MAX_NS : guard * 2;
 		pushes = c->pushes;
 		if (wake || watch) {
 			rv_progress(c);
@@ -565,7 +574,7 @@ static void *notifier(void *arg)
 		pfd[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = r->cq_event_fd, .events = POLLIN };
 		if (pending)
-			wait_ns = RV_GUARD_NS;   /* then look again whether the application polls */
+			wait_ns = guard;   /* then look again whether the application polls */
 		if (wake) {
 			/* roshmd's next completion wakes us: W2 of
 			 * roshm_wait_cqe: flag, full fence, one more look */
