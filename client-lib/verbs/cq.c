@@ -372,6 +372,22 @@ static void live_install(void)
 	pthread_atfork(live_prepare, live_parent, live_child);
 }
 
+/*
+ * Unloaded (dlclose: Open MPI closes its components at MPI_Finalize, and
+ * libfabric with them, and this library with it, contexts still open) or
+ * exit(): no notifier may run this library's code any more, so each one
+ * is stopped and joined, and none starts again.
+ */
+__attribute__((destructor)) static void live_unload(void)
+{
+	pthread_mutex_lock(&live_lock);
+	for (struct rv_ctx *c = live; c; c = c->live_next) {
+		rv_notifier_stop(c);
+		c->no_thread = true;
+	}
+	pthread_mutex_unlock(&live_lock);
+}
+
 void rv_ctx_track(struct rv_ctx *c)
 {
 	pthread_once(&live_once, live_install);

@@ -13,7 +13,8 @@
 #     Accumulate, Fetch_and_op from both ranks on one counter and
 #     Compare_and_swap on an MPI window, each value checked; device atomics
 #     (UCX_ATOMIC_MODE=device: roshm0's FETCH_ADD and CMP_AND_SWP, never
-#     UCX's software emulation).
+#     UCX's software emulation);
+#   - NPopenmpi -i again over libfabric (pml cm, mtl ofi: verbs;ofi_rxm).
 # Any UCX warning or error fails the test.
 #   check_verbs_mpi.sh BUILD_ROOT VERBS_DIR [SANITIZE]
 # In an ASan build the ASan runtime is preloaded into the ranks, as
@@ -49,10 +50,11 @@ twonode_up "$build" "$d" 200 || fail "roshmd nodes did not start"
 # rank of an MPMD line: env sets them per rank.
 u="$pre LD_LIBRARY_PATH=$vdir UCX_TLS=rc_verbs,ud_verbs,self UCX_NET_DEVICES=roshm0:1"
 u="$u UCX_IB_ALLOC=thp,mmap,heap UCX_ATOMIC_MODE=device ROSHM_VERBS_YIELD=1"
+# MCA: the MPI layers (UCX's by default)
+MCA="--mca pml ucx --mca osc ucx --mca btl self"
 mpi() {   # NAME COMMAND...: rank 0 on node a, rank 1 on node b
   local name=$1; shift
-  if ! (cd "$d" && in_a timeout 180 mpirun --allow-run-as-root --oversubscribe \
-        --mca pml ucx --mca osc ucx --mca btl self \
+  if ! (cd "$d" && in_a timeout 180 mpirun --allow-run-as-root --oversubscribe $MCA \
         -np 1 env $u ROSHM_SOCK=$SOCK_A "$@" : -np 1 env $u ROSHM_SOCK=$SOCK_B "$@" \
         >"$d/$name.out" 2>&1 </dev/null); then
     cat "$d/$name.out"; fail "mpirun $name"
@@ -72,4 +74,18 @@ echo "ok: NetPIPE NPopenmpi -i: integrity check passed at $passed message sizes,
 mpi rma $py "$src/tests/integration/mpi_check.py"
 grep -q '^mpi_check: ok' "$d/rma.out" || { cat "$d/rma.out"; fail "mpi_check.py did not finish"; }
 grep '^mpi_check: ' "$d/rma.out"
+
+# Open MPI over libfabric instead of UCX: pml cm with mtl ofi, libfabric's
+# verbs provider under ofi_rxm (RC QPs through our librdmacm). At
+# MPI_Finalize Open MPI dlcloses libfabric and with it our libibverbs.so.1,
+# contexts still open (verbs_unload checks that alone).
+MCA="--mca pml cm --mca mtl ofi --mca btl self"
+u="$u FI_PROVIDER=verbs;ofi_rxm"
+mpi ofi NPopenmpi -i -u 262144 -o "$d/np-ofi.out"
+passed=$(grep -c 'Integrity check passed' "$d/ofi.out")
+if grep -qi 'Integrity check failed' "$d/ofi.out" || (( passed < 30 )) ||
+   ! grep -q ' 196609 bytes .*Integrity check passed' "$d/ofi.out"; then
+  cat "$d/ofi.out"; fail "NPopenmpi -i over libfabric: $passed sizes passed"
+fi
+echo "ok: NetPIPE NPopenmpi -i over libfabric (mtl ofi, verbs;ofi_rxm): integrity check passed at $passed message sizes, 1 B to 192 KiB"
 echo "check_verbs_mpi: ok"

@@ -163,6 +163,13 @@ if [[ -x $vevents ]]; then
   cat "$d/events"
   grep -q 'verbs_events: ok' "$d/events" || fail "verbs_events did not finish"
 fi
+vunload=$(dirname "$vcheck")/verbs_unload
+if [[ -x $vunload ]]; then
+  # our libibverbs.so.1 dlclosed with a context open (Open MPI's finalize):
+  # its notifier thread must not outlive it
+  $ca "$vunload" >"$d/unload" 2>&1 || { cat "$d/unload"; fail "verbs_unload"; }
+  cat "$d/unload"
+fi
 # ours_pair PROG PORT NAME [MODE]: PROG's MODE-server in node a (a second
 # tenant for its tenant checks), its MODE-client in node b; both must exit 0
 ours_pair() {
