@@ -121,6 +121,7 @@ int main(void)
 	/* one RECV posted on each QP and the rings connected: the notifier
 	 * has something to look at every few ms */
 	usleep(20000);
+	((void (*)(struct ibv_device **))sym("ibv_free_device_list"))(dl);
 	if (dlclose(lib))
 		die("dlclose");
 	usleep(300000);   /* a notifier left behind runs unmapped code by now */
