@@ -327,12 +327,11 @@ void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
 
 /*
  * fork(): the child gets each context's lock as the parent's threads left
- * it, and no notifier. Around fork every open context's lock is taken (the
- * notifier then sits outside it), so the child gets them free; its
- * contexts have no notifier (a later post starts one, should the child use
- * them). Registered at the first open, after fork.c's handlers: prepare
- * handlers run last-registered first, so the contexts' locks are taken
- * before fork.c's, the order every other path takes them in.
+ * it (the notifier may hold one), and no notifier. The child re-makes the
+ * locks and forgets the thread; should it use a context, a post starts a
+ * notifier of its own. Only the list's lock is held across fork (nothing
+ * waits for another lock while holding it); taking the contexts' locks
+ * there could wait on a thread that waits on another library's fork lock.
  */
 static struct rv_ctx *live;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -341,14 +340,10 @@ static pthread_once_t live_once = PTHREAD_ONCE_INIT;
 static void live_prepare(void)
 {
 	pthread_mutex_lock(&live_lock);
-	for (struct rv_ctx *c = live; c; c = c->live_next)
-		rv_lock(c);
 }
 
 static void live_parent(void)
 {
-	for (struct rv_ctx *c = live; c; c = c->live_next)
-		rv_unlock(c);
 	pthread_mutex_unlock(&live_lock);
 }
 
@@ -360,6 +355,7 @@ static void live_child(void)
 			c->wake_fd = -1;
 			c->thr_on = false;
 		}
+		c->stop = false;
 		c->idle_sleep = false;
 		c->watching = false;
 		pthread_mutex_init(&c->lock, NULL);
@@ -375,17 +371,35 @@ static void live_install(void)
 /*
  * Unloaded (dlclose: Open MPI closes its components at MPI_Finalize, and
  * libfabric with them, and this library with it, contexts still open) or
- * exit(): no notifier may run this library's code any more, so each one
- * is stopped and joined, and none starts again.
+ * exit(): no notifier may run this library's code any more. Each is told
+ * to stop and joined without taking a context's lock (exit() may come from
+ * a signal handler of a thread that holds one: the notifier leaves
+ * without it), waiting at most 1 s; none starts again.
  */
 __attribute__((destructor)) static void live_unload(void)
 {
-	pthread_mutex_lock(&live_lock);
+	bool held = false;
+
+	for (int i = 0; i < 100 && !(held = !pthread_mutex_trylock(&live_lock)); i++)
+		usleep(1000);   /* held across an open, a close or a fork: not for long */
 	for (struct rv_ctx *c = live; c; c = c->live_next) {
-		rv_notifier_stop(c);
-		c->no_thread = true;
+		struct timespec t;
+
+		__atomic_store_n(&c->no_thread, true, __ATOMIC_RELAXED);
+		if (!__atomic_load_n(&c->thr_on, __ATOMIC_ACQUIRE))
+			continue;
+		__atomic_store_n(&c->stop, true, __ATOMIC_RELEASE);
+		kick(c);
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += 1;
+		if (!pthread_timedjoin_np(c->thr, NULL, &t)) {
+			close(c->wake_fd);
+			c->wake_fd = -1;
+			c->thr_on = false;
+		}
 	}
-	pthread_mutex_unlock(&live_lock);
+	if (held)
+		pthread_mutex_unlock(&live_lock);
 }
 
 void rv_ctx_track(struct rv_ctx *c)
@@ -434,7 +448,7 @@ int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	(void)solicited_only;
 	rv_lock(c);
 	if (!c->thr_on)
-		ret = notifier_start(c);
+		ret = c->no_thread ? EIO : notifier_start(c);
 	if (!ret) {
 		q->armed = true;
 		kick(c);
@@ -450,13 +464,16 @@ void rv_notifier_stop(struct rv_ctx *c)
 		rv_unlock(c);
 		return;
 	}
-	c->stop = true;
+	__atomic_store_n(&c->stop, true, __ATOMIC_RELEASE);
 	kick(c);
 	rv_unlock(c);
 	pthread_join(c->thr, NULL);
+	rv_lock(c);
 	close(c->wake_fd);
 	c->wake_fd = -1;
 	c->thr_on = false;
+	c->stop = false;
+	rv_unlock(c);
 }
 
 RV_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq,
@@ -531,7 +548,7 @@ static void *notifier(void *arg)
 	bool was_armed = false;
 
 	rv_lock(c);
-	while (!c->stop) {
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		bool armed = false, polling = false, watch = false, pending = false, wake;
 		uint64_t now = rv_now_ns(), wait_ns = RV_IDLE_MAX_NS, rnr_at = 0, pushes;
 		bool fresh = now - look_ns >= guard;
@@ -626,6 +643,8 @@ static void *notifier(void *arg)
 			if (wake && (pfd[1].revents & POLLIN))
 				drain(pfd[1].fd, true);
 		}
+		if (__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+			return NULL;   /* the lock may be held for good (live_unload) */
 		rv_lock(c);
 		c->idle_sleep = false;
 		__atomic_store_n(r->cq.kflags, 0, __ATOMIC_RELAXED);
