@@ -62,14 +62,21 @@ mpi() {   # NAME COMMAND...: rank 0 on node a, rank 1 on node b
   ! grep -E 'UCX +(ERROR|WARN)' "$d/$name.out" || fail "$name: UCX complained"
 }
 
+# netpipe NAME MIN LAST WHAT UPTO: NPopenmpi -i's report in NAME.out has at
+# least MIN sizes passed, LAST bytes among them, and no failure
+netpipe() {
+  local name=$1 min=$2 last=$3 what=$4 upto=$5 passed
+  passed=$(grep -c 'Integrity check passed' "$d/$name.out")
+  if grep -qi 'Integrity check failed' "$d/$name.out" || (( passed < min )) ||
+     ! grep -q " $last bytes .*Integrity check passed" "$d/$name.out"; then
+    cat "$d/$name.out"; fail "NPopenmpi -i$what: $passed sizes passed"
+  fi
+  echo "ok: NetPIPE NPopenmpi -i$what: integrity check passed at $passed message sizes, 1 B to $upto"
+}
+
 mpi netpipe NPopenmpi -i -u 4194304 -o "$d/np.out"
-passed=$(grep -c 'Integrity check passed' "$d/netpipe.out")
 # 1 B to 3 MiB + 1 in 40 steps (-u stops it before 4 MiB)
-if grep -qi 'Integrity check failed' "$d/netpipe.out" || (( passed < 40 )) ||
-   ! grep -q ' 3145729 bytes .*Integrity check passed' "$d/netpipe.out"; then
-  cat "$d/netpipe.out"; fail "NPopenmpi -i: $passed sizes passed"
-fi
-echo "ok: NetPIPE NPopenmpi -i: integrity check passed at $passed message sizes, 1 B to 3 MiB"
+netpipe netpipe 40 3145729 "" "3 MiB"
 
 mpi rma $py "$src/tests/integration/mpi_check.py"
 grep -q '^mpi_check: ok' "$d/rma.out" || { cat "$d/rma.out"; fail "mpi_check.py did not finish"; }
@@ -82,10 +89,5 @@ grep '^mpi_check: ' "$d/rma.out"
 MCA="--mca pml cm --mca mtl ofi --mca btl self"
 u="$u FI_PROVIDER=verbs;ofi_rxm"
 mpi ofi NPopenmpi -i -u 262144 -o "$d/np-ofi.out"
-passed=$(grep -c 'Integrity check passed' "$d/ofi.out")
-if grep -qi 'Integrity check failed' "$d/ofi.out" || (( passed < 30 )) ||
-   ! grep -q ' 196609 bytes .*Integrity check passed' "$d/ofi.out"; then
-  cat "$d/ofi.out"; fail "NPopenmpi -i over libfabric: $passed sizes passed"
-fi
-echo "ok: NetPIPE NPopenmpi -i over libfabric (mtl ofi, verbs;ofi_rxm): integrity check passed at $passed message sizes, 1 B to 192 KiB"
+netpipe ofi 30 196609 " over libfabric (mtl ofi, verbs;ofi_rxm)" "192 KiB"
 echo "check_verbs_mpi: ok"
