@@ -39,9 +39,8 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 
 	/* UC: the RC engine, without READ and atomics, and what fails at the
 	 * peer completes as sent (qp.c): nothing answers a UC sender */
-	if ((a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) ||
-	    (a->qp_type == IBV_QPT_UD && srq)) {
-		errno = EOPNOTSUPP;   /* UD: its own receive queue only (ud.c) */
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (srq) {   /* its receive queue: the SRQ's (srq.c) */
@@ -103,10 +102,11 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	rv_lock(c);
-	/* also draws the QPN; on an SRQ, the smallest ring (64 KiB, or
+	/* also draws the QPN; RC/UC on an SRQ: the smallest ring (64 KiB, or
 	 * ROSHM_VERBS_RECV_RING): many QPs share an SRQ, and a full ring only
-	 * makes the sender wait (RNR) */
-	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, a->cap.max_recv_wr) :
+	 * makes the sender wait (RNR); UD on an SRQ: a slot per SRQ RECV (up
+	 * to 1024, ud.c), as every RECV may go to this QP's datagrams */
+	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr) :
 	      rv_ring_create(c, q, srq ? 1 : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);

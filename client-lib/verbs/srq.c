@@ -16,6 +16,7 @@
  *
  * An armed SRQ (srq_limit > 0) raises IBV_EVENT_SRQ_LIMIT_REACHED when a QP
  * takes a RECV and fewer than the limit remain, and is disarmed (async.c).
+ * UD QPs may share an SRQ too (ud.c: a datagram takes its RECV the same way).
  * Not provided: resizing (max_wr), XRC SRQs and ibv_create_srq_ex.
  */
 #define _GNU_SOURCE

@@ -256,36 +256,54 @@ static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_
  * order senders claim in), as long as RECVs last. A slot without a sound
  * header, or for another Q_Key, is dropped. A too-short RECV completes with
  * LOC_LEN_ERR and the QP stays usable (one datagram is not a connection).
+ * On an SRQ a QP takes a RECV for a sound datagram only, at most one per
+ * call, in its turn (srq.c, as rv_deliver): true when it took one.
  */
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 {
 	uint32_t n = q->ring_n, at = q->ud_cur;
 	uint64_t *st = ud_states(q), now = rv_now_ns();
+	bool took = false;
 
 	if (q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
 		return false;
 	if (now - q->ud_sweep_ns >= RV_UD_SWEEP_NS)
 		ud_sweep(q, now);
-	for (uint32_t i = 0; i < n && q->rq_head != q->rq_tail; i++, at = (at + 1) & (n - 1)) {
+	for (uint32_t i = 0; i < n && (q->rq_head != q->rq_tail || q->srq);
+	     i++, at = (at + 1) & (n - 1)) {
 		/* Acquire pairs with the sender's publishing CAS, which
 		 * roshmd executes after its WRITE. */
 		uint64_t v = __atomic_load_n(&st[at], __ATOMIC_ACQUIRE);
-		uint32_t ra = q->rq_head & q->rq_mask;
-		struct rv_rwr *r = &q->rwr[ra];
 		uint8_t *slot = ud_slot(q, at);
 		enum ibv_wc_status s = IBV_WC_SUCCESS;
+		struct rv_rwr *r;
 		struct rv_udh h;
+		uint32_t ra;
 
 		if ((v & 3) != RV_UD_FULL)
 			continue;
 		memcpy(&h, slot, sizeof(h));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
-		q->ud_cur = (at + 1) & (n - 1);
 		if (h.token != v >> 2 || h.len > RV_UD_MTU ||
 		    (h.opcode != RV_FRAG_SEND && h.opcode != RV_FRAG_SEND_IMM) || h.qkey != q->qkey) {
+			q->ud_cur = (at + 1) & (n - 1);
 			ud_free(st, at, v, slot, RV_UD_STRIDE);
 			continue;   /* junk, or not for our Q_Key: dropped, as a NIC does */
 		}
+		/* a sound datagram: a QP on an SRQ takes a RECV for it now
+		 * (the slot stays full, and next, until it has one) */
+		if (q->rq_head == q->rq_tail) {
+			if (took) {
+				rv_srq_wait(q);   /* in line behind the others */
+				return true;
+			}
+			if (!rv_srq_take(q))
+				break;
+			took = true;
+		}
+		q->ud_cur = (at + 1) & (n - 1);
+		ra = q->rq_head & q->rq_mask;
+		r = &q->rwr[ra];
 		rv_rwr_recheck(c, q, ra);
 		if (r->bad) {
 			s = IBV_WC_LOC_PROT_ERR;
@@ -307,7 +325,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		ud_free(st, at, v, slot, RV_UD_HDR + h.len);
 		ud_complete(q, s, &h);
 	}
-	return false;
+	return took;
 }
 
 /* ------------------------------------------------------------ destinations */

@@ -97,6 +97,9 @@ run_pair ib_write_bw -n 200 -c UC
 run_pair ib_send_lat -n 200 -c UD
 run_pair ib_send_bw -n 200 -c UD
 run_pair ib_send_bw -n 1000 -s 64 -c UD
+# UD QPs on an SRQ (ud.c): perftest's server on one, and 4 QPs on one
+run_pair ib_send_lat -n 200 -c UD --use-srq
+run_pair ib_send_bw -n 1000 -q 4 -s 1024 -c UD --use-srq
 # rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
 $va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
 for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
@@ -191,6 +194,7 @@ if [[ -x $vud ]]; then
   ours_pair "$vud" 7598 ud
   grep -q "a QP of another tenant sent to ours: nothing arrived" "$d/ud.server" || fail "verbs_ud: the tenant check did not run"
   grep -q "a datagram to a new destination arrived while its sender polled nothing" "$d/ud.server" || fail "verbs_ud: the unpolled-sender check did not run"
+  grep -q "two UD QPs on one SRQ: 4 datagrams" "$d/ud.server" || fail "verbs_ud: the SRQ check did not run"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a

@@ -18,8 +18,8 @@
  *     still completes as sent) until the owner frees them, then the next
  *     one arrives;
  *  5. the server answers through ibv_create_ah_from_wc (the GRH it got);
- *  6. refused at the post: RDMA WRITE on UD, more than the MTU; a UD QP on
- *     an SRQ; IBV_QP_DEST_QPN on a UD QP; a datagram to a QPN nobody has
+ *  6. refused at the post: RDMA WRITE on UD, more than the MTU;
+ *     IBV_QP_DEST_QPN on a UD QP; a datagram to a QPN nobody has
  *     completes as sent; an armed CQ's notifier sleeps after a lost one;
  *  7. a QP of another tenant (VERBS_CHECK_OTHER=TENANT:TOKEN in the
  *     server's environment) sends to the server's QP: nothing arrives;
@@ -28,11 +28,16 @@
  *     is delivered twice;
  *  9. the client posts a datagram to a QP it never sent to (a lookup, a
  *     claim, then the WRITE: steps a NIC takes alone) and then waits in
- *     read(2), polling nothing: the datagram must arrive all the same.
+ *     read(2), polling nothing: the datagram must arrive all the same;
+ * 10. two UD QPs of the server share an SRQ: datagrams to each take the
+ *     SRQ's RECVs (each RECV once, on the QP the datagram was sent to, bytes
+ *     right), an armed SRQ limit raises IBV_EVENT_SRQ_LIMIT_REACHED, a QP on
+ *     it refuses ibv_post_recv, the SRQ cannot go while its QPs are there.
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +287,91 @@ static void other_tenant(struct ud *u, int fd, const struct uinfo *peer)
 	printf("verbs_ud: a QP of another tenant sent to ours: nothing arrived\n");
 }
 
+/* 10: datagrams 23..26 (to QPs a, a, b, b; 24 and 26 with an immediate)
+ * land in the RECVs of the SRQ the two share */
+static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq_attr lim = { .srq_limit = 2 };
+	struct ibv_recv_wr *bad;
+	struct ibv_async_event ev;
+	struct pollfd pfd = { .fd = u->ctx->async_fd, .events = POLLIN };
+	struct ibv_srq *srq = ibv_create_srq(u->pd, &sa);
+	struct ibv_qp *qa, *qb;
+	uint32_t qpns[2], taken = 0;
+	struct ibv_wc wc;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+
+	if (posix_memalign((void **)&buf, 4096, 4 * (size_t)RSZ))
+		die("posix_memalign");
+	memset(buf, 0xee, 4 * (size_t)RSZ);
+	if (!srq || !(qa = ud_qp(u, 0, srq)) || !(qb = ud_qp(u, 0, srq)) ||
+	    !(mr = ibv_reg_mr(u->pd, buf, 4 * (size_t)RSZ, IBV_ACCESS_LOCAL_WRITE)))
+		die("phase 10: an SRQ, two UD QPs on it, an MR");
+	for (uint32_t i = 0; i < 4; i++) {
+		struct ibv_sge sg = { (uintptr_t)(buf + (size_t)i * RSZ), RSZ, mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sg, .num_sge = 1 };
+
+		if (ibv_post_srq_recv(srq, &wr, &bad))
+			die("phase 10: ibv_post_srq_recv");
+	}
+	{
+		struct ibv_sge sg = { (uintptr_t)buf, RSZ, mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 99, .sg_list = &sg, .num_sge = 1 };
+
+		if (ibv_post_recv(qa, &wr, &bad) != EINVAL)
+			die("phase 10: ibv_post_recv on a QP of an SRQ was taken");
+	}
+	if (ibv_modify_srq(srq, &lim, IBV_SRQ_LIMIT))
+		die("phase 10: arm the SRQ limit");
+	qpns[0] = qa->qp_num;
+	qpns[1] = qb->qp_num;
+	sync_byte(fd, 'S');
+	if (write(fd, qpns, sizeof(qpns)) != sizeof(qpns))
+		die("exchange");
+	for (int k = 0; k < 4; k++) {
+		uint32_t len, seed;
+		const uint8_t *b;
+
+		if (!next_wc(u->cq, &wc, 10000))
+			die("phase 10: a datagram to a QP of the SRQ did not arrive");
+		len = wc.byte_len - RV_UD_GRH;
+		seed = len;
+		if (wc.wr_id > 3)
+			die("phase 10: a completion with a wr_id never posted");
+		b = buf + (size_t)wc.wr_id * RSZ;
+		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || len < 23 || len > 26 ||
+		    (taken & (1u << wc.wr_id)) ||
+		    wc.qp_num != qpns[len >= 25] || wc.src_qp != peer->qpn ||
+		    !!(wc.wc_flags & IBV_WC_WITH_IMM) != !(len & 1) ||
+		    (!(len & 1) && wc.imm_data != IMM(seed)) || !same(b + RV_UD_GRH, len, seed) ||
+		    b[RV_UD_GRH + len] != 0xee) {
+			fprintf(stderr, "phase 10: status %s byte_len %u wr_id %llu qp_num %06x (a %06x, "
+				"b %06x) src_qp %06x\n", ibv_wc_status_str(wc.status), wc.byte_len,
+				(unsigned long long)wc.wr_id, wc.qp_num, qpns[0], qpns[1], wc.src_qp);
+			die("phase 10: a datagram through the SRQ is not the one sent, or its RECV "
+			    "twice, or on the wrong QP");
+		}
+		taken |= 1u << wc.wr_id;
+	}
+	if (write(fd, "g", 1) != 1)
+		die("exchange");
+	/* 4 RECVs, limit 2: the third one taken left 1 */
+	if (poll(&pfd, 1, 5000) != 1 || ibv_get_async_event(u->ctx, &ev))
+		die("phase 10: no async event after the SRQ went below its limit");
+	if (ev.event_type != IBV_EVENT_SRQ_LIMIT_REACHED || ev.element.srq != srq)
+		die("phase 10: an async event other than the SRQ's limit");
+	ibv_ack_async_event(&ev);
+	if (ibv_destroy_srq(srq) != EBUSY)
+		die("phase 10: an SRQ with QPs on it was destroyed");
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qb) || ibv_destroy_srq(srq) || ibv_dereg_mr(mr))
+		die("phase 10: release");
+	free(buf);
+	printf("verbs_ud: two UD QPs on one SRQ: 4 datagrams took its 4 RECVs once each, on the QP "
+	       "each was sent to; SRQ limit event; post_recv on its QPs refused\n");
+}
+
 static void server(int fd)
 {
 	struct ud u;
@@ -401,6 +491,7 @@ static void server(int fd)
 		printf("verbs_ud: a datagram to a new destination arrived while its sender polled "
 		       "nothing after the post\n");
 	}
+	srq_phase(&u, fd, &peer);
 	sync_byte(fd, 'e');
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
 	    ibv_destroy_cq(u.cq) || ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
@@ -586,9 +677,6 @@ static void client(int fd)
 	struct uinfo me, peer;
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
 	struct ibv_ah *ah;
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
-	struct ibv_srq *srq;
-	struct ibv_qp *qp;
 
 	memset(&u, 0, sizeof(u));
 	ud_open(&u);
@@ -639,14 +727,11 @@ static void client(int fd)
 		if (ibv_modify_qp(u.qp, &qa, IBV_QP_DEST_QPN) != EINVAL)
 			die("phase 6: IBV_QP_DEST_QPN on a UD QP was taken");
 	}
-	srq = ibv_create_srq(u.pd, &sa);
-	if (!srq || (qp = ud_qp(&u, 0, srq)) || errno != EOPNOTSUPP || ibv_destroy_srq(srq))
-		die("phase 6: a UD QP on an SRQ");
 	if (send_ud(&u, u.qp, ah, 0xfffffe, QK, 8, 1, false, IBV_WR_SEND))
 		die("phase 6: send to nobody");
 	sent_ok(&u, "phase 6: a datagram to a QPN nobody has");
-	printf("verbs_ud: refused: RDMA on UD, over the MTU, a UD QP's dest_qp_num, UD on an SRQ; a "
-	       "datagram to no QP completes as sent\n");
+	printf("verbs_ud: refused: RDMA on UD, over the MTU, a UD QP's dest_qp_num; a datagram to "
+	       "no QP completes as sent\n");
 	/* 7 (when the server runs it), 8 */
 	for (char c = 0; c != 'e';) {
 		if (read(fd, &c, 1) != 1 || write(fd, &c, 1) != 1)
@@ -668,6 +753,20 @@ static void client(int fd)
 			    read(fd, &g, 1) != 1 || g != 'g')
 				die("phase 9: send, then wait unpolled");
 			sent_ok(&u, "phase 9");
+		} else if (c == 'S') {
+			/* 10: two datagrams to each QP of the server's SRQ */
+			uint32_t qpns[2];
+			char g;
+
+			if (read(fd, qpns, sizeof(qpns)) != sizeof(qpns))
+				die("exchange");
+			for (uint32_t l = 23; l <= 26; l++) {
+				if (send_ud(&u, u.qp, ah, qpns[l >= 25], QK, l, l, !(l & 1), IBV_WR_SEND))
+					die("phase 10: send");
+				sent_ok(&u, "phase 10");
+			}
+			if (read(fd, &g, 1) != 1 || g != 'g')
+				die("phase 10: exchange");
 		}
 	}
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) || ibv_destroy_cq(u.cq) ||
