@@ -130,6 +130,7 @@ RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	struct rv_cq *q = (struct rv_cq *)cq;
 	struct rv_ctx *c = to_ctx(cq->context);
 	struct ibv_wc *wc;
+	uint64_t *ts = NULL;
 	uint32_t n = 1024, held;
 
 	if (cqe < 1 || cqe > RV_MAX_CQE)
@@ -137,6 +138,10 @@ RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	while (n < 2u * (uint32_t)cqe)
 		n <<= 1;
 	wc = calloc(n, sizeof(*wc));
+	if (wc && q->ts && !(ts = calloc(n, sizeof(*ts)))) {
+		free(wc);
+		wc = NULL;
+	}
 	if (!wc)
 		return ENOMEM;
 	rv_lock(c);
@@ -144,12 +149,20 @@ RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	if (held > (uint32_t)cqe) {
 		rv_unlock(c);
 		free(wc);
+		free(ts);
 		return EINVAL;
 	}
-	for (uint32_t i = 0; i < held; i++)
+	for (uint32_t i = 0; i < held; i++) {
 		wc[i] = q->wc[(q->head + i) & q->mask];
+		if (ts)
+			ts[i] = q->ts[(q->head + i) & q->mask];
+	}
 	free(q->wc);
 	q->wc = wc;
+	if (ts) {
+		free(q->ts);
+		q->ts = ts;
+	}
 	q->mask = n - 1;
 	q->head = 0;
 	q->tail = held;
@@ -209,6 +222,7 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	pthread_cond_destroy(&cq->cond);
 	pthread_mutex_destroy(&cq->mutex);
 	free(q->wc);
+	free(q->ts);
 	free(q);
 	return 0;
 }
@@ -249,6 +263,8 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 		q->overrun = true;
 		return;
 	}
+	if (q->ts)
+		q->ts[q->tail & q->mask] = rv_now_ns();
 	q->wc[q->tail++ & q->mask] = *wc;
 	to_ctx(cq->context)->pushes++;
 	if (q->armed) {
@@ -257,7 +273,8 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 	}
 }
 
-int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+/* ibv_poll_cq; with @ts, at most one, and its timestamp (cq_ex.c) */
+int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 {
 	struct rv_cq *q = (struct rv_cq *)cq;
 	struct rv_ctx *c = to_ctx(cq->context);
@@ -271,12 +288,21 @@ int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		rv_unlock(c);
 		return -1;
 	}
+	if (ts && q->head != q->tail) {
+		*ts = q->ts ? q->ts[q->head & q->mask] : 0;
+		n = 1;
+	}
 	while (got < n && q->head != q->tail)
 		wc[got++] = q->wc[q->head++ & q->mask];
 	rv_unlock(c);
 	if (!got && c->yield)
 		sched_yield();
 	return got;
+}
+
+int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	return rv_poll_cq_ts(cq, n, wc, NULL);
 }
 
 static void *notifier(void *arg);
@@ -450,6 +476,11 @@ int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 	if (!c->thr_on)
 		ret = c->no_thread ? EIO : notifier_start(c);
 	if (!ret) {
+		/* "an event for the next completion added": what is done by
+		 * now (in roshmd, in the rings) is added first, without one,
+		 * as a NIC would have added it already */
+		rv_progress(c);
+		rv_deliver_each(c, cq, NULL);
 		q->armed = true;
 		kick(c);
 	}

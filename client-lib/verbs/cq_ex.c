@@ -4,13 +4,19 @@
  * (ibv_start_poll, ibv_next_poll, ibv_end_poll, ibv_wc_read_*; man
  * ibv_create_cq_ex). The CQ is an ordinary one of cq.c; each poll takes one
  * completion into the CQ's current entry, which the read calls answer from.
- * The standard fields only: roshm0 has no completion timestamps (as a NIC
- * without them: EOPNOTSUPP), flow tags, CVLAN or tag matching, and no
- * parent domains.
+ * The standard fields, and completion timestamps: roshm0's clock
+ * (hca_core_clock 1 GHz, ibv_query_rt_values_ex) is CLOCK_MONOTONIC in ns,
+ * and a completion's time is when this library put it in the CQ (when it
+ * took roshmd's completion or the datagram or message it completes, which
+ * takes a call into the library or the notifier, not a NIC's clock);
+ * IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK gives the same instant in
+ * CLOCK_REALTIME ns. No flow tags, CVLAN, tag matching or parent domains.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rv.h"
 
@@ -22,7 +28,7 @@ static struct rv_cq *xc(struct ibv_cq_ex *cx)
 static int x_next(struct ibv_cq_ex *cx)
 {
 	struct rv_cq *q = xc(cx);
-	int n = rv_poll_cq(&q->cq, 1, &q->xwc);
+	int n = rv_poll_cq_ts(&q->cq, 1, &q->xwc, &q->xts);
 
 	if (n < 0)
 		return EOVERFLOW;   /* the CQ overran (IBV_EVENT_CQ_ERR) */
@@ -104,9 +110,26 @@ static uint8_t x_path_bits(struct ibv_cq_ex *cx)
 	return xc(cx)->xwc.dlid_path_bits;
 }
 
+static uint64_t x_ts(struct ibv_cq_ex *cx)
+{
+	return xc(cx)->xts;
+}
+
+/* the same instant on CLOCK_REALTIME: the clocks' offset now */
+static uint64_t x_wallclock(struct ibv_cq_ex *cx)
+{
+	struct timespec m, r;
+
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	clock_gettime(CLOCK_REALTIME, &r);
+	return xc(cx)->xts - ((uint64_t)m.tv_sec * 1000000000ull + (uint64_t)m.tv_nsec) +
+	       (uint64_t)r.tv_sec * 1000000000ull + (uint64_t)r.tv_nsec;
+}
+
+#define RV_CQX_TS (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 #define RV_CQX_FLAGS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | \
 		      IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | \
-		      IBV_WC_EX_WITH_DLID_PATH_BITS)
+		      IBV_WC_EX_WITH_DLID_PATH_BITS | RV_CQX_TS)
 
 /* The context's create_cq_ex (ibv_create_cq_ex is an inline of libibverbs). */
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a)
@@ -118,7 +141,7 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 	    (a->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
 	    ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	     (a->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
-		errno = EOPNOTSUPP;   /* timestamps, flow tags, parent domains, ... */
+		errno = EOPNOTSUPP;   /* flow tags, parent domains, ... */
 		return NULL;
 	}
 	if (a->cqe > INT32_MAX) {
@@ -129,6 +152,12 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 	if (!cq)
 		return NULL;
 	q = (struct rv_cq *)cq;
+	/* before any QP can fill it: no lock needed yet */
+	if ((a->wc_flags & RV_CQX_TS) && !(q->ts = calloc((size_t)q->mask + 1, sizeof(*q->ts)))) {
+		ibv_destroy_cq(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	pthread_mutex_init(&q->xlock, NULL);
 	q->cqx.comp_mask = 0;
 	q->cqx.start_poll = x_start;
@@ -144,5 +173,7 @@ struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_at
 	q->cqx.read_slid = x_slid;
 	q->cqx.read_sl = x_sl;
 	q->cqx.read_dlid_path_bits = x_path_bits;
+	q->cqx.read_completion_ts = x_ts;
+	q->cqx.read_completion_wallclock_ns = x_wallclock;
 	return &q->cqx;
 }

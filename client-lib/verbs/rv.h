@@ -277,6 +277,8 @@ struct rv_cq {
 	pthread_mutex_t xlock;  /* cq_ex.c: held from ibv_start_poll to ibv_end_poll */
 	struct rv_cq *next;     /* the context's CQs */
 	struct ibv_wc *wc;
+	uint64_t *ts;           /* cq_ex.c with timestamps: each entry's CLOCK_MONOTONIC ns, else NULL */
+	uint64_t xts;           /* cq_ex.c: the current completion's */
 	uint32_t mask, head, tail;
 	bool overrun;
 	uint32_t aev_reported;  /* its async events given to the application */
@@ -574,6 +576,9 @@ uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
 		    const struct roshm_region_opts *opts, uint32_t *id, uint32_t *handle);
 uint64_t rv_now_ns(void);
+int rv_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
+		       struct ibv_device_attr_ex *a, size_t len);
+int rv_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *v);
 
 /* qp.c: the send engine */
 int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
@@ -663,6 +668,7 @@ void rv_fd_take(int fd, uint32_t *owed);
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
 int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_notifier_stop(struct rv_ctx *c);
 void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q);

@@ -125,6 +125,15 @@ pingpong() {   # name args...: the server in node a, the client in node b
 pingpong ibv_rc_pingpong -n 200 -c
 pingpong ibv_rc_pingpong -n 200 -c -e -s 20000  # completion channel, fragments
 pingpong ibv_rc_pingpong -n 200 -c -N           # ibv_create_qp_ex, ibv_wr_* (new post-send API)
+# -t: completion timestamps (ibv_create_cq_ex); roshm0's clock says 1 GHz,
+# so each side's average of cycles between receive completions must be its
+# own usec/iter in ns (the same interval measured twice; within 2x)
+pingpong ibv_rc_pingpong -n 200 -c -t
+for side in client server; do
+  awk '/usec\/iter/ { u = $(NF-1) } /^Average receive completion clock cycles/ { c = $NF }
+       END { exit !(u > 0 && c > 0 && c / (u * 1000) > 0.5 && c / (u * 1000) < 2) }' \
+      "$d/ibv_rc_pingpong.$side" || { cat "$d/ibv_rc_pingpong.$side"; fail "ibv_rc_pingpong -t: $side's timestamps do not match its clock"; }
+done
 pingpong ibv_srq_pingpong -n 200 -c             # 16 QPs on one SRQ
 pingpong ibv_uc_pingpong -n 200 -c              # UC QPs
 pingpong ibv_ud_pingpong -n 200 -c              # UD QPs: 2048-byte datagrams

@@ -21,7 +21,10 @@
  *    with an operation roshm0 lacks posts nothing (EOPNOTSUPP); send
  *    operations it lacks are refused at creation;
  *  - ibv_create_cq_ex's polling API (ibv_start_poll, ibv_wc_read_*) gives
- *    what ibv_poll_cq would; timestamps are refused (EOPNOTSUPP);
+ *    what ibv_poll_cq would; completion timestamps (ibv_query_device_ex
+ *    says 1 GHz, 64 bits) lie between ibv_query_rt_values_ex's readings
+ *    before the post and after the poll, their wall-clock form between
+ *    CLOCK_REALTIME's (flow tags are refused: EOPNOTSUPP);
  *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
  *    signals whose handler has SA_RESTART and returns the event that comes
  *    after them, and fails with EINTR on a signal without it (the kernel's
@@ -466,7 +469,9 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
  * polled with ibv_start_poll / ibv_next_poll and read with ibv_wc_read_* */
 static void cqx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 {
-	struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS |
+						IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+						IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK };
 	struct ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &ca), *bad;
 	struct ibv_cq *cq = cx ? ibv_cq_ex_to_cq(cx) : NULL;
 	uint8_t *buf = aligned_alloc(4096, 4096);
@@ -481,17 +486,27 @@ static void cqx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 				  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
 				  .imm_data = htonl(0xfeed) }, *sbad;
 	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_device_attr_ex dx;
+	struct ibv_values_ex rt0 = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK }, rt1 = rt0;
+	struct timespec w0, w1;
+	uint64_t ts[2], wall[2];
 	struct ibv_qp *qp;
 	bool send = false, recv = false;
 	int ret;
 
-	ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	if (ibv_query_device_ex(ctx, NULL, &dx) || !dx.completion_timestamp_mask ||
+	    dx.hca_core_clock != 1000000 || dx.orig_attr.max_qp_wr <= 0)
+		die("cqx: ibv_query_device_ex: no timestamp clock of 1 GHz");
+	ca.wc_flags |= IBV_WC_EX_WITH_FLOW_TAG;
 	errno = 0;
 	bad = ibv_create_cq_ex(ctx, &ca);
 	if (bad || errno != EOPNOTSUPP)
-		die("cqx: completion timestamps were not refused");
+		die("cqx: flow tags were not refused");
 	if (!cq || !mr || !(qp = ibv_create_qp(pd, &ia)))
 		die("cqx: ibv_create_cq_ex / mr / qp");
+	if (ibv_query_rt_values_ex(ctx, &rt0) || rt0.comp_mask != IBV_VALUES_MASK_RAW_CLOCK)
+		die("cqx: ibv_query_rt_values_ex");
+	clock_gettime(CLOCK_REALTIME, &w0);
 	connect_qp(qp, qp->qp_num);
 	sg.addr = (uintptr_t)buf;
 	sg.lkey = rs.lkey = mr->lkey;
@@ -518,16 +533,37 @@ static void cqx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 				recv = true;
 			else
 				die("cqx: a completion not as posted");
+			ts[cx->wr_id == 7] = ibv_wc_read_completion_ts(cx);
+			wall[cx->wr_id == 7] = ibv_wc_read_completion_wallclock_ns(cx);
 		} while (ibv_next_poll(cx) == 0);
 		ibv_end_poll(cx);
 	}
 	if (!send || !recv)
 		die("cqx: the completions did not come");
+	if (ibv_query_rt_values_ex(ctx, &rt1))
+		die("cqx: ibv_query_rt_values_ex");
+	clock_gettime(CLOCK_REALTIME, &w1);
+	for (int i = 0; i < 2; i++) {
+		/* the wall clock's form is converted at the read: 1 ms of slack
+		 * for the two clocks' offset moving meanwhile */
+		uint64_t lo = (uint64_t)w0.tv_sec * 1000000000ull + (uint64_t)w0.tv_nsec - 1000000,
+			 hi = (uint64_t)w1.tv_sec * 1000000000ull + (uint64_t)w1.tv_nsec + 1000000;
+
+		if (ts[i] < (uint64_t)rt0.raw_clock.tv_nsec || ts[i] > (uint64_t)rt1.raw_clock.tv_nsec ||
+		    wall[i] < lo || wall[i] > hi) {
+			fprintf(stderr, "cqx: %s: timestamp %llu not within %ld .. %ld, or wall clock "
+				"%llu not within %llu .. %llu\n", i ? "RECV" : "SEND",
+				(unsigned long long)ts[i], rt0.raw_clock.tv_nsec, rt1.raw_clock.tv_nsec,
+				(unsigned long long)wall[i], (unsigned long long)lo, (unsigned long long)hi);
+			die("cqx: a completion timestamp outside the post .. poll interval");
+		}
+	}
 	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq))
 		die("cqx: release");
 	free(buf);
 	printf("verbs_events: ibv_create_cq_ex: a SEND_WITH_IMM's two completions read back "
-	       "through ibv_start_poll and ibv_wc_read_*; timestamps refused\n");
+	       "through ibv_start_poll and ibv_wc_read_*, their timestamps between the post and "
+	       "the poll; flow tags refused\n");
 }
 
 /* Signals for a blocked get: SIGUSR1 to @main every 50 ms until it returns
