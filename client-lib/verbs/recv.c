@@ -231,7 +231,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 {
 	struct rv_frag *slots;
 	uint32_t n = q->ring_n;
-	bool took = false;
+	bool took = false, waits = false;
 
 	if (q->qp.qp_type == IBV_QPT_UD)
 		return rv_ud_deliver(c, q);
@@ -265,8 +265,10 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 				rv_srq_wait(q);   /* in line behind the others */
 				return true;
 			}
-			if (!rv_srq_take(q))
+			if (!rv_srq_take(q)) {
+				waits = true;
 				break;
+			}
 			took = true;
 		}
 		if (f.flags & RV_FRAG_FIRST) {
@@ -305,6 +307,11 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 			}
 		}
 	}
+	/* no fragment waits for a RECV (the one that put it in line is gone:
+	 * its peer took its tag back): out of the SRQ's line, else it would
+	 * hold every other QP's turn */
+	if (q->srq && !waits)
+		rv_srq_unwait(q);
 	return took;
 }
 

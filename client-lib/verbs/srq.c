@@ -154,10 +154,14 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 }
 
 /*
- * rv_deliver for every QP of the context (of @cq's, of @srq's, when given;
- * every QP on an SRQ, whatever its CQ: the first in the SRQ's line must get
- * its turn), in passes: a QP on an SRQ takes at most one RECV per pass, then
- * waits in line again. A pass in which none took one is the last.
+ * rv_deliver for every QP of the context (of @cq's, when given, and every QP
+ * in an SRQ's line, whatever its CQ: the first in line must get its turn; of
+ * @srq's line, when given: the QPs with a message for its RECVs), in passes:
+ * a QP on an SRQ takes at most one RECV per pass, then waits in line again.
+ * A pass in which none took one is the last. QPs on an SRQ that are not in
+ * its line have nothing that waits for its RECVs, or have not looked yet:
+ * their own CQ's poll or the notifier looks (a UD QP's look scans its whole
+ * ring, up to 1024 slots: every poll of any CQ would pay it).
  */
 void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_srq *srq)
 {
@@ -165,9 +169,12 @@ void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_
 
 	do {
 		more = false;
-		for (struct rv_qp *q = c->qps; q; q = q->next)   /* an SRQ's: whatever its CQ */
-			if ((!cq || q->qp.recv_cq == cq || q->srq) && (!srq || q->srq == srq))
+		for (struct rv_qp *q = c->qps; q; q = q->next) {
+			bool in_line = q->srq && q->srq_waiting;
+
+			if (srq ? q->srq == srq && in_line : !cq || q->qp.recv_cq == cq || in_line)
 				more |= rv_deliver(c, q);
+		}
 	} while (more);
 }
 

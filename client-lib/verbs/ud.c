@@ -263,7 +263,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 {
 	uint32_t n = q->ring_n, at = q->ud_cur;
 	uint64_t *st = ud_states(q), now = rv_now_ns();
-	bool took = false;
+	bool took = false, waits = false;
 
 	if (q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
 		return false;
@@ -297,8 +297,10 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 				rv_srq_wait(q);   /* in line behind the others */
 				return true;
 			}
-			if (!rv_srq_take(q))
+			if (!rv_srq_take(q)) {
+				waits = true;
 				break;
+			}
 			took = true;
 		}
 		q->ud_cur = (at + 1) & (n - 1);
@@ -325,6 +327,11 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		ud_free(st, at, v, slot, RV_UD_HDR + h.len);
 		ud_complete(q, s, &h);
 	}
+	/* no sound datagram waits for a RECV (the one that put it in line was
+	 * spoiled by a pod of the tenant, or is for another Q_Key now): out of
+	 * the SRQ's line, else it would hold every other QP's turn */
+	if (q->srq && !waits)
+		rv_srq_unwait(q);
 	return took;
 }
 

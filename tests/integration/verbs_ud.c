@@ -33,6 +33,9 @@
  *     SRQ's RECVs (each RECV once, on the QP the datagram was sent to, bytes
  *     right), an armed SRQ limit raises IBV_EVENT_SRQ_LIMIT_REACHED, a QP on
  *     it refuses ibv_post_recv, the SRQ cannot go while its QPs are there.
+ *     First a third QP of the SRQ found a datagram while the SRQ was empty
+ *     (first in the SRQ's line), which then became junk for it (its Q_Key
+ *     changed): it must not hold the others' turn.
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
@@ -297,8 +300,9 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	struct ibv_async_event ev;
 	struct pollfd pfd = { .fd = u->ctx->async_fd, .events = POLLIN };
 	struct ibv_srq *srq = ibv_create_srq(u->pd, &sa);
-	struct ibv_qp *qa, *qb;
-	uint32_t qpns[2], taken = 0;
+	struct ibv_qp *qa, *qb, *qc;
+	struct ibv_qp_attr qk = { .qkey = QK + 7 };
+	uint32_t qpns[3], taken = 0;
 	struct ibv_wc wc;
 	struct ibv_mr *mr;
 	uint8_t *buf;
@@ -306,9 +310,21 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	if (posix_memalign((void **)&buf, 4096, 4 * (size_t)RSZ))
 		die("posix_memalign");
 	memset(buf, 0xee, 4 * (size_t)RSZ);
-	if (!srq || !(qa = ud_qp(u, 0, srq)) || !(qb = ud_qp(u, 0, srq)) ||
+	if (!srq || !(qa = ud_qp(u, 0, srq)) || !(qb = ud_qp(u, 0, srq)) || !(qc = ud_qp(u, 0, srq)) ||
 	    !(mr = ibv_reg_mr(u->pd, buf, 4 * (size_t)RSZ, IBV_ACCESS_LOCAL_WRITE)))
-		die("phase 10: an SRQ, two UD QPs on it, an MR");
+		die("phase 10: an SRQ, three UD QPs on it, an MR");
+	qpns[0] = qa->qp_num;
+	qpns[1] = qb->qp_num;
+	qpns[2] = qc->qp_num;
+	sync_byte(fd, 'S');
+	if (write(fd, qpns, sizeof(qpns)) != sizeof(qpns))
+		die("exchange");
+	/* the client's datagram to qc, the SRQ empty: our polls find it (qc
+	 * first in the SRQ's line), then a new Q_Key makes it junk for qc */
+	sync_byte(fd, 'h');
+	nothing(u, 500, "phase 10: a datagram while the SRQ is empty");
+	if (ibv_modify_qp(qc, &qk, IBV_QP_QKEY))
+		die("phase 10: a new Q_Key for qc");
 	for (uint32_t i = 0; i < 4; i++) {
 		struct ibv_sge sg = { (uintptr_t)(buf + (size_t)i * RSZ), RSZ, mr->lkey };
 		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &sg, .num_sge = 1 };
@@ -325,17 +341,14 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	}
 	if (ibv_modify_srq(srq, &lim, IBV_SRQ_LIMIT))
 		die("phase 10: arm the SRQ limit");
-	qpns[0] = qa->qp_num;
-	qpns[1] = qb->qp_num;
-	sync_byte(fd, 'S');
-	if (write(fd, qpns, sizeof(qpns)) != sizeof(qpns))
-		die("exchange");
+	sync_byte(fd, 'i');   /* the client sends 23 .. 26 */
 	for (int k = 0; k < 4; k++) {
 		uint32_t len, seed;
 		const uint8_t *b;
 
 		if (!next_wc(u->cq, &wc, 10000))
-			die("phase 10: a datagram to a QP of the SRQ did not arrive");
+			die("phase 10: a datagram to a QP of the SRQ did not arrive (held behind a QP "
+			    "whose datagram became junk?)");
 		len = wc.byte_len - RV_UD_GRH;
 		seed = len;
 		if (wc.wr_id > 3)
@@ -365,11 +378,13 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	ibv_ack_async_event(&ev);
 	if (ibv_destroy_srq(srq) != EBUSY)
 		die("phase 10: an SRQ with QPs on it was destroyed");
-	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qb) || ibv_destroy_srq(srq) || ibv_dereg_mr(mr))
+	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qb) || ibv_destroy_qp(qc) || ibv_destroy_srq(srq) ||
+	    ibv_dereg_mr(mr))
 		die("phase 10: release");
 	free(buf);
 	printf("verbs_ud: two UD QPs on one SRQ: 4 datagrams took its 4 RECVs once each, on the QP "
-	       "each was sent to; SRQ limit event; post_recv on its QPs refused\n");
+	       "each was sent to (a third QP's datagram turned junk held nobody's turn); SRQ limit "
+	       "event; post_recv on its QPs refused\n");
 }
 
 static void server(int fd)
@@ -754,12 +769,22 @@ static void client(int fd)
 				die("phase 9: send, then wait unpolled");
 			sent_ok(&u, "phase 9");
 		} else if (c == 'S') {
-			/* 10: two datagrams to each QP of the server's SRQ */
-			uint32_t qpns[2];
+			/* 10: two datagrams to each of qa, qb of the server's
+			 * SRQ, after one to qc ('h') that turns junk */
+			uint32_t qpns[3];
 			char g;
 
 			if (read(fd, qpns, sizeof(qpns)) != sizeof(qpns))
 				die("exchange");
+			/* in qc's ring (sent) before the server looks */
+			if (read(fd, &g, 1) != 1 || g != 'h' ||
+			    send_ud(&u, u.qp, ah, qpns[2], QK, 22, 22, false, IBV_WR_SEND))
+				die("phase 10: exchange / send to qc");
+			sent_ok(&u, "phase 10: to qc");
+			if (write(fd, &g, 1) != 1)
+				die("phase 10: exchange");
+			if (read(fd, &g, 1) != 1 || g != 'i' || write(fd, &g, 1) != 1)
+				die("phase 10: exchange");
 			for (uint32_t l = 23; l <= 26; l++) {
 				if (send_ud(&u, u.qp, ah, qpns[l >= 25], QK, l, l, !(l & 1), IBV_WR_SEND))
 					die("phase 10: send");

@@ -5,7 +5,8 @@
 # roshm0 (LD_LIBRARY_PATH), roshmd uses the system libibverbs and rxe0. VM1
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
 # the VMs' link), then libfabric's fi_pingpong; then verbs_check proves the
-# bytes and atomics, and verbs_ud the same for UD QPs.
+# bytes and atomics, and verbs_ud the same for UD QPs; MPICH runs a rank in
+# each VM (NetPIPE, mpi_rma).
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
 . "$(dirname "$0")/guest_common.sh"
@@ -108,6 +109,68 @@ else
     fi
   done
   touch "/run/shared/done.$i"
+fi
+
+# MPI between the VMs: Debian's MPICH (ch4:ucx; UCX's rc_verbs on roshm0),
+# one rank in each VM. Hydra's manual launcher prints each host's proxy
+# command (HYDRA_LAUNCH); VM1 runs mpiexec and proxy 0, VM2 proxy 1, which
+# connects back to mpiexec over the link. /dev/infiniband/uverbs-roshm0:
+# UCX lists a device only with its node there (tests/lib/cleanup.sh
+# th_uverbs_node); /dev/shm: UCX opens its shared-memory components even
+# when UCX_TLS leaves them out, and says ERROR without it.
+[ -e /dev/infiniband/uverbs-roshm0 ] || mknod /dev/infiniband/uverbs-roshm0 c 1 3
+[ -d /dev/shm ] || { mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm; }
+rank="env LD_LIBRARY_PATH=$V ROSHM_SOCK=/run/roshm/roshmd.sock UCX_TLS=rc_verbs,ud_verbs,self
+ UCX_NET_DEVICES=roshm0:1 UCX_IB_ALLOC=thp,mmap,heap MPIR_CVAR_NOLOCAL=1"
+# mpich NAME CMD...: the two ranks of CMD, output (rank 0's) in
+# /run/shared/NAME.out on VM1; MPICH_RC its exit status there
+mpich() {
+  local name=$1 m
+  shift
+  i=$((i + 1))
+  if [ "$n" = 1 ]; then
+    timeout 400 mpiexec.mpich -launcher manual -iface eth0 -hosts 198.18.1.1,198.18.1.2 -n 2 \
+      -ppn 1 $rank "$@" > "/run/shared/$name.out" 2>&1 &
+    m=$!
+    for _ in $(seq 300); do grep -q '^HYDRA_LAUNCH_END' "/run/shared/$name.out" && break; sleep 0.1; done
+    sed -n 's/^HYDRA_LAUNCH: //p' "/run/shared/$name.out" > "/run/shared/$name.proxies"
+    touch "/run/shared/go.$i"
+    timeout 400 $(sed -n 1p "/run/shared/$name.proxies") > "/run/shared/$name.proxy0" 2>&1
+    wait $m; MPICH_RC=$?
+    grep -qE 'UCX +(ERROR|WARN)' "/run/shared/$name.out" && MPICH_RC=99
+    [ $MPICH_RC = 0 ] ||
+      cat "/run/shared/$name.out" "/run/shared/$name.proxy0" "/run/shared/$name.proxy1" 2>/dev/null
+    for _ in $(seq 600); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  else
+    for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+    timeout 400 $(sed -n 2p "/run/shared/$name.proxies") > "/run/shared/$name.proxy1" 2>&1 ||
+      say "mpich $name: proxy 1 exit $?"
+    touch "/run/shared/done.$i"
+  fi
+}
+# NetPIPE's NPmpich2 -i checks every message's bytes, 1 B up to 48 KiB
+# (-u 64 KiB). NetPIPE stops early when one size's transfers take over 1 s
+# (STOPTM), which a loaded host under TCG reaches: at least 12 sizes (1 B to
+# 193 B; mpi_rma's Sendrecv below checks up to 4 MiB), each passed
+mpich mpich-np NPmpich2 -i -u 65536 -o /run/shared/np.out
+if [ "$n" = 1 ]; then
+  passed=$(grep -c 'Integrity check passed' /run/shared/mpich-np.out)
+  last=$(grep 'Integrity check passed' /run/shared/mpich-np.out | tail -1 | awk '{ print $2 }')
+  if [ $MPICH_RC = 0 ] && [ "$passed" -ge 12 ] && ! grep -qi 'Integrity check failed' /run/shared/mpich-np.out; then
+    say "ok: MPICH NPmpich2 -i between the VMs over roshm0: integrity check passed at $passed sizes, 1 B to $last B"
+  else
+    say "FAIL: MPICH NPmpich2 -i between the VMs (exit $MPICH_RC, $passed sizes passed)"
+  fi
+fi
+# tests/integration/mpi_rma.c: Sendrecv to 4 MiB, Put / Get, Accumulate,
+# Fetch_and_op from both ranks, Compare_and_swap, each value checked
+mpich mpich-rma "$B/tests/mpi_rma"
+if [ "$n" = 1 ]; then
+  if [ $MPICH_RC = 0 ] && grep -q '^mpi_rma: ok' /run/shared/mpich-rma.out; then
+    say "ok: MPICH mpi_rma between the VMs over roshm0: $(grep -c '^mpi_rma: ' /run/shared/mpich-rma.out) checks"
+  else
+    say "FAIL: MPICH mpi_rma between the VMs (exit $MPICH_RC)"
+  fi
 fi
 
 # ours NAME PORT [CMD]: tests/NAME's server in VM1, its client in VM2 (CMD
