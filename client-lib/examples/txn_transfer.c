@@ -108,8 +108,12 @@ static int owner(const char *name, unsigned writers, unsigned transfers)
 		uint64_t sum = 0, moved = 0;
 		bool wrong = false;
 
-		/* No transaction is half-applied in what this copies. */
+		/* No transaction is half-applied in what this copies. -EAGAIN:
+		 * the applier held the region's seqlock all the while (it was
+		 * not scheduled): try again, as the call says */
 		err = roshm_region_read_consistent(r, h, 0, &snap, sizeof(snap));
+		if (err == -EAGAIN)
+			continue;
 		if (err) {
 			fprintf(stderr, "owner: consistent read: %s\n", roshm_strerror(err));
 			roshm_close(r);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -189,8 +190,13 @@ int roshm_region_read_consistent(struct roshm *r, uint32_t handle, uint64_t off,
 			/* Pairs with the release stores of roshmd's applier. */
 			uint64_t s1 = __atomic_load_n(&h->seqlock, __ATOMIC_ACQUIRE);
 
-			if (s1 & 1)
+			if (s1 & 1) {
+				/* the applier mid-transaction: on a CPU we share
+				 * with it, only our yield lets it finish */
+				if (spins >= 1000)
+					sched_yield();
 				continue;
+			}
 			memcpy(dst, o->data + off, len);
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			if (__atomic_load_n(&h->seqlock, __ATOMIC_RELAXED) == s1)
