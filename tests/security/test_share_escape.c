@@ -296,7 +296,11 @@ static void test_held_sleep(void **state)
 	roshm_close(h);
 	atk_assert_alive(&d);
 	assert_true(idle >= 0 && held >= 0);
-	if (held > idle + 5)
+	/* a poller that spun through the hold would use most of a core; one
+	 * that sleeps wakes only for the tenant's tokens. 25 points of
+	 * slack: an ASan roshmd on this 2-CPU machine once read 7% against
+	 * 0% idle, over the 5 points allowed before */
+	if (held > idle + 25)
 		fail_msg("roshmd used %d%% of a core (idle: %d%%) for 2 s while the only work was "
 			 "tenant h's WRITE, held for 16 s by its bytes_per_sec", held, idle);
 }
