@@ -104,7 +104,7 @@ void rc_sock_tos(int fd, int family, uint8_t tos)
 int rc_id_socket(struct rc_id *i, int family)
 {
 	int one = 1, v6only = i->afonly > 0;
-	int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = rc_socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
@@ -178,7 +178,7 @@ static int route_src(const struct sockaddr *dst, struct sockaddr_storage *src)
 {
 	struct sockaddr_storage d;
 	socklen_t len = rc_sa_len(dst);
-	int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
+	int fd = rc_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC), err = 0;
 
 	if (fd < 0)
 		return errno;

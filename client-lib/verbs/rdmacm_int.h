@@ -38,6 +38,15 @@
 #include "rdmacm_wire.h"
 
 #define RC_EXPORT __attribute__((visibility("default")))
+
+/* The CM's own TCP and UDP sockets come from the kernel directly: under
+ * rdma-core's librspreload (LD_PRELOAD), socket() would make them rsockets,
+ * which run over this very CM. */
+#include <sys/syscall.h>
+static inline int rc_socket(int family, int type)
+{
+	return (int)syscall(SYS_socket, family, type, 0);
+}
 #define RC_DEVICE "roshm0"
 #define RC_MAX_PENDING 64          /* accepted sockets still without a REQ, per listener */
 #define RC_MAX_BACKLOG 1024        /* rdma_listen's backlog: CONNECT_REQUESTs not yet taken */

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# rsockets of libroshm-verbs' librdmacm.so.1 (client-lib/verbs/rsocket.c)
+# between two roshmd nodes with the tcp transport in network namespaces
+# (198.18.0.1 / .2, scripts/twonode.sh):
+# - Debian's rstream, unmodified, with its data check (-T v): blocking,
+#   async (rpoll), non-blocking, through rdma_getaddrinfo, small and large
+#   transfers;
+# - ordinary socket programs under rdma-core's librspreload.so, a server in
+#   C (rsock_server.c: poll, accept, read, write) and a Python client
+#   (rsock_check.py): 8 MiB with a half close, checked by SHA-256 at both
+#   ends; they must move the bytes through node b's roshmd (roshmctl
+#   stats), not the kernel's TCP;
+# - rsock_peer: raw verbs peers that break the protocol (no hello, bad
+#   types, credits, lengths; a peer that gives no credit back) against our
+#   rsockets on node a.
+#   check_rsockets.sh BUILD_ROOT VERBS_DIR RSOCK_SERVER RSOCK_PEER [SANITIZE]
+set -u
+unset LD_LIBRARY_PATH   # roshmd gets the system libraries; only the applications get ours
+build=$1 vdir=$2 server=$3 peer=$4 sanitize=${5:-none}
+name=check_rsockets
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/../lib/cleanup.sh"
+th_asan_pre "$name" "$sanitize"
+pre=$TH_PRE
+command -v rstream >/dev/null || { echo "$name: skipped: rstream missing (Debian package rdmacm-utils)"; exit 77; }
+rspre=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
+[[ -n $rspre ]] || { echo "$name: skipped: no librspreload.so (Debian package librdmacm1)"; exit 77; }
+py=/usr/bin/python3
+[[ -x $py ]] || { echo "$name: skipped: no $py"; exit 77; }
+[[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "$name: skipped: needs root and ip for network namespaces"; exit 77; }
+d=$(th_tmpdir rsock)
+TN_PREFIX=$(th_prefix rs)
+. "$src/scripts/twonode.sh"
+srv=
+trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
+fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
+twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
+va="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" vb="env $pre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+# our own programs (instrumented in an ASan build, its runtime linked in)
+ca="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"
+# librspreload (after the ASan runtime, if any, for Debian's python3) turns
+# socket() into rsocket()
+rt= opts=
+if [[ -n $pre ]]; then rt=${pre%% *}; rt=${rt#LD_PRELOAD=}: opts=${pre#* }; fi
+pa="env LD_PRELOAD=$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"   # for rsock_server: ours
+pb="env $opts LD_PRELOAD=$rt$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
+sqes() { ctl_b --json stats | $py -c 'import json, sys; print(json.load(sys.stdin)["sqes"])'; }
+
+# pair NAME 'SERVER CMD' 'CLIENT CMD' RESULT_RE: server on node a, client on b
+pair() {
+  local n=$1 s=$2 c=$3 re=$4
+  bg_a timeout 120 $s >"$d/$n.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  if ! in_b timeout 120 $c >"$d/$n.client" 2>&1; then
+    cat "$d/$n.client" "$d/$n.server"; fail "$n: client failed"
+  fi
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/$n.server" "$d/$n.client"; fail "$n: server exited $rc"; }
+  grep -Eq "$re" "$d/$n.client" || { cat "$d/$n.client" "$d/$n.server"; fail "$n: no result line"; }
+  echo "ok: $n: $(grep -E "$re" "$d/$n.client" | tail -1 | tr -s ' ')"
+}
+
+# rstream's result line: name, bytes, xfers, iters, total, time, Gb/sec, usec/xfer
+re='^(custom|[0-9.]+[kmg]?_(lat|bw)) +[0-9.]+[kmg]? +[0-9]+ +[0-9]+ +[0-9.]+[kmg]? +[0-9.]+s +[0-9.]+ +[0-9.]+'
+p=7900
+# (-T takes one option a time: v verify, a async (rpoll), n non-blocking,
+# r rdma_getaddrinfo)
+for t in "-T v -S 64 -I 500 -C 1" "-T v -S 65536 -C 100" "-T a -T v -S 1000000 -C 10" \
+         "-T n -T v -S 4096 -C 500" "-T r -T v -S 100000 -C 50" "-T a -T n -T v -S 20000 -C 200" \
+         "-T v -B 16384 -S 300000 -C 20"; do
+  p=$((p + 1))
+  pair "rstream $t" "$va rstream -p $p $t" "$vb rstream -s $ADDR_A -p $p $t" "$re"
+done
+
+# librspreload: a socket program that knows nothing of RDMA
+s0=$(sqes) || fail "roshmctl stats"
+pair rspreload "$pa $server $ADDR_A 7950" \
+  "$pb $py $src/tests/integration/rsock_check.py client $ADDR_A 7950 8388608" '^client: ok'
+s0=$(( $(sqes) - s0 ))
+(( s0 >= 512 )) || fail "rspreload: only $s0 SQEs through node b's roshmd: the bytes did not go through roshm0"
+echo "ok: rspreload: $s0 SQEs through node b's roshmd"
+in_a timeout 150 $ca "$peer" "$ADDR_A" 7960 >"$d/peer.out" 2>&1 || { cat "$d/peer.out"; fail "rsock_peer"; }
+cat "$d/peer.out"
+echo "$name: ok"
