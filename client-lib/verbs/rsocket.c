@@ -9,38 +9,53 @@
  * an rdma_cm_id (RDMA_PS_TCP) on an event channel of its own, whose fd is the
  * rsocket's descriptor, a PD, one CQ on a completion channel, an RC QP and
  * one registered buffer of send and receive slots. Both ends are this
- * library (there is no rsocket across implementations: rdma-core's own wire
- * format is not spoken), so the protocol is ours:
+ * library (rdma-core's own wire format is not spoken), so the protocol is
+ * ours:
  *
- * - The connect's private data (REQ and REP) carries each side's receive
- *   slot count and slot size ("RSR1", struct rs_hello).
- * - Every message is a SEND_WITH_IMM into one of the peer's posted slots.
- *   The immediate holds a type (DATA, CREDIT, FIN) and the slots its sender
- *   has emptied and posted again since it last said so (credits).
- * - A sender spends one credit per message and keeps the last one for a
- *   CREDIT or FIN message, so neither side can run out of credits while the
- *   other owes it some. A receiver reports what it owes with its next DATA
- *   message, or alone once it owes half its slots.
+ * - The connect's private data (REQ and REP) carries each side's data slot
+ *   count and slot size ("RSR1", struct rs_hello).
+ * - Every message is a SEND_WITH_IMM into one of the peer's posted RECVs.
+ *   The immediate holds a type (DATA, CREDIT, FIN) and what its sender has
+ *   posted again since it last said so: data credits (slots emptied by its
+ *   application) and control credits (CREDIT / FIN messages it took in).
+ * - Each side posts its data slots plus RS_CTRL more RECVs. DATA spends a
+ *   data credit; CREDIT and FIN spend one of the RS_CTRL control credits,
+ *   which come back with the peer's next message of any kind. So a side
+ *   can always say what it owes, however full the peer's slots are with
+ *   data it has not read (a half close with replies in both directions
+ *   cannot deadlock). A receiver returns data credits with each message it
+ *   sends, or in a CREDIT once it owes half its data slots.
  * - FIN (shutdown(SHUT_WR), close) ends the byte stream: the peer reads 0
  *   once it has read all that came before. close waits (2 s at most) until
  *   every SEND of its own has completed, which on RC means it sits in a
- *   posted slot of the peer, then disconnects.
+ *   posted RECV of the peer, then disconnects.
  *
  * Everything the peer sends is checked before use: the type, the credits
- * (never above the slots the peer said it has), the lengths (the verbs layer
- * bounds them by the slot). A peer that breaks the protocol gets the
- * connection reset (EPROTO to our side), never memory beyond a slot.
+ * (never beyond what this side can owe), the lengths (the verbs layer
+ * bounds them by the slot), DATA beyond the data slots. A peer that breaks
+ * the protocol gets the connection reset (EPROTO to our side), never memory
+ * beyond a slot.
  *
- * Blocking calls and rpoll sleep on the CQ's completion channel and the CM
- * channel (for the peer's disconnect) after a short spin. A socket that
- * is O_NONBLOCK connects synchronously all the same (connect returns 0,
- * which POSIX allows). SOCK_DGRAM, riomap / riowrite and the fork support
- * are not provided (docs/verbs-compat.md).
+ * Threads: each call holds its rsocket's mutex except while it sleeps.
+ * Sleepers (rpoll, blocking calls) count themselves in `waiters` and sleep
+ * on the CQ's completion channel, the CM channel and a kick eventfd; a call
+ * that takes in completions or changes the state while someone sleeps
+ * kicks them. A descriptor is looked up with a reference; rclose removes it
+ * from the table, kicks the sleepers (their calls end with EBADF) and the
+ * last reference frees it.
+ *
+ * A socket that is O_NONBLOCK connects synchronously all the same (connect
+ * returns 0, which POSIX allows). raccept returns a connection once it has
+ * answered the request; the peer's confirmation (RTU) comes later, and a
+ * peer that never sends it sees its connection reset after the CM's
+ * timeout. SOCK_DGRAM, riomap / riowrite and the fork support are not
+ * provided (docs/verbs-compat.md).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -50,6 +65,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -66,7 +82,11 @@
 #define RS_T_DATA 0u
 #define RS_T_CREDIT 1u
 #define RS_T_FIN 2u
+/* the immediate: type << 28 | control credits << 24 | data credits */
+#define RS_IMM(t, c, n) ((t) << 28 | (c) << 24 | (n))
+#define RS_IMM_RSVD 0x00ff0000u
 #define RS_CREDIT_MASK 0xffffu
+#define RS_CTRL 4u                    /* control RECVs and credits, each way */
 #define RS_SEG_MIN 64u
 #define RS_SEG_MAX (1u << 20)
 #define RS_SEG_DEFAULT (16u << 10)
@@ -74,12 +94,12 @@
 #define RS_SLOTS_MAX 1024u
 #define RS_BUF_DEFAULT (256u << 10)
 #define RS_BUF_MAX (16u << 20)
-#define RS_CTRL_WR 4u                 /* SQ entries beyond the data slots */
 #define RS_WR_DATA (1ull << 32)
 #define RS_WR_CTRL (2ull << 32)
 #define RS_SPIN_NS 20000ull
 #define RS_CLOSE_MS 2000
 #define RS_CM_MS 60000
+#define RS_POLL_BATCHES 8             /* x 16 completions per look: a flood cannot hold a caller */
 
 struct rs_hello {
 	uint32_t magic, slots, seg;
@@ -93,23 +113,25 @@ struct rs_rx {
 
 struct rs {
 	int fd;
+	int ref;                      /* the table's, and each call's */
 	pthread_mutex_t lock;
 	enum rs_state state;
 	int fl;                       /* O_NONBLOCK */
 	int err;                      /* why the connection broke (0: it did not) */
-	bool broken, rx_fin, peer_gone, tx_shut, rd_shut, fin_sent;
+	bool broken, rx_fin, peer_gone, tx_shut, rd_shut, fin_sent, closed;
+	int kick_fd, waiters;
 	struct rdma_event_channel *cmch;
 	struct rdma_cm_id *id;
 	struct ibv_comp_channel *cch;
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_mr *mr;
-	uint8_t *buf;                 /* ntx send slots, then nrx receive slots */
-	uint32_t seg, ntx, nrx;
+	uint8_t *buf;                 /* ntx send slots, then nrq receive slots */
+	uint32_t seg, ntx, nrx, nrq;  /* nrq = nrx data + RS_CTRL control RECVs */
 	uint32_t peer_seg, peer_nrx;
-	uint32_t credits, owed;
+	uint32_t credits, ctrl_credits, owed, ctrl_owed;
 	uint32_t tx_head, tx_tail, sq_busy, sq_max;
-	struct rs_rx *rx;             /* nrx entries: slots with data, in order */
+	struct rs_rx *rx;             /* nrq entries: slots with data, in order */
 	uint32_t rx_head, rx_tail, rx_off;
 	/* options */
 	int sndbuf, rcvbuf, sqsize, rqsize, inl, nodelay, keepalive, keepidle, reuse, v6only;
@@ -123,50 +145,80 @@ struct rs {
 static struct rs **rs_tab[RS_L1];
 static pthread_mutex_t rs_tab_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct rs *rs_get(int fd)
+static struct rs **rs_slot(int fd, bool make)
 {
 	struct rs **t;
 
 	if (fd < 0 || fd >= RS_L1 * RS_L2)
 		return NULL;
-	t = __atomic_load_n(&rs_tab[fd / RS_L2], __ATOMIC_ACQUIRE);
-	return t ? __atomic_load_n(&t[fd % RS_L2], __ATOMIC_ACQUIRE) : NULL;
-}
-
-static int rs_set(int fd, struct rs *rs)
-{
-	struct rs **t;
-
-	if (fd < 0 || fd >= RS_L1 * RS_L2)
-		return EMFILE;
-	pthread_mutex_lock(&rs_tab_lock);
 	t = rs_tab[fd / RS_L2];
-	if (!t) {
+	if (!t && make) {
 		t = calloc(RS_L2, sizeof(*t));
-		if (!t) {
-			pthread_mutex_unlock(&rs_tab_lock);
-			return ENOMEM;
-		}
-		__atomic_store_n(&rs_tab[fd / RS_L2], t, __ATOMIC_RELEASE);
+		rs_tab[fd / RS_L2] = t;
 	}
-	__atomic_store_n(&t[fd % RS_L2], rs, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&rs_tab_lock);
-	return 0;
+	return t ? &t[fd % RS_L2] : NULL;
 }
 
-static struct rs *rs_find(int fd)
+static bool rs_is(int fd)
 {
-	struct rs *rs = rs_get(fd);
+	struct rs **p;
+	bool yes;
 
+	pthread_mutex_lock(&rs_tab_lock);
+	p = rs_slot(fd, false);
+	yes = p && *p;
+	pthread_mutex_unlock(&rs_tab_lock);
+	return yes;
+}
+
+/* The rsocket of fd with a reference, or NULL (errno EBADF). */
+static struct rs *rs_get(int fd)
+{
+	struct rs **p, *rs = NULL;
+
+	pthread_mutex_lock(&rs_tab_lock);
+	p = rs_slot(fd, false);
+	if (p && *p) {
+		rs = *p;
+		__atomic_add_fetch(&rs->ref, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&rs_tab_lock);
 	if (!rs)
 		errno = EBADF;
 	return rs;
+}
+
+static void rs_free(struct rs *rs);
+
+static void rs_put(struct rs *rs)
+{
+	if (__atomic_sub_fetch(&rs->ref, 1, __ATOMIC_ACQ_REL) == 0)
+		rs_free(rs);
+}
+
+static int rs_publish(struct rs *rs)
+{
+	struct rs **p;
+
+	pthread_mutex_lock(&rs_tab_lock);
+	p = rs_slot(rs->fd, true);
+	if (p)
+		*p = rs;
+	pthread_mutex_unlock(&rs_tab_lock);
+	return p ? 0 : rs->fd < 0 || rs->fd >= RS_L1 * RS_L2 ? EMFILE : ENOMEM;
 }
 
 static int rs_fail(int e)
 {
 	errno = e;
 	return -1;
+}
+
+/* errno e for the call, its reference dropped */
+static int rs_put_fail(struct rs *rs, int e)
+{
+	rs_put(rs);
+	return rs_fail(e);
 }
 
 static uint64_t rs_now_ns(void)
@@ -185,6 +237,16 @@ static void rs_nonblock_fd(int fd)
 		fcntl(fd, F_SETFL, f | O_NONBLOCK);
 }
 
+/* Wake the sleepers of rs: something changed. */
+static void rs_kick(struct rs *rs)
+{
+	uint64_t one = 1;
+
+	if (rs->waiters && write(rs->kick_fd, &one, sizeof(one)) < 0) {
+		/* the counter is full: readable all the same */
+	}
+}
+
 /* ------------------------------------------------------- life cycle */
 
 static struct rs *rs_alloc(void)
@@ -194,12 +256,18 @@ static struct rs *rs_alloc(void)
 	if (!rs)
 		return NULL;
 	pthread_mutex_init(&rs->lock, NULL);
+	rs->ref = 1;
 	rs->fd = -1;
 	rs->sndbuf = rs->rcvbuf = RS_BUF_DEFAULT;
 	rs->nodelay = 1;
 	rs->v6only = -1;
+	rs->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	rs->cmch = rdma_create_event_channel();
-	if (!rs->cmch) {
+	if (!rs->cmch || rs->kick_fd < 0) {
+		if (rs->cmch)
+			rdma_destroy_event_channel(rs->cmch);
+		if (rs->kick_fd >= 0)
+			close(rs->kick_fd);
 		free(rs);
 		return NULL;
 	}
@@ -232,13 +300,17 @@ static void rs_free_qp(struct rs *rs)
 	rs->rx = NULL;
 }
 
+static void rs_drain_events(struct rs *rs);
+
 static void rs_free(struct rs *rs)
 {
+	rs_drain_events(rs);
 	rs_free_qp(rs);
 	if (rs->id)
 		rdma_destroy_id(rs->id);
 	if (rs->cmch)
 		rdma_destroy_event_channel(rs->cmch);
+	close(rs->kick_fd);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
 }
@@ -275,9 +347,10 @@ static int rs_setup(struct rs *rs)
 			     : rs_clamp((uint64_t)rs->sndbuf / rs->seg, RS_SLOTS_MIN, RS_SLOTS_MAX);
 	rs->nrx = rs->rqsize ? rs_clamp((uint64_t)rs->rqsize, RS_SLOTS_MIN, RS_SLOTS_MAX)
 			     : rs_clamp((uint64_t)rs->rcvbuf / rs->seg, RS_SLOTS_MIN, RS_SLOTS_MAX);
-	size = (size_t)(rs->ntx + rs->nrx) * rs->seg;
+	rs->nrq = rs->nrx + RS_CTRL;
+	size = (size_t)(rs->ntx + rs->nrq) * rs->seg;
 	rs->buf = aligned_alloc(4096, size);
-	rs->rx = calloc(rs->nrx, sizeof(*rs->rx));
+	rs->rx = calloc(rs->nrq, sizeof(*rs->rx));
 	if (!rs->buf || !rs->rx)
 		return ENOMEM;
 	rs->pd = ibv_alloc_pd(v);
@@ -290,8 +363,8 @@ static int rs_setup(struct rs *rs)
 	if (!rs->cch)
 		return errno ? errno : ENOMEM;
 	rs_nonblock_fd(rs->cch->fd);
-	rs->sq_max = rs->ntx + RS_CTRL_WR;
-	rs->cq = ibv_create_cq(v, (int)(rs->sq_max + rs->nrx), rs, rs->cch, 0);
+	rs->sq_max = rs->ntx + RS_CTRL;
+	rs->cq = ibv_create_cq(v, (int)(rs->sq_max + rs->nrq), rs, rs->cch, 0);
 	if (!rs->cq)
 		return errno ? errno : ENOMEM;
 	memset(&qa, 0, sizeof(qa));
@@ -300,16 +373,17 @@ static int rs_setup(struct rs *rs)
 	qa.qp_type = IBV_QPT_RC;
 	qa.sq_sig_all = 1;
 	qa.cap.max_send_wr = rs->sq_max;
-	qa.cap.max_recv_wr = rs->nrx;
+	qa.cap.max_recv_wr = rs->nrq;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
 	if (rdma_create_qp(rs->id, rs->pd, &qa))
 		return errno ? errno : EIO;
-	for (uint32_t i = 0; i < rs->nrx; i++) {
+	for (uint32_t i = 0; i < rs->nrq; i++) {
 		ret = rs_post_recv(rs, i);
 		if (ret)
 			return ret;
 	}
+	rs->ctrl_credits = RS_CTRL;
 	return 0;
 }
 
@@ -341,7 +415,7 @@ static int rs_peer_hello(struct rs *rs, const void *pd, uint8_t len)
 }
 
 /* Wait for the next CM event on rs's channel (up to ms), acked after copying
- * what the caller needs. */
+ * what the caller needs; an rsocket closed meanwhile ends it (EBADF). */
 static int rs_cm_wait(struct rs *rs, enum rdma_cm_event_type *type, int *status,
 		      void *pd, uint8_t *pd_len, struct rdma_cm_id **nid, int ms)
 {
@@ -349,6 +423,8 @@ static int rs_cm_wait(struct rs *rs, enum rdma_cm_event_type *type, int *status,
 	struct rdma_cm_event *ev;
 
 	for (;;) {
+		if (__atomic_load_n(&rs->closed, __ATOMIC_ACQUIRE))
+			return EBADF;
 		if (!rdma_get_cm_event(rs->cmch, &ev))
 			break;
 		if (errno != EAGAIN && errno != EINTR)
@@ -356,10 +432,11 @@ static int rs_cm_wait(struct rs *rs, enum rdma_cm_event_type *type, int *status,
 		uint64_t now = rs_now_ns();
 		if (now >= end)
 			return ETIMEDOUT;
-		struct pollfd p = { .fd = rs->cmch->fd, .events = POLLIN };
+		struct pollfd p[2] = { { .fd = rs->cmch->fd, .events = POLLIN },
+				       { .fd = rs->kick_fd, .events = POLLIN } };
 		int left = (int)((end - now) / 1000000ull) + 1;
 
-		if (poll(&p, 1, left > 100 ? 100 : left) < 0 && errno != EINTR)
+		if (poll(p, 2, left > 100 ? 100 : left) < 0 && errno != EINTR)
 			return errno;
 	}
 	*type = ev->event;
@@ -398,8 +475,8 @@ static int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND_WITH_IMM;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.imm_data = htonl(type << 28 | (rs->owed & RS_CREDIT_MASK));
-	wr.wr_id = len ? RS_WR_DATA : RS_WR_CTRL;
+	wr.imm_data = htonl(RS_IMM(type, rs->ctrl_owed, rs->owed & RS_CREDIT_MASK));
+	wr.wr_id = type == RS_T_DATA ? RS_WR_DATA : RS_WR_CTRL;
 	if (len) {
 		uint8_t *dst = rs->buf + (size_t)slot * rs->seg;
 
@@ -414,31 +491,37 @@ static int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t
 		return ret;
 	}
 	rs->owed = 0;
-	rs->credits--;
+	rs->ctrl_owed = 0;
 	rs->sq_busy++;
-	if (len)
+	if (type == RS_T_DATA) {
+		rs->credits--;
 		rs->tx_head++;
+	} else {
+		rs->ctrl_credits--;
+	}
 	return 0;
 }
 
-/* A DATA message may go: a free slot, two credits (the last one is kept for
- * CREDIT and FIN) and room in the SQ beside the control messages. */
+/* A DATA message may go: a data credit, a free slot. */
 static bool rs_can_send(const struct rs *rs)
 {
-	return rs->state == RS_CONN && !rs->broken && !rs->tx_shut && rs->credits >= 2 &&
-	       rs->tx_head - rs->tx_tail < rs->ntx && rs->sq_busy + 2 <= rs->sq_max;
+	return rs->state == RS_CONN && !rs->broken && !rs->tx_shut && !rs->peer_gone &&
+	       rs->credits && rs->tx_head - rs->tx_tail < rs->ntx && rs->sq_busy < rs->sq_max;
 }
 
-/* FIN when asked for, credits when half the slots are owed. */
+/* FIN when asked for, credits when half the data slots are owed: on
+ * control credits, which the peer's slots full of data do not hold up. */
 static void rs_ctrl(struct rs *rs)
 {
-	if (rs->state != RS_CONN || rs->broken || !rs->credits || rs->sq_busy >= rs->sq_max)
+	if (rs->state != RS_CONN || rs->broken || rs->peer_gone || !rs->ctrl_credits ||
+	    rs->sq_busy >= rs->sq_max)
 		return;
 	if (rs->tx_shut && !rs->fin_sent) {
 		/* after the DATA before it, which the QP keeps in order */
 		if (!rs_post_send(rs, RS_T_FIN, NULL, 0))
 			rs->fin_sent = true;
-		return;
+		if (!rs->ctrl_credits || rs->sq_busy >= rs->sq_max)
+			return;
 	}
 	if (rs->owed && rs->owed >= rs->nrx / 2)
 		rs_post_send(rs, RS_T_CREDIT, NULL, 0);
@@ -447,7 +530,7 @@ static void rs_ctrl(struct rs *rs)
 static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 {
 	bool send = wc->wr_id >= RS_WR_DATA;
-	uint32_t imm, type, n;
+	uint32_t imm, type, n, c;
 
 	if (send) {
 		if (rs->sq_busy)
@@ -462,56 +545,82 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 	}
 	if (send)
 		return;
-	if (wc->wr_id >= rs->nrx || wc->opcode != IBV_WC_RECV || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+	if (wc->wr_id >= rs->nrq || wc->opcode != IBV_WC_RECV || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
 		rs_break(rs, EPROTO);
 		return;
 	}
 	imm = ntohl(wc->imm_data);
 	type = imm >> 28;
+	c = (imm >> 24) & 0xfu;
 	n = imm & RS_CREDIT_MASK;
-	if ((imm & 0x0fff0000u) || type > RS_T_FIN || n > rs->peer_nrx - rs->credits ||
-	    wc->byte_len > rs->seg || (type != RS_T_DATA && wc->byte_len)) {
+	/* credits beyond what we can be owed, DATA beyond the data slots
+	 * (sent on a control credit), a control message beyond them */
+	if ((imm & RS_IMM_RSVD) || type > RS_T_FIN || n > rs->peer_nrx - rs->credits ||
+	    c > RS_CTRL - rs->ctrl_credits || wc->byte_len > rs->seg ||
+	    (type != RS_T_DATA && wc->byte_len) ||
+	    (type == RS_T_DATA && wc->byte_len && rs->rx_tail - rs->rx_head >= rs->nrx) ||
+	    (type != RS_T_DATA && rs->ctrl_owed >= RS_CTRL)) {
 		rs_break(rs, EPROTO);
 		return;
 	}
 	rs->credits += n;
+	rs->ctrl_credits += c;
 	if (type == RS_T_DATA && wc->byte_len) {
-		/* in the order the RECVs complete; nrx of them at most */
-		rs->rx[rs->rx_tail % rs->nrx] = (struct rs_rx){ .slot = (uint32_t)wc->wr_id,
+		/* in the order the RECVs complete */
+		rs->rx[rs->rx_tail % rs->nrq] = (struct rs_rx){ .slot = (uint32_t)wc->wr_id,
 							        .len = wc->byte_len };
 		rs->rx_tail++;
 		return;
 	}
 	if (type == RS_T_FIN)
 		rs->rx_fin = true;
-	if (rs_post_recv(rs, (uint32_t)wc->wr_id))
+	if (rs_post_recv(rs, (uint32_t)wc->wr_id)) {
 		rs_break(rs, EIO);
-	else
-		rs->owed++;
+	} else if (type == RS_T_DATA) {
+		rs->owed++;   /* an empty DATA: a data slot, back at once */
+	} else {
+		rs->ctrl_owed++;
+	}
 }
 
-/* Take in what completed; with cm, also the CM's news (the peer's
- * disconnect). */
+/* Take in what completed (a bounded number: a peer's flood cannot hold the
+ * caller) and the CM's news (the peer's disconnect, or an accepted
+ * connection that never got its RTU); kick the sleepers on news. */
 static void rs_progress(struct rs *rs, bool cm)
 {
 	struct ibv_wc wc[16];
-	int n;
+	bool news = false;
+	int n = 0;
 
 	if (rs->state != RS_CONN)
 		return;
-	while ((n = ibv_poll_cq(rs->cq, 16, wc)) > 0)
+	for (int b = 0; b < RS_POLL_BATCHES; b++) {
+		n = ibv_poll_cq(rs->cq, 16, wc);
 		for (int i = 0; i < n; i++)
 			rs_wc(rs, &wc[i]);
+		news |= n > 0;
+		if (n < 16)
+			break;
+	}
 	if (n < 0)
 		rs_break(rs, EIO);
 	if (cm) {
 		struct rdma_cm_event *ev;
 
 		while (!rdma_get_cm_event(rs->cmch, &ev)) {
-			if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
-			    ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-			    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)
+			switch (ev->event) {
+			case RDMA_CM_EVENT_ESTABLISHED:
+				break;
+			case RDMA_CM_EVENT_DISCONNECTED:
+			case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 				rs->peer_gone = true;
+				break;
+			default:   /* CONNECT_ERROR, DEVICE_REMOVAL, ...: reset */
+				rs->peer_gone = true;
+				rs_break(rs, ECONNRESET);
+				break;
+			}
+			news = true;
 			rdma_ack_cm_event(ev);
 		}
 		if (rs->peer_gone) {
@@ -523,6 +632,8 @@ static void rs_progress(struct rs *rs, bool cm)
 		}
 	}
 	rs_ctrl(rs);
+	if (news)
+		rs_kick(rs);
 }
 
 static bool rs_rx_ready(const struct rs *rs)
@@ -534,6 +645,8 @@ static short rs_revents(struct rs *rs, short events)
 {
 	short r = 0;
 
+	if (rs->closed)
+		return POLLNVAL;
 	switch (rs->state) {
 	case RS_LISTEN: {
 		struct pollfd p = { .fd = rs->cmch->fd, .events = POLLIN };
@@ -543,10 +656,10 @@ static short rs_revents(struct rs *rs, short events)
 		break;
 	}
 	case RS_CONN:
-		rs_progress(rs, !rs_rx_ready(rs));
+		rs_progress(rs, true);
 		if (rs_rx_ready(rs) || rs->rx_fin || rs->peer_gone || rs->broken || rs->rd_shut)
 			r |= POLLIN | (events & POLLRDNORM);
-		if (rs_can_send(rs) || rs->broken || rs->tx_shut)
+		if (rs_can_send(rs) || rs->broken || rs->tx_shut || rs->peer_gone)
 			r |= POLLOUT | (events & POLLWRNORM);
 		if (rs->broken && rs->err != EPIPE)
 			r |= POLLERR;
@@ -577,35 +690,34 @@ static void rs_drain_events(struct rs *rs)
 
 /* ------------------------------------------------------- poll */
 
-RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
+/* poll over fds, rsv[i] the rsocket of fds[i] (or NULL), pf room for
+ * 3 * nfds entries */
+static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf, nfds_t nfds,
+		       int timeout)
 {
 	uint64_t start = rs_now_ns(), end = timeout < 0 ? UINT64_MAX
 					      : start + (uint64_t)timeout * 1000000ull;
-	struct pollfd *pf = NULL;
-	nfds_t nrs = 0, np;
-	int ret;
+	bool armed = false;
+	nfds_t np;
+	int ret = -1;
 
-	for (nfds_t i = 0; i < nfds; i++)
-		if (rs_get(fds[i].fd))
-			nrs++;
-	if (!nrs)
-		return poll(fds, nfds, timeout);
-	pf = calloc(nfds + nrs, sizeof(*pf));
-	if (!pf)
-		return rs_fail(ENOMEM);
-	for (bool armed = false;;) {
+	for (;;) {
 		int n = 0;
 		uint64_t now;
 
-		/* the rsockets as they are, the others without waiting */
+		/* the rsockets as they are (counted as sleepers once armed,
+		 * before the last look), the others without waiting */
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
-			struct rs *rs = rs_get(fds[i].fd);
+			struct rs *rs = rsv[i];
 
 			if (rs) {
 				pthread_mutex_lock(&rs->lock);
-				if (armed && rs->cq)
-					ibv_req_notify_cq(rs->cq, 0);
+				if (armed) {
+					rs->waiters++;
+					if (rs->cq)
+						ibv_req_notify_cq(rs->cq, 0);
+				}
 				fds[i].revents = rs_revents(rs, fds[i].events);
 				pthread_mutex_unlock(&rs->lock);
 			} else {
@@ -613,77 +725,130 @@ RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 				pf[np++] = fds[i];
 			}
 		}
-		if (np && poll(pf, np, 0) < 0) {
-			ret = -1;
-			goto out;
-		}
+		if (np && poll(pf, np, 0) < 0)
+			goto unwait;
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
-			if (!rs_get(fds[i].fd))
+			if (!rsv[i])
 				fds[i].revents = pf[np++].revents;
 			n += fds[i].revents != 0;
 		}
 		now = rs_now_ns();
 		if (n || now >= end) {
 			ret = n;
-			goto out;
+			goto unwait;
 		}
 		if (!armed) {
 			/* spin a little: a reply is often that close */
-			if (now - start < RS_SPIN_NS) {
+			if (now - start >= RS_SPIN_NS)
+				armed = true;   /* arm, look again, then sleep */
+			else
 				sched_yield();
-				continue;
-			}
-			armed = true;   /* arm, look again, then sleep */
 			continue;
 		}
-		/* sleep on the doorbells: each rsocket's completion channel and
-		 * CM channel (or a listener's), and the other descriptors */
+		/* sleep on each rsocket's doorbells (completion channel, CM
+		 * channel, kick) beside the other descriptors */
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
-			struct rs *rs = rs_get(fds[i].fd);
+			struct rs *rs = rsv[i];
 
 			if (!rs) {
 				pf[np++] = fds[i];
 				continue;
 			}
 			pf[np++] = (struct pollfd){ .fd = rs->cmch->fd, .events = POLLIN };
+			pf[np++] = (struct pollfd){ .fd = rs->kick_fd, .events = POLLIN };
 			if (rs->cch)
 				pf[np++] = (struct pollfd){ .fd = rs->cch->fd, .events = POLLIN };
 		}
 		uint64_t left = end == UINT64_MAX ? 0 : (end - now + 999999ull) / 1000000ull;
 
-		ret = poll(pf, np, end == UINT64_MAX ? -1 : (int)(left > INT32_MAX ? INT32_MAX : left));
+		ret = poll(pf, np, end == UINT64_MAX ? -1 : (int)(left > INT_MAX ? INT_MAX : left));
 		if (ret < 0 && errno != EINTR)
-			goto out;
-		if (ret < 0) {
-			ret = -1;
-			goto out;
-		}
+			goto unwait;
 		for (nfds_t i = 0; i < nfds; i++) {
-			struct rs *rs = rs_get(fds[i].fd);
+			struct rs *rs = rsv[i];
+			uint64_t v;
 
-			if (rs) {
-				pthread_mutex_lock(&rs->lock);
-				rs_drain_events(rs);
-				pthread_mutex_unlock(&rs->lock);
+			if (!rs)
+				continue;
+			pthread_mutex_lock(&rs->lock);
+			if (!--rs->waiters && read(rs->kick_fd, &v, sizeof(v)) < 0) {
+				/* nothing to take */
 			}
+			rs_drain_events(rs);
+			pthread_mutex_unlock(&rs->lock);
 		}
+		if (ret < 0)
+			return -1;   /* EINTR, as poll(2) */
 	}
-out:
+unwait:
+	if (armed) {
+		int e = errno;
+
+		for (nfds_t i = 0; i < nfds; i++) {
+			struct rs *rs = rsv[i];
+			uint64_t v;
+
+			if (!rs)
+				continue;
+			pthread_mutex_lock(&rs->lock);
+			if (!--rs->waiters && read(rs->kick_fd, &v, sizeof(v)) < 0) {
+				/* nothing to take */
+			}
+			pthread_mutex_unlock(&rs->lock);
+		}
+		errno = e;
+	}
+	return ret;
+}
+
+RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	struct pollfd *pf;
+	struct rs **rsv;
+	bool any = false;
+	int ret;
+
+	for (nfds_t i = 0; i < nfds && !any; i++)
+		any = rs_is(fds[i].fd);
+	if (!any)
+		return poll(fds, nfds, timeout);
+	/* the rsockets among fds, each with a reference for the whole call */
+	rsv = calloc(nfds, sizeof(*rsv));
+	pf = calloc(nfds * 3, sizeof(*pf));
+	if (!rsv || !pf) {
+		free(rsv);
+		free(pf);
+		return rs_fail(ENOMEM);
+	}
+	for (nfds_t i = 0; i < nfds; i++) {
+		int e = errno;
+
+		rsv[i] = rs_get(fds[i].fd);
+		errno = e;
+	}
+	ret = rs_poll_set(fds, rsv, pf, nfds, timeout);
+	for (nfds_t i = 0; i < nfds; i++)
+		if (rsv[i])
+			rs_put(rsv[i]);
+	free(rsv);
 	free(pf);
 	return ret;
 }
 
-/* Wait until rs has one of events (the lock held on entry and return). */
+/* Wait until rs has one of events (the lock held on entry and return);
+ * EBADF once it is closed. */
 static int rs_wait(struct rs *rs, short events, int ms)
 {
-	struct pollfd p = { .fd = rs->fd, .events = events };
+	struct pollfd p = { .fd = rs->fd, .events = events }, pf[3];
 	int ret;
 
 	pthread_mutex_unlock(&rs->lock);
-	ret = rpoll(&p, 1, ms);
+	ret = rs_poll_set(&p, &rs, pf, 1, ms);
 	pthread_mutex_lock(&rs->lock);
+	if (rs->closed)
+		return EBADF;
 	return ret < 0 ? errno : 0;
 }
 
@@ -694,6 +859,8 @@ RS_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *excep
 	int n = 0, ret, ms;
 
 	if (nfds < 0 || nfds > FD_SETSIZE)
+		return rs_fail(EINVAL);
+	if (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0))
 		return rs_fail(EINVAL);
 	p = calloc(nfds ? (size_t)nfds : 1, sizeof(*p));
 	if (!p)
@@ -710,7 +877,13 @@ RS_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *excep
 		if (ev)
 			p[n++] = (struct pollfd){ .fd = fd, .events = ev };
 	}
-	ms = timeout ? (int)(timeout->tv_sec * 1000 + (timeout->tv_usec + 999) / 1000) : -1;
+	if (timeout) {
+		uint64_t t = (uint64_t)timeout->tv_sec * 1000u + ((uint64_t)timeout->tv_usec + 999) / 1000;
+
+		ms = t > INT_MAX ? INT_MAX : (int)t;
+	} else {
+		ms = -1;
+	}
 	ret = rpoll(p, (nfds_t)n, ms);
 	if (ret >= 0) {
 		ret = 0;
@@ -761,7 +934,7 @@ RS_EXPORT int rsocket(int domain, int type, int protocol)
 	}
 	if (type & SOCK_NONBLOCK)
 		rs->fl |= O_NONBLOCK;
-	ret = rs_set(rs->fd, rs);
+	ret = rs_publish(rs);
 	if (ret) {
 		rs_free(rs);
 		return rs_fail(ret);
@@ -771,41 +944,45 @@ RS_EXPORT int rsocket(int domain, int type, int protocol)
 
 RS_EXPORT int rbind(int s, const struct sockaddr *a, socklen_t l)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
+	int ret;
 
 	if (!rs)
 		return -1;
 	if (!a || (a->sa_family == AF_INET && l < sizeof(struct sockaddr_in)) ||
-	    (a->sa_family == AF_INET6 && l < sizeof(struct sockaddr_in6)))
-		return rs_fail(EINVAL);
-	if (rs->state != RS_NEW)
-		return rs_fail(EINVAL);
+	    (a->sa_family == AF_INET6 && l < sizeof(struct sockaddr_in6)) || rs->state != RS_NEW)
+		return rs_put_fail(rs, EINVAL);
 	if (rs->v6only >= 0)
 		rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &rs->v6only,
 				sizeof(rs->v6only));
-	return rdma_bind_addr(rs->id, (struct sockaddr *)a);
+	ret = rdma_bind_addr(rs->id, (struct sockaddr *)a);
+	if (ret)
+		return rs_put_fail(rs, errno);
+	rs_put(rs);
+	return 0;
 }
 
 RS_EXPORT int rlisten(int s, int backlog)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 
 	if (!rs)
 		return -1;
-	if (rs->state == RS_LISTEN)
-		return 0;
-	if (rs->state != RS_NEW)
-		return rs_fail(EINVAL);
-	if (rdma_listen(rs->id, backlog > 0 ? backlog : 1))
-		return -1;
-	rs->state = RS_LISTEN;
+	if (rs->state == RS_NEW) {
+		if (rdma_listen(rs->id, backlog > 0 ? backlog : 1))
+			return rs_put_fail(rs, errno);
+		rs->state = RS_LISTEN;
+	} else if (rs->state != RS_LISTEN) {
+		return rs_put_fail(rs, EINVAL);
+	}
+	rs_put(rs);
 	return 0;
 }
 
 /* The active side: resolve, set up, connect, wait for the answer. */
 RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	struct rdma_conn_param cp;
 	enum rdma_cm_event_type t;
 	struct rs_hello h;
@@ -817,11 +994,12 @@ RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 	if (!a || (a->sa_family != AF_INET && a->sa_family != AF_INET6) ||
 	    (a->sa_family == AF_INET && l < sizeof(struct sockaddr_in)) ||
 	    (a->sa_family == AF_INET6 && l < sizeof(struct sockaddr_in6)))
-		return rs_fail(a ? EAFNOSUPPORT : EINVAL);
+		return rs_put_fail(rs, a ? EAFNOSUPPORT : EINVAL);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_NEW) {
+		ret = rs->state == RS_CONN ? EISCONN : EINVAL;
 		pthread_mutex_unlock(&rs->lock);
-		return rs_fail(rs->state == RS_CONN ? EISCONN : EINVAL);
+		return rs_put_fail(rs, ret);
 	}
 	if (rdma_resolve_addr(rs->id, NULL, (struct sockaddr *)a, 2000)) {
 		ret = errno;
@@ -869,6 +1047,7 @@ RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 		goto fail;
 	rs->state = RS_CONN;
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return 0;
 fail:
 	/* the socket cannot be used again, as after a failed TCP connect */
@@ -876,37 +1055,36 @@ fail:
 	rs->state = RS_DEAD;
 	rs->err = ret;
 	pthread_mutex_unlock(&rs->lock);
-	return rs_fail(ret);
+	return rs_put_fail(rs, ret);
 }
 
-RS_EXPORT int raccept(int s, struct sockaddr *a, socklen_t *l)
+/* The next connection request on ls answered: a new rsocket in RS_CONN (its
+ * RTU still to come), NULL and *err when none could be. */
+static struct rs *rs_take_request(struct rs *ls, int *err)
 {
-	struct rs *ls = rs_find(s), *rs;
 	enum rdma_cm_event_type t;
 	struct rdma_conn_param cp;
 	struct rdma_cm_id *nid;
 	struct rs_hello h;
 	uint8_t pd[256], pd_len;
+	struct rs *rs;
 	int ret;
 
-	if (!ls)
-		return -1;
-	if (ls->state != RS_LISTEN)
-		return rs_fail(EINVAL);
 	for (;;) {
 		ret = rs_cm_wait(ls, &t, NULL, pd, &pd_len, &nid,
 				 ls->fl & O_NONBLOCK ? 0 : INT32_MAX / 2);
-		if (ret == ETIMEDOUT)
-			return rs_fail(EAGAIN);
-		if (ret)
-			return rs_fail(ret);
+		if (ret) {
+			*err = ret == ETIMEDOUT ? EAGAIN : ret;
+			return NULL;
+		}
 		if (t != RDMA_CM_EVENT_CONNECT_REQUEST)
 			continue;
 		rs = rs_alloc();
 		if (!rs) {
 			rdma_reject(nid, NULL, 0);
 			rdma_destroy_id(nid);
-			return rs_fail(ENOMEM);
+			*err = ENOMEM;
+			return NULL;
 		}
 		rs->id = nid;
 		nid->context = rs;
@@ -936,28 +1114,42 @@ RS_EXPORT int raccept(int s, struct sockaddr *a, socklen_t *l)
 			rs_free(rs);
 			continue;
 		}
-		ret = rs_cm_wait(rs, &t, NULL, NULL, NULL, NULL, RS_CM_MS);
-		if (ret || t != RDMA_CM_EVENT_ESTABLISHED) {
-			rs_free(rs);
-			continue;
-		}
+		/* the QP is ready to send and receive; ESTABLISHED (or the
+		 * CM's CONNECT_ERROR for a peer that never confirms) comes on
+		 * the new channel, taken in by rs_progress */
 		rs->state = RS_CONN;
-		ret = rs_set(rs->fd, rs);
-		if (ret) {
-			rdma_disconnect(rs->id);
-			rs_free(rs);
-			return rs_fail(ret);
-		}
-		if (a && l) {
-			struct sockaddr *pa = rdma_get_peer_addr(rs->id);
-			socklen_t n = pa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-							      : sizeof(struct sockaddr_in);
-
-			memcpy(a, pa, *l < n ? *l : n);
-			*l = n;
-		}
-		return rs->fd;
+		return rs;
 	}
+}
+
+RS_EXPORT int raccept(int s, struct sockaddr *a, socklen_t *l)
+{
+	struct rs *ls = rs_get(s), *rs;
+	int ret = 0;
+
+	if (!ls)
+		return -1;
+	if (ls->state != RS_LISTEN)
+		return rs_put_fail(ls, EINVAL);
+	rs = rs_take_request(ls, &ret);
+	rs_put(ls);
+	if (!rs)
+		return rs_fail(ret);
+	ret = rs_publish(rs);
+	if (ret) {
+		rdma_disconnect(rs->id);
+		rs_free(rs);
+		return rs_fail(ret);
+	}
+	if (a && l) {
+		struct sockaddr *pa = rdma_get_peer_addr(rs->id);
+		socklen_t n = pa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						      : sizeof(struct sockaddr_in);
+
+		memcpy(a, pa, *l < n ? *l : n);
+		*l = n;
+	}
+	return rs->fd;
 }
 
 static bool rs_nonblock(const struct rs *rs, int flags)
@@ -967,7 +1159,7 @@ static bool rs_nonblock(const struct rs *rs, int flags)
 
 RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	const uint8_t *p = b;
 	size_t sent = 0;
 	int e = 0;
@@ -975,16 +1167,18 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 	if (!rs)
 		return -1;
 	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE))
-		return rs_fail(EOPNOTSUPP);
+		return rs_put_fail(rs, EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONN) {
 		pthread_mutex_unlock(&rs->lock);
-		return rs_fail(ENOTCONN);
+		return rs_put_fail(rs, ENOTCONN);
 	}
 	while (sent < n) {
 		rs_progress(rs, false);
-		if (rs->broken || rs->tx_shut) {
-			e = rs->tx_shut || !rs->err ? EPIPE : rs->err;
+		if (rs->broken || rs->tx_shut || rs->peer_gone) {
+			/* EPIPE, as TCP's once the peer has closed (we do not
+			 * raise SIGPIPE, as rsockets do not) */
+			e = rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
 			break;
 		}
 		if (rs_can_send(rs)) {
@@ -1006,7 +1200,8 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 			break;
 	}
 	pthread_mutex_unlock(&rs->lock);
-	if (sent)
+	rs_put(rs);
+	if (sent || !n)
 		return (ssize_t)sent;
 	return rs_fail(e);
 }
@@ -1019,7 +1214,7 @@ static size_t rs_copy_out(struct rs *rs, uint8_t *dst, size_t n, bool peek)
 	size_t got = 0;
 
 	while (got < n && head != rs->rx_tail) {
-		const struct rs_rx *x = &rs->rx[head % rs->nrx];
+		const struct rs_rx *x = &rs->rx[head % rs->nrq];
 		const uint8_t *src = rs->buf + (size_t)(rs->ntx + x->slot) * rs->seg;
 		size_t k = x->len - off;
 
@@ -1048,18 +1243,18 @@ static size_t rs_copy_out(struct rs *rs, uint8_t *dst, size_t n, bool peek)
 
 RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	size_t got = 0;
 	int e = 0;
 
 	if (!rs)
 		return -1;
 	if (flags & ~(MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_NOSIGNAL))
-		return rs_fail(EOPNOTSUPP);
+		return rs_put_fail(rs, EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONN) {
 		pthread_mutex_unlock(&rs->lock);
-		return rs_fail(ENOTCONN);
+		return rs_put_fail(rs, ENOTCONN);
 	}
 	for (;;) {
 		rs_progress(rs, false);
@@ -1076,6 +1271,8 @@ RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 		if (rs_rx_ready(rs))
 			continue;
 		if (rs->peer_gone || rs->broken) {
+			/* a reset is an error; the peer's disconnect (with or
+			 * without FIN, its flushes) the end of the stream */
 			if (!got && rs->broken && rs->err != EPIPE && !rs->peer_gone)
 				e = rs->err;
 			break;
@@ -1090,6 +1287,7 @@ RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 			break;
 	}
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	if (got || !e)
 		return (ssize_t)got;
 	return rs_fail(e);
@@ -1183,16 +1381,16 @@ RS_EXPORT ssize_t rwritev(int s, const struct iovec *v, int n)
 
 RS_EXPORT int rshutdown(int s, int how)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 
 	if (!rs)
 		return -1;
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
-		return rs_fail(EINVAL);
+		return rs_put_fail(rs, EINVAL);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONN) {
 		pthread_mutex_unlock(&rs->lock);
-		return rs_fail(ENOTCONN);
+		return rs_put_fail(rs, ENOTCONN);
 	}
 	if (how != SHUT_WR)
 		rs->rd_shut = true;
@@ -1200,49 +1398,56 @@ RS_EXPORT int rshutdown(int s, int how)
 		rs->tx_shut = true;
 		rs_progress(rs, false);   /* FIN now if a credit is there, else later */
 	}
+	rs_kick(rs);   /* a reader gets its 0, a writer its EPIPE */
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return 0;
 }
 
 RS_EXPORT int rclose(int s)
 {
-	struct rs *rs = rs_find(s);
+	struct rs **p, *rs;
 
+	/* out of the table: no new call finds it; the calls inside end */
+	pthread_mutex_lock(&rs_tab_lock);
+	p = rs_slot(s, false);
+	rs = p ? *p : NULL;
+	if (rs)
+		*p = NULL;
+	pthread_mutex_unlock(&rs_tab_lock);
 	if (!rs)
-		return -1;
-	rs_set(s, NULL);
+		return rs_fail(EBADF);
 	pthread_mutex_lock(&rs->lock);
+	__atomic_store_n(&rs->closed, true, __ATOMIC_RELEASE);
+	rs_kick(rs);
 	if (rs->state == RS_CONN) {
 		uint64_t end = rs_now_ns() + RS_CLOSE_MS * 1000000ull;
 
 		/* FIN after all we sent, and every SEND complete (in the
-		 * peer's slots) before the QP goes */
+		 * peer's RECVs) before the QP goes */
 		rs->tx_shut = true;
 		for (;;) {
 			rs_progress(rs, true);
 			if (rs->broken || rs->peer_gone || (rs->fin_sent && !rs->sq_busy) ||
 			    rs_now_ns() >= end)
 				break;
-			if (rs->cq)
-				ibv_req_notify_cq(rs->cq, 0);
+			ibv_req_notify_cq(rs->cq, 0);
 			rs_progress(rs, false);
 			if (rs->fin_sent && !rs->sq_busy)
 				break;
 			pthread_mutex_unlock(&rs->lock);
-			struct pollfd p[2] = { { .fd = rs->cch->fd, .events = POLLIN },
-					       { .fd = rs->cmch->fd, .events = POLLIN } };
-			poll(p, 2, 10);
+			struct pollfd pw[2] = { { .fd = rs->cch->fd, .events = POLLIN },
+						{ .fd = rs->cmch->fd, .events = POLLIN } };
+			poll(pw, 2, 10);
 			pthread_mutex_lock(&rs->lock);
 			rs_drain_events(rs);
 		}
 		rdma_disconnect(rs->id);
 	}
-	rs_drain_events(rs);
 	pthread_mutex_unlock(&rs->lock);
-	rs_free(rs);
+	rs_put(rs);   /* the table's: the last call out frees it */
 	return 0;
 }
-
 static struct sockaddr *rs_addr(struct rs *rs, bool peer)
 {
 	return peer ? rdma_get_peer_addr(rs->id) : rdma_get_local_addr(rs->id);
@@ -1250,21 +1455,22 @@ static struct sockaddr *rs_addr(struct rs *rs, bool peer)
 
 static int rs_name(int s, struct sockaddr *a, socklen_t *l, bool peer)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	struct sockaddr *sa;
 	socklen_t n;
 
 	if (!rs)
 		return -1;
 	if (!l || (!a && *l))
-		return rs_fail(EFAULT);
+		return rs_put_fail(rs, EFAULT);
 	if (peer && rs->state != RS_CONN)
-		return rs_fail(ENOTCONN);
+		return rs_put_fail(rs, ENOTCONN);
 	sa = rs_addr(rs, peer);
 	n = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	if (a)   /* librspreload asks the size alone (NULL, 0) */
 		memcpy(a, sa, *l < n ? *l : n);
 	*l = n;
+	rs_put(rs);
 	return 0;
 }
 
@@ -1321,22 +1527,23 @@ static int *rs_opt(struct rs *rs, int level, int name)
 
 RS_EXPORT int rsetsockopt(int s, int level, int name, const void *v, socklen_t l)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	int *o;
 
 	if (!rs)
 		return -1;
 	if (level == SOL_SOCKET && name == SO_LINGER) {
 		if (!v || l < sizeof(struct linger))
-			return rs_fail(EINVAL);
+			return rs_put_fail(rs, EINVAL);
 		memcpy(&rs->linger, v, sizeof(rs->linger));
+		rs_put(rs);
 		return 0;
 	}
 	o = rs_opt(rs, level, name);
 	if (!o)
-		return rs_fail(ENOTSUP);
+		return rs_put_fail(rs, ENOTSUP);
 	if (!v || l < sizeof(int))
-		return rs_fail(EINVAL);
+		return rs_put_fail(rs, EINVAL);
 	pthread_mutex_lock(&rs->lock);
 	memcpy(o, v, sizeof(int));
 	if ((o == &rs->sndbuf || o == &rs->rcvbuf) && (*o < 0 || (unsigned)*o > RS_BUF_MAX))
@@ -1346,23 +1553,25 @@ RS_EXPORT int rsetsockopt(int s, int level, int name, const void *v, socklen_t l
 	/* sizes count once the connection is set up; later ones are kept
 	 * for getsockopt only */
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);
 	return 0;
 }
 
 RS_EXPORT int rgetsockopt(int s, int level, int name, void *v, socklen_t *l)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	int val, *o;
 
 	if (!rs)
 		return -1;
 	if (!v || !l)
-		return rs_fail(EFAULT);
+		return rs_put_fail(rs, EFAULT);
 	if (level == SOL_SOCKET && name == SO_LINGER) {
 		if (*l < sizeof(struct linger))
-			return rs_fail(EINVAL);
+			return rs_put_fail(rs, EINVAL);
 		memcpy(v, &rs->linger, sizeof(rs->linger));
 		*l = sizeof(struct linger);
+		rs_put(rs);
 		return 0;
 	}
 	pthread_mutex_lock(&rs->lock);
@@ -1384,60 +1593,66 @@ RS_EXPORT int rgetsockopt(int s, int level, int name, void *v, socklen_t *l)
 			val = 0;
 	} else {
 		pthread_mutex_unlock(&rs->lock);
-		return rs_fail(ENOTSUP);
+		return rs_put_fail(rs, ENOTSUP);
 	}
 	pthread_mutex_unlock(&rs->lock);
 	if (*l < sizeof(int))
-		return rs_fail(EINVAL);
+		return rs_put_fail(rs, EINVAL);
 	memcpy(v, &val, sizeof(int));
 	*l = sizeof(int);
+	rs_put(rs);
 	return 0;
 }
 
 RS_EXPORT int rfcntl(int s, int cmd, ...)
 {
-	struct rs *rs = rs_find(s);
+	struct rs *rs = rs_get(s);
 	va_list ap;
-	int arg;
+	int arg = 0, ret;
 
 	if (!rs)
 		return -1;
+	if (cmd == F_SETFD || cmd == F_SETFL) {
+		va_start(ap, cmd);
+		arg = va_arg(ap, int);
+		va_end(ap);
+	}
 	switch (cmd) {
 	case F_GETFD:   /* close-on-exec: the descriptor's own */
-		return fcntl(rs->fd, F_GETFD);
+		ret = fcntl(rs->fd, F_GETFD);
+		break;
 	case F_SETFD:
-		va_start(ap, cmd);
-		arg = va_arg(ap, int);
-		va_end(ap);
-		return fcntl(rs->fd, F_SETFD, arg);
+		ret = fcntl(rs->fd, F_SETFD, arg);
+		break;
 	case F_GETFL:
-		return O_RDWR | rs->fl;
+		ret = O_RDWR | rs->fl;
+		break;
 	case F_SETFL:
-		va_start(ap, cmd);
-		arg = va_arg(ap, int);
-		va_end(ap);
 		rs->fl = arg & O_NONBLOCK;
-		return 0;
+		ret = 0;
+		break;
 	default:
-		return rs_fail(ENOTSUP);
+		return rs_put_fail(rs, ENOTSUP);
 	}
+	rs_put(rs);
+	return ret;
 }
 
 RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
 {
 	(void)b, (void)n, (void)prot, (void)flags, (void)off;
-	return rs_find(s) ? rs_fail(ENOSYS) : -1;
+	return rs_is(s) ? rs_fail(ENOSYS) : rs_fail(EBADF);
 }
 
 RS_EXPORT int riounmap(int s, void *b, size_t n)
 {
 	(void)b, (void)n;
-	return rs_find(s) ? rs_fail(EINVAL) : -1;
+	return rs_is(s) ? rs_fail(EINVAL) : rs_fail(EBADF);
 }
 
 RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 {
 	(void)b, (void)n, (void)off, (void)flags;
-	errno = rs_get(s) ? ENOSYS : EBADF;
+	errno = rs_is(s) ? ENOSYS : EBADF;
 	return 0;
 }

@@ -12,9 +12,17 @@
  *   than a slot: the rsocket reads the good data, then gets an error (never
  *   a byte of the bad message), rpoll says POLLERR, rsend fails, rclose
  *   works;
- * - flow control: a peer with 2 slots that gives no credit back gets one
- *   DATA message and not a second (rsend says EAGAIN), then one more per
+ * - more DATA than the slots the rsocket has, control credits it never
+ *   gave: the same;
+ * - flow control: a peer with 2 slots that gives no credit back gets two
+ *   DATA messages and not a third (rsend says EAGAIN), then one more per
  *   credit it returns.
+ * - and between two honest rsockets, what an adversarial review found: a
+ *   half close with a reply bigger than the buffers in both directions; a
+ *   writer blocked in rsend when its peer closes; a reader and a writer
+ *   thread on one rsocket (4 slots) against an echo; a client that never
+ *   confirms its connection (no RTU) does not hold up raccept; rclose while
+ *   another thread sleeps in rrecv (that call ends with EBADF).
  *   rsock_peer ADDR PORT
  */
 #define _GNU_SOURCE
@@ -40,7 +48,8 @@
 #define T_DATA 0u
 #define T_CREDIT 1u
 #define T_FIN 2u
-#define IMM(t, n) ((t) << 28 | (n))
+#define IMM(t, n) ((t) << 28 | (n))          /* data credits n */
+#define IMMC(t, c) ((t) << 28 | (c) << 24)    /* control credits c */
 #define SEG 4096
 
 __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...)
@@ -356,6 +365,246 @@ static void *srv_run(void *arg)
 	return NULL;
 }
 
+
+/* an honest pair through listener l: *c the client's end, the server's
+ * returned; RDMA_RQSIZE rq on both when not 0 */
+static int pair_up(int l, int *c, int rq)
+{
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct acc a = { .l = l, .fd = -1 };
+
+	CHECK(!rsetsockopt(l, SOL_RDMA, RDMA_RQSIZE, &rq, sizeof(rq)), "RDMA_RQSIZE");
+	*c = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK(*c >= 0 && inet_pton(AF_INET, addr, &la.sin_addr) == 1, "rsocket");
+	CHECK(!rsetsockopt(*c, SOL_RDMA, RDMA_RQSIZE, &rq, sizeof(rq)), "RDMA_RQSIZE");
+	CHECK(!pthread_create(&a.t, NULL, acc_run, &a), "pthread_create");
+	CHECK(!rconnect(*c, (struct sockaddr *)&la, sizeof(la)), "rconnect: %s", strerror(errno));
+	pthread_join(a.t, NULL);
+	CHECK(a.fd >= 0, "raccept: %s", strerror(a.err));
+	return a.fd;
+}
+
+/* read n bytes, each 'A' + its offset % 26; fail after 20 s of nothing */
+static void read_all(int fd, size_t n, const char *what)
+{
+	static __thread char b[65536];
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+
+		CHECK(rpoll(&p, 1, 20000) == 1, "%s: nothing for 20 s after %zu of %zu bytes", what, got, n);
+		k = rrecv(fd, b, n - got < sizeof(b) ? n - got : sizeof(b), MSG_DONTWAIT);
+		if (k < 0 && errno == EAGAIN)
+			continue;
+		CHECK(k > 0, "%s: rrecv %zd (%s) after %zu of %zu bytes", what, k, k ? strerror(errno) : "EOF",
+		      got, n);
+		for (ssize_t i = 0; i < k; i++)
+			CHECK(b[i] == 'A' + (char)((got + (size_t)i) % 26), "%s: byte %zu wrong", what,
+			      got + (size_t)i);
+		got += (size_t)k;
+	}
+}
+
+static void write_all(int fd, size_t n, const char *what)
+{
+	static __thread char b[65536];
+	size_t sent = 0;
+
+	while (sent < n) {
+		size_t k = n - sent < sizeof(b) ? n - sent : sizeof(b);
+		ssize_t w;
+
+		for (size_t i = 0; i < k; i++)
+			b[i] = 'A' + (char)((sent + i) % 26);
+		w = rsend(fd, b, k, 0);
+		CHECK(w > 0, "%s: rsend: %s after %zu of %zu bytes", what, strerror(errno), sent, n);
+		sent += (size_t)w;
+	}
+}
+
+struct job {
+	pthread_t t;
+	int fd;
+	size_t n;
+	ssize_t ret;
+	int err;
+	uint64_t took_ms;
+};
+
+static void *job_reply(void *arg)   /* a 1 MiB reply first, then the request to EOF */
+{
+	struct job *j = arg;
+	char b[64];
+
+	write_all(j->fd, 1 << 20, "reply");
+	read_all(j->fd, j->n, "request");
+	CHECK(rrecv(j->fd, b, sizeof(b), 0) == 0, "request: no EOF after it");
+	CHECK(!rshutdown(j->fd, SHUT_WR), "rshutdown");
+	return NULL;
+}
+
+static void *job_echo(void *arg)
+{
+	struct job *j = arg;
+	static char b[8192];
+	ssize_t k;
+
+	while ((k = rrecv(j->fd, b, sizeof(b), 0)) > 0)
+		for (ssize_t off = 0; off < k;) {
+			ssize_t w = rsend(j->fd, b + off, (size_t)(k - off), 0);
+
+			CHECK(w > 0, "echo: rsend: %s", strerror(errno));
+			off += w;
+		}
+	return NULL;
+}
+
+static void *job_write(void *arg)
+{
+	struct job *j = arg;
+
+	write_all(j->fd, j->n, "writer");
+	return NULL;
+}
+
+static void *job_close(void *arg)   /* rclose after 300 ms */
+{
+	struct job *j = arg;
+
+	usleep(300000);
+	j->ret = rclose(j->fd);
+	return NULL;
+}
+
+static void *job_recv(void *arg)   /* one rrecv, however it ends */
+{
+	struct job *j = arg;
+	char b[64];
+	uint64_t t0 = now_ms();
+
+	j->ret = rrecv(j->fd, b, sizeof(b), 0);
+	j->err = errno;
+	j->took_ms = now_ms() - t0;
+	return NULL;
+}
+
+/* the silent client's CM runs (REQ out, REP in) but it never confirms */
+static volatile int silent_stop;
+
+static void *job_silent(void *arg)
+{
+	struct rdma_event_channel *ch = arg;
+	struct rdma_cm_event *e;
+
+	while (!silent_stop) {
+		if (!rdma_get_cm_event(ch, &e))
+			rdma_ack_cm_event(e);   /* CONNECT_RESPONSE: no rdma_establish */
+		else
+			usleep(5000);
+	}
+	return NULL;
+}
+
+static void honest(int l)
+{
+	static char big[4 << 20];
+	struct job j = { 0 }, w = { 0 };
+	struct raw r;
+	uint64_t t0;
+	ssize_t k;
+	int c, s;
+	char b[64];
+
+	/* a half close, the reply bigger than the buffers both ways: the
+	 * client's request fills the server's slots; its FIN and the server's
+	 * 1 MiB reply must still get through while nobody reads the request */
+	s = pair_up(l, &c, 16);
+	j = (struct job){ .fd = s, .n = 15 * 16384 };
+	CHECK(!pthread_create(&j.t, NULL, job_reply, &j), "pthread_create");
+	write_all(c, j.n, "request");
+	CHECK(!rshutdown(c, SHUT_WR), "rshutdown");
+	read_all(c, 1 << 20, "reply");
+	CHECK(rrecv(c, b, sizeof(b), 0) == 0, "reply: no EOF after it");
+	pthread_join(j.t, NULL);
+	CHECK(!rclose(c) && !rclose(s), "rclose");
+	printf("rsock_peer: ok: half close, 1 MiB reply while the request sits unread\n");
+
+	/* a writer blocked in rsend; its peer closes without reading */
+	s = pair_up(l, &c, 16);
+	j = (struct job){ .fd = s };
+	CHECK(!pthread_create(&j.t, NULL, job_close, &j), "pthread_create");
+	t0 = now_ms();
+	k = rsend(c, big, sizeof(big), 0);
+	CHECK(now_ms() - t0 < 10000, "rsend went on %llu ms after the peer closed",
+	      (unsigned long long)(now_ms() - t0));
+	CHECK(k < (ssize_t)sizeof(big), "rsend of 4 MiB to a peer that reads nothing succeeded");
+	pthread_join(j.t, NULL);
+	CHECK(rsend(c, big, 1, 0) < 0 && errno == EPIPE, "rsend after the peer closed: want EPIPE, got %s",
+	      strerror(errno));
+	CHECK(!rclose(c), "rclose");
+	printf("rsock_peer: ok: a writer blocked in rsend returns when its peer closes (%zd bytes, then EPIPE)\n", k);
+
+	/* a reader and a writer thread on one rsocket, 4 slots each way, an
+	 * echo at the other end */
+	s = pair_up(l, &c, 4);
+	j = (struct job){ .fd = s };
+	w = (struct job){ .fd = c, .n = 8 << 20 };
+	CHECK(!pthread_create(&j.t, NULL, job_echo, &j), "pthread_create");
+	CHECK(!pthread_create(&w.t, NULL, job_write, &w), "pthread_create");
+	read_all(c, w.n, "echo");
+	pthread_join(w.t, NULL);
+	CHECK(!rshutdown(c, SHUT_WR), "rshutdown");
+	pthread_join(j.t, NULL);
+	CHECK(!rclose(c) && !rclose(s), "rclose");
+	printf("rsock_peer: ok: 8 MiB through an echo, reader and writer threads on one rsocket\n");
+
+	/* a client that never confirms (no QP, no rdma_establish: no RTU)
+	 * does not hold up raccept, and an honest one comes in after it */
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		struct hello h = hello(8, SEG);
+		struct rdma_conn_param cp = { .private_data = &h, .private_data_len = sizeof(h) };
+		int silent;
+
+		memset(&r, 0, sizeof(r));
+		CHECK(inet_pton(AF_INET, addr, &sa.sin_addr) == 1, "address");
+		r.ch = rdma_create_event_channel();
+		CHECK(r.ch && !fcntl(r.ch->fd, F_SETFL, O_NONBLOCK) &&
+		      !rdma_create_id(r.ch, &r.id, NULL, RDMA_PS_TCP), "silent id");
+		CHECK(!rdma_resolve_addr(r.id, NULL, (struct sockaddr *)&sa, 2000) &&
+		      ev_take(r.ch, 5000, NULL, NULL) == RDMA_CM_EVENT_ADDR_RESOLVED &&
+		      !rdma_resolve_route(r.id, 2000) &&
+		      ev_take(r.ch, 5000, NULL, NULL) == RDMA_CM_EVENT_ROUTE_RESOLVED, "silent resolve");
+		CHECK(!rdma_connect(r.id, &cp), "silent rdma_connect: %s", strerror(errno));
+		CHECK(!pthread_create(&j.t, NULL, job_silent, r.ch), "pthread_create");
+		t0 = now_ms();
+		silent = raccept(l, NULL, NULL);
+		CHECK(silent >= 0 && now_ms() - t0 < 5000, "raccept of a silent client: %d after %llu ms",
+		      silent, (unsigned long long)(now_ms() - t0));
+		s = pair_up(l, &c, 16);
+		CHECK(rsend(c, "ping", 4, 0) == 4 && rrecv(s, b, 4, MSG_WAITALL) == 4, "ping");
+		CHECK(!rclose(c) && !rclose(s) && !rclose(silent), "rclose");
+		silent_stop = 1;
+		pthread_join(j.t, NULL);
+		raw_free(&r);
+	}
+	printf("rsock_peer: ok: a client that never confirms does not hold up raccept\n");
+
+	/* rclose while another thread sleeps in rrecv */
+	s = pair_up(l, &c, 16);
+	j = (struct job){ .fd = c };
+	CHECK(!pthread_create(&j.t, NULL, job_recv, &j), "pthread_create");
+	usleep(200000);
+	CHECK(!rclose(c), "rclose");
+	pthread_join(j.t, NULL);
+	CHECK(j.ret < 0 && j.err == EBADF && j.took_ms < 5000, "rrecv across rclose: %zd (%s) after %llu ms",
+	      j.ret, strerror(j.err), (unsigned long long)j.took_ms);
+	CHECK(!rclose(s), "rclose");
+	printf("rsock_peer: ok: rclose ends another thread's rrecv (EBADF)\n");
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -418,13 +667,31 @@ int main(int argc, char **argv)
 	bad_message(l, "FIN with a payload", true, IMM(T_FIN, 0), 16);
 	bad_message(l, "a message longer than a slot", true, IMM(T_DATA, 0), 20000);
 
-	/* 3. flow control: 2 slots, no credit back: one DATA message, no more */
+	bad_message(l, "control credits never given", true, IMMC(T_CREDIT, 5u), 0);
+	/* DATA beyond the rsocket's data slots (its RECVs for control
+	 * messages taken for data): 16 slots (256 KiB of 16 KiB), a 17th */
+	{
+		int n;
+
+		fd = accept_raw(l, &r, 8, 8);
+		for (n = 0; n < 17; n++)   /* 4 bytes of 'B' each */
+			CHECK(raw_send(&r, true, IMM(T_DATA, 0), 4) == IBV_WC_SUCCESS, "DATA %d", n);
+		n = (int)rrecv(fd, b, sizeof(b), 0);
+		CHECK(n == 64 && b[0] == 'B' && b[63] == 'B', "the 16 slots' data before it: got %d", n);
+		CHECK(rrecv(fd, b, sizeof(b), 0) < 0 && errno == EPROTO, "a 17th DATA: want EPROTO, got %s",
+		      strerror(errno));
+		CHECK(!rclose(fd), "rclose");
+		raw_free(&r);
+		printf("rsock_peer: ok: DATA beyond the data slots: their data read, then EPROTO\n");
+	}
+
+	/* 3. flow control: 2 slots, no credit back: two DATA messages, no more */
 	fd = accept_raw(l, &r, 2, 2);
 	CHECK(!rfcntl(fd, F_SETFL, O_NONBLOCK), "rfcntl");
 	memset(b, 'D', sizeof(b));
-	CHECK(rsend(fd, b, 100, 0) == 100, "first DATA: %s", strerror(errno));
-	CHECK(rsend(fd, b, 100, 0) < 0 && errno == EAGAIN, "a second DATA without credit: want EAGAIN");
-	CHECK(raw_recvs(&r, 300) == 1, "the peer got %d messages, want 1", r.recvs);
+	CHECK(rsend(fd, b, 100, 0) == 100 && rsend(fd, b, 100, 0) == 100, "two DATA: %s", strerror(errno));
+	CHECK(rsend(fd, b, 100, 0) < 0 && errno == EAGAIN, "a third DATA without credit: want EAGAIN");
+	CHECK(raw_recvs(&r, 300) == 2, "the peer got %d messages, want 2", r.recvs);
 	{
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 
@@ -442,7 +709,7 @@ int main(int argc, char **argv)
 	}
 	CHECK(rsend(fd, b, 100, 0) == 100, "DATA after a credit: %s", strerror(errno));
 	CHECK(rsend(fd, b, 100, 0) < 0 && errno == EAGAIN, "DATA beyond the credit: want EAGAIN");
-	CHECK(raw_recvs(&r, 300) == 2, "the peer got %d messages, want 2", r.recvs);
+	CHECK(raw_recvs(&r, 300) == 3, "the peer got %d messages, want 3", r.recvs);
 	CHECK(!rclose(fd), "rclose");
 	raw_free(&r);
 	printf("rsock_peer: ok: flow control: never more messages than the peer's credits\n");
@@ -472,6 +739,7 @@ int main(int argc, char **argv)
 		rdma_destroy_event_channel(ch);
 	}
 	printf("rsock_peer: ok: a server that answers without a hello: ECONNREFUSED\n");
+	honest(l);
 	CHECK(!rclose(l), "rclose listener");
 	printf("rsock_peer: ok\n");
 	return 0;
