@@ -37,12 +37,14 @@
  * beyond a slot.
  *
  * Threads: each call holds its rsocket's mutex except while it sleeps.
- * Sleepers (rpoll, blocking calls) count themselves in `waiters` and sleep
- * on the CQ's completion channel, the CM channel and a kick eventfd; a call
- * that takes in completions or changes the state while someone sleeps
- * kicks them. A descriptor is looked up with a reference; rclose removes it
- * from the table, kicks the sleepers (their calls end with EBADF) and the
- * last reference frees it.
+ * A sleeper (rpoll, a blocking call) puts an eventfd of its own on the
+ * rsocket's waiter list and sleeps on it beside the CQ's completion channel
+ * and the CM channel; a call that takes in completions or changes the state
+ * writes to every eventfd on the list. A descriptor is looked up with a
+ * reference; rclose marks it closed (new calls get EBADF, rpoll POLLNVAL),
+ * wakes the sleepers (their calls end with EBADF) and the last reference
+ * takes it out of the table and frees it. A listener takes the CM's
+ * connection requests in when polled, so POLLIN means one is there.
  *
  * A socket that is O_NONBLOCK connects synchronously all the same (connect
  * returns 0, which POSIX allows). raccept returns a connection once it has
@@ -105,10 +107,24 @@ struct rs_hello {
 	uint32_t magic, slots, seg;
 };
 
-enum rs_state { RS_NEW, RS_LISTEN, RS_CONN, RS_DEAD };
+enum rs_state { RS_NEW, RS_CONNECTING, RS_LISTEN, RS_CONN, RS_DEAD };
 
 struct rs_rx {
 	uint32_t slot, len;
+};
+
+/* a sleeper's eventfd, on the list of each rsocket it sleeps on */
+struct rs_waiter {
+	int fd;
+	struct rs_waiter *next;
+};
+
+/* a connection request a listener took in, for raccept */
+#define RS_REQS 32
+struct rs_req {
+	struct rdma_cm_id *id;
+	uint8_t pd_len;
+	uint8_t pd[64];
 };
 
 struct rs {
@@ -119,7 +135,9 @@ struct rs {
 	int fl;                       /* O_NONBLOCK */
 	int err;                      /* why the connection broke (0: it did not) */
 	bool broken, rx_fin, peer_gone, tx_shut, rd_shut, fin_sent, closed;
-	int kick_fd, waiters;
+	struct rs_waiter *wl;
+	struct rs_req *reqs;          /* a listener's, RS_REQS of them */
+	uint32_t req_head, req_tail;
 	struct rdma_event_channel *cmch;
 	struct rdma_cm_id *id;
 	struct ibv_comp_channel *cch;
@@ -171,14 +189,15 @@ static bool rs_is(int fd)
 	return yes;
 }
 
-/* The rsocket of fd with a reference, or NULL (errno EBADF). */
-static struct rs *rs_get(int fd)
+/* The rsocket of fd with a reference, or NULL (errno EBADF); a closed one
+ * too only when closed_too (rpoll reports it POLLNVAL). */
+static struct rs *rs_ref(int fd, bool closed_too)
 {
 	struct rs **p, *rs = NULL;
 
 	pthread_mutex_lock(&rs_tab_lock);
 	p = rs_slot(fd, false);
-	if (p && *p) {
+	if (p && *p && (closed_too || !__atomic_load_n(&(*p)->closed, __ATOMIC_ACQUIRE))) {
 		rs = *p;
 		__atomic_add_fetch(&rs->ref, 1, __ATOMIC_RELAXED);
 	}
@@ -186,6 +205,11 @@ static struct rs *rs_get(int fd)
 	if (!rs)
 		errno = EBADF;
 	return rs;
+}
+
+static struct rs *rs_get(int fd)
+{
+	return rs_ref(fd, false);
 }
 
 static void rs_free(struct rs *rs);
@@ -237,14 +261,15 @@ static void rs_nonblock_fd(int fd)
 		fcntl(fd, F_SETFL, f | O_NONBLOCK);
 }
 
-/* Wake the sleepers of rs: something changed. */
+/* Wake the sleepers of rs (its lock held): something changed. */
 static void rs_kick(struct rs *rs)
 {
 	uint64_t one = 1;
 
-	if (rs->waiters && write(rs->kick_fd, &one, sizeof(one)) < 0) {
-		/* the counter is full: readable all the same */
-	}
+	for (struct rs_waiter *w = rs->wl; w; w = w->next)
+		if (write(w->fd, &one, sizeof(one)) < 0) {
+			/* the counter is full: readable all the same */
+		}
 }
 
 /* ------------------------------------------------------- life cycle */
@@ -261,13 +286,8 @@ static struct rs *rs_alloc(void)
 	rs->sndbuf = rs->rcvbuf = RS_BUF_DEFAULT;
 	rs->nodelay = 1;
 	rs->v6only = -1;
-	rs->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	rs->cmch = rdma_create_event_channel();
-	if (!rs->cmch || rs->kick_fd < 0) {
-		if (rs->cmch)
-			rdma_destroy_event_channel(rs->cmch);
-		if (rs->kick_fd >= 0)
-			close(rs->kick_fd);
+	if (!rs->cmch) {
 		free(rs);
 		return NULL;
 	}
@@ -302,15 +322,29 @@ static void rs_free_qp(struct rs *rs)
 
 static void rs_drain_events(struct rs *rs);
 
+/* The last reference: out of the table (if it is there), then gone. */
 static void rs_free(struct rs *rs)
 {
+	struct rs **p;
+
+	pthread_mutex_lock(&rs_tab_lock);
+	p = rs_slot(rs->fd, false);
+	if (p && *p == rs)
+		*p = NULL;
+	pthread_mutex_unlock(&rs_tab_lock);
 	rs_drain_events(rs);
 	rs_free_qp(rs);
+	for (; rs->reqs && rs->req_head != rs->req_tail; rs->req_head++) {
+		struct rdma_cm_id *id = rs->reqs[rs->req_head % RS_REQS].id;
+
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+	}
+	free(rs->reqs);
 	if (rs->id)
 		rdma_destroy_id(rs->id);
 	if (rs->cmch)
 		rdma_destroy_event_channel(rs->cmch);
-	close(rs->kick_fd);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs);
 }
@@ -432,11 +466,11 @@ static int rs_cm_wait(struct rs *rs, enum rdma_cm_event_type *type, int *status,
 		uint64_t now = rs_now_ns();
 		if (now >= end)
 			return ETIMEDOUT;
-		struct pollfd p[2] = { { .fd = rs->cmch->fd, .events = POLLIN },
-				       { .fd = rs->kick_fd, .events = POLLIN } };
+		/* rclose is seen within 100 ms */
+		struct pollfd p = { .fd = rs->cmch->fd, .events = POLLIN };
 		int left = (int)((end - now) / 1000000ull) + 1;
 
-		if (poll(p, 2, left > 100 ? 100 : left) < 0 && errno != EINTR)
+		if (poll(&p, 1, left > 100 ? 100 : left) < 0 && errno != EINTR)
 			return errno;
 	}
 	*type = ev->event;
@@ -613,10 +647,9 @@ static void rs_progress(struct rs *rs, bool cm)
 				break;
 			case RDMA_CM_EVENT_DISCONNECTED:
 			case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-				rs->peer_gone = true;
+				rs->peer_gone = true;   /* the end of the stream */
 				break;
-			default:   /* CONNECT_ERROR, DEVICE_REMOVAL, ...: reset */
-				rs->peer_gone = true;
+			default:   /* CONNECT_ERROR, DEVICE_REMOVAL, ...: a reset */
 				rs_break(rs, ECONNRESET);
 				break;
 			}
@@ -641,6 +674,28 @@ static bool rs_rx_ready(const struct rs *rs)
 	return rs->rx_head != rs->rx_tail;
 }
 
+/* A listener takes in the CM's connection requests (its lock held), up to
+ * RS_REQS; other events of its channel are dropped. */
+static void rs_listen_pull(struct rs *ls)
+{
+	struct rdma_cm_event *ev;
+
+	if (!ls->reqs)
+		ls->reqs = calloc(RS_REQS, sizeof(*ls->reqs));
+	while (ls->reqs && ls->req_tail - ls->req_head < RS_REQS && !rdma_get_cm_event(ls->cmch, &ev)) {
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			struct rs_req *q = &ls->reqs[ls->req_tail++ % RS_REQS];
+			uint8_t n = ev->param.conn.private_data_len;
+
+			q->id = ev->id;
+			q->pd_len = n < sizeof(q->pd) ? n : sizeof(q->pd);
+			if (q->pd_len && ev->param.conn.private_data)
+				memcpy(q->pd, ev->param.conn.private_data, q->pd_len);
+		}
+		rdma_ack_cm_event(ev);
+	}
+}
+
 static short rs_revents(struct rs *rs, short events)
 {
 	short r = 0;
@@ -648,13 +703,13 @@ static short rs_revents(struct rs *rs, short events)
 	if (rs->closed)
 		return POLLNVAL;
 	switch (rs->state) {
-	case RS_LISTEN: {
-		struct pollfd p = { .fd = rs->cmch->fd, .events = POLLIN };
-
-		if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
-			r |= POLLIN;
+	case RS_LISTEN:
+		rs_listen_pull(rs);
+		if (rs->req_head != rs->req_tail)
+			r |= POLLIN | (events & POLLRDNORM);
 		break;
-	}
+	case RS_CONNECTING:
+		break;
 	case RS_CONN:
 		rs_progress(rs, true);
 		if (rs_rx_ready(rs) || rs->rx_fin || rs->peer_gone || rs->broken || rs->rd_shut)
@@ -682,7 +737,7 @@ static void rs_drain_events(struct rs *rs)
 	struct ibv_cq *cq;
 	void *ctx;
 
-	if (!rs->cch)
+	if (!rs->cch || rs->state != RS_CONN)
 		return;
 	while (!ibv_get_cq_event(rs->cch, &cq, &ctx))
 		ibv_ack_cq_events(cq, 1);
@@ -690,34 +745,30 @@ static void rs_drain_events(struct rs *rs)
 
 /* ------------------------------------------------------- poll */
 
-/* poll over fds, rsv[i] the rsocket of fds[i] (or NULL), pf room for
- * 3 * nfds entries */
-static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf, nfds_t nfds,
-		       int timeout)
+/* Poll over fds; rsv[i] is the rsocket of fds[i] (or NULL), pf has room
+ * for 2 * nfds + 1 entries, wv for nfds. */
+static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf,
+		       struct rs_waiter *wv, nfds_t nfds, int timeout)
 {
 	uint64_t start = rs_now_ns(), end = timeout < 0 ? UINT64_MAX
 					      : start + (uint64_t)timeout * 1000000ull;
-	bool armed = false;
+	int wfd = -1, ret = -1, err = 0;
 	nfds_t np;
-	int ret = -1;
 
 	for (;;) {
 		int n = 0;
 		uint64_t now;
 
-		/* the rsockets as they are (counted as sleepers once armed,
-		 * before the last look), the others without waiting */
+		/* the rsockets as they are (armed once we sleep: the arm and
+		 * the waiter come before this look), the others without waiting */
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rs *rs = rsv[i];
 
 			if (rs) {
 				pthread_mutex_lock(&rs->lock);
-				if (armed) {
-					rs->waiters++;
-					if (rs->cq)
-						ibv_req_notify_cq(rs->cq, 0);
-				}
+				if (wfd >= 0 && rs->state == RS_CONN)
+					ibv_req_notify_cq(rs->cq, 0);
 				fds[i].revents = rs_revents(rs, fds[i].events);
 				pthread_mutex_unlock(&rs->lock);
 			} else {
@@ -725,8 +776,10 @@ static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf, n
 				pf[np++] = fds[i];
 			}
 		}
-		if (np && poll(pf, np, 0) < 0)
-			goto unwait;
+		if (np && poll(pf, np, 0) < 0) {
+			err = errno;
+			goto out;
+		}
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
 			if (!rsv[i])
@@ -736,18 +789,35 @@ static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf, n
 		now = rs_now_ns();
 		if (n || now >= end) {
 			ret = n;
-			goto unwait;
+			goto out;
 		}
-		if (!armed) {
+		if (wfd < 0) {
 			/* spin a little: a reply is often that close */
-			if (now - start >= RS_SPIN_NS)
-				armed = true;   /* arm, look again, then sleep */
-			else
+			if (now - start < RS_SPIN_NS) {
 				sched_yield();
+				continue;
+			}
+			/* then an eventfd of ours on each rsocket's list, and
+			 * one more look before we sleep */
+			wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+			if (wfd < 0) {
+				err = errno;
+				goto out;
+			}
+			for (nfds_t i = 0; i < nfds; i++) {
+				struct rs *rs = rsv[i];
+
+				if (!rs)
+					continue;
+				pthread_mutex_lock(&rs->lock);
+				wv[i] = (struct rs_waiter){ .fd = wfd, .next = rs->wl };
+				rs->wl = &wv[i];
+				pthread_mutex_unlock(&rs->lock);
+			}
 			continue;
 		}
-		/* sleep on each rsocket's doorbells (completion channel, CM
-		 * channel, kick) beside the other descriptors */
+		/* sleep on each rsocket's completion and CM channels and our
+		 * eventfd, beside the other descriptors */
 		np = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rs *rs = rsv[i];
@@ -756,84 +826,92 @@ static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf, n
 				pf[np++] = fds[i];
 				continue;
 			}
+			pthread_mutex_lock(&rs->lock);
 			pf[np++] = (struct pollfd){ .fd = rs->cmch->fd, .events = POLLIN };
-			pf[np++] = (struct pollfd){ .fd = rs->kick_fd, .events = POLLIN };
-			if (rs->cch)
+			if (rs->state == RS_CONN)
 				pf[np++] = (struct pollfd){ .fd = rs->cch->fd, .events = POLLIN };
+			pthread_mutex_unlock(&rs->lock);
 		}
+		pf[np++] = (struct pollfd){ .fd = wfd, .events = POLLIN };
 		uint64_t left = end == UINT64_MAX ? 0 : (end - now + 999999ull) / 1000000ull;
 
-		ret = poll(pf, np, end == UINT64_MAX ? -1 : (int)(left > INT_MAX ? INT_MAX : left));
-		if (ret < 0 && errno != EINTR)
-			goto unwait;
+		if (poll(pf, np, end == UINT64_MAX ? -1 : (int)(left > INT_MAX ? INT_MAX : left)) < 0) {
+			err = errno;   /* EINTR too, as poll(2) */
+			goto out;
+		}
+		{
+			uint64_t v;
+
+			if (read(wfd, &v, sizeof(v)) < 0) {
+				/* nobody kicked */
+			}
+		}
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rs *rs = rsv[i];
-			uint64_t v;
 
 			if (!rs)
 				continue;
 			pthread_mutex_lock(&rs->lock);
-			if (!--rs->waiters && read(rs->kick_fd, &v, sizeof(v)) < 0) {
-				/* nothing to take */
-			}
 			rs_drain_events(rs);
 			pthread_mutex_unlock(&rs->lock);
 		}
-		if (ret < 0)
-			return -1;   /* EINTR, as poll(2) */
 	}
-unwait:
-	if (armed) {
-		int e = errno;
-
+out:
+	if (wfd >= 0) {
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rs *rs = rsv[i];
-			uint64_t v;
 
 			if (!rs)
 				continue;
 			pthread_mutex_lock(&rs->lock);
-			if (!--rs->waiters && read(rs->kick_fd, &v, sizeof(v)) < 0) {
-				/* nothing to take */
-			}
+			for (struct rs_waiter **pp = &rs->wl; *pp; pp = &(*pp)->next)
+				if (*pp == &wv[i]) {
+					*pp = wv[i].next;
+					break;
+				}
 			pthread_mutex_unlock(&rs->lock);
 		}
-		errno = e;
+		close(wfd);
 	}
+	if (ret < 0)
+		errno = err;
 	return ret;
 }
 
 RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
+	struct rs_waiter *wv;
 	struct pollfd *pf;
 	struct rs **rsv;
 	bool any = false;
-	int ret;
+	int ret, e;
 
 	for (nfds_t i = 0; i < nfds && !any; i++)
 		any = rs_is(fds[i].fd);
 	if (!any)
 		return poll(fds, nfds, timeout);
-	/* the rsockets among fds, each with a reference for the whole call */
+	/* the rsockets among fds (a closed one too: POLLNVAL), each with a
+	 * reference for the whole call */
 	rsv = calloc(nfds, sizeof(*rsv));
-	pf = calloc(nfds * 3, sizeof(*pf));
-	if (!rsv || !pf) {
+	wv = calloc(nfds, sizeof(*wv));
+	pf = calloc(2 * nfds + 1, sizeof(*pf));
+	if (!rsv || !wv || !pf) {
 		free(rsv);
+		free(wv);
 		free(pf);
 		return rs_fail(ENOMEM);
 	}
-	for (nfds_t i = 0; i < nfds; i++) {
-		int e = errno;
-
-		rsv[i] = rs_get(fds[i].fd);
-		errno = e;
-	}
-	ret = rs_poll_set(fds, rsv, pf, nfds, timeout);
+	for (nfds_t i = 0; i < nfds; i++)
+		rsv[i] = rs_ref(fds[i].fd, true);
+	ret = rs_poll_set(fds, rsv, pf, wv, nfds, timeout);
+	e = errno;
 	for (nfds_t i = 0; i < nfds; i++)
 		if (rsv[i])
 			rs_put(rsv[i]);
 	free(rsv);
+	free(wv);
 	free(pf);
+	errno = e;
 	return ret;
 }
 
@@ -842,10 +920,11 @@ RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 static int rs_wait(struct rs *rs, short events, int ms)
 {
 	struct pollfd p = { .fd = rs->fd, .events = events }, pf[3];
+	struct rs_waiter w;
 	int ret;
 
 	pthread_mutex_unlock(&rs->lock);
-	ret = rs_poll_set(&p, &rs, pf, 1, ms);
+	ret = rs_poll_set(&p, &rs, pf, &w, 1, ms);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->closed)
 		return EBADF;
@@ -997,10 +1076,15 @@ RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 		return rs_put_fail(rs, a ? EAFNOSUPPORT : EINVAL);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_NEW) {
-		ret = rs->state == RS_CONN ? EISCONN : EINVAL;
+		ret = rs->state == RS_CONN ? EISCONN : rs->state == RS_CONNECTING ? EALREADY : EINVAL;
 		pthread_mutex_unlock(&rs->lock);
 		return rs_put_fail(rs, ret);
 	}
+	/* the CM's exchange without the lock: the other calls see
+	 * RS_CONNECTING (nothing to poll, ENOTCONN), rclose is seen within
+	 * 100 ms (rs_cm_wait) */
+	rs->state = RS_CONNECTING;
+	pthread_mutex_unlock(&rs->lock);
 	if (rdma_resolve_addr(rs->id, NULL, (struct sockaddr *)a, 2000)) {
 		ret = errno;
 		goto fail;
@@ -1045,15 +1129,24 @@ RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 	}
 	if (ret)
 		goto fail;
+	pthread_mutex_lock(&rs->lock);
+	if (rs->closed) {
+		pthread_mutex_unlock(&rs->lock);
+		ret = EBADF;
+		goto fail;
+	}
 	rs->state = RS_CONN;
+	rs_kick(rs);
 	pthread_mutex_unlock(&rs->lock);
 	rs_put(rs);
 	return 0;
 fail:
 	/* the socket cannot be used again, as after a failed TCP connect */
+	pthread_mutex_lock(&rs->lock);
 	rs_free_qp(rs);
 	rs->state = RS_DEAD;
 	rs->err = ret;
+	rs_kick(rs);
 	pthread_mutex_unlock(&rs->lock);
 	return rs_put_fail(rs, ret);
 }
@@ -1062,23 +1155,44 @@ fail:
  * RTU still to come), NULL and *err when none could be. */
 static struct rs *rs_take_request(struct rs *ls, int *err)
 {
-	enum rdma_cm_event_type t;
 	struct rdma_conn_param cp;
 	struct rdma_cm_id *nid;
 	struct rs_hello h;
-	uint8_t pd[256], pd_len;
+	uint8_t pd[64], pd_len;
 	struct rs *rs;
 	int ret;
 
 	for (;;) {
-		ret = rs_cm_wait(ls, &t, NULL, pd, &pd_len, &nid,
-				 ls->fl & O_NONBLOCK ? 0 : INT32_MAX / 2);
-		if (ret) {
-			*err = ret == ETIMEDOUT ? EAGAIN : ret;
-			return NULL;
-		}
-		if (t != RDMA_CM_EVENT_CONNECT_REQUEST)
+		/* a request the listener has taken in, else wait for one */
+		pthread_mutex_lock(&ls->lock);
+		rs_listen_pull(ls);
+		if (ls->req_head == ls->req_tail) {
+			bool nb = ls->fl & O_NONBLOCK;
+			struct pollfd p = { .fd = ls->cmch->fd, .events = POLLIN };
+
+			pthread_mutex_unlock(&ls->lock);
+			if (nb) {
+				*err = EAGAIN;
+				return NULL;
+			}
+			if (__atomic_load_n(&ls->closed, __ATOMIC_ACQUIRE)) {
+				*err = EBADF;
+				return NULL;
+			}
+			if (poll(&p, 1, 100) < 0 && errno != EINTR) {   /* rclose seen within 100 ms */
+				*err = errno;
+				return NULL;
+			}
 			continue;
+		}
+		{
+			struct rs_req *q = &ls->reqs[ls->req_head++ % RS_REQS];
+
+			nid = q->id;
+			pd_len = q->pd_len;
+			memcpy(pd, q->pd, pd_len);
+		}
+		pthread_mutex_unlock(&ls->lock);
 		rs = rs_alloc();
 		if (!rs) {
 			rdma_reject(nid, NULL, 0);
@@ -1408,17 +1522,20 @@ RS_EXPORT int rclose(int s)
 {
 	struct rs **p, *rs;
 
-	/* out of the table: no new call finds it; the calls inside end */
+	/* marked closed: no new call takes it (EBADF, rpoll POLLNVAL), the
+	 * calls inside end; the number stays in the table, and its
+	 * descriptor open, until the last reference frees it */
 	pthread_mutex_lock(&rs_tab_lock);
 	p = rs_slot(s, false);
 	rs = p ? *p : NULL;
+	if (rs && __atomic_exchange_n(&rs->closed, true, __ATOMIC_ACQ_REL))
+		rs = NULL;   /* closed already */
 	if (rs)
-		*p = NULL;
+		__atomic_add_fetch(&rs->ref, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&rs_tab_lock);
 	if (!rs)
 		return rs_fail(EBADF);
 	pthread_mutex_lock(&rs->lock);
-	__atomic_store_n(&rs->closed, true, __ATOMIC_RELEASE);
 	rs_kick(rs);
 	if (rs->state == RS_CONN) {
 		uint64_t end = rs_now_ns() + RS_CLOSE_MS * 1000000ull;
@@ -1445,9 +1562,11 @@ RS_EXPORT int rclose(int s)
 		rdma_disconnect(rs->id);
 	}
 	pthread_mutex_unlock(&rs->lock);
+	rs_put(rs);   /* ours */
 	rs_put(rs);   /* the table's: the last call out frees it */
 	return 0;
 }
+
 static struct sockaddr *rs_addr(struct rs *rs, bool peer)
 {
 	return peer ? rdma_get_peer_addr(rs->id) : rdma_get_local_addr(rs->id);
@@ -1638,21 +1757,31 @@ RS_EXPORT int rfcntl(int s, int cmd, ...)
 	return ret;
 }
 
+/* s is an rsocket, not closed (else errno EBADF) */
+static bool rs_open(int s)
+{
+	struct rs *rs = rs_get(s);
+
+	if (rs)
+		rs_put(rs);
+	return rs;
+}
+
 RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
 {
 	(void)b, (void)n, (void)prot, (void)flags, (void)off;
-	return rs_is(s) ? rs_fail(ENOSYS) : rs_fail(EBADF);
+	return rs_open(s) ? rs_fail(ENOSYS) : -1;
 }
 
 RS_EXPORT int riounmap(int s, void *b, size_t n)
 {
 	(void)b, (void)n;
-	return rs_is(s) ? rs_fail(EINVAL) : rs_fail(EBADF);
+	return rs_open(s) ? rs_fail(EINVAL) : -1;
 }
 
 RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 {
 	(void)b, (void)n, (void)off, (void)flags;
-	errno = rs_is(s) ? ENOSYS : EBADF;
+	errno = rs_open(s) ? ENOSYS : EBADF;
 	return 0;
 }

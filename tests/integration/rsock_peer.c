@@ -21,8 +21,13 @@
  *   half close with a reply bigger than the buffers in both directions; a
  *   writer blocked in rsend when its peer closes; a reader and a writer
  *   thread on one rsocket (4 slots) against an echo; a client that never
- *   confirms its connection (no RTU) does not hold up raccept; rclose while
- *   another thread sleeps in rrecv (that call ends with EBADF).
+ *   confirms its connection (no RTU) does not hold up raccept, and when it
+ *   leaves, the rsocket reads ECONNRESET; rclose while another thread sleeps
+ *   in rrecv (that call ends with EBADF); and from a second review: rpoll
+ *   and rclose while another thread's rconnect waits; rpoll on a closed
+ *   rsocket (POLLNVAL); six sleepers on one rsocket, woken by something
+ *   that is not theirs, sleep again (no spinning); EINTR stays EINTR; a bare
+ *   TCP connection to a listener is not a connection request.
  *   rsock_peer ADDR PORT
  */
 #define _GNU_SOURCE
@@ -37,6 +42,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -507,6 +516,135 @@ static void *job_silent(void *arg)
 	return NULL;
 }
 
+static void *job_connect(void *arg)   /* rconnect to the port in n */
+{
+	struct job *j = arg;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)j->n) };
+	uint64_t t0 = now_ms();
+
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	j->ret = rconnect(j->fd, (struct sockaddr *)&sa, sizeof(sa));
+	j->err = errno;
+	j->took_ms = now_ms() - t0;
+	return NULL;
+}
+
+static void *job_poll_in(void *arg)   /* rpoll POLLIN for 3 s, the fd twice */
+{
+	struct job *j = arg;
+	struct pollfd p[2] = { { .fd = j->fd, .events = POLLIN }, { .fd = j->fd, .events = POLLIN } };
+
+	j->ret = rpoll(p, 2, 3000);
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static double cpu_s(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec / 1e6 +
+	       (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec / 1e6;
+}
+
+static void second_review(int l)
+{
+	struct job jv[6], j;
+	struct pollfd p;
+	uint64_t t0;
+	double cpu;
+	int c, s, n;
+	char b[64];
+
+	/* rpoll and rclose while another thread's rconnect waits for a
+	 * listener that never answers (a raw id that takes no events) */
+	{
+		struct rdma_event_channel *ch = rdma_create_event_channel();
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(port + 2)) };
+		struct rdma_cm_id *lid;
+
+		CHECK(ch && !rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) &&
+		      inet_pton(AF_INET, addr, &sa.sin_addr) == 1 &&
+		      !rdma_bind_addr(lid, (struct sockaddr *)&sa) && !rdma_listen(lid, 4), "mute listener");
+		j = (struct job){ .fd = rsocket(AF_INET, SOCK_STREAM, 0), .n = (size_t)port + 2 };
+		CHECK(j.fd >= 0, "rsocket");
+		CHECK(!pthread_create(&j.t, NULL, job_connect, &j), "pthread_create");
+		usleep(300000);
+		p = (struct pollfd){ .fd = j.fd, .events = POLLIN | POLLOUT };
+		t0 = now_ms();
+		CHECK(rpoll(&p, 1, 0) == 0 && now_ms() - t0 < 2000, "rpoll during rconnect: %llu ms",
+		      (unsigned long long)(now_ms() - t0));
+		t0 = now_ms();
+		CHECK(!rclose(j.fd) && now_ms() - t0 < 2000, "rclose during rconnect: %llu ms",
+		      (unsigned long long)(now_ms() - t0));
+		pthread_join(j.t, NULL);
+		CHECK(j.ret < 0 && j.err == EBADF && j.took_ms < 5000, "rconnect across rclose: %zd (%s) after %llu ms",
+		      j.ret, strerror(j.err), (unsigned long long)j.took_ms);
+		p = (struct pollfd){ .fd = j.fd, .events = POLLIN };
+		CHECK(rpoll(&p, 1, 5000) == 1 && (p.revents & POLLNVAL), "rpoll on a closed rsocket: no POLLNVAL");
+		rdma_destroy_id(lid);
+		rdma_destroy_event_channel(ch);
+	}
+	printf("rsock_peer: ok: rpoll and rclose do not wait for another thread's rconnect; a closed rsocket polls POLLNVAL\n");
+
+	/* six sleepers on one rsocket (each with it twice in its set); a
+	 * shutdown of the other direction wakes them, not for them: they
+	 * sleep again and do not spin */
+	s = pair_up(l, &c, 16);
+	for (int i = 0; i < 6; i++) {
+		jv[i] = (struct job){ .fd = c };
+		CHECK(!pthread_create(&jv[i].t, NULL, job_poll_in, &jv[i]), "pthread_create");
+	}
+	usleep(500000);
+	cpu = cpu_s();
+	CHECK(!rshutdown(c, SHUT_WR), "rshutdown");   /* FIN to s: nothing for c to read */
+	for (int i = 0; i < 6; i++)
+		pthread_join(jv[i].t, NULL);
+	cpu = cpu_s() - cpu;
+	for (int i = 0; i < 6; i++)
+		CHECK(jv[i].ret == 0, "sleeper %d: rpoll %zd, want 0 (timeout)", i, jv[i].ret);
+	CHECK(cpu < 1.5, "six sleepers used %.2f s of CPU in 2.5 s after a kick not for them", cpu);
+	CHECK(rrecv(s, b, sizeof(b), 0) == 0, "the FIN");
+	CHECK(!rclose(c) && !rclose(s), "rclose");
+	printf("rsock_peer: ok: six sleepers woken for nothing sleep again (%.2f s of CPU in 2.5 s)\n", cpu);
+
+	/* EINTR from a signal without SA_RESTART stays EINTR */
+	{
+		struct sigaction sa = { .sa_handler = on_alarm };
+		struct itimerval it = { .it_value = { 0, 200000 } };
+
+		CHECK(!sigaction(SIGALRM, &sa, NULL), "sigaction");
+		s = pair_up(l, &c, 16);
+		CHECK(!setitimer(ITIMER_REAL, &it, NULL), "setitimer");
+		n = (int)rrecv(c, b, sizeof(b), 0);
+		CHECK(n < 0 && errno == EINTR, "rrecv interrupted: %d (%s), want EINTR", n, strerror(errno));
+		CHECK(!rclose(c) && !rclose(s), "rclose");
+		signal(SIGALRM, SIG_DFL);
+	}
+	printf("rsock_peer: ok: a signal interrupts a blocking rrecv with EINTR\n");
+
+	/* a bare TCP connection to the listener's port is no request: rpoll
+	 * does not say POLLIN, and a real request after it does */
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+		int t = socket(AF_INET, SOCK_STREAM, 0);
+
+		CHECK(t >= 0 && inet_pton(AF_INET, addr, &sa.sin_addr) == 1 &&
+		      !connect(t, (struct sockaddr *)&sa, sizeof(sa)), "TCP connect: %s", strerror(errno));
+		p = (struct pollfd){ .fd = l, .events = POLLIN };
+		CHECK(rpoll(&p, 1, 500) == 0, "rpoll on the listener after a bare TCP connect: POLLIN");
+		s = pair_up(l, &c, 16);
+		CHECK(!rclose(c) && !rclose(s), "rclose");
+		close(t);
+	}
+	printf("rsock_peer: ok: a bare TCP connection is not a request\n");
+}
+
 static void honest(int l)
 {
 	static char big[4 << 20];
@@ -585,12 +723,15 @@ static void honest(int l)
 		      silent, (unsigned long long)(now_ms() - t0));
 		s = pair_up(l, &c, 16);
 		CHECK(rsend(c, "ping", 4, 0) == 4 && rrecv(s, b, 4, MSG_WAITALL) == 4, "ping");
-		CHECK(!rclose(c) && !rclose(s) && !rclose(silent), "rclose");
+		CHECK(!rclose(c) && !rclose(s), "rclose");
 		silent_stop = 1;
 		pthread_join(j.t, NULL);
-		raw_free(&r);
+		raw_free(&r);   /* it leaves before confirming: a reset */
+		CHECK(rrecv(silent, b, sizeof(b), 0) < 0 && errno == ECONNRESET,
+		      "the silent client left: rrecv wants ECONNRESET, got %s", strerror(errno));
+		CHECK(!rclose(silent), "rclose");
 	}
-	printf("rsock_peer: ok: a client that never confirms does not hold up raccept\n");
+	printf("rsock_peer: ok: a client that never confirms does not hold up raccept; when it leaves: ECONNRESET\n");
 
 	/* rclose while another thread sleeps in rrecv */
 	s = pair_up(l, &c, 16);
@@ -603,6 +744,7 @@ static void honest(int l)
 	      j.ret, strerror(j.err), (unsigned long long)j.took_ms);
 	CHECK(!rclose(s), "rclose");
 	printf("rsock_peer: ok: rclose ends another thread's rrecv (EBADF)\n");
+	second_review(l);
 }
 
 int main(int argc, char **argv)
