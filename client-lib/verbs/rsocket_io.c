@@ -95,8 +95,8 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 		rs_break(rs, rs->peer_gone || rs->rx_fin ? EPIPE : ECONNRESET);
 		return;
 	}
-	if (send)
-		return;
+	if (send || rs->broken)
+		return;   /* nothing after a break reaches the stream */
 	if (wc->wr_id >= rs->nrq || wc->opcode != IBV_WC_RECV || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
 		rs_break(rs, EPROTO);
 		return;
