@@ -322,24 +322,15 @@ static int rs_setup(struct rs *rs)
 
 static void rs_hello(const struct rs *rs, struct rs_hello *h)
 {
-	h->magic = htonl(RS_MAGIC);
-	h->slots = htonl(rs->nrx);
-	h->seg = htonl(rs->seg);
+	rs_hello_make(rs->nrx, rs->seg, h);
 }
 
 /* The peer's hello, from private data the CM padded: checked, then kept. */
 static int rs_peer_hello(struct rs *rs, const void *pd, uint8_t len)
 {
-	struct rs_hello h;
 	uint32_t slots, seg;
 
-	if (!pd || len < sizeof(h))
-		return EPROTO;
-	memcpy(&h, pd, sizeof(h));
-	slots = ntohl(h.slots);
-	seg = ntohl(h.seg);
-	if (ntohl(h.magic) != RS_MAGIC || slots < 2 || slots > RS_SLOTS_MAX ||
-	    seg < RS_SEG_MIN || seg > RS_SEG_MAX)
+	if (rs_hello_parse(pd, len, &slots, &seg))
 		return EPROTO;
 	rs->peer_nrx = slots;
 	rs->peer_seg = seg;

@@ -33,22 +33,12 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
+#include "rsocket_wire.h"
+
 #define RS_EXPORT __attribute__((visibility("default")))
 
-#define RS_MAGIC 0x52535231u          /* "RSR1" */
-#define RS_T_DATA 0u
-#define RS_T_CREDIT 1u
-#define RS_T_FIN 2u
-/* the immediate: type << 28 | control credits << 24 | data credits */
-#define RS_IMM(t, c, n) ((t) << 28 | (c) << 24 | (n))
-#define RS_IMM_RSVD 0x00ff0000u
-#define RS_CREDIT_MASK 0xffffu
-#define RS_CTRL 4u                    /* control RECVs and credits, each way */
-#define RS_SEG_MIN 64u
-#define RS_SEG_MAX (1u << 20)
 #define RS_SEG_DEFAULT (16u << 10)
 #define RS_SLOTS_MIN 4u
-#define RS_SLOTS_MAX 1024u
 #define RS_BUF_DEFAULT (256u << 10)
 #define RS_BUF_MAX (16u << 20)
 #define RS_WR_DATA (1ull << 32)
@@ -57,10 +47,6 @@
 #define RS_CLOSE_MS 2000
 #define RS_CM_MS 60000
 #define RS_POLL_BATCHES 8             /* x 16 completions per look: a flood cannot hold a caller */
-
-struct rs_hello {
-	uint32_t magic, slots, seg;
-};
 
 enum rs_state { RS_NEW, RS_CONNECTING, RS_LISTEN, RS_CONN, RS_DEAD };
 

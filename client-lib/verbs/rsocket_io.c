@@ -82,7 +82,9 @@ static void rs_ctrl(struct rs *rs)
 static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 {
 	bool send = wc->wr_id >= RS_WR_DATA;
-	uint32_t imm, type, n, c;
+	struct rs_room room;
+	struct rs_msg m;
+	uint32_t type;
 
 	if (send) {
 		if (rs->sq_busy)
@@ -101,22 +103,17 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 		rs_break(rs, EPROTO);
 		return;
 	}
-	imm = ntohl(wc->imm_data);
-	type = imm >> 28;
-	c = (imm >> 24) & 0xfu;
-	n = imm & RS_CREDIT_MASK;
-	/* credits beyond what we can be owed, DATA beyond the data slots
-	 * (sent on a control credit), a control message beyond them */
-	if ((imm & RS_IMM_RSVD) || type > RS_T_FIN || n > rs->peer_nrx - rs->credits ||
-	    c > RS_CTRL - rs->ctrl_credits || wc->byte_len > rs->seg ||
-	    (type != RS_T_DATA && wc->byte_len) ||
-	    (type == RS_T_DATA && wc->byte_len && rs->rx_tail - rs->rx_head >= rs->nrx) ||
-	    (type != RS_T_DATA && rs->ctrl_owed >= RS_CTRL)) {
+	room = (struct rs_room){ .data = rs->peer_nrx - rs->credits,
+				 .ctrl = RS_CTRL - rs->ctrl_credits, .seg = rs->seg,
+				 .rx_full = rs->rx_tail - rs->rx_head >= rs->nrx,
+				 .ctrl_full = rs->ctrl_owed >= RS_CTRL };
+	if (rs_msg_parse(ntohl(wc->imm_data), wc->byte_len, &room, &m)) {
 		rs_break(rs, EPROTO);
 		return;
 	}
-	rs->credits += n;
-	rs->ctrl_credits += c;
+	type = m.type;
+	rs->credits += m.data;
+	rs->ctrl_credits += m.ctrl;
 	if (type == RS_T_DATA && wc->byte_len) {
 		/* in the order the RECVs complete */
 		rs->rx[rs->rx_tail % rs->nrq] = (struct rs_rx){ .slot = (uint32_t)wc->wr_id,

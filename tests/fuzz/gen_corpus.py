@@ -497,4 +497,41 @@ put('rdmacm_wire', 'rtu_with_payload', cmhdr(RTU, 1) + b'\0')
 put('rdmacm_wire', 'req_huge_len', cmhdr(REQ, 0xffff))
 put('rdmacm_wire', 'req_truncated', cmconn(REQ, b'abc')[:30])
 put('rdmacm_wire', 'good_then_garbage', cmhdr(RTU, 0) + b'GET / HTTP/1.0\r\n\r\n')
+# ---- rsocket_wire: our slots, slot size, the hello, then steps (action, immediate, length) ----
+RS_MAGIC, RS_DATA, RS_CREDIT, RS_FIN = 0x52535231, 0, 1, 2
+
+
+def rshello(slots=16, seg=16384, magic=RS_MAGIC):
+    return struct.pack('>III', magic, slots, seg)
+
+
+def rsrun(hello, steps, nrx=14, seg=255):
+    return bytes([nrx, seg, len(hello)]) + hello + b''.join(
+        struct.pack('>BIH', a, imm, ln) for a, imm, ln in steps)
+
+
+def rsimm(t, c=0, n=0):
+    return t << 28 | c << 24 | n
+
+
+stream = [(0, rsimm(RS_DATA), 512), (3, 0, 0), (1, 0, 0), (0, rsimm(RS_CREDIT, 1, 1), 0),
+          (0, rsimm(RS_DATA, 0, 0), 0), (2, 0, 0), (0, rsimm(RS_FIN, 1, 0), 0)]
+put('rsocket_wire', 'stream', rsrun(rshello(), stream))
+put('rsocket_wire', 'hello_padded', rsrun(rshello() + bytes(44), stream[:3]))
+put('rsocket_wire', 'two_slots', rsrun(rshello(2, 64), [(1, 0, 0), (1, 0, 0), (0, rsimm(RS_DATA, 0, 2), 0)]))
+put('rsocket_wire', 'full', rsrun(rshello(), [(0, rsimm(RS_DATA), 32)] * 17, nrx=14))
+# near-valid
+put('rsocket_wire', 'hello_short', rsrun(rshello()[:11], []))
+put('rsocket_wire', 'hello_magic', rsrun(rshello(magic=RS_MAGIC ^ 1), []))
+put('rsocket_wire', 'hello_one_slot', rsrun(rshello(1), []))
+put('rsocket_wire', 'hello_1025_slots', rsrun(rshello(1025), []))
+put('rsocket_wire', 'hello_seg63', rsrun(rshello(seg=63), []))
+put('rsocket_wire', 'hello_seg_1m1', rsrun(rshello(seg=(1 << 20) + 1), []))
+put('rsocket_wire', 'credit_too_many', rsrun(rshello(), [(1, 0, 0), (0, rsimm(RS_CREDIT, 0, 2), 0)]))
+put('rsocket_wire', 'ctrl_too_many', rsrun(rshello(), [(2, 0, 0), (0, rsimm(RS_DATA, 2, 0), 0)]))
+put('rsocket_wire', 'reserved_bit', rsrun(rshello(), [(0, rsimm(RS_DATA) | 1 << 16, 0)]))
+put('rsocket_wire', 'type3', rsrun(rshello(), [(0, rsimm(3), 0)]))
+put('rsocket_wire', 'fin_with_bytes', rsrun(rshello(), [(0, rsimm(RS_FIN), 32)]))
+put('rsocket_wire', 'longer_than_slot', rsrun(rshello(), [(0, rsimm(RS_DATA), 513)], seg=0))
+put('rsocket_wire', 'ctrl_flood', rsrun(rshello(), [(0, rsimm(RS_CREDIT), 0)] * 5))
 print('corpus written under', os.path.join(here, 'corpus'))

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rsockets of libroshm-verbs: what a peer sends, checked without a
+ * connection (rsocket_wire.c): the hello in the CM's private data and the
+ * immediate of each SEND. Nothing of verbs or the CM here:
+ * tests/fuzz/fuzz_rsocket_wire.c drives both with any bytes.
+ */
+#ifndef RSOCKET_WIRE_H
+#define RSOCKET_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RS_MAGIC 0x52535231u          /* "RSR1" */
+#define RS_T_DATA 0u
+#define RS_T_CREDIT 1u
+#define RS_T_FIN 2u
+/* the immediate: type << 28 | control credits << 24 | data credits */
+#define RS_IMM(t, c, n) ((t) << 28 | (c) << 24 | (n))
+#define RS_IMM_RSVD 0x00ff0000u
+#define RS_CREDIT_MASK 0xffffu
+#define RS_CTRL 4u                    /* control RECVs and credits, each way */
+#define RS_SEG_MIN 64u
+#define RS_SEG_MAX (1u << 20)
+#define RS_PEER_SLOTS_MIN 2u          /* the fewest data slots a peer may have */
+#define RS_SLOTS_MAX 1024u
+
+/* the hello, in network byte order */
+struct rs_hello {
+	uint32_t magic, slots, seg;
+};
+
+/* What a message from the peer may carry now, from the receiver's counts. */
+struct rs_room {
+	uint32_t data;      /* data credits it may give back: its slots less the credits we hold */
+	uint32_t ctrl;      /* control credits it may give back: RS_CTRL less those we hold */
+	uint32_t seg;       /* the bytes of one of our slots */
+	bool rx_full;       /* every data slot holds bytes not yet read */
+	bool ctrl_full;     /* every control RECV is taken */
+};
+
+/* A message, decoded and checked. */
+struct rs_msg {
+	uint32_t type;      /* RS_T_* */
+	uint32_t data;      /* data credits given back */
+	uint32_t ctrl;      /* control credits given back */
+};
+
+void rs_hello_make(uint32_t slots, uint32_t seg, struct rs_hello *h);
+/* 0, or EPROTO (nothing set) */
+int rs_hello_parse(const void *pd, size_t len, uint32_t *slots, uint32_t *seg);
+/* @imm in host order; 0, or EPROTO (@m zeroed): the connection is broken */
+int rs_msg_parse(uint32_t imm, uint32_t byte_len, const struct rs_room *room, struct rs_msg *m);
+
+#endif
