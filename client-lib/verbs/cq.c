@@ -171,6 +171,30 @@ RV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 	return 0;
 }
 
+/* Take @q off its channel's queue with its untaken events, and their counts
+ * on the fd; whether it had any. Channel lock held. */
+static bool unqueue(struct rv_chan *ch, struct rv_cq *q)
+{
+	struct rv_cq **ep;
+	bool any = q->ev_pending;
+
+	for (ep = &ch->first; *ep && *ep != q; ep = &(*ep)->ev_next)
+		;
+	if (!*ep)
+		return false;
+	*ep = q->ev_next;
+	if (ch->last == q) {
+		ch->last = NULL;
+		for (struct rv_cq *e = ch->first; e; e = e->ev_next)
+			ch->last = e;
+	}
+	for (; q->ev_pending; q->ev_pending--)
+		rv_fd_take(ch->ch.fd, &ch->owed);
+	q->queued = false;
+	q->ev_next = NULL;
+	return any;
+}
+
 RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 {
 	struct rv_cq *q = (struct rv_cq *)cq, **pp;
@@ -189,22 +213,8 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 	if (*pp)
 		*pp = q->next;
 	if (ch) {
-		struct rv_cq **ep;
-
 		pthread_mutex_lock(&ch->lock);
-		for (ep = &ch->first; *ep && *ep != q; ep = &(*ep)->ev_next)
-			;
-		if (*ep) {
-			*ep = q->ev_next;
-			if (ch->last == q) {
-				ch->last = NULL;
-				for (struct rv_cq *e = ch->first; e; e = e->ev_next)
-					ch->last = e;
-			}
-			/* its untaken events go, and their counts on the fd */
-			for (; q->ev_pending; q->ev_pending--)
-				rv_fd_take(ch->ch.fd, &ch->owed);
-		}
+		unqueue(ch, q);   /* its untaken events go */
 		pthread_mutex_unlock(&ch->lock);
 		ch->ch.refcnt--;
 	}
@@ -268,13 +278,60 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 	q->wc[q->tail++ & q->mask] = *wc;
 	to_ctx(cq->context)->pushes++;
 	if (q->armed) {
-		q->armed = false;
-		fire(q);
+		if (q->in_poll) {
+			q->deferred = true;   /* the poll may hand it over: settled at its end */
+		} else {
+			q->armed = false;
+			fire(q);
+		}
 	}
 }
 
-/* ibv_poll_cq; with @ts, at most one, and its timestamp (cq_ex.c) */
-int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
+/*
+ * The end of an application's poll. An event for completions the
+ * application now has in hand would wake it to an empty CQ (which
+ * ibv_rc_pingpong -t -e takes for a failure; on a NIC it takes a completion
+ * between the re-arm and the poll, here the notifier adds completions while
+ * the application polls). So: completions this poll added to its armed CQ
+ * fire their event only if some are still in the CQ; and when the poll
+ * leaves the CQ empty, events still queued for it (nobody took them yet)
+ * are withdrawn and the CQ is armed again, as if its completions had come
+ * in this poll. Context lock held.
+ */
+static void poll_settle(struct rv_cq *q)
+{
+	struct rv_chan *ch = (struct rv_chan *)q->cq.channel;
+	bool deferred = q->deferred;
+
+	q->deferred = false;
+	if (q->head != q->tail) {
+		if (deferred && q->armed) {
+			q->armed = false;
+			fire(q);
+		}
+		return;
+	}
+	if (q->armed || !ch)
+		return;
+	pthread_mutex_lock(&ch->lock);
+	if (q->queued && unqueue(ch, q))
+		q->armed = true;
+	pthread_mutex_unlock(&ch->lock);
+}
+
+void rv_poll_cq_end(struct ibv_cq *cq)
+{
+	struct rv_ctx *c = to_ctx(cq->context);
+
+	rv_lock(c);
+	poll_settle((struct rv_cq *)cq);
+	rv_unlock(c);
+}
+
+/* ibv_poll_cq; with @ts, at most one, and its timestamp (cq_ex.c); @hold:
+ * the poll goes on (ibv_start_poll to ibv_end_poll), rv_poll_cq_end
+ * settles its events unless the CQ is empty now */
+int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts, bool hold)
 {
 	struct rv_cq *q = (struct rv_cq *)cq;
 	struct rv_ctx *c = to_ctx(cq->context);
@@ -282,9 +339,12 @@ int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 
 	rv_lock(c);
 	q->polls++;
+	q->in_poll = true;
 	rv_progress(c);
 	rv_deliver_each(c, cq, NULL);
+	q->in_poll = false;
 	if (q->overrun && q->head == q->tail) {
+		poll_settle(q);
 		rv_unlock(c);
 		return -1;
 	}
@@ -294,6 +354,8 @@ int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 	}
 	while (got < n && q->head != q->tail)
 		wc[got++] = q->wc[q->head++ & q->mask];
+	if (!hold || q->head == q->tail)
+		poll_settle(q);
 	rv_unlock(c);
 	if (!got && c->yield)
 		sched_yield();
@@ -302,7 +364,7 @@ int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts)
 
 int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
-	return rv_poll_cq_ts(cq, n, wc, NULL);
+	return rv_poll_cq_ts(cq, n, wc, NULL, false);
 }
 
 static void *notifier(void *arg);

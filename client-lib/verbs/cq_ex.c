@@ -28,7 +28,7 @@ static struct rv_cq *xc(struct ibv_cq_ex *cx)
 static int x_next(struct ibv_cq_ex *cx)
 {
 	struct rv_cq *q = xc(cx);
-	int n = rv_poll_cq_ts(&q->cq, 1, &q->xwc, &q->xts);
+	int n = rv_poll_cq_ts(&q->cq, 1, &q->xwc, &q->xts, true);
 
 	if (n < 0)
 		return EOVERFLOW;   /* the CQ overran (IBV_EVENT_CQ_ERR) */
@@ -57,6 +57,7 @@ static int x_start(struct ibv_cq_ex *cx, struct ibv_poll_cq_attr *attr)
 
 static void x_end(struct ibv_cq_ex *cx)
 {
+	rv_poll_cq_end(&xc(cx)->cq);
 	pthread_mutex_unlock(&xc(cx)->xlock);
 }
 

@@ -283,6 +283,8 @@ struct rv_cq {
 	bool overrun;
 	uint32_t aev_reported;  /* its async events given to the application */
 	bool armed;             /* ibv_req_notify_cq: the next completion fires */
+	bool in_poll;           /* the application's poll of it is taking completions in */
+	bool deferred;          /* ... one came while armed: its event waits for the poll's end */
 	uint64_t polls;         /* the application's polls of it (context lock) */
 	uint64_t polls_seen;    /* ... at the notifier's last look */
 	bool served, looked;    /* notifier: polled since its last look; looked at once */
@@ -668,7 +670,8 @@ void rv_fd_take(int fd, uint32_t *owed);
 /* cq.c */
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc);
 int rv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts);
+int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts, bool hold);
+void rv_poll_cq_end(struct ibv_cq *cq);
 int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rv_notifier_stop(struct rv_ctx *c);
 void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q);

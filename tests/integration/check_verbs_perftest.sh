@@ -134,6 +134,10 @@ for side in client server; do
        END { exit !(u > 0 && c > 0 && c / (u * 1000) > 0.5 && c / (u * 1000) < 2) }' \
       "$d/ibv_rc_pingpong.$side" || { cat "$d/ibv_rc_pingpong.$side"; fail "ibv_rc_pingpong -t: $side's timestamps do not match its clock"; }
 done
+# -t -e: after each event ibv_start_poll must find a completion ("poll CQ
+# failed 2" otherwise): completions the application's own poll took in and
+# handed over fire no event (cq.c)
+pingpong ibv_rc_pingpong -n 200 -c -t -e
 pingpong ibv_srq_pingpong -n 200 -c             # 16 QPs on one SRQ
 pingpong ibv_uc_pingpong -n 200 -c              # UC QPs
 pingpong ibv_ud_pingpong -n 200 -c              # UD QPs: 2048-byte datagrams

@@ -101,6 +101,30 @@ static bool readable(int fd, int ms)
 	return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
 }
 
+/* Do @n events wait on the channel's eventfd within @ms? (its count, as
+ * /proc/self/fdinfo shows it: nothing is taken) */
+static bool queued_events(int fd, unsigned long long n, int ms)
+{
+	char path[64], line[128];
+	unsigned long long count = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	for (int t = 0; t <= ms; t += 10) {
+		FILE *f = fopen(path, "r");
+
+		if (!f)
+			die("fdinfo");
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "eventfd-count: %llx", &count) == 1)
+				break;
+		fclose(f);
+		if (count >= n)
+			return count == n;
+		usleep(10000);
+	}
+	return false;
+}
+
 /* The next event, within 10 s (the fd is non-blocking). */
 static struct ibv_async_event next_event(struct ibv_context *ctx, const char *what)
 {
@@ -321,9 +345,25 @@ static void cq_overrun(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(buf);
 }
 
-/* One completion channel, two CQs, an event each; the CQ whose event is
- * not taken is destroyed: the other's event is the one left, and then the
- * channel's fd is not readable and a non-blocking get says EAGAIN. */
+/* A signaled WRITE of 8 bytes to the other QP of chan_check, not polled. */
+static void chan_write(struct ibv_qp *qp, struct ibv_mr *mr, uint8_t *buf)
+{
+	struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)buf + 64;
+	wr.wr.rdma.rkey = mr->rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("chan: post");
+}
+
+/* One completion channel, two CQs, an event each; a poll that empties one
+ * withdraws its event and arms it again (the next completion fires); the CQ
+ * whose event is not taken is destroyed: the other's event is the one left,
+ * and then the channel's fd is not readable and a non-blocking get says
+ * EAGAIN. */
 static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -349,21 +389,25 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	}
 	connect_qp(qp[0], qp[1]->qp_num);
 	connect_qp(qp[1], qp[0]->qp_num);
-	for (int i = 0; i < 2; i++) {
-		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
-		struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sg, .num_sge = 1,
-					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
-				   *bad;
-
-		wr.wr.rdma.remote_addr = (uintptr_t)buf + 64;
-		wr.wr.rdma.rkey = mr->rkey;
-		if (ibv_req_notify_cq(cq[i], 0) || ibv_post_send(qp[i], &wr, &bad))
-			die("chan: arm or post");
-	}
 	for (int i = 0; i < 2; i++)
-		reap(cq[i], 1);   /* each completion fired its armed CQ's event */
-	if (!readable(ch->fd, 0))
-		die("chan: no event after two armed completions");
+		if (ibv_req_notify_cq(cq[i], 0))
+			die("chan: arm");
+	for (int i = 0; i < 2; i++)
+		chan_write(qp[i], mr, buf);
+	/* each completion fires its armed CQ's event: nobody polls here (a
+	 * completion that the application's own poll adds and hands over
+	 * fires none, cq.c), so the notifier takes both in */
+	if (!queued_events(ch->fd, 2, 10000))
+		die("chan: not two events after two armed completions");
+	/* a poll that empties cq[1] withdraws its event, which the
+	 * application no longer needs, and arms it again: the next
+	 * completion fires */
+	reap(cq[1], 1);
+	if (!queued_events(ch->fd, 1, 0))
+		die("chan: a poll that emptied its CQ left that CQ's event queued");
+	chan_write(qp[1], mr, buf);
+	if (!queued_events(ch->fd, 2, 10000))
+		die("chan: no event for a completion after a poll withdrew the last one");
 	if (ibv_destroy_qp(qp[0]) || ibv_destroy_cq(cq[0]))
 		die("chan: destroy the CQ whose event waits");
 	if (ibv_get_cq_event(ch, &got, &cctx) || got != cq[1] || cctx != (void *)2)
@@ -378,7 +422,8 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	    ibv_dereg_mr(mr))
 		die("chan: release");
 	free(buf);
-	printf("verbs_events: a destroyed CQ's untaken event went with it: the channel gives the "
+	printf("verbs_events: a poll that empties its CQ withdraws that CQ's untaken event and "
+	       "arms it again; a destroyed CQ's untaken event went with it: the channel gives the "
 	       "other's, then EAGAIN, fd not readable\n");
 }
 
