@@ -329,7 +329,7 @@ struct rv_swr {
 	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
 	uint32_t ud_qpn, ud_qkey, ud_slot;
 	uint64_t ud_token;
-	uint64_t ud_t0;         /* first claim (the datagram is dropped RV_UD_WAIT_NS on) */
+	uint64_t ud_t0;         /* first failed claim (dropped RV_UD_WAIT_NS on), 0: none yet */
 	uint64_t ud_at;         /* the claim was issued at, or: no claim before this */
 };
 

@@ -35,6 +35,7 @@
 #include "rv.h"
 
 #define RV_UD_WAIT_NS (200ull * 1000000)        /* a datagram waits this long for a slot */
+#define RV_UD_FULL_TRIES 8                      /* ... and as many failed claims at least */
 #define RV_UD_LATE_NS (1000ull * 1000000)       /* no WRITE this long after the claim */
 #define RV_UD_STUCK_NS (3000ull * 1000000)      /* a slot claimed this long is freed */
 #define RV_UD_SWEEP_NS (500ull * 1000000)       /* how often the owner looks for those */
@@ -511,8 +512,11 @@ static bool ud_done(struct rv_qp *q, struct rv_swr *w)
 
 /* Lost (no such QP, no room, too late): completes as sent, since nothing
  * answers a UD sender. */
-static bool ud_lost(struct rv_qp *q, struct rv_swr *w)
+static bool ud_lost(struct rv_qp *q, struct rv_swr *w, const char *why)
 {
+	if (getenv("ROSHM_VERBS_DEBUG"))
+		fprintf(stderr, "roshm-verbs: a datagram to UD QPN %06x is lost: %s (%u failed claims)\n",
+			w->ud_qpn, why, w->ud_tries);
 	w->ud_phase = UD_LOST;
 	return ud_done(q, w);
 }
@@ -631,7 +635,7 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	if (rv_now_ns() - w->ud_at > RV_UD_LATE_NS) {
 		/* too late (1 s since the claim was issued, the owner frees a
 		 * slot 3 s after it saw it claimed): the slot may be another's */
-		return ud_lost(q, w);
+		return ud_lost(q, w, "1 s since its claim was issued");
 	}
 	/* the claim ahead only with an arena slot and an SQE to spare (rv_room
 	 * takes all its SQEs or none) */
@@ -696,8 +700,9 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 				return ud_park(q, w);
 			}
 			if (!d->n)
-				return ud_lost(q, w);   /* no UD QP there */
-			w->ud_t0 = now;
+				return ud_lost(q, w, "no UD QP there");
+			w->ud_t0 = 0;   /* no claim failed yet */
+			w->ud_tries = 0;
 			w->ud_at = 0;
 			w->ud_phase = UD_PRE;
 			break;
@@ -728,12 +733,16 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 		case UD_CLAIM: {
 			uint64_t now = rv_now_ns();
 
-			if (now - w->ud_t0 > RV_UD_WAIT_NS) {
-				/* no room for it; the next ones to this QP get one
-				 * claim for a while (the ring is full, as a NIC's RQ
-				 * without RECVs: the others of this QP go on) */
+			if (w->ud_t0 && now - w->ud_t0 > RV_UD_WAIT_NS &&
+			    w->ud_tries >= RV_UD_FULL_TRIES) {
+				/* no room for it: claims failed for RV_UD_WAIT_NS
+				 * (counted from the first failure, not from the post:
+				 * a slow link or a wait for an SQE is no full ring);
+				 * the next ones to this QP get one claim for a while
+				 * (the ring is full, as a NIC's RQ without RECVs: the
+				 * others of this QP go on) */
 				c->udd[w->udd].full_until = now + RV_UD_WAIT_NS;
-				return ud_lost(q, w);
+				return ud_lost(q, w, "no free slot in 200 ms");
 			}
 			if (w->ud_at > now) {   /* pausing (the notifier's timer) */
 				q->want = 1;
@@ -759,8 +768,12 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			struct rv_udd *d = &c->udd[w->udd];
 
 			if (rv_now_ns() < d->full_until)
-				return ud_lost(q, w);
-			if (++w->ud_tries > RV_UD_FAST_TRIES) {
+				return ud_lost(q, w, "its ring was full a moment ago");
+			if (!w->ud_tries)
+				w->ud_t0 = rv_now_ns();   /* the first failure */
+			if (w->ud_tries < UINT8_MAX)
+				w->ud_tries++;
+			if (w->ud_tries > RV_UD_FAST_TRIES) {
 				uint32_t k = w->ud_tries - RV_UD_FAST_TRIES;
 				uint64_t pause = 50000ull << (k < 7 ? k : 7);
 
@@ -810,6 +823,10 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 		if (d && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
 			  e->status == -EACCES))
 			d->stale = true;
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: a datagram to UD QPN %06x: its %s failed: %s\n",
+				w->ud_qpn, op->kind == RV_OP_UD_CLAIM ? "claim" : "publication",
+				strerror(-e->status));
 		if (op->kind == RV_OP_UD_CLAIM)
 			w->ud_phase = UD_LOST;
 		return;

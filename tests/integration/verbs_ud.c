@@ -40,6 +40,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -441,8 +442,13 @@ static void server(int fd)
 	       "sender's own\n");
 	/* 3: too long for the RECV, then one that fits: the QP lives on */
 	sync_byte(fd, '3');
-	if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_LOC_LEN_ERR || wc.wr_id != NRECV - 2)
+	if (!next_wc(u.cq, &wc, 10000)) {
+		die("phase 3: a datagram longer than its RECV: no completion in 10 s");
+	} else if (wc.status != IBV_WC_LOC_LEN_ERR || wc.wr_id != NRECV - 2) {
+		fprintf(stderr, "phase 3: got %s, wr_id %" PRIu64 ", byte_len %u, QPN %06x\n",
+			ibv_wc_status_str(wc.status), wc.wr_id, wc.byte_len, wc.qp_num);
 		die("phase 3: a datagram longer than its RECV did not give LOC_LEN_ERR");
+	}
 	if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.byte_len != 50 + RV_UD_GRH ||
 	    !same(u.buf + (size_t)(NRECV - 1) * RSZ + RV_UD_GRH, 50, 32))
 		die("phase 3: the datagram after LOC_LEN_ERR");
