@@ -17,7 +17,8 @@
  * An armed SRQ (srq_limit > 0) raises IBV_EVENT_SRQ_LIMIT_REACHED when a QP
  * takes a RECV and fewer than the limit remain, and is disarmed (async.c).
  * UD QPs may share an SRQ too (ud.c: a datagram takes its RECV the same way).
- * Not provided: resizing (max_wr), XRC SRQs and ibv_create_srq_ex.
+ * ibv_modify_srq resizes (IBV_SRQ_MAX_WR) to any size that holds the
+ * RECVs posted. Not provided: XRC SRQs and ibv_create_srq_ex.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,22 +88,61 @@ RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	return 0;
 }
 
+/* IBV_SRQ_MAX_WR: the RECVs it holds move, in order, to arrays of the new
+ * size (any that holds them, up to the device's max_srq_wr). */
+static int srq_resize(struct rv_srq *s, uint32_t max_wr)
+{
+	uint32_t held = s->tail - s->head, n = 1;
+	struct ibv_sge *rsge;
+	struct rv_rwr *rwr;
+
+	if (!max_wr || max_wr > RV_MAX_SRQ_WR || max_wr < held)
+		return EINVAL;
+	while (n < max_wr)
+		n <<= 1;
+	rwr = calloc(n, sizeof(*rwr));
+	rsge = calloc((size_t)n * s->max_sge, sizeof(*rsge));
+	if (!rwr || !rsge) {
+		free(rwr);
+		free(rsge);
+		return ENOMEM;
+	}
+	for (uint32_t i = 0; i < held; i++) {
+		uint32_t from = (s->head + i) & s->mask;
+
+		rwr[i] = s->rwr[from];
+		memcpy(&rsge[(size_t)i * s->max_sge], &s->rsge[(size_t)from * s->max_sge],
+		       s->max_sge * sizeof(*rsge));
+	}
+	free(s->rwr);
+	free(s->rsge);
+	s->rwr = rwr;
+	s->rsge = rsge;
+	s->mask = n - 1;
+	s->head = 0;
+	s->tail = held;
+	s->max_wr = max_wr;
+	return 0;
+}
+
 RV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *a, int mask)
 {
 	struct rv_ctx *c = to_ctx(srq->context);
 	struct rv_srq *s = (struct rv_srq *)srq;
+	int ret = 0;
 
-	if (mask & ~IBV_SRQ_LIMIT)
-		return EINVAL;   /* IBV_SRQ_MAX_WR: no IBV_DEVICE_SRQ_RESIZE */
-	rv_lock(c);
-	if ((mask & IBV_SRQ_LIMIT) && a->srq_limit > s->max_wr) {
-		rv_unlock(c);
+	if (!a || (mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR)))
 		return EINVAL;
-	}
-	if (mask & IBV_SRQ_LIMIT)
+	rv_lock(c);
+	if ((mask & IBV_SRQ_LIMIT) &&
+	    a->srq_limit > ((mask & IBV_SRQ_MAX_WR) ? a->max_wr : s->max_wr))
+		ret = EINVAL;
+	if (!ret && (mask & IBV_SRQ_MAX_WR))
+		ret = srq_resize(s, a->max_wr);
+	if (!ret && (mask & IBV_SRQ_LIMIT))
 		s->limit = a->srq_limit;
 	rv_unlock(c);
-	return 0;
+	return ret;
 }
 
 RV_EXPORT int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *a)

@@ -211,7 +211,7 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_qp = 4096;
 	a->max_qp_wr = RV_MAX_WR;
 	/* RNR NAKs: a SEND waits for a RECV (rnr_retry); no port events */
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE;
 	a->max_sge = RV_MAX_SGE;
 	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
 	a->max_cq = 4096;

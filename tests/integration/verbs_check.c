@@ -661,9 +661,17 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	qa.srq_limit = 9;
 	if (ibv_modify_srq(srq, &qa, IBV_SRQ_LIMIT) != EINVAL)
 		die("srq: a limit above max_wr was taken");
+	/* a resize keeps the limit and RECV 102, which r[1] takes below */
 	qa.max_wr = 16;
+	if (ibv_modify_srq(srq, &qa, IBV_SRQ_MAX_WR) || ibv_query_srq(srq, &qa) || qa.max_wr != 16 ||
+	    qa.srq_limit != 2)
+		die("srq: ibv_modify_srq (max_wr 16)");
+	qa.max_wr = 0;
 	if (ibv_modify_srq(srq, &qa, IBV_SRQ_MAX_WR) != EINVAL)
-		die("srq: a resize was taken (no IBV_DEVICE_SRQ_RESIZE)");
+		die("srq: a resize to 0 was taken");
+	qa.max_wr = 16385;
+	if (ibv_modify_srq(srq, &qa, IBV_SRQ_MAX_WR) != EINVAL)
+		die("srq: a resize above max_srq_wr was taken");
 	if (ibv_destroy_srq(srq) != EBUSY)
 		die("srq: an SRQ that QPs use was destroyed");
 	/* r[0] in error flushes nothing of the SRQ: RECV 102 goes to r[1] */
@@ -688,7 +696,8 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	free(buf);
 	printf("verbs_check server: an SRQ shared by two QPs: two fragmented messages at once, "
 	       "each whole in its RECV and on its QP; a QP in error leaves the SRQ's RECVs; "
-	       "post_recv, destroy in use, resize and a limit above max_wr refused\n");
+	       "post_recv, destroy in use, a resize to 0 or above max_srq_wr and a limit above "
+	       "max_wr refused; a resize keeps what the SRQ holds\n");
 }
 
 /*

@@ -173,6 +173,69 @@ static void send1(struct ibv_qp *qp, struct ibv_mr *mr, void *buf)
 		die("ibv_post_send SEND");
 }
 
+/* Post the SRQ's RECV @id (one of pages 4 to 7 of @buf); its errno. */
+static int srq_post(struct ibv_srq *srq, struct ibv_mr *mr, uint8_t *buf, uint64_t id)
+{
+	struct ibv_sge sg = { (uintptr_t)(buf + (size_t)(4 + id % 4) * 4096), 4096, mr->lkey };
+	struct ibv_recv_wr rw = { .wr_id = id, .sg_list = &sg, .num_sge = 1 }, *bad;
+
+	return ibv_post_srq_recv(srq, &rw, &bad);
+}
+
+/*
+ * ibv_modify_srq(IBV_SRQ_MAX_WR) with RECV 103 left of srq_events and 7
+ * more (8 of max_wr 8): not below what it holds, nor a limit above the new
+ * size; to 20, after which 12 more fit and a 21st does not, and the next
+ * message takes RECV 103, the oldest, posted before the resize.
+ */
+static void srq_resize(struct ibv_srq *srq, struct ibv_cq *cq, struct ibv_qp *snd, struct ibv_mr *mr,
+		       uint8_t *buf)
+{
+	struct ibv_device_attr da;
+	struct ibv_srq_attr at = { .max_wr = 4 };
+	uint64_t id = 104;
+	bool recv = false;
+
+	if (ibv_query_device(srq->context, &da) || !(da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE))
+		die("srq resize: no IBV_DEVICE_SRQ_RESIZE");
+	for (; id < 111; id++)
+		if (srq_post(srq, mr, buf, id))
+			die("srq resize: 8 RECVs in an SRQ of 8");
+	if (srq_post(srq, mr, buf, id) != ENOMEM)
+		die("srq resize: a 9th RECV in an SRQ of 8");
+	if (ibv_modify_srq(srq, &at, IBV_SRQ_MAX_WR) != EINVAL)
+		die("srq resize: to 4 with 8 RECVs posted");
+	at = (struct ibv_srq_attr){ .max_wr = 20, .srq_limit = 21 };
+	if (ibv_modify_srq(srq, &at, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT) != EINVAL)
+		die("srq resize: to 20 with a limit of 21");
+	at.srq_limit = 0;
+	if (ibv_modify_srq(srq, &at, IBV_SRQ_MAX_WR) || ibv_query_srq(srq, &at) || at.max_wr != 20)
+		die("srq resize: to 20");
+	for (; id < 123; id++)
+		if (srq_post(srq, mr, buf, id))
+			die("srq resize: 20 RECVs in an SRQ of 20");
+	if (srq_post(srq, mr, buf, id) != ENOMEM)
+		die("srq resize: a 21st RECV in an SRQ of 20");
+	send1(snd, mr, buf);
+	for (int n = 0; n < 2;) {
+		struct ibv_wc wc;
+		int k = ibv_poll_cq(cq, 1, &wc);
+
+		if (k < 0 || (k && wc.status != IBV_WC_SUCCESS))
+			die("srq resize: a completion");
+		if (k && wc.opcode == IBV_WC_RECV) {
+			if (wc.wr_id != 103)
+				die("srq resize: the message did not take the oldest RECV");
+			recv = true;
+		}
+		n += k;
+	}
+	if (!recv)
+		die("srq resize: no RECV completion");
+	printf("verbs_events: SRQ resized from 8 to 20 with 8 RECVs held: not below them, nor with a "
+	       "limit above the size; 20 fit then, and the next message takes the oldest\n");
+}
+
 static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
@@ -231,6 +294,7 @@ static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 	reap(cq, 2);
 	no_event(ctx, "a second SRQ limit event without arming again");
 	printf("verbs_events: SRQ limit 3: IBV_EVENT_SRQ_LIMIT_REACHED when 2 RECVs were left, once\n");
+	srq_resize(srq, cq, snd[0], mr, buf);
 
 	/* r[0] to the error state: its last WQE; destroy waits for the ack */
 	if (ibv_modify_qp(r[0], &err, IBV_QP_STATE))
