@@ -15,7 +15,7 @@
  * - The connect's private data (REQ and REP) carries each side's data slot
  *   count and slot size ("RSR1", struct rs_hello).
  * - Every message is a SEND_WITH_IMM into one of the peer's posted RECVs.
- *   The immediate holds a type (DATA, CREDIT, FIN) and what its sender has
+ *   The immediate holds a type (DATA, CREDIT, FIN, IOMAP) and what its sender has
  *   posted again since it last said so: data credits (slots emptied by its
  *   application) and control credits (CREDIT / FIN messages it took in).
  * - Each side posts its data slots plus RS_CTRL more RECVs. DATA spends a
@@ -50,8 +50,8 @@
  * returns 0, which POSIX allows). raccept returns a connection once it has
  * answered the request; the peer's confirmation (RTU) comes later, and a
  * peer that never sends it sees its connection reset after the CM's
- * timeout. SOCK_DGRAM, riomap / riowrite and the fork support are not
- * provided (docs/verbs-compat.md).
+ * timeout. riomap / riowrite: rsocket_iomap.c. SOCK_DGRAM and the fork
+ * support are not provided (docs/verbs-compat.md).
  */
 #define _GNU_SOURCE
 #include "rsocket_int.h"
@@ -208,6 +208,9 @@ static void rs_free_qp(struct rs *rs)
 		ibv_destroy_comp_channel(rs->cch);
 	if (rs->mr)
 		ibv_dereg_mr(rs->mr);
+	for (; rs->nlmap; rs->nlmap--)
+		ibv_dereg_mr(rs->lmap[rs->nlmap - 1].mr);
+	rs->nrmap = 0;
 	if (rs->pd)
 		ibv_dealloc_pd(rs->pd);
 	free(rs->buf);
@@ -309,6 +312,7 @@ static int rs_setup(struct rs *rs)
 	qa.cap.max_recv_wr = rs->nrq;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
+	qa.cap.max_inline_data = sizeof(struct rs_iomap);   /* IOMAP goes inline */
 	if (rdma_create_qp(rs->id, rs->pd, &qa))
 		return errno ? errno : EIO;
 	for (uint32_t i = 0; i < rs->nrq; i++) {

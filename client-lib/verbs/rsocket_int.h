@@ -47,6 +47,10 @@
 #define RS_CLOSE_MS 2000
 #define RS_CM_MS 60000
 #define RS_POLL_BATCHES 8             /* x 16 completions per look: a flood cannot hold a caller */
+/* rs_wait's own events (rs_revents), beyond poll(2)'s: a riowrite may go
+ * (a slot, no data credit needed), a control message may go (riomap) */
+#define RS_EV_WRITE ((short)0x4000)
+#define RS_EV_CTRL ((short)0x8000)
 
 enum rs_state { RS_NEW, RS_CONNECTING, RS_LISTEN, RS_CONN, RS_DEAD };
 
@@ -92,8 +96,17 @@ struct rs {
 	uint32_t tx_head, tx_tail, sq_busy, sq_max;
 	struct rs_rx *rx;             /* nrq entries: slots with data, in order */
 	uint32_t rx_head, rx_tail, rx_off;
+	/* riomap: our buffers the peer may riowrite (rsocket_iomap.c), and
+	 * the peer's, as its IOMAP messages said */
+	struct rs_lmap {
+		struct rs_iomap m;    /* host order */
+		void *addr;
+		struct ibv_mr *mr;
+	} lmap[RS_IOMAPS];
+	struct rs_iomap rmap[RS_IOMAPS];
+	uint32_t nlmap, nrmap;
 	/* options */
-	int sndbuf, rcvbuf, sqsize, rqsize, inl, nodelay, keepalive, keepidle, reuse, v6only;
+	int sndbuf, rcvbuf, sqsize, rqsize, inl, nodelay, keepalive, keepidle, reuse, v6only, iomapsize;
 	struct linger linger;
 };
 
@@ -110,6 +123,11 @@ int rs_post_recv(struct rs *rs, uint32_t slot);
 
 /* rsocket_io.c */
 void rs_break(struct rs *rs, int e);
+int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t len);
+bool rs_can_write(const struct rs *rs);
+bool rs_can_ctrl(const struct rs *rs);
+int rs_wait(struct rs *rs, short events, int ms);
+bool rs_nonblock(const struct rs *rs, int flags);
 void rs_progress(struct rs *rs, bool cm);
 void rs_listen_pull(struct rs *ls);
 void rs_drain_events(struct rs *rs);

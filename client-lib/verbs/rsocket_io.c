@@ -17,7 +17,9 @@ void rs_break(struct rs *rs, int e)
 	}
 }
 
-static int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t len)
+/* A message: DATA from a send slot (@len bytes of @data copied there),
+ * CREDIT and FIN empty, IOMAP inline (its struct, from the caller). */
+int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t len)
 {
 	struct ibv_sge sge;
 	struct ibv_send_wr wr, *bad;
@@ -29,7 +31,12 @@ static int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.imm_data = htonl(RS_IMM(type, rs->ctrl_owed, rs->owed & RS_CREDIT_MASK));
 	wr.wr_id = type == RS_T_DATA ? RS_WR_DATA : RS_WR_CTRL;
-	if (len) {
+	if (len && type == RS_T_IOMAP) {
+		sge = (struct ibv_sge){ .addr = (uintptr_t)data, .length = len };
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.send_flags |= IBV_SEND_INLINE;
+	} else if (len) {
 		uint8_t *dst = rs->buf + (size_t)slot * rs->seg;
 
 		memcpy(dst, data, len);
@@ -54,11 +61,24 @@ static int rs_post_send(struct rs *rs, uint32_t type, const void *data, uint32_t
 	return 0;
 }
 
+/* A riowrite may go: a free slot (an RDMA WRITE takes no RECV of the peer). */
+bool rs_can_write(const struct rs *rs)
+{
+	return rs->state == RS_CONN && !rs->broken && !rs->tx_shut && !rs->peer_gone &&
+	       rs->tx_head - rs->tx_tail < rs->ntx && rs->sq_busy < rs->sq_max;
+}
+
 /* A DATA message may go: a data credit, a free slot. */
 static bool rs_can_send(const struct rs *rs)
 {
+	return rs_can_write(rs) && rs->credits;
+}
+
+/* A control message may go (riomap's IOMAP): a control credit. */
+bool rs_can_ctrl(const struct rs *rs)
+{
 	return rs->state == RS_CONN && !rs->broken && !rs->tx_shut && !rs->peer_gone &&
-	       rs->credits && rs->tx_head - rs->tx_tail < rs->ntx && rs->sq_busy < rs->sq_max;
+	       rs->ctrl_credits && rs->sq_busy < rs->sq_max;
 }
 
 /* FIN when asked for, credits when half the data slots are owed: on
@@ -75,7 +95,9 @@ static void rs_ctrl(struct rs *rs)
 		if (!rs->ctrl_credits || rs->sq_busy >= rs->sq_max)
 			return;
 	}
-	if (rs->owed && rs->owed >= rs->nrx / 2)
+	/* data credits, or control credits the peer may be waiting for (a
+	 * peer that only riomaps sends nothing else that returns them) */
+	if ((rs->owed && rs->owed >= rs->nrx / 2) || rs->ctrl_owed >= RS_CTRL / 2)
 		rs_post_send(rs, RS_T_CREDIT, NULL, 0);
 }
 
@@ -114,6 +136,16 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 	type = m.type;
 	rs->credits += m.data;
 	rs->ctrl_credits += m.ctrl;
+	if (type == RS_T_IOMAP) {
+		/* a private copy of the peer's bytes, checked, then applied */
+		struct rs_iomap im;
+
+		if (rs_iomap_parse(rs->buf + (size_t)(rs->ntx + wc->wr_id) * rs->seg, wc->byte_len,
+				   &im) || rs_iomap_apply(rs->rmap, &rs->nrmap, &im)) {
+			rs_break(rs, EPROTO);
+			return;
+		}
+	}
 	if (type == RS_T_DATA && wc->byte_len) {
 		/* in the order the RECVs complete */
 		rs->rx[rs->rx_tail % rs->nrq] = (struct rs_rx){ .slot = (uint32_t)wc->wr_id,
@@ -231,6 +263,10 @@ static short rs_revents(struct rs *rs, short events)
 			r |= POLLIN | (events & POLLRDNORM);
 		if (rs_can_send(rs) || rs->broken || rs->tx_shut || rs->peer_gone)
 			r |= POLLOUT | (events & POLLWRNORM);
+		if (rs_can_write(rs) || rs->broken || rs->tx_shut || rs->peer_gone)
+			r |= RS_EV_WRITE;
+		if (rs_can_ctrl(rs) || rs->broken || rs->tx_shut || rs->peer_gone)
+			r |= RS_EV_CTRL;
 		if (rs->broken && rs->err != EPIPE)
 			r |= POLLERR;
 		if (rs->peer_gone || (rs->rx_fin && rs->tx_shut))
@@ -432,7 +468,7 @@ RS_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 
 /* Wait until rs has one of events (the lock held on entry and return);
  * EBADF once it is closed. */
-static int rs_wait(struct rs *rs, short events, int ms)
+int rs_wait(struct rs *rs, short events, int ms)
 {
 	struct pollfd p = { .fd = rs->fd, .events = events }, pf[3];
 	struct rs_waiter w;
@@ -506,7 +542,7 @@ RS_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *excep
 	return ret;
 }
 
-static bool rs_nonblock(const struct rs *rs, int flags)
+bool rs_nonblock(const struct rs *rs, int flags)
 {
 	return (rs->fl & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 }
@@ -520,7 +556,7 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 
 	if (!rs)
 		return -1;
-	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE))
+	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL))   /* WAITALL: a blocking send sends it all */
 		return rs_put_fail(rs, EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONN) {

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * rsockets of libroshm-verbs: addresses, socket options, fcntl, and the
- * riomap calls roshm0 does not provide.
+ * rsockets of libroshm-verbs: addresses, socket options, fcntl.
  */
 #define _GNU_SOURCE
 #include "rsocket_int.h"
@@ -77,6 +76,8 @@ static int *rs_opt(struct rs *rs, int level, int name)
 			return &rs->rqsize;
 		case RDMA_INLINE:
 			return &rs->inl;
+		case RDMA_IOMAPSIZE:   /* kept: RS_IOMAPS maps each way, whatever it says */
+			return &rs->iomapsize;
 		}
 		break;
 	}
@@ -196,31 +197,3 @@ RS_EXPORT int rfcntl(int s, int cmd, ...)
 	return ret;
 }
 
-/* s is an rsocket, not closed (else errno EBADF) */
-static bool rs_open(int s)
-{
-	struct rs *rs = rs_get(s);
-
-	if (rs)
-		rs_put(rs);
-	return rs;
-}
-
-RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
-{
-	(void)b, (void)n, (void)prot, (void)flags, (void)off;
-	return rs_open(s) ? rs_fail(ENOSYS) : -1;
-}
-
-RS_EXPORT int riounmap(int s, void *b, size_t n)
-{
-	(void)b, (void)n;
-	return rs_open(s) ? rs_fail(EINVAL) : -1;
-}
-
-RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
-{
-	(void)b, (void)n, (void)off, (void)flags;
-	errno = rs_open(s) ? ENOSYS : EBADF;
-	return 0;
-}

@@ -6,6 +6,7 @@
  * completion. Anything a correct peer could not have sent is EPROTO.
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -38,7 +39,8 @@ int rs_hello_parse(const void *pd, size_t len, uint32_t *slots, uint32_t *seg)
 
 /*
  * Refused: reserved bits, an unknown type, credits beyond what the peer can
- * owe us, bytes longer than a slot, bytes in a control message, bytes when
+ * owe us, bytes longer than a slot, bytes in a control message (an IOMAP
+ * has exactly its struct's), bytes when
  * every data slot is full (DATA sent on a control credit), a control
  * message when every control RECV is taken.
  */
@@ -47,13 +49,55 @@ int rs_msg_parse(uint32_t imm, uint32_t byte_len, const struct rs_room *room, st
 	uint32_t type = imm >> 28, c = (imm >> 24) & 0xfu, n = imm & RS_CREDIT_MASK;
 
 	memset(m, 0, sizeof(*m));
-	if ((imm & RS_IMM_RSVD) || type > RS_T_FIN || n > room->data || c > room->ctrl ||
-	    byte_len > room->seg || (type != RS_T_DATA && byte_len) ||
+	if ((imm & RS_IMM_RSVD) || type > RS_T_IOMAP || n > room->data || c > room->ctrl ||
+	    byte_len > room->seg ||
+	    (type == RS_T_IOMAP ? byte_len != sizeof(struct rs_iomap) :
+	     type != RS_T_DATA && byte_len) ||
 	    (type == RS_T_DATA && byte_len && room->rx_full) ||
 	    (type != RS_T_DATA && room->ctrl_full))
 		return EPROTO;
 	m->type = type;
 	m->data = n;
 	m->ctrl = c;
+	return 0;
+}
+
+int rs_iomap_parse(const void *b, size_t len, struct rs_iomap *m)
+{
+	struct rs_iomap w;
+
+	memset(m, 0, sizeof(*m));
+	if (!b || len != sizeof(w))
+		return EPROTO;
+	memcpy(&w, b, sizeof(w));
+	w.off = be64toh(w.off);
+	w.addr = be64toh(w.addr);
+	w.len = ntohl(w.len);
+	w.rkey = ntohl(w.rkey);
+	/* offsets are off_t: nothing past INT64_MAX, nothing that wraps */
+	if (w.off > (uint64_t)INT64_MAX - w.len || w.addr > UINT64_MAX - w.len)
+		return EPROTO;
+	*m = w;
+	return 0;
+}
+
+int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m)
+{
+	uint32_t i;
+
+	if (!m->len) {   /* riounmap: the map that starts there */
+		for (i = 0; i < *n && maps[i].off != m->off; i++)
+			;
+		if (i == *n)
+			return EPROTO;
+		maps[i] = maps[--*n];
+		return 0;
+	}
+	if (*n >= RS_IOMAPS)
+		return EPROTO;
+	for (i = 0; i < *n; i++)
+		if (m->off < maps[i].off + maps[i].len && maps[i].off < m->off + m->len)
+			return EPROTO;
+	maps[(*n)++] = *m;
 	return 0;
 }

@@ -16,6 +16,7 @@
 #define RS_T_DATA 0u
 #define RS_T_CREDIT 1u
 #define RS_T_FIN 2u
+#define RS_T_IOMAP 3u                 /* a riomap'd buffer, or its riounmap */
 /* the immediate: type << 28 | control credits << 24 | data credits */
 #define RS_IMM(t, c, n) ((t) << 28 | (c) << 24 | (n))
 #define RS_IMM_RSVD 0x00ff0000u
@@ -29,6 +30,16 @@
 /* the hello, in network byte order */
 struct rs_hello {
 	uint32_t magic, slots, seg;
+};
+
+#define RS_IOMAPS 8u                  /* riomap'd buffers, each way */
+
+/* An IOMAP message's bytes, in network byte order: the peer's buffer at
+ * [off, off + len) of its riomap space is at addr with rkey; len 0 takes
+ * the map at off away (riounmap). */
+struct rs_iomap {
+	uint64_t off, addr;
+	uint32_t len, rkey;
 };
 
 /* What a message from the peer may carry now, from the receiver's counts. */
@@ -52,5 +63,12 @@ void rs_hello_make(uint32_t slots, uint32_t seg, struct rs_hello *h);
 int rs_hello_parse(const void *pd, size_t len, uint32_t *slots, uint32_t *seg);
 /* @imm in host order; 0, or EPROTO (@m zeroed): the connection is broken */
 int rs_msg_parse(uint32_t imm, uint32_t byte_len, const struct rs_room *room, struct rs_msg *m);
+/* An IOMAP's bytes (exactly sizeof(struct rs_iomap)), into host order, checked:
+ * 0, or EPROTO (@m zeroed) */
+int rs_iomap_parse(const void *b, size_t len, struct rs_iomap *m);
+/* The peer's maps @maps (@n of them, host order) after IOMAP @m: 0, or
+ * EPROTO (an overlap, one map too many, an unmap of no map); @maps unchanged
+ * then */
+int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m);
 
 #endif

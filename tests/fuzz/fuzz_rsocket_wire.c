@@ -7,15 +7,18 @@
  * Properties: an accepted hello is canonical (made again, it is the bytes
  * read) and in bounds; an accepted immediate is canonical (RS_IMM of what
  * it decoded) and returns no more credits than the peer could owe; a
- * refused one leaves nothing set. With only accepted messages applied, the
+ * refused one leaves nothing set. IOMAP bytes: see iomap(). With only
+ * accepted messages applied, the
  * receiver never holds more data credits than the peer has slots, more
  * control credits than RS_CTRL, nor more unread slots than its own.
  *
  * Input: our slots (1 byte, +RS_PEER_SLOTS_MIN), our slot size (1 byte,
  * x64 +RS_SEG_MIN), the hello's length (1 byte) and bytes, then steps of
- * 7 bytes: an action, then an immediate and a length for a message.
+ * 7 bytes: an action, then an immediate and a length for a message; or
+ * (action & 7 == 4) an IOMAP's 24 bytes, against the peer's maps so far.
  */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <string.h>
 
@@ -71,8 +74,53 @@ static bool message(struct rcv *r, uint32_t imm, uint32_t len)
 	return true;
 }
 
+/* An IOMAP's bytes against the peer's maps so far: a map accepted is its
+ * own encoding; the maps never overlap, never pass INT64_MAX or wrap an
+ * address, never more than RS_IOMAPS; a refused one changes nothing. */
+static void iomap(struct rs_iomap *maps, uint32_t *n, const uint8_t *b)
+{
+	static const struct rs_iomap zero;
+	struct rs_iomap before[RS_IOMAPS], m;
+	uint32_t n0 = *n;
+	int ret;
+
+	memcpy(before, maps, sizeof(before));
+	ret = rs_iomap_parse(b, sizeof(struct rs_iomap), &m);
+	if (ret) {
+		if (ret != EPROTO || memcmp(&m, &zero, sizeof(m)))
+			fuzz_fail("a refused IOMAP: %d, or fields set", ret);
+		return;
+	}
+	{
+		struct rs_iomap w = { htobe64(m.off), htobe64(m.addr), htonl(m.len), htonl(m.rkey) };
+
+		if (memcmp(&w, b, sizeof(w)))
+			fuzz_fail("an IOMAP accepted that is not its own encoding");
+	}
+	ret = rs_iomap_apply(maps, n, &m);
+	if (ret) {
+		if (ret != EPROTO || *n != n0 || memcmp(before, maps, sizeof(before)))
+			fuzz_fail("a refused IOMAP changed the maps");
+		return;
+	}
+	if (*n > RS_IOMAPS)
+		fuzz_fail("%u maps", *n);
+	for (uint32_t i = 0; i < *n; i++) {
+		if (!maps[i].len || maps[i].off > (uint64_t)INT64_MAX - maps[i].len ||
+		    maps[i].addr > UINT64_MAX - maps[i].len)
+			fuzz_fail("map %u: off %llu len %u addr %llx", i, (unsigned long long)maps[i].off,
+				  maps[i].len, (unsigned long long)maps[i].addr);
+		for (uint32_t j = 0; j < i; j++)
+			if (maps[i].off < maps[j].off + maps[j].len &&
+			    maps[j].off < maps[i].off + maps[i].len)
+				fuzz_fail("maps %u and %u overlap", j, i);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct rs_iomap maps[RS_IOMAPS];
+	uint32_t nmaps = 0;
 	struct rcv r;
 	uint32_t slots = 0, seg = 0, hl;
 	uint8_t *pd;
@@ -120,6 +168,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       (uint32_t)data[3] << 8 | data[4];
 		uint32_t len = ((uint32_t)data[5] << 8 | data[6]) * 32u;
 
+		if ((data[0] & 7) == 4) {   /* an IOMAP's bytes: the next 24 */
+			if (size < 1 + sizeof(struct rs_iomap))
+				return 0;
+			iomap(maps, &nmaps, data + 1);
+			data += 1 + sizeof(struct rs_iomap) - 7;
+			size -= 1 + sizeof(struct rs_iomap) - 7;
+			continue;
+		}
 		switch (data[0] & 3) {
 		case 0:   /* the peer's message */
 			if (!message(&r, imm, len))

@@ -534,4 +534,16 @@ put('rsocket_wire', 'type3', rsrun(rshello(), [(0, rsimm(3), 0)]))
 put('rsocket_wire', 'fin_with_bytes', rsrun(rshello(), [(0, rsimm(RS_FIN), 32)]))
 put('rsocket_wire', 'longer_than_slot', rsrun(rshello(), [(0, rsimm(RS_DATA), 513)], seg=0))
 put('rsocket_wire', 'ctrl_flood', rsrun(rshello(), [(0, rsimm(RS_CREDIT), 0)] * 5))
+
+
+def rsiomap(off, addr, ln, rkey=1):
+    return bytes([4]) + struct.pack('>QQII', off, addr, ln, rkey)
+
+
+put('rsocket_wire', 'iomaps', rsrun(rshello(), []) + rsiomap(0, 4096, 100) + rsiomap(100, 8192, 50) +
+    rsiomap(0, 0, 0) + rsiomap(0, 4096, 100))
+put('rsocket_wire', 'iomap_overlap', rsrun(rshello(), []) + rsiomap(0, 4096, 100) + rsiomap(99, 0, 1))
+put('rsocket_wire', 'iomap_nine', rsrun(rshello(), []) + b''.join(rsiomap(i * 10, 4096, 10) for i in range(9)))
+put('rsocket_wire', 'iomap_wrap', rsrun(rshello(), []) + rsiomap((1 << 63) - 10, 0, 100) +
+    rsiomap(0, (1 << 64) - 10, 100) + rsiomap(5, 0, 0))
 print('corpus written under', os.path.join(here, 'corpus'))

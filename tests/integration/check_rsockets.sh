@@ -4,7 +4,7 @@
 # (198.18.0.1 / .2, scripts/twonode.sh):
 # - Debian's rstream, unmodified, with its data check (-T v): blocking,
 #   async (rpoll), non-blocking, through rdma_getaddrinfo, small and large
-#   transfers;
+#   transfers; and riostream (riomap / riowrite), with the same check;
 # - ordinary socket programs under rdma-core's librspreload.so, a server in
 #   C (rsock_server.c: poll, accept, read, write) and a Python client
 #   (rsock_check.py): 8 MiB with a half close, checked by SHA-256 at both
@@ -71,6 +71,15 @@ for t in "-T v -S 64 -I 500 -C 1" "-T v -S 65536 -C 100" "-T a -T v -S 1000000 -
          "-T v -B 16384 -S 300000 -C 20"; do
   p=$((p + 1))
   pair "rstream $t" "$va rstream -p $p $t" "$vb rstream -s $ADDR_A -p $p $t" "$re"
+done
+
+# riostream: riomap on both sides, riowrite into the peer's map; each side
+# spins on the last byte of its own buffer (no rsocket call) until the
+# peer's WRITE lands, then checks the bytes (-T v); blocking and
+# non-blocking (its default), 64 B ping-pongs and 1 MB transfers
+for t in "-T v -S 64 -I 200 -C 1" "-T v -T b -S 1000000 -I 4 -C 4" "-T v -S 30000 -I 10 -C 50"; do
+  p=$((p + 1))
+  pair "riostream $t" "$va riostream -p $p $t" "$vb riostream -s $ADDR_A -p $p $t" "$re"
 done
 
 # librspreload: a socket program that knows nothing of RDMA

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -57,6 +59,7 @@
 #define T_DATA 0u
 #define T_CREDIT 1u
 #define T_FIN 2u
+#define T_IOMAP 3u
 #define IMM(t, n) ((t) << 28 | (n))          /* data credits n */
 #define IMMC(t, c) ((t) << 28 | (c) << 24)    /* control credits c */
 #define SEG 4096
@@ -207,16 +210,21 @@ static enum rdma_cm_event_type raw_connect(struct raw *r, int p, const void *pd,
 	return ev_take(r->ch, 20000, NULL, NULL);
 }
 
-/* Send len bytes of 'B' (none: num_sge 0) with imm (or without), and wait
- * for its completion; RECV completions on the way are counted. */
-static enum ibv_wc_status raw_send(struct raw *r, bool with_imm, uint32_t imm, uint32_t len)
+/* Send len bytes of b (NULL: of 'B'; none: num_sge 0) with imm (or
+ * without), and wait for its completion; RECV completions on the way are
+ * counted. */
+static enum ibv_wc_status raw_send_bytes(struct raw *r, bool with_imm, uint32_t imm, const void *b,
+					 uint32_t len)
 {
 	struct ibv_sge s = { (uintptr_t)r->buf, len, r->mr->lkey };
 	struct ibv_send_wr w, *bad;
 	uint64_t end = now_ms() + 10000;
 	struct ibv_wc wc;
 
-	memset(r->buf, 'B', len);
+	if (b)
+		memcpy(r->buf, b, len);
+	else
+		memset(r->buf, 'B', len);
 	memset(&w, 0, sizeof(w));
 	w.wr_id = 1000;
 	w.opcode = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
@@ -236,6 +244,24 @@ static enum ibv_wc_status raw_send(struct raw *r, bool with_imm, uint32_t imm, u
 		CHECK(now_ms() < end, "no completion for our SEND");
 		usleep(100);
 	}
+}
+
+static enum ibv_wc_status raw_send(struct raw *r, bool with_imm, uint32_t imm, uint32_t len)
+{
+	return raw_send_bytes(r, with_imm, imm, NULL, len);
+}
+
+/* An IOMAP message's bytes (network order) */
+struct iomap {
+	uint64_t off, addr;
+	uint32_t len, rkey;
+};
+
+static enum ibv_wc_status raw_iomap(struct raw *r, uint64_t off, uint64_t a, uint32_t len, uint32_t rkey)
+{
+	struct iomap m = { htobe64(off), htobe64(a), htonl(len), htonl(rkey) };
+
+	return raw_send_bytes(r, true, IMM(T_IOMAP, 0), &m, sizeof(m));
 }
 
 /* RECV completions within ms */
@@ -351,6 +377,95 @@ static void bad_message(int l, const char *what, bool with_imm, uint32_t imm, ui
 	raw_send(&r, true, IMM(T_DATA, 0), 4);
 	expect_broken(fd, what);
 	raw_free(&r);
+}
+
+/* GOOD, then IOMAP messages ms[0..n) (host order), the last one bad, then
+ * more data: the rsocket reads GOOD, then fails */
+static void bad_iomaps(int l, const char *what, const struct iomap *ms, int n)
+{
+	struct raw r;
+	int fd = accept_raw(l, &r, 8, 8);
+
+	CHECK(raw_send_bytes(&r, true, IMM(T_DATA, 0), "GOOD", 4) == IBV_WC_SUCCESS, "GOOD");
+	for (int i = 0; i < n; i++)
+		raw_iomap(&r, ms[i].off, ms[i].addr, ms[i].len, ms[i].rkey);
+	raw_send(&r, true, IMM(T_DATA, 0), 4);
+	expect_broken(fd, what);
+	raw_free(&r);
+}
+
+/*
+ * riowrite against a raw peer's maps: it lands at the map's address plus
+ * the offset into it, only inside a map the peer gave (EINVAL past its end,
+ * where there is none, after the peer's unmap); riomap's IOMAP message
+ * names our buffer, and the peer's WRITE with its rkey lands there.
+ */
+static void iomap_check(int l)
+{
+	static uint8_t mine[8192];
+	uint8_t *win = aligned_alloc(4096, 16384);
+	struct raw r;
+	int fd = accept_raw(l, &r, 8, 8);
+	struct ibv_mr *wmr = win ? ibv_reg_mr(r.id->qp->pd, win, 16384,
+					      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct iomap got;
+	struct ibv_wc wc;
+	uint64_t end;
+	off_t at;
+
+	CHECK(wmr, "the raw peer's window: %s", strerror(errno));
+	memset(win, 0, 16384);
+	CHECK(raw_iomap(&r, 4096, (uintptr_t)win, 8192, wmr->rkey) == IBV_WC_SUCCESS, "IOMAP");
+	CHECK(riowrite(fd, "riowrite!", 9, 4096 + 10, 0) == 9, "riowrite into the peer's map: %s",
+	      strerror(errno));
+	for (end = now_ms() + 10000; memcmp(win + 10, "riowrite!", 9); usleep(1000))
+		CHECK(now_ms() < end, "riowrite's bytes did not land at the map's address + 10");
+	CHECK(!win[9] && !win[19], "riowrite wrote outside its bytes");
+	CHECK(riowrite(fd, "x", 2, 4096 + 8191, 0) == 0 && errno == EINVAL, "riowrite past the map's end");
+	CHECK(riowrite(fd, "x", 1, 0, 0) == 0 && errno == EINVAL, "riowrite where no map is");
+	CHECK(raw_iomap(&r, 4096, 0, 0, 0) == IBV_WC_SUCCESS, "IOMAP unmap");
+	for (end = now_ms() + 10000; riowrite(fd, "x", 1, 4096, 0) == 1; usleep(1000))
+		CHECK(now_ms() < end, "riowrite after the peer's unmap: taken for 10 s");
+	CHECK(errno == EINVAL, "riowrite after the peer's unmap: %s", strerror(errno));
+	/* ours: the IOMAP names mine, the peer writes there with its rkey */
+	at = riomap(fd, mine, sizeof(mine), PROT_WRITE, 0, -1);
+	CHECK(at == 0, "riomap: %s", strerror(errno));
+	CHECK(riomap(fd, mine, 10, PROT_WRITE, 0, 100) < 0 && errno == EINVAL, "an overlapping riomap");
+	CHECK(riomap(fd, mine, 10, PROT_READ, 0, -1) < 0 && errno == EINVAL, "a riomap for reading");
+	for (end = now_ms() + 10000;; usleep(1000)) {
+		int n = ibv_poll_cq(r.cq, 1, &wc);
+
+		CHECK(n >= 0 && now_ms() < end, "no IOMAP message from riomap");
+		if (n && wc.opcode == IBV_WC_RECV && (ntohl(wc.imm_data) >> 28 != T_CREDIT ||
+						      wc.status != IBV_WC_SUCCESS))
+			break;   /* not the CREDIT that gives our two IOMAPs' credits back */
+	}
+	CHECK(wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM) &&
+	      ntohl(wc.imm_data) >> 28 == T_IOMAP && wc.byte_len == sizeof(got), "the IOMAP message");
+	memcpy(&got, r.buf + 32768 + wc.wr_id * SEG, sizeof(got));
+	CHECK(!got.off && be64toh(got.addr) == (uintptr_t)mine && ntohl(got.len) == sizeof(mine),
+	      "the IOMAP names off 0, our buffer, its length");
+	{
+		struct ibv_sge sg = { (uintptr_t)r.buf, 5, r.mr->lkey };
+		struct ibv_send_wr w = { .wr_id = 7, .sg_list = &sg, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+
+		memcpy(r.buf, "hello", 5);
+		w.wr.rdma.remote_addr = be64toh(got.addr) + 100;
+		w.wr.rdma.rkey = ntohl(got.rkey);
+		CHECK(!ibv_post_send(r.id->qp, &w, &bad), "the peer's WRITE");
+		for (end = now_ms() + 10000; memcmp(mine + 100, "hello", 5); usleep(1000))
+			CHECK(now_ms() < end, "the peer's WRITE into our riomap did not land");
+	}
+	CHECK(!riounmap(fd, mine, sizeof(mine)), "riounmap: %s", strerror(errno));
+	CHECK(riounmap(fd, mine, sizeof(mine)) < 0 && errno == EINVAL, "a second riounmap");
+	CHECK(!rclose(fd), "rclose");
+	raw_free(&r);
+	ibv_dereg_mr(wmr);
+	free(win);
+	printf("rsock_peer: ok: riowrite lands in the peer's map at its offset, never past it or after "
+	       "its unmap; riomap's IOMAP names our buffer and the peer's WRITE lands there\n");
 }
 
 /* a raw server: accepts one connection with no private data at all */
@@ -812,6 +927,21 @@ int main(int argc, char **argv)
 	bad_message(l, "a message longer than a slot", true, IMM(T_DATA, 0), 20000);
 
 	bad_message(l, "control credits never given", true, IMMC(T_CREDIT, 5u), 0);
+	/* riomap's messages: the length, the fields, the maps they make */
+	bad_message(l, "an IOMAP of 23 bytes", true, IMM(T_IOMAP, 0), 23);
+	bad_message(l, "an IOMAP of 25 bytes", true, IMM(T_IOMAP, 0), 25);
+	{
+		const struct iomap ovl[] = { { 0, 4096, 100, 1 }, { 50, 8192, 100, 2 } },
+				   unk[] = { { 0, 4096, 100, 1 }, { 7, 0, 0, 0 } },
+				   wrap[] = { { (uint64_t)INT64_MAX - 10, 4096, 100, 1 } },
+				   awrap[] = { { 0, UINT64_MAX - 10, 100, 1 } };
+
+		bad_iomaps(l, "a second IOMAP that overlaps the first", ovl, 2);
+		bad_iomaps(l, "an unmap of no map", unk, 2);
+		bad_iomaps(l, "an IOMAP past the largest offset", wrap, 1);
+		bad_iomaps(l, "an IOMAP whose address wraps", awrap, 1);
+	}
+	iomap_check(l);
 	/* DATA beyond the rsocket's data slots (its RECVs for control
 	 * messages taken for data): 16 slots (256 KiB of 16 KiB), a 17th */
 	{

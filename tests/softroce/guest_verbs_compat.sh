@@ -4,7 +4,7 @@
 # its rxe0 (file registry on the shared directory); the applications see only
 # roshm0 (LD_LIBRARY_PATH), roshmd uses the system libibverbs and rxe0. VM1
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
-# the VMs' link), then libfabric's fi_pingpong, qperf and rstream
+# the VMs' link), then libfabric's fi_pingpong, qperf, rstream and riostream
 # (rsockets); then verbs_check proves the
 # bytes and atomics, and verbs_ud the same for UD QPs; MPICH runs a rank in
 # each VM (NetPIPE, mpi_rma).
@@ -115,30 +115,35 @@ fi
 # rsockets (our librdmacm's rsocket.c): Debian's rstream, unmodified, with
 # its data check (-T v): 64 B ping-pongs, then 1 MB transfers each way.
 # VM1 serves on port 18800+i, VM2's client prints the result line.
-rs_pair() {
-  local port
+rs_pair() {   # PROG (rstream or riostream) ARGS...
+  local port prog=$1
+  shift
   i=$((i + 1))
   port=$((18800 + i))
   if [ "$n" = 1 ]; then
-    app timeout 240 rstream -p $port -T v "$@" > "/run/shared/rs.srv.$i" 2>&1 &
+    app timeout 240 $prog -p $port -T v "$@" > "/run/shared/rs.srv.$i" 2>&1 &
     s=$!
     wait_listen $port $s
     touch "/run/shared/go.$i"
-    wait $s || { say "FAIL: rstream $* server"; cat "/run/shared/rs.srv.$i"; }
+    wait $s || { say "FAIL: $prog $* server"; cat "/run/shared/rs.srv.$i"; }
     for _ in $(seq 1200); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
   else
     for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
-    if app timeout 240 rstream -s 198.18.1.1 -p $port -T v "$@" > "/run/shared/rs.cli.$i" 2>&1 &&
+    if app timeout 240 $prog -s 198.18.1.1 -p $port -T v "$@" > "/run/shared/rs.cli.$i" 2>&1 &&
        grep -qE '^custom +[0-9.]+[kmg]? +[0-9]+ +[0-9]+ ' "/run/shared/rs.cli.$i"; then
-      say "ok: rstream -T v $* over roshm0: $(grep -E '^custom ' "/run/shared/rs.cli.$i" | tr -s ' ')"
+      say "ok: $prog -T v $* over roshm0: $(grep -E '^custom ' "/run/shared/rs.cli.$i" | tr -s ' ')"
     else
-      say "FAIL: rstream -T v $* over roshm0"; cat "/run/shared/rs.cli.$i"
+      say "FAIL: $prog -T v $* over roshm0"; cat "/run/shared/rs.cli.$i"
     fi
     touch "/run/shared/done.$i"
   fi
 }
-rs_pair -S 64 -I 20 -C 1
-rs_pair -S 1000000 -C 4
+rs_pair rstream -S 64 -I 20 -C 1
+rs_pair rstream -S 1000000 -C 4
+# riostream: riowrite into the peer's riomap'd buffer, which it watches
+# without a call of ours (its last byte), then checks
+rs_pair riostream -S 64 -I 20 -C 1
+rs_pair riostream -S 1000000 -I 2 -C 2
 
 # MPI between the VMs: Debian's MPICH (ch4:ucx; UCX's rc_verbs on roshm0),
 # one rank in each VM. Hydra's manual launcher prints each host's proxy
