@@ -60,6 +60,17 @@ static int rs_send_iomap(struct rs *rs, const struct rs_iomap *m)
 	}
 }
 
+/* Our map at @off out of the table, its MR deregistered. */
+static void lmap_drop(struct rs *rs, uint64_t off)
+{
+	for (uint32_t i = 0; i < rs->nlmap; i++)
+		if (rs->lmap[i].m.off == off) {
+			ibv_dereg_mr(rs->lmap[i].mr);
+			rs->lmap[i] = rs->lmap[--rs->nlmap];
+			return;
+		}
+}
+
 RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
 {
 	struct rs_lmap *l;
@@ -94,6 +105,8 @@ RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
 			e = EINVAL;   /* overlaps a map of ours */
 			goto out;
 		}
+	/* in the table before the message: another thread's riomap, which
+	 * may run while this one waits for a control credit, sees it */
 	l = &rs->lmap[rs->nlmap];
 	l->mr = ibv_reg_mr(rs->pd, b, n, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!l->mr) {
@@ -103,12 +116,14 @@ RS_EXPORT off_t riomap(int s, void *b, size_t n, int prot, int flags, off_t off)
 	l->addr = b;
 	l->m = (struct rs_iomap){ .off = at, .addr = (uintptr_t)b, .len = (uint32_t)n,
 				  .rkey = l->mr->rkey };
-	e = rs_send_iomap(rs, &l->m);
-	if (e) {
-		ibv_dereg_mr(l->mr);
-		goto out;
-	}
 	rs->nlmap++;
+	{
+		struct rs_iomap m = l->m;   /* l may move while we wait */
+
+		e = rs_send_iomap(rs, &m);
+		if (e)
+			lmap_drop(rs, m.off);
+	}
 out:
 	pthread_mutex_unlock(&rs->lock);
 	if (e)
@@ -131,11 +146,13 @@ RS_EXPORT int riounmap(int s, void *b, size_t n)
 		e = EINVAL;
 	} else {
 		struct rs_iomap gone = { .off = rs->lmap[i].m.off };
+		struct ibv_mr *mr = rs->lmap[i].mr;
 
-		/* the peer hears of it first: it writes there no more */
-		e = rs_send_iomap(rs, &gone);
-		ibv_dereg_mr(rs->lmap[i].mr);
+		/* out of the table first (another thread's call may run while
+		 * this one waits), the peer hears of it, then the MR goes */
 		rs->lmap[i] = rs->lmap[--rs->nlmap];
+		e = rs_send_iomap(rs, &gone);
+		ibv_dereg_mr(mr);
 	}
 	pthread_mutex_unlock(&rs->lock);
 	if (e)
@@ -171,6 +188,16 @@ static int rs_post_write(struct rs *rs, const void *data, uint32_t len, uint64_t
 	return 0;
 }
 
+/* The peer's map that holds all of [off, off + n), or NULL. */
+static const struct rs_iomap *rmap_find(const struct rs *rs, uint64_t off, size_t n)
+{
+	for (uint32_t i = 0; i < rs->nrmap; i++)
+		if (off >= rs->rmap[i].off && off - rs->rmap[i].off <= rs->rmap[i].len &&
+		    n <= rs->rmap[i].len - (off - rs->rmap[i].off))
+			return &rs->rmap[i];
+	return NULL;
+}
+
 RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 {
 	const uint8_t *p = b;
@@ -185,19 +212,16 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 		e = EINVAL;
 		goto out;
 	}
-	rs_progress(rs, false);   /* the peer's IOMAP messages so far */
-	/* the peer's map that holds all of it */
-	for (uint32_t i = 0; i < rs->nrmap && !m; i++)
-		if ((uint64_t)off >= rs->rmap[i].off &&
-		    (uint64_t)off - rs->rmap[i].off <= rs->rmap[i].len &&
-		    n <= rs->rmap[i].len - ((uint64_t)off - rs->rmap[i].off))
-			m = &rs->rmap[i];
-	if (!m) {
-		e = EINVAL;
-		goto out;
-	}
-	while (sent < n) {
-		rs_progress(rs, false);
+	for (;;) {
+		rs_progress(rs, false);   /* the peer's IOMAP messages so far */
+		/* the peer's map that holds all of it, looked up again after
+		 * each wait (the peer may have taken it away meanwhile) */
+		if (!(m = rmap_find(rs, (uint64_t)off, n))) {
+			e = EINVAL;
+			break;
+		}
+		if (sent == n)
+			break;
 		if (rs->broken || rs->tx_shut || rs->peer_gone) {
 			e = rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
 			break;
