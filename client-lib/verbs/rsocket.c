@@ -25,7 +25,11 @@
  *   data it has not read (a half close with replies in both directions
  *   cannot deadlock). A receiver returns data credits with each message it
  *   sends, or in a CREDIT once it owes half its data slots.
- * - FIN (shutdown(SHUT_WR), close) ends the byte stream: the peer reads 0
+ * - IOMAP (riomap, rsocket_iomap.c) and FIN leave the last control credit
+ *   to CREDIT, which goes once 2 control credits are owed: two sides whose
+ *   control messages cross can always give each other's back.
+ * - FIN (shutdown(SHUT_WR), close) ends the byte stream (after it the peer
+ *   may send only CREDIT): the peer reads 0
  *   once it has read all that came before. close waits (2 s at most) until
  *   every SEND of its own has completed, which on RC means it sits in a
  *   posted RECV of the peer, then disconnects.

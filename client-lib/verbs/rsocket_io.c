@@ -74,21 +74,25 @@ static bool rs_can_send(const struct rs *rs)
 	return rs_can_write(rs) && rs->credits;
 }
 
-/* A control message may go (riomap's IOMAP): a control credit. */
+/* An IOMAP may go (riomap): a control credit beyond the one kept for
+ * CREDIT. Were the last one spent on IOMAP or FIN, two sides whose
+ * messages crossed could each owe the other all its credits and have none
+ * left to say so with. */
 bool rs_can_ctrl(const struct rs *rs)
 {
 	return rs->state == RS_CONN && !rs->broken && !rs->tx_shut && !rs->peer_gone &&
-	       rs->ctrl_credits && rs->sq_busy < rs->sq_max;
+	       rs->ctrl_credits >= 2 && rs->sq_busy < rs->sq_max;
 }
 
-/* FIN when asked for, credits when half the data slots are owed: on
- * control credits, which the peer's slots full of data do not hold up. */
+/* FIN when asked for (a credit beyond CREDIT's, as IOMAP), credits when
+ * half the data slots are owed: on control credits, which the peer's slots
+ * full of data do not hold up. */
 static void rs_ctrl(struct rs *rs)
 {
 	if (rs->state != RS_CONN || rs->broken || rs->peer_gone || !rs->ctrl_credits ||
 	    rs->sq_busy >= rs->sq_max)
 		return;
-	if (rs->tx_shut && !rs->fin_sent) {
+	if (rs->tx_shut && !rs->fin_sent && rs->ctrl_credits >= 2) {
 		/* after the DATA before it, which the QP keeps in order */
 		if (!rs_post_send(rs, RS_T_FIN, NULL, 0))
 			rs->fin_sent = true;
@@ -127,6 +131,7 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 	}
 	room = (struct rs_room){ .data = rs->peer_nrx - rs->credits,
 				 .ctrl = RS_CTRL - rs->ctrl_credits, .seg = rs->seg,
+				 .fin = rs->rx_fin,
 				 .rx_full = rs->rx_tail - rs->rx_head >= rs->nrx,
 				 .ctrl_full = rs->ctrl_owed >= RS_CTRL };
 	if (rs_msg_parse(ntohl(wc->imm_data), wc->byte_len, &room, &m)) {

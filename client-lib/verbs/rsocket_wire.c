@@ -42,7 +42,8 @@ int rs_hello_parse(const void *pd, size_t len, uint32_t *slots, uint32_t *seg)
  * owe us, bytes longer than a slot, bytes in a control message (an IOMAP
  * has exactly its struct's), bytes when
  * every data slot is full (DATA sent on a control credit), a control
- * message when every control RECV is taken.
+ * message when every control RECV is taken, anything but CREDIT after the
+ * peer's FIN (its stream has ended, and so have its maps' news).
  */
 int rs_msg_parse(uint32_t imm, uint32_t byte_len, const struct rs_room *room, struct rs_msg *m)
 {
@@ -54,7 +55,7 @@ int rs_msg_parse(uint32_t imm, uint32_t byte_len, const struct rs_room *room, st
 	    (type == RS_T_IOMAP ? byte_len != sizeof(struct rs_iomap) :
 	     type != RS_T_DATA && byte_len) ||
 	    (type == RS_T_DATA && byte_len && room->rx_full) ||
-	    (type != RS_T_DATA && room->ctrl_full))
+	    (type != RS_T_DATA && room->ctrl_full) || (room->fin && type != RS_T_CREDIT))
 		return EPROTO;
 	m->type = type;
 	m->data = n;

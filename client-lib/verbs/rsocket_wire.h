@@ -49,6 +49,7 @@ struct rs_room {
 	uint32_t seg;       /* the bytes of one of our slots */
 	bool rx_full;       /* every data slot holds bytes not yet read */
 	bool ctrl_full;     /* every control RECV is taken */
+	bool fin;           /* the peer's FIN came: only CREDIT may follow */
 };
 
 /* A message, decoded and checked. */

@@ -7,7 +7,8 @@
  * Properties: an accepted hello is canonical (made again, it is the bytes
  * read) and in bounds; an accepted immediate is canonical (RS_IMM of what
  * it decoded) and returns no more credits than the peer could owe; a
- * refused one leaves nothing set. IOMAP bytes: see iomap(). With only
+ * refused one leaves nothing set; after a FIN only CREDIT is accepted.
+ * IOMAP bytes: see iomap(). With only
  * accepted messages applied, the
  * receiver never holds more data credits than the peer has slots, more
  * control credits than RS_CTRL, nor more unread slots than its own.
@@ -28,6 +29,7 @@
 struct rcv {
 	uint32_t nrx, seg, peer_nrx;
 	uint32_t credits, ctrl_credits, owed, ctrl_owed, unread;
+	bool fin;
 };
 
 static void check(const struct rcv *r)
@@ -48,7 +50,7 @@ static bool message(struct rcv *r, uint32_t imm, uint32_t len)
 	static const struct rs_msg zero;
 	struct rs_room room = { .data = r->peer_nrx - r->credits, .ctrl = RS_CTRL - r->ctrl_credits,
 				.seg = r->seg, .rx_full = r->unread >= r->nrx,
-				.ctrl_full = r->ctrl_owed >= RS_CTRL };
+				.ctrl_full = r->ctrl_owed >= RS_CTRL, .fin = r->fin };
 	struct rs_msg m;
 	int ret = rs_msg_parse(imm, len, &room, &m);
 
@@ -63,6 +65,9 @@ static bool message(struct rcv *r, uint32_t imm, uint32_t len)
 	if (m.type > RS_T_FIN || m.data > room.data || m.ctrl > room.ctrl || len > r->seg ||
 	    (m.type != RS_T_DATA && len))
 		fuzz_fail("immediate %08x with %u bytes accepted", imm, len);
+	if (r->fin && m.type != RS_T_CREDIT)
+		fuzz_fail("type %u accepted after the peer's FIN", m.type);
+	r->fin |= m.type == RS_T_FIN;
 	r->credits += m.data;
 	r->ctrl_credits += m.ctrl;
 	if (m.type == RS_T_DATA && len)

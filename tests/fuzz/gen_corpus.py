@@ -540,6 +540,8 @@ def rsiomap(off, addr, ln, rkey=1):
     return bytes([4]) + struct.pack('>QQII', off, addr, ln, rkey)
 
 
+put('rsocket_wire', 'after_fin', rsrun(rshello(), [(0, rsimm(RS_FIN), 0), (0, rsimm(RS_CREDIT), 0),
+                                                (0, rsimm(RS_DATA), 32)]))
 put('rsocket_wire', 'iomaps', rsrun(rshello(), []) + rsiomap(0, 4096, 100) + rsiomap(100, 8192, 50) +
     rsiomap(0, 0, 0) + rsiomap(0, 4096, 100))
 put('rsocket_wire', 'iomap_overlap', rsrun(rshello(), []) + rsiomap(0, 4096, 100) + rsiomap(99, 0, 1))

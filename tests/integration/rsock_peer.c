@@ -102,6 +102,7 @@ struct raw {
 	struct ibv_mr *mr;
 	uint8_t *buf;
 	int recvs;   /* RECV completions seen */
+	int ctrl_back;   /* control credits they gave back */
 };
 
 static struct rdma_cm_event *ev_wait(struct rdma_event_channel *ch, int ms)
@@ -210,6 +211,14 @@ static enum rdma_cm_event_type raw_connect(struct raw *r, int p, const void *pd,
 	return ev_take(r->ch, 20000, NULL, NULL);
 }
 
+/* A RECV completion of the raw peer: counted, its control credits too. */
+static void raw_seen(struct raw *r, const struct ibv_wc *wc)
+{
+	r->recvs++;
+	if (wc->status == IBV_WC_SUCCESS && (wc->wc_flags & IBV_WC_WITH_IMM))
+		r->ctrl_back += (int)((ntohl(wc->imm_data) >> 24) & 0xf);
+}
+
 /* Send len bytes of b (NULL: of 'B'; none: num_sge 0) with imm (or
  * without), and wait for its completion; RECV completions on the way are
  * counted. */
@@ -240,7 +249,7 @@ static enum ibv_wc_status raw_send_bytes(struct raw *r, bool with_imm, uint32_t 
 		if (n && wc.wr_id == 1000)
 			return wc.status;
 		if (n)
-			r->recvs++;
+			raw_seen(r, &wc);
 		CHECK(now_ms() < end, "no completion for our SEND");
 		usleep(100);
 	}
@@ -276,7 +285,7 @@ static int raw_recvs(struct raw *r, int ms)
 		CHECK(n >= 0, "ibv_poll_cq");
 		if (n) {
 			CHECK(wc.status == IBV_WC_SUCCESS, "RECV completion %s", ibv_wc_status_str(wc.status));
-			r->recvs++;
+			raw_seen(r, &wc);
 		} else {
 			usleep(200);
 		}
@@ -466,6 +475,117 @@ static void iomap_check(int l)
 	free(win);
 	printf("rsock_peer: ok: riowrite lands in the peer's map at its offset, never past it or after "
 	       "its unmap; riomap's IOMAP names our buffer and the peer's WRITE lands there\n");
+}
+
+/* riomap in a thread */
+struct mapjob {
+	pthread_t t;
+	int fd, err;
+	void *b;
+	off_t off, ret;
+};
+
+static void *job_map(void *arg)
+{
+	struct mapjob *j = arg;
+
+	j->ret = riomap(j->fd, j->b, 4096, PROT_WRITE, 0, j->off);
+	j->err = errno;
+	return NULL;
+}
+
+/* The immediate of the next RECV of type t the raw peer gets within ms
+ * (others are counted and skipped); 0 if none came. */
+static uint32_t raw_wait_type(struct raw *r, uint32_t t, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+	struct ibv_wc wc;
+
+	while (now_ms() < end) {
+		int n = ibv_poll_cq(r->cq, 1, &wc);
+
+		CHECK(n >= 0, "ibv_poll_cq");
+		if (!n) {
+			usleep(1000);
+			continue;
+		}
+		if (wc.opcode != IBV_WC_RECV)
+			continue;
+		raw_seen(r, &wc);
+		if (wc.status == IBV_WC_SUCCESS && ntohl(wc.imm_data) >> 28 == t)
+			return ntohl(wc.imm_data);
+	}
+	return 0;
+}
+
+/*
+ * Control messages that cross: our riomaps and the peer's 3 IOMAPs (it too
+ * keeps its last credit for CREDIT), each sent before its sender took in
+ * any of the other's (no credits in them). A 4th riomap waits: we keep a
+ * control credit for CREDIT, so we still give the peer its credits back;
+ * once it returns ours, the 4th goes. (With the last credit
+ * spent on an IOMAP, both sides owed each other all their credits and
+ * neither could say so: riomap and FIN hung for good.) Then a peer that
+ * sends DATA or an IOMAP after its FIN breaks the connection.
+ */
+static void ctrl_check(int l)
+{
+	static uint8_t b[4][4096];
+	struct pollfd p;
+	struct raw r;
+	int fd = accept_raw(l, &r, 8, 12);
+
+	struct mapjob j = { .fd = fd, .b = b[3], .off = 3 << 20 };
+
+	for (int i = 0; i < 3; i++)
+		CHECK(riomap(fd, b[i], sizeof(b[i]), PROT_WRITE, 0, (off_t)i << 20) == (off_t)i << 20,
+		      "riomap %d: %s", i, strerror(errno));
+	/* a 4th, which waits for a credit: the last one is CREDIT's */
+	CHECK(!pthread_create(&j.t, NULL, job_map, &j), "pthread_create");
+	for (int i = 0; i < 3; i++)
+		CHECK(raw_iomap(&r, (uint64_t)i << 20, (uintptr_t)r.buf, 4096, r.mr->lkey) == IBV_WC_SUCCESS,
+		      "the peer's IOMAP %d", i);
+	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	rpoll(&p, 1, 0);   /* takes the peer's IOMAPs in (so does the waiting riomap) */
+	/* a CREDIT on our last credit once 2 are owed (with every credit
+	 * spent on IOMAPs, none could come) */
+	for (uint64_t end = now_ms() + 5000; r.ctrl_back < 2 && now_ms() < end;)
+		raw_wait_type(&r, T_CREDIT, 100);
+	CHECK(r.ctrl_back >= 2, "the peer got %d of its 3 control credits back", r.ctrl_back);
+	/* ours back: 3 IOMAPs and the CREDIT */
+	CHECK(raw_send(&r, true, IMMC(T_CREDIT, 4u), 0) == IBV_WC_SUCCESS, "the peer's CREDIT");
+	pthread_join(j.t, NULL);
+	CHECK(j.ret == 3 << 20, "the 4th riomap: %s", strerror(j.err));
+	CHECK(!rclose(fd), "rclose");
+	raw_free(&r);
+	printf("rsock_peer: ok: control messages that cross: a CREDIT still gives the peer its credits "
+	       "back, and the next riomap goes\n");
+	for (int k = 0; k < 2; k++) {
+		char buf[64];
+		ssize_t n;
+
+		fd = accept_raw(l, &r, 8, 8);
+		CHECK(raw_send_bytes(&r, true, IMM(T_DATA, 0), "GOOD", 4) == IBV_WC_SUCCESS, "GOOD");
+		CHECK(raw_send(&r, true, IMM(T_FIN, 0), 0) == IBV_WC_SUCCESS, "FIN");
+		if (k)
+			raw_iomap(&r, 0, (uintptr_t)r.buf, 4096, r.mr->lkey);
+		else
+			raw_send_bytes(&r, true, IMM(T_DATA, 0), "EVIL", 4);
+		n = rrecv(fd, buf, sizeof(buf), 0);
+		CHECK(n == 4 && !memcmp(buf, "GOOD", 4), "after FIN: the data before it: got %zd", n);
+		/* the stream ended at the FIN (EOF, or the break's EPROTO):
+		 * nothing after it joins, and the connection is broken */
+		n = rrecv(fd, buf, sizeof(buf), 0);
+		CHECK(n == 0 || (n < 0 && errno == EPROTO), "%s after FIN: want EOF or EPROTO, got %zd (%s)",
+		      k ? "IOMAP" : "DATA", n, n < 0 ? strerror(errno) : "data");
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		CHECK(rpoll(&p, 1, 1000) == 1 && (p.revents & POLLERR), "%s after FIN: no POLLERR (0x%x)",
+		      k ? "IOMAP" : "DATA", p.revents);
+		CHECK(!rclose(fd), "rclose");
+		raw_free(&r);
+	}
+	printf("rsock_peer: ok: DATA or an IOMAP after the peer's FIN: the data before it, the end of "
+	       "the stream, POLLERR\n");
 }
 
 /* a raw server: accepts one connection with no private data at all */
@@ -942,6 +1062,7 @@ int main(int argc, char **argv)
 		bad_iomaps(l, "an IOMAP whose address wraps", awrap, 1);
 	}
 	iomap_check(l);
+	ctrl_check(l);
 	/* DATA beyond the rsocket's data slots (its RECVs for control
 	 * messages taken for data): 16 slots (256 KiB of 16 KiB), a 17th */
 	{
