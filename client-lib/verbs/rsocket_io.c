@@ -547,9 +547,25 @@ RS_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *excep
 	return ret;
 }
 
-bool rs_nonblock(const struct rs *rs, int flags)
+static bool rs_nonblock(const struct rs *rs, int flags)
 {
 	return (rs->fl & O_NONBLOCK) || (flags & MSG_DONTWAIT);
+}
+
+/* Why nothing more can be sent, or 0: EPIPE, as TCP's once the peer has
+ * closed (we do not raise SIGPIPE, as rsockets do not), or the break's. */
+int rs_tx_err(const struct rs *rs)
+{
+	if (!rs->broken && !rs->tx_shut && !rs->peer_gone)
+		return 0;
+	return rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
+}
+
+/* A send that cannot go on yet: EAGAIN when it may not block, else wait
+ * for @events (0, or why the wait ended). */
+int rs_block(struct rs *rs, int flags, short events)
+{
+	return rs_nonblock(rs, flags) ? EAGAIN : rs_wait(rs, events, -1);
 }
 
 RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
@@ -570,12 +586,8 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 	}
 	while (sent < n) {
 		rs_progress(rs, false);
-		if (rs->broken || rs->tx_shut || rs->peer_gone) {
-			/* EPIPE, as TCP's once the peer has closed (we do not
-			 * raise SIGPIPE, as rsockets do not) */
-			e = rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
+		if ((e = rs_tx_err(rs)))
 			break;
-		}
 		if (rs_can_send(rs)) {
 			uint32_t len = rs->seg < rs->peer_seg ? rs->seg : rs->peer_seg;
 
@@ -586,12 +598,7 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 			sent += len;
 			continue;
 		}
-		if (rs_nonblock(rs, flags)) {
-			e = EAGAIN;
-			break;
-		}
-		e = rs_wait(rs, POLLOUT, -1);
-		if (e)
+		if ((e = rs_block(rs, flags, POLLOUT)))
 			break;
 	}
 	pthread_mutex_unlock(&rs->lock);

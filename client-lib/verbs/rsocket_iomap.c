@@ -50,12 +50,11 @@ static int rs_send_iomap(struct rs *rs, const struct rs_iomap *m)
 
 	for (;;) {
 		rs_progress(rs, false);
-		if (rs->broken || rs->tx_shut || rs->peer_gone)
-			return rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
+		if ((e = rs_tx_err(rs)))
+			return e;
 		if (rs_can_ctrl(rs))
 			return rs_post_send(rs, RS_T_IOMAP, &w, sizeof(w));
-		e = rs_wait(rs, RS_EV_CTRL, -1);
-		if (e)
+		if ((e = rs_wait(rs, RS_EV_CTRL, -1)))
 			return e;
 	}
 }
@@ -222,10 +221,8 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 		}
 		if (sent == n)
 			break;
-		if (rs->broken || rs->tx_shut || rs->peer_gone) {
-			e = rs->tx_shut || rs->peer_gone || !rs->err ? EPIPE : rs->err;
+		if ((e = rs_tx_err(rs)))
 			break;
-		}
 		if (rs_can_write(rs)) {
 			uint32_t len = n - sent < rs->seg ? (uint32_t)(n - sent) : rs->seg;
 
@@ -235,12 +232,7 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 			sent += len;
 			continue;
 		}
-		if (rs_nonblock(rs, flags)) {
-			e = EAGAIN;
-			break;
-		}
-		e = rs_wait(rs, RS_EV_WRITE, -1);
-		if (e)
+		if ((e = rs_block(rs, flags, RS_EV_WRITE)))
 			break;
 	}
 out:
