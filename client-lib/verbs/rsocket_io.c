@@ -711,47 +711,41 @@ RS_EXPORT ssize_t rsendto(int s, const void *b, size_t n, int f, const struct so
 	return rsend(s, b, n, f);   /* connected: the address is ignored, as TCP does */
 }
 
-RS_EXPORT ssize_t rsendmsg(int s, const struct msghdr *m, int f)
+/* The parts of an iovec in turn, up to the first that goes short; a
+ * receive's first part may wait, the rest only take what is there. */
+static ssize_t rs_iov(int s, const struct iovec *v, size_t n, int f, bool in)
 {
 	ssize_t total = 0;
 
-	if (!m)
-		return rs_fail(EINVAL);
-	for (size_t i = 0; i < m->msg_iovlen; i++) {
+	for (size_t i = 0; i < n; i++) {
 		ssize_t r;
 
-		if (!m->msg_iov[i].iov_len)
+		if (!v[i].iov_len)
 			continue;
-		r = rsend(s, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len, f);
+		r = in ? rrecv(s, v[i].iov_base, v[i].iov_len,
+			       total ? (f | MSG_DONTWAIT) & ~MSG_WAITALL : f)
+		       : rsend(s, v[i].iov_base, v[i].iov_len, f);
 		if (r < 0)
 			return total ? total : r;
 		total += r;
-		if ((size_t)r < m->msg_iov[i].iov_len)
+		if ((size_t)r < v[i].iov_len)
 			break;
 	}
 	return total;
 }
 
+RS_EXPORT ssize_t rsendmsg(int s, const struct msghdr *m, int f)
+{
+	return m ? rs_iov(s, m->msg_iov, m->msg_iovlen, f, false) : rs_fail(EINVAL);
+}
+
 RS_EXPORT ssize_t rrecvmsg(int s, struct msghdr *m, int f)
 {
-	ssize_t total = 0;
+	ssize_t total;
 
 	if (!m)
 		return rs_fail(EINVAL);
-	for (size_t i = 0; i < m->msg_iovlen; i++) {
-		ssize_t r;
-
-		if (!m->msg_iov[i].iov_len)
-			continue;
-		/* the first part may wait, the rest only takes what is there */
-		r = rrecv(s, m->msg_iov[i].iov_base, m->msg_iov[i].iov_len,
-			  total ? (f | MSG_DONTWAIT) & ~MSG_WAITALL : f);
-		if (r < 0)
-			return total ? total : r;
-		total += r;
-		if ((size_t)r < m->msg_iov[i].iov_len)
-			break;
-	}
+	total = rs_iov(s, m->msg_iov, m->msg_iovlen, f, true);
 	m->msg_flags = 0;
 	m->msg_controllen = 0;
 	return total;

@@ -1033,6 +1033,29 @@ int main(int argc, char **argv)
 		CHECK(a.fd >= 0, "raccept: %s", strerror(a.err));
 		CHECK(rsend(c, "ping", 4, 0) == 4 && rrecv(a.fd, b, 4, MSG_WAITALL) == 4 &&
 		      !memcmp(b, "ping", 4), "ping after the refused peers");
+		{
+			/* the iovec forms: an empty part skipped, a receive's
+			 * first part waits, the rest takes what is there */
+			struct iovec wv[3] = { { "ab", 2 }, { NULL, 0 }, { "cdef", 4 } }, rv[2];
+			char x[3], y[8];
+			struct msghdr mh = { .msg_iov = rv, .msg_iovlen = 2, .msg_flags = 123 };
+			ssize_t got;
+
+			rv[0] = (struct iovec){ x, sizeof(x) };
+			rv[1] = (struct iovec){ y, sizeof(y) };
+			CHECK(rwritev(c, wv, 3) == 6, "rwritev: %s", strerror(errno));
+			got = rrecvmsg(a.fd, &mh, MSG_WAITALL);
+			CHECK(got >= 3 && got <= 6 && !memcmp(x, "abc", 3) && !memcmp(y, "def", (size_t)got - 3) &&
+			      !mh.msg_flags, "rrecvmsg: got %zd", got);
+			CHECK(got == 6 || rrecv(a.fd, y + got - 3, (size_t)(6 - got), MSG_WAITALL) == 6 - got,
+			      "the rest after rrecvmsg");
+			CHECK(!memcmp(y, "def", 3), "the bytes after rrecvmsg");
+			wv[0] = (struct iovec){ "gh", 2 };
+			mh = (struct msghdr){ .msg_iov = wv, .msg_iovlen = 1 };
+			rv[0] = (struct iovec){ x, 2 };
+			CHECK(rsendmsg(c, &mh, 0) == 2 && rreadv(a.fd, rv, 1) == 2 && !memcmp(x, "gh", 2),
+			      "rsendmsg / rreadv");
+		}
 		CHECK(!rclose(c) && rrecv(a.fd, b, sizeof(b), 0) == 0, "EOF after the peer's rclose");
 		CHECK(!rclose(a.fd), "rclose");
 	}
