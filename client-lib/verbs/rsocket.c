@@ -54,8 +54,8 @@
  * returns 0, which POSIX allows). raccept returns a connection once it has
  * answered the request; the peer's confirmation (RTU) comes later, and a
  * peer that never sends it sees its connection reset after the CM's
- * timeout. riomap / riowrite: rsocket_iomap.c. SOCK_DGRAM and the fork
- * support are not provided (docs/verbs-compat.md).
+ * timeout. riomap / riowrite: rsocket_iomap.c. SOCK_DGRAM:
+ * rsocket_dgram.c. The fork support is not provided (docs/verbs-compat.md).
  */
 #define _GNU_SOURCE
 #include "rsocket_int.h"
@@ -124,7 +124,7 @@ void rs_put(struct rs *rs)
 		rs_free(rs);
 }
 
-static int rs_publish(struct rs *rs)
+int rs_publish(struct rs *rs)
 {
 	struct rs **p;
 
@@ -178,7 +178,8 @@ void rs_kick(struct rs *rs)
 
 /* ------------------------------------------------------- life cycle */
 
-static struct rs *rs_alloc(void)
+/* An rsocket with nothing yet (a datagram one's start) */
+struct rs *rs_new(void)
 {
 	struct rs *rs = calloc(1, sizeof(*rs));
 
@@ -190,6 +191,15 @@ static struct rs *rs_alloc(void)
 	rs->sndbuf = rs->rcvbuf = RS_BUF_DEFAULT;
 	rs->nodelay = 1;
 	rs->v6only = -1;
+	return rs;
+}
+
+static struct rs *rs_alloc(void)
+{
+	struct rs *rs = rs_new();
+
+	if (!rs)
+		return NULL;
 	rs->cmch = rdma_create_event_channel();
 	if (!rs->cmch) {
 		free(rs);
@@ -239,6 +249,7 @@ static void rs_free(struct rs *rs)
 		*p = NULL;
 	pthread_mutex_unlock(&rs_tab_lock);
 	rs_drain_events(rs);
+	rs_dg_free(rs);
 	rs_free_qp(rs);
 	for (; rs->reqs && rs->req_head != rs->req_tail; rs->req_head++) {
 		struct rdma_cm_id *id = rs->reqs[rs->req_head % RS_REQS].id;
@@ -396,9 +407,18 @@ RS_EXPORT int rsocket(int domain, int type, int protocol)
 
 	if (domain != AF_INET && domain != AF_INET6)
 		return rs_fail(EAFNOSUPPORT);
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_DGRAM &&
+	    (!protocol || protocol == IPPROTO_UDP)) {
+		const char *e = getenv("ROSHM_RSOCKET_DGRAM");
+
+		/* "0": none, so librspreload leaves UDP to the kernel */
+		if (e && !strcmp(e, "0"))
+			return rs_fail(EPROTONOSUPPORT);
+		return rs_dg_socket(domain, type);   /* rsocket_dgram.c */
+	}
 	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_STREAM ||
 	    (protocol && protocol != IPPROTO_TCP))
-		return rs_fail(EPROTONOSUPPORT);   /* no datagram rsockets */
+		return rs_fail(EPROTONOSUPPORT);
 	rs = rs_alloc();
 	if (!rs)
 		return rs_fail(errno ? errno : ENOMEM);
@@ -424,6 +444,10 @@ RS_EXPORT int rbind(int s, const struct sockaddr *a, socklen_t l)
 
 	if (!rs)
 		return -1;
+	if (rs->dg) {
+		ret = rs_dg_bind(rs, a, l);
+		return ret ? rs_put_fail(rs, ret) : (rs_put(rs), 0);
+	}
 	if (!a || (a->sa_family == AF_INET && l < sizeof(struct sockaddr_in)) ||
 	    (a->sa_family == AF_INET6 && l < sizeof(struct sockaddr_in6)) || rs->state != RS_NEW)
 		return rs_put_fail(rs, EINVAL);
@@ -443,6 +467,8 @@ RS_EXPORT int rlisten(int s, int backlog)
 
 	if (!rs)
 		return -1;
+	if (rs->dg)
+		return rs_put_fail(rs, EOPNOTSUPP);   /* as UDP's listen */
 	if (rs->state == RS_NEW) {
 		if (rdma_listen(rs->id, backlog > 0 ? backlog : 1))
 			return rs_put_fail(rs, errno);
@@ -466,6 +492,12 @@ RS_EXPORT int rconnect(int s, const struct sockaddr *a, socklen_t l)
 
 	if (!rs)
 		return -1;
+	if (rs->dg) {
+		pthread_mutex_lock(&rs->lock);
+		ret = rs_dg_connect(rs, a, l);
+		pthread_mutex_unlock(&rs->lock);
+		return ret ? rs_put_fail(rs, ret) : (rs_put(rs), 0);
+	}
 	if (!a || (a->sa_family != AF_INET && a->sa_family != AF_INET6) ||
 	    (a->sa_family == AF_INET && l < sizeof(struct sockaddr_in)) ||
 	    (a->sa_family == AF_INET6 && l < sizeof(struct sockaddr_in6)))
@@ -639,6 +671,8 @@ RS_EXPORT int raccept(int s, struct sockaddr *a, socklen_t *l)
 
 	if (!ls)
 		return -1;
+	if (ls->dg)
+		return rs_put_fail(ls, EOPNOTSUPP);
 	if (ls->state != RS_LISTEN)
 		return rs_put_fail(ls, EINVAL);
 	rs = rs_take_request(ls, &ret);
@@ -670,6 +704,11 @@ RS_EXPORT int rshutdown(int s, int how)
 		return -1;
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return rs_put_fail(rs, EINVAL);
+	if (rs->dg) {
+		int e = rs_dg_shutdown(rs, how);
+
+		return e ? rs_put_fail(rs, e) : (rs_put(rs), 0);
+	}
 	pthread_mutex_lock(&rs->lock);
 	if (rs->state != RS_CONN) {
 		pthread_mutex_unlock(&rs->lock);
@@ -706,7 +745,9 @@ RS_EXPORT int rclose(int s)
 		return rs_fail(EBADF);
 	pthread_mutex_lock(&rs->lock);
 	rs_kick(rs);
-	if (rs->state == RS_CONN) {
+	if (rs->dg) {
+		rs_dg_close(rs);
+	} else if (rs->state == RS_CONN) {
 		uint64_t end = rs_now_ns() + RS_CLOSE_MS * 1000000ull;
 
 		/* FIN after all we sent, and every SEND complete (in the

@@ -72,8 +72,11 @@ struct rs_req {
 	uint8_t pd[64];
 };
 
+struct rs_dg;                         /* rsocket_dgram.c */
+
 struct rs {
 	int fd;
+	struct rs_dg *dg;             /* a datagram rsocket's (its fd is a UDP socket) */
 	int ref;                      /* the table's, and each call's */
 	pthread_mutex_t lock;
 	enum rs_state state;
@@ -111,6 +114,8 @@ struct rs {
 };
 
 /* rsocket.c */
+struct rs *rs_new(void);
+int rs_publish(struct rs *rs);
 struct rs *rs_ref(int fd, bool closed_too);
 struct rs *rs_get(int fd);
 bool rs_is(int fd);
@@ -132,5 +137,21 @@ int rs_block(struct rs *rs, int flags, short events);
 void rs_progress(struct rs *rs, bool cm);
 void rs_listen_pull(struct rs *ls);
 void rs_drain_events(struct rs *rs);
+
+/* rsocket_dgram.c: the datagram rsocket's calls (an errno, or -1 with
+ * errno for the ssize_t ones; those take the lock themselves) */
+int rs_dg_socket(int domain, int type);
+void rs_dg_free(struct rs *rs);
+int rs_dg_bind(struct rs *rs, const struct sockaddr *a, socklen_t l);
+int rs_dg_connect(struct rs *rs, const struct sockaddr *a, socklen_t l);
+int rs_dg_name(struct rs *rs, struct sockaddr *a, socklen_t *l, bool peer);
+int rs_dg_shutdown(struct rs *rs, int how);
+void rs_dg_close(struct rs *rs);
+short rs_dg_revents(struct rs *rs, short events);
+int rs_dg_pollfds(struct rs *rs, struct pollfd *pf);
+ssize_t rs_dg_send(struct rs *rs, const struct iovec *v, int n, int flags,
+		   const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_dg_recv(struct rs *rs, const struct iovec *v, int n, int flags, struct sockaddr *a,
+		   socklen_t *l, int *mflags);
 
 #endif

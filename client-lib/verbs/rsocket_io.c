@@ -254,6 +254,8 @@ static short rs_revents(struct rs *rs, short events)
 
 	if (rs->closed)
 		return POLLNVAL;
+	if (rs->dg)
+		return rs_dg_revents(rs, events);
 	switch (rs->state) {
 	case RS_LISTEN:
 		rs_listen_pull(rs);
@@ -323,7 +325,7 @@ static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf,
 
 			if (rs) {
 				pthread_mutex_lock(&rs->lock);
-				if (wfd >= 0 && rs->state == RS_CONN)
+				if (wfd >= 0 && rs->state == RS_CONN && rs->cq)
 					ibv_req_notify_cq(rs->cq, 0);
 				fds[i].revents = rs_revents(rs, fds[i].events);
 				pthread_mutex_unlock(&rs->lock);
@@ -383,6 +385,11 @@ static int rs_poll_set(struct pollfd *fds, struct rs **rsv, struct pollfd *pf,
 				continue;
 			}
 			pthread_mutex_lock(&rs->lock);
+			if (rs->dg) {
+				np += (nfds_t)rs_dg_pollfds(rs, &pf[np]);
+				pthread_mutex_unlock(&rs->lock);
+				continue;
+			}
 			pf[np++] = (struct pollfd){ .fd = rs->cmch->fd, .events = POLLIN };
 			if (rs->state == RS_CONN)
 				pf[np++] = (struct pollfd){ .fd = rs->cch->fd, .events = POLLIN };
@@ -577,6 +584,13 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 
 	if (!rs)
 		return -1;
+	if (rs->dg) {
+		struct iovec v = { .iov_base = (void *)b, .iov_len = n };
+		ssize_t r = rs_dg_send(rs, &v, 1, flags, NULL, 0);
+
+		rs_put(rs);
+		return r;
+	}
 	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL))   /* WAITALL: a blocking send sends it all */
 		return rs_put_fail(rs, EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
@@ -651,6 +665,13 @@ RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 
 	if (!rs)
 		return -1;
+	if (rs->dg) {
+		struct iovec v = { .iov_base = b, .iov_len = n };
+		ssize_t r = rs_dg_recv(rs, &v, 1, flags, NULL, NULL, NULL);
+
+		rs_put(rs);
+		return r;
+	}
 	if (flags & ~(MSG_DONTWAIT | MSG_PEEK | MSG_WAITALL | MSG_NOSIGNAL))
 		return rs_put_fail(rs, EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lock);
@@ -695,9 +716,51 @@ RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 	return rs_fail(e);
 }
 
+/* A datagram rsocket's send or receive of a whole iovec, or -2 with
+ * errno 0 when s is a stream rsocket (-1: the call's error). */
+static ssize_t rs_dg_io(int s, const struct iovec *v, size_t n, int f, struct msghdr *m,
+			const struct sockaddr *to, socklen_t tolen, bool in)
+{
+	struct rs *rs = rs_get(s);
+	ssize_t r;
+
+	if (!rs)
+		return -1;
+	if (!rs->dg) {
+		rs_put(rs);
+		errno = 0;
+		return -2;
+	}
+	if (n > IOV_MAX)
+		return rs_put_fail(rs, EMSGSIZE);
+	if (in) {
+		int mf = 0;
+
+		r = rs_dg_recv(rs, v, (int)n, f, m ? m->msg_name : NULL, m ? &m->msg_namelen : NULL,
+			       &mf);
+		if (m && r >= 0) {
+			m->msg_flags = mf;
+			m->msg_controllen = 0;
+		}
+	} else {
+		r = rs_dg_send(rs, v, (int)n, f, to, tolen);
+	}
+	rs_put(rs);
+	return r;
+}
+
 RS_EXPORT ssize_t rrecvfrom(int s, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
 {
-	ssize_t ret = rrecv(s, b, n, f);
+	struct iovec v = { .iov_base = b, .iov_len = n };
+	struct msghdr m = { .msg_name = a, .msg_namelen = l ? *l : 0 };
+	ssize_t ret = rs_dg_io(s, &v, 1, f, a && l ? &m : NULL, NULL, 0, true);
+
+	if (ret != -2 || errno) {
+		if (ret >= 0 && a && l)
+			*l = m.msg_namelen;
+		return ret;
+	}
+	ret = rrecv(s, b, n, f);
 
 	if (ret >= 0 && a && l)
 		*l = 0;   /* a stream socket names no source */
@@ -707,7 +770,11 @@ RS_EXPORT ssize_t rrecvfrom(int s, void *b, size_t n, int f, struct sockaddr *a,
 RS_EXPORT ssize_t rsendto(int s, const void *b, size_t n, int f, const struct sockaddr *a,
 			  socklen_t l)
 {
-	(void)a, (void)l;
+	struct iovec v = { .iov_base = (void *)b, .iov_len = n };
+	ssize_t ret = rs_dg_io(s, &v, 1, f, NULL, a, l, false);
+
+	if (ret != -2 || errno)
+		return ret;
 	return rsend(s, b, n, f);   /* connected: the address is ignored, as TCP does */
 }
 
@@ -736,7 +803,14 @@ static ssize_t rs_iov(int s, const struct iovec *v, size_t n, int f, bool in)
 
 RS_EXPORT ssize_t rsendmsg(int s, const struct msghdr *m, int f)
 {
-	return m ? rs_iov(s, m->msg_iov, m->msg_iovlen, f, false) : rs_fail(EINVAL);
+	ssize_t ret;
+
+	if (!m)
+		return rs_fail(EINVAL);
+	ret = rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, NULL, m->msg_name, m->msg_namelen, false);
+	if (ret != -2 || errno)
+		return ret;
+	return rs_iov(s, m->msg_iov, m->msg_iovlen, f, false);
 }
 
 RS_EXPORT ssize_t rrecvmsg(int s, struct msghdr *m, int f)
@@ -745,6 +819,9 @@ RS_EXPORT ssize_t rrecvmsg(int s, struct msghdr *m, int f)
 
 	if (!m)
 		return rs_fail(EINVAL);
+	total = rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, m, NULL, 0, true);
+	if (total != -2 || errno)
+		return total;
 	total = rs_iov(s, m->msg_iov, m->msg_iovlen, f, true);
 	m->msg_flags = 0;
 	m->msg_controllen = 0;

@@ -33,7 +33,7 @@ static struct rs *rs_conn_lock(int s)
 	if (!rs)
 		return NULL;
 	pthread_mutex_lock(&rs->lock);
-	if (rs->state != RS_CONN) {
+	if (rs->state != RS_CONN || rs->dg) {
 		pthread_mutex_unlock(&rs->lock);
 		rs_put_fail(rs, ENOTCONN);
 		return NULL;

@@ -20,6 +20,14 @@ static int rs_name(int s, struct sockaddr *a, socklen_t *l, bool peer)
 		return -1;
 	if (!l || (!a && *l))
 		return rs_put_fail(rs, EFAULT);
+	if (rs->dg) {
+		int e;
+
+		pthread_mutex_lock(&rs->lock);
+		e = rs_dg_name(rs, a, l, peer);
+		pthread_mutex_unlock(&rs->lock);
+		return e ? rs_put_fail(rs, e) : (rs_put(rs), 0);
+	}
 	if (peer && rs->state != RS_CONN)
 		return rs_put_fail(rs, ENOTCONN);
 	sa = rs_addr(rs, peer);
@@ -139,12 +147,14 @@ RS_EXPORT int rgetsockopt(int s, int level, int name, void *v, socklen_t *l)
 		if (rs->state == RS_DEAD)
 			rs->err = 0;
 	} else if (level == SOL_SOCKET && name == SO_TYPE) {
-		val = SOCK_STREAM;
+		val = rs->dg ? SOCK_DGRAM : SOCK_STREAM;
 	} else if (level == IPPROTO_TCP && name == TCP_MAXSEG) {
 		val = (int)(rs->seg ? rs->seg : RS_SEG_DEFAULT);
 	} else if ((o = rs_opt(rs, level, name))) {
 		val = *o;
-		if (rs->state == RS_CONN && o == &rs->sndbuf)
+		if (rs->dg)
+			;   /* as set: the slots are made at the first use */
+		else if (rs->state == RS_CONN && o == &rs->sndbuf)
 			val = (int)(rs->ntx * rs->seg);
 		else if (rs->state == RS_CONN && o == &rs->rcvbuf)
 			val = (int)(rs->nrx * rs->seg);

@@ -102,3 +102,34 @@ int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m)
 	maps[(*n)++] = *m;
 	return 0;
 }
+
+void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = htonl(RS_DG_MAGIC);
+	h->op = op;
+	h->qpn = htonl(qpn);
+	memcpy(h->gid, gid, sizeof(h->gid));
+}
+
+int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
+		uint8_t gid[16])
+{
+	struct rs_dg_hdr h;
+	uint32_t q;
+
+	if (!b || len < sizeof(h))
+		return EPROTO;
+	memcpy(&h, b, sizeof(h));
+	q = ntohl(h.qpn);
+	if (ntohl(h.magic) != RS_DG_MAGIC || h.rsvd[0] || h.rsvd[1] || h.rsvd[2] ||
+	    !q || q > 0xffffffu)
+		return EPROTO;
+	if (h.op == RS_DG_ADDR ? len != sizeof(h)
+	    : h.op != RS_DG_DATA || len - sizeof(h) > mtu)
+		return EPROTO;
+	*op = h.op;
+	*qpn = q;
+	memcpy(gid, h.gid, sizeof(h.gid));
+	return 0;
+}

@@ -72,4 +72,27 @@ int rs_iomap_parse(const void *b, size_t len, struct rs_iomap *m);
  * then */
 int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m);
 
+/*
+ * Datagram rsockets (rsocket_dgram.c): what goes over the kernel UDP socket
+ * bound beside each one. A DATA message carries a datagram to a peer whose
+ * QP is not known yet, ADDR only the answer to one; each names its sender's
+ * UD QP (network byte order). Datagrams between known QPs carry no header.
+ */
+#define RS_DG_MAGIC 0x52534431u       /* "RSD1" */
+#define RS_DG_DATA 1u
+#define RS_DG_ADDR 2u
+struct rs_dg_hdr {
+	uint32_t magic;
+	uint8_t op, rsvd[3];
+	uint32_t qpn;
+	uint8_t gid[16];
+};
+
+void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hdr *h);
+/* A UDP message of @len bytes (a private copy), whose datagrams may hold
+ * @mtu bytes: 0 with its op, QPN and GID (and the payload after the
+ * header for DATA), or EPROTO: dropped */
+int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
+		uint8_t gid[16]);
+
 #endif

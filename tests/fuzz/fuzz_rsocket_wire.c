@@ -16,7 +16,12 @@
  * Input: our slots (1 byte, +RS_PEER_SLOTS_MIN), our slot size (1 byte,
  * x64 +RS_SEG_MIN), the hello's length (1 byte) and bytes, then steps of
  * 7 bytes: an action, then an immediate and a length for a message; or
- * (action & 7 == 4) an IOMAP's 24 bytes, against the peer's maps so far.
+ * (action & 7 == 4) an IOMAP's 24 bytes, against the peer's maps so far;
+ * or (action & 7 == 5) a length byte and 48 bytes, of which that many
+ * (at most 48) are a UDP message to a datagram rsocket (rs_dg_parse, for
+ * datagrams of at most 16 bytes): an accepted one is its own header, an
+ * ADDR of exactly the header or a DATA of at most 16 more bytes, a QPN
+ * of 24 bits but 0; a refused one sets nothing.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -122,6 +127,39 @@ static void iomap(struct rs_iomap *maps, uint32_t *n, const uint8_t *b)
 	}
 }
 
+#define DG_WIN 48u
+#define DG_MTU 16u
+
+static void dgram(const uint8_t *b)
+{
+	uint32_t len = b[0] > DG_WIN ? DG_WIN : b[0], qpn = 0xdeadbeef;
+	uint8_t op = 0xee, gid[16], *m = malloc(len ? len : 1);   /* ASan: no read past it */
+	struct rs_dg_hdr h;
+	int ret;
+
+	if (!m)
+		abort();
+	memcpy(m, b + 1, len);
+	memset(gid, 0xee, sizeof(gid));
+	ret = rs_dg_parse(m, len, DG_MTU, &op, &qpn, gid);
+	if (ret) {
+		static const uint8_t ee[16] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+						0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
+
+		if (ret != EPROTO || op != 0xee || qpn != 0xdeadbeef || memcmp(gid, ee, 16))
+			fuzz_fail("a refused UDP message: %d, or fields set", ret);
+		free(m);
+		return;
+	}
+	rs_dg_make(op, qpn, gid, &h);
+	if (len < sizeof(h) || memcmp(&h, m, sizeof(h)))
+		fuzz_fail("a UDP message accepted whose header is not its own encoding");
+	if (!qpn || qpn > 0xffffff || (op == RS_DG_ADDR && len != sizeof(h)) ||
+	    (op != RS_DG_ADDR && (op != RS_DG_DATA || len - sizeof(h) > DG_MTU)))
+		fuzz_fail("a UDP message accepted: op %u, QPN %u, %u bytes", op, qpn, len);
+	free(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct rs_iomap maps[RS_IOMAPS];
@@ -173,6 +211,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       (uint32_t)data[3] << 8 | data[4];
 		uint32_t len = ((uint32_t)data[5] << 8 | data[6]) * 32u;
 
+		if ((data[0] & 7) == 5) {   /* a UDP message: a length, 48 bytes */
+			if (size < 2 + DG_WIN)
+				return 0;
+			dgram(data + 1);
+			data += 2 + DG_WIN - 7;
+			size -= 2 + DG_WIN - 7;
+			continue;
+		}
 		if ((data[0] & 7) == 4) {   /* an IOMAP's bytes: the next 24 */
 			if (size < 1 + sizeof(struct rs_iomap))
 				return 0;

@@ -548,4 +548,16 @@ put('rsocket_wire', 'iomap_overlap', rsrun(rshello(), []) + rsiomap(0, 4096, 100
 put('rsocket_wire', 'iomap_nine', rsrun(rshello(), []) + b''.join(rsiomap(i * 10, 4096, 10) for i in range(9)))
 put('rsocket_wire', 'iomap_wrap', rsrun(rshello(), []) + rsiomap((1 << 63) - 10, 0, 100) +
     rsiomap(0, (1 << 64) - 10, 100) + rsiomap(5, 0, 0))
+
+
+def rsdg(op, qpn, payload=b'', magic=0x52534431, ln=None):
+    m = struct.pack('>IB3sI16s', magic, op, bytes(3), qpn, bytes(range(16))) + payload
+    return bytes([5, len(m) if ln is None else ln]) + m.ljust(48, b'\0')[:48]
+
+
+dg_ok = rsdg(1, 0x12, b'hello') + rsdg(2, 0x34)
+put('rsocket_wire', 'dgram', rsrun(rshello(), [(0, rsimm(RS_DATA), 32)]) + dg_ok)
+put('rsocket_wire', 'dgram_bad', rsrun(rshello(), []) + rsdg(2, 0x34, b'x') + rsdg(1, 0) +
+    rsdg(1, 1 << 24) + rsdg(3, 5) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
+    rsdg(2, 5, ln=27) + rsdg(1, 5, b'abc', ln=200))
 print('corpus written under', os.path.join(here, 'corpus'))

@@ -13,10 +13,13 @@
 # - rsock_peer: raw verbs peers that break the protocol (no hello, bad
 #   types, credits, lengths; a peer that gives no credit back) against our
 #   rsockets on node a.
-#   check_rsockets.sh BUILD_ROOT VERBS_DIR RSOCK_SERVER RSOCK_PEER [SANITIZE]
+# - datagram rsockets: rsock_dgram (echo checked byte for byte, after
+#   kernel UDP junk to the port), Debian's udpong, and a Python UDP client
+#   and server under librspreload, each through node b's roshmd.
+#   check_rsockets.sh BUILD_ROOT VERBS_DIR RSOCK_SERVER RSOCK_PEER SANITIZE RSOCK_DGRAM
 set -u
 unset LD_LIBRARY_PATH   # roshmd gets the system libraries; only the applications get ours
-build=$1 vdir=$2 server=$3 peer=$4 sanitize=${5:-none}
+build=$1 vdir=$2 server=$3 peer=$4 sanitize=${5:-none} dgram=$6
 name=check_rsockets
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$(dirname "$0")/../lib/cleanup.sh"
@@ -91,4 +94,51 @@ s0=$(( $(sqes) - s0 ))
 echo "ok: rspreload: $s0 SQEs through node b's roshmd"
 in_a timeout 150 $ca "$peer" "$ADDR_A" 7960 >"$d/peer.out" 2>&1 || { cat "$d/peer.out"; fail "rsock_peer"; }
 cat "$d/peer.out"
+
+# datagram rsockets (SOCK_DGRAM, client-lib/verbs/rsocket_dgram.c):
+# rsock_dgram's echo of 1000 datagrams of 1 to 4000 bytes, each checked,
+# after kernel UDP junk to the server's port; it must go through node b's
+# roshmd (a UD datagram takes 3 SQEs or more: claim, write, publish)
+bg_a timeout 120 $ca "$dgram" server "$ADDR_A" 7970 >"$d/dgram.server" 2>&1
+srv=$BG_PID
+sleep 0.5
+in_b "$dgram" junk "$ADDR_A" 7970 || fail "rsock_dgram junk"
+s0=$(sqes) || fail "roshmctl stats"
+in_b timeout 120 env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B "$dgram" client "$ADDR_A" 7970 1000 \
+  >"$d/dgram.client" 2>&1 || { cat "$d/dgram.client" "$d/dgram.server"; fail "rsock_dgram client"; }
+s0=$(( $(sqes) - s0 ))
+wait "$srv" || { cat "$d/dgram.server"; fail "rsock_dgram server"; }
+srv=
+cat "$d/dgram.client" "$d/dgram.server"
+(( s0 >= 2000 )) || fail "rsock_dgram: only $s0 SQEs through node b's roshmd: the datagrams went by the kernel"
+echo "ok: rsock_dgram: $s0 SQEs through node b's roshmd"
+# Debian's udpong: echo (blocking, non-blocking, async) and a one-way
+# stream whose count the server reports; its server runs until killed
+ure='^custom +[0-9.]+[kmg]? +([0-9.]+[kmg]?) +[0-9.]+[kmg]? +[0-9.]+s +[0-9.]+ +[0-9.]+'
+p=7980
+for t in "-C 200 -S 1000 -T e" "-T b -C 200 -S 64 -T e" "-T a -C 200 -S 2000 -T e" "-C 5000 -S 1000"; do
+  p=$((p + 1))
+  bg_a timeout 120 $va udpong -b "$ADDR_A" -p $p ${t%%-C*} >"$d/udpong.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 100 $vb udpong -s "$ADDR_A" -p $p $t >"$d/udpong.client" 2>&1 ||
+    { cat "$d/udpong.client"; fail "udpong $t: client failed"; }
+  th_stop "$srv"; srv=
+  line=$(grep -E "$ure" "$d/udpong.client") || { cat "$d/udpong.client"; fail "udpong $t: no result line"; }
+  [[ $(awk '{print $3}' <<<"$line") != 0 ]] || fail "udpong $t: the server took no datagram"
+  echo "ok: udpong $t: $(tr -s ' ' <<<"$line")"
+done
+# an ordinary Python UDP client and server under librspreload
+bg_a timeout 120 $pa $py "$src/tests/integration/rsock_udp.py" server "$ADDR_A" 7990 >"$d/udp.server" 2>&1
+srv=$BG_PID
+sleep 0.5
+s0=$(sqes) || fail "roshmctl stats"
+in_b timeout 100 $pb $py "$src/tests/integration/rsock_udp.py" client "$ADDR_A" 7990 >"$d/udp.client" 2>&1 ||
+  { cat "$d/udp.client" "$d/udp.server"; fail "rsock_udp.py client"; }
+s0=$(( $(sqes) - s0 ))
+wait "$srv" || { cat "$d/udp.server"; fail "rsock_udp.py server"; }
+srv=
+grep -q '^client: ok 200' "$d/udp.client" || { cat "$d/udp.client"; fail "rsock_udp.py: no 'client: ok 200'"; }
+(( s0 >= 400 )) || fail "rsock_udp.py: only $s0 SQEs through node b's roshmd"
+echo "ok: Python UDP under librspreload: 200 datagrams echoed, $s0 SQEs through node b's roshmd"
 echo "$name: ok"

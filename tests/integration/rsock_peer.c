@@ -1000,8 +1000,14 @@ int main(int argc, char **argv)
 	port = atoi(argv[2]);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	alarm(120);
+	CHECK(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP) < 0 && errno == EPROTONOSUPPORT,
+	      "a datagram rsocket over TCP: want EPROTONOSUPPORT");
+	CHECK(rsocket(AF_INET, SOCK_RAW, 0) < 0 && errno == EPROTONOSUPPORT,
+	      "a raw rsocket: want EPROTONOSUPPORT");
+	setenv("ROSHM_RSOCKET_DGRAM", "0", 1);   /* librspreload then keeps kernel UDP */
 	CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) < 0 && errno == EPROTONOSUPPORT,
-	      "a datagram rsocket: want EPROTONOSUPPORT");
+	      "ROSHM_RSOCKET_DGRAM=0: want EPROTONOSUPPORT for a datagram rsocket");
+	unsetenv("ROSHM_RSOCKET_DGRAM");
 	CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) < 0 && errno == EAFNOSUPPORT,
 	      "an AF_UNIX rsocket: want EAFNOSUPPORT");
 	CHECK(rrecv(0, b, 1, 0) < 0 && errno == EBADF, "rrecv on a plain descriptor: want EBADF");

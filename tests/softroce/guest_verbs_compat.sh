@@ -5,7 +5,7 @@
 # roshm0 (LD_LIBRARY_PATH), roshmd uses the system libibverbs and rxe0. VM1
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
 # the VMs' link), then libfabric's fi_pingpong, qperf, rstream and riostream
-# (rsockets); then verbs_check proves the
+# (rsockets), rsock_dgram (datagram rsockets); then verbs_check proves the
 # bytes and atomics, and verbs_ud the same for UD QPs; MPICH runs a rank in
 # each VM (NetPIPE, mpi_rma).
 # The two VMs step through the tests with marker files in /run/shared.
@@ -144,6 +144,30 @@ rs_pair rstream -S 1000000 -C 4
 # without a call of ours (its last byte), then checks
 rs_pair riostream -S 64 -I 20 -C 1
 rs_pair riostream -S 1000000 -I 2 -C 2
+# datagram rsockets (rsocket_dgram.c): rsock_dgram's echo of 100 datagrams
+# of 1 to 4000 bytes, each checked (its server is bound once ss lists it:
+# what comes before its QP waits in the UDP socket)
+i=$((i + 1))
+port=$((18800 + i))
+if [ "$n" = 1 ]; then
+  app timeout 240 "$B/tests/rsock_dgram" server 198.18.1.1 $port > /run/shared/dg.srv 2>&1 &
+  s=$!
+  for _ in $(seq 600); do
+    ss -Hlun "sport = :$port" 2>/dev/null | grep -q . && break
+    sleep 0.1
+  done
+  touch "/run/shared/go.$i"
+  wait $s || { say "FAIL: rsock_dgram server"; cat /run/shared/dg.srv; }
+  for _ in $(seq 1200); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+else
+  for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+  if app timeout 240 "$B/tests/rsock_dgram" client 198.18.1.1 $port 100 > /run/shared/dg.cli 2>&1; then
+    say "ok: rsock_dgram 100 datagrams over roshm0: $(grep '^client:' /run/shared/dg.cli)"
+  else
+    say "FAIL: rsock_dgram over roshm0"; cat /run/shared/dg.cli
+  fi
+  touch "/run/shared/done.$i"
+fi
 
 # MPI between the VMs: Debian's MPICH (ch4:ucx; UCX's rc_verbs on roshm0),
 # one rank in each VM. Hydra's manual launcher prints each host's proxy

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Datagram rsockets (client-lib/verbs/rsocket_dgram.c) between two roshmd
+ * nodes, for check_rsockets.sh.
+ *   rsock_dgram server ADDR PORT     echo each datagram to its source until
+ *                                    one says "QUIT"; print how many echoed
+ *   rsock_dgram client ADDR PORT N   N datagrams of 1 to 4000 bytes, each
+ *                                    with a pattern of its own, each echo
+ *                                    checked byte for byte and by its source
+ *                                    address; then the calls' edges
+ *   rsock_dgram junk ADDR PORT       kernel UDP: garbage, a short header, a
+ *                                    forged ADDR, to the server's port
+ * A lost datagram is sent again after 1 s (at most 5 times: UDP may lose
+ * one); the client prints its round trips' median and 99th percentile.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rsocket.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXD 4000
+
+static int fails;
+
+#define CHECK(c, ...)                                                                  \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "rsock_dgram: FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+			fails++;                                                       \
+		}                                                                      \
+	} while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static struct sockaddr_in addr_of(const char *ip, const char *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
+
+	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+		fprintf(stderr, "rsock_dgram: bad address %s\n", ip);
+		exit(2);
+	}
+	return a;
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		b[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+static int server(struct sockaddr_in *a)
+{
+	static uint8_t b[8192];
+	unsigned long echoed = 0;
+	int s = rsocket(AF_INET, SOCK_DGRAM, 0);
+
+	if (s < 0 || rbind(s, (struct sockaddr *)a, sizeof(*a))) {
+		perror("rsock_dgram server: rsocket/rbind");
+		return 1;
+	}
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = rrecvfrom(s, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+
+		if (n < 0) {
+			perror("rsock_dgram server: rrecvfrom");
+			return 1;
+		}
+		if (n == 4 && !memcmp(b, "QUIT", 4))
+			break;
+		if (rsendto(s, b, (size_t)n, 0, (struct sockaddr *)&from, fl) != n) {
+			perror("rsock_dgram server: rsendto");
+			return 1;
+		}
+		echoed++;
+	}
+	printf("server: echoed %lu\n", echoed);
+	rclose(s);
+	return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Send @n bytes of pattern @seq, wait for the echo with that pattern from
+ * @a (others: stale copies of an earlier one, skipped), resend after 1 s. */
+static int ping(int s, const struct sockaddr_in *a, bool connected, uint32_t seq, size_t n,
+		uint64_t *rtt, int *resent)
+{
+	static uint8_t out[MAXD], in[MAXD + 16];
+	uint64_t t0 = now_ns();
+
+	fill(out, n, seq);
+	memcpy(out, &seq, n < 4 ? n : 4);
+	for (int tries = 0; tries < 5; tries++) {
+		ssize_t w = connected ? rsend(s, out, n, 0)
+				      : rsendto(s, out, n, 0, (const struct sockaddr *)a, sizeof(*a));
+
+		CHECK(w == (ssize_t)n, "send %u: %zd (%s)", seq, w, strerror(errno));
+		for (;;) {
+			struct pollfd p = { .fd = s, .events = POLLIN };
+			struct sockaddr_in from;
+			socklen_t fl = sizeof(from);
+			int k = rpoll(&p, 1, 1000);
+			ssize_t r;
+
+			if (k == 0)
+				break;   /* lost: again */
+			CHECK(k == 1 && (p.revents & POLLIN), "rpoll %d revents %x", k, p.revents);
+			r = connected ? rrecv(s, in, sizeof(in), MSG_DONTWAIT)
+				      : rrecvfrom(s, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&from,
+						  &fl);
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			CHECK(r >= 0, "recv: %s", strerror(errno));
+			if (r < 0)
+				return -1;
+			if (!connected) {
+				CHECK(fl == sizeof(from) && from.sin_family == AF_INET &&
+					      from.sin_port == a->sin_port &&
+					      from.sin_addr.s_addr == a->sin_addr.s_addr,
+				      "datagram %u: the source is not the server", seq);
+			}
+			if ((size_t)r != n || memcmp(in, out, n < 4 ? n : 4))
+				continue;   /* an echo of a copy sent before */
+			CHECK(!memcmp(in, out, n), "datagram %u (%zu bytes): the echo differs", seq, n);
+			*rtt = now_ns() - t0;
+			return 0;
+		}
+		(*resent)++;
+	}
+	CHECK(0, "datagram %u: no echo in 5 tries", seq);
+	return -1;
+}
+
+static int client(struct sockaddr_in *a, int count)
+{
+	uint64_t *rtt = calloc((size_t)count + 1, sizeof(*rtt));
+	int s = rsocket(AF_INET, SOCK_DGRAM, 0), resent = 0, t, val;
+	struct sockaddr_in me;
+	socklen_t l = sizeof(me);
+	static uint8_t big[8192];
+	uint8_t small[16];
+	struct iovec v[3];
+	struct msghdr m;
+
+	if (s < 0 || !rtt) {
+		perror("rsock_dgram client: rsocket");
+		return 1;
+	}
+	l = sizeof(val);
+	CHECK(!rgetsockopt(s, SOL_SOCKET, SO_TYPE, &val, &l) && val == SOCK_DGRAM, "SO_TYPE");
+	CHECK(rsend(s, "x", 1, 0) < 0 && errno == EDESTADDRREQ, "rsend unconnected: %s",
+	      strerror(errno));
+	CHECK(rlisten(s, 1) < 0 && errno == EOPNOTSUPP, "rlisten: %s", strerror(errno));
+	/* unconnected: rsendto / rrecvfrom, sizes 1 .. MAXD */
+	for (int i = 0; i < count; i++) {
+		size_t n = 1 + (size_t)((uint64_t)i * 2654435761u % MAXD);
+
+		if (ping(s, a, false, (uint32_t)i, n, &rtt[i], &resent))
+			return 1;
+	}
+	l = sizeof(me);
+	CHECK(!rgetsockname(s, (struct sockaddr *)&me, &l) && me.sin_port, "rgetsockname");
+	/* too big for one datagram */
+	CHECK(rsendto(s, big, 4097, 0, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EMSGSIZE,
+	      "4097 bytes: %s", strerror(errno));
+	/* connected: rsend / rrecv, and rsendmsg / rrecvmsg of three parts */
+	CHECK(!rconnect(s, (struct sockaddr *)a, sizeof(*a)), "rconnect: %s", strerror(errno));
+	l = sizeof(me);
+	CHECK(!rgetpeername(s, (struct sockaddr *)&me, &l) && me.sin_port == a->sin_port,
+	      "rgetpeername");
+	for (int i = 0; i < 20; i++) {
+		uint64_t r;
+
+		if (ping(s, a, true, 100000u + (uint32_t)i, 64 + (size_t)i * 100, &r, &resent))
+			return 1;
+	}
+	fill(big, 3000, 7);
+	memcpy(big, "TRNC", 4);
+	v[0] = (struct iovec){ big, 1000 };
+	v[1] = (struct iovec){ big + 1000, 1500 };
+	v[2] = (struct iovec){ big + 2500, 500 };
+	m = (struct msghdr){ .msg_iov = v, .msg_iovlen = 3 };
+	for (t = 0; t < 5; t++) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+
+		CHECK(rsendmsg(s, &m, 0) == 3000, "rsendmsg: %s", strerror(errno));
+		if (rpoll(&p, 1, 1000) == 1)
+			break;
+	}
+	{
+		struct sockaddr_in from;
+		struct iovec iv = { small, sizeof(small) };
+		struct msghdr mm = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv,
+				     .msg_iovlen = 1 };
+		ssize_t r = rrecvmsg(s, &mm, MSG_DONTWAIT);
+
+		/* a receive shorter than the datagram: the rest is gone */
+		CHECK(r == (ssize_t)sizeof(small) && (mm.msg_flags & MSG_TRUNC) &&
+			      !memcmp(small, big, sizeof(small)) && mm.msg_namelen == sizeof(from) &&
+			      from.sin_port == a->sin_port,
+		      "rrecvmsg of a truncated datagram: %zd flags %x", r, mm.msg_flags);
+		CHECK(rrecv(s, small, sizeof(small), MSG_DONTWAIT) < 0 && errno == EAGAIN,
+		      "the rest of a truncated datagram came: %s", strerror(errno));
+	}
+	qsort(rtt, (size_t)count, sizeof(*rtt), cmp_u64);
+	printf("client: %d datagrams echoed and checked, %d sent again; round trip median %.1f us, "
+	       "p99 %.1f us\n",
+	       count, resent, rtt[count / 2] / 1e3, rtt[count * 99 / 100] / 1e3);
+	for (t = 0; t < 3; t++)
+		rsend(s, "QUIT", 4, 0);
+	rclose(s);
+	return fails ? 1 : 0;
+}
+
+/* Kernel UDP to the server's rsocket: nothing of it may reach the echo. */
+static int junk(struct sockaddr_in *a)
+{
+	int k = socket(AF_INET, SOCK_DGRAM, 0);
+	uint8_t b[64];
+	const char *lines[] = { "hello", "RSD1" };
+
+	if (k < 0)
+		return 1;
+	for (unsigned i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		sendto(k, lines[i], strlen(lines[i]), 0, (struct sockaddr *)a, sizeof(*a));
+	/* an ADDR with trailing bytes, a DATA with QPN 0, an unknown op */
+	memset(b, 0, sizeof(b));
+	b[0] = 'R', b[1] = 'S', b[2] = 'D', b[3] = '1', b[4] = 2;
+	b[11] = 9;
+	sendto(k, b, 40, 0, (struct sockaddr *)a, sizeof(*a));
+	b[4] = 1;
+	b[11] = 0;
+	sendto(k, b, 28, 0, (struct sockaddr *)a, sizeof(*a));
+	b[4] = 7;
+	b[11] = 9;
+	sendto(k, b, 28, 0, (struct sockaddr *)a, sizeof(*a));
+	/* a well-formed DATA naming a QP that is not ours: the server learns
+	 * it for our address and echoes to it over UD (lost there) */
+	b[4] = 1;
+	b[10] = 0x12;
+	sendto(k, b, 28 + 5, 0, (struct sockaddr *)a, sizeof(*a));
+	close(k);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a;
+
+	if (argc < 4)
+		return 2;
+	a = addr_of(argv[2], argv[3]);
+	if (!strcmp(argv[1], "server"))
+		return server(&a);
+	if (!strcmp(argv[1], "client") && argc == 5)
+		return client(&a, atoi(argv[4]));
+	if (!strcmp(argv[1], "junk"))
+		return junk(&a);
+	return 2;
+}
