@@ -6,34 +6,48 @@
  * Each datagram rsocket is a kernel UDP socket (its descriptor is the
  * rsocket's, bind and connect are the socket's own, so the addresses are
  * the pod's) beside a UD QP. A UD QP is named by its GID and QPN, a
- * datagram by an IP address and port: the UDP socket tells one from the
- * other.
- * - A datagram to an address whose QP this rsocket does not know goes over
- *   the UDP socket, behind a header that names our QP (DATA). The receiver
- *   delivers it, learns the sender's address -> QP, and answers with its
- *   own QP (ADDR, never answered). Then datagrams go over the UD QPs, with
- *   no header: the receiver names their source by looking its QP up among
- *   the addresses it learned, and drops one it cannot name.
- * - A learned QP is used for RS_DG_FRESH_NS, then the next datagram goes
- *   over UDP again, which tells the receiver again (a peer that closed and
- *   bound again is found within that time; until then datagrams to its old
- *   QP are lost, as UDP may lose them).
+ * datagram by an IP address and port; the UDP socket, whose source
+ * addresses the kernel vouches for, ties one to the other:
+ * - A datagram to an address not confirmed yet goes over UDP (DATA). The
+ *   receiver delivers it and answers (ADDR) with its QP and a random token
+ *   it gives that address: it takes UD datagrams carrying that token as
+ *   coming from that address, and names them by it. A UD datagram with a
+ *   token it never gave is dropped.
+ * - The sender does not take the ADDR's word for the QP (anybody may claim
+ *   any QP in one): it sends the QP a PROBE over UD, a random nonce under
+ *   the token. Only the QP's owner reads it, and answers (PROOF) over UDP
+ *   to the address it gave that token, from its own address. A PROOF from
+ *   the address the ADDR came from, with the nonce, confirms it: from then
+ *   on datagrams to that address go over UD, with the token, through
+ *   roshmd like any verbs traffic. An ADDR from an address we sent no DATA
+ *   to is ignored.
+ * - A confirmation holds RS_DG_FRESH_NS, then the next datagram goes over
+ *   UDP again and the exchange repeats (a peer that closed and bound again
+ *   is found within that time; until then datagrams to it are lost, as UDP
+ *   may lose them). Probes: one per address per RS_DG_PROBE_NS, at most
+ *   RS_DG_PROBES in one such period in all (a probe to a QP that does not
+ *   exist holds the send queue while the verbs layer looks the QPN up).
  * - Both ends must be this library, and pods of one tenant (roshmd carries
- *   UD datagrams within a tenant only; across tenants they are lost).
+ *   UD datagrams within a tenant only; across tenants nothing confirms,
+ *   and datagrams keep going over UDP).
  *
- * Trust: a UDP message is copied once, checked (rs_dg_parse) and used from
- * the copy; its source address is the kernel's. A UD datagram's source QP
- * and GID are what its sender wrote (ud.c), so a pod of the tenant can
- * claim another's QP as a UDP sender can forge a source address; it can
- * never read what is not sent to it, nor reach another tenant. Datagrams
- * are at most the port's MTU (EMSGSIZE beyond); a receive shorter than the
- * datagram truncates it (MSG_TRUNC), as UDP does.
+ * Trust: every message, UDP or UD, is copied once, checked (rs_dg_parse,
+ * rs_dg_ud_parse) and used from the copy. The peer table holds RS_DG_PEERS
+ * addresses; the least recently used goes first, so a flood of new
+ * senders evicts idle peers, not active ones. Datagrams are at most the
+ * port's MTU less the UD header (EMSGSIZE beyond); a receive shorter than
+ * the datagram truncates it (MSG_TRUNC), as UDP does.
  */
 #define _GNU_SOURCE
+#include <endian.h>
+#include <sys/random.h>
+
 #include "rsocket_int.h"
 
-#define RS_DG_FRESH_NS (5000ull * 1000000)      /* how long a learned QP is used */
-#define RS_DG_PEERS 64                          /* addresses known, least recently learned go */
+#define RS_DG_FRESH_NS (5000ull * 1000000)      /* how long a confirmation holds */
+#define RS_DG_PROBE_NS (1000ull * 1000000)      /* between probes of an address */
+#define RS_DG_PROBES 16                         /* probes in all per RS_DG_PROBE_NS */
+#define RS_DG_PEERS 64                          /* addresses known, least recently used go */
 #define RS_DG_UQ 16                             /* UDP datagrams taken in, not yet read */
 #define RS_DG_UDP_BATCH 32                      /* UDP messages read per look */
 #define RS_DG_TX_MIN 4u
@@ -42,18 +56,26 @@
 #define RS_DG_LINGER_NS (200ull * 1000000)      /* close waits this long for sends */
 #define RS_DG_QKEY 0x01234567u                  /* rdma_cm's RDMA_UDP_QKEY */
 #define RS_GRH 40u
+#define RS_DG_UDH ((uint32_t)sizeof(struct rs_dg_ud))
+
+enum { RS_DG_NONE, RS_DG_CLAIMED, RS_DG_CONFIRMED };
 
 struct rs_dg_peer {
 	struct sockaddr_storage addr;
-	socklen_t len;
-	uint8_t gid[16];
+	socklen_t len;                          /* 0: a free entry */
+	uint64_t my_token;                      /* what we take from it over UD */
+	uint64_t token;                         /* what it takes from us (its ADDR) */
+	uint8_t gid[16];                        /* its QP, as its ADDR claims */
 	uint32_t qpn;
+	int state;
+	bool asked;                             /* we sent it DATA: its ADDR counts */
+	uint64_t nonce, probe_ns, confirmed_ns, used_ns;
 	struct ibv_ah *ah;
-	uint64_t learned;
 };
 
-struct rs_dg_ud {             /* a UD RECV that completed, not yet read */
-	uint32_t slot, len, qpn;
+struct rs_dg_rx {             /* a UD RECV that completed, not yet read */
+	uint32_t slot, len;     /* len: the UD header's and the datagram's */
+	uint64_t token;         /* its sender's (checked) */
 };
 
 struct rs_dg_udp {            /* a datagram that came over UDP, not yet read */
@@ -64,22 +86,23 @@ struct rs_dg_udp {            /* a datagram that came over UDP, not yet read */
 };
 
 struct rs_dg {
-	int family;
-	bool ready, connected;
+	int family, soerr;
+	bool ready, connected, udp_first;
 	struct sockaddr_storage peer;           /* rconnect's */
 	socklen_t peerlen;
 	struct ibv_context *ctx;
 	struct ibv_qp *qp;
-	uint32_t mtu, ntx, nrx, stride;
+	uint32_t mtu, ntx, nrx, stride;         /* mtu: a datagram's payload */
 	uint32_t tx_head, tx_tail;              /* sends posted, completed */
 	uint8_t gid[16];
-	struct rs_dg_ud *rq;                    /* nrx entries */
+	struct rs_dg_rx *rq;                    /* nrx entries */
 	uint32_t rq_head, rq_tail;
 	struct rs_dg_udp uq[RS_DG_UQ];
 	uint32_t uq_head, uq_tail;
-	uint8_t *scratch;                       /* one UDP message */
+	uint8_t *scratch;                       /* one UDP message, in or out */
 	struct rs_dg_peer peers[RS_DG_PEERS];
-	uint64_t lost;                          /* datagrams from QPs we cannot name */
+	uint64_t probe_period_ns;
+	int probes;                             /* sent in this period */
 };
 
 static bool sa_eq(const struct sockaddr *a, const struct sockaddr *b)
@@ -231,10 +254,11 @@ static int rs_dg_setup(struct rs *rs)
 		return ENODEV;
 	if (ibv_query_port(d->ctx, 1, &pa) || ibv_query_gid(d->ctx, 1, 0, &gid))
 		return EIO;
-	d->mtu = pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096
-			 ? 128u << pa.active_mtu : 1024u;
+	d->stride = pa.active_mtu >= IBV_MTU_256 && pa.active_mtu <= IBV_MTU_4096
+			    ? 128u << pa.active_mtu : 1024u;
+	d->mtu = d->stride - RS_DG_UDH;   /* a datagram's payload */
 	memcpy(d->gid, gid.raw, sizeof(d->gid));
-	d->stride = RS_GRH + d->mtu;
+	d->stride += RS_GRH;
 	d->ntx = rs->sqsize ? rs_dg_slots(rs->sqsize * (int)d->mtu, d->mtu, RS_DG_TX_MIN)
 			    : rs_dg_slots(rs->sndbuf, d->mtu, RS_DG_TX_MIN);
 	d->nrx = rs->rqsize ? rs_dg_slots(rs->rqsize * (int)d->mtu, d->mtu, RS_DG_RX_MIN)
@@ -242,7 +266,7 @@ static int rs_dg_setup(struct rs *rs)
 	size = (size_t)(d->ntx + d->nrx) * d->stride;
 	rs->buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
 	d->rq = calloc(d->nrx, sizeof(*d->rq));
-	d->scratch = malloc(sizeof(struct rs_dg_hdr) + d->mtu + 1);
+	d->scratch = malloc(sizeof(struct rs_dg_hdr) + d->mtu + 1);   /* + 1: too long is seen */
 	for (int i = 0; i < RS_DG_UQ; i++)
 		if (!(d->uq[i].data = malloc(d->mtu)))
 			return ENOMEM;
@@ -310,6 +334,16 @@ static int rs_dg_ready(struct rs *rs)
 
 /* ------------------------------------------------------- addresses */
 
+static uint64_t rs_dg_rand(void)
+{
+	uint64_t v = 0;
+
+	while (!v)
+		if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+			v = 0;
+	return v;
+}
+
 static struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a)
 {
 	for (int i = 0; i < RS_DG_PEERS; i++)
@@ -318,111 +352,231 @@ static struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a)
 	return NULL;
 }
 
-/* The address a datagram from (gid, qpn) came from: the one that said so
- * last over UDP, or NULL. */
-static struct rs_dg_peer *rs_dg_named(struct rs_dg *d, const uint8_t *gid, uint32_t qpn)
+/* The entry of @a, made (in the least recently used one's place) when
+ * there is none: a token of its own. */
+static struct rs_dg_peer *rs_dg_peer(struct rs_dg *d, const struct sockaddr *a, socklen_t len)
 {
-	struct rs_dg_peer *best = NULL;
+	struct rs_dg_peer *p = rs_dg_find(d, a);
 
+	if (p)
+		return p;
+	p = &d->peers[0];
 	for (int i = 0; i < RS_DG_PEERS; i++) {
-		struct rs_dg_peer *p = &d->peers[i];
-
-		if (p->len && p->qpn == qpn && !memcmp(p->gid, gid, 16) &&
-		    (!best || p->learned > best->learned))
-			best = p;
-	}
-	return best;
-}
-
-/* What a UDP message from @from said of its sender's QP. */
-static void rs_dg_learn(struct rs *rs, const struct sockaddr *from, socklen_t len,
-			const uint8_t gid[16], uint32_t qpn)
-{
-	struct rs_dg *d = rs->dg;
-	struct rs_dg_peer *p = rs_dg_find(d, from);
-
-	if (!p) {
-		p = &d->peers[0];
-		for (int i = 0; i < RS_DG_PEERS; i++) {
-			if (!d->peers[i].len) {
-				p = &d->peers[i];
-				break;
-			}
-			if (d->peers[i].learned < p->learned)
-				p = &d->peers[i];
+		if (!d->peers[i].len) {
+			p = &d->peers[i];
+			break;
 		}
+		if (d->peers[i].used_ns < p->used_ns)
+			p = &d->peers[i];
 	}
-	if (p->len && (p->qpn != qpn || memcmp(p->gid, gid, 16))) {
-		if (p->ah)
-			ibv_destroy_ah(p->ah);
-		p->ah = NULL;
-	}
+	if (p->ah)
+		ibv_destroy_ah(p->ah);
+	memset(p, 0, sizeof(*p));
 	if (len > sizeof(p->addr))
 		len = sizeof(p->addr);
-	memcpy(&p->addr, from, len);
+	memcpy(&p->addr, a, len);
 	p->len = len;
-	memcpy(p->gid, gid, 16);
-	p->qpn = qpn;
-	p->learned = rs_now_ns();
+	p->my_token = rs_dg_rand();
+	p->used_ns = rs_now_ns();
+	return p;
+}
+
+/* The address we gave @token to, or NULL. */
+static struct rs_dg_peer *rs_dg_by_token(struct rs_dg *d, uint64_t token)
+{
+	for (int i = 0; i < RS_DG_PEERS; i++)
+		if (d->peers[i].len && d->peers[i].my_token == token)
+			return &d->peers[i];
+	return NULL;
+}
+
+static bool rs_dg_confirmed(const struct rs_dg_peer *p, uint64_t now)
+{
+	return p->state == RS_DG_CONFIRMED && now - p->confirmed_ns < RS_DG_FRESH_NS;
 }
 
 /* ------------------------------------------------------- progress */
 
-static void rs_dg_send_udp(struct rs *rs, uint8_t op, const struct iovec *v, int n,
-			   const struct sockaddr *to, socklen_t tolen, int *err)
+/* A UDP message: our header (@op), then @arg (ADDR, PROOF) or @len bytes
+ * of @v (DATA), gathered in the scratch buffer. 0 or an errno. */
+static int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t arg, const struct iovec *v, int n,
+			  size_t len, const struct sockaddr *to, socklen_t tolen)
 {
 	struct rs_dg *d = rs->dg;
-	struct rs_dg_hdr h;
-	struct iovec iov[1 + IOV_MAX];
-	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = iov };
+	uint8_t *b = d->scratch;
+	size_t at = sizeof(struct rs_dg_hdr);
 
-	rs_dg_make(op, d->qp->qp_num, d->gid, &h);
-	iov[0] = (struct iovec){ .iov_base = &h, .iov_len = sizeof(h) };
-	for (int i = 0; i < n && i < IOV_MAX; i++)
-		iov[1 + i] = v[i];
-	m.msg_iovlen = 1 + (size_t)(n < IOV_MAX ? n : IOV_MAX);
-	if (sendmsg(rs->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && err)
-		*err = errno;
+	rs_dg_make(op, d->qp->qp_num, d->gid, (struct rs_dg_hdr *)b);
+	if (op != RS_DG_DATA) {
+		arg = htobe64(arg);
+		memcpy(b + at, &arg, sizeof(arg));
+		at += sizeof(arg);
+	} else {
+		for (int i = 0; i < n && len; i++) {
+			size_t k = v[i].iov_len < len ? v[i].iov_len : len;
+
+			memcpy(b + at, v[i].iov_base, k);
+			at += k;
+			len -= k;
+		}
+	}
+	if (sendto(rs->fd, b, at, MSG_DONTWAIT | MSG_NOSIGNAL, to, tolen) < 0)
+		return errno;
+	return 0;
+}
+
+/* A UD datagram to @p's QP under its token: @kind, then @len bytes of @v
+ * (DATA) or @arg (PROBE), from a send slot. The caller saw a slot free. */
+static int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t arg,
+			 const struct iovec *v, int n, size_t len)
+{
+	struct rs_dg *d = rs->dg;
+	uint8_t *dst = rs->buf + (size_t)(d->tx_head % d->ntx) * d->stride;
+	struct rs_dg_ud h = { .token = htobe64(p->token), .kind = htonl(kind) };
+	struct ibv_sge sge = { .addr = (uintptr_t)dst, .lkey = rs->mr->lkey };
+	struct ibv_send_wr wr, *bad;
+	size_t at = sizeof(h);
+	int ret;
+
+	if (!p->ah) {
+		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+
+		memcpy(aa.grh.dgid.raw, p->gid, 16);
+		aa.grh.hop_limit = 64;
+		p->ah = ibv_create_ah(rs->pd, &aa);
+		if (!p->ah)
+			return errno ? errno : ENOMEM;
+	}
+	memcpy(dst, &h, sizeof(h));
+	if (kind == RS_DG_UD_PROBE) {
+		arg = htobe64(arg);
+		memcpy(dst + at, &arg, sizeof(arg));
+		at += sizeof(arg);
+	} else {
+		for (int i = 0; i < n && len; i++) {
+			size_t k = v[i].iov_len < len ? v[i].iov_len : len;
+
+			memcpy(dst + at, v[i].iov_base, k);
+			at += k;
+			len -= k;
+		}
+	}
+	sge.length = (uint32_t)at;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = RS_WR_DATA;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.wr.ud.ah = p->ah;
+	wr.wr.ud.remote_qpn = p->qpn;
+	wr.wr.ud.remote_qkey = RS_DG_QKEY;
+	ret = ibv_post_send(d->qp, &wr, &bad);
+	if (ret) {
+		rs_break(rs, ret);
+		return ret;
+	}
+	d->tx_head++;
+	return 0;
+}
+
+static bool rs_dg_can_send(const struct rs_dg *d);
+
+/* Probe @p's claimed QP (at most one per address per RS_DG_PROBE_NS,
+ * RS_DG_PROBES in all), when a send slot is free. */
+static void rs_dg_probe(struct rs *rs, struct rs_dg_peer *p, uint64_t now)
+{
+	struct rs_dg *d = rs->dg;
+
+	if (p->state != RS_DG_CLAIMED || (p->probe_ns && now - p->probe_ns < RS_DG_PROBE_NS) ||
+	    !rs_dg_can_send(d))
+		return;
+	if (now - d->probe_period_ns >= RS_DG_PROBE_NS) {
+		d->probe_period_ns = now;
+		d->probes = 0;
+	}
+	if (d->probes >= RS_DG_PROBES)
+		return;
+	d->probes++;
+	p->nonce = rs_dg_rand();
+	p->probe_ns = now;
+	rs_dg_send_ud(rs, p, RS_DG_UD_PROBE, p->nonce, NULL, 0, 0);
 }
 
 /* Read the UDP messages waiting (a bounded batch, while there is room for
- * their datagrams): learn, answer, keep the datagrams. */
+ * their datagrams): DATA is kept and answered with an ADDR, an ADDR makes
+ * a claim to probe, a PROOF confirms one. */
 static void rs_dg_udp_in(struct rs *rs)
 {
 	struct rs_dg *d = rs->dg;
 
 	for (int k = 0; k < RS_DG_UDP_BATCH && d->uq_tail - d->uq_head < RS_DG_UQ; k++) {
 		struct sockaddr_storage from;
+		struct sockaddr *fa = (struct sockaddr *)&from;
 		socklen_t fl = sizeof(from);
 		uint8_t op, gid[16];
 		uint32_t qpn;
+		uint64_t arg, now;
+		struct rs_dg_peer *p;
 		ssize_t n = recvfrom(rs->fd, d->scratch, sizeof(struct rs_dg_hdr) + d->mtu + 1,
-				     MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+				     MSG_DONTWAIT, fa, &fl);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			break;   /* EAGAIN; an ICMP error of an earlier send is no datagram */
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				d->soerr = errno;   /* an ICMP error of a send: the next call's */
+			break;
 		}
-		if (fl > sizeof(from) || rs_dg_parse(d->scratch, (size_t)n, d->mtu, &op, &qpn, gid))
+		if (fl > sizeof(from) ||
+		    rs_dg_parse(d->scratch, (size_t)n, d->mtu, &op, &qpn, gid, &arg))
 			continue;   /* not ours: dropped */
-		if (d->connected && !sa_eq((struct sockaddr *)&from, (struct sockaddr *)&d->peer))
+		if (d->connected && !sa_eq(fa, (struct sockaddr *)&d->peer))
 			continue;
-		rs_dg_learn(rs, (struct sockaddr *)&from, fl, gid, qpn);
+		now = rs_now_ns();
 		if (op == RS_DG_DATA) {
 			struct rs_dg_udp *u = &d->uq[d->uq_tail % RS_DG_UQ];
 
+			p = rs_dg_peer(d, fa, fl);
+			p->used_ns = now;
 			u->from = from;
 			u->fromlen = fl;
 			u->len = (uint32_t)((size_t)n - sizeof(struct rs_dg_hdr));
 			memcpy(u->data, d->scratch + sizeof(struct rs_dg_hdr), u->len);
 			d->uq_tail++;
-			rs_dg_send_udp(rs, RS_DG_ADDR, NULL, 0, (struct sockaddr *)&from, fl, NULL);
+			rs_dg_send_udp(rs, RS_DG_ADDR, p->my_token, NULL, 0, 0, fa, fl);
+			continue;
+		}
+		p = rs_dg_find(d, fa);
+		if (!p || !p->asked)
+			continue;   /* nothing we asked for */
+		if (op == RS_DG_ADDR) {
+			if (p->state == RS_DG_NONE || p->qpn != qpn || p->token != arg ||
+			    memcmp(p->gid, gid, 16)) {
+				if (p->ah && memcmp(p->gid, gid, 16)) {
+					ibv_destroy_ah(p->ah);
+					p->ah = NULL;
+				}
+				p->qpn = qpn;
+				p->token = arg;
+				memcpy(p->gid, gid, 16);
+				p->state = RS_DG_CLAIMED;
+				p->probe_ns = 0;
+			} else if (p->state == RS_DG_CONFIRMED && !rs_dg_confirmed(p, now)) {
+				p->state = RS_DG_CLAIMED;   /* stale: prove it again */
+				p->probe_ns = 0;
+			}
+			rs_dg_probe(rs, p, now);
+		} else if (p->state == RS_DG_CLAIMED && p->nonce && arg == p->nonce) {
+			p->state = RS_DG_CONFIRMED;   /* PROOF: the QP's owner is at fa */
+			p->confirmed_ns = now;
+			p->nonce = 0;
 		}
 	}
 }
 
-/* Completions: sends free their slots, RECVs join the queue to be read. */
+/* Completions: sends free their slots; a RECV with a PROBE is answered
+ * and posted again, one with a datagram joins the queue to be read. */
 static void rs_dg_cq(struct rs *rs)
 {
 	struct rs_dg *d = rs->dg;
@@ -437,6 +591,11 @@ static void rs_dg_cq(struct rs *rs)
 			return;
 		}
 		for (int i = 0; i < n; i++) {
+			uint32_t slot = (uint32_t)wc[i].wr_id, len = wc[i].byte_len - RS_GRH, kind;
+			uint64_t token, arg;
+			struct rs_dg_peer *p;
+			uint8_t h[sizeof(struct rs_dg_ud) + sizeof(uint64_t)];
+
 			if (wc[i].wr_id == RS_WR_DATA) {
 				d->tx_tail++;
 				if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
@@ -446,15 +605,35 @@ static void rs_dg_cq(struct rs *rs)
 			if (wc[i].wr_id >= d->nrx)
 				continue;
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				if (wc[i].status == IBV_WC_WR_FLUSH_ERR)
-					rs_break(rs, EIO);
-				else if (rs_dg_post_recv(rs, (uint32_t)wc[i].wr_id))
+				if (wc[i].status == IBV_WC_WR_FLUSH_ERR || rs_dg_post_recv(rs, slot))
 					rs_break(rs, EIO);
 				continue;
 			}
-			d->rq[d->rq_tail % d->nrx] = (struct rs_dg_ud){
-				.slot = (uint32_t)wc[i].wr_id, .len = wc[i].byte_len,
-				.qpn = wc[i].src_qp };
+			/* the header (and a PROBE's nonce) from a copy, checked */
+			if (wc[i].byte_len >= RS_GRH && wc[i].byte_len - RS_GRH <= d->stride - RS_GRH)
+				memcpy(h, rs->buf + (size_t)(d->ntx + slot) * d->stride + RS_GRH,
+				       len < sizeof(h) ? len : sizeof(h));
+			if (wc[i].byte_len < RS_GRH || len > d->stride - RS_GRH ||
+			    rs_dg_ud_parse(h, len < sizeof(h) ? len : sizeof(h), d->mtu, &token, &kind,
+					   &arg) ||
+			    (kind == RS_DG_UD_DATA && len - RS_DG_UDH > d->mtu) ||
+			    !(p = rs_dg_by_token(d, token)) ||
+			    (d->connected && !sa_eq((struct sockaddr *)&p->addr,
+						    (struct sockaddr *)&d->peer))) {
+				if (rs_dg_post_recv(rs, slot))   /* dropped */
+					rs_break(rs, EIO);
+				continue;
+			}
+			if (kind == RS_DG_UD_PROBE) {
+				rs_dg_send_udp(rs, RS_DG_PROOF, arg, NULL, 0, 0,
+					       (struct sockaddr *)&p->addr, p->len);
+				if (rs_dg_post_recv(rs, slot))
+					rs_break(rs, EIO);
+				continue;
+			}
+			p->used_ns = rs_now_ns();
+			d->rq[d->rq_tail % d->nrx] = (struct rs_dg_rx){ .slot = slot, .len = len,
+									 .token = token };
 			d->rq_tail++;
 		}
 		if (n < 16)
@@ -512,6 +691,11 @@ int rs_dg_pollfds(struct rs *rs, struct pollfd *pf)
 
 int rs_dg_bind(struct rs *rs, const struct sockaddr *a, socklen_t l)
 {
+	/* the options that shape a bind are the UDP socket's */
+	if (rs->reuse)
+		setsockopt(rs->fd, SOL_SOCKET, SO_REUSEADDR, &rs->reuse, sizeof(rs->reuse));
+	if (rs->v6only >= 0 && rs->dg->family == AF_INET6)
+		setsockopt(rs->fd, IPPROTO_IPV6, IPV6_V6ONLY, &rs->v6only, sizeof(rs->v6only));
 	if (bind(rs->fd, a, l))
 		return errno;
 	return 0;
@@ -536,11 +720,7 @@ int rs_dg_connect(struct rs *rs, const struct sockaddr *a, socklen_t l)
 	memset(&d->peer, 0, sizeof(d->peer));
 	memcpy(&d->peer, a, l > sizeof(d->peer) ? sizeof(d->peer) : l);
 	d->peerlen = l > sizeof(d->peer) ? sizeof(d->peer) : l;
-	d->connected = true;
-	/* what came from others before is not for this socket any more */
-	while (d->uq_head != d->uq_tail &&
-	       !sa_eq((struct sockaddr *)&d->uq[d->uq_head % RS_DG_UQ].from, a))
-		d->uq_head++;
+	d->connected = true;   /* what others sent before is dropped when read */
 	return 0;
 }
 
@@ -558,24 +738,20 @@ int rs_dg_name(struct rs *rs, struct sockaddr *a, socklen_t *l, bool peer)
 	return 0;
 }
 
-static size_t iov_len(const struct iovec *v, int n)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < n; i++)
-		t += v[i].iov_len;
-	return t;
-}
-
-static size_t iov_copy_in(uint8_t *dst, const struct iovec *v, int n)
+/* The bytes of an iovec: -EINVAL when they pass SSIZE_MAX, -EFAULT for a
+ * part with bytes and no address (as the kernel's checks) */
+static ssize_t iov_len(const struct iovec *v, int n)
 {
 	size_t t = 0;
 
 	for (int i = 0; i < n; i++) {
-		memcpy(dst + t, v[i].iov_base, v[i].iov_len);
+		if (v[i].iov_len > (size_t)SSIZE_MAX - t)
+			return -EINVAL;
+		if (v[i].iov_len && !v[i].iov_base)
+			return -EFAULT;
 		t += v[i].iov_len;
 	}
-	return t;
+	return (ssize_t)t;
 }
 
 static size_t iov_copy_out(const struct iovec *v, int n, const uint8_t *src, size_t len)
@@ -596,18 +772,30 @@ static bool rs_dg_nonblock(const struct rs *rs, int flags)
 	return (rs->fl & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 }
 
-/* One datagram to @to (or the connected peer): over the UD QP when its QP
- * is known and fresh, else over UDP. The lock is held. */
+/* An ICMP error a connected socket's earlier send drew: this call's. */
+static int rs_dg_soerr(struct rs_dg *d)
+{
+	int e = d->connected ? d->soerr : 0;
+
+	d->soerr = 0;
+	return e;
+}
+
+/* One datagram to @to (or the connected peer): over UD when that address
+ * is confirmed, else over UDP. The lock is held. */
 static ssize_t rs_dg_sendv(struct rs *rs, const struct iovec *v, int n, int flags,
 			   const struct sockaddr *to, socklen_t tolen)
 {
 	struct rs_dg *d = rs->dg;
-	size_t len = iov_len(v, n);
+	ssize_t len = iov_len(v, n);
 	struct rs_dg_peer *p;
+	uint64_t now;
 	int e;
 
 	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | MSG_CONFIRM))
 		return -EOPNOTSUPP;
+	if (len < 0)
+		return len;
 	if (rs->tx_shut)
 		return -EPIPE;
 	if (!to && d->connected) {   /* an address given goes first, as UDP's */
@@ -619,19 +807,23 @@ static ssize_t rs_dg_sendv(struct rs *rs, const struct iovec *v, int n, int flag
 		return -e;
 	if ((e = rs_dg_ready(rs)))
 		return -e;
-	if (len > d->mtu)
+	if ((size_t)len > d->mtu)
 		return -EMSGSIZE;
 	for (;;) {
 		rs_dg_progress(rs);
 		if (rs->broken)
 			return -(rs->err ? rs->err : EIO);
-		p = rs_dg_find(d, to);
-		if (!p || rs_now_ns() - p->learned >= RS_DG_FRESH_NS) {
-			e = 0;
-			rs_dg_send_udp(rs, RS_DG_DATA, v, n, to, tolen, &e);
+		if ((e = rs_dg_soerr(d)))
+			return -e;
+		now = rs_now_ns();
+		p = rs_dg_peer(d, to, tolen);
+		p->used_ns = now;
+		if (!rs_dg_confirmed(p, now)) {
+			p->asked = true;
+			e = rs_dg_send_udp(rs, RS_DG_DATA, 0, v, n, (size_t)len, to, tolen);
 			/* a full socket buffer loses the datagram, as UDP
 			 * may; a refused one is the caller's to know */
-			return e && e != EAGAIN && e != ENOBUFS ? -e : (ssize_t)len;
+			return e && e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS ? -e : len;
 		}
 		if (rs_dg_can_send(d))
 			break;
@@ -640,40 +832,8 @@ static ssize_t rs_dg_sendv(struct rs *rs, const struct iovec *v, int n, int flag
 		if ((e = rs_wait(rs, POLLOUT, -1)))
 			return -e;
 	}
-	if (!p->ah) {
-		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
-
-		memcpy(aa.grh.dgid.raw, p->gid, 16);
-		aa.grh.hop_limit = 64;
-		p->ah = ibv_create_ah(rs->pd, &aa);
-		if (!p->ah)
-			return -(errno ? errno : ENOMEM);
-	}
-	{
-		uint8_t *dst = rs->buf + (size_t)(d->tx_head % d->ntx) * d->stride;
-		struct ibv_sge sge = { .addr = (uintptr_t)dst, .length = (uint32_t)len,
-				       .lkey = rs->mr->lkey };
-		struct ibv_send_wr wr, *bad;
-		int ret;
-
-		iov_copy_in(dst, v, n);
-		memset(&wr, 0, sizeof(wr));
-		wr.wr_id = RS_WR_DATA;
-		wr.opcode = IBV_WR_SEND;
-		wr.send_flags = IBV_SEND_SIGNALED;
-		wr.sg_list = len ? &sge : NULL;
-		wr.num_sge = len ? 1 : 0;
-		wr.wr.ud.ah = p->ah;
-		wr.wr.ud.remote_qpn = p->qpn;
-		wr.wr.ud.remote_qkey = RS_DG_QKEY;
-		ret = ibv_post_send(d->qp, &wr, &bad);
-		if (ret) {
-			rs_break(rs, ret);
-			return -ret;
-		}
-		d->tx_head++;
-	}
-	return (ssize_t)len;
+	e = rs_dg_send_ud(rs, p, RS_DG_UD_DATA, 0, v, n, (size_t)len);
+	return e ? -e : len;
 }
 
 static void rs_dg_name_out(const struct sockaddr *sa, socklen_t sl, struct sockaddr *a,
@@ -687,65 +847,78 @@ static void rs_dg_name_out(const struct sockaddr *sa, socklen_t sl, struct socka
 	}
 }
 
-/* The next datagram, from the UD QP or UDP, into @v; its source into
+/* The next datagram, from UDP or UD in turn, into @v; its source into
  * @a / @l; MSG_TRUNC in @mflags when it did not fit. The lock is held. */
 static ssize_t rs_dg_recvv(struct rs *rs, const struct iovec *v, int n, int flags,
 			   struct sockaddr *a, socklen_t *l, int *mflags)
 {
 	struct rs_dg *d = rs->dg;
-	size_t room = iov_len(v, n);
+	ssize_t room = iov_len(v, n);
 	int e;
 
 	if (flags & ~(MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC | MSG_NOSIGNAL | MSG_WAITALL))
 		return -EOPNOTSUPP;
+	if (room < 0)
+		return room;
 	if ((e = rs_dg_ready(rs)))
 		return -e;
 	for (;;) {
 		rs_dg_progress(rs);
-		if (d->uq_head != d->uq_tail) {
-			struct rs_dg_udp *u = &d->uq[d->uq_head % RS_DG_UQ];
-			size_t got = iov_copy_out(v, n, u->data, u->len);
+		if ((e = rs_dg_soerr(d)))
+			return -e;
+		/* UDP and UD take turns: a flood of one does not starve the other */
+		for (int turn = 0; turn < 2; turn++) {
+			bool udp = d->udp_first != (turn == 1);
 
-			rs_dg_name_out((struct sockaddr *)&u->from, u->fromlen, a, l);
-			if (u->len > room && mflags)
-				*mflags |= MSG_TRUNC;
-			if (!(flags & MSG_PEEK))
-				d->uq_head++;
-			return (flags & MSG_TRUNC) ? (ssize_t)u->len : (ssize_t)got;
-		}
-		while (d->rq_head != d->rq_tail) {
-			struct rs_dg_ud x = d->rq[d->rq_head % d->nrx];
-			const uint8_t *slot = rs->buf + (size_t)(d->ntx + x.slot) * d->stride;
-			struct rs_dg_peer *p;
-			struct ibv_grh g;
-			uint32_t len;
+			if (udp && d->uq_head != d->uq_tail) {
+				struct rs_dg_udp *u = &d->uq[d->uq_head % RS_DG_UQ];
+				size_t got;
 
-			/* the GRH and length are the verbs layer's, from
-			 * what the sender wrote: checked, from a copy */
-			memcpy(&g, slot, sizeof(g));
-			len = x.len >= RS_GRH && x.len - RS_GRH <= d->mtu ? x.len - RS_GRH : UINT32_MAX;
-			p = len == UINT32_MAX ? NULL : rs_dg_named(d, g.sgid.raw, x.qpn);
-			if (p && d->connected &&
-			    !sa_eq((struct sockaddr *)&p->addr, (struct sockaddr *)&d->peer))
-				p = NULL;
-			if (!p) {
-				d->lost++;   /* a source we cannot name: dropped */
-				d->rq_head++;
-				if (rs_dg_post_recv(rs, x.slot))
-					rs_break(rs, EIO);
-				continue;
+				if (d->connected &&
+				    !sa_eq((struct sockaddr *)&u->from, (struct sockaddr *)&d->peer)) {
+					d->uq_head++;   /* came before the connect */
+					turn--;
+					continue;
+				}
+				got = iov_copy_out(v, n, u->data, u->len);
+				rs_dg_name_out((struct sockaddr *)&u->from, u->fromlen, a, l);
+				if (u->len > (size_t)room && mflags)
+					*mflags |= MSG_TRUNC;
+				if (!(flags & MSG_PEEK)) {
+					d->uq_head++;
+					d->udp_first = false;
+				}
+				return (flags & MSG_TRUNC) ? (ssize_t)u->len : (ssize_t)got;
 			}
-			size_t got = iov_copy_out(v, n, slot + RS_GRH, len);
+			if (!udp && d->rq_head != d->rq_tail) {
+				struct rs_dg_rx x = d->rq[d->rq_head % d->nrx];
+				const uint8_t *b = rs->buf + (size_t)(d->ntx + x.slot) * d->stride +
+						   RS_GRH + RS_DG_UDH;
+				uint32_t dl = x.len - RS_DG_UDH;
+				struct rs_dg_peer *p = rs_dg_by_token(d, x.token);
+				size_t got;
 
-			rs_dg_name_out((struct sockaddr *)&p->addr, p->len, a, l);
-			if (len > room && mflags)
-				*mflags |= MSG_TRUNC;
-			if (!(flags & MSG_PEEK)) {
-				d->rq_head++;
-				if (rs_dg_post_recv(rs, x.slot))
-					rs_break(rs, EIO);
+				if (!p || (d->connected && !sa_eq((struct sockaddr *)&p->addr,
+								  (struct sockaddr *)&d->peer))) {
+					/* its sender was forgotten, or we connected since */
+					d->rq_head++;
+					if (rs_dg_post_recv(rs, x.slot))
+						rs_break(rs, EIO);
+					turn--;
+					continue;
+				}
+				got = iov_copy_out(v, n, b, dl);
+				rs_dg_name_out((struct sockaddr *)&p->addr, p->len, a, l);
+				if (dl > (size_t)room && mflags)
+					*mflags |= MSG_TRUNC;
+				if (!(flags & MSG_PEEK)) {
+					d->rq_head++;
+					d->udp_first = true;
+					if (rs_dg_post_recv(rs, x.slot))
+						rs_break(rs, EIO);
+				}
+				return (flags & MSG_TRUNC) ? (ssize_t)dl : (ssize_t)got;
 			}
-			return (flags & MSG_TRUNC) ? (ssize_t)len : (ssize_t)got;
 		}
 		if (rs->broken)
 			return -(rs->err ? rs->err : EIO);

@@ -731,7 +731,7 @@ static ssize_t rs_dg_io(int s, const struct iovec *v, size_t n, int f, struct ms
 		errno = 0;
 		return -2;
 	}
-	if (n >= IOV_MAX)   /* the UDP path adds its header */
+	if (n > IOV_MAX)
 		return rs_put_fail(rs, EMSGSIZE);
 	if (in) {
 		int mf = 0;

@@ -113,9 +113,10 @@ void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hd
 }
 
 int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
-		uint8_t gid[16])
+		uint8_t gid[16], uint64_t *arg)
 {
 	struct rs_dg_hdr h;
+	uint64_t a = 0;
 	uint32_t q;
 
 	if (!b || len < sizeof(h))
@@ -125,11 +126,42 @@ int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *
 	if (ntohl(h.magic) != RS_DG_MAGIC || h.rsvd[0] || h.rsvd[1] || h.rsvd[2] ||
 	    !q || q > 0xffffffu)
 		return EPROTO;
-	if (h.op == RS_DG_ADDR ? len != sizeof(h)
-	    : h.op != RS_DG_DATA || len - sizeof(h) > mtu)
+	if (h.op == RS_DG_ADDR || h.op == RS_DG_PROOF) {
+		if (len != sizeof(h) + RS_DG_ARG)
+			return EPROTO;
+		memcpy(&a, (const uint8_t *)b + sizeof(h), sizeof(a));
+		a = be64toh(a);
+	} else if (h.op != RS_DG_DATA || len - sizeof(h) > mtu) {
 		return EPROTO;
+	}
 	*op = h.op;
 	*qpn = q;
 	memcpy(gid, h.gid, sizeof(h.gid));
+	*arg = a;
+	return 0;
+}
+
+int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, uint64_t *token, uint32_t *kind,
+		   uint64_t *arg)
+{
+	struct rs_dg_ud u;
+	uint64_t a = 0;
+
+	if (!b || len < sizeof(u))
+		return EPROTO;
+	memcpy(&u, b, sizeof(u));
+	if (u.rsvd || (u.kind != htonl(RS_DG_UD_DATA) && u.kind != htonl(RS_DG_UD_PROBE)))
+		return EPROTO;
+	if (u.kind == htonl(RS_DG_UD_PROBE)) {
+		if (len != sizeof(u) + sizeof(a))
+			return EPROTO;
+		memcpy(&a, (const uint8_t *)b + sizeof(u), sizeof(a));
+		a = be64toh(a);
+	} else if (len - sizeof(u) > mtu) {
+		return EPROTO;
+	}
+	*token = be64toh(u.token);
+	*kind = ntohl(u.kind);
+	*arg = a;
 	return 0;
 }

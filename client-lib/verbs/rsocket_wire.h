@@ -73,26 +73,42 @@ int rs_iomap_parse(const void *b, size_t len, struct rs_iomap *m);
 int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m);
 
 /*
- * Datagram rsockets (rsocket_dgram.c): what goes over the kernel UDP socket
- * bound beside each one. A DATA message carries a datagram to a peer whose
- * QP is not known yet, ADDR only the answer to one; each names its sender's
- * UD QP (network byte order). Datagrams between known QPs carry no header.
+ * Datagram rsockets (rsocket_dgram.c). Over the kernel UDP socket bound
+ * beside each one (network byte order, struct rs_dg_hdr first): DATA
+ * carries a datagram to a peer not confirmed yet; ADDR answers a DATA with
+ * the answerer's QP and the token it takes on UD datagrams from that
+ * address; PROOF answers a UD PROBE with its nonce. Over UD (struct
+ * rs_dg_ud first): DATA carries a datagram, PROBE a nonce, each with the
+ * token the receiver gave the sender's address.
  */
 #define RS_DG_MAGIC 0x52534431u       /* "RSD1" */
 #define RS_DG_DATA 1u
 #define RS_DG_ADDR 2u
+#define RS_DG_PROOF 3u
 struct rs_dg_hdr {
 	uint32_t magic;
 	uint8_t op, rsvd[3];
 	uint32_t qpn;
 	uint8_t gid[16];
 };
+#define RS_DG_ARG 8u                  /* ADDR's token, PROOF's nonce (be64), after the header */
+#define RS_DG_UD_DATA 0u
+#define RS_DG_UD_PROBE 1u
+struct rs_dg_ud {
+	uint64_t token;
+	uint32_t kind, rsvd;
+};
 
 void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hdr *h);
 /* A UDP message of @len bytes (a private copy), whose datagrams may hold
- * @mtu bytes: 0 with its op, QPN and GID (and the payload after the
- * header for DATA), or EPROTO: dropped */
+ * @mtu bytes: 0 with its op, QPN, GID and (ADDR, PROOF) argument, the
+ * payload after the header for DATA; or EPROTO (nothing set): dropped */
 int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
-		uint8_t gid[16]);
+		uint8_t gid[16], uint64_t *arg);
+/* A UD datagram's @len bytes (a private copy of its header at least):
+ * 0 with its token and kind (a PROBE's nonce in @arg), the payload after
+ * the header for DATA; or EPROTO (nothing set): dropped */
+int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, uint64_t *token, uint32_t *kind,
+		   uint64_t *arg);
 
 #endif

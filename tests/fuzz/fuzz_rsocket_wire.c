@@ -18,10 +18,12 @@
  * 7 bytes: an action, then an immediate and a length for a message; or
  * (action & 7 == 4) an IOMAP's 24 bytes, against the peer's maps so far;
  * or (action & 7 == 5) a length byte and 48 bytes, of which that many
- * (at most 48) are a UDP message to a datagram rsocket (rs_dg_parse, for
- * datagrams of at most 16 bytes): an accepted one is its own header, an
- * ADDR of exactly the header or a DATA of at most 16 more bytes, a QPN
- * of 24 bits but 0; a refused one sets nothing.
+ * (at most 48) are a UDP message to a datagram rsocket (rs_dg_parse) and
+ * a UD datagram (rs_dg_ud_parse), for datagrams of at most 16 bytes: an
+ * accepted one is its own header; an ADDR or PROOF is the header and its
+ * 8-byte argument, a DATA at most 16 more bytes, the QPN 24 bits but 0; a
+ * UD PROBE is the header and its nonce, a UD DATA at most 16 more bytes; a
+ * refused one sets nothing.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -130,9 +132,15 @@ static void iomap(struct rs_iomap *maps, uint32_t *n, const uint8_t *b)
 #define DG_WIN 48u
 #define DG_MTU 16u
 
+static const uint8_t ee[16] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+				0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
+
+/* The same bytes as a UDP message and as a UD datagram of a datagram
+ * rsocket whose datagrams hold DG_MTU bytes. */
 static void dgram(const uint8_t *b)
 {
-	uint32_t len = b[0] > DG_WIN ? DG_WIN : b[0], qpn = 0xdeadbeef;
+	uint32_t len = b[0] > DG_WIN ? DG_WIN : b[0], qpn = 0xdeadbeef, kind = 0xdeadbeef;
+	uint64_t arg = 0xeeeeeeeeeeeeeeeeull, token = 0xeeeeeeeeeeeeeeeeull;
 	uint8_t op = 0xee, gid[16], *m = malloc(len ? len : 1);   /* ASan: no read past it */
 	struct rs_dg_hdr h;
 	int ret;
@@ -141,22 +149,42 @@ static void dgram(const uint8_t *b)
 		abort();
 	memcpy(m, b + 1, len);
 	memset(gid, 0xee, sizeof(gid));
-	ret = rs_dg_parse(m, len, DG_MTU, &op, &qpn, gid);
+	ret = rs_dg_parse(m, len, DG_MTU, &op, &qpn, gid, &arg);
 	if (ret) {
-		static const uint8_t ee[16] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
-						0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
-
-		if (ret != EPROTO || op != 0xee || qpn != 0xdeadbeef || memcmp(gid, ee, 16))
+		if (ret != EPROTO || op != 0xee || qpn != 0xdeadbeef || memcmp(gid, ee, 16) ||
+		    arg != 0xeeeeeeeeeeeeeeeeull)
 			fuzz_fail("a refused UDP message: %d, or fields set", ret);
-		free(m);
-		return;
+	} else {
+		rs_dg_make(op, qpn, gid, &h);
+		if (len < sizeof(h) || memcmp(&h, m, sizeof(h)))
+			fuzz_fail("a UDP message accepted whose header is not its own encoding");
+		if (!qpn || qpn > 0xffffff ||
+		    ((op == RS_DG_ADDR || op == RS_DG_PROOF) ? len != sizeof(h) + RS_DG_ARG
+		     : op != RS_DG_DATA || len - sizeof(h) > DG_MTU))
+			fuzz_fail("a UDP message accepted: op %u, QPN %u, %u bytes", op, qpn, len);
+		if (op != RS_DG_DATA) {
+			uint64_t w;
+
+			memcpy(&w, m + sizeof(h), sizeof(w));
+			if (htobe64(arg) != w)
+				fuzz_fail("an ADDR or PROOF whose argument is not its bytes");
+		}
 	}
-	rs_dg_make(op, qpn, gid, &h);
-	if (len < sizeof(h) || memcmp(&h, m, sizeof(h)))
-		fuzz_fail("a UDP message accepted whose header is not its own encoding");
-	if (!qpn || qpn > 0xffffff || (op == RS_DG_ADDR && len != sizeof(h)) ||
-	    (op != RS_DG_ADDR && (op != RS_DG_DATA || len - sizeof(h) > DG_MTU)))
-		fuzz_fail("a UDP message accepted: op %u, QPN %u, %u bytes", op, qpn, len);
+	arg = 0xeeeeeeeeeeeeeeeeull;
+	ret = rs_dg_ud_parse(m, len, DG_MTU, &token, &kind, &arg);
+	if (ret) {
+		if (ret != EPROTO || token != 0xeeeeeeeeeeeeeeeeull || kind != 0xdeadbeef ||
+		    arg != 0xeeeeeeeeeeeeeeeeull)
+			fuzz_fail("a refused UD datagram: %d, or fields set", ret);
+	} else {
+		struct rs_dg_ud u = { .token = htobe64(token), .kind = htonl(kind) };
+
+		if (len < sizeof(u) || memcmp(&u, m, sizeof(u)))
+			fuzz_fail("a UD datagram accepted whose header is not its own encoding");
+		if (kind == RS_DG_UD_PROBE ? len != sizeof(u) + sizeof(uint64_t)
+		    : kind != RS_DG_UD_DATA || len - sizeof(u) > DG_MTU)
+			fuzz_fail("a UD datagram accepted: kind %u, %u bytes", kind, len);
+	}
 	free(m);
 }
 

@@ -555,9 +555,16 @@ def rsdg(op, qpn, payload=b'', magic=0x52534431, ln=None):
     return bytes([5, len(m) if ln is None else ln]) + m.ljust(48, b'\0')[:48]
 
 
-dg_ok = rsdg(1, 0x12, b'hello') + rsdg(2, 0x34)
+def rsud(kind, token, payload=b''):
+    m = struct.pack('>QII', token, kind, 0) + payload
+    return bytes([5, len(m)]) + m.ljust(48, b'\0')[:48]
+
+
+dg_ok = (rsdg(1, 0x12, b'hello') + rsdg(2, 0x34, struct.pack('>Q', 77)) + rsdg(3, 0x34, struct.pack('>Q', 5)) +
+         rsud(0, 77, b'datagram') + rsud(1, 77, struct.pack('>Q', 5)))
 put('rsocket_wire', 'dgram', rsrun(rshello(), [(0, rsimm(RS_DATA), 32)]) + dg_ok)
-put('rsocket_wire', 'dgram_bad', rsrun(rshello(), []) + rsdg(2, 0x34, b'x') + rsdg(1, 0) +
-    rsdg(1, 1 << 24) + rsdg(3, 5) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
-    rsdg(2, 5, ln=27) + rsdg(1, 5, b'abc', ln=200))
+put('rsocket_wire', 'dgram_bad', rsrun(rshello(), []) + rsdg(2, 0x34) + rsdg(1, 0) +
+    rsdg(1, 1 << 24) + rsdg(4, 5) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
+    rsdg(2, 5, bytes(7)) + rsdg(1, 5, b'abc', ln=200) + rsud(2, 1) + rsud(1, 1, bytes(7)) +
+    rsud(0, 1, bytes(17)))
 print('corpus written under', os.path.join(here, 'corpus'))

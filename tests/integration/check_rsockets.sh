@@ -104,7 +104,7 @@ srv=$BG_PID
 sleep 0.5
 in_b "$dgram" junk "$ADDR_A" 7970 || fail "rsock_dgram junk"
 s0=$(sqes) || fail "roshmctl stats"
-in_b timeout 120 env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B "$dgram" client "$ADDR_A" 7970 1000 \
+in_b timeout 120 env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B "$dgram" client "$ADDR_A" 7970 1000 "$ADDR_B" \
   >"$d/dgram.client" 2>&1 || { cat "$d/dgram.client" "$d/dgram.server"; fail "rsock_dgram client"; }
 s0=$(( $(sqes) - s0 ))
 wait "$srv" || { cat "$d/dgram.server"; fail "rsock_dgram server"; }
@@ -121,12 +121,15 @@ for t in "-C 200 -S 1000 -T e" "-T b -C 200 -S 64 -T e" "-T a -C 200 -S 2000 -T 
   bg_a timeout 120 $va udpong -b "$ADDR_A" -p $p ${t%%-C*} >"$d/udpong.server" 2>&1
   srv=$BG_PID
   sleep 0.5
+  s0=$(sqes) || fail "roshmctl stats"
   in_b timeout 100 $vb udpong -s "$ADDR_A" -p $p $t >"$d/udpong.client" 2>&1 ||
     { cat "$d/udpong.client"; fail "udpong $t: client failed"; }
+  s0=$(( $(sqes) - s0 ))
   th_stop "$srv"; srv=
   line=$(grep -E "$ure" "$d/udpong.client") || { cat "$d/udpong.client"; fail "udpong $t: no result line"; }
   [[ $(awk '{print $3}' <<<"$line") != 0 ]] || fail "udpong $t: the server took no datagram"
-  echo "ok: udpong $t: $(tr -s ' ' <<<"$line")"
+  (( s0 >= 400 )) || fail "udpong $t: only $s0 SQEs through node b's roshmd: the datagrams went by the kernel"
+  echo "ok: udpong $t: $(tr -s ' ' <<<"$line"), $s0 SQEs through node b's roshmd"
 done
 # an ordinary Python UDP client and server under librspreload
 bg_a timeout 120 $pa $py "$src/tests/integration/rsock_udp.py" server "$ADDR_A" 7990 >"$d/udp.server" 2>&1

@@ -4,10 +4,16 @@
  * nodes, for check_rsockets.sh.
  *   rsock_dgram server ADDR PORT     echo each datagram to its source until
  *                                    one says "QUIT"; print how many echoed
- *   rsock_dgram client ADDR PORT N   N datagrams of 1 to 4000 bytes, each
+ *   rsock_dgram client ADDR PORT N [MYADDR]
+ *                                    N datagrams of 1 to 4000 bytes, each
  *                                    with a pattern of its own, each echo
  *                                    checked byte for byte and by its source
- *                                    address; then the calls' edges
+ *                                    address; then the calls' edges; with
+ *                                    MYADDR (ours) a kernel UDP socket of
+ *                                    ours attacks: it claims the server's
+ *                                    QP to us and ours to the server, which
+ *                                    must not make us name the server's
+ *                                    echoes by it, nor get its bytes
  *   rsock_dgram junk ADDR PORT       kernel UDP: garbage, a short header, a
  *                                    forged ADDR, to the server's port
  * A lost datagram is sent again after 1 s (at most 5 times: UDP may lose
@@ -30,7 +36,7 @@
 
 #define MAXD 4000
 
-static int fails;
+static int fails, injected;
 
 #define CHECK(c, ...)                                                                  \
 	do {                                                                           \
@@ -147,6 +153,8 @@ static int ping(int s, const struct sockaddr_in *a, bool connected, uint32_t seq
 					      from.sin_addr.s_addr == a->sin_addr.s_addr,
 				      "datagram %u: the source is not the server", seq);
 			}
+			if (r >= 8 && !memcmp(in, "INJECTED", 8))
+				injected++;
 			if ((size_t)r != n || memcmp(in, out, n < 4 ? n : 4))
 				continue;   /* an echo of a copy sent before */
 			CHECK(!memcmp(in, out, n), "datagram %u (%zu bytes): the echo differs", seq, n);
@@ -159,7 +167,118 @@ static int ping(int s, const struct sockaddr_in *a, bool connected, uint32_t seq
 	return -1;
 }
 
-static int client(struct sockaddr_in *a, int count)
+struct dg_hdr {   /* client-lib/verbs/rsocket_wire.h's, as a stranger writes it */
+	uint32_t magic;
+	uint8_t op, rsvd[3];
+	uint32_t qpn;
+	uint8_t gid[16];
+	uint64_t arg;
+} __attribute__((packed));
+
+static void dg_make(struct dg_hdr *h, uint8_t op, uint32_t qpn, const uint8_t *gid, uint64_t arg)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = htonl(0x52534431);
+	h->op = op;
+	h->qpn = htonl(qpn);
+	if (gid)
+		memcpy(h->gid, gid, 16);
+	h->arg = arg;
+}
+
+/* Read UDP messages at k for up to @ms: the first of op @op from @from
+ * (any source when NULL) into @h, or -1. */
+static int dg_wait(int k, uint8_t op, const struct sockaddr_in *from, struct dg_hdr *h, int ms)
+{
+	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
+	uint8_t b[8192];
+
+	while (now_ns() < end) {
+		struct pollfd p = { .fd = k, .events = POLLIN };
+		struct sockaddr_in f;
+		socklen_t fl = sizeof(f);
+		ssize_t r;
+
+		if (poll(&p, 1, 50) != 1)
+			continue;
+		r = recvfrom(k, b, sizeof(b), 0, (struct sockaddr *)&f, &fl);
+		if (r < 28 || b[4] != op ||
+		    (from && (f.sin_port != from->sin_port || f.sin_addr.s_addr != from->sin_addr.s_addr)))
+			continue;
+		memset(h, 0, sizeof(*h));
+		memcpy(h, b, (size_t)r < sizeof(*h) ? (size_t)r : sizeof(*h));
+		return 0;
+	}
+	return -1;
+}
+
+/* The attacks an adversarial review found (each worked before the QP
+ * claims were proven): a kernel UDP socket of ours (k) learns the server's
+ * QP from its ADDR and tells it to us, unasked; learns ours from a DATA we
+ * send it and claims it to the server in DATA with "INJECTED" bytes, which
+ * the server echoes to its source. Our pings must still name the server's
+ * echoes by the server, and no "INJECTED" may reach us. */
+static void attack(int s, const struct sockaddr_in *a, const char *myaddr)
+{
+	struct sockaddr_in ka = { .sin_family = AF_INET }, me;
+	socklen_t l = sizeof(ka);
+	struct dg_hdr h, srv, mine;
+	int k = socket(AF_INET, SOCK_DGRAM, 0), resent = 0;
+	uint8_t b[64];
+
+	CHECK(k >= 0 && inet_pton(AF_INET, myaddr, &ka.sin_addr) == 1 &&
+		      !bind(k, (struct sockaddr *)&ka, sizeof(ka)) &&
+		      !getsockname(k, (struct sockaddr *)&ka, &l),
+	      "attacker socket: %s", strerror(errno));
+	l = sizeof(me);
+	CHECK(!rgetsockname(s, (struct sockaddr *)&me, &l), "rgetsockname");
+	me.sin_addr = ka.sin_addr;   /* bound to any address: reach it at ours */
+	/* the server's QP and a token, from its ADDR to our DATA */
+	dg_make(&h, 1, 0x424242, NULL, 0);
+	memcpy(b, &h, 28);
+	memcpy(b + 28, "hi", 2);
+	sendto(k, b, 30, 0, (const struct sockaddr *)a, sizeof(*a));
+	CHECK(!dg_wait(k, 2, a, &srv, 2000), "no ADDR from the server to a stranger's DATA");
+	/* unasked, to us: "the server's QP is mine" */
+	dg_make(&h, 2, ntohl(srv.qpn), srv.gid, srv.arg);
+	for (int i = 0; i < 5; i++)
+		sendto(k, &h, sizeof(h), 0, (struct sockaddr *)&me, sizeof(me));
+	/* a PROOF nobody asked for */
+	dg_make(&h, 3, ntohl(srv.qpn), srv.gid, 12345);
+	sendto(k, &h, sizeof(h), 0, (struct sockaddr *)&me, sizeof(me));
+	/* our QP, from a DATA of ours */
+	CHECK(rsendto(s, "to a stranger", 13, 0, (struct sockaddr *)&ka, sizeof(ka)) == 13,
+	      "rsendto the stranger: %s", strerror(errno));
+	/* straight from us: not through the server's QP, which the stranger
+	 * claimed to us (the server would echo it to the stranger) */
+	CHECK(!dg_wait(k, 1, &me, &mine, 2000), "our DATA did not reach the stranger from us");
+	CHECK(dg_wait(k, 1, a, &h, 300), "our DATA to the stranger went to the server");
+	/* to the server: "our QP is the stranger's", with bytes to echo, and
+	 * the same in ADDRs answering the server's echoes */
+	dg_make(&h, 1, ntohl(mine.qpn), mine.gid, 0);
+	memcpy(b, &h, 28);
+	memcpy(b + 28, "INJECTED by a stranger", 22);
+	for (int i = 0; i < 20; i++) {
+		struct dg_hdr ad;
+
+		sendto(k, b, 50, 0, (const struct sockaddr *)a, sizeof(*a));
+		dg_make(&ad, 2, ntohl(mine.qpn), mine.gid, (uint64_t)i * 7919 + 1);
+		sendto(k, &ad, sizeof(ad), 0, (const struct sockaddr *)a, sizeof(*a));
+		usleep(2000);
+	}
+	for (int i = 0; i < 100; i++) {
+		uint64_t r;
+
+		if (ping(s, a, false, 200000u + (uint32_t)i, 100, &r, &resent))
+			break;
+	}
+	CHECK(!injected, "%d datagrams of the stranger's reached us", injected);
+	printf("client: a stranger's claims changed nothing (100 echoes named by the server, "
+	       "none of its bytes here, %d sent again)\n", resent);
+	close(k);
+}
+
+static int client(struct sockaddr_in *a, int count, const char *myaddr)
 {
 	uint64_t *rtt = calloc((size_t)count + 1, sizeof(*rtt));
 	int s = rsocket(AF_INET, SOCK_DGRAM, 0), resent = 0, t, val;
@@ -188,9 +307,23 @@ static int client(struct sockaddr_in *a, int count)
 	}
 	l = sizeof(me);
 	CHECK(!rgetsockname(s, (struct sockaddr *)&me, &l) && me.sin_port, "rgetsockname");
+	if (myaddr)
+		attack(s, a, myaddr);
 	/* too big for one datagram */
-	CHECK(rsendto(s, big, 4097, 0, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EMSGSIZE,
-	      "4097 bytes: %s", strerror(errno));
+	CHECK(rsendto(s, big, 4081, 0, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EMSGSIZE,
+	      "4081 bytes: %s", strerror(errno));
+	/* an iovec whose lengths wrap, one with bytes and no address */
+	{
+		struct iovec w[2] = { { big, (size_t)1 << 63 }, { big, ((size_t)1 << 63) + 8 } };
+		struct msghdr wm = { .msg_name = a, .msg_namelen = sizeof(*a), .msg_iov = w,
+				     .msg_iovlen = 2 };
+
+		CHECK(rsendmsg(s, &wm, 0) < 0 && errno == EINVAL, "wrapping iovec: %s",
+		      strerror(errno));
+		w[0] = (struct iovec){ NULL, 8 };
+		wm.msg_iovlen = 1;
+		CHECK(rsendmsg(s, &wm, 0) < 0 && errno == EFAULT, "NULL iovec: %s", strerror(errno));
+	}
 	/* connected: rsend / rrecv, and rsendmsg / rrecvmsg of three parts */
 	CHECK(!rconnect(s, (struct sockaddr *)a, sizeof(*a)), "rconnect: %s", strerror(errno));
 	l = sizeof(me);
@@ -280,8 +413,8 @@ int main(int argc, char **argv)
 	a = addr_of(argv[2], argv[3]);
 	if (!strcmp(argv[1], "server"))
 		return server(&a);
-	if (!strcmp(argv[1], "client") && argc == 5)
-		return client(&a, atoi(argv[4]));
+	if (!strcmp(argv[1], "client") && (argc == 5 || argc == 6))
+		return client(&a, atoi(argv[4]), argc == 6 ? argv[5] : NULL);
 	if (!strcmp(argv[1], "junk"))
 		return junk(&a);
 	return 2;
