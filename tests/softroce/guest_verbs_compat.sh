@@ -7,7 +7,7 @@
 # the VMs' link), then libfabric's fi_pingpong, qperf, rstream and riostream
 # (rsockets), rsock_dgram (datagram rsockets); then verbs_check proves the
 # bytes and atomics, and verbs_ud the same for UD QPs; MPICH and Open MPI
-# run a rank in each VM (NetPIPE, mpi_rma, mpi_check.py).
+# run a rank in each VM (NetPIPE and mpi_rma; mpi_check.py).
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
 . "$(dirname "$0")/guest_common.sh"
@@ -279,18 +279,9 @@ AGENT
     touch "/run/shared/done.$i"
   fi
 }
-ompi ompi-np NPopenmpi -i -u 65536 -o /run/shared/np-ompi.out
-if [ "$n" = 1 ]; then
-  passed=$(grep -c 'Integrity check passed' /run/shared/ompi-np.out)
-  last=$(grep 'Integrity check passed' /run/shared/ompi-np.out | tail -1 | awk '{ print $2 }')
-  if [ $OMPI_RC = 0 ] && [ "$passed" -ge 12 ] && ! grep -qi 'Integrity check failed' /run/shared/ompi-np.out; then
-    say "ok: Open MPI NPopenmpi -i between the VMs over roshm0: integrity check passed at $passed sizes, 1 B to $last B"
-  else
-    say "FAIL: Open MPI NPopenmpi -i between the VMs (exit $OMPI_RC, $passed sizes passed)"
-  fi
-fi
 # mpi_check.py (mpi4py, built for Open MPI): Sendrecv to 4 MiB, Put / Get,
 # Fetch_and_op from both ranks, Accumulate, Compare_and_swap, each checked
+# (NetPIPE runs under MPICH above; both would cost this test minutes)
 ompi ompi-rma /usr/bin/python3 "$(cd "$(dirname "$0")/.." && pwd)/integration/mpi_check.py"
 if [ "$n" = 1 ]; then
   if [ $OMPI_RC = 0 ] && grep -q '^mpi_check: ok' /run/shared/ompi-rma.out; then
