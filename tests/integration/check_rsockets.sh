@@ -132,7 +132,9 @@ for t in "-C 200 -S 1000 -T e" "-T b -C 200 -S 64 -T e" "-T a -C 200 -S 2000 -T 
   echo "ok: udpong $t: $(tr -s ' ' <<<"$line"), $s0 SQEs through node b's roshmd"
 done
 # an ordinary Python UDP client and server under librspreload
-bg_a timeout 120 $pa $py "$src/tests/integration/rsock_udp.py" server "$ADDR_A" 7990 >"$d/udp.server" 2>&1
+# (Debian's python3 under an ASan build's libraries: the runtime first, as pb)
+bg_a timeout 120 env $opts LD_PRELOAD=$rt$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A \
+  $py "$src/tests/integration/rsock_udp.py" server "$ADDR_A" 7990 >"$d/udp.server" 2>&1
 srv=$BG_PID
 sleep 0.5
 s0=$(sqes) || fail "roshmctl stats"

@@ -280,7 +280,7 @@ static void attack(int s, const struct sockaddr_in *a, const char *myaddr)
 
 static int client(struct sockaddr_in *a, int count, const char *myaddr)
 {
-	uint64_t *rtt = calloc((size_t)count + 1, sizeof(*rtt));
+	static uint64_t rtt[100000];
 	int s = rsocket(AF_INET, SOCK_DGRAM, 0), resent = 0, t, val;
 	struct sockaddr_in me;
 	socklen_t l = sizeof(me);
@@ -289,7 +289,9 @@ static int client(struct sockaddr_in *a, int count, const char *myaddr)
 	struct iovec v[3];
 	struct msghdr m;
 
-	if (s < 0 || !rtt) {
+	if (count < 1 || count > 100000)
+		return 2;
+	if (s < 0) {
 		perror("rsock_dgram client: rsocket");
 		return 1;
 	}
