@@ -283,6 +283,26 @@ int rs_post_recv(struct rs *rs, uint32_t slot)
 	return ibv_post_recv(rs->id->qp, &wr, &bad);
 }
 
+/* The PD, rs->buf (@size bytes) registered, a completion channel (not
+ * blocking) and a CQ of @cqe entries on it: 0 or an errno. */
+int rs_verbs_bufs(struct rs *rs, struct ibv_context *v, size_t size, int cqe)
+{
+	rs->pd = ibv_alloc_pd(v);
+	if (!rs->pd)
+		return errno ? errno : ENOMEM;
+	rs->mr = ibv_reg_mr(rs->pd, rs->buf, size, IBV_ACCESS_LOCAL_WRITE);
+	if (!rs->mr)
+		return errno ? errno : ENOMEM;
+	rs->cch = ibv_create_comp_channel(v);
+	if (!rs->cch)
+		return errno ? errno : ENOMEM;
+	rs_nonblock_fd(rs->cch->fd);
+	rs->cq = ibv_create_cq(v, cqe, rs, rs->cch, 0);
+	if (!rs->cq)
+		return errno ? errno : ENOMEM;
+	return 0;
+}
+
 /* The PD, CQ, QP and slots of a connection, its RECVs posted. */
 static int rs_setup(struct rs *rs)
 {
@@ -304,20 +324,10 @@ static int rs_setup(struct rs *rs)
 	rs->rx = calloc(rs->nrq, sizeof(*rs->rx));
 	if (!rs->buf || !rs->rx)
 		return ENOMEM;
-	rs->pd = ibv_alloc_pd(v);
-	if (!rs->pd)
-		return errno ? errno : ENOMEM;
-	rs->mr = ibv_reg_mr(rs->pd, rs->buf, size, IBV_ACCESS_LOCAL_WRITE);
-	if (!rs->mr)
-		return errno ? errno : ENOMEM;
-	rs->cch = ibv_create_comp_channel(v);
-	if (!rs->cch)
-		return errno ? errno : ENOMEM;
-	rs_nonblock_fd(rs->cch->fd);
 	rs->sq_max = rs->ntx + RS_CTRL;
-	rs->cq = ibv_create_cq(v, (int)(rs->sq_max + rs->nrq), rs, rs->cch, 0);
-	if (!rs->cq)
-		return errno ? errno : ENOMEM;
+	ret = rs_verbs_bufs(rs, v, size, (int)(rs->sq_max + rs->nrq));
+	if (ret)
+		return ret;
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = rs->cq;
 	qa.recv_cq = rs->cq;

@@ -125,6 +125,7 @@ int rs_put_fail(struct rs *rs, int e);
 uint64_t rs_now_ns(void);
 void rs_kick(struct rs *rs);
 int rs_post_recv(struct rs *rs, uint32_t slot);
+int rs_verbs_bufs(struct rs *rs, struct ibv_context *v, size_t size, int cqe);
 
 /* rsocket_io.c */
 void rs_break(struct rs *rs, int e);
