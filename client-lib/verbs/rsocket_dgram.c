@@ -8,37 +8,51 @@
  * the pod's) beside a UD QP. A UD QP is named by its GID and QPN, a
  * datagram by an IP address and port; the UDP socket, whose source
  * addresses the kernel vouches for, ties one to the other:
+ * - Tokens: the token a socket gives address A is HMAC-SHA256 of A under
+ *   a random key of the socket's (rsocket_dgram_peer.c). A UD datagram
+ *   names its sender's address and carries the token the receiver gave
+ *   that address; the receiver takes it as coming from there only when the
+ *   token is right, and drops it otherwise. Naming needs no table, so no
+ *   flood of strangers can make a socket forget a peer.
  * - A datagram to an address not confirmed yet goes over UDP (DATA). The
- *   receiver delivers it and answers (ADDR) with its QP and a random token
- *   it gives that address: it takes UD datagrams carrying that token as
- *   coming from that address, and names them by it. A UD datagram with a
- *   token it never gave is dropped.
- * - The sender does not take the ADDR's word for the QP (anybody may claim
- *   any QP in one): it sends the QP a PROBE over UD, a random nonce under
- *   the token. Only the QP's owner reads it, and answers (PROOF) over UDP
- *   to the address it gave that token, from its own address. A PROOF from
- *   the address the ADDR came from, with the nonce, confirms it: from then
- *   on datagrams to that address go over UD, with the token, through
- *   roshmd like any verbs traffic. An ADDR from an address we sent no DATA
- *   to is ignored.
+ *   receiver delivers it and answers (ADDR) with its QP and the token it
+ *   gives the sender's address; the sender learns its own address as that
+ *   peer reaches it from where the ADDR arrived (IP_PKTINFO).
+ * - An ADDR is a claim, not a proof (anybody may claim any QP in one): an
+ *   ADDR from an address we sent no DATA to, or naming our own QP, is
+ *   ignored, and a claim is probed: a PROBE over UD to the claimed QP
+ *   (nonce 1, under the token, naming our address) and a CHALLENGE over
+ *   UDP to the claimed address (nonce 2). Only the QP's owner reads nonce
+ *   1, and only if the token is the one it gave our address; only the
+ *   address's owner reads nonce 2 (unless it is on the path). The owner of
+ *   both answers a PROOF with both nonces, over UDP, to the address the
+ *   token names. A PROOF from the claimed address with both nonces of the
+ *   current claim's probe confirms it: from then on datagrams to that
+ *   address go over UD, with the token, through roshmd like any verbs
+ *   traffic. A relay cannot help a stranger: the QP's owner answers only
+ *   the address its token names, which is the prober's.
  * - A confirmation holds RS_DG_FRESH_NS, then the next datagram goes over
  *   UDP again and the exchange repeats (a peer that closed and bound again
  *   is found within that time; until then datagrams to it are lost, as UDP
- *   may lose them). Probes: one per address per RS_DG_PROBE_NS, at most
- *   RS_DG_PROBES in one such period in all (a probe to a QP that does not
- *   exist holds the send queue while the verbs layer looks the QPN up).
+ *   may lose them). Probes: one per address per RS_DG_PROBE_NS whatever it
+ *   claims, at most RS_DG_PROBES per period in all (a probe to a QPN that
+ *   names no QP holds the send queue while the verbs layer looks it up);
+ *   a new claim's probe has new nonces.
  * - Both ends must be this library, and pods of one tenant (roshmd carries
  *   UD datagrams within a tenant only; across tenants nothing confirms,
  *   and datagrams keep going over UDP).
  *
  * Trust: every message, UDP or UD, is copied once, checked (rs_dg_parse,
- * rs_dg_ud_parse) and used from the copy. The peer table holds RS_DG_PEERS
- * addresses; the least recently used goes first, so a flood of new
- * senders evicts idle peers, not active ones. Datagrams are at most the
- * port's MTU less the UD header (EMSGSIZE beyond); a receive shorter than
- * the datagram truncates it (MSG_TRUNC), as UDP does.
+ * rs_dg_ud_parse) and used from the copy. The table of addresses we send
+ * to holds RS_DG_PEERS (least recently used first out: a forgotten peer's
+ * datagrams go over UDP again, none is lost for it); proofs owed wait in
+ * RS_DG_PEND entries. Datagrams are at most the port's MTU less the UD
+ * header (EMSGSIZE beyond); a receive shorter than the datagram truncates
+ * it (MSG_TRUNC), as UDP does.
  */
 #define _GNU_SOURCE
+#include <sys/random.h>
+
 #include "rsocket_dgram.h"
 
 /* A destination the caller gave: of our family, whole. */
@@ -62,9 +76,17 @@ int rs_dg_socket(int domain, int type)
 	struct rs *rs;
 	int fd, ret;
 
+	int one = 1;
+
 	fd = socket(domain, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
+	/* where each UDP message arrived: our address as its sender reaches us */
+	if (domain == AF_INET ? setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one))
+			      : setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one))) {
+		close(fd);
+		return -1;
+	}
 	rs = rs_new();
 	if (!rs) {
 		close(fd);
@@ -164,6 +186,8 @@ static int rs_dg_setup(struct rs *rs)
 	d->mtu = d->stride - RS_DG_UDH;   /* a datagram's payload */
 	memcpy(d->gid, gid.raw, sizeof(d->gid));
 	d->stride += RS_GRH;
+	if (getrandom(d->key, sizeof(d->key), 0) != sizeof(d->key))
+		return EIO;
 	d->ntx = rs->sqsize ? rs_dg_slots(rs->sqsize * (int)d->mtu, d->mtu, RS_DG_TX_MIN)
 			    : rs_dg_slots(rs->sndbuf, d->mtu, RS_DG_TX_MIN);
 	d->nrx = rs->rqsize ? rs_dg_slots(rs->rqsize * (int)d->mtu, d->mtu, RS_DG_RX_MIN)
@@ -388,7 +412,7 @@ static ssize_t rs_dg_sendv(struct rs *rs, const struct iovec *v, int n, int flag
 		p->used_ns = now;
 		if (!rs_dg_confirmed(p, now)) {
 			p->asked = true;
-			e = rs_dg_send_udp(rs, RS_DG_DATA, 0, v, n, (size_t)len, to, tolen);
+			e = rs_dg_send_udp(rs, RS_DG_DATA, 0, 0, v, n, (size_t)len, to, tolen);
 			/* a full socket buffer loses the datagram, as UDP
 			 * may; a refused one is the caller's to know */
 			return e && e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS ? -e : len;
@@ -462,13 +486,12 @@ static ssize_t rs_dg_recvv(struct rs *rs, const struct iovec *v, int n, int flag
 				struct rs_dg_rx x = d->rq[d->rq_head % d->nrx];
 				const uint8_t *b = rs->buf + (size_t)(d->ntx + x.slot) * d->stride +
 						   RS_GRH + RS_DG_UDH;
-				uint32_t dl = x.len - RS_DG_UDH;
-				struct rs_dg_peer *p = rs_dg_by_token(d, x.token);
+				uint32_t dl = x.len;
 				size_t got;
 
-				if (!p || (d->connected && !rs_dg_sa_eq((struct sockaddr *)&p->addr,
-								  (struct sockaddr *)&d->peer))) {
-					/* its sender was forgotten, or we connected since */
+				if (d->connected && !rs_dg_sa_eq((struct sockaddr *)&x.from,
+								 (struct sockaddr *)&d->peer)) {
+					/* came before we connected */
 					d->rq_head++;
 					if (rs_dg_post_recv(rs, x.slot))
 						rs_break(rs, EIO);
@@ -476,7 +499,7 @@ static ssize_t rs_dg_recvv(struct rs *rs, const struct iovec *v, int n, int flag
 					continue;
 				}
 				got = iov_copy_out(v, n, b, dl);
-				rs_dg_name_out((struct sockaddr *)&p->addr, p->len, a, l);
+				rs_dg_name_out((struct sockaddr *)&x.from, x.fromlen, a, l);
 				if (dl > (size_t)room && mflags)
 					*mflags |= MSG_TRUNC;
 				if (!(flags & MSG_PEEK)) {

@@ -22,26 +22,39 @@
 #define RS_DG_LINGER_NS (200ull * 1000000)      /* close waits this long for sends */
 #define RS_DG_QKEY 0x01234567u                  /* rdma_cm's RDMA_UDP_QKEY */
 #define RS_GRH 40u
-#define RS_DG_UDH ((uint32_t)sizeof(struct rs_dg_ud))
+#define RS_DG_UDH ((uint32_t)sizeof(struct rs_dg_ud))   /* 32 */
+
+#define RS_DG_PEND 32                           /* proofs being put together */
 
 enum { RS_DG_NONE, RS_DG_CLAIMED, RS_DG_CONFIRMED };
 
+/* An address we send to: what its ADDR claims, and its proof. */
 struct rs_dg_peer {
 	struct sockaddr_storage addr;
 	socklen_t len;                          /* 0: a free entry */
-	uint64_t my_token;                      /* what we take from it over UD */
+	struct sockaddr_storage me;             /* our address as it reaches us */
 	uint64_t token;                         /* what it takes from us (its ADDR) */
 	uint8_t gid[16];                        /* its QP, as its ADDR claims */
 	uint32_t qpn;
 	int state;
 	bool asked;                             /* we sent it DATA: its ADDR counts */
-	uint64_t nonce, probe_ns, confirmed_ns, used_ns;
+	uint64_t n1, n2;                        /* the nonces of this claim's probe */
+	uint64_t probe_ns, confirmed_ns, used_ns;
 	struct ibv_ah *ah;
 };
 
+/* A proof we owe an address: a PROBE's nonce that came over UD under its
+ * token, a CHALLENGE's that came from it over UDP; sent once both are in. */
+struct rs_dg_pend {
+	struct sockaddr_storage addr;
+	socklen_t len;
+	uint64_t n1, n2, t;
+};
+
 struct rs_dg_rx {             /* a UD RECV that completed, not yet read */
-	uint32_t slot, len;     /* len: the UD header's and the datagram's */
-	uint64_t token;         /* its sender's (checked) */
+	uint32_t slot, len;                     /* len: the datagram's */
+	struct sockaddr_storage from;           /* its sender (checked) */
+	socklen_t fromlen;
 };
 
 struct rs_dg_udp {            /* a datagram that came over UDP, not yet read */
@@ -61,12 +74,14 @@ struct rs_dg {
 	uint32_t mtu, ntx, nrx, stride;         /* mtu: a datagram's payload */
 	uint32_t tx_head, tx_tail;              /* sends posted, completed */
 	uint8_t gid[16];
+	uint8_t key[32];                        /* tokens: HMAC-SHA256(key, address) */
 	struct rs_dg_rx *rq;                    /* nrx entries */
 	uint32_t rq_head, rq_tail;
 	struct rs_dg_udp uq[RS_DG_UQ];
 	uint32_t uq_head, uq_tail;
 	uint8_t *scratch;                       /* one UDP message, in or out */
 	struct rs_dg_peer peers[RS_DG_PEERS];
+	struct rs_dg_pend pend[RS_DG_PEND];
 	uint64_t probe_period_ns;
 	int probes;                             /* sent in this period */
 };
@@ -76,11 +91,10 @@ bool rs_dg_sa_eq(const struct sockaddr *a, const struct sockaddr *b);
 int rs_dg_post_recv(struct rs *rs, uint32_t slot);
 struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a);
 struct rs_dg_peer *rs_dg_peer(struct rs_dg *d, const struct sockaddr *a, socklen_t len);
-struct rs_dg_peer *rs_dg_by_token(struct rs_dg *d, uint64_t token);
 bool rs_dg_confirmed(const struct rs_dg_peer *p, uint64_t now);
 bool rs_dg_can_send(const struct rs_dg *d);
-int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t arg, const struct iovec *v, int n,
-		   size_t len, const struct sockaddr *to, socklen_t tolen);
+int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t a1, uint64_t a2, const struct iovec *v,
+		   int n, size_t len, const struct sockaddr *to, socklen_t tolen);
 int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t arg,
 		  const struct iovec *v, int n, size_t len);
 void rs_dg_cq(struct rs *rs);

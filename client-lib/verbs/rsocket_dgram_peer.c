@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * Datagram rsockets of libroshm-verbs: the peer table (addresses, tokens,
- * claims and their proofs) and the messages over UDP and UD that fill it,
- * taken in by rs_dg_progress. The protocol: rsocket_dgram.c.
+ * Datagram rsockets of libroshm-verbs: the peer table (the addresses we
+ * send to, their claims and proofs), the proofs we owe, the tokens, and
+ * the messages over UDP and UD, taken in by rs_dg_progress. The protocol:
+ * rsocket_dgram.c.
  */
 #define _GNU_SOURCE
 #include <endian.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include "rsocket_dgram.h"
@@ -53,6 +56,69 @@ static uint64_t rs_dg_rand(void)
 	return v;
 }
 
+/* An address as the UD header carries it (family, port, 16 bytes). */
+static void rs_dg_canon(const struct sockaddr *a, struct rs_dg_ud *u)
+{
+	memset(&u->family, 0, sizeof(*u) - offsetof(struct rs_dg_ud, family));
+	u->family = a->sa_family;
+	if (a->sa_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a;
+
+		u->port = ntohs(x->sin_port);
+		memcpy(u->addr, &x->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *x = (const void *)a;
+
+		u->port = ntohs(x->sin6_port);
+		memcpy(u->addr, &x->sin6_addr, 16);
+	}
+}
+
+static socklen_t rs_dg_uncanon(const struct rs_dg_ud *u, struct sockaddr_storage *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (u->family == AF_INET) {
+		struct sockaddr_in *x = (void *)a;
+
+		x->sin_family = AF_INET;
+		x->sin_port = htons(u->port);
+		memcpy(&x->sin_addr, u->addr, 4);
+		return sizeof(*x);
+	}
+	{
+		struct sockaddr_in6 *x = (void *)a;
+
+		x->sin6_family = AF_INET6;
+		x->sin6_port = htons(u->port);
+		memcpy(&x->sin6_addr, u->addr, 16);
+		return sizeof(*x);
+	}
+}
+
+/* The token we give address @u (host order fields): HMAC-SHA256 under our
+ * key of its family, port and address; nobody else can make it. */
+static uint64_t rs_dg_token(const struct rs_dg *d, const struct rs_dg_ud *u)
+{
+	uint8_t m[20], md[EVP_MAX_MD_SIZE];
+	unsigned int ml = 0;
+	uint64_t t = 0;
+
+	m[0] = (uint8_t)(u->family >> 8), m[1] = (uint8_t)u->family;
+	m[2] = (uint8_t)(u->port >> 8), m[3] = (uint8_t)u->port;
+	memcpy(m + 4, u->addr, 16);
+	if (HMAC(EVP_sha256(), d->key, sizeof(d->key), m, sizeof(m), md, &ml) && ml >= sizeof(t))
+		memcpy(&t, md, sizeof(t));
+	return t;
+}
+
+static uint64_t rs_dg_token_of(const struct rs_dg *d, const struct sockaddr *a)
+{
+	struct rs_dg_ud u;
+
+	rs_dg_canon(a, &u);
+	return rs_dg_token(d, &u);
+}
+
 struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a)
 {
 	for (int i = 0; i < RS_DG_PEERS; i++)
@@ -61,8 +127,8 @@ struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a)
 	return NULL;
 }
 
-/* The entry of @a, made (in the least recently used one's place) when
- * there is none: a token of its own. */
+/* The entry of an address we send to, made (in the least recently used
+ * one's place) when there is none. */
 struct rs_dg_peer *rs_dg_peer(struct rs_dg *d, const struct sockaddr *a, socklen_t len)
 {
 	struct rs_dg_peer *p = rs_dg_find(d, a);
@@ -85,18 +151,8 @@ struct rs_dg_peer *rs_dg_peer(struct rs_dg *d, const struct sockaddr *a, socklen
 		len = sizeof(p->addr);
 	memcpy(&p->addr, a, len);
 	p->len = len;
-	p->my_token = rs_dg_rand();
 	p->used_ns = rs_now_ns();
 	return p;
-}
-
-/* The address we gave @token to, or NULL. */
-struct rs_dg_peer *rs_dg_by_token(struct rs_dg *d, uint64_t token)
-{
-	for (int i = 0; i < RS_DG_PEERS; i++)
-		if (d->peers[i].len && d->peers[i].my_token == token)
-			return &d->peers[i];
-	return NULL;
 }
 
 bool rs_dg_confirmed(const struct rs_dg_peer *p, uint64_t now)
@@ -104,7 +160,12 @@ bool rs_dg_confirmed(const struct rs_dg_peer *p, uint64_t now)
 	return p->state == RS_DG_CONFIRMED && now - p->confirmed_ns < RS_DG_FRESH_NS;
 }
 
-/* ------------------------------------------------------- progress */
+bool rs_dg_can_send(const struct rs_dg *d)
+{
+	return d->tx_head - d->tx_tail < d->ntx;
+}
+
+/* ------------------------------------------------------- messages */
 
 /* @len bytes of @v (its @n parts) to @dst */
 static size_t iov_gather(uint8_t *dst, const struct iovec *v, int n, size_t len)
@@ -120,38 +181,44 @@ static size_t iov_gather(uint8_t *dst, const struct iovec *v, int n, size_t len)
 	return at;
 }
 
-/* A UDP message: our header (@op), then @arg (ADDR, PROOF) or @len bytes
- * of @v (DATA), gathered in the scratch buffer. 0 or an errno. */
-int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t arg, const struct iovec *v, int n,
-			  size_t len, const struct sockaddr *to, socklen_t tolen)
+/* A UDP message: our header (@op), then its arguments or (DATA) @len
+ * bytes of @v, gathered in the scratch buffer. 0 or an errno. */
+int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t a1, uint64_t a2, const struct iovec *v,
+		   int n, size_t len, const struct sockaddr *to, socklen_t tolen)
 {
 	struct rs_dg *d = rs->dg;
 	uint8_t *b = d->scratch;
 	size_t at = sizeof(struct rs_dg_hdr);
 
 	rs_dg_make(op, d->qp->qp_num, d->gid, (struct rs_dg_hdr *)b);
-	if (op != RS_DG_DATA) {
-		arg = htobe64(arg);
-		memcpy(b + at, &arg, sizeof(arg));
-		at += sizeof(arg);
-	} else {
+	if (op == RS_DG_DATA) {
 		at += iov_gather(b + at, v, n, len);
+	} else {
+		a1 = htobe64(a1);
+		memcpy(b + at, &a1, sizeof(a1));
+		at += sizeof(a1);
+		if (op == RS_DG_PROOF) {
+			a2 = htobe64(a2);
+			memcpy(b + at, &a2, sizeof(a2));
+			at += sizeof(a2);
+		}
 	}
 	if (sendto(rs->fd, b, at, MSG_DONTWAIT | MSG_NOSIGNAL, to, tolen) < 0)
 		return errno;
 	return 0;
 }
 
-/* A UD datagram to @p's QP under its token: @kind, then @len bytes of @v
- * (DATA) or @arg (PROBE), from a send slot. The caller saw a slot free. */
+/* A UD datagram to @p's QP, under its token and naming our address as @p
+ * sees it: @kind, then @len bytes of @v (DATA) or @arg (PROBE), from a
+ * send slot. The caller saw a slot free. */
 int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t arg,
-			 const struct iovec *v, int n, size_t len)
+		  const struct iovec *v, int n, size_t len)
 {
 	struct rs_dg *d = rs->dg;
 	uint8_t *dst = rs->buf + (size_t)(d->tx_head % d->ntx) * d->stride;
-	struct rs_dg_ud h = { .token = htobe64(p->token), .kind = htonl(kind) };
 	struct ibv_sge sge = { .addr = (uintptr_t)dst, .lkey = rs->mr->lkey };
 	struct ibv_send_wr wr, *bad;
+	struct rs_dg_ud h;
 	size_t at = sizeof(h);
 	int ret;
 
@@ -164,6 +231,11 @@ int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t a
 		if (!p->ah)
 			return errno ? errno : ENOMEM;
 	}
+	rs_dg_canon((struct sockaddr *)&p->me, &h);
+	h.token = htobe64(p->token);
+	h.kind = htonl(kind);
+	h.family = htons(h.family);
+	h.port = htons(h.port);
 	memcpy(dst, &h, sizeof(h));
 	if (kind == RS_DG_UD_PROBE) {
 		arg = htobe64(arg);
@@ -191,8 +263,10 @@ int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t a
 	return 0;
 }
 
-/* Probe @p's claimed QP (at most one per address per RS_DG_PROBE_NS,
- * RS_DG_PROBES in all), when a send slot is free. */
+/* Probe @p's claim: a PROBE over UD to the claimed QP and a CHALLENGE over
+ * UDP to its address, each with a nonce of its own; the PROOF must bring
+ * both back from that address. At most one per address per
+ * RS_DG_PROBE_NS (whatever it claims), RS_DG_PROBES in all. */
 static void rs_dg_probe(struct rs *rs, struct rs_dg_peer *p, uint64_t now)
 {
 	struct rs_dg *d = rs->dg;
@@ -207,14 +281,85 @@ static void rs_dg_probe(struct rs *rs, struct rs_dg_peer *p, uint64_t now)
 	if (d->probes >= RS_DG_PROBES)
 		return;
 	d->probes++;
-	p->nonce = rs_dg_rand();
+	p->n1 = rs_dg_rand();
+	p->n2 = rs_dg_rand();
 	p->probe_ns = now;
-	rs_dg_send_ud(rs, p, RS_DG_UD_PROBE, p->nonce, NULL, 0, 0);
+	if (rs_dg_send_ud(rs, p, RS_DG_UD_PROBE, p->n1, NULL, 0, 0) ||
+	    rs_dg_send_udp(rs, RS_DG_CHALLENGE, p->n2, 0, NULL, 0, 0, (struct sockaddr *)&p->addr,
+			   p->len))
+		p->n1 = p->n2 = 0;
 }
 
+/* Half of a proof we owe @a (the PROBE's nonce when @probe, else the
+ * CHALLENGE's); once both halves are in, the PROOF goes to @a. */
+static void rs_dg_owe(struct rs *rs, const struct sockaddr *a, socklen_t len, bool probe,
+		      uint64_t nonce)
+{
+	struct rs_dg *d = rs->dg;
+	struct rs_dg_pend *q = NULL, *old = &d->pend[0];
+
+	for (int i = 0; i < RS_DG_PEND && !q; i++) {
+		if (d->pend[i].len && rs_dg_sa_eq((struct sockaddr *)&d->pend[i].addr, a))
+			q = &d->pend[i];
+		else if (!d->pend[i].len || d->pend[i].t < old->t)
+			old = &d->pend[i];
+	}
+	if (!q) {
+		q = old;
+		memset(q, 0, sizeof(*q));
+		memcpy(&q->addr, a, len > sizeof(q->addr) ? sizeof(q->addr) : len);
+		q->len = len;
+	}
+	q->t = rs_now_ns();
+	if (probe)
+		q->n1 = nonce;
+	else
+		q->n2 = nonce;
+	if (q->n1 && q->n2) {
+		rs_dg_send_udp(rs, RS_DG_PROOF, q->n1, q->n2, NULL, 0, 0, a, len);
+		q->len = 0;
+	}
+}
+
+/* Our address as a UDP message to it came: where the kernel says it
+ * arrived, and our port. */
+static void rs_dg_me(struct rs *rs, struct msghdr *m, struct sockaddr_storage *me)
+{
+	struct sockaddr_storage b;
+	socklen_t bl = sizeof(b);
+
+	memset(me, 0, sizeof(*me));
+	if (getsockname(rs->fd, (struct sockaddr *)&b, &bl))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
+		    b.ss_family == AF_INET) {
+			struct in_pktinfo pi;
+			struct sockaddr_in *x = (void *)me;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			x->sin_family = AF_INET;
+			x->sin_port = ((struct sockaddr_in *)&b)->sin_port;
+			x->sin_addr = pi.ipi_addr;
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+			   b.ss_family == AF_INET6) {
+			struct in6_pktinfo pi;
+			struct sockaddr_in6 *x = (void *)me;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			x->sin6_family = AF_INET6;
+			x->sin6_port = ((struct sockaddr_in6 *)&b)->sin6_port;
+			x->sin6_addr = pi.ipi6_addr;
+		}
+	}
+}
+
+/* ------------------------------------------------------- progress */
+
 /* Read the UDP messages waiting (a bounded batch, while there is room for
- * their datagrams): DATA is kept and answered with an ADDR, an ADDR makes
- * a claim to probe, a PROOF confirms one. */
+ * their datagrams): DATA is kept and answered with an ADDR; an ADDR to a
+ * DATA of ours is a claim to probe; a CHALLENGE is half a proof we owe; a
+ * PROOF with both nonces of the claim's probe confirms it. */
 static void rs_dg_udp_in(struct rs *rs)
 {
 	struct rs_dg *d = rs->dg;
@@ -222,13 +367,20 @@ static void rs_dg_udp_in(struct rs *rs)
 	for (int k = 0; k < RS_DG_UDP_BATCH && d->uq_tail - d->uq_head < RS_DG_UQ; k++) {
 		struct sockaddr_storage from;
 		struct sockaddr *fa = (struct sockaddr *)&from;
-		socklen_t fl = sizeof(from);
+		union {
+			struct cmsghdr c;
+			uint8_t b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+		} cb;
+		struct iovec iv = { .iov_base = d->scratch,
+				    .iov_len = sizeof(struct rs_dg_hdr) + d->mtu + 1 };
+		struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from), .msg_iov = &iv,
+				    .msg_iovlen = 1, .msg_control = &cb, .msg_controllen = sizeof(cb) };
 		uint8_t op, gid[16];
 		uint32_t qpn;
-		uint64_t arg, now;
+		uint64_t a1, a2, now;
 		struct rs_dg_peer *p;
-		ssize_t n = recvfrom(rs->fd, d->scratch, sizeof(struct rs_dg_hdr) + d->mtu + 1,
-				     MSG_DONTWAIT, fa, &fl);
+		ssize_t n = recvmsg(rs->fd, &m, MSG_DONTWAIT);
+		socklen_t fl = m.msg_namelen;
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -237,55 +389,65 @@ static void rs_dg_udp_in(struct rs *rs)
 				d->soerr = errno;   /* an ICMP error of a send: the next call's */
 			break;
 		}
-		if (fl > sizeof(from) ||
-		    rs_dg_parse(d->scratch, (size_t)n, d->mtu, &op, &qpn, gid, &arg))
+		if (fl > sizeof(from) || (m.msg_flags & MSG_CTRUNC) ||
+		    rs_dg_parse(d->scratch, (size_t)n, d->mtu, &op, &qpn, gid, &a1, &a2))
 			continue;   /* not ours: dropped */
 		if (d->connected && !rs_dg_sa_eq(fa, (struct sockaddr *)&d->peer))
 			continue;
 		now = rs_now_ns();
-		if (op == RS_DG_DATA) {
+		switch (op) {
+		case RS_DG_DATA: {
 			struct rs_dg_udp *u = &d->uq[d->uq_tail % RS_DG_UQ];
 
-			p = rs_dg_peer(d, fa, fl);
-			p->used_ns = now;
 			u->from = from;
 			u->fromlen = fl;
 			u->len = (uint32_t)((size_t)n - sizeof(struct rs_dg_hdr));
 			memcpy(u->data, d->scratch + sizeof(struct rs_dg_hdr), u->len);
 			d->uq_tail++;
-			rs_dg_send_udp(rs, RS_DG_ADDR, p->my_token, NULL, 0, 0, fa, fl);
-			continue;
+			rs_dg_send_udp(rs, RS_DG_ADDR, rs_dg_token_of(d, fa), 0, NULL, 0, 0, fa, fl);
+			break;
 		}
-		p = rs_dg_find(d, fa);
-		if (!p || !p->asked)
-			continue;   /* nothing we asked for */
-		if (op == RS_DG_ADDR) {
-			if (p->state == RS_DG_NONE || p->qpn != qpn || p->token != arg ||
+		case RS_DG_CHALLENGE:
+			rs_dg_owe(rs, fa, fl, false, a1);
+			break;
+		case RS_DG_ADDR:
+			p = rs_dg_find(d, fa);
+			if (!p || !p->asked || (qpn == d->qp->qp_num && !memcmp(gid, d->gid, 16)))
+				break;   /* nothing we asked for, or our own QP */
+			if (p->state == RS_DG_NONE || p->qpn != qpn || p->token != a1 ||
 			    memcmp(p->gid, gid, 16)) {
 				if (p->ah && memcmp(p->gid, gid, 16)) {
 					ibv_destroy_ah(p->ah);
 					p->ah = NULL;
 				}
 				p->qpn = qpn;
-				p->token = arg;
+				p->token = a1;
 				memcpy(p->gid, gid, 16);
 				p->state = RS_DG_CLAIMED;
-				p->probe_ns = 0;
+				p->n1 = p->n2 = 0;   /* a new claim: no earlier proof counts */
 			} else if (p->state == RS_DG_CONFIRMED && !rs_dg_confirmed(p, now)) {
 				p->state = RS_DG_CLAIMED;   /* stale: prove it again */
-				p->probe_ns = 0;
+				p->n1 = p->n2 = 0;
 			}
-			rs_dg_probe(rs, p, now);
-		} else if (p->state == RS_DG_CLAIMED && p->nonce && arg == p->nonce) {
-			p->state = RS_DG_CONFIRMED;   /* PROOF: the QP's owner is at fa */
-			p->confirmed_ns = now;
-			p->nonce = 0;
+			rs_dg_me(rs, &m, &p->me);
+			if (p->me.ss_family == d->family)
+				rs_dg_probe(rs, p, now);
+			break;
+		case RS_DG_PROOF:
+			p = rs_dg_find(d, fa);
+			if (p && p->state == RS_DG_CLAIMED && p->n1 && a1 == p->n1 && a2 == p->n2) {
+				p->state = RS_DG_CONFIRMED;   /* the QP's owner is at fa */
+				p->confirmed_ns = now;
+				p->n1 = p->n2 = 0;
+			}
+			break;
 		}
 	}
 }
 
-/* Completions: sends free their slots; a RECV with a PROBE is answered
- * and posted again, one with a datagram joins the queue to be read. */
+/* Completions: sends free their slots; a RECV with a PROBE is half a
+ * proof we owe, one with a datagram joins the queue to be read, each
+ * under a token we gave the address it names; the rest are dropped. */
 void rs_dg_cq(struct rs *rs)
 {
 	struct rs_dg *d = rs->dg;
@@ -300,10 +462,12 @@ void rs_dg_cq(struct rs *rs)
 			return;
 		}
 		for (int i = 0; i < n; i++) {
-			uint32_t slot = (uint32_t)wc[i].wr_id, len = wc[i].byte_len - RS_GRH, kind;
-			uint64_t token, arg;
-			struct rs_dg_peer *p;
+			uint32_t slot = (uint32_t)wc[i].wr_id, len;
 			uint8_t h[sizeof(struct rs_dg_ud) + sizeof(uint64_t)];
+			struct sockaddr_storage from;
+			struct rs_dg_ud u;
+			socklen_t fl;
+			uint64_t arg;
 
 			if (wc[i].wr_id == RS_WR_DATA) {
 				d->tx_tail++;
@@ -319,30 +483,28 @@ void rs_dg_cq(struct rs *rs)
 				continue;
 			}
 			/* the header (and a PROBE's nonce) from a copy, checked */
-			if (wc[i].byte_len >= RS_GRH && wc[i].byte_len - RS_GRH <= d->stride - RS_GRH)
-				memcpy(h, rs->buf + (size_t)(d->ntx + slot) * d->stride + RS_GRH,
-				       len < sizeof(h) ? len : sizeof(h));
-			if (wc[i].byte_len < RS_GRH || len > d->stride - RS_GRH ||
-			    rs_dg_ud_parse(h, len < sizeof(h) ? len : sizeof(h), d->mtu, &token, &kind,
-					   &arg) ||
-			    (kind == RS_DG_UD_DATA && len - RS_DG_UDH > d->mtu) ||
-			    !(p = rs_dg_by_token(d, token)) ||
-			    (d->connected && !rs_dg_sa_eq((struct sockaddr *)&p->addr,
-						    (struct sockaddr *)&d->peer))) {
+			len = wc[i].byte_len >= RS_GRH && wc[i].byte_len - RS_GRH <= d->stride - RS_GRH
+				      ? wc[i].byte_len - RS_GRH : 0;
+			memcpy(h, rs->buf + (size_t)(d->ntx + slot) * d->stride + RS_GRH,
+			       len < sizeof(h) ? len : sizeof(h));
+			if (rs_dg_ud_parse(h, len < sizeof(h) ? len : sizeof(h), d->mtu, &u, &arg) ||
+			    u.family != d->family || (u.kind == RS_DG_UD_DATA && len - RS_DG_UDH > d->mtu) ||
+			    u.token != rs_dg_token(d, &u)) {
 				if (rs_dg_post_recv(rs, slot))   /* dropped */
 					rs_break(rs, EIO);
 				continue;
 			}
-			if (kind == RS_DG_UD_PROBE) {
-				rs_dg_send_udp(rs, RS_DG_PROOF, arg, NULL, 0, 0,
-					       (struct sockaddr *)&p->addr, p->len);
+			fl = rs_dg_uncanon(&u, &from);
+			if (u.kind == RS_DG_UD_PROBE || (d->connected &&
+			    !rs_dg_sa_eq((struct sockaddr *)&from, (struct sockaddr *)&d->peer))) {
+				if (u.kind == RS_DG_UD_PROBE)
+					rs_dg_owe(rs, (struct sockaddr *)&from, fl, true, arg);
 				if (rs_dg_post_recv(rs, slot))
 					rs_break(rs, EIO);
 				continue;
 			}
-			p->used_ns = rs_now_ns();
-			d->rq[d->rq_tail % d->nrx] = (struct rs_dg_rx){ .slot = slot, .len = len,
-									 .token = token };
+			d->rq[d->rq_tail % d->nrx] = (struct rs_dg_rx){
+				.slot = slot, .len = len - RS_DG_UDH, .from = from, .fromlen = fl };
 			d->rq_tail++;
 		}
 		if (n < 16)
@@ -356,9 +518,4 @@ void rs_dg_progress(struct rs *rs)
 		return;
 	rs_dg_cq(rs);
 	rs_dg_udp_in(rs);
-}
-
-bool rs_dg_can_send(const struct rs_dg *d)
-{
-	return d->tx_head - d->tx_tail < d->ntx;
 }

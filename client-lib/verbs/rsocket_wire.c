@@ -112,11 +112,19 @@ void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hd
 	memcpy(h->gid, gid, sizeof(h->gid));
 }
 
+static uint64_t rs_be64_at(const void *b, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const uint8_t *)b + off, sizeof(v));
+	return be64toh(v);
+}
+
 int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
-		uint8_t gid[16], uint64_t *arg)
+		uint8_t gid[16], uint64_t *a1, uint64_t *a2)
 {
 	struct rs_dg_hdr h;
-	uint64_t a = 0;
+	uint64_t x = 0, y = 0;
 	uint32_t q;
 
 	if (!b || len < sizeof(h))
@@ -126,42 +134,61 @@ int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *
 	if (ntohl(h.magic) != RS_DG_MAGIC || h.rsvd[0] || h.rsvd[1] || h.rsvd[2] ||
 	    !q || q > 0xffffffu)
 		return EPROTO;
-	if (h.op == RS_DG_ADDR || h.op == RS_DG_PROOF) {
-		if (len != sizeof(h) + RS_DG_ARG)
+	switch (h.op) {
+	case RS_DG_DATA:
+		if (len - sizeof(h) > mtu)
 			return EPROTO;
-		memcpy(&a, (const uint8_t *)b + sizeof(h), sizeof(a));
-		a = be64toh(a);
-	} else if (h.op != RS_DG_DATA || len - sizeof(h) > mtu) {
+		break;
+	case RS_DG_ADDR:
+	case RS_DG_CHALLENGE:
+		if (len != sizeof(h) + 8)
+			return EPROTO;
+		x = rs_be64_at(b, sizeof(h));
+		break;
+	case RS_DG_PROOF:
+		if (len != sizeof(h) + 16)
+			return EPROTO;
+		x = rs_be64_at(b, sizeof(h));
+		y = rs_be64_at(b, sizeof(h) + 8);
+		break;
+	default:
 		return EPROTO;
 	}
 	*op = h.op;
 	*qpn = q;
 	memcpy(gid, h.gid, sizeof(h.gid));
-	*arg = a;
+	*a1 = x;
+	*a2 = y;
 	return 0;
 }
 
-int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, uint64_t *token, uint32_t *kind,
-		   uint64_t *arg)
+int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, struct rs_dg_ud *u, uint64_t *a1)
 {
-	struct rs_dg_ud u;
-	uint64_t a = 0;
+	static const uint8_t zero[12];
+	struct rs_dg_ud w;
+	uint32_t kind;
+	uint16_t fam;
+	uint64_t x = 0;
 
-	if (!b || len < sizeof(u))
+	if (!b || len < sizeof(w))
 		return EPROTO;
-	memcpy(&u, b, sizeof(u));
-	if (u.rsvd || (u.kind != htonl(RS_DG_UD_DATA) && u.kind != htonl(RS_DG_UD_PROBE)))
+	memcpy(&w, b, sizeof(w));
+	kind = ntohl(w.kind);
+	fam = ntohs(w.family);
+	if ((fam != AF_INET && fam != AF_INET6) || (fam == AF_INET && memcmp(w.addr + 4, zero, 12)))
 		return EPROTO;
-	if (u.kind == htonl(RS_DG_UD_PROBE)) {
-		if (len != sizeof(u) + sizeof(a))
+	if (kind == RS_DG_UD_PROBE) {
+		if (len != sizeof(w) + 8)
 			return EPROTO;
-		memcpy(&a, (const uint8_t *)b + sizeof(u), sizeof(a));
-		a = be64toh(a);
-	} else if (len - sizeof(u) > mtu) {
+		x = rs_be64_at(b, sizeof(w));
+	} else if (kind != RS_DG_UD_DATA || len - sizeof(w) > mtu) {
 		return EPROTO;
 	}
-	*token = be64toh(u.token);
-	*kind = ntohl(u.kind);
-	*arg = a;
+	u->token = be64toh(w.token);
+	u->kind = kind;
+	u->family = fam;
+	u->port = ntohs(w.port);
+	memcpy(u->addr, w.addr, sizeof(u->addr));
+	*a1 = x;
 	return 0;
 }

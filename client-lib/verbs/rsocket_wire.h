@@ -73,42 +73,50 @@ int rs_iomap_parse(const void *b, size_t len, struct rs_iomap *m);
 int rs_iomap_apply(struct rs_iomap *maps, uint32_t *n, const struct rs_iomap *m);
 
 /*
- * Datagram rsockets (rsocket_dgram.c). Over the kernel UDP socket bound
- * beside each one (network byte order, struct rs_dg_hdr first): DATA
- * carries a datagram to a peer not confirmed yet; ADDR answers a DATA with
- * the answerer's QP and the token it takes on UD datagrams from that
- * address; PROOF answers a UD PROBE with its nonce. Over UD (struct
- * rs_dg_ud first): DATA carries a datagram, PROBE a nonce, each with the
- * token the receiver gave the sender's address.
+ * Datagram rsockets (rsocket_dgram.c, which describes the protocol). Over
+ * the kernel UDP socket bound beside each one, network byte order, struct
+ * rs_dg_hdr first, then by op:
+ *   DATA       a datagram (to an address not confirmed yet)
+ *   ADDR       8 bytes: the token the answerer takes from the address it
+ *              answers (its QP in the header)
+ *   CHALLENGE  8 bytes: a nonce, the half of a proof that goes over UDP
+ *   PROOF      16 bytes: the PROBE's nonce, then the CHALLENGE's
+ * Over UD, struct rs_dg_ud first (the token the receiver gave the sender's
+ * address, and that address), then by kind: DATA a datagram, PROBE 8
+ * bytes, a nonce.
  */
 #define RS_DG_MAGIC 0x52534431u       /* "RSD1" */
 #define RS_DG_DATA 1u
 #define RS_DG_ADDR 2u
 #define RS_DG_PROOF 3u
+#define RS_DG_CHALLENGE 4u
 struct rs_dg_hdr {
 	uint32_t magic;
 	uint8_t op, rsvd[3];
 	uint32_t qpn;
 	uint8_t gid[16];
 };
-#define RS_DG_ARG 8u                  /* ADDR's token, PROOF's nonce (be64), after the header */
 #define RS_DG_UD_DATA 0u
 #define RS_DG_UD_PROBE 1u
 struct rs_dg_ud {
 	uint64_t token;
-	uint32_t kind, rsvd;
+	uint32_t kind;
+	uint16_t family, port;        /* the sender's address, as the receiver sees it */
+	uint8_t addr[16];             /* IPv4: the first 4 bytes, the rest 0 */
 };
 
 void rs_dg_make(uint8_t op, uint32_t qpn, const uint8_t gid[16], struct rs_dg_hdr *h);
 /* A UDP message of @len bytes (a private copy), whose datagrams may hold
- * @mtu bytes: 0 with its op, QPN, GID and (ADDR, PROOF) argument, the
- * payload after the header for DATA; or EPROTO (nothing set): dropped */
+ * @mtu bytes: 0 with its op, QPN, GID and arguments (ADDR, CHALLENGE: a1;
+ * PROOF: a1, a2; 0 otherwise), the payload after the header for DATA; or
+ * EPROTO (nothing set): dropped */
 int rs_dg_parse(const void *b, size_t len, uint32_t mtu, uint8_t *op, uint32_t *qpn,
-		uint8_t gid[16], uint64_t *arg);
-/* A UD datagram's @len bytes (a private copy of its header at least):
- * 0 with its token and kind (a PROBE's nonce in @arg), the payload after
- * the header for DATA; or EPROTO (nothing set): dropped */
-int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, uint64_t *token, uint32_t *kind,
-		   uint64_t *arg);
+		uint8_t gid[16], uint64_t *a1, uint64_t *a2);
+/* A UD datagram's first @len bytes (a private copy of its header, and a
+ * PROBE's nonce): 0 with the header in host order (@u) and a PROBE's nonce
+ * (@a1), the payload after the header for DATA (at most @mtu bytes); or
+ * EPROTO (nothing set): dropped. The address is AF_INET or AF_INET6, an
+ * IPv4 one with its last 12 bytes 0. */
+int rs_dg_ud_parse(const void *b, size_t len, uint32_t mtu, struct rs_dg_ud *u, uint64_t *a1);
 
 #endif

@@ -17,13 +17,14 @@
  * x64 +RS_SEG_MIN), the hello's length (1 byte) and bytes, then steps of
  * 7 bytes: an action, then an immediate and a length for a message; or
  * (action & 7 == 4) an IOMAP's 24 bytes, against the peer's maps so far;
- * or (action & 7 == 5) a length byte and 48 bytes, of which that many
- * (at most 48) are a UDP message to a datagram rsocket (rs_dg_parse) and
+ * or (action & 7 == 5) a length byte and 64 bytes, of which that many
+ * (at most 64) are a UDP message to a datagram rsocket (rs_dg_parse) and
  * a UD datagram (rs_dg_ud_parse), for datagrams of at most 16 bytes: an
- * accepted one is its own header; an ADDR or PROOF is the header and its
- * 8-byte argument, a DATA at most 16 more bytes, the QPN 24 bits but 0; a
- * UD PROBE is the header and its nonce, a UD DATA at most 16 more bytes; a
- * refused one sets nothing.
+ * accepted one is its own header; an ADDR or CHALLENGE is the header and
+ * an 8-byte argument, a PROOF two, a DATA at most 16 more bytes, the QPN
+ * 24 bits but 0; a UD datagram names an IPv4 or IPv6 address (IPv4: 12
+ * bytes 0), a PROBE is its header and a nonce, a DATA at most 16 more
+ * bytes; a refused one sets nothing.
  */
 #include <arpa/inet.h>
 #include <endian.h>
@@ -129,7 +130,7 @@ static void iomap(struct rs_iomap *maps, uint32_t *n, const uint8_t *b)
 	}
 }
 
-#define DG_WIN 48u
+#define DG_WIN 64u
 #define DG_MTU 16u
 
 static const uint8_t ee[16] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
@@ -139,9 +140,10 @@ static const uint8_t ee[16] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
  * rsocket whose datagrams hold DG_MTU bytes. */
 static void dgram(const uint8_t *b)
 {
-	uint32_t len = b[0] > DG_WIN ? DG_WIN : b[0], qpn = 0xdeadbeef, kind = 0xdeadbeef;
-	uint64_t arg = 0xeeeeeeeeeeeeeeeeull, token = 0xeeeeeeeeeeeeeeeeull;
+	uint32_t len = b[0] > DG_WIN ? DG_WIN : b[0], qpn = 0xdeadbeef;
+	uint64_t a1 = 0xeeeeeeeeeeeeeeeeull, a2 = 0xeeeeeeeeeeeeeeeeull;
 	uint8_t op = 0xee, gid[16], *m = malloc(len ? len : 1);   /* ASan: no read past it */
+	struct rs_dg_ud u, u0;
 	struct rs_dg_hdr h;
 	int ret;
 
@@ -149,41 +151,49 @@ static void dgram(const uint8_t *b)
 		abort();
 	memcpy(m, b + 1, len);
 	memset(gid, 0xee, sizeof(gid));
-	ret = rs_dg_parse(m, len, DG_MTU, &op, &qpn, gid, &arg);
+	ret = rs_dg_parse(m, len, DG_MTU, &op, &qpn, gid, &a1, &a2);
 	if (ret) {
 		if (ret != EPROTO || op != 0xee || qpn != 0xdeadbeef || memcmp(gid, ee, 16) ||
-		    arg != 0xeeeeeeeeeeeeeeeeull)
+		    a1 != 0xeeeeeeeeeeeeeeeeull || a2 != 0xeeeeeeeeeeeeeeeeull)
 			fuzz_fail("a refused UDP message: %d, or fields set", ret);
 	} else {
+		size_t args = op == RS_DG_PROOF ? 16 : op == RS_DG_DATA ? 0 : 8;
+		uint64_t w[2] = { htobe64(a1), htobe64(a2) };
+
 		rs_dg_make(op, qpn, gid, &h);
 		if (len < sizeof(h) || memcmp(&h, m, sizeof(h)))
 			fuzz_fail("a UDP message accepted whose header is not its own encoding");
-		if (!qpn || qpn > 0xffffff ||
-		    ((op == RS_DG_ADDR || op == RS_DG_PROOF) ? len != sizeof(h) + RS_DG_ARG
-		     : op != RS_DG_DATA || len - sizeof(h) > DG_MTU))
+		if (!qpn || qpn > 0xffffff || op < RS_DG_DATA || op > RS_DG_CHALLENGE ||
+		    (op == RS_DG_DATA ? len - sizeof(h) > DG_MTU : len != sizeof(h) + args))
 			fuzz_fail("a UDP message accepted: op %u, QPN %u, %u bytes", op, qpn, len);
-		if (op != RS_DG_DATA) {
-			uint64_t w;
-
-			memcpy(&w, m + sizeof(h), sizeof(w));
-			if (htobe64(arg) != w)
-				fuzz_fail("an ADDR or PROOF whose argument is not its bytes");
-		}
+		if (args && memcmp(w, m + sizeof(h), args))
+			fuzz_fail("a UDP message whose arguments are not its bytes");
+		if ((args < 16 && a2) || (!args && a1))
+			fuzz_fail("a UDP message with arguments it does not carry");
 	}
-	arg = 0xeeeeeeeeeeeeeeeeull;
-	ret = rs_dg_ud_parse(m, len, DG_MTU, &token, &kind, &arg);
+	a1 = 0xeeeeeeeeeeeeeeeeull;
+	memset(&u, 0xee, sizeof(u));
+	u0 = u;
+	ret = rs_dg_ud_parse(m, len, DG_MTU, &u, &a1);
 	if (ret) {
-		if (ret != EPROTO || token != 0xeeeeeeeeeeeeeeeeull || kind != 0xdeadbeef ||
-		    arg != 0xeeeeeeeeeeeeeeeeull)
+		if (ret != EPROTO || memcmp(&u, &u0, sizeof(u)) || a1 != 0xeeeeeeeeeeeeeeeeull)
 			fuzz_fail("a refused UD datagram: %d, or fields set", ret);
 	} else {
-		struct rs_dg_ud u = { .token = htobe64(token), .kind = htonl(kind) };
+		struct rs_dg_ud w = u;
+		static const uint8_t z[12];
 
-		if (len < sizeof(u) || memcmp(&u, m, sizeof(u)))
+		w.token = htobe64(u.token);
+		w.kind = htonl(u.kind);
+		w.family = htons(u.family);
+		w.port = htons(u.port);
+		if (len < sizeof(w) || memcmp(&w, m, sizeof(w)))
 			fuzz_fail("a UD datagram accepted whose header is not its own encoding");
-		if (kind == RS_DG_UD_PROBE ? len != sizeof(u) + sizeof(uint64_t)
-		    : kind != RS_DG_UD_DATA || len - sizeof(u) > DG_MTU)
-			fuzz_fail("a UD datagram accepted: kind %u, %u bytes", kind, len);
+		if ((u.family != AF_INET && u.family != AF_INET6) ||
+		    (u.family == AF_INET && memcmp(u.addr + 4, z, 12)))
+			fuzz_fail("a UD datagram accepted naming family %u", u.family);
+		if (u.kind == RS_DG_UD_PROBE ? len != sizeof(w) + 8
+		    : u.kind != RS_DG_UD_DATA || len - sizeof(w) > DG_MTU)
+			fuzz_fail("a UD datagram accepted: kind %u, %u bytes", u.kind, len);
 	}
 	free(m);
 }

@@ -552,19 +552,20 @@ put('rsocket_wire', 'iomap_wrap', rsrun(rshello(), []) + rsiomap((1 << 63) - 10,
 
 def rsdg(op, qpn, payload=b'', magic=0x52534431, ln=None):
     m = struct.pack('>IB3sI16s', magic, op, bytes(3), qpn, bytes(range(16))) + payload
-    return bytes([5, len(m) if ln is None else ln]) + m.ljust(48, b'\0')[:48]
+    return bytes([5, len(m) if ln is None else ln]) + m.ljust(64, b'\0')[:64]
 
 
-def rsud(kind, token, payload=b''):
-    m = struct.pack('>QII', token, kind, 0) + payload
-    return bytes([5, len(m)]) + m.ljust(48, b'\0')[:48]
+def rsud(kind, token, payload=b'', fam=2, addr=bytes([198, 18, 0, 2]) + bytes(12)):
+    m = struct.pack('>QIHH16s', token, kind, fam, 7970, addr) + payload
+    return bytes([5, len(m)]) + m.ljust(64, b'\0')[:64]
 
 
-dg_ok = (rsdg(1, 0x12, b'hello') + rsdg(2, 0x34, struct.pack('>Q', 77)) + rsdg(3, 0x34, struct.pack('>Q', 5)) +
-         rsud(0, 77, b'datagram') + rsud(1, 77, struct.pack('>Q', 5)))
+q = lambda v: struct.pack('>Q', v)
+dg_ok = (rsdg(1, 0x12, b'hello') + rsdg(2, 0x34, q(77)) + rsdg(4, 0x34, q(5)) + rsdg(3, 0x34, q(5) + q(6)) +
+         rsud(0, 77, b'datagram') + rsud(1, 77, q(5)) + rsud(0, 78, b'v6', fam=10, addr=bytes(range(16))))
 put('rsocket_wire', 'dgram', rsrun(rshello(), [(0, rsimm(RS_DATA), 32)]) + dg_ok)
 put('rsocket_wire', 'dgram_bad', rsrun(rshello(), []) + rsdg(2, 0x34) + rsdg(1, 0) +
-    rsdg(1, 1 << 24) + rsdg(4, 5) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
-    rsdg(2, 5, bytes(7)) + rsdg(1, 5, b'abc', ln=200) + rsud(2, 1) + rsud(1, 1, bytes(7)) +
-    rsud(0, 1, bytes(17)))
+    rsdg(1, 1 << 24) + rsdg(5, 5, q(1)) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
+    rsdg(3, 5, q(1)) + rsdg(1, 5, b'abc', ln=200) + rsud(2, 1) + rsud(1, 1, bytes(7)) +
+    rsud(0, 1, bytes(17)) + rsud(0, 1, fam=3) + rsud(0, 1, addr=bytes(15) + b'\1'))
 print('corpus written under', os.path.join(here, 'corpus'))

@@ -78,7 +78,7 @@ static void fill(uint8_t *b, size_t n, uint32_t seed)
 static int server(struct sockaddr_in *a)
 {
 	static uint8_t b[8192];
-	unsigned long echoed = 0;
+	unsigned long echoed = 0, loops = 0;
 	int s = rsocket(AF_INET, SOCK_DGRAM, 0);
 
 	if (s < 0 || rbind(s, (struct sockaddr *)a, sizeof(*a))) {
@@ -96,13 +96,14 @@ static int server(struct sockaddr_in *a)
 		}
 		if (n == 4 && !memcmp(b, "QUIT", 4))
 			break;
+		loops += n >= 4 && !memcmp(b, "LOOP", 4);
 		if (rsendto(s, b, (size_t)n, 0, (struct sockaddr *)&from, fl) != n) {
 			perror("rsock_dgram server: rsendto");
 			return 1;
 		}
 		echoed++;
 	}
-	printf("server: echoed %lu\n", echoed);
+	printf("server: echoed %lu, %lu of them LOOP\n", echoed, loops);
 	rclose(s);
 	return 0;
 }
@@ -188,7 +189,8 @@ static void dg_make(struct dg_hdr *h, uint8_t op, uint32_t qpn, const uint8_t *g
 
 /* Read UDP messages at k for up to @ms: the first of op @op from @from
  * (any source when NULL) into @h, or -1. */
-static int dg_wait(int k, uint8_t op, const struct sockaddr_in *from, struct dg_hdr *h, int ms)
+static int dg_wait(int k, uint8_t op, const struct sockaddr_in *from, struct dg_hdr *h, int ms,
+		   const char *want)
 {
 	uint64_t end = now_ns() + (uint64_t)ms * 1000000ull;
 	uint8_t b[8192];
@@ -203,7 +205,8 @@ static int dg_wait(int k, uint8_t op, const struct sockaddr_in *from, struct dg_
 			continue;
 		r = recvfrom(k, b, sizeof(b), 0, (struct sockaddr *)&f, &fl);
 		if (r < 28 || b[4] != op ||
-		    (from && (f.sin_port != from->sin_port || f.sin_addr.s_addr != from->sin_addr.s_addr)))
+		    (from && (f.sin_port != from->sin_port || f.sin_addr.s_addr != from->sin_addr.s_addr)) ||
+		    (want && ((size_t)r < 28 + strlen(want) || memcmp(b + 28, want, strlen(want)))))
 			continue;
 		memset(h, 0, sizeof(*h));
 		memcpy(h, b, (size_t)r < sizeof(*h) ? (size_t)r : sizeof(*h));
@@ -238,21 +241,45 @@ static void attack(int s, const struct sockaddr_in *a, const char *myaddr)
 	memcpy(b, &h, 28);
 	memcpy(b + 28, "hi", 2);
 	sendto(k, b, 30, 0, (const struct sockaddr *)a, sizeof(*a));
-	CHECK(!dg_wait(k, 2, a, &srv, 2000), "no ADDR from the server to a stranger's DATA");
+	CHECK(!dg_wait(k, 2, a, &srv, 2000, NULL), "no ADDR from the server to a stranger's DATA");
+	/* to the server: "I am at your own QP" (with the token it gave us), the
+	 * proof halves it sends us relayed back, then a datagram to echo: it
+	 * must reach the server as often as it is sent (3 times), not loop */
+	dg_make(&h, 2, ntohl(srv.qpn), srv.gid, srv.arg);
+	sendto(k, &h, sizeof(h), 0, (const struct sockaddr *)a, sizeof(*a));
+	for (uint64_t end = now_ns() + 300000000ull; now_ns() < end;) {
+		struct pollfd p = { .fd = k, .events = POLLIN };
+		uint8_t r[128];
+		ssize_t n;
+
+		if (poll(&p, 1, 20) != 1)
+			continue;
+		n = recv(k, r, sizeof(r), 0);
+		if (n >= 28 && (r[4] == 3 || r[4] == 4))   /* PROOF, CHALLENGE: back */
+			sendto(k, r, (size_t)n, 0, (const struct sockaddr *)a, sizeof(*a));
+	}
+	dg_make(&h, 1, 0x424242, NULL, 0);
+	memcpy(b, &h, 28);
+	memcpy(b + 28, "LOOP", 4);
+	for (int i = 0; i < 3; i++)
+		sendto(k, b, 32, 0, (const struct sockaddr *)a, sizeof(*a));
 	/* unasked, to us: "the server's QP is mine" */
 	dg_make(&h, 2, ntohl(srv.qpn), srv.gid, srv.arg);
 	for (int i = 0; i < 5; i++)
 		sendto(k, &h, sizeof(h), 0, (struct sockaddr *)&me, sizeof(me));
-	/* a PROOF nobody asked for */
+	/* a PROOF nobody asked for (two nonces) */
 	dg_make(&h, 3, ntohl(srv.qpn), srv.gid, 12345);
-	sendto(k, &h, sizeof(h), 0, (struct sockaddr *)&me, sizeof(me));
+	memcpy(b, &h, sizeof(h));
+	memset(b + sizeof(h), 7, 8);
+	sendto(k, b, sizeof(h) + 8, 0, (struct sockaddr *)&me, sizeof(me));
 	/* our QP, from a DATA of ours */
 	CHECK(rsendto(s, "to a stranger", 13, 0, (struct sockaddr *)&ka, sizeof(ka)) == 13,
 	      "rsendto the stranger: %s", strerror(errno));
 	/* straight from us: not through the server's QP, which the stranger
 	 * claimed to us (the server would echo it to the stranger) */
-	CHECK(!dg_wait(k, 1, &me, &mine, 2000), "our DATA did not reach the stranger from us");
-	CHECK(dg_wait(k, 1, a, &h, 300), "our DATA to the stranger went to the server");
+	CHECK(!dg_wait(k, 1, &me, &mine, 2000, "to a stranger"),
+	      "our DATA did not reach the stranger from us");
+	CHECK(dg_wait(k, 1, a, &h, 300, "to a stranger"), "our DATA to the stranger went to the server");
 	/* to the server: "our QP is the stranger's", with bytes to echo, and
 	 * the same in ADDRs answering the server's echoes */
 	dg_make(&h, 1, ntohl(mine.qpn), mine.gid, 0);
@@ -312,8 +339,11 @@ static int client(struct sockaddr_in *a, int count, const char *myaddr)
 	if (myaddr)
 		attack(s, a, myaddr);
 	/* too big for one datagram */
-	CHECK(rsendto(s, big, 4081, 0, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EMSGSIZE,
-	      "4081 bytes: %s", strerror(errno));
+	/* one datagram holds 4064 bytes (the port's 4096 less our UD header) */
+	CHECK(rsendto(s, big, 4064, 0, (struct sockaddr *)a, sizeof(*a)) == 4064, "4064 bytes: %s",
+	      strerror(errno));
+	CHECK(rsendto(s, big, 4065, 0, (struct sockaddr *)a, sizeof(*a)) < 0 && errno == EMSGSIZE,
+	      "4065 bytes: %s", strerror(errno));
 	/* an iovec whose lengths wrap, one with bytes and no address */
 	{
 		struct iovec w[2] = { { big, (size_t)1 << 63 }, { big, ((size_t)1 << 63) + 8 } };
