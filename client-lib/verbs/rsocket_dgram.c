@@ -412,7 +412,7 @@ static ssize_t rs_dg_sendv(struct rs *rs, const struct iovec *v, int n, int flag
 		p->used_ns = now;
 		if (!rs_dg_confirmed(p, now)) {
 			p->asked = true;
-			e = rs_dg_send_udp(rs, RS_DG_DATA, 0, 0, v, n, (size_t)len, to, tolen);
+			e = rs_dg_send_udp(rs, RS_DG_DATA, 0, 0, v, n, (size_t)len, to, tolen, NULL);
 			/* a full socket buffer loses the datagram, as UDP
 			 * may; a refused one is the caller's to know */
 			return e && e != EAGAIN && e != EWOULDBLOCK && e != ENOBUFS ? -e : len;

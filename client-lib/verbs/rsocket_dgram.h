@@ -11,6 +11,7 @@
 #include "rsocket_int.h"
 
 #define RS_DG_FRESH_NS (5000ull * 1000000)      /* how long a confirmation holds */
+#define RS_DG_EPOCH_NS (10000ull * 1000000)     /* tokens: this epoch's and the last one's count */
 #define RS_DG_PROBE_NS (1000ull * 1000000)      /* between probes of an address */
 #define RS_DG_PROBES 16                         /* probes in all per RS_DG_PROBE_NS */
 #define RS_DG_PEERS 64                          /* addresses known, least recently used go */
@@ -47,7 +48,8 @@ struct rs_dg_peer {
  * token, a CHALLENGE's that came from it over UDP; sent once both are in. */
 struct rs_dg_pend {
 	struct sockaddr_storage addr;
-	socklen_t len;
+	socklen_t len;                          /* 0: a free entry */
+	struct sockaddr_storage local;          /* where the CHALLENGE came in */
 	uint64_t n1, n2, t;
 };
 
@@ -94,7 +96,8 @@ struct rs_dg_peer *rs_dg_peer(struct rs_dg *d, const struct sockaddr *a, socklen
 bool rs_dg_confirmed(const struct rs_dg_peer *p, uint64_t now);
 bool rs_dg_can_send(const struct rs_dg *d);
 int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t a1, uint64_t a2, const struct iovec *v,
-		   int n, size_t len, const struct sockaddr *to, socklen_t tolen);
+		   int n, size_t len, const struct sockaddr *to, socklen_t tolen,
+		   const struct sockaddr_storage *from);
 int rs_dg_send_ud(struct rs *rs, struct rs_dg_peer *p, uint32_t kind, uint64_t arg,
 		  const struct iovec *v, int n, size_t len);
 void rs_dg_cq(struct rs *rs);

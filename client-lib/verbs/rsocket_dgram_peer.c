@@ -95,20 +95,38 @@ static socklen_t rs_dg_uncanon(const struct rs_dg_ud *u, struct sockaddr_storage
 	}
 }
 
-/* The token we give address @u (host order fields): HMAC-SHA256 under our
- * key of its family, port and address; nobody else can make it. */
-static uint64_t rs_dg_token(const struct rs_dg *d, const struct rs_dg_ud *u)
+/* The token we give address @u (host order fields) in epoch @e:
+ * HMAC-SHA256 under our key of the epoch and the address (family, port,
+ * 16 bytes); nobody else can make it, and it lapses with the epoch. */
+static uint64_t rs_dg_token_at(const struct rs_dg *d, const struct rs_dg_ud *u, uint64_t e)
 {
-	uint8_t m[20], md[EVP_MAX_MD_SIZE];
+	uint8_t m[28], md[EVP_MAX_MD_SIZE];
 	unsigned int ml = 0;
 	uint64_t t = 0;
 
-	m[0] = (uint8_t)(u->family >> 8), m[1] = (uint8_t)u->family;
-	m[2] = (uint8_t)(u->port >> 8), m[3] = (uint8_t)u->port;
-	memcpy(m + 4, u->addr, 16);
+	e = htobe64(e);
+	memcpy(m, &e, sizeof(e));
+	m[8] = (uint8_t)(u->family >> 8), m[9] = (uint8_t)u->family;
+	m[10] = (uint8_t)(u->port >> 8), m[11] = (uint8_t)u->port;
+	memcpy(m + 12, u->addr, 16);
 	if (HMAC(EVP_sha256(), d->key, sizeof(d->key), m, sizeof(m), md, &ml) && ml >= sizeof(t))
 		memcpy(&t, md, sizeof(t));
 	return t;
+}
+
+static uint64_t rs_dg_epoch(void)
+{
+	return rs_now_ns() / RS_DG_EPOCH_NS;
+}
+
+/* A token of this epoch or the one before: one given at most
+ * 2 * RS_DG_EPOCH_NS ago, to an address (whoever holds it now has had
+ * one of its own since, with the ADDRs that come every RS_DG_FRESH_NS). */
+static bool rs_dg_token_ok(const struct rs_dg *d, const struct rs_dg_ud *u)
+{
+	uint64_t e = rs_dg_epoch();
+
+	return u->token == rs_dg_token_at(d, u, e) || u->token == rs_dg_token_at(d, u, e - 1);
 }
 
 static uint64_t rs_dg_token_of(const struct rs_dg *d, const struct sockaddr *a)
@@ -116,7 +134,7 @@ static uint64_t rs_dg_token_of(const struct rs_dg *d, const struct sockaddr *a)
 	struct rs_dg_ud u;
 
 	rs_dg_canon(a, &u);
-	return rs_dg_token(d, &u);
+	return rs_dg_token_at(d, &u, rs_dg_epoch());
 }
 
 struct rs_dg_peer *rs_dg_find(struct rs_dg *d, const struct sockaddr *a)
@@ -184,11 +202,19 @@ static size_t iov_gather(uint8_t *dst, const struct iovec *v, int n, size_t len)
 /* A UDP message: our header (@op), then its arguments or (DATA) @len
  * bytes of @v, gathered in the scratch buffer. 0 or an errno. */
 int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t a1, uint64_t a2, const struct iovec *v,
-		   int n, size_t len, const struct sockaddr *to, socklen_t tolen)
+		   int n, size_t len, const struct sockaddr *to, socklen_t tolen,
+		   const struct sockaddr_storage *from)
 {
 	struct rs_dg *d = rs->dg;
 	uint8_t *b = d->scratch;
 	size_t at = sizeof(struct rs_dg_hdr);
+	union {
+		struct cmsghdr c;
+		uint8_t b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+	} cb;
+	struct iovec iv;
+	struct msghdr m = { .msg_name = (void *)to, .msg_namelen = tolen, .msg_iov = &iv,
+			    .msg_iovlen = 1 };
 
 	rs_dg_make(op, d->qp->qp_num, d->gid, (struct rs_dg_hdr *)b);
 	if (op == RS_DG_DATA) {
@@ -203,7 +229,30 @@ int rs_dg_send_udp(struct rs *rs, uint8_t op, uint64_t a1, uint64_t a2, const st
 			at += sizeof(a2);
 		}
 	}
-	if (sendto(rs->fd, b, at, MSG_DONTWAIT | MSG_NOSIGNAL, to, tolen) < 0)
+	iv = (struct iovec){ .iov_base = b, .iov_len = at };
+	/* an answer leaves from the address its question came to (a socket
+	 * bound to any address may have several) */
+	memset(&cb, 0, sizeof(cb));
+	if (from && from->ss_family == AF_INET && d->family == AF_INET) {
+		struct in_pktinfo pi = { .ipi_spec_dst = ((const struct sockaddr_in *)from)->sin_addr };
+
+		m.msg_control = &cb;
+		m.msg_controllen = CMSG_SPACE(sizeof(pi));
+		cb.c.cmsg_level = IPPROTO_IP;
+		cb.c.cmsg_type = IP_PKTINFO;
+		cb.c.cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(&cb.c), &pi, sizeof(pi));
+	} else if (from && from->ss_family == AF_INET6 && d->family == AF_INET6) {
+		struct in6_pktinfo pi = { .ipi6_addr = ((const struct sockaddr_in6 *)from)->sin6_addr };
+
+		m.msg_control = &cb;
+		m.msg_controllen = CMSG_SPACE(sizeof(pi));
+		cb.c.cmsg_level = IPPROTO_IPV6;
+		cb.c.cmsg_type = IPV6_PKTINFO;
+		cb.c.cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(&cb.c), &pi, sizeof(pi));
+	}
+	if (sendmsg(rs->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		return errno;
 	return 0;
 }
@@ -286,14 +335,14 @@ static void rs_dg_probe(struct rs *rs, struct rs_dg_peer *p, uint64_t now)
 	p->probe_ns = now;
 	if (rs_dg_send_ud(rs, p, RS_DG_UD_PROBE, p->n1, NULL, 0, 0) ||
 	    rs_dg_send_udp(rs, RS_DG_CHALLENGE, p->n2, 0, NULL, 0, 0, (struct sockaddr *)&p->addr,
-			   p->len))
+			   p->len, NULL))
 		p->n1 = p->n2 = 0;
 }
 
 /* Half of a proof we owe @a (the PROBE's nonce when @probe, else the
  * CHALLENGE's); once both halves are in, the PROOF goes to @a. */
 static void rs_dg_owe(struct rs *rs, const struct sockaddr *a, socklen_t len, bool probe,
-		      uint64_t nonce)
+		      uint64_t nonce, const struct sockaddr_storage *local)
 {
 	struct rs_dg *d = rs->dg;
 	struct rs_dg_pend *q = NULL, *old = &d->pend[0];
@@ -301,8 +350,8 @@ static void rs_dg_owe(struct rs *rs, const struct sockaddr *a, socklen_t len, bo
 	for (int i = 0; i < RS_DG_PEND && !q; i++) {
 		if (d->pend[i].len && rs_dg_sa_eq((struct sockaddr *)&d->pend[i].addr, a))
 			q = &d->pend[i];
-		else if (!d->pend[i].len || d->pend[i].t < old->t)
-			old = &d->pend[i];
+		else if (old->len && (!d->pend[i].len || d->pend[i].t < old->t))
+			old = &d->pend[i];   /* a free one, else the oldest */
 	}
 	if (!q) {
 		q = old;
@@ -311,47 +360,59 @@ static void rs_dg_owe(struct rs *rs, const struct sockaddr *a, socklen_t len, bo
 		q->len = len;
 	}
 	q->t = rs_now_ns();
-	if (probe)
+	if (probe) {
 		q->n1 = nonce;
-	else
+	} else {
 		q->n2 = nonce;
+		q->local = *local;   /* the PROOF leaves from where the CHALLENGE came in */
+	}
 	if (q->n1 && q->n2) {
-		rs_dg_send_udp(rs, RS_DG_PROOF, q->n1, q->n2, NULL, 0, 0, a, len);
-		q->len = 0;
+		rs_dg_send_udp(rs, RS_DG_PROOF, q->n1, q->n2, NULL, 0, 0, a, len, &q->local);
+		memset(q, 0, sizeof(*q));
 	}
 }
 
-/* Our address as a UDP message to it came: where the kernel says it
- * arrived, and our port. */
-static void rs_dg_me(struct rs *rs, struct msghdr *m, struct sockaddr_storage *me)
+/* Where a UDP message arrived (IP_PKTINFO), the port 0. */
+static void rs_dg_arrived(const struct rs_dg *d, struct msghdr *m, struct sockaddr_storage *at)
+{
+	memset(at, 0, sizeof(*at));
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
+		    d->family == AF_INET) {
+			struct in_pktinfo pi;
+			struct sockaddr_in *x = (void *)at;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			x->sin_family = AF_INET;
+			x->sin_addr = pi.ipi_addr;
+		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
+			   d->family == AF_INET6) {
+			struct in6_pktinfo pi;
+			struct sockaddr_in6 *x = (void *)at;
+
+			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+			x->sin6_family = AF_INET6;
+			x->sin6_addr = pi.ipi6_addr;
+		}
+	}
+}
+
+/* Our address as a peer reaches us: where its message arrived, and our
+ * port. */
+static void rs_dg_me(struct rs *rs, const struct sockaddr_storage *at, struct sockaddr_storage *me)
 {
 	struct sockaddr_storage b;
 	socklen_t bl = sizeof(b);
 
 	memset(me, 0, sizeof(*me));
-	if (getsockname(rs->fd, (struct sockaddr *)&b, &bl))
+	if (!at->ss_family || getsockname(rs->fd, (struct sockaddr *)&b, &bl) ||
+	    b.ss_family != at->ss_family)
 		return;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
-		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO &&
-		    b.ss_family == AF_INET) {
-			struct in_pktinfo pi;
-			struct sockaddr_in *x = (void *)me;
-
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			x->sin_family = AF_INET;
-			x->sin_port = ((struct sockaddr_in *)&b)->sin_port;
-			x->sin_addr = pi.ipi_addr;
-		} else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO &&
-			   b.ss_family == AF_INET6) {
-			struct in6_pktinfo pi;
-			struct sockaddr_in6 *x = (void *)me;
-
-			memcpy(&pi, CMSG_DATA(c), sizeof(pi));
-			x->sin6_family = AF_INET6;
-			x->sin6_port = ((struct sockaddr_in6 *)&b)->sin6_port;
-			x->sin6_addr = pi.ipi6_addr;
-		}
-	}
+	*me = *at;
+	if (at->ss_family == AF_INET)
+		((struct sockaddr_in *)me)->sin_port = ((struct sockaddr_in *)&b)->sin_port;
+	else
+		((struct sockaddr_in6 *)me)->sin6_port = ((struct sockaddr_in6 *)&b)->sin6_port;
 }
 
 /* ------------------------------------------------------- progress */
@@ -378,6 +439,7 @@ static void rs_dg_udp_in(struct rs *rs)
 		uint8_t op, gid[16];
 		uint32_t qpn;
 		uint64_t a1, a2, now;
+		struct sockaddr_storage local;
 		struct rs_dg_peer *p;
 		ssize_t n = recvmsg(rs->fd, &m, MSG_DONTWAIT);
 		socklen_t fl = m.msg_namelen;
@@ -395,6 +457,7 @@ static void rs_dg_udp_in(struct rs *rs)
 		if (d->connected && !rs_dg_sa_eq(fa, (struct sockaddr *)&d->peer))
 			continue;
 		now = rs_now_ns();
+		rs_dg_arrived(d, &m, &local);
 		switch (op) {
 		case RS_DG_DATA: {
 			struct rs_dg_udp *u = &d->uq[d->uq_tail % RS_DG_UQ];
@@ -404,15 +467,16 @@ static void rs_dg_udp_in(struct rs *rs)
 			u->len = (uint32_t)((size_t)n - sizeof(struct rs_dg_hdr));
 			memcpy(u->data, d->scratch + sizeof(struct rs_dg_hdr), u->len);
 			d->uq_tail++;
-			rs_dg_send_udp(rs, RS_DG_ADDR, rs_dg_token_of(d, fa), 0, NULL, 0, 0, fa, fl);
+			rs_dg_send_udp(rs, RS_DG_ADDR, rs_dg_token_of(d, fa), 0, NULL, 0, 0, fa, fl,
+				       &local);
 			break;
 		}
 		case RS_DG_CHALLENGE:
-			rs_dg_owe(rs, fa, fl, false, a1);
+			rs_dg_owe(rs, fa, fl, false, a1, &local);
 			break;
 		case RS_DG_ADDR:
 			p = rs_dg_find(d, fa);
-			if (!p || !p->asked || (qpn == d->qp->qp_num && !memcmp(gid, d->gid, 16)))
+			if (!p || !p->asked || qpn == d->qp->qp_num)   /* QPNs are the cluster's */
 				break;   /* nothing we asked for, or our own QP */
 			if (p->state == RS_DG_NONE || p->qpn != qpn || p->token != a1 ||
 			    memcmp(p->gid, gid, 16)) {
@@ -429,7 +493,7 @@ static void rs_dg_udp_in(struct rs *rs)
 				p->state = RS_DG_CLAIMED;   /* stale: prove it again */
 				p->n1 = p->n2 = 0;
 			}
-			rs_dg_me(rs, &m, &p->me);
+			rs_dg_me(rs, &local, &p->me);
 			if (p->me.ss_family == d->family)
 				rs_dg_probe(rs, p, now);
 			break;
@@ -489,7 +553,7 @@ void rs_dg_cq(struct rs *rs)
 			       len < sizeof(h) ? len : sizeof(h));
 			/* (the parser reads no more than a PROBE's bytes: h) */
 			if (rs_dg_ud_parse(h, len, d->mtu, &u, &arg) || u.family != d->family ||
-			    u.token != rs_dg_token(d, &u)) {
+			    !rs_dg_token_ok(d, &u)) {
 				if (rs_dg_post_recv(rs, slot))   /* dropped */
 					rs_break(rs, EIO);
 				continue;
@@ -498,7 +562,7 @@ void rs_dg_cq(struct rs *rs)
 			if (u.kind == RS_DG_UD_PROBE || (d->connected &&
 			    !rs_dg_sa_eq((struct sockaddr *)&from, (struct sockaddr *)&d->peer))) {
 				if (u.kind == RS_DG_UD_PROBE)
-					rs_dg_owe(rs, (struct sockaddr *)&from, fl, true, arg);
+					rs_dg_owe(rs, (struct sockaddr *)&from, fl, true, arg, NULL);
 				if (rs_dg_post_recv(rs, slot))
 					rs_break(rs, EIO);
 				continue;
