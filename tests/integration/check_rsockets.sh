@@ -104,7 +104,7 @@ srv=$BG_PID
 sleep 0.5
 in_b "$dgram" junk "$ADDR_A" 7970 || fail "rsock_dgram junk"
 s0=$(sqes) || fail "roshmctl stats"
-in_b timeout 120 env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B "$dgram" client "$ADDR_A" 7970 1000 "$ADDR_B" \
+in_b timeout 150 env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B RSOCK_DGRAM_STALE_S=21 "$dgram" client "$ADDR_A" 7970 1000 "$ADDR_B" \
   >"$d/dgram.client" 2>&1 || { cat "$d/dgram.client" "$d/dgram.server"; fail "rsock_dgram client"; }
 s0=$(( $(sqes) - s0 ))
 wait "$srv" || { cat "$d/dgram.server"; fail "rsock_dgram server"; }

@@ -21,7 +21,9 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
+#include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rsocket.h>
@@ -305,6 +307,151 @@ static void attack(int s, const struct sockaddr_in *a, const char *myaddr)
 	close(k);
 }
 
+/* A raw UD QP of ours on roshm0, as a pod of the tenant that writes UD
+ * datagrams as it likes (the datagram rsocket's header: token, kind 0,
+ * the address it names, then bytes). */
+struct raw_ud {
+	struct ibv_context *c;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_ah *ah;
+	uint8_t buf[256];
+};
+
+static int raw_open(struct raw_ud *r, const uint8_t *gid)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_UD, .sq_sig_all = 1,
+				       .cap = { .max_send_wr = 4, .max_recv_wr = 1,
+						.max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x01234567 };
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+
+	memset(r, 0, sizeof(*r));
+	r->c = l && l[0] ? ibv_open_device(l[0]) : NULL;
+	if (l)
+		ibv_free_device_list(l);
+	if (!r->c || !(r->pd = ibv_alloc_pd(r->c)) || !(r->cq = ibv_create_cq(r->c, 8, NULL, NULL, 0)))
+		return -1;
+	qa.send_cq = qa.recv_cq = r->cq;
+	if (!(r->qp = ibv_create_qp(r->pd, &qa)) ||
+	    ibv_modify_qp(r->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	at.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(r->qp, &at, IBV_QP_STATE))
+		return -1;
+	at.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(r->qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return -1;
+	memcpy(aa.grh.dgid.raw, gid, 16);
+	aa.grh.hop_limit = 64;
+	if (!(r->mr = ibv_reg_mr(r->pd, r->buf, sizeof(r->buf), 0)) || !(r->ah = ibv_create_ah(r->pd, &aa)))
+		return -1;
+	return 0;
+}
+
+/* One UD datagram to @qpn under @token, naming @who, with @text. */
+static int raw_send(struct raw_ud *r, uint32_t qpn, uint64_t token, const struct sockaddr_in *who,
+		    const char *text)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)r->buf, .lkey = r->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+	uint16_t fam = htons(AF_INET);
+	struct ibv_wc wc;
+	uint64_t t = htobe64(token);
+
+	memset(r->buf, 0, 32);
+	memcpy(r->buf, &t, 8);
+	memcpy(r->buf + 12, &fam, 2);
+	memcpy(r->buf + 14, &who->sin_port, 2);
+	memcpy(r->buf + 16, &who->sin_addr, 4);
+	memcpy(r->buf + 32, text, strlen(text));
+	sge.length = 32 + (uint32_t)strlen(text);
+	wr.wr.ud.ah = r->ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = 0x01234567;
+	if (ibv_post_send(r->qp, &wr, &bad))
+		return -1;
+	for (uint64_t end = now_ns() + 5000000000ull; now_ns() < end;)
+		if (ibv_poll_cq(r->cq, 1, &wc) == 1)
+			return wc.status == IBV_WC_SUCCESS ? 0 : -1;
+	return -1;
+}
+
+static void raw_close(struct raw_ud *r)
+{
+	if (r->ah)
+		ibv_destroy_ah(r->ah);
+	if (r->qp)
+		ibv_destroy_qp(r->qp);
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	if (r->cq)
+		ibv_destroy_cq(r->cq);
+	if (r->pd)
+		ibv_dealloc_pd(r->pd);
+	if (r->c)
+		ibv_close_device(r->c);
+}
+
+/* Tokens, as a pod of the tenant with a raw UD QP tries them on the
+ * server: the token the server gave k's address, naming that address,
+ * is taken (the server echoes the bytes to k, over UDP); the same token
+ * with one bit flipped, or naming another address (k2), is not; nor is
+ * the good one after @stale_s seconds (tokens lapse within 20 s). */
+static void forge(const struct sockaddr_in *a, const char *myaddr, int stale_s)
+{
+	struct sockaddr_in ka = { .sin_family = AF_INET }, kb = { .sin_family = AF_INET };
+	socklen_t l = sizeof(ka);
+	int k = socket(AF_INET, SOCK_DGRAM, 0), k2 = socket(AF_INET, SOCK_DGRAM, 0);
+	struct dg_hdr h, srv;
+	struct raw_ud r;
+	uint8_t b[64];
+	uint32_t q;
+
+	CHECK(k >= 0 && k2 >= 0 && inet_pton(AF_INET, myaddr, &ka.sin_addr) == 1 &&
+		      !bind(k, (struct sockaddr *)&ka, sizeof(ka)) &&
+		      !getsockname(k, (struct sockaddr *)&ka, &l),
+	      "forger's sockets: %s", strerror(errno));
+	kb.sin_addr = ka.sin_addr;
+	l = sizeof(kb);
+	CHECK(!bind(k2, (struct sockaddr *)&kb, sizeof(kb)) &&
+		      !getsockname(k2, (struct sockaddr *)&kb, &l), "k2: %s", strerror(errno));
+	dg_make(&h, 1, 0x424242, NULL, 0);
+	memcpy(b, &h, 28);
+	memcpy(b + 28, "hi", 2);
+	sendto(k, b, 30, 0, (const struct sockaddr *)a, sizeof(*a));
+	if (dg_wait(k, 2, a, &srv, 2000, NULL)) {
+		CHECK(0, "no ADDR from the server");
+		return;
+	}
+	q = ntohl(srv.qpn);
+	if (raw_open(&r, srv.gid)) {
+		CHECK(0, "a raw UD QP on roshm0: %s", strerror(errno));
+		raw_close(&r);
+		return;
+	}
+	CHECK(!raw_send(&r, q, be64toh(srv.arg), &ka, "FORGED-GOOD"), "raw UD send");
+	CHECK(!dg_wait(k, 1, a, &h, 3000, "FORGED-GOOD"),
+	      "the token the server gave an address, naming it, was not taken");
+	CHECK(!raw_send(&r, q, be64toh(srv.arg) ^ 1, &ka, "FORGED-BAD1"), "raw UD send");
+	CHECK(!raw_send(&r, q, be64toh(srv.arg), &kb, "FORGED-BAD2"), "raw UD send");
+	CHECK(dg_wait(k, 1, a, &h, 1000, "FORGED-BAD1"), "a token with a bit flipped was taken");
+	CHECK(dg_wait(k2, 1, a, &h, 200, "FORGED-BAD2"), "a token naming another address was taken");
+	if (stale_s > 0) {
+		sleep((unsigned)stale_s);
+		CHECK(!raw_send(&r, q, be64toh(srv.arg), &ka, "FORGED-OLD"), "raw UD send");
+		CHECK(dg_wait(k, 1, a, &h, 1000, "FORGED-OLD"), "a token %d s old was taken", stale_s);
+	}
+	printf("client: tokens: the right one taken, a wrong one, another address's%s refused\n",
+	       stale_s > 0 ? ", a lapsed one" : "");
+	raw_close(&r);
+	close(k);
+	close(k2);
+}
+
 static int client(struct sockaddr_in *a, int count, const char *myaddr)
 {
 	static uint64_t rtt[100000];
@@ -336,8 +483,10 @@ static int client(struct sockaddr_in *a, int count, const char *myaddr)
 	}
 	l = sizeof(me);
 	CHECK(!rgetsockname(s, (struct sockaddr *)&me, &l) && me.sin_port, "rgetsockname");
-	if (myaddr)
+	if (myaddr) {
 		attack(s, a, myaddr);
+		forge(a, myaddr, getenv("RSOCK_DGRAM_STALE_S") ? atoi(getenv("RSOCK_DGRAM_STALE_S")) : 0);
+	}
 	/* too big for one datagram */
 	/* one datagram holds 4064 bytes (the port's 4096 less our UD header) */
 	CHECK(rsendto(s, big, 4064, 0, (struct sockaddr *)a, sizeof(*a)) == 4064, "4064 bytes: %s",
