@@ -586,7 +586,7 @@ RS_EXPORT ssize_t rsend(int s, const void *b, size_t n, int flags)
 		return -1;
 	if (rs->dg) {
 		struct iovec v = { .iov_base = (void *)b, .iov_len = n };
-		ssize_t r = rs_dg_send(rs, &v, 1, flags, NULL, 0);
+		ssize_t r = rs_dg_send(rs, &v, 1, flags, NULL, 0);   /* the connected peer's */
 
 		rs_put(rs);
 		return r;
@@ -716,23 +716,27 @@ RS_EXPORT ssize_t rrecv(int s, void *b, size_t n, int flags)
 	return rs_fail(e);
 }
 
-/* A datagram rsocket's send or receive of a whole iovec, or -2 with
- * errno 0 when s is a stream rsocket (-1: the call's error). */
-static ssize_t rs_dg_io(int s, const struct iovec *v, size_t n, int f, struct msghdr *m,
-			const struct sockaddr *to, socklen_t tolen, bool in)
+/* A datagram rsocket's send or receive of a whole iovec into *@ret: true
+ * when s is one (or no rsocket at all: -1, EBADF), false for a stream
+ * rsocket, which the caller serves. */
+static bool rs_dg_io(int s, const struct iovec *v, size_t n, int f, struct msghdr *m,
+		     const struct sockaddr *to, socklen_t tolen, bool in, ssize_t *ret)
 {
 	struct rs *rs = rs_get(s);
 	ssize_t r;
 
-	if (!rs)
-		return -1;
+	if (!rs) {
+		*ret = -1;
+		return true;
+	}
 	if (!rs->dg) {
 		rs_put(rs);
-		errno = 0;
-		return -2;
+		return false;
 	}
-	if (n > IOV_MAX)
-		return rs_put_fail(rs, EMSGSIZE);
+	if (n > IOV_MAX) {
+		*ret = rs_put_fail(rs, EMSGSIZE);
+		return true;
+	}
 	if (in) {
 		int mf = 0;
 
@@ -746,16 +750,17 @@ static ssize_t rs_dg_io(int s, const struct iovec *v, size_t n, int f, struct ms
 		r = rs_dg_send(rs, v, (int)n, f, to, tolen);
 	}
 	rs_put(rs);
-	return r;
+	*ret = r;
+	return true;
 }
 
 RS_EXPORT ssize_t rrecvfrom(int s, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l)
 {
 	struct iovec v = { .iov_base = b, .iov_len = n };
 	struct msghdr m = { .msg_name = a, .msg_namelen = l ? *l : 0 };
-	ssize_t ret = rs_dg_io(s, &v, 1, f, a && l ? &m : NULL, NULL, 0, true);
+	ssize_t ret;
 
-	if (ret != -2 || errno) {
+	if (rs_dg_io(s, &v, 1, f, a && l ? &m : NULL, NULL, 0, true, &ret)) {
 		if (ret >= 0 && a && l)
 			*l = m.msg_namelen;
 		return ret;
@@ -771,9 +776,9 @@ RS_EXPORT ssize_t rsendto(int s, const void *b, size_t n, int f, const struct so
 			  socklen_t l)
 {
 	struct iovec v = { .iov_base = (void *)b, .iov_len = n };
-	ssize_t ret = rs_dg_io(s, &v, 1, f, NULL, a, l, false);
+	ssize_t ret;
 
-	if (ret != -2 || errno)
+	if (rs_dg_io(s, &v, 1, f, NULL, a, l, false, &ret))
 		return ret;
 	return rsend(s, b, n, f);   /* connected: the address is ignored, as TCP does */
 }
@@ -807,8 +812,7 @@ RS_EXPORT ssize_t rsendmsg(int s, const struct msghdr *m, int f)
 
 	if (!m)
 		return rs_fail(EINVAL);
-	ret = rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, NULL, m->msg_name, m->msg_namelen, false);
-	if (ret != -2 || errno)
+	if (rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, NULL, m->msg_name, m->msg_namelen, false, &ret))
 		return ret;
 	return rs_iov(s, m->msg_iov, m->msg_iovlen, f, false);
 }
@@ -819,8 +823,7 @@ RS_EXPORT ssize_t rrecvmsg(int s, struct msghdr *m, int f)
 
 	if (!m)
 		return rs_fail(EINVAL);
-	total = rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, m, NULL, 0, true);
-	if (total != -2 || errno)
+	if (rs_dg_io(s, m->msg_iov, m->msg_iovlen, f, m, NULL, 0, true, &total))
 		return total;
 	total = rs_iov(s, m->msg_iov, m->msg_iovlen, f, true);
 	m->msg_flags = 0;
