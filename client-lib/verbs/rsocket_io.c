@@ -276,7 +276,11 @@ static short rs_revents(struct rs *rs, short events)
 			r |= RS_EV_CTRL;
 		if (rs->broken && rs->err != EPIPE)
 			r |= POLLERR;
-		if (rs->peer_gone || (rs->rx_fin && rs->tx_shut))
+		/* a hang-up once nothing is left to read, as TCP and
+		 * rdma-core report it: a peer that sent its last bytes and
+		 * left at once must not look like a reset to a poller that
+		 * takes POLLHUP for an error (rstream -T a does) */
+		if ((rs->peer_gone || (rs->rx_fin && rs->tx_shut)) && !rs_rx_ready(rs))
 			r |= POLLHUP;
 		break;
 	case RS_NEW:

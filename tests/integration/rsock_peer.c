@@ -906,6 +906,33 @@ static void honest(int l)
 	CHECK(!rclose(c) && !rclose(s), "rclose");
 	printf("rsock_peer: ok: half close, 1 MiB reply while the request sits unread\n");
 
+	/* the peer sends its last bytes and leaves at once: what it sent is
+	 * readable, and POLLHUP comes only once it is read (rstream -T a
+	 * takes POLLHUP for an error: it failed on a fast peer's goodbye) */
+	{
+		struct pollfd p = { .events = POLLIN };
+		uint64_t t1;
+
+		s = pair_up(l, &c, 16);
+		write_all(s, 30000, "last words");
+		CHECK(!rclose(s), "rclose");
+		usleep(500000);   /* its disconnect arrives first */
+		p.fd = c;
+		CHECK(rpoll(&p, 1, 5000) == 1 && (p.revents & POLLIN) && !(p.revents & (POLLHUP | POLLERR)),
+		      "bytes left by a peer that closed: revents %#x, want POLLIN alone", (unsigned)p.revents);
+		read_all(c, 30000, "last words");
+		t1 = now_ms();
+		do {
+			p.revents = 0;
+			CHECK(rpoll(&p, 1, 1000) >= 0, "rpoll");
+		} while (!(p.revents & POLLHUP) && now_ms() - t1 < 5000);
+		CHECK(p.revents & POLLHUP, "no POLLHUP once the closed peer's bytes were read: %#x",
+		      (unsigned)p.revents);
+		CHECK(rrecv(c, b, sizeof(b), 0) == 0, "no EOF after the closed peer's bytes");
+		CHECK(!rclose(c), "rclose");
+	}
+	printf("rsock_peer: ok: a peer's last bytes before it leaves read without POLLHUP, then POLLHUP and EOF\n");
+
 	/* a writer blocked in rsend; its peer closes without reading */
 	s = pair_up(l, &c, 16);
 	j = (struct job){ .fd = s };
