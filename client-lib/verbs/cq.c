@@ -676,8 +676,6 @@ static void *notifier(void *arg)
 				watch = true;   /* nobody else looks at its ring */
 			if (ready || q->head != q->tail)
 				pending = true;
-			if (q->want && q->rnr_next_ns && (!rnr_at || q->rnr_next_ns < rnr_at))
-				rnr_at = q->rnr_next_ns;
 		}
 		/* sends: reap and issue when nobody polls; receives: deliver
 		 * to the rings nobody polls for */
@@ -695,8 +693,18 @@ static void *notifier(void *arg)
 		}
 		if (c->pushes != pushes)
 			backoff = RV_BACKOFF_MIN_NS;   /* completions of ours: more may come */
+		/* the RNR and UD deadlines as they are after that progress (it
+		 * sets them: a message parked for credits, a datagram for its
+		 * lookup) */
+		for (struct rv_qp *q = c->qps; q; q = q->next)
+			if (q->want && q->rnr_next_ns && (!rnr_at || q->rnr_next_ns < rnr_at))
+				rnr_at = q->rnr_next_ns;
+		now = rv_now_ns();
 		c->watching = watch;
-		c->idle_sleep = !wake && !watch && !pending;
+		/* no timer of its own for posted work (none was pending): the
+		 * next post kicks it, armed or not (a WR parked at its post,
+		 * for ring credits or a lookup, wakes nobody in roshmd) */
+		c->idle_sleep = !pending;
 		pfd[0] = (struct pollfd){ .fd = c->wake_fd, .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = r->cq_event_fd, .events = POLLIN };
 		if (pending)

@@ -471,7 +471,7 @@ struct rv_ctx {
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
 	pthread_t thr;
 	bool thr_on, stop;
-	bool idle_sleep;        /* it sleeps with no timer: a post kicks it */
+	bool idle_sleep;        /* it sleeps with no timer for posted work: a post kicks it */
 	struct rv_ctx *live_next;       /* the open contexts (cq.c, for fork) */
 	bool no_thread;         /* it could not start: progress is the application's */
 	bool watching;          /* it looks at the rings on a timer */
