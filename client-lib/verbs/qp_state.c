@@ -25,6 +25,8 @@ static void qp_free(struct rv_qp *q)
 	free(q->rwr);
 	free(q->rsge);
 	free(q->ud_seen);
+	free(q->ud_ord);
+	free(q->ud_tmp);
 	rv_qpx_free(q);
 	free(q);
 }

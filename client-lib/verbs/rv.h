@@ -187,7 +187,9 @@ struct rv_udh {
 	uint32_t src_qp;
 	uint32_t imm;           /* as the sender gave it (network order) */
 	uint8_t opcode;         /* RV_FRAG_SEND or RV_FRAG_SEND_IMM */
-	uint8_t rsvd0[7];
+	uint8_t rsvd0[3];
+	uint32_t seq;           /* the sender's count to this QP: the owner delivers a
+				 * sender's datagrams in this order (a hint only) */
 	uint8_t sgid[16];       /* the sender's GID (its node) */
 	uint64_t rsvd1[2];
 };
@@ -223,6 +225,7 @@ struct rv_udd {
 	uint8_t pre;
 	uint32_t pre_slot;
 	uint32_t claims;        /* claims issued to it (pre_seq: the claim ahead's) */
+	uint32_t seq;           /* datagrams written to it (their headers' seq) */
 	uint32_t pre_seq;
 	uint64_t pre_token, pre_at;
 };
@@ -422,6 +425,9 @@ struct rv_qp {
 	uint32_t ud_cur;
 	uint64_t ud_sweep_ns;
 	struct rv_udseen { uint64_t v, since; } *ud_seen;
+	/* rv_ud_deliver's scratch: the full slots of one look, in the order
+	 * they go into RECVs (ud_ord), and the merge sort's other half */
+	struct rv_udord { uint64_t v; uint32_t at, seq, key; } *ud_ord, *ud_tmp;
 };
 
 enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
@@ -468,6 +474,7 @@ struct rv_ctx {
 	uint64_t guid;
 	uint64_t ring_bytes;    /* $ROSHM_VERBS_RECV_RING, 0: by max_recv_wr */
 	bool yield;             /* $ROSHM_VERBS_YIELD: posts and empty polls yield the CPU */
+	bool ud_first_last;     /* $ROSHM_VERBS_UD_FIRST=last (tests): ud.c */
 	/* the notifier (cq.c): started by the first ibv_req_notify_cq */
 	pthread_t thr;
 	bool thr_on, stop;

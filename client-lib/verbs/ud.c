@@ -124,8 +124,10 @@ int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 	want = want < RV_UD_MIN_SLOTS ? RV_UD_MIN_SLOTS : want > RV_UD_MAX_SLOTS ? RV_UD_MAX_SLOTS : want;
 	n = (uint32_t)rv_pow2((uint32_t)want);
 	q->ud_seen = calloc(n, sizeof(*q->ud_seen));
-	if (!q->ud_seen)
-		return -ENOMEM;
+	q->ud_ord = calloc(n, sizeof(*q->ud_ord));
+	q->ud_tmp = calloc(n, sizeof(*q->ud_tmp));
+	if (!q->ud_seen || !q->ud_ord || !q->ud_tmp)
+		return -ENOMEM;   /* freed with the QP (qp_free) */
 	for (int tries = 0; ret == -EEXIST && tries < 20; tries++) {
 		char name[ROSHM_NAME_MAX];
 
@@ -252,17 +254,76 @@ static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_
 	rv_cq_push(q->qp.recv_cq, &wc);
 }
 
+/* A header the owner can use: its state's token, a length that fits a slot,
+ * a SEND, our Q_Key. */
+static bool ud_sound(const struct rv_qp *q, const struct rv_udh *h, uint64_t v)
+{
+	return h->token == v >> 2 && h->len <= RV_UD_MTU &&
+	       (h->opcode == RV_FRAG_SEND || h->opcode == RV_FRAG_SEND_IMM) && h->qkey == q->qkey;
+}
+
+/* Which sender a header names (its QPN and GID), as a 32-bit FNV-1a hash:
+ * only for the order of delivery, so a collision merely interleaves two
+ * senders by their counts. */
+static uint32_t ud_sender(const struct rv_udh *h)
+{
+	uint32_t x = 2166136261u;
+
+	for (int i = 0; i < 4; i++)
+		x = (x ^ ((h->src_qp >> (8 * i)) & 0xff)) * 16777619u;
+	for (int i = 0; i < 16; i++)
+		x = (x ^ h->sgid[i]) * 16777619u;
+	return x;
+}
+
+static bool ud_before(const struct rv_udord *a, const struct rv_udord *b)
+{
+	return a->key != b->key ? a->key < b->key : (int32_t)(a->seq - b->seq) < 0;
+}
+
+/* Stable bottom-up merge sort of @a[0..m) by sender, then count; @t has m
+ * entries of room. No allocation: both arrays are the QP's. */
+static void ud_sort(struct rv_udord *a, struct rv_udord *t, uint32_t m)
+{
+	struct rv_udord *src = a, *dst = t;
+
+	for (uint32_t w = 1; w < m; w *= 2) {
+		for (uint32_t lo = 0; lo < m; lo += 2 * w) {
+			uint32_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+			uint32_t i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				dst[k++] = ud_before(&src[j], &src[i]) ? src[j++] : src[i++];
+			while (i < mid)
+				dst[k++] = src[i++];
+			while (j < hi)
+				dst[k++] = src[j++];
+		}
+		struct rv_udord *x = src;
+
+		src = dst;
+		dst = x;
+	}
+	if (src != a)
+		memcpy(a, src, (size_t)m * sizeof(*a));
+}
+
 /*
- * Full slots into posted RECVs, from where the last one was taken on (the
- * order senders claim in), as long as RECVs last. A slot without a sound
- * header, or for another Q_Key, is dropped. A too-short RECV completes with
+ * Full slots into posted RECVs, as long as RECVs last. A look finds the
+ * full slots from where the last one was taken on, and hands them over
+ * sender by sender, each sender's in the order it wrote them (its count
+ * in the header): a sender's next slots can lie on both sides of where
+ * the look starts (its first slot is a random one), and a NIC keeps one
+ * sender's order. The senders take turns by where the look starts (the
+ * sender of the first full slot first). A slot without a sound header, or
+ * for another Q_Key, is dropped. A too-short RECV completes with
  * LOC_LEN_ERR and the QP stays usable (one datagram is not a connection).
  * On an SRQ a QP takes a RECV for a sound datagram only, at most one per
  * call, in its turn (srq.c, as rv_deliver): true when it took one.
  */
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 {
-	uint32_t n = q->ring_n, at = q->ud_cur;
+	uint32_t n = q->ring_n, at = q->ud_cur, m = 0, first = 0, key0 = 0;
 	uint64_t *st = ud_states(q), now = rv_now_ns();
 	bool took = false, waits = false;
 
@@ -270,26 +331,54 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		return false;
 	if (now - q->ud_sweep_ns >= RV_UD_SWEEP_NS)
 		ud_sweep(q, now);
-	for (uint32_t i = 0; i < n && (q->rq_head != q->rq_tail || q->srq);
-	     i++, at = (at + 1) & (n - 1)) {
+	if (q->rq_head == q->rq_tail && !q->srq)
+		return false;
+	for (uint32_t i = 0; i < n; i++, at = (at + 1) & (n - 1)) {
 		/* Acquire pairs with the sender's publishing CAS, which
 		 * roshmd executes after its WRITE. */
 		uint64_t v = __atomic_load_n(&st[at], __ATOMIC_ACQUIRE);
 		uint8_t *slot = ud_slot(q, at);
-		enum ibv_wc_status s = IBV_WC_SUCCESS;
-		struct rv_rwr *r;
 		struct rv_udh h;
-		uint32_t ra;
 
 		if ((v & 3) != RV_UD_FULL)
 			continue;
 		memcpy(&h, slot, sizeof(h));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
-		if (h.token != v >> 2 || h.len > RV_UD_MTU ||
-		    (h.opcode != RV_FRAG_SEND && h.opcode != RV_FRAG_SEND_IMM) || h.qkey != q->qkey) {
+		if (!ud_sound(q, &h, v)) {
 			q->ud_cur = (at + 1) & (n - 1);
 			ud_free(st, at, v, slot, RV_UD_STRIDE);
 			continue;   /* junk, or not for our Q_Key: dropped, as a NIC does */
+		}
+		q->ud_ord[m] = (struct rv_udord){ .v = v, .at = at, .seq = h.seq, .key = ud_sender(&h) };
+		if (!m)
+			key0 = q->ud_ord[0].key;
+		m++;
+	}
+	if (!m) {
+		if (q->srq)
+			rv_srq_unwait(q);
+		return false;
+	}
+	ud_sort(q->ud_ord, q->ud_tmp, m);
+	while (first < m && q->ud_ord[first].key != key0)
+		first++;
+	for (uint32_t k = 0; k < m && (q->rq_head != q->rq_tail || q->srq); k++) {
+		const struct rv_udord *o = &q->ud_ord[(first + k) % m];
+		uint8_t *slot = ud_slot(q, o->at);
+		enum ibv_wc_status s = IBV_WC_SUCCESS;
+		struct rv_rwr *r;
+		struct rv_udh h;
+		uint32_t ra;
+
+		/* a sender of the tenant may have written the slot again since
+		 * the look: a new copy, checked again, against the same state */
+		if (__atomic_load_n(&st[o->at], __ATOMIC_ACQUIRE) != o->v)
+			continue;
+		memcpy(&h, slot, sizeof(h));
+		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
+		if (!ud_sound(q, &h, o->v)) {
+			ud_free(st, o->at, o->v, slot, RV_UD_STRIDE);
+			continue;
 		}
 		/* a sound datagram: a QP on an SRQ takes a RECV for it now
 		 * (the slot stays full, and next, until it has one) */
@@ -304,7 +393,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			}
 			took = true;
 		}
-		q->ud_cur = (at + 1) & (n - 1);
+		q->ud_cur = (o->at + 1) & (n - 1);
 		ra = q->rq_head & q->rq_mask;
 		r = &q->rwr[ra];
 		rv_rwr_recheck(c, q, ra);
@@ -325,7 +414,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			rv_scatter(q, ra, 0, (const uint8_t *)&g, RV_UD_GRH);
 			rv_scatter(q, ra, RV_UD_GRH, slot + RV_UD_HDR, h.len);
 		}
-		ud_free(st, at, v, slot, RV_UD_HDR + h.len);
+		ud_free(st, o->at, o->v, slot, RV_UD_HDR + h.len);
 		ud_complete(q, s, &h);
 	}
 	/* no sound datagram waits for a RECV (the one that put it in line was
@@ -393,6 +482,10 @@ static void udd_try(struct rv_ctx *c, struct rv_udd *d, uint64_t now)
 		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
 			r = (uint32_t)now;
 		d->next = r & (d->n - 1);   /* senders spread over the ring */
+		/* tests: the last slot first, so that a sender's next datagrams
+		 * lie on both sides of where a fresh owner looks first */
+		if (c->ud_first_last)
+			d->next = d->n - 1;
 	}
 }
 
@@ -652,6 +745,7 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	h.src_qp = q->qp.qp_num;
 	h.imm = w->imm;
 	h.opcode = w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM : RV_FRAG_SEND;
+	h.seq = d->seq++;
 	ibv_query_gid(&c->vc.context, 1, 0, &gid);
 	memcpy(h.sgid, gid.raw, 16);
 	memcpy(buf, &h, sizeof(h));

@@ -118,6 +118,10 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	 * application spinning on a NIC's CQ would keep it (verbs-compat.md) */
 	e = getenv("ROSHM_VERBS_YIELD");
 	c->yield = e && *e && strcmp(e, "0");
+	/* tests (verbs_ud): a UD sender's first slot at a destination is its
+	 * last, not a random one (ud.c) */
+	e = getenv("ROSHM_VERBS_UD_FIRST");
+	c->ud_first_last = e && !strcmp(e, "last");
 	c->r = roshm_open(&p, &err);
 	if (!c->r) {
 		free(c);

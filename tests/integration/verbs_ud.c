@@ -79,7 +79,7 @@ struct ud {
 	union ibv_gid gid;
 };
 
-static int die(const char *what)
+__attribute__((noreturn)) static int die(const char *what)
 {
 	fprintf(stderr, "verbs_ud: FAIL: %s (errno %s)\n", what, strerror(errno));
 	exit(1);
@@ -301,7 +301,7 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	struct ibv_async_event ev;
 	struct pollfd pfd = { .fd = u->ctx->async_fd, .events = POLLIN };
 	struct ibv_srq *srq = ibv_create_srq(u->pd, &sa);
-	struct ibv_qp *qa, *qb, *qc;
+	struct ibv_qp *qa = NULL, *qb = NULL, *qc = NULL;
 	struct ibv_qp_attr qk = { .qkey = QK + 7 };
 	uint32_t qpns[3], taken = 0;
 	struct ibv_wc wc;
@@ -700,6 +700,11 @@ static void client(int fd)
 	struct ibv_ah *ah;
 
 	memset(&u, 0, sizeof(u));
+	/* our first datagram to each of the server's QPs goes to its ring's
+	 * last slot, the next ones to slots 0, 1, ...: the server looks at
+	 * slot 0 first, and must still hand our datagrams over in the order we
+	 * sent them (phases 1 and 3 check it) */
+	setenv("ROSHM_VERBS_UD_FIRST", "last", 1);
 	ud_open(&u);
 	post_recv(&u, u.qp, 0, RSZ);
 	me.qpn = u.qp->qp_num;
