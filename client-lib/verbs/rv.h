@@ -225,7 +225,6 @@ struct rv_udd {
 	uint8_t pre;
 	uint32_t pre_slot;
 	uint32_t claims;        /* claims issued to it (pre_seq: the claim ahead's) */
-	uint32_t seq;           /* datagrams written to it (their headers' seq) */
 	uint32_t pre_seq;
 	uint64_t pre_token, pre_at;
 };
@@ -331,6 +330,7 @@ struct rv_swr {
 	bool ud_bg;             /* parked: out of the QP's issue order (ud.c) */
 	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
 	uint32_t ud_qpn, ud_qkey, ud_slot;
+	uint32_t ud_seq;        /* its QP's count at the post (the header's seq) */
 	uint64_t ud_token;
 	uint64_t ud_t0;         /* first failed claim (dropped RV_UD_WAIT_NS on), 0: none yet */
 	uint64_t ud_at;         /* the claim was issued at, or: no claim before this */
@@ -425,9 +425,11 @@ struct rv_qp {
 	uint32_t ud_cur;
 	uint64_t ud_sweep_ns;
 	struct rv_udseen { uint64_t v, since; } *ud_seen;
-	/* rv_ud_deliver's scratch: the full slots of one look, in the order
-	 * they go into RECVs (ud_ord), and the merge sort's other half */
+	/* rv_ud_deliver: the full slots of one look, in the order they go
+	 * into RECVs (ud_ord[ud_pos..ud_m) still to go), and the merge sort's
+	 * other half; ud_seq: UD datagrams posted (the headers' seq) */
 	struct rv_udord { uint64_t v; uint32_t at, seq, key; } *ud_ord, *ud_tmp;
+	uint32_t ud_pos, ud_m, ud_seq;
 };
 
 enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
@@ -639,7 +641,7 @@ bool rv_ring_ready(const struct rv_qp *q);
 /* ud.c: UD QPs */
 int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len);
-void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qkey);
+void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr);
 bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
 void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,

@@ -191,9 +191,13 @@ static uint8_t *ud_slot(const struct rv_qp *q, uint32_t at)
  * to have the same datagram delivered twice), then its state goes from @v
  * to 0. Release: the copy and the wipe happen before a sender claims it.
  */
-static void ud_free(uint64_t *st, uint32_t at, uint64_t v, uint8_t *slot, uint32_t len)
+static void ud_free(uint64_t *st, uint32_t at, uint64_t v, uint8_t *slot)
 {
-	memset(slot, 0, len);
+	/* the whole slot: a pod that knows the token can shrink the header's
+	 * length after the honest sender wrote its payload, and what the
+	 * length no longer covers would be delivered again under a header
+	 * of its own (an adversarial review) */
+	memset(slot, 0, RV_UD_STRIDE);
 	__atomic_compare_exchange_n(&st[at], &v, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
@@ -207,8 +211,9 @@ void rv_ud_discard(struct rv_qp *q)
 		uint64_t v = __atomic_load_n(&st[i], __ATOMIC_ACQUIRE);
 
 		if ((v & 3) == RV_UD_FULL)
-			ud_free(st, i, v, ud_slot(q, i), RV_UD_STRIDE);
+			ud_free(st, i, v, ud_slot(q, i));
 	}
+	q->ud_pos = q->ud_m = 0;   /* the look's list is stale */
 }
 
 /* Free what stayed claimed (or holds junk) for RV_UD_STUCK_NS. */
@@ -227,7 +232,7 @@ static void ud_sweep(struct rv_qp *q, uint64_t now)
 			s->v = v;
 			s->since = now;
 		} else if (now - s->since >= RV_UD_STUCK_NS) {
-			ud_free(st, i, v, ud_slot(q, i), RV_UD_STRIDE);
+			ud_free(st, i, v, ud_slot(q, i));
 			s->v = 0;
 		}
 	}
@@ -309,30 +314,16 @@ static void ud_sort(struct rv_udord *a, struct rv_udord *t, uint32_t m)
 }
 
 /*
- * Full slots into posted RECVs, as long as RECVs last. A look finds the
- * full slots from where the last one was taken on, and hands them over
- * sender by sender, each sender's in the order it wrote them (its count
- * in the header): a sender's next slots can lie on both sides of where
- * the look starts (its first slot is a random one), and a NIC keeps one
- * sender's order. The senders take turns by where the look starts (the
- * sender of the first full slot first). A slot without a sound header, or
- * for another Q_Key, is dropped. A too-short RECV completes with
- * LOC_LEN_ERR and the QP stays usable (one datagram is not a connection).
- * On an SRQ a QP takes a RECV for a sound datagram only, at most one per
- * call, in its turn (srq.c, as rv_deliver): true when it took one.
+ * One look at the ring: its sound FULL slots from the cursor on, into
+ * q->ud_ord in the order they go into RECVs (sender by sender, each in its
+ * count's order; the sender of the first one first). Junk is freed.
  */
-bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
+static void ud_look(struct rv_qp *q)
 {
 	uint32_t n = q->ring_n, at = q->ud_cur, m = 0, first = 0, key0 = 0;
-	uint64_t *st = ud_states(q), now = rv_now_ns();
-	bool took = false, waits = false;
+	uint64_t *st = ud_states(q);
+	struct rv_udord *x;
 
-	if (q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
-		return false;
-	if (now - q->ud_sweep_ns >= RV_UD_SWEEP_NS)
-		ud_sweep(q, now);
-	if (q->rq_head == q->rq_tail && !q->srq)
-		return false;
 	for (uint32_t i = 0; i < n; i++, at = (at + 1) & (n - 1)) {
 		/* Acquire pairs with the sender's publishing CAS, which
 		 * roshmd executes after its WRITE. */
@@ -345,8 +336,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		memcpy(&h, slot, sizeof(h));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
 		if (!ud_sound(q, &h, v)) {
-			q->ud_cur = (at + 1) & (n - 1);
-			ud_free(st, at, v, slot, RV_UD_STRIDE);
+			ud_free(st, at, v, slot);
 			continue;   /* junk, or not for our Q_Key: dropped, as a NIC does */
 		}
 		q->ud_ord[m] = (struct rv_udord){ .v = v, .at = at, .seq = h.seq, .key = ud_sender(&h) };
@@ -354,30 +344,63 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			key0 = q->ud_ord[0].key;
 		m++;
 	}
-	if (!m) {
-		if (q->srq)
-			rv_srq_unwait(q);
-		return false;
-	}
 	ud_sort(q->ud_ord, q->ud_tmp, m);
 	while (first < m && q->ud_ord[first].key != key0)
 		first++;
-	for (uint32_t k = 0; k < m && (q->rq_head != q->rq_tail || q->srq); k++) {
-		const struct rv_udord *o = &q->ud_ord[(first + k) % m];
+	for (uint32_t k = 0; k < m; k++)
+		q->ud_tmp[k] = q->ud_ord[(first + k) % m];
+	x = q->ud_ord;
+	q->ud_ord = q->ud_tmp;
+	q->ud_tmp = x;
+	q->ud_pos = 0;
+	q->ud_m = m;
+}
+
+/*
+ * Full slots into posted RECVs, as long as RECVs last, in the order of a
+ * look (ud_look): a sender's next slots can lie on both sides of the
+ * cursor (its first slot is a random one), and a NIC keeps one sender's
+ * order. The look's list is used up before the next look (what came
+ * since is later than all of it), so a call costs a scan of the ring only
+ * when the list is empty. A slot without a sound header, or for another
+ * Q_Key, is dropped. A too-short RECV completes with LOC_LEN_ERR and the QP
+ * stays usable (one datagram is not a connection). On an SRQ a QP takes a
+ * RECV for a sound datagram only, at most one per call, in its turn
+ * (srq.c, as rv_deliver): true when it took one.
+ */
+bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
+{
+	uint32_t n = q->ring_n;
+	uint64_t *st = ud_states(q), now = rv_now_ns();
+	bool took = false, waits = false;
+
+	if (q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
+		return false;
+	if (now - q->ud_sweep_ns >= RV_UD_SWEEP_NS)
+		ud_sweep(q, now);
+	if (q->rq_head == q->rq_tail && !q->srq)
+		return false;
+	if (q->ud_pos >= q->ud_m)
+		ud_look(q);
+	while (q->ud_pos < q->ud_m && (q->rq_head != q->rq_tail || q->srq)) {
+		const struct rv_udord *o = &q->ud_ord[q->ud_pos];
 		uint8_t *slot = ud_slot(q, o->at);
 		enum ibv_wc_status s = IBV_WC_SUCCESS;
 		struct rv_rwr *r;
 		struct rv_udh h;
 		uint32_t ra;
 
-		/* a sender of the tenant may have written the slot again since
-		 * the look: a new copy, checked again, against the same state */
-		if (__atomic_load_n(&st[o->at], __ATOMIC_ACQUIRE) != o->v)
+		/* freed since the look, or a sender of the tenant wrote the slot
+		 * again: a new copy, checked again, against the same state */
+		if (__atomic_load_n(&st[o->at], __ATOMIC_ACQUIRE) != o->v) {
+			q->ud_pos++;
 			continue;
+		}
 		memcpy(&h, slot, sizeof(h));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
 		if (!ud_sound(q, &h, o->v)) {
-			ud_free(st, o->at, o->v, slot, RV_UD_STRIDE);
+			ud_free(st, o->at, o->v, slot);
+			q->ud_pos++;
 			continue;
 		}
 		/* a sound datagram: a QP on an SRQ takes a RECV for it now
@@ -393,6 +416,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			}
 			took = true;
 		}
+		q->ud_pos++;
 		q->ud_cur = (o->at + 1) & (n - 1);
 		ra = q->rq_head & q->rq_mask;
 		r = &q->rwr[ra];
@@ -414,7 +438,7 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			rv_scatter(q, ra, 0, (const uint8_t *)&g, RV_UD_GRH);
 			rv_scatter(q, ra, RV_UD_GRH, slot + RV_UD_HDR, h.len);
 		}
-		ud_free(st, o->at, o->v, slot, RV_UD_HDR + h.len);
+		ud_free(st, o->at, o->v, slot);
 		ud_complete(q, s, &h);
 	}
 	/* no sound datagram waits for a RECV (the one that put it in line was
@@ -567,9 +591,14 @@ int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, 
 	return 0;
 }
 
-void rv_ud_prep(struct rv_swr *w, const struct ibv_send_wr *wr, uint32_t own_qkey)
+void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
 {
+	uint32_t own_qkey = q->qkey;
+
 	w->udd = -1;
+	/* the posting order, per sending QP (the owner sorts by sender and
+	 * this): a WR whose claim has to wait keeps its place */
+	w->ud_seq = q->ud_seq++;
 	w->ud_phase = UD_NEW;
 	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 	/* a remote Q_Key with the high bit set means the QP's own (IB 10.2.5) */
@@ -745,7 +774,7 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	h.src_qp = q->qp.qp_num;
 	h.imm = w->imm;
 	h.opcode = w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM : RV_FRAG_SEND;
-	h.seq = d->seq++;
+	h.seq = w->ud_seq;
 	ibv_query_gid(&c->vc.context, 1, 0, &gid);
 	memcpy(h.sgid, gid.raw, 16);
 	memcpy(buf, &h, sizeof(h));
