@@ -176,6 +176,12 @@ _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
 #define RV_UD_STRIDE (RV_UD_HDR + RV_UD_MTU)
 #define RV_UD_GRH 40u                   /* what a UD RECV gets first (struct ibv_grh) */
 #define RV_UD_MIN_SLOTS 16u
+/* a sender writes no slot this long after its claim (ud.c), and the owner
+ * frees a slot that stays claimed this long (ud_ring.c): later, so that a
+ * slot is never written under its next owner */
+#define RV_UD_LATE_NS (1000ull * 1000000)
+#define RV_UD_STUCK_NS (3000ull * 1000000)
+_Static_assert(RV_UD_LATE_NS < RV_UD_STUCK_NS, "a late sender writes into a freed slot");
 #define RV_UD_MAX_SLOTS 1024u
 #define RV_UD_STATES RV_RING_SLOTS      /* data offset of the state words */
 #define RV_UD_CLAIMED 1u
