@@ -166,7 +166,8 @@ _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
  * slot with a CAS of its state 0 -> CLAIMED(token), WRITEs header and
  * payload, then CASes CLAIMED(token) -> FULL(token) (the owner's node
  * executes a client's operations in order, as a fragment's WRITE and tag); a
- * failed claim tries the next slot, then waits, then the datagram is
+ * failed claim tries the next slot, then the ones after with pauses
+ * between, then (RV_UD_WAIT_NS after the first failure) the datagram is
  * dropped, as UD may. The owner takes FULL slots whose header carries the
  * state's token, and gives them back with a 0.
  */

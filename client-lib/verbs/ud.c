@@ -546,8 +546,15 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 				return w->ud_bg;
 			return true;
 		case UD_FAILED: {
-			/* the slot was taken: the next ones at once, then every
-			 * 50 us to 5 ms (the owner frees slots in ring order) */
+			/* the slot was taken: the next slots at once, then
+			 * the ones after with pauses of 100 us up to 6.4 ms.
+			 * Always on to the next slot, never back to one that
+			 * failed: the owner frees slots sender by sender, not
+			 * in ring order, and another sender's backlog must not
+			 * hide the free slots after it. The pauses are shorter
+			 * for a large ring, so that this QP's waiting WRs
+			 * together try every slot four times within
+			 * RV_UD_WAIT_NS (a lap of a 64-slot ring: 50 ms). */
 			struct rv_udd *d = &c->udd[w->udd];
 
 			if (rv_now_ns() < d->full_until)
@@ -559,9 +566,11 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			if (w->ud_tries > RV_UD_FAST_TRIES) {
 				uint32_t k = w->ud_tries - RV_UD_FAST_TRIES;
 				uint64_t pause = 50000ull << (k < 7 ? k : 7);
+				uint64_t lap = RV_UD_WAIT_NS / 4 * (q->ud_open ? q->ud_open : 1) / d->n;
 
+				if (pause > lap)
+					pause = lap > 50000 ? lap : 50000;
 				w->ud_at = rv_now_ns() + pause;
-				d->next = w->ud_slot;   /* the oldest: freed first */
 			}
 			w->ud_phase = UD_CLAIM;
 			break;

@@ -14,7 +14,10 @@
  *     another's datagrams), nor write the states or the header page; slots it fills with broken headers (too
  *     long, a token that is not the state's, an unknown opcode, a wrong
  *     Q_Key) or junk states are dropped, and the next datagram arrives
- *     intact; slots it claims and never fills make a datagram lost (it
+ *     intact; with every other slot claimed by the pod, the next datagram
+ *     goes round the ring to the one left (its sender's claim ahead, too
+ *     old to use, given back); slots it claims and never fills make a
+ *     datagram lost (it
  *     still completes as sent) until the owner frees them, then the next
  *     one arrives;
  *  5. the server answers through ibv_create_ah_from_wc (the GRH it got);
@@ -36,6 +39,11 @@
  *     First a third QP of the SRQ found a datagram while the SRQ was empty
  *     (first in the SRQ's line), which then became junk for it (its Q_Key
  *     changed): it must not hold the others' turn.
+ * 11. a fresh QP of the server whose slots a pod of the tenant holds
+ *     claimed, all but two: the client's datagram starts at the last slot
+ *     (the test knob below), finds all others taken in a row and must go on
+ *     to the free ones (it once went back to a taken slot and waited there
+ *     until the datagram was dropped, with the ring not full).
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
@@ -461,7 +469,11 @@ static void server(int fd)
 	expect_dgram(&u, 13, 13, false, peer.qpn, peer.gid, 10000, "phase 4: after the junk slots");
 	nothing(&u, 300, "phase 4: junk slots");
 	sync_byte(fd, 'd');   /* we looked at every slot: the pod claims the free ones */
-	sync_byte(fd, 'c');   /* the pod claimed every free slot; a datagram is lost */
+	/* the client's next datagram went to the one slot left: its own claim
+	 * ahead, which it gave back (too old) */
+	expect_dgram(&u, 14, 14, false, peer.qpn, peer.gid, 10000,
+		     "phase 4: into the slot the sender claimed ahead");
+	sync_byte(fd, 'c');   /* the pod claimed that one too; a datagram is lost */
 	/* polling meanwhile: we free slots that stay claimed 3 s */
 	nothing(&u, 5000, "phase 4: a datagram while every slot is claimed");
 	sync_byte(fd, 'f');   /* freed since: the next one arrives */
@@ -512,6 +524,27 @@ static void server(int fd)
 		printf("verbs_ud: a datagram to a new destination arrived while its sender polled "
 		       "nothing after the post\n");
 	}
+	/* 11: the client's datagram past a run of taken slots */
+	{
+		struct ibv_qp *q5 = ud_qp(&u, RV_UD_MIN_SLOTS, NULL);
+		uint32_t qpn5;
+
+		if (!q5)
+			die("phase 11: a fifth UD QP");
+		post_recv(&u, q5, 2, RSZ);
+		qpn5 = q5->qp_num;
+		sync_byte(fd, 'k');
+		if (write(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
+			die("exchange");
+		if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != qpn5 ||
+		    wc.byte_len != 27 + RV_UD_GRH || !same(u.buf + 2 * (size_t)RSZ + RV_UD_GRH, 27, 27))
+			die("phase 11: a datagram to a ring with 2 free slots past all the others taken "
+			    "did not arrive");
+		if (write(fd, "g", 1) != 1 || ibv_destroy_qp(q5))
+			die("phase 11: exchange / destroy");
+		printf("verbs_ud: a datagram went past the slots a pod of the tenant held to the 2 "
+		       "free ones\n");
+	}
 	srq_phase(&u, fd, &peer);
 	sync_byte(fd, 'e');
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
@@ -526,6 +559,22 @@ static void server(int fd)
 static uint32_t token(uint32_t i)
 {
 	return 0x5eed00u + i;
+}
+
+/* The pod's claims of every slot of a ring still free, never to be filled:
+ * how many it got. */
+static uint32_t claim_free(struct roshm *r, uint32_t h, uint32_t n, uint32_t tok)
+{
+	uint32_t claimed = 0;
+	uint64_t old;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0,
+					((uint64_t)token(tok + i) << 2) | RV_UD_CLAIMED, &old))
+			die("hostile: claiming");
+		claimed += !old;
+	}
+	return claimed;
 }
 
 /* The pod of the tenant, with its own libroshm: the server's ring. */
@@ -605,16 +654,18 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	sent_ok(u, "phase 4");
 	sync_byte(fd, 'd');
 	/* every free slot claimed, never filled */
-	for (uint32_t i = 0; i < n; i++) {
-		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0,
-					((uint64_t)token(100 + i) << 2) | RV_UD_CLAIMED, &old))
-			die("hostile: claiming");
-		claimed += !old;
-	}
+	claimed = claim_free(r, h, n, 100);
 	if (claimed < n - 2)   /* the junk state, and the client's slot claimed ahead */
 		die("hostile: the slots were not free");
 	usleep(600000);   /* the client's slot claimed ahead is too old to use now */
-	sync_byte(fd, 'c');
+	/* so the next datagram gives that slot back, finds every other one
+	 * taken and goes on round the ring to it: the only free one */
+	if (send_ud(u, u->qp, ah, peer->qpn, QK, 14, 14, false, IBV_WR_SEND))
+		die("phase 4: send into the slot claimed ahead");
+	sent_ok(u, "phase 4: into the slot claimed ahead");
+	sync_byte(fd, 'c');   /* the server has it: the owner freed its slot */
+	if (claim_free(r, h, n, 150) < 1)
+		die("hostile: the slot of the datagram delivered was not free");
 	/* an armed CQ: the notifier thread runs; after the lost datagram it
 	 * must sleep (it spun on the pause between claims before) */
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(u->ctx);
@@ -623,7 +674,7 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 
 	if (!acq || ibv_req_notify_cq(acq, 0))
 		die("phase 4: an armed CQ");
-	if (send_ud(u, u->qp, ah, peer->qpn, QK, 14, 14, false, IBV_WR_SEND))
+	if (send_ud(u, u->qp, ah, peer->qpn, QK, 24, 24, false, IBV_WR_SEND))
 		die("phase 4: send while claimed");
 	sent_ok(u, "phase 4: a datagram with no slot to go to");   /* lost, and says so nowhere */
 	getrusage(RUSAGE_SELF, &ru0);
@@ -688,6 +739,51 @@ static void replay(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, in
 		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at[k], 0, full[k], &old) || old)
 			die("phase 8: marking a freed slot FULL again");
 	sync_byte(fd, 'b');
+	roshm_region_close(r, h);
+	roshm_close(r);
+}
+
+/* 11: a pod of the tenant claims the last slot of the server's fresh
+ * ring and the ones from 0 on, all but two, then we send: our first slot
+ * there is the last one (ROSHM_VERBS_UD_FIRST=last) */
+static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
+{
+	struct roshm_params p;
+	struct roshm *r;
+	uint32_t h, dh, qpn5, n = 0;
+	uint64_t old, size = 0, dsize = 0;
+	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX], g;
+	int err = 0;
+
+	if (read(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
+		die("exchange");
+	memset(&p, 0, sizeof(p));
+	if (!(r = roshm_open(&p, &err)))
+		die("phase 11: roshm_open");
+	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn5);
+	snprintf(dname, sizeof(dname), "ibv-qpd-%06x", qpn5);
+	if (roshm_region_open(r, name, &h, &size) || roshm_region_open(r, dname, &dh, &dsize))
+		die("phase 11: open the fresh QP's ring");
+	/* the states are whole pages: the slots tell the size */
+	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
+		if (rv_ud_states_size(k) == size && rv_ud_slots_size(k) == dsize)
+			n = k;
+	if (!n)
+		die("phase 11: the fresh QP's ring is no UD ring");
+	for (uint32_t i = 0; i < n - 2; i++) {
+		uint32_t at = (i + n - 1) % n;   /* n-1, 0, 1, ..., n-4 */
+
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at, 0,
+					((uint64_t)token(200 + i) << 2) | RV_UD_CLAIMED, &old) || old)
+			die("phase 11: claiming a slot of the fresh ring");
+	}
+	printf("verbs_ud: phase 11: %u of the fresh ring's %u slots claimed by the pod\n", n - 2, n);
+	if (send_ud(u, u->qp, ah, qpn5, QK, 27, 27, false, IBV_WR_SEND))
+		die("phase 11: send");
+	sent_ok(u, "phase 11");
+	if (read(fd, &g, 1) != 1 || g != 'g')
+		die("phase 11: exchange");
+	roshm_region_close(r, dh);
 	roshm_region_close(r, h);
 	roshm_close(r);
 }
@@ -779,6 +875,8 @@ static void client(int fd)
 			    read(fd, &g, 1) != 1 || g != 'g')
 				die("phase 9: send, then wait unpolled");
 			sent_ok(&u, "phase 9");
+		} else if (c == 'k') {
+			past_taken(&u, ah, fd);
 		} else if (c == 'S') {
 			/* 10: two datagrams to each of qa, qb of the server's
 			 * SRQ, after one to qc ('h') that turns junk */
