@@ -28,7 +28,8 @@
  *     server's environment) sends to the server's QP: nothing arrives;
  *  8. a pod of the tenant that learned two waiting datagrams' states by
  *     CAS marks their slots FULL again after the owner took them: nothing
- *     is delivered twice;
+ *     is delivered twice; publishing a header of its own there under the
+ *     old token delivers zeros, not the old payload (the slot was wiped);
  *  9. the client posts a datagram to a QP it never sent to (a lookup, a
  *     claim, then the WRITE: steps a NIC takes alone) and then waits in
  *     read(2), polling nothing: the datagram must arrive all the same;
@@ -501,8 +502,18 @@ static void server(int fd)
 	sync_byte(fd, 'a');   /* the pod marks their freed slots FULL again */
 	sync_byte(fd, 'b');
 	nothing(&u, 500, "phase 8: a datagram marked FULL again by a pod of the tenant");
+	/* a header of its own for the old token, published properly: the
+	 * slot's payload must be gone (the owner wiped the whole slot), not
+	 * the datagram delivered before */
+	sync_byte(fd, 'w');
+	if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != q3->qp_num ||
+	    wc.byte_len != 10 + RV_UD_GRH)
+		die("phase 8: the pod's own header for an old token");
+	for (uint32_t i = 0; i < 10; i++)
+		if (u.buf[(size_t)wc.wr_id * RSZ + RV_UD_GRH + i])
+			die("phase 8: a slot delivered before was not wiped: its payload came again");
 	printf("verbs_ud: slots a pod of the tenant marked FULL again with a datagram's old token "
-	       "delivered nothing\n");
+	       "delivered nothing; under a header of its own, nothing of the old payload\n");
 	/* 9: a datagram whose sender polls nothing after the post */
 	{
 		struct ibv_qp *q4 = ud_qp(&u, 4, NULL);
@@ -739,6 +750,28 @@ static void replay(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, in
 		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at[k], 0, full[k], &old) || old)
 			die("phase 8: marking a freed slot FULL again");
 	sync_byte(fd, 'b');
+	/* the owner dropped them (their headers wiped): the slot is free, and
+	 * the pod publishes a 10-byte header of its own there, under the old
+	 * token, over whatever payload the slot still holds */
+	sync_byte(fd, 'w');
+	{
+		uint64_t tok = full[0] >> 2, cl = ((uint64_t)token(300) << 2) | RV_UD_CLAIMED;
+		struct rv_udh hd = { .token = tok, .len = 10, .qkey = QK, .src_qp = u->qp->qp_num,
+				     .opcode = RV_FRAG_SEND };
+		uint32_t dh;
+		uint8_t *arena = roshm_arena(r, NULL);
+
+		snprintf(name, sizeof(name), "ibv-qpd-%06x", peer->qpn3);
+		if (roshm_region_open(r, name, &dh, NULL))
+			die("phase 8: open q3's slots");
+		memcpy(arena, &hd, sizeof(hd));
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at[0], 0, cl, &old) || old ||
+		    roshm_write_sync(r, dh, (uint64_t)at[0] * RV_UD_STRIDE, 0, RV_UD_HDR) ||
+		    roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * at[0], cl, full[0], &old) ||
+		    old != cl)
+			die("phase 8: publishing a header of its own in a freed slot");
+		roshm_region_close(r, dh);
+	}
 	roshm_region_close(r, h);
 	roshm_close(r);
 }
