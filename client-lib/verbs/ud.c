@@ -37,7 +37,7 @@
 /* The owner's side (the ring, delivery into RECVs) is in ud_ring.c. */
 
 #define RV_UD_WAIT_NS (200ull * 1000000)        /* a datagram waits this long for a slot */
-#define RV_UD_FULL_TRIES 8                      /* ... and as many failed claims at least */
+#define RV_UD_FULL_TRIES 64                     /* ... and a lap of the ring (this many at most) */
 #define RV_UD_MISS_NS (2000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
 #define RV_UD_LOOK_NS (20ull * 1000000)         /* between the first lookups of a QPN */
 #define RV_UD_LOOKS 3                           /* first lookups (a registry may lag a little) */
@@ -514,17 +514,20 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			break;
 		}
 		case UD_CLAIM: {
+			struct rv_udd *d = &c->udd[w->udd];
 			uint64_t now = rv_now_ns();
+			uint32_t lap = d->n < RV_UD_FULL_TRIES ? d->n : RV_UD_FULL_TRIES;
 
-			if (w->ud_t0 && now - w->ud_t0 > RV_UD_WAIT_NS &&
-			    w->ud_tries >= RV_UD_FULL_TRIES) {
+			if (w->ud_t0 && now - w->ud_t0 > RV_UD_WAIT_NS && w->ud_tries >= lap) {
 				/* no room for it: claims failed for RV_UD_WAIT_NS
 				 * (counted from the first failure, not from the post:
-				 * a slow link or a wait for an SQE is no full ring);
-				 * the next ones to this QP get one claim for a while
-				 * (the ring is full, as a NIC's RQ without RECVs: the
-				 * others of this QP go on) */
-				c->udd[w->udd].full_until = now + RV_UD_WAIT_NS;
+				 * a slow link or a wait for an SQE is no full ring)
+				 * and at every slot (64 of a larger ring: claim
+				 * round trips slower than the pauses do not make a
+				 * ring full); the next ones to this QP get one
+				 * claim for a while (the ring is full, as a NIC's
+				 * RQ without RECVs: the others of this QP go on) */
+				d->full_until = now + RV_UD_WAIT_NS;
 				return ud_lost(q, w, "no free slot in 200 ms");
 			}
 			if (w->ud_at > now) {   /* pausing (the notifier's timer) */
@@ -553,8 +556,9 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			 * in ring order, and another sender's backlog must not
 			 * hide the free slots after it. The pauses are shorter
 			 * for a large ring, so that this QP's waiting WRs
-			 * together try every slot four times within
-			 * RV_UD_WAIT_NS (a lap of a 64-slot ring: 50 ms). */
+			 * together take about RV_UD_WAIT_NS for a lap of
+			 * the ring (a ring a pod holds full costs its senders
+			 * a claim per slot per 200 ms, not more). */
 			struct rv_udd *d = &c->udd[w->udd];
 
 			if (rv_now_ns() < d->full_until)
@@ -566,7 +570,7 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			if (w->ud_tries > RV_UD_FAST_TRIES) {
 				uint32_t k = w->ud_tries - RV_UD_FAST_TRIES;
 				uint64_t pause = 50000ull << (k < 7 ? k : 7);
-				uint64_t lap = RV_UD_WAIT_NS / 4 * (q->ud_open ? q->ud_open : 1) / d->n;
+				uint64_t lap = RV_UD_WAIT_NS * (q->ud_open ? q->ud_open : 1) / d->n;
 
 				if (pause > lap)
 					pause = lap > 50000 ? lap : 50000;
