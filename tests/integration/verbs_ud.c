@@ -397,6 +397,31 @@ static void srq_phase(struct ud *u, int fd, const struct uinfo *peer)
 	       "event; post_recv on its QPs refused\n");
 }
 
+/* A new UD QP of ours (@nrecv RECVs) for one phase: its QPN to the client
+ * after @c, then the client's datagram of @len bytes (seed @len) must
+ * arrive in its RECV; then 'g' to the client and the QP goes. */
+static void fresh_qp(struct ud *u, int fd, uint32_t nrecv, char c, uint32_t len, const char *what)
+{
+	struct ibv_qp *q = ud_qp(u, nrecv, NULL);
+	struct ibv_wc wc;
+	uint32_t qpn;
+
+	if (!q)
+		die("a UD QP for a phase");
+	post_recv(u, q, 2, RSZ);
+	qpn = q->qp_num;
+	sync_byte(fd, c);
+	if (write(fd, &qpn, sizeof(qpn)) != sizeof(qpn))
+		die("exchange");
+	if (!next_wc(u->cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != qpn ||
+	    wc.byte_len != len + RV_UD_GRH || !same(u->buf + 2 * (size_t)RSZ + RV_UD_GRH, len, len)) {
+		fprintf(stderr, "%s: did not arrive\n", what);
+		die("a datagram to a new QP");
+	}
+	if (write(fd, "g", 1) != 1 || ibv_destroy_qp(q))
+		die("exchange / destroy");
+}
+
 static void server(int fd)
 {
 	struct ud u;
@@ -515,47 +540,14 @@ static void server(int fd)
 	printf("verbs_ud: slots a pod of the tenant marked FULL again with a datagram's old token "
 	       "delivered nothing; under a header of its own, nothing of the old payload\n");
 	/* 9: a datagram whose sender polls nothing after the post */
-	{
-		struct ibv_qp *q4 = ud_qp(&u, 4, NULL);
-		uint32_t qpn4;
-
-		if (!q4)
-			die("phase 9: a fourth UD QP");
-		post_recv(&u, q4, 2, RSZ);
-		qpn4 = q4->qp_num;
-		sync_byte(fd, 'n');
-		if (write(fd, &qpn4, sizeof(qpn4)) != sizeof(qpn4))
-			die("exchange");
-		if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != qpn4 ||
-		    wc.byte_len != 19 + RV_UD_GRH || !same(u.buf + 2 * (size_t)RSZ + RV_UD_GRH, 19, 19))
-			die("phase 9: a datagram whose sender stopped polling after the post did not "
-			    "arrive");
-		if (write(fd, "g", 1) != 1 || ibv_destroy_qp(q4))
-			die("phase 9: exchange / destroy");
-		printf("verbs_ud: a datagram to a new destination arrived while its sender polled "
-		       "nothing after the post\n");
-	}
+	fresh_qp(&u, fd, 4, 'n', 19, "phase 9: a datagram whose sender stopped polling after the post");
+	printf("verbs_ud: a datagram to a new destination arrived while its sender polled nothing "
+	       "after the post\n");
 	/* 11: the client's datagram past a run of taken slots */
-	{
-		struct ibv_qp *q5 = ud_qp(&u, RV_UD_MIN_SLOTS, NULL);
-		uint32_t qpn5;
-
-		if (!q5)
-			die("phase 11: a fifth UD QP");
-		post_recv(&u, q5, 2, RSZ);
-		qpn5 = q5->qp_num;
-		sync_byte(fd, 'k');
-		if (write(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
-			die("exchange");
-		if (!next_wc(u.cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS || wc.qp_num != qpn5 ||
-		    wc.byte_len != 27 + RV_UD_GRH || !same(u.buf + 2 * (size_t)RSZ + RV_UD_GRH, 27, 27))
-			die("phase 11: a datagram to a ring with 2 free slots past all the others taken "
-			    "did not arrive");
-		if (write(fd, "g", 1) != 1 || ibv_destroy_qp(q5))
-			die("phase 11: exchange / destroy");
-		printf("verbs_ud: a datagram went past the slots a pod of the tenant held to the 2 "
-		       "free ones\n");
-	}
+	fresh_qp(&u, fd, RV_UD_MIN_SLOTS, 'k', 27,
+		 "phase 11: a datagram to a ring with 2 free slots past all the others taken");
+	printf("verbs_ud: a datagram went past the slots a pod of the tenant held to the 2 free "
+	       "ones\n");
 	srq_phase(&u, fd, &peer);
 	sync_byte(fd, 'e');
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
@@ -573,8 +565,8 @@ static uint32_t token(uint32_t i)
 }
 
 /* The pod's claims of every slot of a ring still free, never to be filled:
- * how many it got. */
-static uint32_t claim_free(struct roshm *r, uint32_t h, uint32_t n, uint32_t tok)
+ * how many it got; *last: the last slot it got. */
+static uint32_t claim_free(struct roshm *r, uint32_t h, uint32_t n, uint32_t tok, uint32_t *last)
 {
 	uint32_t claimed = 0;
 	uint64_t old;
@@ -583,7 +575,10 @@ static uint32_t claim_free(struct roshm *r, uint32_t h, uint32_t n, uint32_t tok
 		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i, 0,
 					((uint64_t)token(tok + i) << 2) | RV_UD_CLAIMED, &old))
 			die("hostile: claiming");
-		claimed += !old;
+		if (!old) {
+			claimed++;
+			*last = i;
+		}
 	}
 	return claimed;
 }
@@ -594,7 +589,7 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	struct roshm_params p;
 	struct roshm *r;
 	uint8_t *arena;
-	uint32_t h, dh, n = 0, claimed = 0;
+	uint32_t h, dh, n = 0, claimed = 0, last = 0;
 	uint64_t size = 0, dsize = 0, old;
 	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX];
 	int err = 0, ret;
@@ -665,9 +660,15 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 	sent_ok(u, "phase 4");
 	sync_byte(fd, 'd');
 	/* every free slot claimed, never filled */
-	claimed = claim_free(r, h, n, 100);
+	claimed = claim_free(r, h, n, 100, &last);
 	if (claimed < n - 2)   /* the junk state, and the client's slot claimed ahead */
 		die("hostile: the slots were not free");
+	if (claimed == n - 1) {   /* no claim ahead (its slot was not free): one slot back */
+		uint64_t cl = ((uint64_t)token(100 + last) << 2) | RV_UD_CLAIMED;
+
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * last, cl, 0, &old) || old != cl)
+			die("hostile: giving a claim back");
+	}
 	usleep(600000);   /* the client's slot claimed ahead is too old to use now */
 	/* so the next datagram gives that slot back, finds every other one
 	 * taken and goes on round the ring to it: the only free one */
@@ -675,7 +676,7 @@ static void hostile(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, i
 		die("phase 4: send into the slot claimed ahead");
 	sent_ok(u, "phase 4: into the slot claimed ahead");
 	sync_byte(fd, 'c');   /* the server has it: the owner freed its slot */
-	if (claim_free(r, h, n, 150) < 1)
+	if (claim_free(r, h, n, 150, &last) < 1)
 		die("hostile: the slot of the datagram delivered was not free");
 	/* an armed CQ: the notifier thread runs; after the lost datagram it
 	 * must sleep (it spun on the pause between claims before) */
