@@ -228,6 +228,7 @@ struct rv_udd {
 	uint8_t tries;          /* lookups so far (n == 0: looking while < RV_UD_LOOKS) */
 	uint64_t retry_ns;      /* n == 0: the next lookup, not before this */
 	uint64_t full_until;    /* a datagram found no room: others get one claim till then */
+	uint32_t fails;         /* failed claims since the last that worked (a lap: full) */
 	/* a slot claimed ahead for the next datagram (ud.c): RV_PRE_* */
 	uint8_t pre;
 	uint32_t pre_slot;

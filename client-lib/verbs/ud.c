@@ -37,7 +37,7 @@
 /* The owner's side (the ring, delivery into RECVs) is in ud_ring.c. */
 
 #define RV_UD_WAIT_NS (200ull * 1000000)        /* a datagram waits this long for a slot */
-#define RV_UD_FULL_TRIES 64                     /* ... and a lap of the ring (this many at most) */
+#define RV_UD_GIVEUP_NS (2000ull * 1000000)     /* ... or this long, with the ring not yet gone round */
 #define RV_UD_MISS_NS (2000ull * 1000000)       /* a QPN that names no UD QP: looked up again after */
 #define RV_UD_LOOK_NS (20ull * 1000000)         /* between the first lookups of a QPN */
 #define RV_UD_LOOKS 3                           /* first lookups (a registry may lag a little) */
@@ -160,6 +160,7 @@ static void udd_try(struct rv_ctx *c, struct rv_udd *d, uint64_t now)
 	d->handle = h;
 	d->dhandle = dh;
 	d->open = true;
+	d->fails = 0;
 	{
 		uint32_t r = 0;
 
@@ -385,13 +386,26 @@ static void ud_unclaim(struct rv_ctx *c, struct rv_qp *q, int at)
 	q->inflight++;
 }
 
+/* A claim came back: a lap of failed ones (d->fails >= d->n) with none
+ * that worked means the ring is full. */
+static void ud_count(struct rv_udd *d, bool worked)
+{
+	if (worked)
+		d->fails = 0;
+	else if (d->fails < UINT32_MAX)
+		d->fails++;
+}
+
 /* A claim ahead, or its giving back, came back. */
 void rv_ud_opcqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cqe *e)
 {
 	struct rv_udd *d = &c->udd[op->widx];
 
-	if (op->kind == RV_OP_UD_PRECLAIM)
+	if (op->kind == RV_OP_UD_PRECLAIM) {
 		d->pre = !e->status && !e->result ? RV_PRE_READY : RV_PRE_NONE;
+		if (!e->status)
+			ud_count(d, !e->result);
+	}
 	if (e->status && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
 			  e->status == -EACCES))
 		d->stale = true;
@@ -516,19 +530,21 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 		case UD_CLAIM: {
 			struct rv_udd *d = &c->udd[w->udd];
 			uint64_t now = rv_now_ns();
-			uint32_t lap = d->n < RV_UD_FULL_TRIES ? d->n : RV_UD_FULL_TRIES;
 
-			if (w->ud_t0 && now - w->ud_t0 > RV_UD_WAIT_NS && w->ud_tries >= lap) {
-				/* no room for it: claims failed for RV_UD_WAIT_NS
+			if (w->ud_t0 && ((now - w->ud_t0 > RV_UD_WAIT_NS && d->fails >= d->n) ||
+					 now - w->ud_t0 > RV_UD_GIVEUP_NS)) {
+				/* no room for it: its claims failed for RV_UD_WAIT_NS
 				 * (counted from the first failure, not from the post:
 				 * a slow link or a wait for an SQE is no full ring)
-				 * and at every slot (64 of a larger ring: claim
-				 * round trips slower than the pauses do not make a
-				 * ring full); the next ones to this QP get one
-				 * claim for a while (the ring is full, as a NIC's
-				 * RQ without RECVs: the others of this QP go on) */
+				 * and the claims to this ring (any WR's) went round
+				 * it without one that worked (claim round trips
+				 * slower than the pauses do not make a ring full),
+				 * or for RV_UD_GIVEUP_NS; the next ones to this QP
+				 * get one claim for a while (the ring is full, as a
+				 * NIC's RQ without RECVs: the others go on) */
 				d->full_until = now + RV_UD_WAIT_NS;
-				return ud_lost(q, w, "no free slot in 200 ms");
+				return ud_lost(q, w, d->fails >= d->n ? "no free slot in a lap of the ring"
+								     : "no free slot in 2 s");
 			}
 			if (w->ud_at > now) {   /* pausing (the notifier's timer) */
 				q->want = 1;
@@ -628,6 +644,8 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 		return;
 	}
 	if (op->kind == RV_OP_UD_CLAIM) {
+		if (d)
+			ud_count(d, !e->result);
 		if (!e->result) {
 			if (d)
 				d->full_until = 0;
