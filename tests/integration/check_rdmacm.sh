@@ -9,7 +9,8 @@
 #       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts,
 #       RDMA_PS_UDP's SIDR answers and datagrams);
 #       Debian's ucmatose -C 0 (connections without messages: several, then
-#       migrated) after garbage was thrown at its port; qperf -cm1's RDMA
+#       migrated) after garbage was thrown at its port; cmtime -c 20 (20
+#       connections set up and torn down step by step); qperf -cm1's RDMA
 #       WRITE, READ and atomic tests.
 # send: what also needs SEND/RECV and completion channels from roshm0:
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
@@ -30,7 +31,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 # unmodified binaries around our instrumented libraries: the ASan runtime preloaded
 th_asan_pre "$name" "$sanitize"
 pre=$TH_PRE
-if [[ $mode == cm ]]; then need=(ucmatose qperf)
+if [[ $mode == cm ]]; then need=(ucmatose cmtime qperf)
 else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf fi_pingpong); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
@@ -102,6 +103,21 @@ if [[ $mode == cm ]]; then
   grep -q 'return status 0' "$d/ucma.client" || fail "ucmatose client: no 'return status 0'"
   echo "ok: ucmatose -C 0 -c 2 after garbage on its port"
   pair ucmatose-migrate "ucmatose -C 0 -c 3 -m -p 7801" "ucmatose -C 0 -c 3 -m -p 7801 -s $ADDR_A" 'return status 0'
+  # cmtime: 20 connections, each step (id, resolve, QP, connect,
+  # disconnect, destroy) for all at once, events from one channel; its
+  # server runs until killed and must still be there
+  bg_a timeout 120 $va cmtime -p 7805 >"$d/cmtime.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  in_b timeout 60 $vb cmtime -s "$ADDR_A" -p 7805 -c 20 >"$d/cmtime.client" 2>&1 ||
+    { cat "$d/cmtime.client" "$d/cmtime.server"; fail "cmtime client"; }
+  kill -0 "$srv" 2>/dev/null || { cat "$d/cmtime.server"; fail "cmtime server left"; }
+  th_stop "$srv"; srv=
+  for st in 'create qp' connect disconnect; do
+    grep -Eq "^$st +: +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+" "$d/cmtime.client" ||
+      { cat "$d/cmtime.client"; fail "cmtime: no '$st' line"; }
+  done
+  echo "ok: cmtime -c 20: $(grep -E '^connect +:' "$d/cmtime.client" | tr -s ' ') (us / conn last)"
 
   # qperf: its own TCP exchange for keys, the CM for the QPs; polled CQs
   bg_a timeout 200 $va qperf >"$d/qperf.server" 2>&1

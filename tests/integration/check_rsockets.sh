@@ -5,6 +5,7 @@
 # - Debian's rstream, unmodified, with its data check (-T v): blocking,
 #   async (rpoll), non-blocking, through rdma_getaddrinfo, small and large
 #   transfers; and riostream (riomap / riowrite), with the same check;
+#   rcopy (a file of random bytes, compared after the copy);
 # - ordinary socket programs under rdma-core's librspreload.so, a server in
 #   C (rsock_server.c: poll, accept, read, write) and a Python client
 #   (rsock_check.py): 8 MiB with a half close, checked by SHA-256 at both
@@ -84,6 +85,19 @@ for t in "-T v -S 64 -I 200 -C 1" "-T v -T b -S 1000000 -I 4 -C 4" "-T v -S 3000
   p=$((p + 1))
   pair "riostream $t" "$va riostream -p $p $t" "$vb riostream -s $ADDR_A -p $p $t" "$re"
 done
+
+# rcopy: a 3 MB file of random bytes to the server's side (same file
+# system here), compared byte for byte; its server runs until killed
+head -c 3000000 /dev/urandom >"$d/rcopy.src"
+bg_a timeout 120 $va rcopy -p 7940 >"$d/rcopy.server" 2>&1
+srv=$BG_PID
+sleep 0.5
+in_b timeout 60 $vb rcopy "$d/rcopy.src" "$ADDR_A:$d/rcopy.dst" -p 7940 >"$d/rcopy.client" 2>&1 ||
+  { cat "$d/rcopy.client" "$d/rcopy.server"; fail "rcopy client"; }
+for _ in $(seq 100); do grep -q 'closing\.\.\.done' "$d/rcopy.server" && break; sleep 0.1; done
+th_stop "$srv"; srv=
+cmp -s "$d/rcopy.src" "$d/rcopy.dst" || { cat "$d/rcopy.client" "$d/rcopy.server"; fail "rcopy: the copy differs"; }
+echo "ok: rcopy: 3000000 bytes copied, same bytes ($(grep -o '[0-9.]* Gb/sec' "$d/rcopy.client"))"
 
 # librspreload: a socket program that knows nothing of RDMA
 s0=$(sqes) || fail "roshmctl stats"
