@@ -167,8 +167,8 @@ _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
  * payload, then CASes CLAIMED(token) -> FULL(token) (the owner's node
  * executes a client's operations in order, as a fragment's WRITE and tag); a
  * failed claim tries the next slot, then the ones after with pauses
- * between, then (RV_UD_WAIT_NS after the first failure) the datagram is
- * dropped, as UD may. The owner takes FULL slots whose header carries the
+ * between; once they went round the ring and 200 ms passed (or 2 s in
+ * any case, ud.c) the datagram is dropped, as UD may. The owner takes FULL slots whose header carries the
  * state's token, and gives them back with a 0.
  */
 #define RV_UD_MAGIC 0x3150445572687372ull /* "rshrUDP1" */

@@ -573,8 +573,9 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			 * hide the free slots after it. The pauses are shorter
 			 * for a large ring, so that this QP's waiting WRs
 			 * together take about RV_UD_WAIT_NS for a lap of
-			 * the ring (a ring a pod holds full costs its senders
-			 * a claim per slot per 200 ms, not more). */
+			 * the ring (a WR's claims still come no closer than
+			 * its pause: on a small ring a held ring costs each
+			 * waiting WR a claim per 6.4 ms at most). */
 			struct rv_udd *d = &c->udd[w->udd];
 
 			if (rv_now_ns() < d->full_until)
