@@ -260,16 +260,13 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		}
 		/* a sound fragment is here: a QP on an SRQ takes a RECV for it
 		 * now, not before (the others' messages may need them) */
-		if (q->rq_head == q->rq_tail) {
-			if (took) {
-				rv_srq_wait(q);   /* in line behind the others */
-				return true;
-			}
-			if (!rv_srq_take(q)) {
-				waits = true;
-				break;
-			}
-			took = true;
+		enum rv_turn turn = rv_srq_turn(q, &took);
+
+		if (turn == RV_TURN_LATER)
+			return true;
+		if (turn == RV_TURN_NONE) {
+			waits = true;
+			break;
 		}
 		if (f.flags & RV_FRAG_FIRST) {
 			q->in_msg = true;

@@ -641,6 +641,8 @@ void rv_ring_discard(struct rv_qp *q);
 bool rv_srq_take(struct rv_qp *q);
 void rv_srq_wait(struct rv_qp *q);
 void rv_srq_unwait(struct rv_qp *q);
+enum rv_turn { RV_TURN_GO, RV_TURN_LATER, RV_TURN_NONE };
+enum rv_turn rv_srq_turn(struct rv_qp *q, bool *took);
 void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_srq *srq);
 void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const struct ibv_recv_wr *wr);
 void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra);

@@ -286,3 +286,24 @@ bool rv_srq_take(struct rv_qp *q)
 	}
 	return true;
 }
+
+/*
+ * A delivery pass of @q found a sound message: has it a RECV for it? Yes
+ * (RV_TURN_GO) when it holds one, or it is first in its SRQ's line and takes
+ * one; *@took says it took one in this pass already, so it queues behind the
+ * others for the next (RV_TURN_LATER: the pass ends, there may be more).
+ * RV_TURN_NONE: the SRQ is empty or others come first; it waits in line.
+ */
+enum rv_turn rv_srq_turn(struct rv_qp *q, bool *took)
+{
+	if (q->rq_head != q->rq_tail)
+		return RV_TURN_GO;
+	if (*took) {
+		rv_srq_wait(q);   /* in line behind the others */
+		return RV_TURN_LATER;
+	}
+	if (!rv_srq_take(q))
+		return RV_TURN_NONE;
+	*took = true;
+	return RV_TURN_GO;
+}

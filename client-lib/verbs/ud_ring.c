@@ -313,16 +313,13 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		}
 		/* a sound datagram: a QP on an SRQ takes a RECV for it now
 		 * (the slot stays full, and next, until it has one) */
-		if (q->rq_head == q->rq_tail) {
-			if (took) {
-				rv_srq_wait(q);   /* in line behind the others */
-				return true;
-			}
-			if (!rv_srq_take(q)) {
-				waits = true;
-				break;
-			}
-			took = true;
+		enum rv_turn turn = rv_srq_turn(q, &took);
+
+		if (turn == RV_TURN_LATER)
+			return true;
+		if (turn == RV_TURN_NONE) {
+			waits = true;
+			break;
 		}
 		q->ud_pos++;
 		q->ud_cur = (o->at + 1) & (n - 1);
