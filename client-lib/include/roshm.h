@@ -613,6 +613,15 @@ int roshm_admin(const char *sock_path, const char *cmd, char **json);
  * admin token and server uid of @p (NULL fields: as roshm_admin()). */
 int roshm_admin_params(const struct roshm_params *p, const char *cmd, char **json);
 
+/*
+ * roshm_region_list() - the registry's regions of @r's tenant whose names
+ * begin with @prefix (the "regions PREFIX" admin command, with @r's tenant
+ * credentials only, never the node's admin token): 0 and *json a malloc'd
+ * JSON array of {"name": "<tenant>/<name>", "node", "state", "size", ...}
+ * the caller frees, or an admin command's -errno.
+ */
+int roshm_region_list(struct roshm *r, const char *prefix, char **json);
+
 /* roshm_strerror() - a short description of a roshm -errno status. */
 const char *roshm_strerror(int status);
 

@@ -381,3 +381,18 @@ const char *roshm_strerror(int status)
 		return d ? d : "error";
 	}
 }
+
+int roshm_region_list(struct roshm *r, const char *prefix, char **json)
+{
+	struct roshm_params p;
+	char cmd[8 + ROSHM_NAME_MAX];
+
+	if (!r || !prefix || !json || strlen(prefix) >= ROSHM_NAME_MAX)
+		return -EINVAL;
+	/* the tenant's own credentials: an admin token of the environment
+	 * would list every tenant's */
+	p = *r->params;
+	p.admin_token = "";
+	snprintf(cmd, sizeof(cmd), "regions %s", prefix);
+	return roshm_admin_params(&p, cmd, json);
+}

@@ -22,7 +22,8 @@ static void usage(FILE *f)
 		   "commands:\n"
 		   "  status    node, version, uptime, counts\n"
 		   "  clients   attached clients and their counters\n"
-		   "  regions   regions in the registry\n"
+		   "  regions [PREFIX]\n"
+		   "            regions in the registry (whose names begin with PREFIX)\n"
 		   "  peers     nodes this roshmd has connected to (tcp or verbs)\n"
 		   "  drain [--tenant T | --region T/NAME | --pod POD]\n"
 		   "            mark regions stale, finish their transactions, unpublish them;\n"
@@ -203,7 +204,12 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (optind != argc - 1) {
+	/* regions PREFIX */
+	const char *prefix = NULL;
+
+	if (optind == argc - 2 && !strcmp(argv[optind], "regions")) {
+		prefix = argv[argc - 1];
+	} else if (optind != argc - 1) {
 		usage(stderr);
 		ret = 2;
 		goto out;
@@ -238,8 +244,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	snprintf(cmd, sizeof(cmd), "%s%s%s", argv[optind],
-		 tenant ? " tenant " : region ? " region " : pod ? " pod " : "",
-		 tenant ? tenant : region ? region : pod ? pod : "");
+		 tenant ? " tenant " : region ? " region " : pod ? " pod " : prefix ? " " : "",
+		 tenant ? tenant : region ? region : pod ? pod : prefix ? prefix : "");
 	p.sock_path = sock;
 	p.token = token;
 	p.admin_token = admin;

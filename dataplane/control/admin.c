@@ -66,6 +66,7 @@ static bool tenant_by_token(const struct rd_control *ctl, const struct roshm_ctl
 struct list_ctx {
 	json_t *a;
 	const char *tenant;           /* NULL: every record */
+	const char *prefix;           /* NULL: every name */
 };
 
 static void list_cb(const struct rd_region_rec *rec, void *arg)
@@ -75,6 +76,8 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	char buf[32];
 
 	if (lc->tenant && strcmp(rec->tenant, lc->tenant))
+		return;
+	if (lc->prefix && strncmp(rec->name, lc->prefix, strlen(lc->prefix)))
 		return;
 	o = json_object();
 	json_object_set_new(o, "name", json_sprintf("%s/%s", rec->tenant, rec->name));
@@ -148,8 +151,11 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		}
 		return o;
 	}
-	if (!strcmp(cmd, "regions")) {
-		struct list_ctx lc = { .a = json_array(), .tenant = tenant };
+	if (!strncmp(cmd, "regions", 7) && (!cmd[7] || cmd[7] == ' ')) {
+		/* "regions PREFIX": those whose names begin with PREFIX (a
+		 * verbs application's multicast group: its members' records) */
+		struct list_ctx lc = { .a = json_array(), .tenant = tenant,
+				       .prefix = cmd[7] ? cmd + 8 : NULL };
 
 		ctl->reg.ops->list_regions(&ctl->reg, list_cb, &lc);
 		return lc.a;
@@ -219,9 +225,19 @@ int rd_control_admin_reply(int fd, json_t *o)
 	return ret ? -ECONNRESET : 1;
 }
 
+/* "regions PREFIX": a prefix of a region name (its characters, up to its
+ * length; nothing else after it). */
+static bool regions_prefix_ok(const char *s)
+{
+	return strlen(s) < ROSHM_NAME_MAX && rd_valid_name(s);
+}
+
 static bool known_admin_cmd(const char *cmd)
 {
 	static const char *const cmds[] = { "status", "clients", "regions", "peers", "stats" };
+
+	if (!strncmp(cmd, "regions ", 8))
+		return regions_prefix_ok(cmd + 8);
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(cmd, cmds[i]))
@@ -287,6 +303,10 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 	}
 	if (!known_admin_cmd(req->cmd))
 		return -EINVAL;
+	/* "regions PREFIX" lists the tenant the request names, the admin's
+	 * too (a verbs application's multicast group is its tenant's) */
+	if (!tenant && req->tenant[0] && !strncmp(req->cmd, "regions ", 8))
+		tenant = req->tenant;
 	o = rd_control_admin_json(ctl, req->cmd, tenant);
 	if (!o)
 		return -EPERM;

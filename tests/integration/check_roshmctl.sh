@@ -81,6 +81,16 @@ ROSHM_ADMIN_TOKEN_FILE=/nonexistent "$ctl" -s "$d/r.sock" --as a --token-file "$
 # tenant a sees its own and only its own
 as_a --json regions | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert n == ["a/r1","a/r2"], n' \
   || fail "tenant a's regions listing"
+# ... and with a prefix, those of its own whose names begin with it (the
+# admin asking as tenant b: b's only); a prefix that is no name is refused
+as_a --json regions r2 | python3 -c 'import json,sys; n=[r["name"] for r in json.load(sys.stdin)]; assert n == ["a/r2"], n' \
+  || fail "tenant a's regions listing by prefix"
+c --json regions r | python3 -c 'import json,sys; n=sorted(r["name"] for r in json.load(sys.stdin)); assert n == ["a/r1","a/r2","b/r3"], n' \
+  || fail "the admin's regions listing by prefix"
+ROSHM_TENANT=b ROSHM_TOKEN=token-of-b-0123456789 c --json regions r | python3 -c 'import json,sys; n=[r["name"] for r in json.load(sys.stdin)]; assert n == ["b/r3"], n' \
+  || fail "a prefix listing as tenant b"
+as_a regions 'r/x' > /dev/null 2>&1; rc=$?
+[[ $rc = 1 ]] || fail "a prefix that is no name: exit $rc, expected 1 (refused)"
 as_a --json clients | python3 -c 'import json,sys; c=json.load(sys.stdin); assert sorted(x["pod"] for x in c) == ["p1","p2"] and {x["tenant"] for x in c} == {"a"}, c' \
   || fail "tenant a's clients listing"
 # ... and may not touch another tenant's, nor the node's
