@@ -746,8 +746,9 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->status = IBV_WC_SUCCESS;
 	w->udd = -1;
+	w->mcg = -1;
 	if (q->qp.qp_type == IBV_QPT_UD)
-		rv_ud_prep(q, w, wr);
+		rv_ud_prep(c, q, w, wr);
 	q->tail++;
 	if (q->broken || q->qp.state == IBV_QPS_ERR)
 		return 0;         /* flushed in order by rv_qp_issue */

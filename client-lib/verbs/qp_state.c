@@ -285,12 +285,35 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 	return 0;
 }
 
+/*
+ * A UD QP destroyed right after its sends were posted (mckey's sender does
+ * it): a NIC has sent them by then, so they go out first, for a second at
+ * most (a datagram takes a claim and a publication per destination here,
+ * one per member of a group). Lock held.
+ */
+#define RV_UD_FLUSH_NS (1000ull * 1000000)
+static void ud_send_out(struct rv_ctx *c, struct rv_qp *q)
+{
+	uint64_t t0 = rv_now_ns();
+
+	while ((q->issue != q->tail || q->ud_open) && !q->broken && q->qp.state == IBV_QPS_RTS &&
+	       rv_now_ns() - t0 < RV_UD_FLUSH_NS) {
+		rv_qp_issue(c, q);
+		roshm_submit(c->r);
+		rv_reap(c);
+		if (q->issue != q->tail || q->ud_open)
+			sched_yield();
+	}
+}
+
 RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	struct rv_qp *q = (struct rv_qp *)qp, **pp;
 	struct rv_ctx *c = to_ctx(qp->context);
 
 	rv_lock(c);
+	if (qp->qp_type == IBV_QPT_UD)
+		ud_send_out(c, q);
 	/* SQEs still in roshmd name this QP: let them drain first; what was
 	 * not issued is dropped (no completions after destroy). */
 	q->destroying = true;
@@ -312,8 +335,10 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */
-	if (qp->qp_type == IBV_QPT_UD)
+	if (qp->qp_type == IBV_QPT_UD) {
+		rv_mc_leave_all(c, q);
 		rv_ud_ring_close(c, q);
+	}
 	if (q->srq) {
 		rv_srq_unwait(q);
 		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */

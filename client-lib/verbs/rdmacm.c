@@ -123,6 +123,14 @@ void rc_sa_unmap(struct sockaddr_storage *ss)
 }
 
 /* The GID a RoCE port gives an address: IPv4-mapped, or the IPv6 address. */
+bool rc_sa_mc(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	return sa->sa_family == AF_INET6 &&
+	       IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
 void rc_sa_gid(const struct sockaddr *sa, union ibv_gid *g)
 {
 	memset(g, 0, sizeof(*g));

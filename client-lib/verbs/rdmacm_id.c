@@ -63,6 +63,8 @@ void rc_id_destroy(struct rc_id *i)
 	if (i->listener)
 		i->listener->npending--;
 	i->listener = NULL;
+	while (i->nmc)
+		rc_mc_leave(i, i->nmc - 1);
 	rc_id_close_fd(i);
 	i->state = RC_CLOSED;
 	rc_chan_unlink(i);
@@ -223,7 +225,14 @@ RC_EXPORT int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr
 		err = EINVAL;
 		goto out;
 	}
-	err = route_src(dst_addr, &src);
+	/* a group from a given address: that address's device (rdma_cm's
+	 * too), with no route to the group needed */
+	if (rc_sa_mc(dst_addr) && src_addr && !rc_sa_any(src_addr))
+		memcpy(&src, src_addr, rc_sa_len(src_addr));
+	else if (rc_sa_mc(dst_addr) && i->state == RC_BOUND && !rc_sa_any(&i->id.route.addr.src_addr))
+		memcpy(&src, &i->id.route.addr.src_storage, sizeof(src));
+	else
+		err = route_src(dst_addr, &src);
 	if (err)
 		goto out;   /* no route: rdma_cm says so at once */
 	if (i->state == RC_IDLE) {

@@ -10,7 +10,8 @@
  * - rdmacm_id.c: the rdma_cm_id calls (create, bind, resolve, listen,
  *   connect, accept, reject, disconnect, destroy);
  * - rdmacm_api.c: the event channel and event calls, QPs, the rest of
- *   librdmacm's interface, and the synchronous endpoints.
+ *   librdmacm's interface, and the synchronous endpoints;
+ * - rdmacm_mcast.c: multicast groups of UD ids.
  */
 #ifndef RDMACM_INT_H
 #define RDMACM_INT_H
@@ -54,6 +55,7 @@ static inline int rc_socket(int family, int type)
 #define RC_REJ_CONSUMER 28         /* IB_CM_REJ_CONSUMER_DEFINED */
 #define RC_REJ_NO_LISTENER 8       /* IB_CM_REJ_INVALID_SERVICE_ID */
 #define RC_REJ_VENDOR 35           /* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */
+#define RC_MC_MAX 16               /* groups an id joins (a QP: RV_MC_QP) */
 
 _Static_assert(RC_WIRE_QPT_RC == IBV_QPT_RC, "wire qp type");
 _Static_assert(RC_WIRE_QPT_UD == IBV_QPT_UD, "wire qp type");
@@ -124,6 +126,9 @@ struct rc_id {
 	bool ack_timeout_set;
 	int afonly;                     /* -1: not set */
 	struct ibv_qp_init_attr *ep_attr;   /* rdma_create_ep, passive: QPs of rdma_get_request */
+	/* multicast groups joined (rdmacm_mcast.c) */
+	struct rc_mc { union ibv_gid gid; bool attached; } mc[RC_MC_MAX];
+	int nmc;
 	uint8_t connect_len;
 	uint8_t connect_pd[RC_PD_REQ];  /* rdma_addrinfo.ai_connect, sent before conn_param's */
 	struct ibv_ece local_ece;
@@ -160,6 +165,7 @@ bool rc_sa_any(const struct sockaddr *sa);
 bool rc_sa_loopback(const struct sockaddr *sa);
 void rc_sa_unmap(struct sockaddr_storage *ss);
 void rc_sa_gid(const struct sockaddr *sa, union ibv_gid *g);
+bool rc_sa_mc(const struct sockaddr *sa);
 int rc_dev_get(void);
 int rc_id_attach(struct rc_id *i);
 void rc_chan_free(struct rc_chan *c);
@@ -199,5 +205,6 @@ void rc_sock_tos(int fd, int family, uint8_t tos);
 int rc_id_socket(struct rc_id *i, int family);
 void rc_chan_purge(struct rc_chan *c, struct rc_id *i);
 int rc_id_complete(struct rc_id *i);
+void rc_mc_leave(struct rc_id *i, int k);
 
 #endif

@@ -194,12 +194,14 @@ struct rv_udh {
 	uint32_t src_qp;
 	uint32_t imm;           /* as the sender gave it (network order) */
 	uint8_t opcode;         /* RV_FRAG_SEND or RV_FRAG_SEND_IMM */
-	uint8_t rsvd0[3];
+	uint8_t flags;          /* RV_UDH_MC: sent to the group mgid */
+	uint8_t rsvd0[2];
 	uint32_t seq;           /* the sender's count to this QP: the owner delivers a
 				 * sender's datagrams in this order (a hint only) */
 	uint8_t sgid[16];       /* the sender's GID (its node) */
-	uint64_t rsvd1[2];
+	uint8_t mgid[16];       /* RV_UDH_MC: the group (the GRH's destination) */
 };
+#define RV_UDH_MC 1
 _Static_assert(sizeof(struct rv_udh) == RV_UD_HDR, "datagram header");
 
 static inline uint64_t rv_ud_states_size(uint32_t n)
@@ -237,6 +239,21 @@ struct rv_udd {
 	uint64_t pre_token, pre_at;
 };
 enum { RV_PRE_NONE, RV_PRE_PENDING, RV_PRE_READY };
+
+/* Multicast (mcast.c): a group a context sends to, its members as the
+ * registry listed them (a QP's membership is a region of its tenant,
+ * "ibv-mc-<group GID>-<QPN>"). */
+#define RV_MC_QP 16             /* groups a QP may join */
+#define RV_MCG 16               /* groups a context sends to at once */
+#define RV_MC_MEMBERS 64        /* QPs of a group a datagram goes to */
+struct rv_mcg {
+	union ibv_gid gid;
+	uint64_t at_ns;         /* members listed then */
+	uint32_t refs;          /* WRs on their way through its members */
+	uint32_t n;
+	uint32_t qpn[RV_MC_MEMBERS];
+	bool used;
+};
 
 /* A remote MR as a peer resolved it: its metadata (private copy, checked)
  * and a handle per segment (handles[] of the distinct regions, opened once). */
@@ -337,6 +354,8 @@ struct rv_swr {
 	uint8_t ud_tries;       /* failed claims in a row */
 	bool ud_bg;             /* parked: out of the QP's issue order (ud.c) */
 	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
+	int8_t mcg;             /* to a group: index in rv_ctx.mcg holding a reference, or -1 */
+	uint8_t mc_left;        /* to a group: its members still to go */
 	uint32_t ud_qpn, ud_qkey, ud_slot;
 	uint32_t ud_seq;        /* its QP's count at the post (the header's seq) */
 	uint64_t ud_token;
@@ -438,6 +457,10 @@ struct rv_qp {
 	 * other half; ud_seq: UD datagrams posted (the headers' seq) */
 	struct rv_udord { uint64_t v; uint32_t at, seq, key; } *ud_ord, *ud_tmp;
 	uint32_t ud_pos, ud_m, ud_seq;
+	/* multicast groups it joined (mcast.c), each with its record's region */
+	uint32_t nmc;
+	union ibv_gid mc_gid[RV_MC_QP];
+	uint32_t mc_handle[RV_MC_QP];
 };
 
 enum { RV_OP_WRITE, RV_OP_READ, RV_OP_ATOMIC, RV_OP_FRAG, RV_OP_CREDIT, RV_OP_PROBE,
@@ -500,6 +523,7 @@ struct rv_ctx {
 	/* UD destinations (ud.c) */
 	struct rv_udd udd[RV_UDD];
 	uint32_t udd_next;
+	struct rv_mcg mcg[RV_MCG];   /* multicast groups sent to (mcast.c) */
 };
 
 static inline struct rv_ctx *to_ctx(struct ibv_context *c)
@@ -651,7 +675,7 @@ bool rv_ring_ready(const struct rv_qp *q);
 /* ud.c: UD QPs */
 int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len);
-void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr);
+void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr);
 bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
 void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,
@@ -661,6 +685,12 @@ void rv_ud_opcqe(struct rv_ctx *c, const struct rv_op *op, const struct roshm_cq
 bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_ring_close(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_discard(struct rv_qp *q);
+/* mcast.c: UD multicast */
+bool rv_gid_is_mc(const union ibv_gid *g);
+bool rv_mc_member(const struct rv_qp *q, const uint8_t *mgid);
+int rv_mc_get(struct rv_ctx *c, const union ibv_gid *gid);
+void rv_mc_put(struct rv_ctx *c, int i);
+void rv_mc_leave_all(struct rv_ctx *c, struct rv_qp *q);
 /* recv.c: copy @n bytes to the RECV at @at of @q from message byte @off on */
 void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n);
 /* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */

@@ -43,7 +43,8 @@
 #define RV_UD_LOOKS 3                           /* first lookups (a registry may lag a little) */
 #define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
 
-enum { UD_NEW, UD_LOOK, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST };
+enum { UD_NEW, UD_LOOK, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST,
+       UD_NEXT /* to a group: on to its next member */ };
 
 /* ------------------------------------------------------------ address handles */
 
@@ -225,7 +226,8 @@ static int udd_get(struct rv_ctx *c, uint32_t qpn)
 	return at;
 }
 
-void rv_ud_release(struct rv_ctx *c, struct rv_swr *w)
+/* The WR lets go of its destination's entry. */
+static void udd_release(struct rv_ctx *c, struct rv_swr *w)
 {
 	struct rv_udd *d;
 
@@ -237,6 +239,15 @@ void rv_ud_release(struct rv_ctx *c, struct rv_swr *w)
 		d->refs--;
 	if (!d->refs && d->stale)
 		udd_close(c, d);
+}
+
+/* The WR is over: its destination's entry and its group's go. */
+void rv_ud_release(struct rv_ctx *c, struct rv_swr *w)
+{
+	udd_release(c, w);
+	rv_mc_put(c, w->mcg);
+	w->mcg = -1;
+	w->mc_left = 0;
 }
 
 /* ------------------------------------------------------------ sending */
@@ -252,15 +263,29 @@ int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, 
 	return 0;
 }
 
-void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
+void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
 {
+	const struct rv_ah *a = (const struct rv_ah *)wr->wr.ud.ah;
 	uint32_t own_qkey = q->qkey;
 
 	w->udd = -1;
+	w->mcg = -1;
+	w->mc_left = 0;
+	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, one after
+	 * the other; none known (or no entry free) and it goes to nobody, as
+	 * to a group without members */
+	if ((wr->wr.ud.remote_qpn & 0xffffff) == 0xffffff && a->attr.is_global &&
+	    rv_gid_is_mc(&a->attr.grh.dgid)) {
+		w->mcg = (int8_t)rv_mc_get(c, &a->attr.grh.dgid);
+		w->mc_left = w->mcg >= 0 ? (uint8_t)c->mcg[w->mcg].n : 0;
+		if (!w->mc_left)
+			w->ud_phase = UD_LOST;
+	}
 	/* the posting order, per sending QP (the owner sorts by sender and
 	 * this): a WR whose claim has to wait keeps its place */
 	w->ud_seq = q->ud_seq++;
-	w->ud_phase = UD_NEW;
+	if (w->ud_phase != UD_LOST)
+		w->ud_phase = UD_NEW;
 	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 	/* a remote Q_Key with the high bit set means the QP's own (IB 10.2.5) */
 	w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? own_qkey : wr->wr.ud.remote_qkey;
@@ -285,6 +310,10 @@ static bool ud_park(struct rv_qp *q, struct rv_swr *w)
 
 static bool ud_done(struct rv_qp *q, struct rv_swr *w)
 {
+	if (w->mc_left) {   /* to a group: this member's datagram is out, or lost */
+		w->ud_phase = UD_NEXT;
+		return true;
+	}
 	w->issued = true;
 	if (w->ud_bg) {
 		w->ud_bg = false;
@@ -451,6 +480,10 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 	h.seq = w->ud_seq;
 	ibv_query_gid(&c->vc.context, 1, 0, &gid);
 	memcpy(h.sgid, gid.raw, 16);
+	if (w->mcg >= 0) {
+		h.flags = RV_UDH_MC;
+		memcpy(h.mgid, c->mcg[w->mcg].gid.raw, 16);
+	}
 	memcpy(buf, &h, sizeof(h));
 	rv_gather(q, widx, w, 0, buf + RV_UD_HDR, w->len);
 	off = (uint64_t)w->ud_slot * RV_UD_STRIDE;
@@ -473,12 +506,20 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 /* Take the UD WR as far as it goes now. False: it holds its QP's issue
  * (no resources, or too many parked); true: it is out of the way (done, or
  * parked until its claim completes or its pause ends). */
-bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
 	for (;;) {
 		switch (w->ud_phase) {
 		case UD_NEW: {
-			int i = udd_get(c, w->ud_qpn);
+			int i;
+
+			if (w->mcg >= 0) {   /* a group's next member */
+				const struct rv_mcg *g = &c->mcg[w->mcg];
+
+				w->ud_qpn = g->qpn[g->n - w->mc_left];
+				w->mc_left--;
+			}
+			i = udd_get(c, w->ud_qpn);
 
 			if (i < 0)
 				return false;   /* every cached destination busy */
@@ -602,6 +643,20 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 	}
 }
 
+bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	for (;;) {
+		bool ret = ud_issue(c, q, widx, w);
+
+		if (w->ud_phase != UD_NEXT)
+			return ret;
+		/* to a group: its next member, at once (what the last one has in
+		 * flight still completes against the WR) */
+		udd_release(c, w);
+		w->ud_phase = UD_NEW;
+	}
+}
+
 /* The parked WRs of @q, on from where they stand (every issue pass). A QP
  * in the error state flushes them (what they have in flight still comes
  * back before they complete). */
@@ -617,6 +672,7 @@ void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q)
 		if (q->broken || q->qp.state == IBV_QPS_ERR) {
 			if (w->status == IBV_WC_SUCCESS)
 				w->status = IBV_WC_WR_FLUSH_ERR;
+			w->mc_left = 0;   /* a group's other members too */
 			ud_done(q, w);
 			continue;
 		}

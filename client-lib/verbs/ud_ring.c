@@ -172,7 +172,8 @@ static void ud_complete(struct rv_qp *q, enum ibv_wc_status st, const struct rv_
 static bool ud_sound(const struct rv_qp *q, const struct rv_udh *h, uint64_t v)
 {
 	return h->token == v >> 2 && h->len <= RV_UD_MTU &&
-	       (h->opcode == RV_FRAG_SEND || h->opcode == RV_FRAG_SEND_IMM) && h->qkey == q->qkey;
+	       (h->opcode == RV_FRAG_SEND || h->opcode == RV_FRAG_SEND_IMM) && h->qkey == q->qkey &&
+	       (!(h->flags & RV_UDH_MC) || rv_mc_member(q, h->mgid));   /* a group's: still in it */
 }
 
 /* Which sender a header names (its QPN and GID), as a 32-bit FNV-1a hash:
@@ -339,7 +340,10 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 			g.next_hdr = 0x1b;   /* as RoCE v2 carries BTH */
 			g.hop_limit = 64;
 			memcpy(g.sgid.raw, h.sgid, 16);
-			ibv_query_gid(&c->vc.context, 1, 0, &g.dgid);
+			if (h.flags & RV_UDH_MC)
+				memcpy(g.dgid.raw, h.mgid, 16);
+			else
+				ibv_query_gid(&c->vc.context, 1, 0, &g.dgid);
 			rv_scatter(q, ra, 0, (const uint8_t *)&g, RV_UD_GRH);
 			rv_scatter(q, ra, RV_UD_GRH, slot + RV_UD_HDR, h.len);
 		}

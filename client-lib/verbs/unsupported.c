@@ -17,19 +17,6 @@
 
 #define RV_EXPORT __attribute__((visibility("default")))
 
-/* Multicast: UD QPs are unicast only. */
-RV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp, (void)gid, (void)lid;
-	return EOPNOTSUPP;
-}
-
-RV_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-{
-	(void)qp, (void)gid, (void)lid;
-	return EOPNOTSUPP;
-}
-
 RV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
 	(void)qp, (void)ece;

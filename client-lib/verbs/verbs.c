@@ -231,6 +231,11 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_pkeys = 1;
 	a->phys_port_cnt = 1;
+	/* multicast (mcast.c): groups live in the registry; a datagram goes
+	 * to RV_MC_MEMBERS of a group's QPs at most, a QP joins RV_MC_QP */
+	a->max_mcast_grp = a->max_qp * RV_MC_QP;
+	a->max_mcast_qp_attach = RV_MC_MEMBERS;
+	a->max_total_mcast_qp_attach = a->max_qp * RV_MC_QP;
 	return 0;
 }
 

@@ -16,7 +16,8 @@
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
 #       -R exchanges its keys with SENDs), ucmatose with messages,
 #       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw; UD over
-#       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy; libfabric's
+#       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy, mckey
+#       (multicast: receivers on both nodes); libfabric's
 #       verbs provider: fi_pingpong -e msg / rdm / dgram -c. Skipped (77)
 #       while `rdmacm_check probe` finds no RECV or no completion events.
 set -u
@@ -32,7 +33,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 th_asan_pre "$name" "$sanitize"
 pre=$TH_PRE
 if [[ $mode == cm ]]; then need=(ucmatose cmtime qperf)
-else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy qperf fi_pingpong); fi
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy mckey qperf fi_pingpong); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
 done
@@ -41,7 +42,8 @@ d=$(th_tmpdir rdmacm)
 TN_PREFIX=$(th_prefix cm)
 . "$src/scripts/twonode.sh"
 srv=
-trap 'th_stop "$srv"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
+mra= mrb=
+trap 'th_stop "$srv"; th_stop "$mra"; th_stop "$mrb"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
 # Debian's binaries (ASan runtime preloaded in an ASan build) and ours
@@ -153,6 +155,30 @@ pair ib_send_lat-R "ib_send_lat -d roshm0 -R -n 200" "ib_send_lat -d roshm0 -R -
 pair ib_send_lat-R-UD "ib_send_lat -d roshm0 -R -c UD -n 200" "ib_send_lat -d roshm0 -R -c UD -n 200 $ADDR_A" "$re"
 pair ib_send_bw-R-UD "ib_send_bw -d roshm0 -R -c UD -n 1000" "ib_send_bw -d roshm0 -R -c UD -n 1000 $ADDR_A" "$re"
 pair udaddy "udaddy -c 2 -C 20 -S 1000" "udaddy -c 2 -C 20 -S 1000 -s $ADDR_A" 'data transfers complete'
+# multicast (rdmacm_mcast.c, mcast.c): mckey receivers, two ids in one
+# process on node a and one on node b, join 239.1.2.3; once roshmctl lists
+# their three member records, a sender on node b (itself a member) sends
+# 20 datagrams and leaves; each receiver waits for all 20
+mg=00000000000000000000ffffef010203
+bg_a timeout 120 $va mckey -m 239.1.2.3 -b "$ADDR_A" -c 2 -C 20 >"$d/mckey.ra" 2>&1
+mra=$BG_PID
+bg_b timeout 120 $vb mckey -m 239.1.2.3 -b "$ADDR_B" -C 20 >"$d/mckey.rb" 2>&1
+mrb=$BG_PID
+for _ in $(seq 200); do
+  [[ $(ctl_a --json regions "ibv-mc-$mg-" 2>/dev/null | grep -o "ibv-mc-$mg-" | wc -l) == 3 ]] && break
+  sleep 0.1
+done
+ctl_a regions "ibv-mc-$mg-" | grep -c "ibv-mc-$mg-" | grep -qx 3 || fail "mckey: the receivers' member records are not listed"
+in_b timeout 120 $vb mckey -m 239.1.2.3 -b "$ADDR_B" -s -C 20 >"$d/mckey.s" 2>&1 ||
+  { cat "$d/mckey.s"; fail "mckey sender"; }
+for r in mra mrb; do
+  wait "${!r}" || { cat "$d/mckey.s" "$d/mckey.ra" "$d/mckey.rb"; fail "mckey receiver ($r) did not get all 20"; }
+  printf -v "$r" ''
+done
+for r in ra rb; do
+  grep -q 'return status 0' "$d/mckey.$r" || { cat "$d/mckey.$r"; fail "mckey receiver on node ${r#r}"; }
+done
+echo "ok: mckey -C 20: 3 receivers on 2 nodes got every datagram"
 # libfabric's verbs provider (Debian's libfabric-bin): FI_EP_MSG (RC through
 # the CM), FI_EP_RDM (ofi_rxm over those, messages and tagged) and
 # FI_EP_DGRAM (UD); -c checks every message's bytes

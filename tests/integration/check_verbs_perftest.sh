@@ -209,6 +209,15 @@ if [[ -x $vud ]]; then
   grep -q "a datagram to a new destination arrived while its sender polled nothing" "$d/ud.server" || fail "verbs_ud: the unpolled-sender check did not run"
   grep -q "two UD QPs on one SRQ: 4 datagrams" "$d/ud.server" || fail "verbs_ud: the SRQ check did not run"
 fi
+vmc=$(dirname "$vcheck")/verbs_mcast
+if [[ -x $vmc ]]; then
+  # UD multicast (verbs_mcast.c): members on both nodes get each datagram
+  # once, a forged member record, a QP that left and another tenant's
+  # member get nothing, no record outlives its QP
+  ours_pair "$vmc" 7596 mcast
+  grep -q "another tenant's member of G got nothing" "$d/mcast.server" || fail "verbs_mcast: the tenant check did not run"
+  grep -q "verbs_mcast client: ok" "$d/mcast.client" || fail "verbs_mcast: the client did not finish"
+fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
   $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }
