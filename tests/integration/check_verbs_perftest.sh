@@ -8,7 +8,9 @@
 # check every atomic's result. Then verbs_check (ours) proves the bytes a
 # WRITE or SEND sent are the ones in the receiver's buffer, READ / FETCH_ADD /
 # CAS results, immediates, RNR and the tenant boundary, and verbs_ud the same
-# for UD QPs (datagrams, GRH, Q_Keys, a hostile pod on a UD ring).
+# for UD QPs (datagrams, GRH, Q_Keys, a hostile pod on a UD ring), and
+# verbs_mcast for UD multicast groups (members on both nodes, forged
+# records, another tenant's member).
 #   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK [SANITIZE]
 # In an ASan build our libibverbs.so.1 is instrumented and perftest is not:
 # the ASan runtime is preloaded into perftest (leak checks off there: its
