@@ -274,19 +274,23 @@ void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struc
 	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, one after
 	 * the other; none known (or no entry free) and it goes to nobody, as
 	 * to a group without members */
-	if ((wr->wr.ud.remote_qpn & 0xffffff) == 0xffffff && a->attr.is_global &&
-	    rv_gid_is_mc(&a->attr.grh.dgid)) {
+	w->ud_phase = UD_NEW;
+	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+	if (w->ud_qpn == 0xffffff && a->attr.is_global && rv_gid_is_mc(&a->attr.grh.dgid)) {
+		const struct rv_mcg *g;
+
 		w->mcg = (int8_t)rv_mc_get(c, &a->attr.grh.dgid);
-		w->mc_left = w->mcg >= 0 ? (uint8_t)c->mcg[w->mcg].n : 0;
-		if (!w->mc_left)
+		g = w->mcg >= 0 ? &c->mcg[w->mcg] : NULL;
+		if (!g || !g->n) {
 			w->ud_phase = UD_LOST;
+		} else {
+			w->ud_qpn = g->qpn[0];   /* then the others (rv_ud_issue) */
+			w->mc_left = (uint8_t)(g->n - 1);
+		}
 	}
 	/* the posting order, per sending QP (the owner sorts by sender and
 	 * this): a WR whose claim has to wait keeps its place */
 	w->ud_seq = q->ud_seq++;
-	if (w->ud_phase != UD_LOST)
-		w->ud_phase = UD_NEW;
-	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
 	/* a remote Q_Key with the high bit set means the QP's own (IB 10.2.5) */
 	w->ud_qkey = (wr->wr.ud.remote_qkey & 0x80000000u) ? own_qkey : wr->wr.ud.remote_qkey;
 }
@@ -511,15 +515,8 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 	for (;;) {
 		switch (w->ud_phase) {
 		case UD_NEW: {
-			int i;
+			int i = udd_get(c, w->ud_qpn);
 
-			if (w->mcg >= 0) {   /* a group's next member */
-				const struct rv_mcg *g = &c->mcg[w->mcg];
-
-				w->ud_qpn = g->qpn[g->n - w->mc_left];
-				w->mc_left--;
-			}
-			i = udd_get(c, w->ud_qpn);
 
 			if (i < 0)
 				return false;   /* every cached destination busy */
@@ -652,7 +649,11 @@ bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr
 			return ret;
 		/* to a group: its next member, at once (what the last one has in
 		 * flight still completes against the WR) */
+		const struct rv_mcg *g = &c->mcg[w->mcg];
+
 		udd_release(c, w);
+		w->ud_qpn = g->qpn[g->n - w->mc_left];
+		w->mc_left--;
 		w->ud_phase = UD_NEW;
 	}
 }
