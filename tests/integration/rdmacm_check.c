@@ -810,8 +810,8 @@ static void misc(void)
 	CHECK(rdma_accept(id, NULL) && errno == EINVAL, "rdma_accept of an idle id");
 	CHECK(rdma_establish(id) && errno == EINVAL, "rdma_establish of an idle id");
 	CHECK(rdma_disconnect(id) && errno == EINVAL, "rdma_disconnect of an idle id");
-	CHECK(rdma_join_multicast(id, (struct sockaddr *)&far, NULL) && errno == EOPNOTSUPP,
-	      "rdma_join_multicast: want EOPNOTSUPP");
+	CHECK(rdma_join_multicast(id, (struct sockaddr *)&far, NULL) && errno == EINVAL,
+	      "rdma_join_multicast of an address that is no group: want EINVAL");
 	CHECK(rdma_create_srq(id, NULL, NULL) && errno == EINVAL, "rdma_create_srq without attributes: want EINVAL");
 	CHECK(rdma_set_option(id, RDMA_OPTION_ID, 99, &v, sizeof(v)) && errno == ENOSYS,
 	      "an unknown option: want ENOSYS");
@@ -1716,6 +1716,123 @@ static void sync_abort(int port)
 	       "(ECONNABORTED)\n");
 }
 
+/* One datagram from @from's QP through @ah to QPN 0xFFFFFF; arrives at
+ * @to's (NULL: nowhere within 300 ms), its GRH's dgid the group @g. */
+static void mc_dgram(struct rdma_cm_id *from, struct rdma_cm_id *to, struct ibv_ah *ah,
+		     const union ibv_gid *g, uint8_t *buf, struct ibv_mr *mr, uint8_t seed)
+{
+	struct ibv_sge rs = { .addr = (uintptr_t)buf, .length = 40 + 100, .lkey = mr->lkey };
+	struct ibv_recv_wr rw = { .wr_id = 9, .sg_list = &rs, .num_sge = 1 }, *rbad;
+	struct ibv_sge ss = { .addr = (uintptr_t)buf + 200, .length = 100, .lkey = mr->lkey };
+	struct ibv_send_wr sw = { .wr_id = 10, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc;
+
+	memset(buf, 0, 140);
+	memset(buf + 200, seed, 100);
+	/* nowhere: a RECV on the sender's QP all the same, which would show
+	 * a datagram that came back to it */
+	CHECK(!ibv_post_recv((to ? to : from)->qp, &rw, &rbad), "ibv_post_recv");
+	sw.wr.ud.ah = ah;
+	sw.wr.ud.remote_qpn = 0xffffff;
+	sw.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+	CHECK(!ibv_post_send(from->qp, &sw, &sbad), "ibv_post_send to a group");
+	wc = wait_wc(from->send_cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 10, "a send to a group: status %d", wc.status);
+	if (!to) {
+		usleep(300000);
+		CHECK(ibv_poll_cq(from->recv_cq, 1, &wc) == 0, "a datagram to a group with no member arrived");
+		return;
+	}
+	wc = wait_wc(to->recv_cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 140 && wc.src_qp == from->qp->qp_num &&
+	      (wc.wc_flags & IBV_WC_GRH) && !memcmp(((struct ibv_grh *)buf)->dgid.raw, g->raw, 16) &&
+	      buf[40] == seed && buf[139] == seed,
+	      "a datagram to the group: status %d, %u bytes, src_qp %#x, or its GRH or bytes wrong",
+	      wc.status, wc.byte_len, wc.src_qp);
+}
+
+/* Multicast on UD ids: a group from a bound loopback address (no route to
+ * it), the join's event, a datagram through the event's AH to the id's own
+ * QP (a member), the join's errors, a send-only join (no member: nothing
+ * arrives), leaving. */
+static void mcast_cm(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in lo = { .sin_family = AF_INET }, grp = { .sin_family = AF_INET },
+			   grp2 = { .sin_family = AF_INET };
+	struct rdma_cm_id *id, *rc;
+	struct rdma_cm_event *e;
+	struct ibv_ah *ah, *ah2;
+	struct ibv_mr *mr;
+	static uint8_t buf[512];
+	struct rdma_cm_join_mc_attr_ex jx = { .comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS |
+							    RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+					      .join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER };
+	union ibv_gid g = { .raw = { [10] = 0xff, [11] = 0xff, 239, 1, 2, 4 } }, g2;
+	int ctx_tag;
+
+	nonblock(ch);
+	lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	grp.sin_addr.s_addr = inet_addr("239.1.2.4");
+	grp2.sin_addr.s_addr = inet_addr("239.1.2.5");
+	g2 = g;
+	g2.raw[15] = 5;
+	CHECK(!rdma_create_id(ch, &rc, NULL, RDMA_PS_TCP), "rdma_create_id");
+	CHECK(rdma_join_multicast(rc, (struct sockaddr *)&grp, NULL) && errno == ENODEV,
+	      "a join of an id bound to no device: want ENODEV, got %s", strerror(errno));
+	CHECK(!rdma_resolve_addr(rc, (struct sockaddr *)&lo, (struct sockaddr *)&grp, 2000),
+	      "rdma_resolve_addr (RC) to a group: %s", strerror(errno));
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000));
+	CHECK(rdma_join_multicast(rc, (struct sockaddr *)&grp, NULL) && errno == EINVAL,
+	      "a RC id joined a group: want EINVAL, got %s", strerror(errno));
+	rdma_destroy_id(rc);
+	CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_UDP), "rdma_create_id (UDP)");
+	CHECK(!rdma_resolve_addr(id, (struct sockaddr *)&lo, (struct sockaddr *)&grp, 2000),
+	      "rdma_resolve_addr to a group from 127.0.0.1: %s", strerror(errno));
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000));
+	ud_qp(id);
+	CHECK(!rdma_join_multicast(id, (struct sockaddr *)&grp, &ctx_tag), "rdma_join_multicast: %s",
+	      strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 5000);
+	CHECK(e->id == id && !e->status && e->param.ud.private_data == &ctx_tag &&
+	      e->param.ud.qp_num == 0xffffff && e->param.ud.qkey == RDMA_UDP_QKEY &&
+	      e->param.ud.ah_attr.is_global && !memcmp(&e->param.ud.ah_attr.grh.dgid, &g, 16),
+	      "MULTICAST_JOIN: status %d, context, QPN %#x, Q_Key %#x or its AH's GID wrong", e->status,
+	      e->param.ud.qp_num, e->param.ud.qkey);
+	ah = ibv_create_ah(id->pd, &e->param.ud.ah_attr);
+	CHECK(ah, "ibv_create_ah from MULTICAST_JOIN: %s", strerror(errno));
+	rdma_ack_cm_event(e);
+	CHECK(rdma_join_multicast(id, (struct sockaddr *)&grp, NULL) && errno == EADDRINUSE,
+	      "a second join of a group: want EADDRINUSE, got %s", strerror(errno));
+	mr = ibv_reg_mr(id->pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "ibv_reg_mr");
+	mc_dgram(id, id, ah, &g, buf, mr, 0x5a);
+	/* send-only: the event, no membership */
+	jx.addr = (struct sockaddr *)&grp2;
+	CHECK(!rdma_join_multicast_ex(id, &jx, NULL), "a send-only join: %s", strerror(errno));
+	e = ev_expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, 5000);
+	ah2 = ibv_create_ah(id->pd, &e->param.ud.ah_attr);
+	CHECK(ah2, "ibv_create_ah (send-only)");
+	rdma_ack_cm_event(e);
+	mc_dgram(id, NULL, ah2, &g2, buf, mr, 0x5b);
+	/* left: nothing comes (a list renewed after 1 s, and the ring's check) */
+	CHECK(!rdma_leave_multicast(id, (struct sockaddr *)&grp), "rdma_leave_multicast: %s", strerror(errno));
+	CHECK(rdma_leave_multicast(id, (struct sockaddr *)&grp) && errno == EADDRNOTAVAIL,
+	      "leaving a group not joined: want EADDRNOTAVAIL, got %s", strerror(errno));
+	mc_dgram(id, NULL, ah, &g, buf, mr, 0x5c);
+	CHECK(!rdma_leave_multicast(id, (struct sockaddr *)&grp2), "leaving a send-only group: %s",
+	      strerror(errno));
+	ibv_destroy_ah(ah);
+	ibv_destroy_ah(ah2);
+	ibv_dereg_mr(mr);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	printf("local: multicast: a join's event and AH, a datagram to the group at its member, "
+	       "send-only joins and leaving (nothing arrives), the join's errors\n");
+}
+
 static int local(int port)
 {
 	who = "rdmacm_check local";
@@ -1725,6 +1842,7 @@ static int local(int port)
 	hostile_passive(port + 2);
 	hostile_active(port + 3);
 	ud_cm(port + 4);
+	mcast_cm();
 	sync_abort(port + 5);
 	printf("rdmacm_check local: ok\n");
 	return 0;
