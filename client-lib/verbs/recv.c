@@ -260,12 +260,9 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		}
 		/* a sound fragment is here: a QP on an SRQ takes a RECV for it
 		 * now, not before (the others' messages may need them) */
-		enum rv_turn turn = rv_srq_turn(q, &took);
-
-		if (turn == RV_TURN_LATER)
-			return true;
-		if (turn == RV_TURN_NONE) {
-			waits = true;
+		if (!rv_srq_turn(q, &took, &waits)) {
+			if (!waits)
+				return true;
 			break;
 		}
 		if (f.flags & RV_FRAG_FIRST) {

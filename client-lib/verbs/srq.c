@@ -288,22 +288,26 @@ bool rv_srq_take(struct rv_qp *q)
 }
 
 /*
- * A delivery pass of @q found a sound message: has it a RECV for it? Yes
- * (RV_TURN_GO) when it holds one, or it is first in its SRQ's line and takes
- * one; *@took says it took one in this pass already, so it queues behind the
- * others for the next (RV_TURN_LATER: the pass ends, there may be more).
- * RV_TURN_NONE: the SRQ is empty or others come first; it waits in line.
+ * A delivery pass of @q found a sound message: has it a RECV for it? true
+ * when it holds one, or it is first in its SRQ's line and takes one (*@took:
+ * one taken in this pass already). false: the pass ends, and *@waits says
+ * why: the SRQ is empty or others come first (true), or @q took a RECV in
+ * this pass and queues behind the others for the next (false: there may be
+ * more to do).
  */
-enum rv_turn rv_srq_turn(struct rv_qp *q, bool *took)
+bool rv_srq_turn(struct rv_qp *q, bool *took, bool *waits)
 {
 	if (q->rq_head != q->rq_tail)
-		return RV_TURN_GO;
+		return true;
 	if (*took) {
 		rv_srq_wait(q);   /* in line behind the others */
-		return RV_TURN_LATER;
+		*waits = false;
+		return false;
 	}
-	if (!rv_srq_take(q))
-		return RV_TURN_NONE;
+	if (!rv_srq_take(q)) {
+		*waits = true;
+		return false;
+	}
 	*took = true;
-	return RV_TURN_GO;
+	return true;
 }

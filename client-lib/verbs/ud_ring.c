@@ -314,12 +314,9 @@ bool rv_ud_deliver(struct rv_ctx *c, struct rv_qp *q)
 		}
 		/* a sound datagram: a QP on an SRQ takes a RECV for it now
 		 * (the slot stays full, and next, until it has one) */
-		enum rv_turn turn = rv_srq_turn(q, &took);
-
-		if (turn == RV_TURN_LATER)
-			return true;
-		if (turn == RV_TURN_NONE) {
-			waits = true;
+		if (!rv_srq_turn(q, &took, &waits)) {
+			if (!waits)
+				return true;
 			break;
 		}
 		q->ud_pos++;

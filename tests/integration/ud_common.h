@@ -9,6 +9,8 @@
 #define UD_COMMON_H
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -180,6 +182,34 @@ static inline void nothing(struct ud *u, int ms, const char *what)
 			wc.byte_len);
 		die("a datagram arrived that must not");
 	}
+}
+
+/* PROG server|client ADDR PORT: the server accepts the client's TCP
+ * connection, and each runs its part over it. */
+static inline int ud_main(int argc, char **argv, void (*server)(int), void (*client)(int))
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int s, fd, one = 1;
+
+	if (argc != 4)
+		return 2;
+	sa.sin_port = htons((uint16_t)atoi(argv[3]));
+	inet_pton(AF_INET, argv[2], &sa.sin_addr);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	if (!strcmp(argv[1], "server")) {
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("listen");
+		server(fd);
+		close(fd);
+	} else {
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+			die("connect");
+		client(s);
+	}
+	close(s);
+	return 0;
 }
 
 #endif

@@ -787,26 +787,5 @@ static void client(int fd)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int s, fd, one = 1;
-
-	if (argc != 4)
-		return 2;
-	sa.sin_port = htons((uint16_t)atoi(argv[3]));
-	inet_pton(AF_INET, argv[2], &sa.sin_addr);
-	s = socket(AF_INET, SOCK_STREAM, 0);
-	if (!strcmp(argv[1], "server")) {
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
-		    (fd = accept(s, NULL, NULL)) < 0)
-			die("listen");
-		server(fd);
-		close(fd);
-	} else {
-		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
-			die("connect");
-		client(s);
-	}
-	close(s);
-	return 0;
+	return ud_main(argc, argv, server, client);
 }
