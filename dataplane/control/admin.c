@@ -157,7 +157,10 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		struct list_ctx lc = { .a = json_array(), .tenant = tenant,
 				       .prefix = cmd[7] ? cmd + 8 : NULL };
 
-		ctl->reg.ops->list_regions(&ctl->reg, list_cb, &lc);
+		if (tenant && lc.prefix && ctl->reg.ops->list_prefix)
+			ctl->reg.ops->list_prefix(&ctl->reg, tenant, lc.prefix, list_cb, &lc);
+		else
+			ctl->reg.ops->list_regions(&ctl->reg, list_cb, &lc);
 		return lc.a;
 	}
 	if (tenant)

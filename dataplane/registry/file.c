@@ -294,7 +294,9 @@ static int file_fetch_region(struct rd_registry *r, const char *tenant, const ch
 	return 0;
 }
 
-static int list_regions(struct rd_registry *r,
+/* Every valid record, or (@tenant, @prefix not NULL) only that tenant's
+ * whose names begin with @prefix: the others' files are not read. */
+static int list_regions(struct rd_registry *r, const char *tenant, const char *prefix,
 			void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
 	struct file_reg *f = r->priv;
@@ -313,7 +315,7 @@ static int list_regions(struct rd_registry *r,
 	}
 	rewinddir(top); /* a dup shares the offset: start over */
 	while ((t = readdir(top))) {
-		if (!rd_valid_name(t->d_name))
+		if (!rd_valid_name(t->d_name) || (tenant && strcmp(t->d_name, tenant)))
 			continue;
 		fd = tenant_dir(r, t->d_name);
 		if (fd < 0)
@@ -327,7 +329,8 @@ static int list_regions(struct rd_registry *r,
 			size_t l = strlen(e->d_name);
 			char name[ROSHM_NAME_MAX];
 
-			if (l < 6 || l - 5 >= sizeof(name) || strcmp(e->d_name + l - 5, ".json"))
+			if (l < 6 || l - 5 >= sizeof(name) || strcmp(e->d_name + l - 5, ".json") ||
+			    (prefix && strncmp(e->d_name, prefix, strlen(prefix))))
 				continue;
 			memcpy(name, e->d_name, l - 5);
 			name[l - 5] = 0;
@@ -348,7 +351,17 @@ static int file_list_regions(struct rd_registry *r,
 			     void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
 	uint64_t t0 = rd_registry_now_ns();
-	int ret = list_regions(r, fn, arg);
+	int ret = list_regions(r, NULL, NULL, fn, arg);
+
+	rd_registry_observe(r, RD_REGOP_GET, t0, ret < 0 ? ret : 0);
+	return ret;
+}
+
+static int file_list_prefix(struct rd_registry *r, const char *tenant, const char *prefix,
+			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+{
+	uint64_t t0 = rd_registry_now_ns();
+	int ret = list_regions(r, tenant, prefix, fn, arg);
 
 	rd_registry_observe(r, RD_REGOP_GET, t0, ret < 0 ? ret : 0);
 	return ret;
@@ -601,6 +614,7 @@ static const struct rd_registry_ops file_ops = {
 	.get_region = file_get_region,
 	.get_node = file_get_node,
 	.list_regions = file_list_regions,
+	.list_prefix = file_list_prefix,
 	.fetch_region = file_fetch_region,
 	.put_region = file_put_region,
 	.del_region = file_del_region,
