@@ -142,16 +142,19 @@ static void mc_list(struct rv_ctx *c, struct rv_mcg *g, uint64_t now)
 
 	group_prefix(&g->gid, prefix, sizeof(prefix));
 	pl = strlen(prefix);
-	g->n = 0;
 	g->at_ns = now;
 	ret = roshm_region_list(c->r, prefix, &text);
-	if (ret) {
+	a = ret ? NULL : json_loads(text, 0, NULL);
+	free(text);
+	if (!json_is_array(a)) {
+		/* the members listed before stay, until the next try */
 		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: listing group %s: %s\n", prefix, strerror(-ret));
+			fprintf(stderr, "roshm-verbs: listing group %s: %s\n", prefix,
+				ret ? strerror(-ret) : "not a list");
+		json_decref(a);
 		return;
 	}
-	a = json_loads(text, 0, NULL);
-	free(text);
+	g->n = 0;
 	json_array_foreach(a, k, o) {
 		const char *name = json_string_value(json_object_get(o, "name"));
 		const char *state = json_string_value(json_object_get(o, "state"));
@@ -171,6 +174,9 @@ static void mc_list(struct rv_ctx *c, struct rv_mcg *g, uint64_t now)
 			dup |= g->qpn[j] == qpn;
 		if (!dup && g->n < RV_MC_MEMBERS)
 			g->qpn[g->n++] = (uint32_t)qpn;
+		else if (!dup && getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: group %s: member %06lx past the first %d: "
+				"it gets nothing\n", prefix, qpn, RV_MC_MEMBERS);
 	}
 	json_decref(a);
 	if (getenv("ROSHM_VERBS_DEBUG"))
@@ -203,6 +209,7 @@ int rv_mc_get(struct rv_ctx *c, const union ibv_gid *gid)
 		return -1;
 	c->mcg[at].used = true;
 	c->mcg[at].gid = *gid;
+	c->mcg[at].n = 0;
 	mc_list(c, &c->mcg[at], now);
 	c->mcg[at].refs = 1;
 	return at;

@@ -748,7 +748,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->udd = -1;
 	w->mcg = -1;
 	if (q->qp.qp_type == IBV_QPT_UD)
-		rv_ud_prep(c, q, w, wr);
+		rv_ud_prep(q, w, wr);
 	q->tail++;
 	if (q->broken || q->qp.state == IBV_QPS_ERR)
 		return 0;         /* flushed in order by rv_qp_issue */

@@ -356,6 +356,9 @@ struct rv_swr {
 	int16_t udd;            /* index in rv_ctx.udd holding a reference, or -1 */
 	int8_t mcg;             /* to a group: index in rv_ctx.mcg holding a reference, or -1 */
 	uint8_t mc_left;        /* to a group: its members still to go */
+	bool ud_mc;             /* to a group: mc_gid */
+	union ibv_gid mc_gid;
+	uint64_t mc_t0;         /* to a group: its members' turn began (mcast.c RV_UD_WAIT_NS) */
 	uint32_t ud_qpn, ud_qkey, ud_slot;
 	uint32_t ud_seq;        /* its QP's count at the post (the header's seq) */
 	uint64_t ud_token;
@@ -674,7 +677,7 @@ bool rv_ring_ready(const struct rv_qp *q);
 /* ud.c: UD QPs */
 int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, uint64_t len);
-void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr);
+void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr);
 bool rv_ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
 void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q);
 void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const struct roshm_cqe *e,

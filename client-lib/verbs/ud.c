@@ -44,7 +44,7 @@
 #define RV_UD_FAST_TRIES 4                      /* claims of the next slots, then waits */
 
 enum { UD_NEW, UD_LOOK, UD_PRE, UD_CLAIM, UD_CLAIMING, UD_CLAIMED, UD_FAILED, UD_LOST,
-       UD_NEXT /* to a group: on to its next member */ };
+       UD_GROUP /* to a group: its members first */, UD_NEXT /* to a group: its next member */ };
 
 /* ------------------------------------------------------------ address handles */
 
@@ -263,7 +263,7 @@ int rv_ud_post(struct rv_ctx *c, struct rv_qp *q, const struct ibv_send_wr *wr, 
 	return 0;
 }
 
-void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
+void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
 {
 	const struct rv_ah *a = (const struct rv_ah *)wr->wr.ud.ah;
 	uint32_t own_qkey = q->qkey;
@@ -271,22 +271,14 @@ void rv_ud_prep(struct rv_ctx *c, struct rv_qp *q, struct rv_swr *w, const struc
 	w->udd = -1;
 	w->mcg = -1;
 	w->mc_left = 0;
-	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, one after
-	 * the other; none known (or no entry free) and it goes to nobody, as
-	 * to a group without members */
+	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, listed
+	 * when it is issued, one after the other */
 	w->ud_phase = UD_NEW;
 	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
-	if (w->ud_qpn == 0xffffff && a->attr.is_global && rv_gid_is_mc(&a->attr.grh.dgid)) {
-		const struct rv_mcg *g;
-
-		w->mcg = (int8_t)rv_mc_get(c, &a->attr.grh.dgid);
-		g = w->mcg >= 0 ? &c->mcg[w->mcg] : NULL;
-		if (!g || !g->n) {
-			w->ud_phase = UD_LOST;
-		} else {
-			w->ud_qpn = g->qpn[0];   /* then the others (rv_ud_issue) */
-			w->mc_left = (uint8_t)(g->n - 1);
-		}
+	w->ud_mc = w->ud_qpn == 0xffffff && a->attr.is_global && rv_gid_is_mc(&a->attr.grh.dgid);
+	if (w->ud_mc) {   /* its members when it is issued (UD_GROUP) */
+		w->mc_gid = a->attr.grh.dgid;
+		w->ud_phase = UD_GROUP;
 	}
 	/* the posting order, per sending QP (the owner sorts by sender and
 	 * this): a WR whose claim has to wait keeps its place */
@@ -514,6 +506,24 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 {
 	for (;;) {
 		switch (w->ud_phase) {
+		case UD_GROUP: {
+			/* the group's members as listed (mcast.c); without an
+			 * entry free it waits, as for a destination's entry */
+			const struct rv_mcg *g;
+			int i = rv_mc_get(c, &w->mc_gid);
+
+			if (i < 0)
+				return false;
+			w->mcg = (int8_t)i;
+			g = &c->mcg[i];
+			if (!g->n)
+				return ud_lost(q, w, "a group with no member");
+			w->ud_qpn = g->qpn[0];   /* then the others (rv_ud_issue) */
+			w->mc_left = (uint8_t)(g->n - 1);
+			w->mc_t0 = rv_now_ns();
+			w->ud_phase = UD_NEW;
+			break;
+		}
 		case UD_NEW: {
 			int i = udd_get(c, w->ud_qpn);
 
@@ -529,6 +539,8 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 			uint64_t now = rv_now_ns();
 
 			if (!udd_known(c, d, now)) {   /* the next lookup later */
+				if (w->ud_mc && now - w->mc_t0 > RV_UD_WAIT_NS)
+					return ud_lost(q, w, "its group's time is up (not found yet)");
 				q->want = 1;
 				if (!q->rnr_next_ns || d->retry_ns < q->rnr_next_ns)
 					q->rnr_next_ns = d->retry_ns;
@@ -618,6 +630,12 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 
 			if (rv_now_ns() < d->full_until)
 				return ud_lost(q, w, "its ring was full a moment ago");
+			/* to a group: RV_UD_WAIT_NS for all its members together,
+			 * then a member whose claim fails gets no other (members
+			 * with rings held full, forged by a pod of the tenant,
+			 * would hold the datagram RV_UD_WAIT_NS each) */
+			if (w->ud_mc && rv_now_ns() - w->mc_t0 > RV_UD_WAIT_NS)
+				return ud_lost(q, w, "its group's time is up (no free slot)");
 			if (!w->ud_tries)
 				w->ud_t0 = rv_now_ns();   /* the first failure */
 			if (w->ud_tries < UINT8_MAX)
@@ -690,9 +708,10 @@ void rv_ud_cqe(struct rv_ctx *c, struct rv_swr *w, const struct rv_op *op, const
 	if (e->status) {
 		/* the ring is gone (its QP destroyed) or out of reach: this
 		 * datagram is lost, and the next one looks the QPN up again */
-		if (d && (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
-			  e->status == -EACCES))
-			d->stale = true;
+		if (d && (op->kind == RV_OP_UD_CLAIM || !w->ud_mc) &&
+		    (e->status == -EBADF || e->status == -ESTALE || e->status == -ENOENT ||
+		     e->status == -EACCES))
+			d->stale = true;   /* (a group's publication may be a member's before) */
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: a datagram to UD QPN %06x: its %s failed: %s\n",
 				w->ud_qpn, op->kind == RV_OP_UD_CLAIM ? "claim" : "publication",

@@ -63,6 +63,10 @@ static bool tenant_by_token(const struct rd_control *ctl, const struct roshm_ctl
 	return CRYPTO_memcmp(want, req->token, sizeof(want)) == 0 && t;
 }
 
+/* "regions PREFIX" lists this many at most: its reply stays far below
+ * ROSHM_CTL_MSG_MAX (a verbs multicast sender uses 64 of a group's) */
+#define RD_LIST_PREFIX_MAX 512
+
 struct list_ctx {
 	json_t *a;
 	const char *tenant;           /* NULL: every record */
@@ -77,7 +81,8 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 
 	if (lc->tenant && strcmp(rec->tenant, lc->tenant))
 		return;
-	if (lc->prefix && strncmp(rec->name, lc->prefix, strlen(lc->prefix)))
+	if (lc->prefix && (strncmp(rec->name, lc->prefix, strlen(lc->prefix)) ||
+			   json_array_size(lc->a) >= RD_LIST_PREFIX_MAX))
 		return;
 	o = json_object();
 	json_object_set_new(o, "name", json_sprintf("%s/%s", rec->tenant, rec->name));

@@ -75,7 +75,7 @@ static inline struct ibv_qp *ud_qp(struct ud *u, uint32_t nrecv, struct ibv_srq 
 {
 	struct ibv_qp_init_attr ia = { .send_cq = u->cq, .recv_cq = u->cq, .srq = srq,
 				       .qp_type = IBV_QPT_UD,
-				       .cap = { .max_send_wr = 16, .max_send_sge = 1,
+				       .cap = { .max_send_wr = 32, .max_send_sge = 1,
 						.max_recv_wr = nrecv, .max_recv_sge = 1 } };
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
 				 .qkey = QK };

@@ -15,7 +15,10 @@
  *     bytes, immediate, src_qp, and a GRH whose sgid is the client's GID and
  *     whose dgid is G; n1 (forged record), d1 (left), and the other
  *     tenant's QP get nothing; a datagram to a group nobody joined
- *     completes as sent;
+ *     completes as sent; the K datagrams are posted right behind one to
+ *     each of 16 other groups (of a QP sh of the client), which in flight
+ *     hold every group entry of the client's context: they wait for one
+ *     (they were lost);
  *  4. m2 leaves G: the client's next datagram (its list of G's members is
  *     younger than a second: m2 is still on it) reaches m1 and sm, not m2;
  *     so does one sent after the list was renewed;
@@ -291,19 +294,29 @@ static void server(int fd)
 /* ------------------------------------------------------------ client */
 
 /* Datagram @seed to the group of @ah from a buffer of its own (K + 2 on:
- * the RECVs of sm have the first ones), as sends in flight need. */
-static void to_group(struct ud *u, struct ibv_ah *ah, uint32_t seed)
+ * the RECVs of sm have the first ones), as sends in flight need: into
+ * @wr and @sg, to post (alone, or in a chain). */
+static void group_wr(struct ud *u, struct ibv_ah *ah, uint32_t seed, struct ibv_send_wr *wr,
+		     struct ibv_sge *sg)
 {
 	uint8_t *b = u->buf + (size_t)(K + 2 + seed) * RSZ;
-	struct ibv_sge sg = { (uintptr_t)b, lens[seed % K], u->mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = 1000 + seed, .sg_list = &sg, .num_sge = 1,
-				  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
-				  .imm_data = IMM(seed) }, *bad;
 
 	fill(b, lens[seed % K], seed);
-	wr.wr.ud.ah = ah;
-	wr.wr.ud.remote_qpn = 0xffffff;
-	wr.wr.ud.remote_qkey = QK;
+	*sg = (struct ibv_sge){ (uintptr_t)b, lens[seed % K], u->mr->lkey };
+	*wr = (struct ibv_send_wr){ .wr_id = 1000 + seed, .sg_list = sg, .num_sge = 1,
+				    .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+				    .imm_data = IMM(seed) };
+	wr->wr.ud.ah = ah;
+	wr->wr.ud.remote_qpn = 0xffffff;
+	wr->wr.ud.remote_qkey = QK;
+}
+
+static void to_group(struct ud *u, struct ibv_ah *ah, uint32_t seed)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sg;
+
+	group_wr(u, ah, seed, &wr, &sg);
 	if (ibv_post_send(u->qp, &wr, &bad))
 		die("send to the group");
 }
@@ -311,8 +324,10 @@ static void to_group(struct ud *u, struct ibv_ah *ah, uint32_t seed)
 static void client(int fd)
 {
 	struct ud u;
-	struct ibv_qp *sm;
-	struct ibv_ah *ah, *ah3;
+	struct ibv_qp *sm, *sh;
+	struct ibv_ah *ah, *ah3, *ahs[RV_MCG];
+	struct ibv_send_wr chain[RV_MCG + K], *bad;
+	struct ibv_sge sgs[RV_MCG + K];
 	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
 	struct minfo me, peer;
 	uint32_t next = 0, qpn, want;
@@ -320,7 +335,7 @@ static void client(int fd)
 
 	memset(&u, 0, sizeof(u));
 	ud_open(&u);
-	if (!(sm = ud_qp(&u, K + 2, NULL)))
+	if (!(sm = ud_qp(&u, K + 2, NULL)) || !(sh = ud_qp(&u, RV_MCG, NULL)))
 		die("UD QP");
 	recvs(&u, sm, K + 2, &next);
 	attach(sm, G, "sm joins G");
@@ -334,13 +349,38 @@ static void client(int fd)
 	memcpy(me.gid, u.gid.raw, 16);
 	xchg(fd, &me, &peer, sizeof(me));
 	sync_byte(fd, 'a');
-	/* 3: K to G, one to G3 (nobody's): K + 1 completions, K at sm */
-	for (uint32_t i = 0; i < K; i++)
-		to_group(&u, ah, i);
+	/* 3: first one to each of RV_MCG groups of sh and then the K to G,
+	 * posted at once: the first ones in flight hold every group entry of
+	 * the context, and the datagrams to G wait for one (they were lost);
+	 * then one to G3 (nobody's): K + 1 + RV_MCG completions, K at sm (sh
+	 * has no RECV: its datagrams stay in its ring) */
+	for (uint32_t i = 0; i < RV_MCG; i++) {
+		aa.grh.dgid = gid_of(G3);
+		aa.grh.dgid.raw[14] = (uint8_t)(i + 1);   /* ::ffff:239.9.(i+1).9 */
+		attach(sh, aa.grh.dgid.raw, "sh joins a group");
+		if (!(ahs[i] = ibv_create_ah(u.pd, &aa)))
+			die("ibv_create_ah");
+		chain[i] = (struct ibv_send_wr){ .wr_id = 2000 + i, .sg_list = &sgs[i], .num_sge = 1,
+						 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+						 .next = &chain[i + 1] };
+		sgs[i] = (struct ibv_sge){ (uintptr_t)u.buf, 8, u.mr->lkey };
+		chain[i].wr.ud.ah = ahs[i];
+		chain[i].wr.ud.remote_qpn = 0xffffff;
+		chain[i].wr.ud.remote_qkey = QK;
+	}
+	for (uint32_t i = 0; i < K; i++) {
+		group_wr(&u, ah, i, &chain[RV_MCG + i], &sgs[RV_MCG + i]);
+		chain[RV_MCG + i].next = i + 1 < K ? &chain[RV_MCG + i + 1] : NULL;
+	}
+	if (ibv_post_send(u.qp, chain, &bad))
+		die("the chain of sends to groups");
 	to_group(&u, ah3, K + 2);   /* nobody's */
 	qpn = sm->qp_num;
 	want = K;
-	collect(&u, 1, &qpn, &want, K + 1, &me, 10000, "phase 3 (sm)");
+	collect(&u, 1, &qpn, &want, K + 1 + RV_MCG, &me, 10000, "phase 3 (sm)");
+	for (uint32_t i = 0; i < RV_MCG; i++)
+		if (ibv_destroy_ah(ahs[i]))
+			die("ibv_destroy_ah");
 	/* 4 */
 	sync_byte(fd, 'b');
 	to_group(&u, ah, K);
@@ -351,7 +391,8 @@ static void client(int fd)
 	to_group(&u, ah, K + 1);
 	collect(&u, 1, &qpn, &want, 1, &me, 10000, "phase 4 (sm), a renewed list");
 	sync_byte(fd, 'e');
-	if (ibv_destroy_ah(ah) || ibv_destroy_ah(ah3) || ibv_destroy_qp(sm) || ibv_destroy_qp(u.qp) ||
+	if (ibv_destroy_ah(ah) || ibv_destroy_ah(ah3) || ibv_destroy_qp(sm) || ibv_destroy_qp(sh) ||
+	    ibv_destroy_qp(u.qp) ||
 	    ibv_dereg_mr(u.mr) || ibv_destroy_cq(u.cq) || ibv_dealloc_pd(u.pd) || ibv_close_device(u.ctx))
 		die("release");
 	free(u.buf);
