@@ -191,27 +191,44 @@ static void mc_list(struct rv_ctx *c, struct rv_mcg *g, uint64_t now)
 int rv_mc_get(struct rv_ctx *c, const union ibv_gid *gid)
 {
 	uint64_t now = rv_now_ns();
-	int at = -1;
+	int at = -1, same = -1;
+	struct rv_mcg *g;
 
 	for (int i = 0; i < RV_MCG; i++) {
-		struct rv_mcg *g = &c->mcg[i];
-
+		g = &c->mcg[i];
 		if (g->used && !memcmp(&g->gid, gid, sizeof(*gid))) {
-			if (!g->refs && now - g->at_ns > RV_MC_TTL_NS)
-				mc_list(c, g, now);
-			g->refs++;
-			return i;
+			if (now - g->at_ns <= RV_MC_TTL_NS) {
+				g->refs++;
+				return i;
+			}
+			same = i;   /* listed too long ago */
+		} else if (at < 0 && !g->refs) {
+			at = i;     /* free, or nobody's now */
 		}
-		if (at < 0 && !g->refs)
-			at = i;   /* free, or nobody's now */
 	}
-	if (at < 0)
-		return -1;
-	c->mcg[at].used = true;
-	c->mcg[at].gid = *gid;
-	c->mcg[at].n = 0;
-	mc_list(c, &c->mcg[at], now);
-	c->mcg[at].refs = 1;
+	if (same >= 0 && !c->mcg[same].refs) {
+		at = same;   /* listed again in place */
+	} else if (at < 0) {
+		if (same < 0)
+			return -1;
+		c->mcg[same].refs++;   /* no entry free: the old list a while longer */
+		return same;
+	}
+	g = &c->mcg[at];
+	if (at != same) {
+		/* a new entry; an old one of the group keeps its list for the
+		 * WRs going through it (so that a sender that always has one in
+		 * flight still sees members come and go), and is found no more */
+		g->used = true;
+		g->gid = *gid;
+		g->n = same >= 0 ? c->mcg[same].n : 0;
+		if (same >= 0) {
+			memcpy(g->qpn, c->mcg[same].qpn, sizeof(g->qpn));
+			c->mcg[same].used = false;
+		}
+	}
+	mc_list(c, g, now);   /* a listing that fails keeps the members before */
+	g->refs = 1;
 	return at;
 }
 

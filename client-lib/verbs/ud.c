@@ -271,12 +271,12 @@ void rv_ud_prep(struct rv_qp *q, struct rv_swr *w, const struct ibv_send_wr *wr)
 	w->udd = -1;
 	w->mcg = -1;
 	w->mc_left = 0;
-	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, listed
-	 * when it is issued, one after the other */
 	w->ud_phase = UD_NEW;
 	w->ud_qpn = wr->wr.ud.remote_qpn & 0xffffff;
+	/* to a group (QPN 0xFFFFFF, a multicast GID): its members, listed
+	 * when it is issued (UD_GROUP), one after the other */
 	w->ud_mc = w->ud_qpn == 0xffffff && a->attr.is_global && rv_gid_is_mc(&a->attr.grh.dgid);
-	if (w->ud_mc) {   /* its members when it is issued (UD_GROUP) */
+	if (w->ud_mc) {
 		w->mc_gid = a->attr.grh.dgid;
 		w->ud_phase = UD_GROUP;
 	}
@@ -526,7 +526,6 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 		}
 		case UD_NEW: {
 			int i = udd_get(c, w->ud_qpn);
-
 
 			if (i < 0)
 				return false;   /* every cached destination busy */
