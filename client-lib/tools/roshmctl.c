@@ -271,6 +271,8 @@ int main(int argc, char **argv)
 			ret == -EPERM ? "not allowed: no admin token, or a tenant asking for what is "
 					"not its own (or the socket is not served by roshmd's uid)" :
 			ret == -ENOENT ? "nothing matched" :
+			ret == -EAGAIN ? "the tenant's registry quota is used up this second "
+					 "(quota.registry_ops_per_sec): try again" :
 			ret == -ETIME ? "roshmd did not answer in 10 s (timed out)" : strerror(-ret));
 		return 1;
 	}

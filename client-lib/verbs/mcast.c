@@ -23,6 +23,7 @@
 #include "rv.h"
 
 #define RV_MC_TTL_NS (1000ull * 1000000)   /* a group's members are listed again after */
+#define RV_MC_RETRY_NS (50ull * 1000000)   /* ... or after a listing that failed */
 #define RV_MC_PREFIX "ibv-mc-"
 
 /* A multicast GID: IPv6 ff00::/8, or IPv4-mapped 224.0.0.0/4 (RoCE v2). */
@@ -147,7 +148,10 @@ static void mc_list(struct rv_ctx *c, struct rv_mcg *g, uint64_t now)
 	a = ret ? NULL : json_loads(text, 0, NULL);
 	free(text);
 	if (!json_is_array(a)) {
-		/* the members listed before stay, until the next try */
+		/* the members listed before stay, until the next try, soon
+		 * (roshmd refuses a tenant's listings past its registry quota
+		 * with EAGAIN) */
+		g->at_ns = now - (RV_MC_TTL_NS - RV_MC_RETRY_NS);
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: listing group %s: %s\n", prefix,
 				ret ? strerror(-ret) : "not a list");

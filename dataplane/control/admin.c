@@ -311,6 +311,11 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 	}
 	if (!known_admin_cmd(req->cmd))
 		return -EINVAL;
+	/* a tenant's listing reads the store (file registry) or walks every
+	 * record (etcd's cache): one registry operation of its quota, refused
+	 * rather than queued when there is none (reg_rate.c) */
+	if (tenant && !strncmp(req->cmd, "regions", 7) && !rd_reg_rate_try(ctl, tenant, 1))
+		return -EAGAIN;
 	/* "regions PREFIX" lists the tenant the request names, the admin's
 	 * too (a verbs application's multicast group is its tenant's) */
 	if (!tenant && req->tenant[0] && !strncmp(req->cmd, "regions ", 8))

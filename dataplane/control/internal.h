@@ -111,6 +111,9 @@ bool rd_reg_rate_hold(struct rd_control *ctl, struct rd_conn *conn);
 void rd_reg_rate_charge(struct rd_control *ctl, int tidx, uint16_t type);
 /* @n registry operations a request of tenant @tidx caused (a read past the cache). */
 void rd_reg_rate_take(struct rd_control *ctl, int tidx, unsigned n);
+/* Take @n from @tenant's bucket if it has tokens and nobody of the tenant
+ * waits (true; also when the tenant has no quota), else nothing (false). */
+bool rd_reg_rate_try(struct rd_control *ctl, const char *tenant, unsigned n);
 /* Let each tenant's first waiting connection read as its bucket refills. */
 void rd_reg_rate_timer(struct rd_control *ctl, uint64_t now);
 /* @conn is closed: out of its tenant's queue (the next may read). */

@@ -576,7 +576,8 @@ static void tenant_metrics(struct rd_control *ctl, struct page *p)
 	}
 	head(p, "roshm_tenant_registry_held_total", "counter",
 	     "Control requests of a tenant that waited for its registry rate "
-	     "(quota.registry_ops_per_sec) before they were read");
+	     "(quota.registry_ops_per_sec) before they were read, and listings "
+	     "of its regions refused for it");
 	for (int t = 0; t < cfg->ntenants; t++)
 		put(p, "roshm_tenant_registry_held_total{tenant=\"%s\"} %llu\n",
 		    esc(cfg->tenants[t].name, e, sizeof(e)), (unsigned long long)ctl->reg_bucket[t].held);

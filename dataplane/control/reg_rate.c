@@ -16,7 +16,10 @@
  * tenant already wait, such a request is left unread in its connection's
  * socket (its header is only peeked at) and the connection joins the
  * tenant's queue (RD_WAIT_RATE: only a hang-up is watched, a half-close is
- * not one). The queue is served first come, first served: as tokens come
+ * not one). A tenant's listing of its regions (admin "regions [PREFIX]",
+ * as libroshm-verbs' multicast senders call it) takes 1 too, but does not
+ * wait: with the bucket empty or requests in its queue it is refused with
+ * EAGAIN (rd_reg_rate_try), and the caller lists again later. The queue is served first come, first served: as tokens come
  * back its head alone is let read, and once its request ran the next. The
  * client's call takes longer, nothing fails, and other tenants' requests
  * go on at once. Requests that use no registry (close, admin) never wait.
@@ -181,11 +184,45 @@ void rd_reg_rate_take(struct rd_control *ctl, int tidx, unsigned n)
 	ctl->reg_bucket[tidx].tokens -= n;
 }
 
-void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigned n)
+static int tidx_of(const struct rd_control *ctl, const char *tenant)
 {
 	for (int t = 0; t < ctl->cfg->ntenants && t < RD_TENANTS_MAX; t++)
 		if (!strcmp(ctl->cfg->tenants[t].name, tenant))
-			rd_reg_rate_take(ctl, t, n);
+			return t;
+	return -1;
+}
+
+bool rd_reg_rate_try(struct rd_control *ctl, const char *tenant, unsigned n)
+{
+	int tidx = tidx_of(ctl, tenant);
+	struct rd_reg_bucket *b;
+	uint32_t rate;
+	uint64_t now;
+
+	if (tidx < 0 || !(rate = rate_of(ctl, tidx)))
+		return true;
+	b = &ctl->reg_bucket[tidx];
+	now = rd_mono_ns();
+	refill(b, rate, now);
+	if (b->tokens > 0 && !b->q_head) {
+		b->tokens -= n;
+		return true;
+	}
+	if (!b->held++ || now - b->logged_ns > 10 * NS) {
+		b->logged_ns = now;
+		RD_LOG(NOTICE, "tenant %s: more registry operations than its "
+		       "quota.registry_ops_per_sec (%u): a listing of its regions refused "
+		       "(%llu held so far)", tenant, rate, (unsigned long long)b->held);
+	}
+	return false;
+}
+
+void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigned n)
+{
+	int t = tidx_of(ctl, tenant);
+
+	if (t >= 0)
+		rd_reg_rate_take(ctl, t, n);
 }
 
 void rd_reg_rate_charge(struct rd_control *ctl, int tidx, uint16_t type)

@@ -11,7 +11,8 @@
  * without the limit it ends in well under a second, and with it not before
  * 3 s: the check is a lower bound (a slow machine only makes it longer),
  * plus what roshmd logs and counts, plus the order: b's work, started
- * after a's flood, ends before it.
+ * after a's flood, ends before it. A tenant's listings of its regions are
+ * bounded by the same bucket (test_listings).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -205,12 +206,75 @@ static void test_creates_and_opens(void **st)
 	atk_assert_alive(&d);
 }
 
+/*
+ * Listings of a tenant's regions (admin "regions PREFIX", which
+ * libroshm-verbs' multicast senders call) take 1 each and are refused with
+ * EAGAIN, not queued, once a's bucket is empty: a lists in a loop until
+ * the first refusal (at 20 a second that comes within the first few dozen
+ * calls; 2000 would take a client 100 s to dodge it). Every answer is 0 or
+ * -EAGAIN; what was listed is a's record and never b's of the same name;
+ * b lists at once meanwhile; a's next create waits and works, and after a
+ * rest a lists again.
+ */
+static void test_listings(void **st)
+{
+	struct roshm *a = cl("a"), *b = cl("b");
+	uint32_t ha, hb, h;
+	int ok = 0, refused = 0;
+	double t0, el;
+	char *text;
+
+	(void)st;
+	assert_int_equal(roshm_region_create(a, "lst-x", 4096, NULL, &ha), 0);
+	assert_int_equal(roshm_region_create(b, "lst-x", 4096, NULL, &hb), 0);
+	sleep(1);
+	t0 = atk_now_s();
+	for (int i = 0; i < 2000 && !refused; i++) {
+		int ret = roshm_region_list(a, "lst-", &text);
+
+		if (ret == -EAGAIN) {
+			refused++;
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		assert_non_null(strstr(text, "\"a/lst-x\""));
+		assert_null(strstr(text, "b/"));
+		free(text);
+		ok++;
+	}
+	el = atk_now_s() - t0;
+	fprintf(stderr, "a: %d listings in %.3f s before the first refusal (limit %d/s)\n", ok, el,
+		RATE);
+	assert_int_equal(refused, 1);
+	assert_true(ok >= 1 && ok <= RATE + 1 + (int)(el * RATE));
+	/* another tenant is not held by a's listings */
+	for (int i = 0; i < 30; i++) {
+		assert_int_equal(roshm_region_list(b, "lst-", &text), 0);
+		assert_non_null(strstr(text, "\"b/lst-x\""));
+		assert_null(strstr(text, "a/"));
+		free(text);
+	}
+	/* a's registry work waits for the bucket, as before, and is done */
+	assert_int_equal(roshm_region_create(a, "lst-y", 4096, NULL, &h), 0);
+	sleep(1);
+	assert_int_equal(roshm_region_list(a, "lst-y", &text), 0);
+	assert_non_null(strstr(text, "\"a/lst-y\""));
+	free(text);
+	assert_true(atk_log_count(&d, "tenant a: more registry operations than its "
+				  "quota.registry_ops_per_sec (20): a listing of its regions refused") >= 1);
+	assert_int_equal(atk_log_count(&d, "tenant b: more registry operations"), 0);
+	roshm_close(a);
+	roshm_close(b);
+	atk_assert_alive(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_grants),
 		cmocka_unit_test(test_creates_and_opens),
 		cmocka_unit_test(test_grant_bytes),
+		cmocka_unit_test(test_listings),
 	};
 	char conf[1024];
 	int fails;
