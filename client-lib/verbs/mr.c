@@ -403,9 +403,13 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	rv_lock(c);
 	for (e = c->mrs; e && e != m; e = e->next)
 		;
-	if (!e || m->dead) {
+	if (!e || m->dead || m->win_of) {
 		rv_unlock(c);
 		return EINVAL;
+	}
+	if (m->nmw) {   /* memory windows are bound to it */
+		rv_unlock(c);
+		return EBUSY;
 	}
 	/* The rkey dies now: a peer that resolves it finds no metadata. roshmd
 	 * forgets the region once no other MR uses its pages; the application
@@ -415,6 +419,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	meta = roshm_region_data(c->r, m->handle, NULL);
 	if (meta)
 		__atomic_store_n(&meta->magic, 0, __ATOMIC_RELEASE);
+	rv_rkey_forget(c, m->mr.rkey);
 	for (uint32_t j = 0; j < m->nuse; j++)
 		mr_unref(c, m->uses[j]);
 	mr_unref(c, m);
@@ -426,7 +431,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
 {
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		if (!m->dead && m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
+		if (!m->dead && !m->win_of && m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
 		    s->length <= m->mr.length &&
 		    s->addr - (uintptr_t)m->mr.addr <= m->mr.length - s->length)
 			return true;
@@ -446,7 +451,7 @@ bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uin
 	     uint64_t *room)
 {
 	for (struct rv_mr *m = c->mrs; m; m = m->next) {
-		if (m->dead || m->mr.lkey != lkey)
+		if (m->dead || m->win_of || m->mr.lkey != lkey)
 			continue;
 		for (uint32_t i = 0; i < m->nseg; i++) {
 			const struct rv_seg *g = &m->seg[i];

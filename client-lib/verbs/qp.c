@@ -440,7 +440,8 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		f.imm = w->imm;
 		f.src_qp = q->qp.qp_num;
 		f.opcode = imm_write ? RV_FRAG_WRITE_IMM :
-			   w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM : RV_FRAG_SEND;
+			   w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM :
+			   w->op == IBV_WR_SEND_WITH_INV ? RV_FRAG_SEND_INV : RV_FRAG_SEND;
 		f.flags = (uint8_t)((w->frags ? 0 : RV_FRAG_FIRST) | (pay == left ? RV_FRAG_LAST : 0));
 		memcpy(buf, &f, sizeof(f));
 		rv_gather(q, widx, w, w->sent, buf + RV_SLOT, pay);
@@ -693,7 +694,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	uint64_t len = 0;
 	uint32_t access = 0;
 	enum ibv_wc_opcode wop;
-	bool rdma = false, atomic = false;
+	bool rdma = false, atomic = false, local = false;
 
 	switch (wr->opcode) {
 	case IBV_WR_RDMA_WRITE:
@@ -713,10 +714,23 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	case IBV_WR_SEND_WITH_IMM:
 		wop = IBV_WC_SEND;
 		break;
+	case IBV_WR_SEND_WITH_INV:   /* RC only (mw.c: the receiver's window) */
+		if (q->qp.qp_type != IBV_QPT_RC)
+			return EINVAL;
+		wop = IBV_WC_SEND;
+		break;
+	case IBV_WR_BIND_MW:         /* memory windows (mw.c): RC and UC */
+		wop = IBV_WC_BIND_MW, local = true;
+		break;
+	case IBV_WR_LOCAL_INV:
+		wop = IBV_WC_LOCAL_INV, local = true;
+		break;
 	default:
 		return EOPNOTSUPP;
 	}
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->sge_stride)
+	if (local && q->qp.qp_type != IBV_QPT_RC && q->qp.qp_type != IBV_QPT_UC)
+		return EINVAL;
+	if (!local && (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->sge_stride))
 		return EINVAL;
 	if (q->qp.qp_type == IBV_QPT_UC && (atomic || wr->opcode == IBV_WR_RDMA_READ))
 		return EINVAL;    /* UC: SEND and RDMA WRITE only */
@@ -724,13 +738,13 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		return EINVAL;
 	if (wr->opcode == IBV_WR_RDMA_READ && wr->num_sge > 1)
 		return EINVAL;    /* scatter of one READ: one SGE */
-	for (int i = 0; i < wr->num_sge; i++)
+	for (int i = 0; !local && i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
 	if (len > 1u << 30)
 		return EINVAL;    /* max_msg_sz */
 	if (q->qp.qp_type == IBV_QPT_UD && rv_ud_post(c, q, wr, len))
 		return EINVAL;    /* UD: SEND only, at most the MTU, to an AH of ours */
-	if ((wr->send_flags & IBV_SEND_INLINE) && (atomic || wr->opcode == IBV_WR_RDMA_READ ||
+	if ((wr->send_flags & IBV_SEND_INLINE) && (atomic || local || wr->opcode == IBV_WR_RDMA_READ ||
 						   len > RV_MAX_INLINE))
 		return EINVAL;
 	if (q->tail - q->head >= q->max_send_wr)
@@ -742,7 +756,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->wc_op = wop;
 	w->len = atomic ? 8 : len;
 	w->imm = wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ?
-		 wr->imm_data : 0;
+		 wr->imm_data : wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : 0;
 	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->status = IBV_WC_SUCCESS;
 	w->udd = -1;
@@ -752,6 +766,16 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	q->tail++;
 	if (q->broken || q->qp.state == IBV_QPS_ERR)
 		return 0;         /* flushed in order by rv_qp_issue */
+	if (local) {
+		/* done now, under the lock, before any later WR of this QP
+		 * issues; reported in its turn (a failure puts the QP in the
+		 * error state then, as a NIC's) */
+		w->status = wr->opcode == IBV_WR_BIND_MW ?
+			    rv_mw_bind(c, q, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info) :
+			    rv_mw_invalidate(c, q, wr->invalidate_rkey);
+		w->issued = w->status == IBV_WC_SUCCESS;
+		return 0;
+	}
 	sg = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		/* the application may reuse its buffer as soon as we return */
@@ -783,7 +807,9 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		uint64_t rlen = w->len;
 		struct rv_rkey *k = rv_rkey_resolve(c, rkey);
 
-		if (!k || !(k->m.access & access) || raddr < k->m.addr || rlen > k->m.length ||
+		/* k->m.qpn: a type 2 window, for one QP of ours only */
+		if (!k || !(k->m.access & access) || (k->m.qpn && k->m.qpn != q->qp.qp_num) ||
+		    raddr < k->m.addr || rlen > k->m.length ||
 		    raddr - k->m.addr > k->m.length - rlen || (atomic && (raddr & 7))) {
 			if (q->qp.qp_type == IBV_QPT_UC)
 				w->drop = true;   /* the peer drops it; we never hear */

@@ -141,20 +141,38 @@ static void x_send_imm(struct ibv_qp_ex *qx, __be32 imm)
 		wr->imm_data = imm;
 }
 
-/* What roshm0 does not have (no memory windows, invalidation, TSO, XRC,
- * atomic write): the batch fails with EOPNOTSUPP. */
+/* Memory windows (mw.c): a type 2 window's bind, an invalidation */
 static void x_bind_mw(struct ibv_qp_ex *qx, struct ibv_mw *mw, uint32_t rkey,
 		      const struct ibv_mw_bind_info *bi)
 {
-	(void)mw, (void)rkey, (void)bi;
-	x_fail(qx, EOPNOTSUPP);
+	struct ibv_send_wr *wr = x_new(qx, IBV_WR_BIND_MW);
+
+	if (wr) {
+		wr->bind_mw.mw = mw;
+		wr->bind_mw.rkey = rkey;
+		if (bi)
+			wr->bind_mw.bind_info = *bi;
+	}
 }
 
-static void x_inv(struct ibv_qp_ex *qx, uint32_t rkey)
+static void x_local_inv(struct ibv_qp_ex *qx, uint32_t rkey)
 {
-	(void)rkey;
-	x_fail(qx, EOPNOTSUPP);
+	struct ibv_send_wr *wr = x_new(qx, IBV_WR_LOCAL_INV);
+
+	if (wr)
+		wr->invalidate_rkey = rkey;
 }
+
+static void x_send_inv(struct ibv_qp_ex *qx, uint32_t rkey)
+{
+	struct ibv_send_wr *wr = x_new(qx, IBV_WR_SEND_WITH_INV);
+
+	if (wr)
+		wr->invalidate_rkey = rkey;
+}
+
+/* What roshm0 does not have (TSO, XRC, atomic write): the batch fails
+ * with EOPNOTSUPP. */
 
 static void x_tso(struct ibv_qp_ex *qx, void *hdr, uint16_t hdr_sz, uint16_t mss)
 {
@@ -284,7 +302,8 @@ void rv_qpx_free(struct rv_qp *q)
 
 #define RV_QPX_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 		    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
-		    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
+		    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 
 /* The context's create_qp_ex (ibv_create_qp_ex is an inline of libibverbs
  * that calls it): a PD, and the work-request API for the send operations
@@ -340,13 +359,13 @@ struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	q->qpx.wr_atomic_cmp_swp = x_cmp_swp;
 	q->qpx.wr_atomic_fetch_add = x_fetch_add;
 	q->qpx.wr_bind_mw = x_bind_mw;
-	q->qpx.wr_local_inv = x_inv;
+	q->qpx.wr_local_inv = x_local_inv;
 	q->qpx.wr_rdma_read = x_read;
 	q->qpx.wr_rdma_write = x_write;
 	q->qpx.wr_rdma_write_imm = x_write_imm;
 	q->qpx.wr_send = x_send;
 	q->qpx.wr_send_imm = x_send_imm;
-	q->qpx.wr_send_inv = x_inv;
+	q->qpx.wr_send_inv = x_send_inv;
 	q->qpx.wr_send_tso = x_tso;
 	q->qpx.wr_set_ud_addr = x_ud_addr;
 	q->qpx.wr_set_xrc_srqn = x_xrc;

@@ -79,8 +79,10 @@ void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer)
 		__atomic_store_n(&q->ring->rnr_timer, timer & 31u, __ATOMIC_RELAXED);
 }
 
+/* @frag_op: the message's RV_FRAG_* (its immediate, or the rkey it
+ * invalidated), or 0 */
 static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opcode op,
-			uint32_t len, uint32_t imm, bool with_imm)
+			uint32_t len, uint32_t imm, uint8_t frag_op)
 {
 	struct rv_rwr *r = &q->rwr[q->rq_head & q->rq_mask];
 	struct ibv_wc wc;
@@ -92,9 +94,12 @@ static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opco
 	wc.byte_len = len;
 	wc.qp_num = q->qp.qp_num;
 	wc.src_qp = q->dest_qp_num;
-	if (with_imm) {
+	if (frag_op == RV_FRAG_SEND_IMM || frag_op == RV_FRAG_WRITE_IMM) {
 		wc.imm_data = imm;
 		wc.wc_flags = IBV_WC_WITH_IMM;
+	} else if (frag_op == RV_FRAG_SEND_INV && st == IBV_WC_SUCCESS) {
+		wc.invalidated_rkey = imm;
+		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	q->rq_head++;
 	rv_cq_push(q->qp.recv_cq, &wc);
@@ -105,7 +110,7 @@ void rv_rq_flush(struct rv_qp *q)
 {
 	q->in_msg = false;
 	while (q->rq_head != q->rq_tail)
-		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, false);
+		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, 0);
 }
 
 /* A posted RECV into its slot @r and SGEs @sg (room for wr->num_sge, checked). */
@@ -209,7 +214,7 @@ static bool frag_ok(const struct rv_qp *q, const struct rv_frag *f, uint32_t at)
 	if (f->nslots < 1 || f->nslots > q->ring_n - at ||
 	    f->len > (uint64_t)(f->nslots - 1) * RV_SLOT)
 		return false;
-	if (f->opcode < RV_FRAG_SEND || f->opcode > RV_FRAG_WRITE_IMM ||
+	if (f->opcode < RV_FRAG_SEND || f->opcode > RV_FRAG_SEND_INV ||
 	    (f->flags & ~(RV_FRAG_FIRST | RV_FRAG_LAST)) || f->src_qp != q->dest_qp_num)
 		return false;
 	if (first == q->in_msg || f->opcode != op || f->total != total || total > 1u << 30)
@@ -253,7 +258,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
 		if (!frag_ok(q, &f, at)) {
 			if (q->rq_head != q->rq_tail)   /* none taken from an SRQ for it */
-				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, false);
+				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, 0);
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);   /* an invalid request */
 			rv_qp_fail(q);
 			return false;
@@ -292,9 +297,14 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 			enum ibv_wc_status st = r->bad ? IBV_WC_LOC_PROT_ERR :
 						q->msg_lenerr ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
 
+			/* SEND_WITH_INV: the type 2 window of ours bound through
+			 * this QP with that rkey is invalidated before the RECV
+			 * completes; none such fails the RECV and the QP (mw.c) */
+			if (st == IBV_WC_SUCCESS && q->msg_op == RV_FRAG_SEND_INV)
+				st = rv_mw_invalidate(c, q, q->msg_imm);
 			q->in_msg = false;
 			rq_complete(q, st, q->msg_op == RV_FRAG_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM :
-				    IBV_WC_RECV, q->msg_total, q->msg_imm, q->msg_op != RV_FRAG_SEND);
+				    IBV_WC_RECV, q->msg_total, q->msg_imm, q->msg_op);
 			if (st != IBV_WC_SUCCESS) {
 				rv_qp_fail(q);
 				return false;

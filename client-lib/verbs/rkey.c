@@ -147,6 +147,16 @@ err:
 	return NULL;
 }
 
+/* The MR or window of ours @rkey is gone: our own QPs look it up again
+ * (where roshmd takes a grant back, it closes the peer's handles; an
+ * owner's handles on its own regions it does not) (lock held). */
+void rv_rkey_forget(struct rv_ctx *c, uint32_t rkey)
+{
+	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
+		if (c->rkeys[i].valid && c->rkeys[i].rkey == rkey)
+			c->rkeys[i].stale = true;
+}
+
 /*
  * Find the inbound ring of the peer QP (dest_qp_num) in our tenant and read
  * its header: IBV_WC_SUCCESS, or the status a WR to that QP gets. @tries
@@ -232,8 +242,8 @@ static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const ch
 	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
 	int ret, first = 0;
 
-	if ((add && m->dead) || m->mr.pd != q->qp.pd)
-		return 0;
+	if ((add && m->dead) || m->mr.pd != q->qp.pd || (m->win_qp && m->win_qp != q))
+		return 0;   /* a type 2 window: only through the QP it was bound on */
 	ret = fn(c->r, m->handle, name, &meta);
 	first = ret == -EAGAIN ? 0 : ret;   /* -EAGAIN: made, its record written later */
 	for (uint32_t i = 0; access && i < m->nseg; i++) {
@@ -282,11 +292,14 @@ int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 	return ret;
 }
 
-/* Disconnected (reset, another dest_qp_num, destroyed): take it back. */
+/* Disconnected (reset, another dest_qp_num, the error state, destroyed):
+ * take it back. */
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 {
 	char name[ROSHM_NAME_MAX];
 
+	/* the type 2 windows bound through it die with its connection */
+	rv_mw_qp_gone(c, q);
 	if (!q->gr_ok)
 		return;
 	peer_ring_name(q, name, sizeof(name));

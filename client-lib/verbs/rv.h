@@ -102,7 +102,8 @@ struct rv_meta {
 	uint32_t access;        /* IBV_ACCESS_* */
 	uint32_t rkey;
 	uint32_t nseg;
-	uint32_t rsvd;
+	uint32_t qpn;           /* a type 2 memory window: the one peer QP that may use
+				 * it (its QP's dest_qp_num, mw.c); else 0 */
 	struct rv_seg seg[RV_MR_SEGS];
 };
 _Static_assert(sizeof(struct rv_meta) <= RV_META_SIZE, "metadata fits the sync read area");
@@ -137,7 +138,8 @@ _Static_assert(__builtin_offsetof(struct rv_ring_hdr, cons) == RV_RING_CREDIT, "
  * connection: the tag is what the owner polls. A message is one or more
  * fragments, FIRST ... LAST, like the packets of an IB message.
  */
-enum { RV_FRAG_SEND = 1, RV_FRAG_SEND_IMM = 2, RV_FRAG_WRITE_IMM = 3 };
+/* RV_FRAG_SEND_INV: imm is the rkey the receiver invalidates (host order) */
+enum { RV_FRAG_SEND = 1, RV_FRAG_SEND_IMM = 2, RV_FRAG_WRITE_IMM = 3, RV_FRAG_SEND_INV = 4 };
 #define RV_FRAG_FIRST 1u
 #define RV_FRAG_LAST 2u
 struct rv_frag {
@@ -293,6 +295,18 @@ struct rv_mr {
 	int mr_access;          /* IBV_ACCESS_* it was registered with */
 	uint64_t ino, foff;     /* its memfd (inode, device) and its data's file offset */
 	unsigned int maj, min;
+	uint32_t nmw;           /* memory windows bound to it (dereg: EBUSY) */
+	/* A bound memory window (mw.c) is an entry of the list too, with no
+	 * pages of its own and no lkey: win_of the MR it is bound to, win_qp
+	 * (type 2) the QP it was bound through, the only one granted it. */
+	struct rv_mr *win_of;
+	struct rv_qp *win_qp;
+};
+
+struct rv_mw {
+	struct ibv_mw mw;
+	struct rv_mw *next;     /* the context's */
+	struct rv_mr *win;      /* bound: its entry in the MR list; NULL: free */
 };
 
 struct rv_cq {
@@ -497,6 +511,7 @@ struct rv_ctx {
 	uint32_t nfree;
 	struct rv_op *ops;
 	struct rv_mr *mrs;
+	struct rv_mw *mws;
 	struct rv_qp *qps;
 	struct rv_cq *cqs;
 	uint32_t nbacklog;      /* QPs with WRs waiting for issue */
@@ -648,6 +663,18 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
+void rv_rkey_forget(struct rv_ctx *c, uint32_t rkey);
+
+/* mw.c: memory windows. A bind or an invalidation runs when posted
+ * (under the context's lock): the status its WR completes with. */
+enum ibv_wc_status rv_mw_bind(struct rv_ctx *c, struct rv_qp *q, struct ibv_mw *mw, uint32_t rkey,
+			      const struct ibv_mw_bind_info *bi);
+enum ibv_wc_status rv_mw_invalidate(struct rv_ctx *c, struct rv_qp *q, uint32_t rkey);
+void rv_mw_ops(struct rv_ctx *c);
+/* @q loses its connection (rv_grant_drop: reset, another peer, the error
+ * state, destroyed): the type 2 windows bound through it are invalidated */
+void rv_mw_qp_gone(struct rv_ctx *c, struct rv_qp *q);
+void rv_mw_free_all(struct rv_ctx *c);
 
 /* Where remote address @va of @k lives: the region handle (returned), the
  * data offset in *off, and in *room the bytes from there to its segment's end. */

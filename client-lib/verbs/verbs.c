@@ -173,6 +173,7 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.context.ops.post_send = rv_post_send;
 	c->vc.context.ops.post_recv = rv_post_recv;
 	c->vc.context.ops.post_srq_recv = rv_post_srq_recv;
+	rv_mw_ops(c);
 	rv_ctx_track(c);
 	return &c->vc.context;
 }
@@ -190,6 +191,7 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		c->mrs = m->next;
 		free(m);
 	}
+	rv_mw_free_all(c);
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
 	free(c->aev);
@@ -215,7 +217,9 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_qp = 4096;
 	a->max_qp_wr = RV_MAX_WR;
 	/* RNR NAKs: a SEND waits for a RECV (rnr_retry); no port events */
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;   /* mw.c */
+	a->max_mw = 4096;
 	a->max_sge = RV_MAX_SGE;
 	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
 	a->max_cq = 4096;

@@ -10,7 +10,7 @@
 # CAS results, immediates, RNR and the tenant boundary, and verbs_ud the same
 # for UD QPs (datagrams, GRH, Q_Keys, a hostile pod on a UD ring), and
 # verbs_mcast for UD multicast groups (members on both nodes, forged
-# records, another tenant's member).
+# records, another tenant's member), verbs_mw for memory windows.
 #   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK [SANITIZE]
 # In an ASan build our libibverbs.so.1 is instrumented and perftest is not:
 # the ASan runtime is preloaded into perftest (leak checks off there: its
@@ -219,6 +219,14 @@ if [[ -x $vmc ]]; then
   ours_pair "$vmc" 7596 mcast
   grep -q "another tenant's member of G got nothing" "$d/mcast.server" || fail "verbs_mcast: the tenant check did not run"
   grep -q "verbs_mcast client: ok" "$d/mcast.client" || fail "verbs_mcast: the client did not finish"
+fi
+vmw=$(dirname "$vcheck")/verbs_mw
+if [[ -x $vmw ]]; then
+  # memory windows (verbs_mw.c): type 1 and 2 binds, WRs through them and
+  # past them, LOCAL_INV, SEND_WITH_INV, the bind errors
+  ours_pair "$vmw" 7595 mw
+  grep -q "verbs_mw server: ok$" "$d/mw.server" || fail "verbs_mw: the server did not finish"
+  grep -q "verbs_mw client: ok$" "$d/mw.client" || fail "verbs_mw: the client did not finish"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a

@@ -514,7 +514,7 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 
 	if (!cq || !mr || !(qp = ibv_create_qp_ex(ctx, &ia)) || !(qx = ibv_qp_to_qp_ex(qp)))
 		die("qpx: ibv_create_qp_ex with the work-request API");
-	ia.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV;
+	ia.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_WRITE;
 	errno = 0;
 	if (ibv_create_qp_ex(ctx, &ia) || errno != EOPNOTSUPP)
 		die("qpx: a send operation roshm0 lacks was not refused at creation");
@@ -561,9 +561,9 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	qx->wr_id = 4;
 	ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)buf + 1024);
 	ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf + 100, 12);
-	ibv_wr_local_inv(qx, 1);
+	ibv_wr_atomic_write(qx, mr->rkey, (uintptr_t)buf + 3072, "12345678");
 	if (ibv_wr_complete(qx) != EOPNOTSUPP)
-		die("qpx: a batch with LOCAL_INV was not refused");
+		die("qpx: a batch with an atomic write was not refused");
 	usleep(100000);
 	if (ibv_poll_cq(cq, 1, wc) != 0 || memcmp(buf + 1024, "source-bytes", 12))
 		die("qpx: a refused batch posted something");
@@ -571,7 +571,7 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 		die("qpx: release");
 	free(buf);
 	printf("verbs_events: ibv_create_qp_ex: a WRITE, an inline SEND_WITH_IMM and a FETCH_ADD "
-	       "batch landed; a batch with LOCAL_INV posted nothing (EOPNOTSUPP)\n");
+	       "batch landed; a batch with an atomic write posted nothing (EOPNOTSUPP)\n");
 }
 
 /* ibv_create_cq_ex: a SEND_WITH_IMM and a WRITE on a QP connected to itself,

@@ -6,8 +6,8 @@
 # runs each test's server, VM2 its client (perftest's own TCP exchange over
 # the VMs' link), then libfabric's fi_pingpong, qperf, rstream and riostream
 # (rsockets), rsock_dgram (datagram rsockets); then verbs_check proves the
-# bytes and atomics, verbs_ud the same for UD QPs and verbs_mcast for UD
-# multicast; MPICH and Open MPI
+# bytes and atomics, verbs_ud the same for UD QPs, verbs_mcast for UD
+# multicast and verbs_mw for memory windows; MPICH and Open MPI
 # run a rank in each VM (NetPIPE and mpi_rma; mpi_check.py).
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
@@ -319,5 +319,7 @@ ours verbs_check 7599 "$B/client-lib/tools/roshmctl -s /run/roshm/roshmd.sock pe
 ours verbs_ud 7598
 # verbs_mcast: UD multicast (members in both VMs; no other tenant here)
 ours verbs_mcast 7596
+# verbs_mw: memory windows (binds, WRs through them, invalidations)
+ours verbs_mw 7595
 kill -TERM $RD; wait $RD
 say "roshmd exit $?"
