@@ -142,10 +142,10 @@ enum ibv_wc_status rv_mw_bind(struct rv_ctx *c, struct rv_qp *q, struct ibv_mw *
 
 	if (!mw || !mw_live(c, mw) || mw->pd != q->qp.pd)
 		return IBV_WC_MW_BIND_ERR;
-	if (mw->type == IBV_MW_TYPE_1 && (!mr || !bi->length)) {
-		if (mr || (bi && bi->addr))
+	if (mw->type == IBV_MW_TYPE_1 && (!bi || !bi->length)) {
+		if (!mr && bi && bi->addr)
 			return IBV_WC_MW_BIND_ERR;
-		win_drop(c, w);   /* unbind */
+		win_drop(c, w);   /* a length of 0: unbind */
 		return IBV_WC_SUCCESS;
 	}
 	if (!mr || !mr_live(c, mr) || mr->mr.pd != q->qp.pd ||
