@@ -63,6 +63,13 @@ __attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt
 
 #define CHECK(c, ...) do { if (!(c)) fail(__VA_ARGS__); } while (0)
 
+__attribute__((noreturn)) static void die(const char *what)
+{
+	fail("%s", what);
+}
+
+#include "rc_common.h"
+
 static uint64_t now_ms(void)
 {
 	struct timespec t;
@@ -137,15 +144,6 @@ static const char *addr_str(const struct sockaddr *sa, char *buf, size_t n)
 	return buf;
 }
 
-static enum ibv_qp_state qp_state(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-	struct ibv_qp_init_attr ia;
-
-	CHECK(!ibv_query_qp(qp, &a, IBV_QP_STATE, &ia), "ibv_query_qp");
-	return a.qp_state;
-}
-
 /* resolve address and route of a new id of port space @ps on @ch towards node:port */
 static struct rdma_cm_id *resolve_ps(struct rdma_event_channel *ch, const char *node, int port,
 				     enum rdma_port_space ps)
@@ -193,43 +191,15 @@ static void cm_qp(struct rdma_cm_id *id)
 	CHECK(id->qp && id->send_cq && id->send_cq_channel && id->recv_cq && id->recv_cq_channel &&
 	      id->pd == id->qp->pd,
 	      "rdma_create_qp did not make the QP, its CQ and channel");
-	CHECK(qp_state(id->qp) == IBV_QPS_INIT, "new QP not in INIT");
-}
-
-static struct ibv_wc wait_wc(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	uint64_t end = now_ms() + 20000;
-
-	while (now_ms() < end) {
-		int n = ibv_poll_cq(cq, 1, &wc);
-
-		CHECK(n >= 0, "ibv_poll_cq");
-		if (n)
-			return wc;
-	}
-	fail("no completion in 20 s");
-	return wc;
+	CHECK(rc_state(id->qp) == IBV_QPS_INIT, "new QP not in INIT");
 }
 
 static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t len, uint32_t lkey,
 		 uint64_t raddr, uint32_t rkey, uint64_t a, uint64_t b)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
 	struct ibv_wc wc;
 
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = a;
-		wr.wr.atomic.swap = b;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	CHECK(!ibv_post_send(qp, &wr, &bad), "ibv_post_send opcode %d", op);
+	rc_post(qp, op, laddr, len, lkey, raddr, rkey, a, b, op);
 	wc = wait_wc(qp->send_cq);
 	CHECK(wc.status == IBV_WC_SUCCESS, "opcode %d completed with status %d", op, wc.status);
 }
@@ -458,7 +428,7 @@ static int client(const char *addr, int port)
 	e = ev_expect(ch, RDMA_CM_EVENT_REJECTED, 10000);
 	CHECK(e->status == 8, "REJECTED status %d, want 8", e->status);
 	rdma_ack_cm_event(e);
-	CHECK(qp_state(id->qp) == IBV_QPS_ERR, "QP not in error after REJECTED");
+	CHECK(rc_state(id->qp) == IBV_QPS_ERR, "QP not in error after REJECTED");
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 
@@ -553,7 +523,7 @@ static int client(const char *addr, int port)
 	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
 	e = ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
 	rdma_ack_cm_event(e);
-	CHECK(qp_state(id->qp) == IBV_QPS_ERR, "QP not in error after rdma_disconnect");
+	CHECK(rc_state(id->qp) == IBV_QPS_ERR, "QP not in error after rdma_disconnect");
 	{
 		struct ibv_cq *cq = id->qp->send_cq;
 
@@ -1127,7 +1097,7 @@ static void hostile_passive(int port)
 		}
 		rdma_ack_cm_event(e);
 		if (kind != 6)
-			CHECK(qp_state(id->qp) == IBV_QPS_ERR, "case %d: QP not in error", kind);
+			CHECK(rc_state(id->qp) == IBV_QPS_ERR, "case %d: QP not in error", kind);
 		if (c >= 0)
 			close(c);
 		rdma_destroy_qp(id);
@@ -1443,7 +1413,7 @@ static void ud_cm(int port)
 	e = ev_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
 	CHECK(e->status == 1, "no listener: UNREACHABLE status %d, want 1", e->status);
 	rdma_ack_cm_event(e);
-	CHECK(qp_state(id->qp) == IBV_QPS_RTS, "a failed SIDR moved the UD QP");
+	CHECK(rc_state(id->qp) == IBV_QPS_RTS, "a failed SIDR moved the UD QP");
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	/* the port spaces: a RC listener on PORT has nothing for UD, a UD
@@ -1607,7 +1577,7 @@ static void ud_cm(int port)
 		e = ev_expect(ch, RDMA_CM_EVENT_ADDR_ERROR, 5000);
 		CHECK(e->id == hid && e->status == -EINVAL, "a foreign Q_Key: status %d, want -EINVAL", e->status);
 		rdma_ack_cm_event(e);
-		CHECK(qp_state(hid->qp) == IBV_QPS_RTS, "a refused SIDR REP moved the UD QP");
+		CHECK(rc_state(hid->qp) == IBV_QPS_RTS, "a refused SIDR REP moved the UD QP");
 		close(c);
 		close(lfd);
 		rdma_destroy_qp(hid);
@@ -1645,7 +1615,7 @@ static void ud_cm(int port)
 	}
 
 	/* rdma_disconnect of a UD id: its QP stops, no event */
-	CHECK(!rdma_disconnect(id) && qp_state(id->qp) == IBV_QPS_ERR, "rdma_disconnect (UD)");
+	CHECK(!rdma_disconnect(id) && rc_state(id->qp) == IBV_QPS_ERR, "rdma_disconnect (UD)");
 	CHECK(!ev_next(ch, 200), "an event after a UD rdma_disconnect");
 	ibv_destroy_ah(cah);
 	ibv_destroy_ah(sah);

@@ -73,43 +73,7 @@ static int die_wc(const char *what, const struct ibv_wc *wc)
 	exit(1);
 }
 
-/* The next completion, within 30 s. */
-static struct ibv_wc wait_wc(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	time_t t0 = time(NULL);
-	int n;
-
-	while (time(NULL) - t0 < 30) {
-		n = ibv_poll_cq(cq, 1, &wc);
-		if (n < 0)
-			die("ibv_poll_cq");
-		if (n)
-			return wc;
-	}
-	die("no completion within 30 s");
-	return wc;
-}
-
-static void post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t len,
-		 uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t a, uint64_t b, uint64_t id)
-{
-	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = a;
-		wr.wr.atomic.swap = b;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	if (ibv_post_send(qp, &wr, &bad))
-		die("ibv_post_send");
-}
+#include "rc_common.h"
 
 /* ------------------------------------------------------------- two-sided */
 
@@ -828,7 +792,7 @@ static void write_check(struct ibv_qp *q, struct ibv_cq *cq, uint8_t *b, struct 
 	for (int i = 0; i < 64; i++)
 		b[i] = (uint8_t)(i * 3 + seed);
 	memset(b + 4096, 0, 64);
-	post(q, IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 501);
+	rc_post(q, IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 501);
 	wc = wait_wc(cq);
 	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 501)
 		die_wc(what, &wc);
@@ -975,7 +939,7 @@ static void zero_copy(struct ibv_pd *pd)
 	connect_qp(y, x->qp_num, 1, 7);
 	fill(b + 1000, 5000, 0, 91);
 	memset(a, 0, 3 * 4096);
-	post(x, IBV_WR_RDMA_READ, a + 3000, 5000, ma->lkey, (uintptr_t)(b + 1000), mb->rkey, 0, 0, 1);
+	rc_post(x, IBV_WR_RDMA_READ, a + 3000, 5000, ma->lkey, (uintptr_t)(b + 1000), mb->rkey, 0, 0, 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do {   /* no verbs call here: only roshmd can bring the bytes */
 		seen = 1;
@@ -993,7 +957,7 @@ static void zero_copy(struct ibv_pd *pd)
 		die("zero_copy: the READ wrote outside its SGE");
 	/* back: from a's pages into b (a page boundary on both sides) */
 	fill(a + 4000, 6000, 0, 92);
-	post(x, IBV_WR_RDMA_WRITE, a + 4000, 6000, ma->lkey, (uintptr_t)(b + 100), mb->rkey, 0, 0, 2);
+	rc_post(x, IBV_WR_RDMA_WRITE, a + 4000, 6000, ma->lkey, (uintptr_t)(b + 100), mb->rkey, 0, 0, 2);
 	wc = wait_wc(cq);
 	if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
 		die_wc("zero_copy: WRITE completion", &wc);
@@ -1472,17 +1436,17 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	if (write(s, &q[0]->qp_num, 4) != 4)
 		die("exchange (overlap)");
 	fill(lb, OV_SPAN, 0, 9);
-	post(q[0], IBV_WR_RDMA_WRITE, lb, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 1);
+	rc_post(q[0], IBV_WR_RDMA_WRITE, lb, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 1);
 	expect_wc(cq, 1, IBV_WC_SUCCESS, "WRITE across MRs sharing pages");
 	memset(back, 0, OV_SPAN);
-	post(q[0], IBV_WR_RDMA_READ, back, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 2);
+	rc_post(q[0], IBV_WR_RDMA_READ, back, OV_SPAN, mr->lkey, peer.addr + OV_OFF, peer.span, 0, 0, 2);
 	expect_wc(cq, 2, IBV_WC_SUCCESS, "READ across MRs sharing pages");
 	check_bytes(back, OV_SPAN, 0, 9, "READ back through the spanning MR");
 	memset(back, 0, 100);
-	post(q[0], IBV_WR_RDMA_READ, back, 100, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 3);
+	rc_post(q[0], IBV_WR_RDMA_READ, back, 100, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 3);
 	expect_wc(cq, 3, IBV_WC_SUCCESS, "READ through the read-only MR");
 	check_bytes(back, 100, OV_MID - OV_OFF, 9, "READ through the read-only MR");
-	post(q[0], IBV_WR_ATOMIC_FETCH_AND_ADD, old, 8, mr->lkey, peer.addr + OV_CTR, peer.span, 5, 0,
+	rc_post(q[0], IBV_WR_ATOMIC_FETCH_AND_ADD, old, 8, mr->lkey, peer.addr + OV_CTR, peer.span, 5, 0,
 	     4);
 	expect_wc(cq, 4, IBV_WC_SUCCESS, "FETCH_ADD through the spanning MR");
 	for (int b = 7; b >= 0; b--)
@@ -1492,17 +1456,17 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 		die("FETCH_ADD's old value is not the bytes the WRITE put there");
 	/* the MR over pages mapped anew: their new bytes, and a WRITE lands there */
 	memset(back, 0, 2 * 4096);
-	post(q[0], IBV_WR_RDMA_READ, back, 2 * 4096, mr->lkey, peer.remap_addr, peer.remap, 0, 0, 40);
+	rc_post(q[0], IBV_WR_RDMA_READ, back, 2 * 4096, mr->lkey, peer.remap_addr, peer.remap, 0, 0, 40);
 	expect_wc(cq, 40, IBV_WC_SUCCESS, "READ through the MR over pages mapped anew");
 	for (int i = 0; i < 2 * 4096; i++)
 		if (back[i] != 0x5a)
 			die("a READ through the MR over pages mapped anew returned the old pages' bytes");
 	fill(lb, 100, 10, 11);
-	post(q[0], IBV_WR_RDMA_WRITE, lb, 100, mr->lkey, peer.remap_addr + 10, peer.remap, 0, 0, 41);
+	rc_post(q[0], IBV_WR_RDMA_WRITE, lb, 100, mr->lkey, peer.remap_addr + 10, peer.remap, 0, 0, 41);
 	expect_wc(cq, 41, IBV_WC_SUCCESS, "WRITE through the MR over pages mapped anew");
-	post(q[1], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
+	rc_post(q[1], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
 	expect_wc(cq, 5, IBV_WC_REM_ACCESS_ERR, "a WRITE with a read-only MR's key");
-	post(q[2], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
+	rc_post(q[2], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
 	expect_wc(cq, 6, IBV_WC_REM_ACCESS_ERR, "a READ with a deregistered MR's key");
 	sync_byte(s, 'o', 'O');
 	printf("verbs_check client: WRITE/READ/FETCH_ADD across MRs sharing pages right; read-only "
@@ -1714,30 +1678,30 @@ int main(int argc, char **argv)
 
 	for (int i = 0; i < PLEN; i++)
 		src[i] = (uint8_t)((OFF + i) * 7 + 1);
-	post(qp, IBV_WR_RDMA_WRITE, src, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 1);
+	rc_post(qp, IBV_WR_RDMA_WRITE, src, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 1);
 	wc = wait_wc(cq);
 	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 1 || wc.opcode != IBV_WC_RDMA_WRITE)
 		die_wc("WRITE completion", &wc);
 	memset(back, 0, PLEN);
-	post(qp, IBV_WR_RDMA_READ, back, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 2);
+	rc_post(qp, IBV_WR_RDMA_READ, back, PLEN, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 2);
 	wc = wait_wc(cq);
 	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 2 || memcmp(back, src, PLEN))
 		die("READ back differs from what was written");
-	post(qp, IBV_WR_ATOMIC_FETCH_AND_ADD, buf + 8000, 8, mr->lkey, peer.addr + CTR, peer.rkey,
+	rc_post(qp, IBV_WR_ATOMIC_FETCH_AND_ADD, buf + 8000, 8, mr->lkey, peer.addr + CTR, peer.rkey,
 	     42, 0, 3);
 	wc = wait_wc(cq);
 	memcpy(&old, buf + 8000, 8);
 	if (wc.status != IBV_WC_SUCCESS || old != 0)
 		die("FETCH_ADD");
-	post(qp, IBV_WR_ATOMIC_CMP_AND_SWP, buf + 8000, 8, mr->lkey, peer.addr + CTR, peer.rkey,
+	rc_post(qp, IBV_WR_ATOMIC_CMP_AND_SWP, buf + 8000, 8, mr->lkey, peer.addr + CTR, peer.rkey,
 	     42, 1000, 4);
 	wc = wait_wc(cq);
 	memcpy(&old, buf + 8000, 8);
 	if (wc.status != IBV_WC_SUCCESS || old != 42)
 		die("CMP_SWAP");
 	/* a forged rkey: remote access error, and the QP flushes what follows */
-	post(qp, IBV_WR_RDMA_WRITE, src, 8, mr->lkey, peer.addr + OFF, peer.rkey ^ 0x5a5a, 0, 0, 5);
-	post(qp, IBV_WR_RDMA_WRITE, src, 8, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 6);
+	rc_post(qp, IBV_WR_RDMA_WRITE, src, 8, mr->lkey, peer.addr + OFF, peer.rkey ^ 0x5a5a, 0, 0, 5);
+	rc_post(qp, IBV_WR_RDMA_WRITE, src, 8, mr->lkey, peer.addr + OFF, peer.rkey, 0, 0, 6);
 	wc = wait_wc(cq);
 	if (wc.status != IBV_WC_REM_ACCESS_ERR || wc.wr_id != 5)
 		die("a forged rkey did not give IBV_WC_REM_ACCESS_ERR");

@@ -55,23 +55,7 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void connect_qp(struct ibv_qp *qp, uint32_t dest)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify_qp INIT");
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
-	a.min_rnr_timer = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
-		die("modify_qp RTR");
-	a.qp_state = IBV_QPS_RTS;
-	a.rnr_retry = 7;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
-		die("modify_qp RTS");
-}
+#include "rc_common.h"
 
 /* @n completions of @cq, all successful, within 30 s */
 static void reap(struct ibv_cq *cq, int n)
@@ -263,8 +247,8 @@ static void srq_events(struct ibv_context *ctx, struct ibv_pd *pd)
 	for (int i = 0; i < 2; i++) {
 		if (!(r[i] = ibv_create_qp(pd, &ia)) || !(snd[i] = ibv_create_qp(pd, &sia)))
 			die("srq: ibv_create_qp");
-		connect_qp(snd[i], r[i]->qp_num);
-		connect_qp(r[i], snd[i]->qp_num);
+		rc_connect(snd[i], r[i]->qp_num);
+		rc_connect(r[i], snd[i]->qp_num);
 	}
 	for (int i = 0; i < 4; i++) {
 		struct ibv_sge sg = { (uintptr_t)(buf + (size_t)(4 + i) * 4096), 4096, mr->lkey };
@@ -373,8 +357,8 @@ static void cq_overrun(struct ibv_context *ctx, struct ibv_pd *pd)
 	ia.send_cq = other;
 	if (!(b = ibv_create_qp(pd, &ia)))
 		die("cq_overrun: qp b");
-	connect_qp(a, b->qp_num);
-	connect_qp(b, a->qp_num);
+	rc_connect(a, b->qp_num);
+	rc_connect(b, a->qp_num);
 	/* 4096 signaled WRITEs: completions past what the small CQ holds */
 	for (; posted < 4096; posted++) {
 		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
@@ -451,8 +435,8 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 		if (!(qp[i] = ibv_create_qp(pd, &ia)))
 			die("chan: qp");
 	}
-	connect_qp(qp[0], qp[1]->qp_num);
-	connect_qp(qp[1], qp[0]->qp_num);
+	rc_connect(qp[0], qp[1]->qp_num);
+	rc_connect(qp[1], qp[0]->qp_num);
 	for (int i = 0; i < 2; i++)
 		if (ibv_req_notify_cq(cq[i], 0))
 			die("chan: arm");
@@ -522,7 +506,7 @@ static void qpx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 							       .recv_cq = cq, .cap = { .max_send_wr = 1 } });
 	if (!plain || ibv_qp_to_qp_ex(plain) || ibv_destroy_qp(plain))
 		die("qpx: a QP of ibv_create_qp has the work-request API");
-	connect_qp(qp, qp->qp_num);
+	rc_connect(qp, qp->qp_num);
 	memset(buf, 0, 4096);
 	memcpy(buf, "source-bytes", 12);
 	rs.addr = (uintptr_t)buf + 2048;
@@ -616,7 +600,7 @@ static void cqx_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	if (ibv_query_rt_values_ex(ctx, &rt0) || rt0.comp_mask != IBV_VALUES_MASK_RAW_CLOCK)
 		die("cqx: ibv_query_rt_values_ex");
 	clock_gettime(CLOCK_REALTIME, &w0);
-	connect_qp(qp, qp->qp_num);
+	rc_connect(qp, qp->qp_num);
 	sg.addr = (uintptr_t)buf;
 	sg.lkey = rs.lkey = mr->lkey;
 	rs.addr = (uintptr_t)buf + 1024;
@@ -812,7 +796,7 @@ static void restart_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	ia.cap.max_recv_wr = 0;
 	if (!(sq = ibv_create_qp(pd, &ia)))
 		die("restart: qp on the srq");
-	connect_qp(qp, qp->qp_num);
+	rc_connect(qp, qp->qp_num);
 	w = (struct wfire){ qp, mr, buf };
 	if (ibv_req_notify_cq(cq, 0))
 		die("restart: arm");
@@ -878,7 +862,7 @@ static void uc_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	if (!qp || ibv_query_qp(qp, &qa, IBV_QP_STATE, &got) || got.qp_type != IBV_QPT_UC)
 		die("uc: a UC QP");
 	sg.lkey = mr->lkey;
-	connect_qp(qp, 0xabcde);   /* no such QP */
+	rc_connect(qp, 0xabcde);   /* no such QP */
 	wr.opcode = IBV_WR_RDMA_READ;
 	if (ibv_post_send(qp, &wr, &bad) != EINVAL)
 		die("uc: an RDMA READ on a UC QP was not refused with EINVAL");
@@ -922,9 +906,9 @@ static void zero_len(struct ibv_context *ctx, struct ibv_pd *pd)
 
 	if (!a || !b || !lone)
 		die("zero: qps");
-	connect_qp(a, b->qp_num);
-	connect_qp(b, a->qp_num);
-	connect_qp(lone, 0xabcde);   /* no such QP */
+	rc_connect(a, b->qp_num);
+	rc_connect(b, a->qp_num);
+	rc_connect(lone, 0xabcde);   /* no such QP */
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	if (ibv_post_send(a, &wr, &bad))
 		die("zero: post WRITE");
@@ -963,8 +947,8 @@ static void resize(struct ibv_context *ctx, struct ibv_pd *pd)
 
 	if (!cq || !mr || !a || !b)
 		die("resize: cq, mr or qp");
-	connect_qp(a, b->qp_num);
-	connect_qp(b, a->qp_num);
+	rc_connect(a, b->qp_num);
+	rc_connect(b, a->qp_num);
 	for (uint64_t i = 0; i < 3; i++) {
 		struct ibv_sge sg = { (uintptr_t)buf, 8, mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = 40 + i, .sg_list = &sg, .num_sge = 1,

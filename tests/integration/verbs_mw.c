@@ -68,22 +68,7 @@ static void ok(const char *what)
 	fflush(stdout);
 }
 
-static struct ibv_wc wait_wc(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	time_t t0 = time(NULL);
-	int n;
-
-	while (time(NULL) - t0 < 30) {
-		n = ibv_poll_cq(cq, 1, &wc);
-		if (n < 0)
-			die("ibv_poll_cq");
-		if (n)
-			return wc;
-	}
-	die("no completion within 30 s");
-	return wc;
-}
+#include "rc_common.h"
 
 static void expect(struct ibv_cq *cq, uint64_t id, enum ibv_wc_status st, int opcode,
 		   const char *what)
@@ -113,58 +98,6 @@ static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *cq)
 	if (!qp)
 		die("ibv_create_qp");
 	return qp;
-}
-
-/* RESET (if not), INIT, RTR to @dest, RTS */
-static void connect_qp(struct ibv_qp *qp, uint32_t dest)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
-
-	if (qp->state != IBV_QPS_RESET && ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		die("modify_qp RESET");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
-				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify_qp INIT");
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
-	a.min_rnr_timer = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
-		die("modify_qp RTR");
-	a.qp_state = IBV_QPS_RTS;
-	a.rnr_retry = 7;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
-		die("modify_qp RTS");
-}
-
-static enum ibv_qp_state qp_state(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a;
-	struct ibv_qp_init_attr ia;
-
-	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
-		die("ibv_query_qp");
-	return a.qp_state;
-}
-
-static void post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, void *l, uint32_t len, uint32_t lkey,
-		      uint64_t raddr, uint32_t rkey, uint64_t add, uint64_t id)
-{
-	struct ibv_sge sge = { .addr = (uintptr_t)l, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-		wr.wr.atomic.compare_add = add;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	if (ibv_post_send(qp, &wr, &bad))
-		die("ibv_post_send");
 }
 
 static void post_bind2(struct ibv_qp *qp, struct ibv_mw *mw, uint32_t rkey, struct ibv_mr *mr,
@@ -214,8 +147,8 @@ static void pair(struct srv *s, struct ibv_qp **a, struct ibv_qp **b)
 {
 	*a = mkqp(s->pd, s->cq);
 	*b = mkqp(s->pd, s->cq);
-	connect_qp(*a, (*b)->qp_num);
-	connect_qp(*b, (*a)->qp_num);
+	rc_connect(*a, (*b)->qp_num);
+	rc_connect(*b, (*a)->qp_num);
 }
 
 /* A bind (or invalidation) that must fail: its status, the QP in error. */
@@ -227,7 +160,7 @@ static void bind_err(struct srv *s, struct ibv_mw *mw, uint32_t rkey, struct ibv
 	pair(s, &a, &b);
 	post_bind2(a, mw, rkey, mr, addr, len, acc, 900);
 	expect(s->cq, 900, IBV_WC_MW_BIND_ERR, -1, what);
-	if (qp_state(a) != IBV_QPS_ERR)
+	if (rc_state(a) != IBV_QPS_ERR)
 		die("a failed bind left its QP out of the error state");
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
@@ -251,7 +184,7 @@ static void bind_errors(struct srv *s, struct ibv_mw *mw2)
 	pair(s, &a, &b);
 	post_inv(a, IBV_WR_LOCAL_INV, s->mr->rkey, NULL, 0, 0, 901);
 	expect(s->cq, 901, IBV_WC_LOC_PROT_ERR, -1, "LOCAL_INV of an MR's rkey");
-	if (qp_state(a) != IBV_QPS_ERR)
+	if (rc_state(a) != IBV_QPS_ERR)
 		die("a failed LOCAL_INV left its QP out of the error state");
 	ibv_destroy_qp(a);
 	ibv_destroy_qp(b);
@@ -280,8 +213,8 @@ static void ex_api(struct srv *s)
 	if (!ax || !mw)
 		die("ibv_create_qp_ex with BIND_MW / ibv_alloc_mw");
 	b = mkqp(s->pd, s->cq);
-	connect_qp(a, b->qp_num);
-	connect_qp(b, a->qp_num);
+	rc_connect(a, b->qp_num);
+	rc_connect(b, a->qp_num);
 	rkey = ibv_inc_rkey(mw->rkey);
 	ibv_wr_start(ax);
 	ax->wr_id = 40;
@@ -296,7 +229,7 @@ static void ex_api(struct srv *s)
 	for (int i = 0; i < 64; i++)
 		src[i] = pat((uint32_t)i, 9);
 	memset(dst, 0, 128);
-	post_rdma(b, IBV_WR_RDMA_WRITE, src, 64, s->mr->lkey, (uintptr_t)dst, rkey, 0, 41);
+	rc_post(b, IBV_WR_RDMA_WRITE, src, 64, s->mr->lkey, (uintptr_t)dst, rkey, 0, 0, 41);
 	expect(s->cq, 41, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, "WRITE through a window (one node)");
 	for (int i = 0; i < 64; i++)
 		if (dst[i] != pat((uint32_t)i, 9))
@@ -310,7 +243,7 @@ static void ex_api(struct srv *s)
 	expect(s->cq, 42, IBV_WC_SUCCESS, IBV_WC_LOCAL_INV, "ibv_wr_local_inv");
 	for (int i = 0; i < 64; i++)
 		src[i] = pat((uint32_t)i, 10);
-	post_rdma(b, IBV_WR_RDMA_WRITE, src, 64, s->mr->lkey, (uintptr_t)dst, rkey, 0, 43);
+	rc_post(b, IBV_WR_RDMA_WRITE, src, 64, s->mr->lkey, (uintptr_t)dst, rkey, 0, 0, 43);
 	expect(s->cq, 43, IBV_WC_REM_ACCESS_ERR, -1, "WRITE through an invalidated window (one node)");
 	for (int i = 0; i < 64; i++)
 		if (dst[i] != pat((uint32_t)i, 9))
@@ -401,8 +334,8 @@ static int server(const char *addr, int port)
 	if (fd < 0)
 		die("accept");
 	xfer(fd, &peer, sizeof(peer), false);
-	connect_qp(qs, peer.qpn[0]);
-	connect_qp(qs2, peer.qpn[1]);
+	rc_connect(qs, peer.qpn[0]);
+	rc_connect(qs2, peer.qpn[1]);
 
 	/* a type 1 window: WRITE and READ over 1000 bytes */
 	old1 = mw1->rkey;
@@ -501,7 +434,7 @@ static int server(const char *addr, int port)
 	wc = wait_wc(s.cq);
 	if (wc.wr_id != 31 || wc.status != IBV_WC_LOC_PROT_ERR)
 		die("a SEND_WITH_INV naming no window did not fail the RECV with LOC_PROT_ERR");
-	if (qp_state(qs) != IBV_QPS_ERR)
+	if (rc_state(qs) != IBV_QPS_ERR)
 		die("a bad SEND_WITH_INV left the receiver's QP out of the error state");
 	ok("a SEND_WITH_INV naming no window fails the RECV (LOC_PROT_ERR), the QP in error");
 	xfer(fd, &c, 1, false);
@@ -523,9 +456,9 @@ static int server(const char *addr, int port)
 static void refused(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t dest, enum ibv_wr_opcode op,
 		    void *l, uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, const char *what)
 {
-	post_rdma(qp, op, l, len, lkey, raddr, rkey, 1, 77);
+	rc_post(qp, op, l, len, lkey, raddr, rkey, 1, 0, 77);
 	expect(cq, 77, IBV_WC_REM_ACCESS_ERR, -1, what);
-	connect_qp(qp, dest);
+	rc_connect(qp, dest);
 }
 
 /*
@@ -545,7 +478,7 @@ static void refused_soon(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t dest, en
 	for (;;) {
 		struct ibv_wc wc;
 
-		post_rdma(qp, op, l, len, lkey, raddr, rkey, 0, 78);
+		rc_post(qp, op, l, len, lkey, raddr, rkey, 0, 0, 78);
 		wc = wait_wc(cq);
 		if (wc.wr_id != 78)
 			die("unexpected completion");
@@ -556,7 +489,7 @@ static void refused_soon(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t dest, en
 		passed++;
 		usleep(10000);
 	}
-	connect_qp(qp, dest);
+	rc_connect(qp, dest);
 	printf("%s: ok: %s: refused (%d passed before)\n", who, what, passed);
 }
 
@@ -603,24 +536,24 @@ static int client(const char *addr, int port)
 	me.qpn[1] = c2->qp_num;
 	xfer(fd, &me, sizeof(me), true);
 	xfer(fd, &s, sizeof(s), false);
-	connect_qp(c1, s.qpn[0]);
-	connect_qp(c2, s.qpn[1]);
+	rc_connect(c1, s.qpn[0]);
+	rc_connect(c2, s.qpn[1]);
 
 	/* phase 1 */
 	for (uint32_t i = 0; i < W1_LEN; i++)
 		l[i] = pat(W1_OFF + i, 1);
-	post_rdma(c1, IBV_WR_RDMA_WRITE, l, W1_LEN, lm->lkey, s.buf + W1_OFF, s.mw1, 0, 1);
+	rc_post(c1, IBV_WR_RDMA_WRITE, l, W1_LEN, lm->lkey, s.buf + W1_OFF, s.mw1, 0, 0, 1);
 	expect(cq, 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, "WRITE through the type 1 window");
-	post_rdma(c1, IBV_WR_RDMA_READ, l + 4096, W1_LEN, lm->lkey, s.buf + W1_OFF, s.mw1, 0, 2);
+	rc_post(c1, IBV_WR_RDMA_READ, l + 4096, W1_LEN, lm->lkey, s.buf + W1_OFF, s.mw1, 0, 0, 2);
 	expect(cq, 2, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, "READ through the type 1 window");
 	if (memcmp(l, l + 4096, W1_LEN))
 		die("READ through the window: not the bytes written");
-	post_rdma(c1, IBV_WR_ATOMIC_FETCH_AND_ADD, l + 2048, 8, lm->lkey, s.buf + CTR_OFF, s.mw2, 5, 3);
+	rc_post(c1, IBV_WR_ATOMIC_FETCH_AND_ADD, l + 2048, 8, lm->lkey, s.buf + CTR_OFF, s.mw2, 5, 0, 3);
 	expect(cq, 3, IBV_WC_SUCCESS, IBV_WC_FETCH_ADD, "FETCH_ADD through the type 2 window");
 	memcpy(&v, l + 2048, 8);
 	if (v != 1000)
 		die("FETCH_ADD through the window: not the counter's value");
-	post_rdma(c1, IBV_WR_RDMA_READ, l + 2048, 8, lm->lkey, s.buf + CTR_OFF, s.mr_rkey, 0, 4);
+	rc_post(c1, IBV_WR_RDMA_READ, l + 2048, 8, lm->lkey, s.buf + CTR_OFF, s.mr_rkey, 0, 0, 4);
 	expect(cq, 4, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, "READ through the MR");
 	memcpy(&v, l + 2048, 8);
 	if (v != 1005)

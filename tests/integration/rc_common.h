@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the RC verbs test programs share (verbs_check.c, verbs_events.c,
+ * verbs_mw.c): waiting for a completion, connecting a QP to a peer QPN,
+ * reading its state. Include after defining die(const char *what), which
+ * does not return.
+ */
+#ifndef RC_COMMON_H
+#define RC_COMMON_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+/* The next completion of @cq, within 30 s. */
+static inline struct ibv_wc wait_wc(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	time_t t0 = time(NULL);
+	int n;
+
+	while (time(NULL) - t0 < 30) {
+		n = ibv_poll_cq(cq, 1, &wc);
+		if (n < 0)
+			die("ibv_poll_cq");
+		if (n)
+			return wc;
+	}
+	die("no completion within 30 s");
+	return wc;
+}
+
+/* RESET (unless it is there), INIT, RTR to @dest, RTS: remote WRITE, READ
+ * and atomics allowed, RNR retried for good. */
+static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	if (qp->state != IBV_QPS_RESET && ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		die("modify_qp RESET");
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+						     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify_qp INIT");
+	a.qp_state = IBV_QPS_RTR;
+	a.dest_qp_num = dest;
+	a.min_rnr_timer = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+		die("modify_qp RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.rnr_retry = 7;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+		die("modify_qp RTS");
+}
+
+/* One signaled WR of @op from @len bytes at @laddr (@lkey) to @raddr
+ * (@rkey); an atomic's compare_add @a and swap @b. */
+static inline void rc_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr,
+			   uint32_t len, uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t a,
+			   uint64_t b, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = a;
+		wr.wr.atomic.swap = b;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send");
+}
+
+/* @qp's state as ibv_query_qp answers it. */
+static inline enum ibv_qp_state rc_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+		die("ibv_query_qp");
+	return a.qp_state;
+}
+
+#endif
