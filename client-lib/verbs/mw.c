@@ -40,14 +40,12 @@ static bool mr_live(const struct rv_ctx *c, const struct rv_mr *mr)
 	return false;
 }
 
-/* Unbind @w: its rkey dies now, for every peer (lock held). */
-static void win_drop(struct rv_ctx *c, struct rv_mw *w)
+/* A window's entry goes: its rkey dies now, for every peer (lock held). */
+static void entry_drop(struct rv_ctx *c, struct rv_mr *m)
 {
-	struct rv_mr *m = w->win, **pp;
+	struct rv_mr **pp;
 	struct rv_meta *meta;
 
-	if (!m)
-		return;
 	rv_grant_mr(c, m, false);
 	m->dead = true;
 	meta = roshm_region_data(c->r, m->handle, NULL);
@@ -61,6 +59,13 @@ static void win_drop(struct rv_ctx *c, struct rv_mw *w)
 	rv_rkey_forget(c, m->mr.rkey);
 	m->win_of->nmw--;
 	free(m);
+}
+
+/* Unbind @w (lock held). */
+static void win_drop(struct rv_ctx *c, struct rv_mw *w)
+{
+	if (w->win)
+		entry_drop(c, w->win);
 	w->win = NULL;
 }
 
@@ -212,19 +217,20 @@ enum ibv_wc_status rv_mw_bind(struct rv_ctx *c, struct rv_qp *q, struct ibv_mw *
 	m->refs = 1;
 	m->win_of = mr;
 	m->win_qp = mw->type == IBV_MW_TYPE_2 ? q : NULL;
-	/* a type 1 window bound again: the old binding ends once the new one
-	 * stands (a failed bind leaves it as it was) */
-	win_drop(c, w);
 	mr->nmw++;
-	w->win = m;
 	m->next = c->mrs;
 	c->mrs = m;
-	mw->rkey = key;
 	if (rv_grant_mr(c, m, true)) {
-		/* a connected peer could not be let in (limits.max_grants) */
-		win_drop(c, w);
+		/* a connected peer could not be let in (limits.max_grants):
+		 * the new binding goes, the old one (type 1) stays */
+		entry_drop(c, m);
 		return IBV_WC_MW_BIND_ERR;
 	}
+	/* a type 1 window bound again: the old binding ends once the new
+	 * one stands */
+	win_drop(c, w);
+	w->win = m;
+	mw->rkey = key;
 	return IBV_WC_SUCCESS;
 }
 
@@ -255,6 +261,22 @@ static int bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
 	wr.bind_mw.rkey = 0;
 	wr.bind_mw.bind_info = b->bind_info;
 	return rv_post_send(qp, &wr, &bad);
+}
+
+/* @q went to the error state in the data path: its type 2 windows' rkeys
+ * stop resolving now (their metadata cleared, no call to roshmd); the
+ * rest of their invalidation, grants and regions, comes with the QP's
+ * grants at the application's next call (rv_progress) (lock held). */
+void rv_mw_qp_failed(struct rv_ctx *c, struct rv_qp *q)
+{
+	for (struct rv_mw *w = c->mws; w; w = w->next)
+		if (w->win && w->win->win_qp == q) {
+			struct rv_meta *meta = roshm_region_data(c->r, w->win->handle, NULL);
+
+			if (meta)
+				__atomic_store_n(&meta->magic, 0, __ATOMIC_RELEASE);
+			rv_rkey_forget(c, w->win->mr.rkey);
+		}
 }
 
 /* A QP that loses its connection (reset, another peer, the error state,

@@ -110,6 +110,8 @@ void rv_qp_fail(struct rv_qp *q)
 	rv_rq_flush(q);
 	if (q->gr_ok)   /* a QP in the error state takes nothing from its peer */
 		to_ctx(q->qp.context)->grant_drops = true;
+	if (to_ctx(q->qp.context)->mws)
+		rv_mw_qp_failed(to_ctx(q->qp.context), q);
 }
 
 void rv_backlog(struct rv_ctx *c, struct rv_qp *q, bool on)

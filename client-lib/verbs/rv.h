@@ -674,6 +674,7 @@ void rv_mw_ops(struct rv_ctx *c);
 /* @q loses its connection (rv_grant_drop: reset, another peer, the error
  * state, destroyed): the type 2 windows bound through it are invalidated */
 void rv_mw_qp_gone(struct rv_ctx *c, struct rv_qp *q);
+void rv_mw_qp_failed(struct rv_ctx *c, struct rv_qp *q);
 void rv_mw_free_all(struct rv_ctx *c);
 
 /* Where remote address @va of @k lives: the region handle (returned), the

@@ -71,6 +71,7 @@ struct list_ctx {
 	json_t *a;
 	const char *tenant;           /* NULL: every record */
 	const char *prefix;           /* NULL: every name */
+	unsigned seen;                /* records the registry read for it */
 };
 
 static void list_cb(const struct rd_region_rec *rec, void *arg)
@@ -79,6 +80,7 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	json_t *o;
 	char buf[32];
 
+	lc->seen++;
 	if (lc->tenant && strcmp(rec->tenant, lc->tenant))
 		return;
 	if (lc->prefix && (strncmp(rec->name, lc->prefix, strlen(lc->prefix)) ||
@@ -95,7 +97,8 @@ static void list_cb(const struct rd_region_rec *rec, void *arg)
 	json_array_append_new(lc->a, o);
 }
 
-json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const char *tenant)
+/* @seen (not NULL): the records a "regions" listing read */
+static json_t *admin_json(struct rd_control *ctl, const char *cmd, const char *tenant, unsigned *seen)
 {
 	const struct rd_poller_stats *ps = &ctl->poller->stats;
 	int tidx = tenant ? rd_config_tenant_idx(ctl->cfg, tenant) : -1;
@@ -158,14 +161,18 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 	}
 	if (!strncmp(cmd, "regions", 7) && (!cmd[7] || cmd[7] == ' ')) {
 		/* "regions PREFIX": those whose names begin with PREFIX (a
-		 * verbs application's multicast group: its members' records) */
+		 * verbs application's multicast group: its members' records).
+		 * A tenant's listing reads only its own records (the file
+		 * registry: only its files), RD_LIST_PREFIX_MAX at most. */
 		struct list_ctx lc = { .a = json_array(), .tenant = tenant,
-				       .prefix = cmd[7] ? cmd + 8 : NULL };
+				       .prefix = cmd[7] ? cmd + 8 : tenant ? "" : NULL };
 
-		if (tenant && lc.prefix && ctl->reg.ops->list_prefix)
+		if (tenant && ctl->reg.ops->list_prefix)
 			ctl->reg.ops->list_prefix(&ctl->reg, tenant, lc.prefix, list_cb, &lc);
 		else
 			ctl->reg.ops->list_regions(&ctl->reg, list_cb, &lc);
+		if (seen)
+			*seen = lc.seen;
 		return lc.a;
 	}
 	if (tenant)
@@ -205,6 +212,11 @@ json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const cha
 		return o;
 	}
 	return NULL;
+}
+
+json_t *rd_control_admin_json(struct rd_control *ctl, const char *cmd, const char *tenant)
+{
+	return admin_json(ctl, cmd, tenant, NULL);
 }
 
 int rd_control_admin_reply(int fd, json_t *o)
@@ -263,6 +275,8 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 {
 	const struct roshm_ctl_admin *req = msg;
 	const char *tenant = NULL;
+	unsigned seen = 0;
+	bool by_tenant;
 	json_t *o;
 	int ret;
 
@@ -313,14 +327,18 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 		return -EINVAL;
 	/* a tenant's listing reads the store (file registry) or walks every
 	 * record (etcd's cache): one registry operation of its quota, refused
-	 * rather than queued when there is none (reg_rate.c) */
-	if (tenant && !strncmp(req->cmd, "regions", 7) && !rd_reg_rate_try(ctl, tenant, 1))
+	 * rather than queued when there is none (reg_rate.c), and 1 more for
+	 * each 64 records it read, taken after */
+	by_tenant = tenant && !strncmp(req->cmd, "regions", 7);
+	if (by_tenant && !rd_reg_rate_try(ctl, tenant, 1))
 		return -EAGAIN;
 	/* "regions PREFIX" lists the tenant the request names, the admin's
 	 * too (a verbs application's multicast group is its tenant's) */
 	if (!tenant && req->tenant[0] && !strncmp(req->cmd, "regions ", 8))
 		tenant = req->tenant;
-	o = rd_control_admin_json(ctl, req->cmd, tenant);
+	o = admin_json(ctl, req->cmd, tenant, &seen);
+	if (by_tenant && seen >= 64)
+		rd_reg_rate_take_tenant(ctl, tenant, seen / 64);
 	if (!o)
 		return -EPERM;
 	ret = rd_control_admin_reply(conn->fd, o);

@@ -592,6 +592,33 @@ static int etcd_list_regions(struct rd_registry *r,
 	return count;
 }
 
+/* @tenant's records whose names begin with @prefix: the cache's keys are
+ * compared first, and only those records are handed on. */
+static int etcd_list_prefix(struct rd_registry *r, const char *tenant, const char *prefix,
+			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+{
+	struct etcd *e = r->priv;
+	char key[8 + 2 * ROSHM_NAME_MAX];
+	int count = 0;
+	size_t kl;
+
+	if ((size_t)snprintf(key, sizeof(key), "regions/%s/%s", tenant, prefix) >= sizeof(key))
+		return -EINVAL;
+	kl = strlen(key);
+	pthread_mutex_lock(&e->lock);
+	for (unsigned i = 0; i < NBUCKETS; i++)
+		for (struct ent *x = e->buckets[i]; x; x = x->next) {
+			const void *rec;
+
+			if (x->region && !strncmp(x->key, key, kl) && ent_view(x, &rec) == 0) {
+				fn(rec, arg);
+				count++;
+			}
+		}
+	pthread_mutex_unlock(&e->lock);
+	return count;
+}
+
 static int etcd_event_fd(struct rd_registry *r)
 {
 	struct etcd *e = r->priv;
@@ -692,6 +719,7 @@ const struct rd_registry_ops etcd_ops = {
 	.get_region = etcd_get_region,
 	.get_node = etcd_get_node,
 	.list_regions = etcd_list_regions,
+	.list_prefix = etcd_list_prefix,
 	.fetch_region = etcd_fetch_region,
 	.put_region = etcd_put_region,
 	.del_region = etcd_del_region,

@@ -138,7 +138,8 @@ struct rd_registry_ops {
 	/*
 	 * Optional (NULL: list_regions and a filter): list_regions for
 	 * @tenant's records whose names begin with @prefix only, where the
-	 * backend can skip the others' reads (file: their files).
+	 * backend can skip the others' reads (file: their files; etcd: their
+	 * cache entries, by key).
 	 */
 	int (*list_prefix)(struct rd_registry *r, const char *tenant, const char *prefix,
 			   void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg);

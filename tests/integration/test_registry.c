@@ -277,6 +277,25 @@ static bool listed(struct rd_registry *r, const char *full)
 	return false;
 }
 
+/* Whether list_prefix(@tenant, @prefix) lists tenant/name @full, and only
+ * records of @tenant whose names begin with @prefix. */
+static bool listed_prefix(struct rd_registry *r, const char *tenant, const char *prefix,
+			  const char *full)
+{
+	struct { int n; char names[32][140]; } l = { 0 };
+	char want[140];
+	bool found = false;
+
+	assert_non_null(r->ops->list_prefix);
+	snprintf(want, sizeof(want), "%s/%s", tenant, prefix);
+	r->ops->list_prefix(r, tenant, prefix, count_cb, &l);
+	for (int i = 0; i < l.n && i < 32; i++) {
+		assert_true(!strncmp(l.names[i], want, strlen(want)));
+		found |= !strcmp(l.names[i], full);
+	}
+	return found;
+}
+
 /* Log lines of the registry code go to @f while capturing (rte_log works without EAL). */
 static FILE *capture;
 
@@ -371,6 +390,10 @@ static void test_file_records(void **st)
 	assert_int_equal(b.ops->get_region(&b, "blue", "buf1", &back), 0);
 	assert_int_equal(back.epoch, 77);
 	assert_true(listed(&b, "blue/buf1"));
+	assert_true(listed_prefix(&b, "blue", "buf", "blue/buf1"));
+	assert_true(listed_prefix(&b, "blue", "", "blue/buf1"));
+	assert_false(listed_prefix(&b, "blue", "bufx", "blue/buf1"));
+	assert_false(listed_prefix(&b, "green", "", "blue/buf1"));
 	assert_int_equal(b.ops->fetch_region(&b, "blue", "buf1", on_got, &g), 0);
 	assert_int_equal(g.called, 0);
 	assert_true(WAIT_UNTIL(g.called, 1000));
@@ -452,7 +475,7 @@ static void test_file_records(void **st)
 	assert_int_equal(reqs(&a, RD_REGOP_DELETE), 2);
 	assert_int_equal(errs_all(&a), 0);
 	assert_int_equal(reqs(&b, RD_REGOP_PUT), 2);
-	assert_int_equal(reqs(&b, RD_REGOP_GET), 60);
+	assert_int_equal(reqs(&b, RD_REGOP_GET), 64);   /* 4 of them list_prefix */
 	assert_int_equal(errs(&b, RD_REGOP_GET, RD_REGERR_INVALID), 54);
 	assert_int_equal(errs_all(&b), 54);
 	assert_int_equal(reqs(&other, RD_REGOP_PUT), 1);
@@ -839,6 +862,10 @@ static void test_etcd_records(void **st)
 	assert_true(flags_of(&b) & RD_REG_CHANGED);
 	assert_string_equal(back.node, "node-a");
 	assert_true(listed(&b, "blue/r1"));
+	assert_true(listed_prefix(&b, "blue", "r", "blue/r1"));
+	assert_true(listed_prefix(&b, "blue", "", "blue/r1"));
+	assert_false(listed_prefix(&b, "blue", "r2", "blue/r1"));
+	assert_false(listed_prefix(&b, "blu", "", "blue/r1"));
 	assert_true(WAIT_UNTIL(b.ops->get_node(&b, "node-a", &nback) == 0, 3000));
 	assert_int_equal(b.ops->fetch_region(&b, "blue", "r1", on_got, &g), 0);
 	assert_true(WAIT_UNTIL(g.called, 5000));

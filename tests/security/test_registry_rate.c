@@ -268,6 +268,50 @@ static void test_listings(void **st)
 	atk_assert_alive(&d);
 }
 
+/*
+ * A listing is charged by the records it read too (1 more for each 64):
+ * tenant "c" (100 a second) holds 130 regions named "many-*", and lists
+ * them in a loop until the first refusal: each listing costs 3, so about
+ * 34 pass (100 without the charge). Then its bucket refills.
+ */
+static void test_listing_cost(void **st)
+{
+	struct roshm *r = cl("c");
+	uint32_t h;
+	int ok = 0, refused = 0;
+	double t0, el;
+	char *text;
+
+	(void)st;
+	for (int i = 0; i < 130; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "many-%d", i);
+		assert_int_equal(roshm_region_create(r, name, 4096, NULL, &h), 0);
+	}
+	sleep(2);
+	t0 = atk_now_s();
+	for (int i = 0; i < 2000 && !refused; i++) {
+		int ret = roshm_region_list(r, "many-", &text);
+
+		if (ret == -EAGAIN) {
+			refused++;
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		assert_non_null(strstr(text, "\"c/many-129\""));
+		free(text);
+		ok++;
+	}
+	el = atk_now_s() - t0;
+	fprintf(stderr, "c: %d listings of 130 records in %.3f s before the first refusal "
+		"(limit %d/s, 3 each)\n", ok, el, C_RATE);
+	assert_int_equal(refused, 1);
+	assert_true(ok >= 1 && ok <= C_RATE / 3 + 2 + (int)(el * C_RATE / 3));
+	roshm_close(r);
+	atk_assert_alive(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -275,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_creates_and_opens),
 		cmocka_unit_test(test_grant_bytes),
 		cmocka_unit_test(test_listings),
+		cmocka_unit_test(test_listing_cost),
 	};
 	char conf[1024];
 	int fails;
