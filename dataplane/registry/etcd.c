@@ -595,7 +595,8 @@ static int etcd_list_regions(struct rd_registry *r,
 /* @tenant's records whose names begin with @prefix: the cache's keys are
  * compared first, and only those records are handed on. */
 static int etcd_list_prefix(struct rd_registry *r, const char *tenant, const char *prefix,
-			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+			    unsigned max, void (*fn)(const struct rd_region_rec *rec, void *arg),
+			    void *arg)
 {
 	struct etcd *e = r->priv;
 	char key[8 + 2 * ROSHM_NAME_MAX];
@@ -606,8 +607,8 @@ static int etcd_list_prefix(struct rd_registry *r, const char *tenant, const cha
 		return -EINVAL;
 	kl = strlen(key);
 	pthread_mutex_lock(&e->lock);
-	for (unsigned i = 0; i < NBUCKETS; i++)
-		for (struct ent *x = e->buckets[i]; x; x = x->next) {
+	for (unsigned i = 0; i < NBUCKETS && (unsigned)count < max; i++)
+		for (struct ent *x = e->buckets[i]; x && (unsigned)count < max; x = x->next) {
 			const void *rec;
 
 			if (x->region && !strncmp(x->key, key, kl) && ent_view(x, &rec) == 0) {

@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,9 +296,10 @@ static int file_fetch_region(struct rd_registry *r, const char *tenant, const ch
 }
 
 /* Every valid record, or (@tenant, @prefix not NULL) only that tenant's
- * whose names begin with @prefix: the others' files are not read. */
+ * whose names begin with @prefix: the others' files are not read; @max
+ * records at most. */
 static int list_regions(struct rd_registry *r, const char *tenant, const char *prefix,
-			void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+			unsigned max, void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
 	struct file_reg *f = r->priv;
 	struct rd_region_rec rec;
@@ -314,7 +316,7 @@ static int list_regions(struct rd_registry *r, const char *tenant, const char *p
 		return -errno;
 	}
 	rewinddir(top); /* a dup shares the offset: start over */
-	while ((t = readdir(top))) {
+	while ((unsigned)count < max && (t = readdir(top))) {
 		if (!rd_valid_name(t->d_name) || (tenant && strcmp(t->d_name, tenant)))
 			continue;
 		fd = tenant_dir(r, t->d_name);
@@ -325,7 +327,7 @@ static int list_regions(struct rd_registry *r, const char *tenant, const char *p
 			close(fd);
 			continue;
 		}
-		while ((e = readdir(sub))) {
+		while ((unsigned)count < max && (e = readdir(sub))) {
 			size_t l = strlen(e->d_name);
 			char name[ROSHM_NAME_MAX];
 
@@ -351,17 +353,18 @@ static int file_list_regions(struct rd_registry *r,
 			     void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
 {
 	uint64_t t0 = rd_registry_now_ns();
-	int ret = list_regions(r, NULL, NULL, fn, arg);
+	int ret = list_regions(r, NULL, NULL, UINT_MAX, fn, arg);
 
 	rd_registry_observe(r, RD_REGOP_GET, t0, ret < 0 ? ret : 0);
 	return ret;
 }
 
 static int file_list_prefix(struct rd_registry *r, const char *tenant, const char *prefix,
-			    void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg)
+			    unsigned max, void (*fn)(const struct rd_region_rec *rec, void *arg),
+			    void *arg)
 {
 	uint64_t t0 = rd_registry_now_ns();
-	int ret = list_regions(r, tenant, prefix, fn, arg);
+	int ret = list_regions(r, tenant, prefix, max, fn, arg);
 
 	rd_registry_observe(r, RD_REGOP_GET, t0, ret < 0 ? ret : 0);
 	return ret;

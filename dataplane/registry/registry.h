@@ -139,10 +139,12 @@ struct rd_registry_ops {
 	 * Optional (NULL: list_regions and a filter): list_regions for
 	 * @tenant's records whose names begin with @prefix only, where the
 	 * backend can skip the others' reads (file: their files; etcd: their
-	 * cache entries, by key).
+	 * cache entries, by key), and @max records at most (the rest are not
+	 * read).
 	 */
 	int (*list_prefix)(struct rd_registry *r, const char *tenant, const char *prefix,
-			   void (*fn)(const struct rd_region_rec *rec, void *arg), void *arg);
+			   unsigned max, void (*fn)(const struct rd_region_rec *rec, void *arg),
+			   void *arg);
 	/*
 	 * A read that goes past the cache to the store (etcd: one range request
 	 * in the thread), for a region that may have been created a moment ago

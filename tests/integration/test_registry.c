@@ -288,7 +288,7 @@ static bool listed_prefix(struct rd_registry *r, const char *tenant, const char 
 
 	assert_non_null(r->ops->list_prefix);
 	snprintf(want, sizeof(want), "%s/%s", tenant, prefix);
-	r->ops->list_prefix(r, tenant, prefix, count_cb, &l);
+	r->ops->list_prefix(r, tenant, prefix, 32, count_cb, &l);
 	for (int i = 0; i < l.n && i < 32; i++) {
 		assert_true(!strncmp(l.names[i], want, strlen(want)));
 		found |= !strcmp(l.names[i], full);
