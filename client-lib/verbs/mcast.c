@@ -81,7 +81,7 @@ RV_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint
 	}
 	group_prefix(gid, name, sizeof(name));
 	snprintf(name + strlen(name), sizeof(name) - strlen(name), "%06" PRIx32, qp->qp_num);
-	ret = roshm_region_create(c->r, name, 4096, NULL, &h);
+	ret = rv_create(c, name, 4096, NULL, &h);
 	if (ret) {
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: attach_mcast: %s: %s\n", name, strerror(-ret));

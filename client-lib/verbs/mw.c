@@ -183,9 +183,8 @@ enum ibv_wc_status rv_mw_bind(struct rv_ctx *c, struct rv_qp *q, struct ibv_mw *
 		char name[ROSHM_NAME_MAX];
 
 		snprintf(name, sizeof(name), "ibv-mr-%08x", rkey);
-		ret = roshm_region_create(c->r, name, RV_PAGE,
-					  &(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT },
-					  &handle);
+		ret = rv_create(c, name, RV_PAGE,
+				&(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT }, &handle);
 	} else {
 		ret = rv_create_named(c, "ibv-mr-", 8, RV_PAGE,
 				      &(struct roshm_region_opts){ .policy = ROSHM_POLICY_GRANT }, &key,

@@ -636,6 +636,8 @@ uint32_t rv_roshm_access(uint32_t ibv_access);
 uint32_t rv_meta_at(const struct rv_meta *m, uint64_t va, uint64_t *off, uint64_t *room);
 int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t size,
 		    const struct roshm_region_opts *opts, uint32_t *id, uint32_t *handle);
+int rv_create(struct rv_ctx *c, const char *name, uint64_t size,
+	      const struct roshm_region_opts *opts, uint32_t *handle);
 uint64_t rv_now_ns(void);
 int rv_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *in,
 		       struct ibv_device_attr_ex *a, size_t len);

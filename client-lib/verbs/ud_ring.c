@@ -51,10 +51,10 @@ int rv_ud_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 			return ret;
 		/* and only WRITE the slots: no READ, no atomic (its old value) */
 		snprintf(name, sizeof(name), "ibv-qpd-%06" PRIx32, qpn);
-		ret = roshm_region_create(c->r, name, rv_ud_slots_size(n),
-					  &(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
-								       .access = ROSHM_ACCESS_WRITE },
-					  &dh);
+		ret = rv_create(c, name, rv_ud_slots_size(n),
+				&(struct roshm_region_opts){ .policy = ROSHM_POLICY_TENANT,
+							     .access = ROSHM_ACCESS_WRITE },
+				&dh);
 		if (ret)
 			roshm_region_close(c->r, h);
 	}

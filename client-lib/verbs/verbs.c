@@ -440,6 +440,21 @@ int rv_create_named(struct rv_ctx *c, const char *prefix, int digits, uint64_t s
 	return ret;
 }
 
+/* roshm_region_create of @name, again while the registry did not take
+ * the record (-EAGAIN, a busy file registry), 2 s at most. */
+int rv_create(struct rv_ctx *c, const char *name, uint64_t size,
+	      const struct roshm_region_opts *opts, uint32_t *handle)
+{
+	int ret = -EAGAIN;
+
+	for (int tries = 0; ret == -EAGAIN && tries < 20; tries++) {
+		if (tries)
+			usleep(20000u * (unsigned)(tries < 10 ? tries : 10));
+		ret = roshm_region_create(c->r, name, size, opts, handle);
+	}
+	return ret;
+}
+
 uint64_t rv_now_ns(void)
 {
 	struct timespec t;
