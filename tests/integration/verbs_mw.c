@@ -288,6 +288,7 @@ static int server(const char *addr, int port)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	struct ibv_qp *qs, *qs2;
 	struct ibv_mw *mw1, *mw2, *mw3;
+	struct ibv_mr *rmr;
 	struct info me, peer;
 	uint32_t old1, old2, rk;
 	uint8_t *rb, c;
@@ -384,8 +385,8 @@ static int server(const char *addr, int port)
 	rk = ibv_inc_rkey(mw3->rkey);
 	post_bind2(qs, mw3, rk, s.mr, (uintptr_t)s.buf + W3_OFF, W3_LEN, IBV_ACCESS_REMOTE_WRITE, 23);
 	expect(s.cq, 23, IBV_WC_SUCCESS, IBV_WC_BIND_MW, "IBV_WR_BIND_MW (third window)");
+	rmr = ibv_reg_mr(s.pd, rb, 4096, IBV_ACCESS_LOCAL_WRITE);
 	{
-		struct ibv_mr *rmr = ibv_reg_mr(s.pd, rb, 4096, IBV_ACCESS_LOCAL_WRITE);
 		struct ibv_sge sg = { (uintptr_t)rb, MSG, 0 };
 		struct ibv_recv_wr rw = { .sg_list = &sg, .num_sge = 1 }, *bad;
 
@@ -444,6 +445,12 @@ static int server(const char *addr, int port)
 		die("ibv_dealloc_mw");
 	if (ibv_dereg_mr(s.mr))
 		die("ibv_dereg_mr once no window is bound");
+	if (ibv_dereg_mr(rmr) || ibv_dereg_mr(s.mr_nobind) || ibv_dereg_mr(s.mr_nolw) ||
+	    ibv_destroy_cq(s.cq) || ibv_dealloc_pd(s.pd) || ibv_close_device(s.ctx))
+		die("release");
+	ibv_free_device_list(dl);
+	free(s.buf);
+	free(rb);
 	close(fd);
 	close(ls);
 	printf("verbs_mw server: ok\n");
@@ -598,7 +605,10 @@ static int client(const char *addr, int port)
 	xfer(fd, &c, 1, true);
 	ibv_destroy_qp(c1);
 	ibv_destroy_qp(c2);
-	ibv_dereg_mr(lm);
+	if (ibv_dereg_mr(lm) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("release");
+	ibv_free_device_list(dl);
+	free(l);
 	close(fd);
 	printf("verbs_mw client: ok\n");
 	return 0;
