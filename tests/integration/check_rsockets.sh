@@ -50,14 +50,25 @@ pa="env LD_PRELOAD=$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"   # for rsoc
 pb="env $opts LD_PRELOAD=$rt$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
 sqes() { ctl_b --json stats | $py -c 'import json, sys; print(json.load(sys.stdin)["sqes"])'; }
 
-# pair NAME 'SERVER CMD' 'CLIENT CMD' RESULT_RE: server on node a, client on b
+# pair NAME 'SERVER CMD' 'CLIENT CMD' RESULT_RE [TRIES]: server on node a,
+# client on b; TRIES (riostream: 2) runs again once after a client that
+# failed, saying so and what the nodes counted
 pair() {
-  local n=$1 s=$2 c=$3 re=$4
+  local n=$1 s=$2 c=$3 re=$4 tries=${5:-1}
   bg_a timeout 120 $s >"$d/$n.server" 2>&1
   srv=$BG_PID
   sleep 0.5
-  if ! in_b timeout 120 $c >"$d/$n.client" 2>&1; then
-    cat "$d/$n.client" "$d/$n.server"; fail "$n: client failed"
+  if ! in_b timeout 60 $c >"$d/$n.client" 2>&1; then
+    cat "$d/$n.client" "$d/$n.server"
+    if (( tries > 1 )); then
+      echo "RETRY: $n: client failed or hung (60 s); node a: $(ctl_a --json stats 2>&1 | head -c 600)"
+      tail -n 5 "$d"/node-*.log
+      kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
+      p=$((p + 100))
+      pair "$n" "${s/-p $((p - 100))/-p $p}" "${c/-p $((p - 100))/-p $p}" "$re" $((tries - 1))
+      return
+    fi
+    fail "$n: client failed"
   fi
   wait "$srv"; local rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/$n.server" "$d/$n.client"; fail "$n: server exited $rc"; }
@@ -83,7 +94,7 @@ done
 # non-blocking (its default), 64 B ping-pongs and 1 MB transfers
 for t in "-T v -S 64 -I 200 -C 1" "-T v -T b -S 1000000 -I 4 -C 4" "-T v -S 30000 -I 10 -C 50"; do
   p=$((p + 1))
-  pair "riostream $t" "$va riostream -p $p $t" "$vb riostream -s $ADDR_A -p $p $t" "$re"
+  pair "riostream $t" "$va riostream -p $p $t" "$vb riostream -s $ADDR_A -p $p $t" "$re" 2
 done
 
 # rcopy: a 3 MB file of random bytes to the server's side (same file
