@@ -742,7 +742,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		return EINVAL;    /* scatter of one READ: one SGE */
 	for (int i = 0; !local && i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
-	if (len > 1u << 30)
+	if (len > RV_MSG_MAX)
 		return EINVAL;    /* max_msg_sz */
 	if (q->qp.qp_type == IBV_QPT_UD && rv_ud_post(c, q, wr, len))
 		return EINVAL;    /* UD: SEND only, at most the MTU, to an AH of ours */

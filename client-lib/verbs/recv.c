@@ -108,7 +108,7 @@ static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opco
 /* Every posted RECV completes with WR_FLUSH_ERR (the QP is in error). */
 void rv_rq_flush(struct rv_qp *q)
 {
-	q->in_msg = false;
+	q->rm.in_msg = false;
 	while (q->rq_head != q->rq_tail)
 		rq_complete(q, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, 0);
 }
@@ -203,29 +203,6 @@ void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, 
 	}
 }
 
-/* Is the copied fragment @f, at slot index @at, one the protocol allows now? */
-static bool frag_ok(const struct rv_qp *q, const struct rv_frag *f, uint32_t at)
-{
-	bool first = f->flags & RV_FRAG_FIRST, last = f->flags & RV_FRAG_LAST;
-	uint32_t total = first ? f->total : q->msg_total;
-	uint8_t op = first ? f->opcode : q->msg_op;
-	uint64_t off = first ? 0 : q->msg_off;
-
-	if (f->nslots < 1 || f->nslots > q->ring_n - at ||
-	    f->len > (uint64_t)(f->nslots - 1) * RV_SLOT)
-		return false;
-	if (f->opcode < RV_FRAG_SEND || f->opcode > RV_FRAG_SEND_INV ||
-	    (f->flags & ~(RV_FRAG_FIRST | RV_FRAG_LAST)) || f->src_qp != q->dest_qp_num)
-		return false;
-	if (first == q->in_msg || f->opcode != op || f->total != total || total > 1u << 30)
-		return false;
-	if (op == RV_FRAG_WRITE_IMM)
-		return f->len == 0 && first && last;
-	if (f->len > total - off)
-		return false;
-	return !last || off + f->len == total;
-}
-
 /*
  * Move the ring's complete fragments into posted RECVs, in order. A QP on an
  * SRQ takes at most one RECV from it per call, in its turn (srq.c), and
@@ -249,6 +226,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		uint32_t ra = q->rq_head & q->rq_mask;
 		struct rv_rwr *r = &q->rwr[ra];
 		struct rv_frag f;
+		uint64_t off;
 
 		/* Acquire pairs with the sender's CAS, which roshmd executes
 		 * after the fragment's WRITE (same connection, in order). */
@@ -256,7 +234,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 			break;
 		memcpy(&f, &slots[at], sizeof(f));
 		__asm__ volatile("" ::: "memory");   /* one fetch: only the copy is used */
-		if (!frag_ok(q, &f, at)) {
+		if (!rv_frag_ok(&q->rm, n, q->dest_qp_num, &f, at)) {
 			if (q->rq_head != q->rq_tail)   /* none taken from an SRQ for it */
 				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, 0);
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);   /* an invalid request */
@@ -270,21 +248,15 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 				return true;
 			break;
 		}
-		if (f.flags & RV_FRAG_FIRST) {
-			q->in_msg = true;
-			q->msg_off = 0;
-			q->msg_op = f.opcode;
-			q->msg_total = f.total;
-			q->msg_imm = f.imm;
-			q->msg_lenerr = f.opcode != RV_FRAG_WRITE_IMM && f.total > r->len;
-		}
+		off = rv_frag_take(&q->rm, &f);
+		if (f.flags & RV_FRAG_FIRST)
+			q->rm.lenerr = f.opcode != RV_FRAG_WRITE_IMM && f.total > r->len;
 		/* its MRs again: one deregistered since the post fails the
 		 * RECV (LOC_PROT_ERR), as on a NIC, and is written no more */
 		if (f.len)
 			rv_rwr_recheck(c, q, ra);
-		if (f.len && !q->msg_lenerr && !r->bad)
-			rv_scatter(q, ra, q->msg_off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
-		q->msg_off += f.len;
+		if (f.len && !q->rm.lenerr && !r->bad)
+			rv_scatter(q, ra, off, (const uint8_t *)&slots[at] + RV_SLOT, f.len);
 		/* Clear every tag word of the fragment's slots (payload bytes of
 		 * this lap must never read as a tag in the next one). */
 		for (uint32_t j = 0; j < f.nslots; j++)
@@ -295,16 +267,15 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 		__atomic_store_n(&q->ring->cons, q->ring_cons, __ATOMIC_RELEASE);
 		if (f.flags & RV_FRAG_LAST) {
 			enum ibv_wc_status st = r->bad ? IBV_WC_LOC_PROT_ERR :
-						q->msg_lenerr ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
+						q->rm.lenerr ? IBV_WC_LOC_LEN_ERR : IBV_WC_SUCCESS;
 
 			/* SEND_WITH_INV: the type 2 window of ours bound through
 			 * this QP with that rkey is invalidated before the RECV
 			 * completes; none such fails the RECV and the QP (mw.c) */
-			if (st == IBV_WC_SUCCESS && q->msg_op == RV_FRAG_SEND_INV)
-				st = rv_mw_invalidate(c, q, q->msg_imm);
-			q->in_msg = false;
-			rq_complete(q, st, q->msg_op == RV_FRAG_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM :
-				    IBV_WC_RECV, q->msg_total, q->msg_imm, q->msg_op);
+			if (st == IBV_WC_SUCCESS && q->rm.op == RV_FRAG_SEND_INV)
+				st = rv_mw_invalidate(c, q, q->rm.imm);
+			rq_complete(q, st, q->rm.op == RV_FRAG_WRITE_IMM ? IBV_WC_RECV_RDMA_WITH_IMM :
+				    IBV_WC_RECV, q->rm.total, q->rm.imm, q->rm.op);
 			if (st != IBV_WC_SUCCESS) {
 				rv_qp_fail(q);
 				return false;

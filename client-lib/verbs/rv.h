@@ -155,6 +155,19 @@ struct rv_frag {
 	uint64_t rsvd1[4];
 };
 _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
+#define RV_MSG_MAX (1u << 30)   /* max_msg_sz */
+
+/* The message an RC QP is receiving (recv.c), as its fragments built it (frag.c). */
+struct rv_rmsg {
+	bool in_msg;            /* fragments of a message delivered, LAST not yet */
+	bool lenerr;            /* it does not fit its RECV */
+	uint8_t op;
+	uint32_t total, imm;
+	uint64_t off;
+};
+bool rv_frag_ok(const struct rv_rmsg *m, uint32_t ring_n, uint32_t dest_qp, const struct rv_frag *f,
+		uint32_t at);
+uint64_t rv_frag_take(struct rv_rmsg *m, const struct rv_frag *f);
 
 /*
  * Inbound ring of a UD QP: two regions. "ibv-qp-<qpn>" holds the header page
@@ -438,11 +451,7 @@ struct rv_qp {
 	struct rv_ring_hdr *ring;
 	uint32_t ring_n;        /* slots */
 	uint64_t ring_cons;
-	bool in_msg;            /* fragments of a message delivered, LAST not yet */
-	bool msg_lenerr;        /* it does not fit its RECV */
-	uint8_t msg_op;
-	uint32_t msg_total, msg_imm;
-	uint64_t msg_off;
+	struct rv_rmsg rm;      /* the message being received */
 
 	/* connected: the owner of the peer's ring may open our ring and our
 	 * PD's MRs (ROSHM_POLICY_GRANT), as a NIC lets only the QPs connected

@@ -296,7 +296,7 @@ static int rv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
 	pa.max_mtu = IBV_MTU_4096;
 	pa.active_mtu = IBV_MTU_4096;
 	pa.gid_tbl_len = 1;
-	pa.max_msg_sz = 1u << 30;
+	pa.max_msg_sz = RV_MSG_MAX;
 	pa.pkey_tbl_len = 1;
 	/* RoCE: no LID, no subnet manager; peers are addressed by GID */
 	pa.lid = 0;

@@ -570,4 +570,31 @@ put('rsocket_wire', 'dgram_bad', rsrun(rshello(), []) + rsdg(2, 0x34) + rsdg(1, 
     rsdg(1, 1 << 24) + rsdg(5, 5, q(1)) + rsdg(1, 5, bytes(17)) + rsdg(1, 5, magic=0x52534432) +
     rsdg(3, 5, q(1)) + rsdg(1, 5, b'abc', ln=200) + rsud(2, 1) + rsud(1, 1, bytes(7)) +
     rsud(0, 1, bytes(17)) + rsud(0, 1, fam=3) + rsud(0, 1, addr=bytes(15) + b'\1'))
+# ---- verbs_frag: ring size exponent, connected QPN, then 32-byte fragment headers ----
+def vfrag(ln, nslots, total, op=1, flags=3, src=0x123456, imm=0, tag=0):
+    return struct.pack('<QIIIIIBBH', tag, ln, nslots, total, imm, src, op, flags, 0)
+
+
+def vfrags(frags, exp=10, qpn=0x123456):
+    return bytes([exp]) + struct.pack('<I', qpn) + b''.join(frags)
+
+
+put('verbs_frag', 'send_one', vfrags([vfrag(100, 3, 100)]))
+put('verbs_frag', 'send_three', vfrags([vfrag(1984, 32, 3000, flags=1), vfrag(960, 16, 0, flags=0),
+                                        vfrag(56, 2, 0, flags=2), vfrag(0, 1, 0)]))
+put('verbs_frag', 'kinds', vfrags([vfrag(8, 2, 8, op=2, imm=7), vfrag(0, 1, 4096, op=3, imm=9),
+                                   vfrag(0, 1, 0, op=4, imm=0x1234), vfrag(64, 2, 64, op=1)]))
+put('verbs_frag', 'wrap', vfrags([vfrag(896, 15, 896), vfrag(0, 1, 0), vfrag(64, 2, 64)], exp=4))
+put('verbs_frag', 'past_ring', vfrags([vfrag(960, 16, 960), vfrag(64, 17, 64)], exp=4))
+put('verbs_frag', 'bad', vfrags([vfrag(65, 2, 65)]) + vfrag(0, 1, 0, src=1) + vfrag(0, 0, 0) +
+    vfrag(10, 2, 20, flags=2))
+put('verbs_frag', 'mid_first', vfrags([vfrag(64, 2, 128, flags=0)]))
+put('verbs_frag', 'first_twice', vfrags([vfrag(64, 2, 128, flags=1), vfrag(64, 2, 128, flags=1)]))
+put('verbs_frag', 'short_last', vfrags([vfrag(64, 2, 128, flags=1), vfrag(32, 2, 128, flags=2)]))
+put('verbs_frag', 'op_change', vfrags([vfrag(64, 2, 128, flags=1), vfrag(64, 2, 128, op=2, flags=2)]))
+put('verbs_frag', 'too_big', vfrags([vfrag(64, 2, (1 << 30) + 1, flags=1)]))
+put('verbs_frag', 'imm_payload', vfrags([vfrag(8, 2, 8, op=3)]))
+put('verbs_frag', 'op5', vfrags([vfrag(8, 2, 8, op=5)]))
+put('verbs_frag', 'flags4', vfrags([vfrag(8, 2, 8, flags=7)]))
+put('verbs_frag', 'nslots_huge', vfrags([vfrag(0, 0xffffffff, 0)]))
 print('corpus written under', os.path.join(here, 'corpus'))
