@@ -1318,7 +1318,7 @@ static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	struct ibv_qp *qp;
 	uint8_t *ov = pages(OV_LEN);
 	struct info3 me;
-	uint32_t qpn;
+	uint32_t qpn = 0;
 	uint64_t ctr, want;
 
 	if (!cq)
@@ -1499,7 +1499,7 @@ static int unpolled(bool server, const char *addr, int port)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	uint8_t *b = pages(BIG);
 	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, b, BIG, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	uint32_t me, peer;
+	uint32_t me, peer = 0;
 	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, one = 1;
 	struct ibv_sge sg = { (uintptr_t)b, BIG, mr ? mr->lkey : 0 };
 	struct ibv_wc wc;
