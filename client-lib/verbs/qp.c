@@ -813,6 +813,11 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		if (!k || !(k->m.access & access) || (k->m.qpn && k->m.qpn != q->qp.qp_num) ||
 		    raddr < k->m.addr || rlen > k->m.length ||
 		    raddr - k->m.addr > k->m.length - rlen || (atomic && (raddr & 7))) {
+			if (getenv("ROSHM_VERBS_DEBUG"))
+				fprintf(stderr, "roshm-verbs: QP %#x: rkey %08x [%#llx, +%llu): %s\n",
+					q->qp.qp_num, rkey, (unsigned long long)raddr,
+					(unsigned long long)rlen, k ? "outside the MR or its access" :
+					"not resolved");
 			if (q->qp.qp_type == IBV_QPT_UC)
 				w->drop = true;   /* the peer drops it; we never hear */
 			else

@@ -62,24 +62,36 @@ static void rkey_close(struct rv_ctx *c, struct rv_rkey *k)
 
 /*
  * Open @part of "ibv-mr-<key>" into k->handles[]: its index, or -1.
- * -EACCES: not granted to us (yet: the owner's QP may not be at RTR; a
- * NIC's requester retries that long too), or never.
+ * An rkey a peer sent us may not be usable at once, where a NIC's is: the
+ * owner's grant to us is published by its roshmd after the registration
+ * or the connection (-EACCES meanwhile: a file registry's fsync on a loaded
+ * node has taken over half a second), the record may not be active yet
+ * (-EAGAIN), or the owner's node not reached yet (-EHOSTUNREACH). Those are
+ * tried again for RV_RKEY_WAIT_NS; a name that does not exist (-ENOENT: a
+ * guessed rkey, another tenant's) fails at once.
  */
 static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
 		     const struct roshm_part *part, uint64_t *size)
 {
 	char name[ROSHM_NAME_MAX];
+	uint64_t t0 = rv_now_ns();
 
 	if (k->nh == RV_MR_SEGS + 1)
 		return -1;
 	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
-	for (int i = 0;; i++) {
+	for (;;) {
 		int ret = roshm_region_open_part(c->r, name, part, &k->handles[k->nh], size);
 
 		if (!ret)
 			return (int)k->nh++;
-		if (ret != -EACCES || i == 10)
+		if ((ret != -EACCES && ret != -EAGAIN && ret != -EHOSTUNREACH) ||
+		    rv_now_ns() - t0 >= RV_RKEY_WAIT_NS) {
+			if (getenv("ROSHM_VERBS_DEBUG"))
+				fprintf(stderr, "roshm-verbs: %s: %s (after %llu ms)\n", name,
+					strerror(-ret),
+					(unsigned long long)((rv_now_ns() - t0) / 1000000));
 			return -1;
+		}
 		usleep(50000);
 	}
 }

@@ -206,7 +206,7 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 	int e = 0;
 
 	if (!(rs = rs_conn_lock(s)))
-		return 0;
+		return (size_t)-1;
 	if (flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL | MSG_WAITALL) || off < 0 || (n && !b)) {
 		e = EINVAL;
 		goto out;
@@ -219,8 +219,17 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 			e = EINVAL;
 			break;
 		}
-		if (sent == n)
+		if (sent == n) {
+			/* a WRITE our library refused at its post (an rkey it
+			 * could not open) has completed in error by now: say so
+			 * here, since a peer that spins on its buffer (riostream)
+			 * never calls in, and we may never poll again */
+			if (n && rs->broken && rs->err != EPIPE) {
+				e = rs->err;
+				sent = 0;
+			}
 			break;
+		}
 		if ((e = rs_tx_err(rs)))
 			break;
 		if (rs_can_write(rs)) {
@@ -242,5 +251,7 @@ out:
 		return sent;
 	}
 	rs_put_fail(rs, e);
-	return 0;
+	/* as rdma-core's: 0 where the peer has no map (errno EINVAL here, none
+	 * there), else (size_t)-1 and errno */
+	return e == EINVAL ? 0 : (size_t)-1;
 }

@@ -666,6 +666,7 @@ enum ibv_wc_status rv_wc_status(int st);
 
 /* rkey.c: peers' MRs and QP rings */
 #define RV_SYNC_NS (10ull * 1000000000ull)   /* a synchronous READ waits this long */
+#define RV_RKEY_WAIT_NS (2ull * 1000000000ull)   /* a peer's rkey: its grant to us, at most this late */
 /* READ @len bytes at @off of region @handle into @out and wait (RV_SYNC_NS at most). */
 int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
 struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey);

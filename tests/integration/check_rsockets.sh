@@ -58,11 +58,31 @@ pair() {
   bg_a timeout 120 $s >"$d/$n.server" 2>&1
   srv=$BG_PID
   sleep 0.5
-  if ! in_b timeout 60 $c >"$d/$n.client" 2>&1; then
+  local crc=0
+  if (( tries > 1 )); then
+    # a client still there after 55 s: both sides' stacks, before the
+    # timeout takes them (where they wait says what was lost)
+    in_b timeout 60 $c >"$d/$n.client" 2>&1 &
+    local cl=$! k=0
+    while kill -0 $cl 2>/dev/null && (( k < 550 )); do sleep 0.1; k=$((k + 1)); done
+    if kill -0 $cl 2>/dev/null; then
+      for pid in $(pgrep -x riostream); do
+        local cmd; cmd=$(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null)
+        [[ $cmd == *"-p $p "* ]] || continue
+        echo "STACK of $pid: $cmd"
+        timeout 20 gdb -p "$pid" -batch -ex 'thread apply all bt 12' 2>&1 | grep -E '^(#|Thread)' | head -60
+      done
+    fi
+    wait $cl || crc=$?
+  else
+    in_b timeout 60 $c >"$d/$n.client" 2>&1 || crc=$?
+  fi
+  if (( crc )); then
     cat "$d/$n.client" "$d/$n.server"
     if (( tries > 1 )); then
       echo "RETRY: $n: client failed or hung (60 s); node a: $(ctl_a --json stats 2>&1 | head -c 600)"
-      tail -n 5 "$d"/node-*.log
+      echo "node b: $(ctl_b --json stats 2>&1 | head -c 600)"
+      tail -n 8 "$d"/node-*.log
       kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
       p=$((p + 100))
       pair "$n" "${s/-p $((p - 100))/-p $p}" "${c/-p $((p - 100))/-p $p}" "$re" $((tries - 1))
@@ -94,7 +114,8 @@ done
 # non-blocking (its default), 64 B ping-pongs and 1 MB transfers
 for t in "-T v -S 64 -I 200 -C 1" "-T v -T b -S 1000000 -I 4 -C 4" "-T v -S 30000 -I 10 -C 50"; do
   p=$((p + 1))
-  pair "riostream $t" "$va riostream -p $p $t" "$vb riostream -s $ADDR_A -p $p $t" "$re" 2
+  pair "riostream $t" "$va ROSHM_VERBS_DEBUG=1 riostream -p $p $t" \
+    "$vb ROSHM_VERBS_DEBUG=1 riostream -s $ADDR_A -p $p $t" "$re" 2
 done
 
 # rcopy: a 3 MB file of random bytes to the server's side (same file
