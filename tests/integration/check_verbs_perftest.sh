@@ -236,6 +236,13 @@ if [[ -x $vcheck ]]; then
   # a RECV posted before RTR, then a receiver that polls nothing (fresh processes)
   ours_pair "$vcheck" 7597 unpolled unpolled
   grep -q "completed while we polled nothing (RECV posted before RTR)" "$d/unpolled.server" || fail "verbs_check unpolled did not run"
+  # an rkey whose grant reaches the registry 1 s late (the server holds the
+  # file registry's lock on its tenant's directory meanwhile): the WRITE waits
+  export VERBS_CHECK_REGDIR=$d/registry/regions/default
+  ours_pair "$vcheck" 7594 lategrant lategrant
+  unset VERBS_CHECK_REGDIR
+  grep -q "reached the registry 1000 ms late waited for it and landed" "$d/lategrant.server" ||
+    fail "verbs_check lategrant did not run"
   grep -q "QP of another tenant received nothing, its MR" "$d/check.server" || fail "verbs_check: the tenant check did not run"
   grep -q "arrived while its sender polled nothing, and another while we polled nothing" "$d/check.server" || fail "verbs_check: the unpolled check did not run"
   grep -q "MRs sharing pages (one deregistered early): every byte.*reaches the new pages" "$d/check.server" || fail "verbs_check: the overlapping MRs check did not run"

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -1553,6 +1554,101 @@ static int unpolled(bool server, const char *addr, int port)
 	return 0;
 }
 
+/* ------------------------------------------------- a grant published late */
+
+/*
+ * An rkey whose grant reaches the registry late: the server registers its MR,
+ * then holds the file registry's lock on its tenant directory
+ * ($VERBS_CHECK_REGDIR, as another roshmd of the host may hold it, or a slow
+ * fsync would) while it connects its QP, so that the grant's record fails
+ * to be written and its roshmd writes it again only after LATE_MS (within
+ * 100 ms: rd_grants_timer). The client's WRITE to that rkey, posted at
+ * once, must wait for the grant and land, not fail with REM_ACCESS_ERR as
+ * it did when the requester gave up after 0.5 s (riostream then hung).
+ *   verbs_check lategrant-server|lategrant-client ADDR PORT
+ */
+#define LATE_MS 1000
+static int lategrant(bool server, const char *addr, int port)
+{
+	struct ibv_device **dl = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = dl && dl[0] ? ibv_open_device(dl[0]) : NULL;
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	struct ibv_qp *qp = cq ? mkqp(pd, cq, cq, 4, 0, 1) : NULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	uint8_t *b = pages(4096);
+	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, b, 4096, IBV_ACCESS_LOCAL_WRITE |
+					    IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct { uint32_t qpn, rkey; uint64_t addr; } me, peer;
+	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, one = 1, lock = -1;
+	struct ibv_sge sg = { (uintptr_t)b, 64, mr ? mr->lkey : 0 };
+	const char *regdir = getenv("VERBS_CHECK_REGDIR");
+	struct timespec t0, t1;
+	struct ibv_wc wc;
+	char c;
+
+	if (!mr)
+		die("lategrant: device, pd, cq, qp or mr");
+	memset(&peer, 0, sizeof(peer));
+	me.qpn = qp->qp_num;
+	me.rkey = mr->rkey;
+	me.addr = (uintptr_t)b;
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	if (server) {
+		if (!regdir || (lock = open(regdir, O_RDONLY | O_DIRECTORY)) < 0)
+			die("lategrant: VERBS_CHECK_REGDIR (the tenant's directory of the file registry)");
+		memset(b, 0, 4096);
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("lategrant: listen");
+	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		die("lategrant: connect");
+	}
+	/* both QPs (and their rings' records) exist before the lock is taken */
+	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
+		die("lategrant: exchange");
+	if (server) {
+		if (flock(lock, LOCK_EX))
+			die("lategrant: flock");
+		connect_qp(qp, peer.qpn, 1, 7);   /* its grant to the client: not written */
+		if (write(fd, "g", 1) != 1)
+			die("lategrant: exchange");
+		usleep(LATE_MS * 1000);
+		flock(lock, LOCK_UN);
+		close(lock);
+		if (read(fd, &c, 1) != 1 || c != 'd')
+			die("lategrant: the client's WRITE did not complete");
+		check_bytes(b, 64, 0, 11, "a WRITE through a late grant");
+		printf("verbs_check lategrant: a WRITE to an rkey whose grant reached the registry "
+		       "%d ms late waited for it and landed\n", LATE_MS);
+	} else {
+		connect_qp(qp, peer.qpn, 1, 7);
+		fill(b, 64, 0, 11);
+		if (read(fd, &c, 1) != 1 || c != 'g')
+			die("lategrant: exchange");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		post2(qp, IBV_WR_RDMA_WRITE, 3, &sg, 1, 0, 0, peer.addr, peer.rkey);
+		wc = wait_wc(cq);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS)
+			die_wc("lategrant: a WRITE to an rkey whose grant is late", &wc);
+		printf("verbs_check lategrant: the WRITE completed after %ld ms\n",
+		       (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+		if (write(fd, "d", 1) != 1)
+			die("lategrant: exchange");
+	}
+	if (server)
+		close(fd);
+	close(s);
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx))
+		die("lategrant: release");
+	ibv_free_device_list(dl);
+	free(b);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **dl;
@@ -1584,6 +1680,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "unpolled-client"))
 		return unpolled(false, argv[2], atoi(argv[3]));
+	if (!strcmp(argv[1], "lategrant-server") || !strcmp(argv[1], "lategrant-client"))
+		return lategrant(!strcmp(argv[1], "lategrant-server"), argv[2], atoi(argv[3]));
 	server = !strcmp(argv[1], "server");
 	if (server)   /* read by ibv_open_device: the rings of the two-sided checks */
 		setenv("ROSHM_VERBS_RECV_RING", "65536", 1);
