@@ -845,6 +845,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 		rv_unlock(c);
 		return EINVAL;
 	}
+	c->rkey_until = rv_now_ns() + RV_RKEY_WAIT_NS;
 	for (; wr; wr = wr->next) {
 		ret = post_one(c, q, wr);
 		if (ret) {
@@ -852,6 +853,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 			break;
 		}
 	}
+	c->rkey_until = 0;
 	rv_qp_issue(c, q);
 	roshm_submit(c->r);   /* one doorbell for the chain */
 	rv_guard(c);

@@ -74,25 +74,45 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
 		     const struct roshm_part *part, uint64_t *size)
 {
 	char name[ROSHM_NAME_MAX];
-	uint64_t t0 = rv_now_ns();
+	uint64_t t0 = rv_now_ns(), until = t0 + RV_RKEY_WAIT_NS;
+	unsigned bad = RV_RKEY_BAD;
 
 	if (k->nh == RV_MR_SEGS + 1)
 		return -1;
+	/* one budget for all the lookups of a post (a chain of WRs to rkeys
+	 * never granted to us waits once, not once per WR) */
+	if (c->rkey_until && c->rkey_until < until)
+		until = c->rkey_until;
+	for (unsigned i = 0; i < RV_RKEY_BAD; i++)
+		if (c->rkey_bad[i].key == key && c->rkey_bad[i].until) {
+			bad = i;
+			if (t0 < c->rkey_bad[i].until)
+				until = t0;   /* waited for in vain lately: one try */
+		}
 	snprintf(name, sizeof(name), "ibv-mr-%08" PRIx32, key);
 	for (;;) {
 		int ret = roshm_region_open_part(c->r, name, part, &k->handles[k->nh], size);
+		bool again = ret == -EACCES || ret == -EAGAIN || ret == -EHOSTUNREACH;
+		uint64_t now = rv_now_ns();
 
-		if (!ret)
+		if (!ret) {
+			if (bad < RV_RKEY_BAD)
+				c->rkey_bad[bad].until = 0;   /* granted now */
 			return (int)k->nh++;
-		if ((ret != -EACCES && ret != -EAGAIN && ret != -EHOSTUNREACH) ||
-		    rv_now_ns() - t0 >= RV_RKEY_WAIT_NS) {
+		}
+		if (!again || now >= until) {
+			if (again) {   /* the next lookups of it try once, for a while */
+				if (bad == RV_RKEY_BAD)
+					bad = c->rkey_bad_next++ % RV_RKEY_BAD;
+				c->rkey_bad[bad].key = key;
+				c->rkey_bad[bad].until = now + RV_RKEY_WAIT_NS;
+			}
 			if (getenv("ROSHM_VERBS_DEBUG"))
 				fprintf(stderr, "roshm-verbs: %s: %s (after %llu ms)\n", name,
-					strerror(-ret),
-					(unsigned long long)((rv_now_ns() - t0) / 1000000));
+					strerror(-ret), (unsigned long long)((now - t0) / 1000000));
 			return -1;
 		}
-		usleep(50000);
+		usleep(until - now < 50000000ull ? (useconds_t)((until - now) / 1000) : 50000);
 	}
 }
 
@@ -117,10 +137,15 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
 		if (c->rkeys[i].valid && !c->rkeys[i].stale && c->rkeys[i].rkey == rkey)
 			return &c->rkeys[i];
+	/* an empty entry first (a failed lookup leaves its entry empty: a run
+	 * of them does not push out rkeys in use), else one no WR uses */
+	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++)
+		if (!c->rkeys[i].valid)
+			k = &c->rkeys[i];
 	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++) {
 		struct rv_rkey *e = &c->rkeys[c->rkey_next++ % RV_RKEY_CACHE];
 
-		if (!e->valid || !e->refs)
+		if (!e->refs)
 			k = e;
 	}
 	if (!k)

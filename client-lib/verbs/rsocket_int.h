@@ -83,6 +83,7 @@ struct rs {
 	int fl;                       /* O_NONBLOCK */
 	int err;                      /* why the connection broke (0: it did not) */
 	bool broken, rx_fin, peer_gone, tx_shut, rd_shut, fin_sent, closed;
+	bool data_failed;             /* a DATA or WRITE of ours completed in error (not flushed) */
 	struct rs_waiter *wl;
 	struct rs_req *reqs;          /* a listener's, RS_REQS of them */
 	uint32_t req_head, req_tail;

@@ -119,6 +119,8 @@ static void rs_wc(struct rs *rs, const struct ibv_wc *wc)
 			rs->tx_tail++;
 	}
 	if (wc->status != IBV_WC_SUCCESS) {
+		if (send && wc->wr_id == RS_WR_DATA && wc->status != IBV_WC_WR_FLUSH_ERR)
+			rs->data_failed = true;   /* riowrite says so (rsocket_iomap.c) */
 		/* flushed after the peer left or we disconnected: no news */
 		rs_break(rs, rs->peer_gone || rs->rx_fin ? EPIPE : ECONNRESET);
 		return;

@@ -203,6 +203,7 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 	const struct rs_iomap *m = NULL;
 	struct rs *rs;
 	size_t sent = 0;
+	bool nomap = false;
 	int e = 0;
 
 	if (!(rs = rs_conn_lock(s)))
@@ -217,6 +218,7 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 		 * each wait (the peer may have taken it away meanwhile) */
 		if (!(m = rmap_find(rs, (uint64_t)off, n))) {
 			e = EINVAL;
+			nomap = true;
 			break;
 		}
 		if (sent == n) {
@@ -224,8 +226,8 @@ RS_EXPORT size_t riowrite(int s, const void *b, size_t n, off_t off, int flags)
 			 * could not open) has completed in error by now: say so
 			 * here, since a peer that spins on its buffer (riostream)
 			 * never calls in, and we may never poll again */
-			if (n && rs->broken && rs->err != EPIPE) {
-				e = rs->err;
+			if (n && rs->data_failed) {
+				e = rs->err ? rs->err : ECONNRESET;
 				sent = 0;
 			}
 			break;
@@ -253,5 +255,5 @@ out:
 	rs_put_fail(rs, e);
 	/* as rdma-core's: 0 where the peer has no map (errno EINVAL here, none
 	 * there), else (size_t)-1 and errno */
-	return e == EINVAL ? 0 : (size_t)-1;
+	return nomap ? 0 : (size_t)-1;
 }

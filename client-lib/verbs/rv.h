@@ -62,6 +62,7 @@ static inline void rv_dma_copy(void *dst, const void *src, size_t n)
 #define RV_PAGE 4096ull
 #define RV_META_MAGIC 0x33524d5672687372ull /* "rshrVMR3" */
 #define RV_RKEY_CACHE 64
+#define RV_RKEY_BAD 8          /* rkeys remembered as refused (rkey.c) */
 #define RV_MAX_INLINE 256
 #define RV_MAX_WR 16384
 #define RV_MAX_SRQ_WR 16384
@@ -528,6 +529,11 @@ struct rv_ctx {
 	uint64_t pushes;        /* completions ever added to its CQs (notifier) */
 	struct rv_rkey rkeys[RV_RKEY_CACHE];
 	uint32_t rkey_next;
+	/* rkeys waited for in vain lately: one try each, no wait, until then
+	 * (a peer that hands out an rkey never granted to us costs one wait) */
+	struct { uint32_t key; uint64_t until; } rkey_bad[RV_RKEY_BAD];
+	uint32_t rkey_bad_next;
+	uint64_t rkey_until;    /* in rv_post_send: every rkey wait of the post ends then */
 	uint32_t sync_seq;
 	bool sync_done;
 	int sync_status;
