@@ -1480,6 +1480,42 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	free(lb);
 }
 
+/* The out-of-band TCP connection of a two-process check: the server
+ * listens on @s and returns the accepted socket, the client connects @s. */
+static int oob_connect(bool server, int s, const char *addr, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int one = 1, fd = s;
+
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	if (server) {
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("out-of-band listen");
+	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
+		die("out-of-band connect");
+	}
+	return fd;
+}
+
+/* The end of a two-process check (unpolled, lategrant): its sockets, its
+ * verbs objects, its buffer. */
+static int release_one(bool server, int fd, int s, struct ibv_qp *qp, struct ibv_mr *mr,
+		       struct ibv_cq *cq, struct ibv_pd *pd, struct ibv_context *ctx,
+		       struct ibv_device **dl, uint8_t *b)
+{
+	if (server)
+		close(fd);
+	close(s);
+	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
+	    ibv_close_device(ctx))
+		die("release");
+	ibv_free_device_list(dl);
+	free(b);
+	return 0;
+}
+
 /* ------------------------------------------- progress nobody polls for */
 
 /*
@@ -1497,11 +1533,10 @@ static int unpolled(bool server, const char *addr, int port)
 	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
 	struct ibv_qp *qp = cq ? mkqp(pd, cq, cq, 4, 4, 1) : NULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	uint8_t *b = pages(BIG);
 	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, b, BIG, IBV_ACCESS_LOCAL_WRITE) : NULL;
 	uint32_t me, peer = 0;
-	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, one = 1;
+	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s;
 	struct ibv_sge sg = { (uintptr_t)b, BIG, mr ? mr->lkey : 0 };
 	struct ibv_wc wc;
 	char c;
@@ -1509,18 +1544,12 @@ static int unpolled(bool server, const char *addr, int port)
 	if (!mr)
 		die("unpolled: device, pd, cq, qp or mr");
 	me = qp->qp_num;
-	inet_pton(AF_INET, addr, &sa.sin_addr);
 	if (server) {
 		memset(b, 0xee, BIG);
 		init_qp(qp);
 		post_recv(qp, 1, b, BIG, NULL, 0, mr->lkey);   /* before RTR */
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
-		    (fd = accept(s, NULL, NULL)) < 0)
-			die("unpolled: listen");
-	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
-		die("unpolled: connect");
 	}
+	fd = oob_connect(server, s, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("unpolled: exchange");
 	connect_qp(qp, peer, 1, 7);
@@ -1543,15 +1572,7 @@ static int unpolled(bool server, const char *addr, int port)
 		if (write(fd, "d", 1) != 1)
 			die("unpolled: exchange");
 	}
-	if (server)
-		close(fd);
-	close(s);
-	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
-	    ibv_close_device(ctx))
-		die("unpolled: release");
-	ibv_free_device_list(dl);
-	free(b);
-	return 0;
+	return release_one(server, fd, s, qp, mr, cq, pd, ctx, dl, b);
 }
 
 /* ------------------------------------------------- a grant published late */
@@ -1575,12 +1596,11 @@ static int lategrant(bool server, const char *addr, int port)
 	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
 	struct ibv_qp *qp = cq ? mkqp(pd, cq, cq, 4, 0, 1) : NULL;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	uint8_t *b = pages(4096);
 	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, b, 4096, IBV_ACCESS_LOCAL_WRITE |
 					    IBV_ACCESS_REMOTE_WRITE) : NULL;
 	struct { uint32_t qpn, rkey; uint64_t addr; } me, peer;
-	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, one = 1, lock = -1;
+	int s = socket(AF_INET, SOCK_STREAM, 0), fd = s, lock = -1;
 	struct ibv_sge sg = { (uintptr_t)b, 64, mr ? mr->lkey : 0 };
 	const char *regdir = getenv("VERBS_CHECK_REGDIR");
 	struct timespec t0, t1;
@@ -1593,18 +1613,12 @@ static int lategrant(bool server, const char *addr, int port)
 	me.qpn = qp->qp_num;
 	me.rkey = mr->rkey;
 	me.addr = (uintptr_t)b;
-	inet_pton(AF_INET, addr, &sa.sin_addr);
 	if (server) {
 		if (!regdir || (lock = open(regdir, O_RDONLY | O_DIRECTORY)) < 0)
 			die("lategrant: VERBS_CHECK_REGDIR (the tenant's directory of the file registry)");
 		memset(b, 0, 4096);
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
-		    (fd = accept(s, NULL, NULL)) < 0)
-			die("lategrant: listen");
-	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
-		die("lategrant: connect");
 	}
+	fd = oob_connect(server, s, addr, port);
 	/* both QPs (and their rings' records) exist before the lock is taken */
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("lategrant: exchange");
@@ -1638,15 +1652,7 @@ static int lategrant(bool server, const char *addr, int port)
 		if (write(fd, "d", 1) != 1)
 			die("lategrant: exchange");
 	}
-	if (server)
-		close(fd);
-	close(s);
-	if (ibv_destroy_qp(qp) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) || ibv_dealloc_pd(pd) ||
-	    ibv_close_device(ctx))
-		die("lategrant: release");
-	ibv_free_device_list(dl);
-	free(b);
-	return 0;
+	return release_one(server, fd, s, qp, mr, cq, pd, ctx, dl, b);
 }
 
 int main(int argc, char **argv)
