@@ -70,7 +70,15 @@ pair() {
         local cmd; cmd=$(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null)
         [[ $cmd == *"-p $p "* ]] || continue
         echo "STACK of $pid: $cmd"
-        timeout 20 gdb -p "$pid" -batch -ex 'thread apply all bt 12' 2>&1 | grep -E '^(#|Thread)' | head -60
+        # and libroshm-verbs' state: each QP's send queue (issued, waiting,
+        # in roshmd), state, peer and error (the notifier's frame holds the
+        # context)
+        timeout 20 gdb -p "$pid" -batch -ex 'thread apply all bt 12' -ex 'thread 2' \
+          -ex 'frame function notifier' -ex 'set print pretty off' \
+          -ex 'p c->nbacklog' -ex 'p c->pushes' \
+          -ex 'p {(long)c->qps->qp.qp_num, (long)c->qps->qp.state, (long)c->qps->head, (long)c->qps->issue, (long)c->qps->tail, (long)c->qps->inflight, (long)c->qps->data_inflight, (long)c->qps->dest_qp_num}' \
+          -ex 'p {(long)c->qps->next->qp.qp_num, (long)c->qps->next->qp.state, (long)c->qps->next->head, (long)c->qps->next->issue, (long)c->qps->next->tail, (long)c->qps->next->inflight, (long)c->qps->next->data_inflight}' \
+          2>&1 | grep -E '^(#|Thread|\$)' | head -60
       done
     fi
     wait $cl || crc=$?
