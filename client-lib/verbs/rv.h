@@ -21,17 +21,10 @@
 #include <infiniband/verbs.h>
 
 #include "roshm.h"
+#include "roshm/dma.h"
 
 #define RV_EXPORT __attribute__((visibility("default")))
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RV_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define RV_ASAN 1
-#endif
 /*
  * What a NIC's DMA does to application memory: the bytes of a registered
  * buffer moved in or out by the library on the NIC's behalf (received
@@ -41,24 +34,13 @@
  * not instrumented: an application that frees a registered buffer while its
  * QP still receives into it gets what it gets from a NIC, and a report from
  * the notifier thread cut off by the application's exit() is not the
- * library's.
+ * library's. The last bytes land last and once (roshm/dma.h), as a NIC's:
+ * an application may poll the last byte of a READ's buffer.
  */
-#ifdef RV_ASAN
-__attribute__((no_sanitize("address"))) static inline void rv_dma_copy(void *dst, const void *src,
-									size_t n)
-{
-	volatile uint8_t *d = dst;
-	const volatile uint8_t *s = src;
-
-	for (size_t i = 0; i < n; i++)
-		d[i] = s[i];
-}
-#else
 static inline void rv_dma_copy(void *dst, const void *src, size_t n)
 {
-	__builtin_memcpy(dst, src, n);
+	roshm_dma_copy(dst, src, n);
 }
-#endif
 #define RV_PAGE 4096ull
 #define RV_META_MAGIC 0x33524d5672687372ull /* "rshrVMR3" */
 #define RV_RKEY_CACHE 64

@@ -524,9 +524,11 @@ static uint32_t copy_step(struct rd_poller *p, struct rd_client *c, uint32_t bud
 	do {
 		uint32_t l = n - m < piece ? n - m : piece;
 
-		/* LBUF: both may be one region, overlapping; memmove keeps each
-		 * piece defined, the whole (in pieces) is as undefined as on a NIC */
-		memmove(dst + m, src + m, l);
+		/* LBUF: both may be one region, overlapping (rd_dma_move: then
+		 * memmove, each piece defined, the whole as undefined as on a
+		 * NIC); else the last bytes of each piece land last, the last
+		 * piece's last of all */
+		rd_dma_move(dst + m, src + m, l);
 		m += l;
 	} while (m < n && !small_waiting(p, c));
 	if (m < n) {

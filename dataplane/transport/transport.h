@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "roshmd.h"
+#include "roshm/dma.h"
 
 struct rd_txn;
 struct rd_control;
@@ -74,12 +75,27 @@ static inline bool rd_op_moves_bytes(uint8_t opcode)
  * path for small ones in client_round). memmove: with ROSHM_SQE_F_LBUF
  * @buf may lie in the same region as @region (glibc's memcpy and memmove
  * are one routine on x86-64, so the arena's copies pay nothing for it). */
+/*
+ * Bytes into a region or a client's buffer: the last ones land last and
+ * once, as a NIC's DMA (roshm/dma.h); an application may poll the last byte
+ * of the buffer. A client's own region as its buffer (ROSHM_SQE_F_LBUF) may
+ * overlap the target: memmove keeps that defined, and its order is as
+ * undefined as a NIC's copy onto itself.
+ */
+static inline void rd_dma_move(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+	if (dst < src + len && src < dst + len)
+		memmove(dst, src, len);
+	else
+		roshm_dma_copy(dst, src, len);
+}
+
 static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, uint32_t len)
 {
 	if (opcode == ROSHM_OP_WRITE)
-		memmove(region, buf, len);
+		rd_dma_move(region, buf, len);
 	else
-		memmove(buf, region, len);
+		rd_dma_move(buf, region, len);
 }
 
 /* Whether a raw (region-relative) access touches only what the transaction

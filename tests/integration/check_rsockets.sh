@@ -50,18 +50,22 @@ pa="env LD_PRELOAD=$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A"   # for rsoc
 pb="env $opts LD_PRELOAD=$rt$rspre LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_B"
 sqes() { ctl_b --json stats | $py -c 'import json, sys; print(json.load(sys.stdin)["sqes"])'; }
 
-# pair NAME 'SERVER CMD' 'CLIENT CMD' RESULT_RE [TRIES]: server on node a,
-# client on b; TRIES (riostream: 2) runs again once after a client that
-# failed, saying so and what the nodes counted
+# pair NAME 'SERVER CMD' 'CLIENT CMD' RESULT_RE [WATCH]: server on node a,
+# client on b; WATCH (riostream): a client still there after 55 s gets both
+# sides' stacks and libroshm-verbs' state printed before the timeout takes
+# them. riostream's two sides spin on the last byte of their buffers and
+# make no call meanwhile: what was lost says where it hangs. (It hung in
+# some CI runs, and in one run in 15 of 2,000 ping-pongs: roshmd's memcpy of
+# a 64-byte WRITE stored its bytes twice, the second time after the side
+# had seen the last byte and written its own there; roshm/dma.h,
+# tests/unit/test_dma.c.)
 pair() {
-  local n=$1 s=$2 c=$3 re=$4 tries=${5:-1}
+  local n=$1 s=$2 c=$3 re=$4 watch=${5:-}
   bg_a timeout 120 $s >"$d/$n.server" 2>&1
   srv=$BG_PID
   sleep 0.5
   local crc=0
-  if (( tries > 1 )); then
-    # a client still there after 55 s: both sides' stacks, before the
-    # timeout takes them (where they wait says what was lost)
+  if [[ -n $watch ]]; then
     in_b timeout 60 $c >"$d/$n.client" 2>&1 &
     local cl=$! k=0
     while kill -0 $cl 2>/dev/null && (( k < 550 )); do sleep 0.1; k=$((k + 1)); done
@@ -87,16 +91,9 @@ pair() {
   fi
   if (( crc )); then
     cat "$d/$n.client" "$d/$n.server"
-    if (( tries > 1 )); then
-      echo "RETRY: $n: client failed or hung (60 s); node a: $(ctl_a --json stats 2>&1 | head -c 600)"
-      echo "node b: $(ctl_b --json stats 2>&1 | head -c 600)"
-      tail -n 8 "$d"/node-*.log
-      kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=
-      p=$((p + 100))
-      pair "$n" "${s/-p $((p - 100))/-p $p}" "${c/-p $((p - 100))/-p $p}" "$re" $((tries - 1))
-      return
-    fi
-    fail "$n: client failed"
+    echo "node a: $(ctl_a --json stats 2>&1 | head -c 600)"
+    echo "node b: $(ctl_b --json stats 2>&1 | head -c 600)"
+    fail "$n: client failed or hung (60 s)"
   fi
   wait "$srv"; local rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/$n.server" "$d/$n.client"; fail "$n: server exited $rc"; }
@@ -123,7 +120,7 @@ done
 for t in "-T v -S 64 -I 200 -C 1" "-T v -T b -S 1000000 -I 4 -C 4" "-T v -S 30000 -I 10 -C 50"; do
   p=$((p + 1))
   pair "riostream $t" "$va ROSHM_VERBS_DEBUG=1 riostream -p $p $t" \
-    "$vb ROSHM_VERBS_DEBUG=1 riostream -s $ADDR_A -p $p $t" "$re" 2
+    "$vb ROSHM_VERBS_DEBUG=1 riostream -s $ADDR_A -p $p $t" "$re" watch
 done
 
 # rcopy: a 3 MB file of random bytes to the server's side (same file

@@ -225,7 +225,8 @@ void rd_tcp_conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 				if (n) {
 					rd_tcp_rx_guard(c);
 					if (c->rx_dst) {
-						memcpy(c->rx_dst, c->rx_buf + c->rx_start, n);
+						/* the last bytes last, once (roshm/dma.h) */
+						roshm_dma_copy(c->rx_dst, c->rx_buf + c->rx_start, n);
 						c->rx_dst += n;
 					}
 					c->rx_start += n;
@@ -260,25 +261,30 @@ void rd_tcp_conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 		 * above took what was buffered): read it straight into place,
 		 * and only the next frame's header behind it into the buffer, so
 		 * that in a stream of large frames every payload goes straight
-		 * into place, one read per frame. */
+		 * into place, one read per frame. Its last ROSHM_DMA_TAIL bytes
+		 * go into the buffer too, and from there into place by the parse
+		 * above, after the kernel's copy of all before them (which has
+		 * an order of its own): the last byte lands last (roshm/dma.h). */
 		if (c->rx_state == 1 && c->rx_start == c->rx_end &&
-		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN)) {
+		    (c->rx_left >= DIRECT_MIN || c->rx_len >= DIRECT_MIN) &&
+		    (!c->rx_dst || c->rx_left > ROSHM_DMA_TAIL)) {
 			rd_tcp_rx_guard(c);
 			uint8_t *dst = c->rx_dst ? c->rx_dst : t->scratch;
-			uint32_t want = c->rx_left;
+			uint32_t want = c->rx_left, tail = c->rx_dst ? ROSHM_DMA_TAIL : 0;
 			struct iovec v[2];
 			int nv = 1;
 
 			if (!c->rx_dst && want > RX_BUF)
 				want = RX_BUF;
 			v[0].iov_base = dst;
-			v[0].iov_len = want;
+			v[0].iov_len = want - tail;
 			if (want == c->rx_left) {
 				c->rx_start = c->rx_end = 0;
 				v[1].iov_base = c->rx_buf;
-				v[1].iov_len = hdr_size(c);
+				v[1].iov_len = tail + hdr_size(c);
 				nv = 2;
 			}
+			want -= tail;
 			ssize_t n = readv(c->fd, v, nv);
 
 			if (n <= 0) {
