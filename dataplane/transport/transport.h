@@ -27,6 +27,9 @@
 #include <string.h>
 #include "roshmd.h"
 #include "roshm/dma.h"
+#ifdef ROSHM_DMA_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 struct rd_txn;
 struct rd_control;
@@ -82,12 +85,28 @@ static inline bool rd_op_moves_bytes(uint8_t opcode)
  * overlap the target: memmove keeps that defined, and its order is as
  * undefined as a NIC's copy onto itself.
  */
+/* roshm_dma_copy for roshmd: under ASan its copies are not instrumented (a
+ * client's memory is the client's), but roshmd's own buffers stay checked:
+ * a copy that would touch poisoned memory goes by memmove, which reports
+ * it. Regions and arenas are mappings ASan never poisons. */
+static inline void rd_dma_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
+{
+#ifdef ROSHM_DMA_ASAN
+	if (__asan_region_is_poisoned((void *)(uintptr_t)src, len) ||
+	    __asan_region_is_poisoned(dst, len)) {
+		memmove(dst, src, len);
+		return;
+	}
+#endif
+	roshm_dma_copy(dst, src, len);
+}
+
 static inline void rd_dma_move(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
 	if (dst < src + len && src < dst + len)
 		memmove(dst, src, len);
 	else
-		roshm_dma_copy(dst, src, len);
+		rd_dma_copy(dst, src, len);
 }
 
 static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, uint32_t len)

@@ -3,7 +3,7 @@
  * How the bytes of a WRITE (and of a READ's answer) land in memory an
  * application may be watching: in ascending address order, each byte stored
  * exactly once, as a NIC's DMA writes them. Used by roshmd wherever it puts
- * a payload into a region or a client's buffer (tcp, local, transactions)
+ * a payload into a region or a client's buffer (tcp, local)
  * and by libroshm-verbs where it copies into an application's MR.
  *
  * Applications poll the last byte of a buffer to learn that all of it has

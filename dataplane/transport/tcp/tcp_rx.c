@@ -226,7 +226,7 @@ void rd_tcp_conn_rx(struct rd_tcp *t, struct rd_tcp_conn *c)
 					rd_tcp_rx_guard(c);
 					if (c->rx_dst) {
 						/* the last bytes last, once (roshm/dma.h) */
-						roshm_dma_copy(c->rx_dst, c->rx_buf + c->rx_start, n);
+						rd_dma_copy(c->rx_dst, c->rx_buf + c->rx_start, n);
 						c->rx_dst += n;
 					}
 					c->rx_start += n;
