@@ -14,7 +14,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if (( ${#targets[@]} == 0 )); then
   targets=(config sqe record tcp_handshake tcp_dial verbs_cm txn_slot tcp_frames control etcd_watch addr rdmacm_wire verbs_meta
-           rsocket_wire verbs_frag)
+           rsocket_wire verbs_frag tcp_dma)
 fi
 command -v clang-14 >/dev/null || { echo "fuzz: clang-14 missing (make deps installs it)"; exit 1; }
 if [[ ! -f $build/build.ninja ]]; then

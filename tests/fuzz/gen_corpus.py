@@ -597,4 +597,24 @@ put('verbs_frag', 'imm_payload', vfrags([vfrag(8, 2, 8, op=3)]))
 put('verbs_frag', 'op5', vfrags([vfrag(8, 2, 8, op=5)]))
 put('verbs_frag', 'flags4', vfrags([vfrag(8, 2, 8, flags=7)]))
 put('verbs_frag', 'nslots_huge', vfrags([vfrag(0, 0xffffffff, 0)]))
+
+# ---- tcp_dma: byte 0, then 6-byte frame records (length selector, gap lo,
+# gap hi, cut bits, payload seed, kind); selectors index fuzz_tcp_dma.c's
+# table: 0 0, 1 1, 4 64, 5 65, 10 1000, 13 16383, 14 16384, 17 16448,
+# 18 16449, 24 32768, 28 262144, 31 262209, 35 max_msg ----
+def dma(lsel, gap=0, cuts=0, seed=1, kind=0):
+    return bytes([lsel, gap & 255, gap >> 8, cuts, seed, kind])
+
+
+END_1, END_64, END_63, END_65, NEXT_HDR, AFTER_HDR, END_P1, MID = 16, 2, 4, 8, 64, 1, 32, 128
+put('tcp_dma', 'small', b'\0' + dma(4, cuts=END_1) + dma(5, 3, END_64 | END_63, 2) + dma(0, 1) +
+    dma(1, 5, AFTER_HDR, 3) + dma(4, 7, NEXT_HDR, 4))
+put('tcp_dma', 'direct_tail', b'\0' + dma(17, 0, END_64 | END_63 | END_65, 5) + dma(18, 1, END_1 | END_P1, 6) +
+    dma(14, 2, AFTER_HDR | NEXT_HDR, 7) + dma(13, 3, MID, 8))
+put('tcp_dma', 'big', b'\0' + dma(28, 0, END_64, 9) + dma(35, 9, END_1 | NEXT_HDR, 10) + dma(31, 1, END_65, 11))
+put('tcp_dma', 'refused', b'\0' + dma(4, 0, 0, 1, 1) + dma(17, 2, END_64, 2, 2) + dma(10, 0, END_1, 3, 3) +
+    dma(4, 0, END_1, 4, 0))
+put('tcp_dma', 'hole', b'\0' + dma(24, 0, 0, 12, 4) + dma(28, 5, 0, 13, 4) + dma(4, 0, END_1, 14, 0))
+put('tcp_dma', 'mixed', b'\0' + b''.join(dma(s, i * 37, (i * 73) & 255, i, i % 5)
+                                         for i, s in enumerate([4, 17, 5, 18, 24, 0, 13, 35, 1, 28, 14, 10])))
 print('corpus written under', os.path.join(here, 'corpus'))
