@@ -9,6 +9,10 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
+#include <sys/mman.h>
+
+#include "roshmd.h"
+#include "transport/transport.h"
 #include "fuzz_eal.h"
 
 static char prefix[128], tmp[128];
@@ -64,4 +68,43 @@ const char *fuzz_tmpdir(void)
 		}
 	}
 	return tmp;
+}
+
+void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, uint32_t slots,
+		     uint32_t slot_size, uint32_t key, uint64_t epoch)
+{
+	const size_t page = 4096;
+	size_t map_size = roshm_region_map_size(data, slots, slot_size);
+	uint8_t *mem = mmap(NULL, map_size + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *map = mem + page;
+	struct roshm_region_hdr *h = (void *)map;
+
+	if (mem == MAP_FAILED || mprotect(map, map_size, PROT_READ | PROT_WRITE))
+		abort();
+	h->magic = ROSHM_REGION_MAGIC;
+	h->abi_version = ROSHM_ABI_VERSION;
+	h->epoch = epoch;
+	h->data_size = data;
+	h->data_off = roshm_region_data_off(slots, slot_size);
+	h->txn_slots = slots;
+	h->slot_size = slot_size;
+	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
+	h->mem_id = 42;
+	memset(rg, 0, sizeof(*rg));
+	rg->id = 1;
+	rg->key = key;
+	rg->epoch = epoch;
+	rg->map = map;
+	rg->map_size = map_size;
+	rg->data = map + h->data_off;
+	rg->data_size = data;
+	rg->data_off = h->data_off;
+	rg->txn_slots = slots;
+	rg->slot_size = slot_size;
+	rg->tidx = 0;
+	rg->xport = p->net;
+	rg->txn_ids = calloc(1, sizeof(*rg->txn_ids)); /* one-round-trip commits' outcomes */
+	if (!rg->txn_ids)
+		abort();
+	p->net->dp->export(p->net, rg, true);
 }

@@ -9,9 +9,20 @@
 #ifndef FUZZ_EAL_H
 #define FUZZ_EAL_H
 
+#include <stdint.h>
+
 /* 0, or exits the process with a message. */
 int fuzz_eal_init(const char *name);
 /* A temporary directory of this process (created once, removed at exit). */
 const char *fuzz_tmpdir(void);
+
+struct rd_poller;
+struct rd_region;
+/* Region id 1 (@key, @epoch) of @data bytes with a log of @slots slots of
+ * @slot_size, mapped between two inaccessible pages (a write or read past
+ * it faults), its header as roshmd writes it, exported on @p's transport;
+ * exits the process on failure. */
+void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, uint32_t slots,
+		     uint32_t slot_size, uint32_t key, uint64_t epoch);
 
 #endif

@@ -55,14 +55,11 @@
 static struct rd_config cfg;
 static struct rd_poller p;
 static struct rd_region rg;
-static uint8_t *map, *data0, *model;
-static size_t map_size;
+static uint8_t *data0, *model;
 static uint32_t maxm;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	uint8_t *mem;
-
 	(void)argc;
 	(void)argv;
 	fuzz_eal_init("tcpdma");
@@ -74,41 +71,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.tcp_max_msg = maxm;
 	if (rd_poller_init(&p, &cfg))
 		abort();
-	map_size = roshm_region_map_size(DATA, SLOTS, SLOT_SIZE);
-	mem = mmap(NULL, map_size + 2 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		abort();
-	map = mem + PG;
-	if (mprotect(map, map_size, PROT_READ | PROT_WRITE))
-		abort();
-	struct roshm_region_hdr *h = (void *)map;
-
-	h->magic = ROSHM_REGION_MAGIC;
-	h->abi_version = ROSHM_ABI_VERSION;
-	h->epoch = EPOCH;
-	h->data_size = DATA;
-	h->data_off = roshm_region_data_off(SLOTS, SLOT_SIZE);
-	h->txn_slots = SLOTS;
-	h->slot_size = SLOT_SIZE;
-	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
-	h->mem_id = 42;
-	rg.id = 1;
-	rg.key = KEY;
-	rg.epoch = EPOCH;
-	rg.map = map;
-	rg.map_size = map_size;
-	rg.data = map + h->data_off;
-	rg.data_size = DATA;
-	rg.data_off = h->data_off;
-	rg.txn_slots = SLOTS;
-	rg.slot_size = SLOT_SIZE;
-	rg.xport = p.net;
-	rg.txn_ids = calloc(1, sizeof(*rg.txn_ids));
+	fuzz_tcp_region(&p, &rg, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
 	data0 = rg.data;
 	model = malloc(DATA);
-	if (!rg.txn_ids || !model)
+	if (!model)
 		abort();
-	p.net->dp->export(p.net, &rg, true);
 	return 0;
 }
 

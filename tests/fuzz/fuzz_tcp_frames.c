@@ -56,9 +56,6 @@ static struct roshm_region_hdr hdr0;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const size_t page = 4096;
-	uint8_t *mem;
-
 	(void)argc;
 	(void)argv;
 	fuzz_eal_init("tcp");
@@ -69,41 +66,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.tcp_max_msg = 32 << 10;
 	if (rd_poller_init(&p, &cfg))
 		abort();
-	map_size = roshm_region_map_size(DATA, SLOTS, SLOT_SIZE);
-	mem = mmap(NULL, map_size + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		abort();
-	map = mem + page;
-	if (mprotect(map, map_size, PROT_READ | PROT_WRITE))
-		abort();
-	struct roshm_region_hdr *h = (void *)map;
-
-	h->magic = ROSHM_REGION_MAGIC;
-	h->abi_version = ROSHM_ABI_VERSION;
-	h->epoch = EPOCH;
-	h->data_size = DATA;
-	h->data_off = roshm_region_data_off(SLOTS, SLOT_SIZE);
-	h->txn_slots = SLOTS;
-	h->slot_size = SLOT_SIZE;
-	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
-	h->mem_id = 42;
-	hdr0 = *h;
-	rg.id = 1;
-	rg.key = KEY;
-	rg.epoch = EPOCH;
-	rg.map = map;
-	rg.map_size = map_size;
-	rg.data = map + h->data_off;
-	rg.data_size = DATA;
-	rg.data_off = h->data_off;
-	rg.txn_slots = SLOTS;
-	rg.slot_size = SLOT_SIZE;
-	rg.tidx = 0;
-	rg.xport = p.net;
-	rg.txn_ids = calloc(1, sizeof(*rg.txn_ids)); /* one-round-trip commits' outcomes */
-	if (!rg.txn_ids)
-		abort();
-	p.net->dp->export(p.net, &rg, true);
+	fuzz_tcp_region(&p, &rg, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
+	map = rg.map;
+	map_size = rg.map_size;
+	hdr0 = *(struct roshm_region_hdr *)map;
 	return 0;
 }
 
