@@ -73,19 +73,9 @@ static inline bool rd_op_moves_bytes(uint8_t opcode)
 	return opcode == ROSHM_OP_WRITE || opcode == ROSHM_OP_READ;
 }
 
-/* A local WRITE (@buf into the region at @region) or READ (the other way):
- * the one copy of the local transport (rd_local_exec, and the poller's own
- * path for small ones in client_round). memmove: with ROSHM_SQE_F_LBUF
- * @buf may lie in the same region as @region (glibc's memcpy and memmove
- * are one routine on x86-64, so the arena's copies pay nothing for it). */
-/*
- * Bytes into a region or a client's buffer: the last ones land last and
- * once, as a NIC's DMA (roshm/dma.h); an application may poll the last byte
- * of the buffer. A client's own region as its buffer (ROSHM_SQE_F_LBUF) may
- * overlap the target: memmove keeps that defined, and its order is as
- * undefined as a NIC's copy onto itself.
- */
-/* roshm_dma_copy for roshmd: under ASan its copies are not instrumented (a
+/* roshm_dma_copy for roshmd: bytes into a region or a client's buffer land
+ * as a NIC's DMA lands them (roshm/dma.h: an application may poll the last
+ * byte of its buffer). Under ASan its copies are not instrumented (a
  * client's memory is the client's), but roshmd's own buffers stay checked:
  * a copy that would touch poisoned memory goes by memmove, which reports
  * it. Regions and arenas are mappings ASan never poisons. */
@@ -101,6 +91,9 @@ static inline void rd_dma_copy(uint8_t *dst, const uint8_t *src, uint32_t len)
 	roshm_dma_copy(dst, src, len);
 }
 
+/* rd_dma_copy, or memmove where the ranges overlap: with ROSHM_SQE_F_LBUF a
+ * client's own region may be both, and a copy onto itself is as undefined
+ * in its order as a NIC's. */
 static inline void rd_dma_move(uint8_t *dst, const uint8_t *src, uint32_t len)
 {
 	if (dst < src + len && src < dst + len)
@@ -109,6 +102,9 @@ static inline void rd_dma_move(uint8_t *dst, const uint8_t *src, uint32_t len)
 		rd_dma_copy(dst, src, len);
 }
 
+/* A local WRITE (@buf into the region at @region) or READ (the other way):
+ * the one copy of the local transport (rd_local_exec, and the poller's own
+ * path for small ones in client_round). */
 static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, uint32_t len)
 {
 	if (opcode == ROSHM_OP_WRITE)
