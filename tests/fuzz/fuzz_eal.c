@@ -8,6 +8,8 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
 
 #include <sys/mman.h>
 
@@ -107,4 +109,12 @@ void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, u
 	if (!rg->txn_ids)
 		abort();
 	p->net->dp->export(p->net, rg, true);
+}
+
+void fuzz_drain_events(struct rd_poller *p)
+{
+	struct rd_event ev;
+
+	while (rte_ring_sc_dequeue_elem(p->ev_ring, &ev, sizeof(ev)) == 0)
+		;
 }

@@ -25,4 +25,7 @@ struct rd_region;
 void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, uint32_t slots,
 		     uint32_t slot_size, uint32_t key, uint64_t epoch);
 
+/* Take the poller's events (a region's peer gone, ...) off its ring. */
+void fuzz_drain_events(struct rd_poller *p);
+
 #endif

@@ -139,14 +139,6 @@ static void read_answers(int fd, uint8_t *acc, size_t *have, size_t cap)
 	}
 }
 
-static void drain_events(void)
-{
-	struct rd_event ev;
-
-	while (rte_ring_sc_dequeue_elem(p.ev_ring, &ev, sizeof(ev)) == 0)
-		;
-}
-
 static int cmp64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -284,7 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 		ioctl(sv[0], FIONREAD, &unread2);
 		progress |= nans != before || have != hb || unread2 != unread;
 		idle = progress ? 0 : idle + 1;
-		drain_events();
+		fuzz_drain_events(&p);
 	}
 	if (!tcp->nin) {
 		for (size_t i = 0; i < size; i++)
@@ -303,7 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 	for (int i = 0; i < 4 && tcp->nin; i++) {
 		pv->dp->poll(pv, 64);
 		pv->dp->flush(pv);
-		drain_events();
+		fuzz_drain_events(&p);
 	}
 	if (tcp->nin)
 		fuzz_fail("the connection outlived its peer");

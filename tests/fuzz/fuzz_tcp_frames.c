@@ -137,14 +137,6 @@ static void read_answers(int fd, uint8_t *acc, size_t *have, size_t cap, size_t 
 	}
 }
 
-static void drain_events(void)
-{
-	struct rd_event ev;
-
-	while (rte_ring_sc_dequeue_elem(p.ev_ring, &ev, sizeof(ev)) == 0)
-		;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static uint8_t acc[64 << 10];
@@ -196,7 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		read_answers(sv[1], acc, &have, sizeof(acc), &nresp);
 		progress |= have + nresp != before;
 		idle = progress ? 0 : idle + 1;
-		drain_events();
+		fuzz_drain_events(&p);
 	}
 	if (nresp > nreq)
 		fuzz_fail("%zu answers to %zu requests", nresp, nreq);
@@ -205,7 +197,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < 4 && tcp->nin; i++) {
 		pv->dp->poll(pv, 64);
 		pv->dp->flush(pv);
-		drain_events();
+		fuzz_drain_events(&p);
 	}
 	if (tcp->nin)
 		fuzz_fail("the connection outlived its peer");
