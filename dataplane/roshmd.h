@@ -18,7 +18,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
+
+#include <rte_jhash.h>
 
 #include "roshm/abi.h"
 #include "roshm/ctl.h"
@@ -85,6 +88,34 @@ struct rd_txn_ids {
 	struct { uint64_t id, res; } e[RD_TXN_IDS]; /* res: ROSHM_TCP_TXN(kind, seq) */
 };
 
+/*
+ * What a local ROSHM_POLICY_GRANT region's grants let other nodes do, as
+ * its owner's roshmd checks every request a peer node sends (the tcp
+ * responder): a node's request passes only inside one grant naming a
+ * grantee on that node. The grantee's own roshmd checks its client
+ * against the record too; this check is the owner's, so a revoke holds
+ * for the whole node at once, before the other node reads the record.
+ */
+struct rd_node_grant {
+	uint64_t node;                /* rd_node_hash() of the grantee's node */
+	uint64_t lo, hi;              /* data offsets [lo, hi) */
+	uint32_t access;              /* ROSHM_ACCESS_* */
+};
+struct rd_node_grants {
+	bool any;                     /* a grant of unknown node (by id): every node passes */
+	uint32_t n;
+	struct rd_node_grant e[];
+};
+
+/* A node's name as rd_node_grant.node; never 0. */
+static inline uint64_t rd_node_hash(const char *node)
+{
+	uint32_t pc = 0x726f7368, pb = 0x6d6e6f64;
+
+	rte_jhash_2hashes(node, (uint32_t)strlen(node), &pc, &pb);
+	return (((uint64_t)pc << 32) | pb) | 1;
+}
+
 struct rd_region {
 	uint32_t id;                  /* local: slot in the export table (1..max_regions);
 					 remote: the owner node's region id */
@@ -103,6 +134,13 @@ struct rd_region {
 	 * allocated (limits.max_grants at most), freed with the region */
 	uint32_t ngrants, grants_cap;
 	struct rd_grant *grants;
+	/* control: per grant, rd_node_hash() of the node its grantee lives
+	 * on, 0 where the grant names only an id (ROSHM_GRANT_ADD_ID) */
+	uint64_t *grant_node;
+	/* poller view (RD_CMD_NODE_GRANTS): the grants of other nodes, which
+	 * the tcp responder holds each request to (rd_node_granted); NULL:
+	 * none. Freed with the region. */
+	struct rd_node_grants *node_grants;
 	int fd;
 	void *map;
 	size_t map_size;
@@ -170,6 +208,33 @@ struct rd_region {
 	struct rd_defer defer;
 	struct rd_region *znext;      /* control: zombies, freed at exit if still held */
 };
+
+/*
+ * Whether node @node may do @need (ROSHM_ACCESS_*) on data offsets
+ * [off, off + len) of local region @rg (@any_range: anywhere in it, for a
+ * transaction's raw accesses, which the log's rules bound). Poller thread.
+ */
+static inline bool rd_node_granted(const struct rd_region *rg, uint64_t node, uint32_t need,
+				   uint64_t off, uint64_t len, bool any_range)
+{
+	const struct rd_node_grants *ng = rg->node_grants;
+
+	if (rg->policy != ROSHM_POLICY_GRANT)
+		return true;
+	if (!ng)
+		return false;
+	if (ng->any)
+		return true;
+	for (uint32_t i = 0; i < ng->n; i++) {
+		const struct rd_node_grant *e = &ng->e[i];
+
+		if (e->node != node || (need & ~e->access))
+			continue;
+		if (any_range || (off >= e->lo && off <= e->hi && len <= e->hi - off))
+			return true;
+	}
+	return false;
+}
 
 #define RD_VERBS_QPS_MAX 8
 struct rd_provider;
@@ -362,6 +427,8 @@ enum rd_cmd_type {
 	RD_CMD_REGION_RELEASE,        /* control let go of @region: result 1 free it now, 0 the
 					 poller frees it later (graveyard) */
 	RD_CMD_SHARE_SET,             /* tenant @handle's share: @share (SIGHUP) */
+	RD_CMD_NODE_GRANTS,           /* local @region's grants of other nodes are @ngrants;
+					 the old ones come back in @ngrants */
 };
 
 struct rd_cmd {
@@ -378,6 +445,7 @@ struct rd_cmd {
 	const struct rd_quota *share; /* SHARE_SET: weight, ops_per_sec, bytes_per_sec */
 	bool own;                     /* HANDLE_SET: the region's owner's handle */
 	const struct rd_handle *limits; /* HANDLE_SET: its part (part, access, lo, hi) */
+	struct rd_node_grants *ngrants; /* NODE_GRANTS */
 	int result;                   /* poller's answer (0 or -errno) */
 	atomic_int done;              /* poller sets it (release) when applied */
 };

@@ -158,7 +158,7 @@ void rd_grants_timer(struct rd_control *ctl, uint64_t now)
  * -ENOENT when there is none (yet: the caller may ask again).
  */
 static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, const char *name,
-			 bool owner, uint64_t *id)
+			 bool owner, uint64_t *id, uint64_t *node)
 {
 	struct rd_region_rec rec;
 	struct rd_region *rg;
@@ -166,13 +166,44 @@ static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, cons
 	rg = rd_region_find(ctl, c->tenant, name);
 	if (rg) {   /* ours (its owner attached) */
 		*id = owner ? rg->owner->cgid : rg->gid;
+		*node = rd_node_hash(ctl->cfg->node);
 		return 0;
 	}
 	if (ctl->reg.ops->get_region(&ctl->reg, c->tenant, name, &rec) ||
 	    !strcmp(rec.node, ctl->cfg->node) || !rec.gid || (owner && !rec.ogid))
 		return -ENOENT;   /* none, or left over from an earlier instance of ours */
 	*id = owner ? rec.ogid : rec.gid;
+	*node = rd_node_hash(rec.node);
 	return 0;
+}
+
+/*
+ * The poller's copy of what @rg's grants let other nodes do (struct
+ * rd_node_grants), from rg->grants and rg->grant_node as they are now; in
+ * place before the caller answers, so that a revoke holds for the other
+ * nodes' requests before its record reaches them. @ng: room for
+ * rg->ngrants entries, taken (and the old list freed).
+ */
+static void node_grants_publish(struct rd_control *ctl, struct rd_region *rg,
+				struct rd_node_grants *ng)
+{
+	uint64_t self = rd_node_hash(ctl->cfg->node);
+	struct rd_cmd cmd = { .type = RD_CMD_NODE_GRANTS, .region = rg };
+
+	ng->any = false;
+	ng->n = 0;
+	for (uint32_t i = 0; i < rg->ngrants; i++) {
+		const struct rd_grant *g = &rg->grants[i];
+
+		if (!rg->grant_node[i])
+			ng->any = true;
+		else if (rg->grant_node[i] != self)
+			ng->e[ng->n++] = (struct rd_node_grant){ rg->grant_node[i], g->lo, g->hi,
+								 g->access };
+	}
+	cmd.ngrants = ng;
+	rd_poller_cmd(ctl->poller, &cmd);
+	free(cmd.ngrants);   /* the old list: the poller let go of it */
 }
 
 /*
@@ -187,9 +218,10 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	bool add = req->op != ROSHM_GRANT_REMOVE;
 	struct rd_grant g = { 0 };
 	struct rd_region_rec rec;
+	struct rd_node_grants *ng;
 	struct rd_region *rg;
 	struct rd_handle *h;
-	uint64_t id = 0;
+	uint64_t id = 0, node = 0;
 	uint32_t i;
 	int ret;
 	bool by_name = req->op == ROSHM_GRANT_ADD_NAME || req->op == ROSHM_GRANT_ADD_OWNER;
@@ -231,15 +263,18 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		if (pr->remote ? pr->ctl_dead : !pr->owner)
 			return -ESTALE;
 		id = pr->gid;
+		node = rd_node_hash(pr->remote ? pr->node : ctl->cfg->node);
 		break;
 	}
 	case ROSHM_GRANT_ADD_NAME:
 	case ROSHM_GRANT_ADD_OWNER:
-		ret = grant_resolve(ctl, c, req->name, req->op == ROSHM_GRANT_ADD_OWNER, &id);
+		ret = grant_resolve(ctl, c, req->name, req->op == ROSHM_GRANT_ADD_OWNER, &id, &node);
 		if (ret)
 			return ret;
 		break;
-	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
+	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider.
+		  * An id names no node: any node passes the owner's check
+		  * (rd_node_granted) while it stands. */
 		id = req->gid;
 		break;
 	}
@@ -248,31 +283,56 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	g.gid = id;
 	for (i = 0; i < rg->ngrants && memcmp(&rg->grants[i], &g, sizeof(g)); i++)
 		;
-	if (add ? i < rg->ngrants : i == rg->ngrants)
+	ng = malloc(sizeof(*ng) + (rg->ngrants + 1) * sizeof(ng->e[0]));
+	if (!ng)
+		return -ENOMEM;
+	if (add && i < rg->ngrants && node && !rg->grant_node[i]) {
+		/* made by id (after a restart), now by name or handle: the
+		 * record stays, the owner's check learns the grantee's node */
+		rg->grant_node[i] = node;
+		node_grants_publish(ctl, rg, ng);
+		ng = NULL;
+	}
+	if (add ? i < rg->ngrants : i == rg->ngrants) {
+		free(ng);
 		return grant_reply(conn->fd, 0, id) ? -ECONNRESET : 1; /* nothing changes */
+	}
 	if (add) {
 		if (rg->ngrants >= ctl->cfg->max_grants) {
 			RD_LOG(NOTICE, "region %s/%s: %u grants, no more (client %u; "
 			       "limits.max_grants)", rg->tenant, rg->name, rg->ngrants, c->id);
+			free(ng);
 			return -ENOSPC;
 		}
 		if (rg->ngrants == rg->grants_cap) {
 			uint32_t cap = rg->grants_cap ? 2 * rg->grants_cap : 8;
 			struct rd_grant *n;
+			uint64_t *nn;
 
 			if (cap > ctl->cfg->max_grants)
 				cap = ctl->cfg->max_grants;
 			n = realloc(rg->grants, cap * sizeof(*n));
-			if (!n)
+			if (n)
+				rg->grants = n;
+			nn = n ? realloc(rg->grant_node, cap * sizeof(*nn)) : NULL;
+			if (!nn) {
+				free(ng);
 				return -ENOMEM;
-			rg->grants = n;
+			}
+			rg->grant_node = nn;
 			rg->grants_cap = cap;
 		}
+		rg->grant_node[rg->ngrants] = node;
 		rg->grants[rg->ngrants++] = g;
+		/* before the record: no other node reads a grant its owner refuses */
+		node_grants_publish(ctl, rg, ng);
 	} else {
 		memmove(&rg->grants[i], &rg->grants[i + 1],
 			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
+		memmove(&rg->grant_node[i], &rg->grant_node[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grant_node[0]));
 		rg->ngrants--;
+		node_grants_publish(ctl, rg, ng);
 		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
 	/* The record is written again whole: past the 1 every grant takes

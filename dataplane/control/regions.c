@@ -94,6 +94,8 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 		rd_region_free(rg);
 	}
 	free(rg->grants);
+	free(rg->grant_node);
+	free(rg->node_grants);
 	free(rg);
 }
 

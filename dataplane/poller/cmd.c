@@ -83,6 +83,13 @@ void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 	case RD_CMD_SHARE_SET:
 		rd_share_set(p, (int)cmd->handle, cmd->share);
 		break;
+	case RD_CMD_NODE_GRANTS: { /* nothing holds the old list between rounds */
+		struct rd_node_grants *old = cmd->region->node_grants;
+
+		cmd->region->node_grants = cmd->ngrants;
+		cmd->ngrants = old;
+		break;
+	}
 	case RD_CMD_REGION_RELEASE:
 		/* Nothing reaches it from now on; what still holds it finishes. */
 		cmd->region->dead = true;

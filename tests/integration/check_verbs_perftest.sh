@@ -227,6 +227,11 @@ if [[ -x $vmw ]]; then
   ours_pair "$vmw" 7595 mw
   grep -q "verbs_mw server: ok$" "$d/mw.server" || fail "verbs_mw: the server did not finish"
   grep -q "verbs_mw client: ok$" "$d/mw.client" || fail "verbs_mw: the client did not finish"
+  # tcp: the owner's node holds the requester's node to its grants as they
+  # are when each request arrives, so the first WRITE after the unbind
+  # (the MR itself allows READ only) is refused
+  grep -q "WRITE through the unbound type 1 window: refused (0 passed before)" "$d/mw.client" ||
+    fail "verbs_mw: a WRITE passed through the unbound window after the unbind completed"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a

@@ -771,8 +771,14 @@ static void test_grant_across_nodes(void **state)
 		assert_int_equal(roshm_read_sync(b, hp, 316, 0, 8), -EFAULT);
 		assert_int_equal(roshm_write_sync(b, hp, 256, 0, 8), -EACCES);
 		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &part), 0);
-		for (int i = 0; i < 1000 && (ret = roshm_read_sync(b, hp, 256, 0, 8)) == 0; i++)
+		/* node 1 refuses node 2 at once (-EACCES), before node 2 reads
+		 * the record and closes the handle (-EBADF) */
+		ret = roshm_read_sync(b, hp, 256, 0, 8);
+		assert_true(ret == -EACCES || ret == -EBADF);
+		for (int i = 0; i < 1000 && ret == -EACCES; i++) {
 			usleep(10000);
+			ret = roshm_read_sync(b, hp, 256, 0, 8);
+		}
 		assert_int_equal(ret, -EBADF);
 		/* granted, opened and taken back between two looks of node 2 at
 		 * the record (which then finds the list it had before): the
@@ -780,8 +786,12 @@ static void test_grant_across_nodes(void **state)
 		assert_int_equal(roshm_region_grant_part(a, hm, ring, &part), 0);
 		assert_int_equal(roshm_region_open_part(b, full, &part, &hq, NULL), 0);
 		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &part), 0);
-		for (int i = 0; i < 1000 && (ret = roshm_read_sync(b, hq, 256, 0, 8)) == 0; i++)
+		ret = roshm_read_sync(b, hq, 256, 0, 8);
+		assert_true(ret == -EACCES || ret == -EBADF);
+		for (int i = 0; i < 1000 && ret == -EACCES; i++) {
 			usleep(10000);
+			ret = roshm_read_sync(b, hq, 256, 0, 8);
+		}
 		assert_int_equal(ret, -EBADF);
 		assert_int_equal(roshm_read_sync(b, hp0, 0, 0, 8), 0);   /* the other part stays */
 		assert_int_equal(roshm_region_revoke_part(a, hm, ring, &p0), 0);
@@ -805,8 +815,9 @@ static void test_grant_across_nodes(void **state)
 	assert_int_equal(ret, -EACCES);
 	for (int i = 0; i < 1000; i++) {
 		ret = roshm_write_sync(b, hx, 128, 0, 8);
-		if (ret != 0)
+		if (ret != 0 && ret != -EACCES)   /* node 1's refusal, until node 2 closes it */
 			break;
+		assert_int_equal(ret, -EACCES);   /* never written after the revoke */
 		usleep(10000);
 	}
 	assert_int_equal(ret, -EBADF);
@@ -952,6 +963,45 @@ static int security_probe(void *arg)
 	return 0;
 }
 
+/*
+ * ROSHM_POLICY_GRANT at the owner's node: a peer node with the cluster
+ * secret and the region's key (from the record) reaches only what a grant
+ * to a grantee on that node allows, as the grants are now (x->result: the
+ * phase). We are node 3 here.
+ */
+static int grant_probe(void *arg)
+{
+	struct sec_ctx *x = arg;
+	struct roshm_tcp_resp r;
+	uint8_t buf[64];
+	int fd = raw_peer(SECRET);
+
+	CHECK(fd >= 0);
+	memset(buf, 0x33, sizeof(buf));
+	switch (x->result) {
+	case 0: /* granted to a region of node 2 only */
+	case 2: /* node 3's grant taken back a moment ago */
+		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
+		CHECK_EQ(r.status, -EACCES);
+		CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
+		CHECK_EQ(r.status, -EACCES);
+		break;
+	case 1: /* node 3 holds a WRITE grant of [0, 64) */
+		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
+		CHECK_EQ(r.status, 0);
+		memset(buf, 0x44, sizeof(buf));
+		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 32, 64, buf, &r), 0);
+		CHECK_EQ(r.status, -EACCES);                  /* past the part */
+		CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
+		CHECK_EQ(r.status, -EACCES);                  /* not an operation it allows */
+		CHECK_EQ(send_req(fd, ROSHM_OP_FETCH_ADD, x->id, x->key, x->epoch, 0, 8, NULL, &r), 0);
+		CHECK_EQ(r.status, -EACCES);
+		break;
+	}
+	close(fd);
+	return 0;
+}
+
 static int read_record(const char *name, struct sec_ctx *x)
 {
 	char path[512];
@@ -1035,6 +1085,47 @@ static void test_security(void **state)
 	assert_int_equal(th_daemon_stop(&rogue), 0);
 	for (int i = 0; i < 4096; i++)
 		assert_int_equal(d[i], 0x11);
+
+	/* A region only its grants open: node 1 holds node 3's requests to
+	 * node 3's grants, as they stand when each request arrives. */
+	{
+		struct roshm *b = attach_node(2), *c = attach_node(3);
+		struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+		const struct roshm_part part = { .off = 0, .len = 64, .access = ROSHM_ACCESS_WRITE };
+		char ring2[64], ring3[64];
+		uint32_t hg, h2, h3;
+
+		assert_non_null(b);
+		assert_non_null(c);
+		snprintf(x.name, sizeof(x.name), "gsec-%s", tag);
+		snprintf(ring2, sizeof(ring2), "gsec2-%s", tag);
+		snprintf(ring3, sizeof(ring3), "gsec3-%s", tag);
+		assert_int_equal(roshm_region_create(a, x.name, 4096, &grant, &hg), 0);
+		d = roshm_region_data(a, hg, NULL);
+		memset(d, 0x22, 4096);
+		assert_int_equal(roshm_region_create(b, ring2, 4096, NULL, &h2), 0);
+		assert_int_equal(roshm_region_create(c, ring3, 4096, NULL, &h3), 0);
+		assert_int_equal(roshm_region_grant_part(a, hg, ring2,
+							 &(struct roshm_part){ 0, 4096, ROSHM_ACCESS_ALL }),
+				 0);
+		assert_int_equal(read_record(x.name, &x), 0);
+		x.result = 0;
+		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
+		assert_int_equal(roshm_region_grant_part(a, hg, ring3, &part), 0);
+		x.result = 1;
+		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
+		assert_int_equal(roshm_region_revoke_part(a, hg, ring3, &part), 0);
+		x.result = 2;
+		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
+		for (int i = 0; i < 4096; i++)
+			if (d[i] != (i < 64 ? 0x33 : 0x22))
+				fail_msg("byte %d of the granted region is %#x", i, d[i]);
+		roshm_region_close(c, h3);
+		roshm_region_close(b, h2);
+		roshm_region_close(a, hg);
+		roshm_close(c);
+		roshm_close(b);
+	}
 	roshm_close(a);
 }
 

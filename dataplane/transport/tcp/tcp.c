@@ -305,6 +305,7 @@ static int tcp_inbound(struct rd_provider *pv, int fd, const char *node)
 		return -ENOMEM;
 	}
 	snprintf(c->node, sizeof(c->node), "%s", node);
+	c->node_h = rd_node_hash(c->node);
 	conn_install(t, c, fd);
 	t->in[t->nin++] = c;
 	return 0;

@@ -50,6 +50,7 @@ struct rd_tcp_conn {
 	uint32_t ev_mask;             /* what its fd is registered for in the tcp epoll */
 	struct rd_peer *peer;         /* outbound */
 	char node[ROSHM_NAME_MAX];    /* the node at the other end */
+	uint64_t node_h;              /* inbound: rd_node_hash(node), for rd_node_granted */
 	/* rx: bytes [rx_start, rx_end) of rx_buf are unparsed */
 	uint8_t *rx_buf;
 	uint32_t rx_start, rx_end;
@@ -199,7 +200,8 @@ struct rd_tcp_ctl {
  * protocol (the connection drops). */
 bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q);
 /* Whether @q may touch the region it names: 0 with *out, or the status. */
-int rd_tcp_check_req(const struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out);
+int rd_tcp_check_req(const struct rd_tcp *t, const struct rd_tcp_conn *c, const struct roshm_tcp_req *q,
+		     struct rd_region **out);
 /* A raw WRITE into @rg's log (staging): 0 (its slot's state word is set to
  * be watched), -ECANCELED or -EINVAL. */
 int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q);

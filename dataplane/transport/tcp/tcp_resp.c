@@ -2,8 +2,8 @@
 /*
  * `tcp` transport, responder side: what a peer's request may do to this
  * node's regions, decided from its header before any byte of it lands (the
- * checks a NIC makes: region id, epoch, key, bounds, access; the
- * transaction log's own rules), and the admission of a TXN_COMMIT
+ * checks a NIC makes: region id, epoch, key, bounds, access; a grant
+ * region's grants to the requesting node; the transaction log's own rules), and the admission of a TXN_COMMIT
  * (poller/txn_owner.c does the log's part). tcp.c parses the frames and
  * moves the bytes. Poller thread only.
  */
@@ -14,15 +14,23 @@
 #include "poller/txn.h"
 #include "transport/tcp/tcp.h"
 
-int rd_tcp_check_req(const struct rd_tcp *t, const struct roshm_tcp_req *q, struct rd_region **out)
+int rd_tcp_check_req(const struct rd_tcp *t, const struct rd_tcp_conn *c, const struct roshm_tcp_req *q,
+		     struct rd_region **out)
 {
 	struct rd_region *rg;
+	bool raw = q->flags & ROSHM_TCP_F_RAW;
+	uint32_t need = raw || q->opcode == ROSHM_OP_WRITE ? ROSHM_ACCESS_WRITE :
+			q->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ : ROSHM_ACCESS_ATOMIC;
 
 	*out = NULL;
 	rg = q->region_id < t->nexported ? t->exported[q->region_id] : NULL;
 	if (!rg || rg->dead || rg->epoch != q->epoch)
 		return -ESTALE;
 	if (rg->key != q->key)
+		return -EACCES;
+	/* Its owner's grants, as they are now: a revoke holds for the whole
+	 * node at once, whatever the other node has read of the record. */
+	if (!rd_node_granted(rg, c->node_h, need, q->off, q->len, raw))
 		return -EACCES;
 	/* Draining: transactions under way finish, nothing new starts. */
 	if (rg->draining && (!(q->flags & ROSHM_TCP_F_RAW) ||
@@ -41,9 +49,6 @@ int rd_tcp_check_req(const struct rd_tcp *t, const struct roshm_tcp_req *q, stru
 		/* The requester's roshmd checked its client against the
 		 * region's limits (rd_sqe_check) and sent a data offset; a
 		 * peer that did not is refused here too. */
-		uint32_t need = q->opcode == ROSHM_OP_READ ? ROSHM_ACCESS_READ :
-				q->opcode == ROSHM_OP_WRITE ? ROSHM_ACCESS_WRITE : ROSHM_ACCESS_ATOMIC;
-
 		if (!(rg->access & need))
 			return -EACCES;
 		if (q->off < rg->win_lo || q->off > rg->win_hi || q->len > rg->win_hi - q->off)
@@ -95,7 +100,8 @@ void rd_tcp_txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 		st = -ESTALE;
 	else if (rg->key != q->key)
 		st = -EACCES;
-	else if (rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE))
+	else if ((rg->restricted && !(rg->access & ROSHM_ACCESS_WRITE)) ||
+		 !rd_node_granted(rg, c->node_h, ROSHM_ACCESS_WRITE, 0, 0, true))
 		st = -EACCES;
 	else if (!rd_txn_one_begin(rg, q->operand1, q->operand2, q->flags & ROSHM_TCP_F_AGAIN, q->len,
 				   &seq, &st, &res))

@@ -107,7 +107,7 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 				frame_done(t, c), c->rx_state = 0;
 			return 1;
 		}
-		st = rd_tcp_check_req(t, &q, &rg);
+		st = rd_tcp_check_req(t, c, &q, &rg);
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
