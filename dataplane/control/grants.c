@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,43 @@ static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, cons
 	return 0;
 }
 
+struct id_find {
+	const char *tenant;
+	uint64_t id;
+	uint64_t node;                /* rd_node_hash of the first record that has it, 0: none */
+};
+
+static void id_find_cb(const struct rd_region_rec *rec, void *arg)
+{
+	struct id_find *f = arg;
+
+	if (!f->node && !strcmp(rec->tenant, f->tenant) && (rec->gid == f->id || rec->ogid == f->id))
+		f->node = rd_node_hash(rec->node);
+}
+
+/*
+ * ROSHM_GRANT_ADD_ID: the node the grant id lives on, for the owner's
+ * check (rd_node_granted): ours for a region or client of ours, else that
+ * of the record of @c's tenant that names it (its region's or its owner
+ * client's id), else 0 (unknown: any node passes that check).
+ */
+static uint64_t grant_id_node(struct rd_control *ctl, const struct rd_client *c, uint64_t id)
+{
+	struct id_find f = { c->tenant, id, 0 };
+
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		if (!rg->remote && rg->gid == id)
+			return rd_node_hash(ctl->cfg->node);
+	for (struct rd_client *o = ctl->clients; o; o = o->next)
+		if (o->cgid == id)
+			return rd_node_hash(ctl->cfg->node);
+	if (ctl->reg.ops->list_prefix)
+		ctl->reg.ops->list_prefix(&ctl->reg, c->tenant, "", UINT_MAX, id_find_cb, &f);
+	else
+		ctl->reg.ops->list_regions(&ctl->reg, id_find_cb, &f);
+	return f.node;
+}
+
 /*
  * The poller's copy of what @rg's grants let other nodes do (struct
  * rd_node_grants), from rg->grants and rg->grant_node as they are now; in
@@ -272,10 +310,10 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		if (ret)
 			return ret;
 		break;
-	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider.
-		  * An id names no node: any node passes the owner's check
-		  * (rd_node_granted) while it stands. */
+	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
 		id = req->gid;
+		if (req->op == ROSHM_GRANT_ADD_ID)
+			node = grant_id_node(ctl, c, id);
 		break;
 	}
 	if (!id)

@@ -1120,6 +1120,40 @@ static void test_security(void **state)
 		for (int i = 0; i < 4096; i++)
 			if (d[i] != (i < 64 ? 0x33 : 0x22))
 				fail_msg("byte %d of the granted region is %#x", i, d[i]);
+		/* node 1's roshmd restarts: the library makes its grant again
+		 * by id, and node 1 finds the node that id lives on (node 2),
+		 * so node 3 is still refused and node 2 still reaches it */
+		th_daemon_kill(&nodes[1]);
+		assert_int_equal(th_daemon_restart(&nodes[1]), 0);
+		assert_int_equal(roshm_region_open(a, "default/none-here", &h, NULL), -ENOENT);
+		{
+			struct sec_ctx y = x;
+			uint64_t w = 0x5555555555555555ull;
+			char gfull[128];
+			uint32_t hb;
+			int ret = -1;
+
+			for (int i = 0; i < 200 && (read_record(x.name, &y) || y.epoch == x.epoch); i++)
+				usleep(20000);
+			assert_int_not_equal(y.epoch, x.epoch);
+			y.result = 0;
+			assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &y)), 0);
+			snprintf(gfull, sizeof(gfull), "default/%s", x.name);
+			for (int i = 0; i < 200 && ret; i++) {
+				ret = roshm_region_open(b, gfull, &hb, NULL);
+				if (!ret) {
+					memcpy(roshm_arena(b, NULL), &w, 8);
+					ret = roshm_write_sync(b, hb, 1024, 0, 8);
+					if (ret)
+						roshm_region_close(b, hb);
+				}
+				if (ret)
+					usleep(20000);
+			}
+			assert_int_equal(ret, 0);
+			assert_memory_equal(d + 1024, &w, 8);
+			roshm_region_close(b, hb);
+		}
 		roshm_region_close(c, h3);
 		roshm_region_close(b, h2);
 		roshm_region_close(a, hg);
