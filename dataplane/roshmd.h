@@ -18,10 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/types.h>
-
-#include <rte_jhash.h>
 
 #include "roshm/abi.h"
 #include "roshm/ctl.h"
@@ -97,7 +94,7 @@ struct rd_txn_ids {
  * for the whole node at once, before the other node reads the record.
  */
 struct rd_node_grant {
-	uint64_t node;                /* rd_node_hash() of the grantee's node */
+	uint64_t node;                /* rd_node_hash() of the grantee's node (registry.h) */
 	uint64_t lo, hi;              /* data offsets [lo, hi) */
 	uint32_t access;              /* ROSHM_ACCESS_* */
 };
@@ -106,15 +103,6 @@ struct rd_node_grants {
 	uint32_t n;
 	struct rd_node_grant e[];
 };
-
-/* A node's name as rd_node_grant.node; never 0. */
-static inline uint64_t rd_node_hash(const char *node)
-{
-	uint32_t pc = 0x726f7368, pb = 0x6d6e6f64;
-
-	rte_jhash_2hashes(node, (uint32_t)strlen(node), &pc, &pb);
-	return (((uint64_t)pc << 32) | pb) | 1;
-}
 
 struct rd_region {
 	uint32_t id;                  /* local: slot in the export table (1..max_regions);

@@ -61,6 +61,23 @@ uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uin
 	return id;
 }
 
+uint64_t rd_node_hash(const char *node)
+{
+	static const char label[] = "roshm-node-v1";
+	uint8_t msg[sizeof(label) + ROSHM_NAME_MAX], md[EVP_MAX_MD_SIZE];
+	size_t l = strnlen(node, ROSHM_NAME_MAX - 1);
+	unsigned int mdlen = 0;
+	uint64_t h = 0;
+
+	memcpy(msg, label, sizeof(label));
+	memcpy(msg + sizeof(label), node, l);
+	if (!EVP_Digest(msg, sizeof(label) + l, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+		return 1;
+	for (int i = 0; i < 8; i++)
+		h |= (uint64_t)md[i] << (8 * i);
+	return h | 1;
+}
+
 static void hex(const uint8_t *in, size_t len, char *out)
 {
 	static const char digits[] = "0123456789abcdef";

@@ -22,7 +22,8 @@ static struct rd_node_grants *list(bool any, uint32_t n, const struct rd_node_gr
 	assert_non_null(ng);
 	ng->any = any;
 	ng->n = n;
-	memcpy(ng->e, e, n * sizeof(*e));
+	if (n)
+		memcpy(ng->e, e, n * sizeof(*e));
 	return ng;
 }
 
