@@ -125,6 +125,10 @@ struct rd_region {
 	/* control: per grant, rd_node_hash() of the node its grantee lives
 	 * on, 0 where the grant names only an id (ROSHM_GRANT_ADD_ID) */
 	uint64_t *grant_node;
+	bool grants_unknown;          /* control: some grant_node is 0: looked for again at
+				       * grants_resolve_ns (rd_grants_timer), backing off */
+	uint32_t grants_resolve_ms;
+	uint64_t grants_resolve_ns;
 	/* poller view (RD_CMD_NODE_GRANTS): the grants of other nodes, which
 	 * the tcp responder holds each request to (rd_node_granted); NULL:
 	 * none. Freed with the region. */

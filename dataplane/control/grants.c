@@ -105,6 +105,54 @@ static void grant_published(struct rd_control *ctl, struct rd_conn *conn, int st
 		rd_conn_close(ctl, conn, "reply failed");
 }
 
+static void grant_ids_nodes(struct rd_control *ctl, const char *tenant, const uint64_t *ids,
+			    uint64_t *nodes, uint32_t n);
+static void node_grants_publish(struct rd_control *ctl, struct rd_region *rg,
+				struct rd_node_grants *ng);
+
+/*
+ * A grant region with grants by id whose node no record named yet: look
+ * again, 1 s after the grant, then twice as long each time up to a minute
+ * (each look reads the tenant's records); what is found goes to the
+ * poller's list at once.
+ */
+static void grants_resolve(struct rd_control *ctl, struct rd_region *rg, uint64_t now)
+{
+	uint64_t *ids = calloc(rg->ngrants + 1, sizeof(*ids));
+	uint64_t *nodes = calloc(rg->ngrants + 1, sizeof(*nodes));
+	struct rd_node_grants *ng = malloc(sizeof(*ng) + (rg->ngrants + 1) * sizeof(ng->e[0]));
+	uint32_t found = 0, unknown = 0;
+
+	if (ids && nodes && ng) {
+		for (uint32_t i = 0; i < rg->ngrants; i++)
+			if (!rg->grant_node[i])
+				ids[i] = rg->grants[i].gid;
+		grant_ids_nodes(ctl, rg->tenant, ids, nodes, rg->ngrants);
+		for (uint32_t i = 0; i < rg->ngrants; i++) {
+			if (rg->grant_node[i])
+				continue;
+			if (nodes[i]) {
+				rg->grant_node[i] = nodes[i];
+				found++;
+			} else {
+				unknown++;
+			}
+		}
+		if (found) {
+			node_grants_publish(ctl, rg, ng);
+			ng = NULL;
+		}
+		rg->grants_unknown = unknown != 0;
+	}
+	free(ng);
+	free(ids);
+	free(nodes);
+	rg->grants_resolve_ms = rg->grants_resolve_ms ? 2 * rg->grants_resolve_ms : 1000;
+	if (rg->grants_resolve_ms > 60000)
+		rg->grants_resolve_ms = 60000;
+	rg->grants_resolve_ns = now + (uint64_t)rg->grants_resolve_ms * 1000000ull;
+}
+
 struct retry_ref {
 	struct rd_control *ctl;
 	uint32_t id;
@@ -136,6 +184,10 @@ void rd_grants_timer(struct rd_control *ctl, uint64_t now)
 	ctl->grants_retry_ns = now;
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
 		struct retry_ref *w;
+
+		if (!rg->remote && rg->owner && !rg->ctl_dead && rg->grants_unknown &&
+		    now >= rg->grants_resolve_ns)
+			grants_resolve(ctl, rg, now);
 
 		if (rg->remote || !rg->rec_dirty || !rg->owner || rg->ctl_dead || rg->no_record)
 			continue;
@@ -180,39 +232,53 @@ static int grant_resolve(struct rd_control *ctl, const struct rd_client *c, cons
 
 struct id_find {
 	const char *tenant;
-	uint64_t id;
-	uint64_t node;                /* rd_node_hash of the first record that has it, 0: none */
+	const uint64_t *ids;
+	uint64_t *nodes;              /* per id: rd_node_hash of the first record that has it */
+	uint32_t n;
 };
 
 static void id_find_cb(const struct rd_region_rec *rec, void *arg)
 {
 	struct id_find *f = arg;
 
-	if (!f->node && !strcmp(rec->tenant, f->tenant) && (rec->gid == f->id || rec->ogid == f->id))
-		f->node = rd_node_hash(rec->node);
+	if (strcmp(rec->tenant, f->tenant))
+		return;
+	for (uint32_t i = 0; i < f->n; i++)
+		if (!f->nodes[i] && f->ids[i] && (rec->gid == f->ids[i] || rec->ogid == f->ids[i]))
+			f->nodes[i] = rd_node_hash(rec->node);
 }
 
 /*
- * ROSHM_GRANT_ADD_ID: the node the grant id lives on, for the owner's
- * check (rd_node_granted): ours for a region or client of ours, else that
- * of the record of @c's tenant that names it (its region's or its owner
- * client's id), else 0 (unknown: any node passes that check).
+ * Grants by id (ROSHM_GRANT_ADD_ID): the nodes @n ids live on, for the
+ * owner's check (rd_node_granted): ours for a region or client of ours,
+ * else that of the record of @tenant that names it (its region's or its
+ * owner client's id), else 0 (unknown: any node passes that check). Fills
+ * only the @nodes that are 0; one look at the tenant's records in all.
  */
-static uint64_t grant_id_node(struct rd_control *ctl, const struct rd_client *c, uint64_t id)
+static void grant_ids_nodes(struct rd_control *ctl, const char *tenant, const uint64_t *ids,
+			    uint64_t *nodes, uint32_t n)
 {
-	struct id_find f = { c->tenant, id, 0 };
+	struct id_find f = { tenant, ids, nodes, n };
+	uint64_t self = rd_node_hash(ctl->cfg->node);
+	uint32_t left = 0;
 
-	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
-		if (!rg->remote && rg->gid == id)
-			return rd_node_hash(ctl->cfg->node);
-	for (struct rd_client *o = ctl->clients; o; o = o->next)
-		if (o->cgid == id)
-			return rd_node_hash(ctl->cfg->node);
+	for (uint32_t i = 0; i < n; i++) {
+		if (nodes[i] || !ids[i])
+			continue;
+		for (struct rd_region *rg = ctl->regions; rg && !nodes[i]; rg = rg->next)
+			if (!rg->remote && rg->gid == ids[i])
+				nodes[i] = self;
+		for (struct rd_client *o = ctl->clients; o && !nodes[i]; o = o->next)
+			if (o->cgid == ids[i])
+				nodes[i] = self;
+		left += !nodes[i];
+	}
+	if (!left)
+		return;
 	if (ctl->reg.ops->list_prefix)
-		ctl->reg.ops->list_prefix(&ctl->reg, c->tenant, "", UINT_MAX, id_find_cb, &f);
+		ctl->reg.ops->list_prefix(&ctl->reg, tenant, "", UINT_MAX, id_find_cb, &f);
 	else
 		ctl->reg.ops->list_regions(&ctl->reg, id_find_cb, &f);
-	return f.node;
 }
 
 /*
@@ -313,7 +379,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	default: /* ADD_ID, REMOVE: the owner's word; it can only open its own region wider */
 		id = req->gid;
 		if (req->op == ROSHM_GRANT_ADD_ID)
-			node = grant_id_node(ctl, c, id);
+			grant_ids_nodes(ctl, c->tenant, &id, &node, 1);
 		break;
 	}
 	if (!id)
@@ -362,6 +428,11 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		}
 		rg->grant_node[rg->ngrants] = node;
 		rg->grants[rg->ngrants++] = g;
+		if (!node && !rg->grants_unknown) {   /* look again later (rd_grants_timer) */
+			rg->grants_unknown = true;
+			rg->grants_resolve_ms = 0;
+			rg->grants_resolve_ns = rd_mono_ns() + 1000000000ull;
+		}
 		/* before the record: no other node reads a grant its owner refuses */
 		node_grants_publish(ctl, rg, ng);
 	} else {

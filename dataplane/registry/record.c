@@ -10,6 +10,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,17 +63,25 @@ uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uin
 	return id;
 }
 
+static uint8_t node_key[32];
+static pthread_once_t node_key_once = PTHREAD_ONCE_INIT;
+
+static void node_key_init(void)
+{
+	/* without randomness the key is zeroes: the hash is then only unkeyed */
+	if (RAND_bytes(node_key, sizeof(node_key)) != 1)
+		memset(node_key, 0, sizeof(node_key));
+}
+
 uint64_t rd_node_hash(const char *node)
 {
-	static const char label[] = "roshm-node-v1";
-	uint8_t msg[sizeof(label) + ROSHM_NAME_MAX], md[EVP_MAX_MD_SIZE];
-	size_t l = strnlen(node, ROSHM_NAME_MAX - 1);
+	uint8_t md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	uint64_t h = 0;
 
-	memcpy(msg, label, sizeof(label));
-	memcpy(msg + sizeof(label), node, l);
-	if (!EVP_Digest(msg, sizeof(label) + l, md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
+	pthread_once(&node_key_once, node_key_init);
+	if (!HMAC(EVP_sha256(), node_key, (int)sizeof(node_key), (const uint8_t *)node,
+		  strnlen(node, ROSHM_NAME_MAX - 1), md, &mdlen) || mdlen < 8)
 		return 1;
 	for (int i = 0; i < 8; i++)
 		h |= (uint64_t)md[i] << (8 * i);

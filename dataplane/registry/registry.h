@@ -332,8 +332,10 @@ int rd_node_rec_verify(const char *text, size_t len, const uint8_t *key, size_t 
  */
 uint64_t rd_grant_id(const char *node, const char *tenant, const char *name, uint64_t key);
 /* A node's name as the owner's per-node grant check keeps it (struct
- * rd_node_grant): 64 bits of its SHA-256, never 0. Computed when a grant
- * is made or a peer connects, not per operation. */
+ * rd_node_grant): 64 bits of its HMAC-SHA256 under a key random per
+ * process (the values never leave it, so no name can be picked to match
+ * another's), never 0. Computed when a grant is made or a peer connects,
+ * not per operation. */
 uint64_t rd_node_hash(const char *node);
 /* HMAC-SHA256(key, "roshm-rec-v1\0" | text) */
 void rd_rec_mac(const uint8_t *key, size_t keylen, const char *text, size_t len, uint8_t out[32]);

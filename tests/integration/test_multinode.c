@@ -963,11 +963,32 @@ static int security_probe(void *arg)
 	return 0;
 }
 
+/* A TXN_COMMIT of one 8-byte write of 0x77 at data offset @off: its status. */
+static int txn_commit(int fd, const struct sec_ctx *x, uint64_t off, uint64_t txn_id)
+{
+	struct {
+		uint64_t seq, txn_id;
+		uint32_t nseg, payload_len, crc, rsvd;
+		struct roshm_txn_seg seg;
+		uint8_t data[8];
+	} __attribute__((packed)) rec = { 0, txn_id, 1, 8, 0, 0, { off, 8, 0 },
+					   { 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77 } };
+	struct roshm_tcp_req q = { .opcode = ROSHM_OP_TXN_COMMIT, .len = sizeof(rec),
+				   .region_id = x->id, .key = x->key, .epoch = x->epoch,
+				   .operand1 = txn_id, .tag = 7 };
+	struct roshm_tcp_resp r;
+
+	if (write(fd, &q, sizeof(q)) != sizeof(q) || write(fd, &rec, sizeof(rec)) != sizeof(rec) ||
+	    read_full(fd, &r, sizeof(r)) != 1)
+		return 1;
+	return r.status;
+}
+
 /*
  * ROSHM_POLICY_GRANT at the owner's node: a peer node with the cluster
  * secret and the region's key (from the record) reaches only what a grant
  * to a grantee on that node allows, as the grants are now (x->result: the
- * phase). We are node 3 here.
+ * phase), transactions' writes too. We are node 3 here.
  */
 static int grant_probe(void *arg)
 {
@@ -985,7 +1006,12 @@ static int grant_probe(void *arg)
 		CHECK_EQ(r.status, -EACCES);
 		CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
 		CHECK_EQ(r.status, -EACCES);
+		CHECK_EQ(txn_commit(fd, x, 16, 0x7a11), -EACCES);
 		break;
+	case 3: /* what node 3 gets now, as the exit status: 0 refused, 10 written */
+		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
+		close(fd);
+		return r.status == -EACCES ? 0 : r.status == 0 ? 10 : 20;
 	case 1: /* node 3 holds a WRITE grant of [0, 64) */
 		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
 		CHECK_EQ(r.status, 0);
@@ -996,6 +1022,10 @@ static int grant_probe(void *arg)
 		CHECK_EQ(r.status, -EACCES);                  /* not an operation it allows */
 		CHECK_EQ(send_req(fd, ROSHM_OP_FETCH_ADD, x->id, x->key, x->epoch, 0, 8, NULL, &r), 0);
 		CHECK_EQ(r.status, -EACCES);
+		/* a transaction writes only inside the part as well */
+		CHECK_EQ(txn_commit(fd, x, 2048, 0x7a01), -EACCES);
+		CHECK_EQ(txn_commit(fd, x, 60, 0x7a02), -EACCES);   /* across its end */
+		CHECK_EQ(txn_commit(fd, x, 16, 0x7a03), 0);
 		break;
 	}
 	close(fd);
@@ -1090,7 +1120,8 @@ static void test_security(void **state)
 	 * node 3's grants, as they stand when each request arrives. */
 	{
 		struct roshm *b = attach_node(2), *c = attach_node(3);
-		struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT };
+		struct roshm_region_opts grant = { .policy = ROSHM_POLICY_GRANT, .txn_slots = 8,
+						   .slot_size = 128 };
 		const struct roshm_part part = { .off = 0, .len = 64, .access = ROSHM_ACCESS_WRITE };
 		char ring2[64], ring3[64];
 		uint32_t hg, h2, h3;
@@ -1114,11 +1145,14 @@ static void test_security(void **state)
 		assert_int_equal(roshm_region_grant_part(a, hg, ring3, &part), 0);
 		x.result = 1;
 		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
+		for (int i = 0; i < 200 && ((volatile uint8_t *)d)[16] != 0x77; i++)
+			usleep(10000);   /* the committed transaction is applied by node 1's poller */
 		assert_int_equal(roshm_region_revoke_part(a, hg, ring3, &part), 0);
 		x.result = 2;
 		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
+		usleep(100000);
 		for (int i = 0; i < 4096; i++)
-			if (d[i] != (i < 64 ? 0x33 : 0x22))
+			if (d[i] != (i >= 16 && i < 24 ? 0x77 : i < 64 ? 0x33 : 0x22))
 				fail_msg("byte %d of the granted region is %#x", i, d[i]);
 		/* node 1's roshmd restarts: the library makes its grant again
 		 * by id, and node 1 finds the node that id lives on (node 2),
@@ -1153,6 +1187,39 @@ static void test_security(void **state)
 			assert_int_equal(ret, 0);
 			assert_memory_equal(d + 1024, &w, 8);
 			roshm_region_close(b, hb);
+
+			/* Node 1 restarts while node 2's records are gone (its
+			 * roshmd restarted, b not back yet): the grant by id
+			 * names no node then. Once b is back, node 1 finds its
+			 * node on a later look (rd_grants_timer), and node 3 is
+			 * refused again. */
+			char path[512];
+			struct sec_ctx z = y;
+			int st = -1;
+
+			snprintf(path, sizeof(path), "%s/registry/regions/default/%s.json", workdir, ring2);
+			th_daemon_kill(&nodes[2]);
+			assert_int_equal(th_daemon_restart(&nodes[2]), 0);
+			for (int i = 0; i < 250 && access(path, F_OK) == 0; i++)
+				usleep(20000);
+			assert_int_not_equal(access(path, F_OK), 0);
+			th_daemon_kill(&nodes[1]);
+			assert_int_equal(th_daemon_restart(&nodes[1]), 0);
+			assert_int_equal(roshm_region_open(a, "default/none-here", &h, NULL), -ENOENT);
+			for (int i = 0; i < 200 && (read_record(x.name, &z) || z.epoch == y.epoch); i++)
+				usleep(20000);
+			assert_int_not_equal(z.epoch, y.epoch);
+			assert_int_equal(roshm_region_open(b, "default/none-here", &hb, NULL), -ENOENT);
+			for (int i = 0; i < 250 && access(path, F_OK); i++)
+				usleep(20000);
+			assert_int_equal(access(path, F_OK), 0);
+			z.result = 3;
+			for (int i = 0; i < 60 && st; i++) {
+				st = th_wait(th_spawn_ns(ns_name[3], grant_probe, &z));
+				if (st)
+					usleep(250000);
+			}
+			assert_int_equal(st, 0);
 		}
 		roshm_region_close(c, h3);
 		roshm_region_close(b, h2);

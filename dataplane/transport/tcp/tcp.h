@@ -202,6 +202,11 @@ bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q)
 /* Whether @q may touch the region it names: 0 with *out, or the status. */
 int rd_tcp_check_req(const struct rd_tcp *t, const struct rd_tcp_conn *c, const struct roshm_tcp_req *q,
 		     struct rd_region **out);
+/* A grant region's record staged in log slot @sl, about to be committed by
+ * @c's node (a TXN_COMMIT's payload, a raw atomic on its state word):
+ * whether every write in it lies inside a WRITE grant of that node
+ * (rd_node_granted); a record it cannot read is refused too. */
+bool rd_tcp_txn_granted(const struct rd_region *rg, const struct rd_tcp_conn *c, const void *sl);
 /* A raw WRITE into @rg's log (staging): 0 (its slot's state word is set to
  * be watched), -ECANCELED or -EINVAL. */
 int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q);

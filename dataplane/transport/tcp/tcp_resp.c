@@ -58,6 +58,29 @@ int rd_tcp_check_req(const struct rd_tcp *t, const struct rd_tcp_conn *c, const 
 	return 0;
 }
 
+bool rd_tcp_txn_granted(const struct rd_region *rg, const struct rd_tcp_conn *c, const void *slot)
+{
+	const struct roshm_txn_slot *sl = slot;
+	uint32_t nseg;
+
+	if (rg->policy != ROSHM_POLICY_GRANT || (rg->node_grants && rg->node_grants->any))
+		return true;
+	/* The peer's own bytes (it can write them only while the slot is
+	 * EMPTY, rd_tcp_stage_guard), read in this same step of the poller. */
+	nseg = __atomic_load_n(&sl->nseg, __ATOMIC_RELAXED);
+	if (nseg > ROSHM_TXN_MAX_SEGS ||
+	    sizeof(*sl) + (uint64_t)nseg * sizeof(sl->seg[0]) > rg->slot_size)
+		return false;
+	for (uint32_t i = 0; i < nseg; i++) {
+		uint64_t off = __atomic_load_n(&sl->seg[i].off, __ATOMIC_RELAXED);
+		uint32_t len = __atomic_load_n(&sl->seg[i].len, __ATOMIC_RELAXED);
+
+		if (!rd_node_granted(rg, c->node_h, ROSHM_ACCESS_WRITE, off, len, false))
+			return false;
+	}
+	return true;
+}
+
 /* A malformed frame: the peer is not speaking our protocol. */
 bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q)
 {

@@ -56,7 +56,21 @@ static int frame_done(struct rd_tcp *t, struct rd_tcp_conn *c)
 		} else if (q.opcode == ROSHM_OP_TXN_COMMIT) {
 			/* Staged in its slot: commit it now. Answered at its
 			 * header, or its region went meanwhile (ESTALE): say so. */
-			if (c->rx_rg)
+			struct roshm_txn_slot *sl = c->rx_rg ?
+				(void *)(rd_txn_one_dst(c->rx_rg, c->rx_seq) - ROSHM_TXN_STAGE_OFF) : NULL;
+			uint64_t empty = ROSHM_TXN_STATE(c->rx_seq, ROSHM_TXN_EMPTY);
+
+			/* A grant region: the record's writes, against the grants
+			 * of this node as they are now (the header's check only
+			 * said it holds a WRITE grant somewhere). Outside: the
+			 * slot is given up on (a hole the apply skips). */
+			if (sl && rd_txn_one_holds(c->rx_rg, c->rx_seq) &&
+			    !rd_tcp_txn_granted(c->rx_rg, c, sl)) {
+				__atomic_compare_exchange_n(&sl->state, &empty,
+							    ROSHM_TXN_STATE(c->rx_seq, ROSHM_TXN_ABORTED),
+							    false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+				respond(c, q.tag, -EACCES, 0, NULL, 0);
+			} else if (c->rx_rg)
 				respond(c, q.tag, 0, rd_txn_one_end(c->rx_rg, q.operand1, c->rx_seq, q.len), NULL, 0);
 			else
 				respond(c, q.tag, c->rx_status, c->rx_status ? 0 : c->rx_result, NULL, 0);
@@ -108,6 +122,14 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			return 1;
 		}
 		st = rd_tcp_check_req(t, c, &q, &rg);
+		/* A raw atomic on a log slot's state word may commit the record
+		 * staged there: the writes in it, against this node's grants. */
+		if (!st && (q.flags & ROSHM_TCP_F_RAW) && q.opcode != ROSHM_OP_WRITE &&
+		    q.opcode != ROSHM_OP_READ && q.off >= ROSHM_REGION_HDR_SIZE &&
+		    !(q.opcode == ROSHM_OP_CMP_SWAP &&
+		      ROSHM_TXN_KIND(q.operand2) == ROSHM_TXN_ABORTED) &&
+		    !rd_tcp_txn_granted(rg, c, rd_tcp_req_base(rg, &q) + q.off))
+			st = -EACCES;
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
