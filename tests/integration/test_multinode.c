@@ -984,6 +984,63 @@ static int txn_commit(int fd, const struct sec_ctx *x, uint64_t off, uint64_t tx
 	return r.status;
 }
 
+static int raw_req(int fd, uint8_t op, uint8_t flags, const struct sec_ctx *x, uint64_t off,
+		   uint32_t len, uint64_t op1, uint64_t op2, const void *payload,
+		   struct roshm_tcp_resp *resp)
+{
+	struct roshm_tcp_req q = { .opcode = op, .flags = flags, .len = len, .region_id = x->id,
+				   .key = x->key, .epoch = x->epoch, .off = off, .operand1 = op1,
+				   .operand2 = op2, .tag = 9 };
+
+	if (write(fd, &q, sizeof(q)) != sizeof(q))
+		return -1;
+	if (payload && write(fd, payload, len) != (ssize_t)len)
+		return -1;
+	return read_full(fd, resp, sizeof(*resp)) == 1 ? 0 : -1;
+}
+
+/*
+ * The raw way of a transaction (as the verbs transport's writer does it):
+ * reserve a sequence on txn_tail, stage a record of one write of 0x77 at
+ * data offset @off in its slot, and commit it with a FETCH_ADD of 1 on the
+ * slot's state word (EMPTY + 1 = COMMITTED). The commit's status; a refused
+ * one is then given up on (CAS to ABORTED, which a node may always do).
+ */
+static int raw_txn(int fd, const struct sec_ctx *x, uint64_t off)
+{
+	struct {
+		uint64_t seq, txn_id;
+		uint32_t nseg, payload_len, crc, rsvd;
+		struct roshm_txn_seg seg;
+		uint8_t data[8];
+	} __attribute__((packed)) rec = { 0, 0x7a20, 1, 8, 0, 0, { off, 8, 0 },
+					   { 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77, 0x77 } };
+	struct roshm_tcp_resp r;
+	uint64_t seq, slot;
+
+	if (raw_req(fd, ROSHM_OP_FETCH_ADD, ROSHM_TCP_F_RAW, x,
+		    offsetof(struct roshm_region_hdr, txn_tail), 8, 1, 0, NULL, &r) || r.status)
+		return 100;
+	seq = r.result;
+	slot = ROSHM_REGION_HDR_SIZE + (seq % 8) * 128;
+	rec.seq = seq;
+	if (raw_req(fd, ROSHM_OP_WRITE, ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ, x,
+		    slot + ROSHM_TXN_STAGE_OFF, sizeof(rec), seq, 0, &rec, &r) || r.status)
+		return 101;
+	if (raw_req(fd, ROSHM_OP_FETCH_ADD, ROSHM_TCP_F_RAW, x, slot, 8, 1, 0, NULL, &r))
+		return 102;
+	if (r.status) {
+		struct roshm_tcp_resp a;
+
+		if (raw_req(fd, ROSHM_OP_CMP_SWAP, ROSHM_TCP_F_RAW, x, slot, 8,
+			    ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY),
+			    ROSHM_TXN_STATE(seq, ROSHM_TXN_ABORTED), NULL, &a) || a.status ||
+		    a.result != ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY))
+			return 103;
+	}
+	return r.status;
+}
+
 /*
  * ROSHM_POLICY_GRANT at the owner's node: a peer node with the cluster
  * secret and the region's key (from the record) reaches only what a grant
@@ -1026,6 +1083,7 @@ static int grant_probe(void *arg)
 		CHECK_EQ(txn_commit(fd, x, 2048, 0x7a01), -EACCES);
 		CHECK_EQ(txn_commit(fd, x, 60, 0x7a02), -EACCES);   /* across its end */
 		CHECK_EQ(txn_commit(fd, x, 16, 0x7a03), 0);
+		CHECK_EQ(raw_txn(fd, x, 2048), -EACCES);
 		break;
 	}
 	close(fd);
