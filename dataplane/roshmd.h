@@ -133,6 +133,13 @@ struct rd_region {
 	 * the tcp responder holds each request to (rd_node_granted); NULL:
 	 * none. Freed with the region. */
 	struct rd_node_grants *node_grants;
+	/* poller view, a local grant region with a log: per slot, the
+	 * sequence a peer node reserved in it over tcp and that node
+	 * (rd_node_hash); only that node stages, commits or gives up that
+	 * sequence there (tcp_resp.c). Freed with the region. */
+	struct rd_slot_owner {
+		uint64_t seq, node;
+	} *slot_owner;
 	int fd;
 	void *map;
 	size_t map_size;

@@ -96,6 +96,7 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 	free(rg->grants);
 	free(rg->grant_node);
 	free(rg->node_grants);
+	free(rg->slot_owner);
 	free(rg);
 }
 
@@ -541,9 +542,18 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 		return ret;
 	}
 	rg->gid = rd_grant_id(cfg->node, rg->tenant, rg->name, rg->grant_key);
+	if (rg->policy == ROSHM_POLICY_GRANT && rg->txn_slots) {
+		rg->slot_owner = calloc(rg->txn_slots, sizeof(*rg->slot_owner));
+		if (!rg->slot_owner) {
+			rd_region_free(rg);
+			free(rg);
+			return -ENOMEM;
+		}
+	}
 	ret = rd_peers_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
 	if (ret) {
 		rd_region_free(rg);
+		free(rg->slot_owner);
 		free(rg);
 		return ret;
 	}

@@ -1069,7 +1069,26 @@ static int grant_probe(void *arg)
 		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
 		close(fd);
 		return r.status == -EACCES ? 0 : r.status == 0 ? 10 : 20;
-	case 1: /* node 3 holds a WRITE grant of [0, 64) */
+	case 1: { /* node 3 holds a WRITE grant of [0, 64) */
+		/* the log is new: slot 3 waits for sequence 3, which node 3
+		 * did not reserve: it neither stages nor gives it up there,
+		 * and reads only its state and history */
+		const uint64_t s3 = ROSHM_REGION_HDR_SIZE + 3 * 128;
+		uint64_t w;
+
+		CHECK_EQ(raw_req(fd, ROSHM_OP_READ, ROSHM_TCP_F_RAW, x, s3, 8, 0, 0, NULL, &r), 0);
+		CHECK_EQ(r.status, 0);
+		CHECK(read_full(fd, &w, 8) == 1);
+		CHECK_EQ(w, ROSHM_TXN_STATE(3, ROSHM_TXN_EMPTY));
+		CHECK_EQ(raw_req(fd, ROSHM_OP_WRITE, ROSHM_TCP_F_RAW | ROSHM_TCP_F_SEQ, x,
+				 s3 + ROSHM_TXN_STAGE_OFF, 8, 3, 0, buf, &r), 0);
+		CHECK_EQ(r.status, -EACCES);
+		CHECK_EQ(raw_req(fd, ROSHM_OP_CMP_SWAP, ROSHM_TCP_F_RAW, x, s3, 8,
+				 ROSHM_TXN_STATE(3, ROSHM_TXN_EMPTY), ROSHM_TXN_STATE(3, ROSHM_TXN_ABORTED),
+				 NULL, &r), 0);
+		CHECK_EQ(r.status, -EACCES);
+		CHECK_EQ(raw_req(fd, ROSHM_OP_READ, ROSHM_TCP_F_RAW, x, s3, 64, 0, 0, NULL, &r), 0);
+		CHECK_EQ(r.status, -EACCES);                  /* the staged part is others' */
 		CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, 64, buf, &r), 0);
 		CHECK_EQ(r.status, 0);
 		memset(buf, 0x44, sizeof(buf));
@@ -1085,6 +1104,7 @@ static int grant_probe(void *arg)
 		CHECK_EQ(txn_commit(fd, x, 16, 0x7a03), 0);
 		CHECK_EQ(raw_txn(fd, x, 2048), -EACCES);
 		break;
+	}
 	}
 	close(fd);
 	return 0;
@@ -1205,12 +1225,30 @@ static void test_security(void **state)
 		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
 		for (int i = 0; i < 200 && ((volatile uint8_t *)d)[16] != 0x77; i++)
 			usleep(10000);   /* the committed transaction is applied by node 1's poller */
+		/* node 3's own library: a transaction inside its part commits */
+		{
+			const struct roshm_txn_write tw = { .off = 40, .arena_off = 0, .len = 8 };
+			char gname[128];
+			uint32_t hp;
+			int ret = -1;
+
+			snprintf(gname, sizeof(gname), "default/%s", x.name);
+			assert_int_equal(roshm_region_open_part(c, gname, &part, &hp, NULL), 0);
+			memset(roshm_arena(c, NULL), 0x66, 8);
+			for (int i = 0; i < 50 && (ret = roshm_txn_sync(c, hp, &tw, 1, NULL)) == -EAGAIN; i++)
+				usleep(20000);
+			assert_int_equal(ret, 0);
+			for (int i = 0; i < 200 && ((volatile uint8_t *)d)[40] != 0x66; i++)
+				usleep(10000);
+			roshm_region_close(c, hp);
+		}
 		assert_int_equal(roshm_region_revoke_part(a, hg, ring3, &part), 0);
 		x.result = 2;
 		assert_int_equal(th_wait(th_spawn_ns(ns_name[3], grant_probe, &x)), 0);
 		usleep(100000);
 		for (int i = 0; i < 4096; i++)
-			if (d[i] != (i >= 16 && i < 24 ? 0x77 : i < 64 ? 0x33 : 0x22))
+			if (d[i] != (i >= 16 && i < 24 ? 0x77 : i >= 40 && i < 48 ? 0x66 :
+				     i < 64 ? 0x33 : 0x22))
 				fail_msg("byte %d of the granted region is %#x", i, d[i]);
 		/* node 1's roshmd restarts: the library makes its grant again
 		 * by id, and node 1 finds the node that id lives on (node 2),

@@ -207,6 +207,12 @@ int rd_tcp_check_req(const struct rd_tcp *t, const struct rd_tcp_conn *c, const 
  * whether every write in it lies inside a WRITE grant of that node
  * (rd_node_granted); a record it cannot read is refused too. */
 bool rd_tcp_txn_granted(const struct rd_region *rg, const struct rd_tcp_conn *c, const void *sl);
+/* Whether @c's node reserved @seq of grant region @rg's log (any node on
+ * other regions). */
+bool rd_tcp_slot_ours(const struct rd_region *rg, const struct rd_tcp_conn *c, uint64_t seq);
+/* A raw access of a grant region's log by @c's node: 0 or -EACCES. */
+int rd_tcp_log_access(const struct rd_region *rg, const struct rd_tcp_conn *c,
+		      const struct roshm_tcp_req *q);
 /* A raw WRITE into @rg's log (staging): 0 (its slot's state word is set to
  * be watched), -ECANCELED or -EINVAL. */
 int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const struct roshm_tcp_req *q);

@@ -81,6 +81,60 @@ bool rd_tcp_txn_granted(const struct rd_region *rg, const struct rd_tcp_conn *c,
 	return true;
 }
 
+/*
+ * Whether @c's node reserved sequence @seq of grant region @rg's log over
+ * tcp (a raw FETCH_ADD on txn_tail, a TXN_COMMIT): only it stages, commits
+ * or gives up that sequence. Other regions: any node.
+ */
+bool rd_tcp_slot_ours(const struct rd_region *rg, const struct rd_tcp_conn *c, uint64_t seq)
+{
+	const struct rd_slot_owner *o;
+
+	if (rg->policy != ROSHM_POLICY_GRANT)
+		return true;
+	if (!rg->slot_owner || !rg->txn_slots)
+		return false;
+	o = &rg->slot_owner[seq % rg->txn_slots];
+	return o->seq == seq && o->node == c->node_h;
+}
+
+/*
+ * A raw access of a grant region's log (rd_raw_access_ok let it in) by
+ * @c's node: 0 or -EACCES. READ: a slot's state and history only (the
+ * writer's outcome check); the staged part holds other grantees' records,
+ * writes to parts this node may not read. FETCH_ADD: +1 only. CMP_SWAP:
+ * EMPTY(s) to COMMITTED(s) or ABORTED(s) only; any other value is a state
+ * the owner's apply waits on for ever. What commits is held to the node's
+ * grants (rd_tcp_txn_granted).
+ */
+int rd_tcp_log_access(const struct rd_region *rg, const struct rd_tcp_conn *c,
+		      const struct roshm_tcp_req *q)
+{
+	uint64_t in_slot = (q->off - ROSHM_REGION_HDR_SIZE) % rg->slot_size;
+	const void *sl = (const uint8_t *)rg->map + q->off - in_slot;
+
+	switch (q->opcode) {
+	case ROSHM_OP_READ:
+		return in_slot < ROSHM_TXN_STAGE_OFF && q->len <= ROSHM_TXN_STAGE_OFF - in_slot ?
+			       0 : -EACCES;
+	case ROSHM_OP_FETCH_ADD:
+		return q->operand1 == 1 &&
+		       rd_tcp_slot_ours(rg, c, ROSHM_TXN_SEQ(__atomic_load_n((const uint64_t *)sl,
+									     __ATOMIC_ACQUIRE))) &&
+		       rd_tcp_txn_granted(rg, c, sl) ? 0 : -EACCES;
+	case ROSHM_OP_CMP_SWAP:
+		if (ROSHM_TXN_KIND(q->operand1) != ROSHM_TXN_EMPTY ||
+		    !rd_tcp_slot_ours(rg, c, ROSHM_TXN_SEQ(q->operand1)))
+			return -EACCES;
+		if (q->operand2 == ROSHM_TXN_STATE(ROSHM_TXN_SEQ(q->operand1), ROSHM_TXN_ABORTED))
+			return 0;
+		return q->operand2 == ROSHM_TXN_STATE(ROSHM_TXN_SEQ(q->operand1), ROSHM_TXN_COMMITTED) &&
+				       rd_tcp_txn_granted(rg, c, sl) ? 0 : -EACCES;
+	default:
+		return 0; /* WRITE: rd_tcp_stage_guard */
+	}
+}
+
 /* A malformed frame: the peer is not speaking our protocol. */
 bool rd_tcp_req_malformed(const struct rd_tcp *t, const struct roshm_tcp_req *q)
 {
@@ -133,6 +187,8 @@ void rd_tcp_txn_header(struct rd_tcp *t, struct rd_tcp_conn *c, const struct ros
 		 (ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_COMMITTED ||
 		  ROSHM_TCP_TXN_KIND(res) == ROSHM_TCP_TXN_ABORTED))
 		RD_STAT_ADD(t->poller->stats.txn_found, 1);
+	if (stage && rg->slot_owner)   /* no other node stages or ends it */
+		rg->slot_owner[seq % rg->txn_slots] = (struct rd_slot_owner){ seq, c->node_h };
 	c->rx_dst = stage ? rd_txn_one_dst(rg, seq) : NULL;
 	c->rx_rg = stage ? rg : NULL;
 	c->rx_seq = seq;
@@ -166,6 +222,8 @@ int rd_tcp_stage_guard(struct rd_tcp_conn *c, const struct rd_region *rg, const 
 	if (!(q->flags & ROSHM_TCP_F_SEQ) || q->operand1 % rg->txn_slots != in_log / rg->slot_size ||
 	    q->operand1 > ROSHM_TXN_SEQ(UINT64_MAX))
 		return -EINVAL;
+	if (!rd_tcp_slot_ours(rg, c, q->operand1))
+		return -EACCES;
 	w = (const uint64_t *)(const void *)((const uint8_t *)rg->map + q->off - in_log % rg->slot_size);
 	want = ROSHM_TXN_STATE(q->operand1, ROSHM_TXN_EMPTY);
 	if (__atomic_load_n(w, __ATOMIC_ACQUIRE) != want)

@@ -124,11 +124,16 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		st = rd_tcp_check_req(t, c, &q, &rg);
 		/* A raw atomic on a log slot's state word may commit the record
 		 * staged there: the writes in it, against this node's grants. */
-		if (!st && (q.flags & ROSHM_TCP_F_RAW) && q.opcode != ROSHM_OP_WRITE &&
-		    q.opcode != ROSHM_OP_READ && q.off >= ROSHM_REGION_HDR_SIZE &&
-		    !(q.opcode == ROSHM_OP_CMP_SWAP &&
-		      ROSHM_TXN_KIND(q.operand2) == ROSHM_TXN_ABORTED) &&
-		    !rd_tcp_txn_granted(rg, c, rd_tcp_req_base(rg, &q) + q.off))
+		bool slot_word = !st && (q.flags & ROSHM_TCP_F_RAW) && q.off >= ROSHM_REGION_HDR_SIZE &&
+				 rg->policy == ROSHM_POLICY_GRANT;
+		/* a grant region's sequence reserved: one at a time, its slot
+		 * then this node's (rd_tcp_slot_ours) */
+		bool tail = !st && (q.flags & ROSHM_TCP_F_RAW) && rg->slot_owner &&
+			    q.off == offsetof(struct roshm_region_hdr, txn_tail);
+
+		if (slot_word)
+			st = rd_tcp_log_access(rg, c, &q);
+		if (tail && q.operand1 != 1)
 			st = -EACCES;
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
@@ -147,11 +152,28 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		case ROSHM_OP_READ:
 			respond(c, q.tag, st, st ? 0 : q.len, st ? NULL : rd_tcp_req_base(rg, &q) + q.off, q.len);
 			return 1;
-		case ROSHM_OP_FETCH_ADD:
-			respond(c, q.tag, st,
-				st ? 0 : __atomic_fetch_add((uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off),
-							    q.operand1, __ATOMIC_SEQ_CST), NULL, 0);
+		case ROSHM_OP_FETCH_ADD: {
+			uint64_t *w = st ? NULL : (uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off), old = 0;
+
+			if (w && slot_word) {
+				/* +1 (rd_tcp_log_access) commits an EMPTY slot only: on
+				 * any other state it would make one the owner waits on
+				 * for ever (ABORTED + 1); the writer sees the old value
+				 * and knows it did not commit. */
+				old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+				while (ROSHM_TXN_KIND(old) == ROSHM_TXN_EMPTY &&
+				       !__atomic_compare_exchange_n(w, &old, old + 1, false, __ATOMIC_SEQ_CST,
+								    __ATOMIC_SEQ_CST))
+					;
+			} else if (w) {
+				old = __atomic_fetch_add(w, q.operand1, __ATOMIC_SEQ_CST);
+				if (tail)
+					rg->slot_owner[old % rg->txn_slots] =
+						(struct rd_slot_owner){ old, c->node_h };
+			}
+			respond(c, q.tag, st, old, NULL, 0);
 			return 1;
+		}
 		default: { /* CMP_SWAP */
 			uint64_t expect = q.operand1;
 
