@@ -3,9 +3,10 @@
  * `tcp` transport, responder side: what a peer's request may do to this
  * node's regions, decided from its header before any byte of it lands (the
  * checks a NIC makes: region id, epoch, key, bounds, access; a grant
- * region's grants to the requesting node; the transaction log's own rules), and the admission of a TXN_COMMIT
- * (poller/txn_owner.c does the log's part). tcp.c parses the frames and
- * moves the bytes. Poller thread only.
+ * region's grants to the requesting node; the transaction log's own
+ * rules), and the admission of a TXN_COMMIT (poller/txn_owner.c does the
+ * log's part). tcp.c parses the frames and moves the bytes. Poller thread
+ * only.
  */
 #include <errno.h>
 #include <stddef.h>
