@@ -72,8 +72,8 @@ const char *fuzz_tmpdir(void)
 	return tmp;
 }
 
-void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, uint32_t slots,
-		     uint32_t slot_size, uint32_t key, uint64_t epoch)
+void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint32_t id, uint64_t data,
+		     uint32_t slots, uint32_t slot_size, uint32_t key, uint64_t epoch)
 {
 	const size_t page = 4096;
 	size_t map_size = roshm_region_map_size(data, slots, slot_size);
@@ -93,7 +93,7 @@ void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, u
 	h->txn_log_off = ROSHM_REGION_HDR_SIZE;
 	h->mem_id = 42;
 	memset(rg, 0, sizeof(*rg));
-	rg->id = 1;
+	rg->id = id;
 	rg->key = key;
 	rg->epoch = epoch;
 	rg->map = map;

@@ -18,12 +18,12 @@ const char *fuzz_tmpdir(void);
 
 struct rd_poller;
 struct rd_region;
-/* Region id 1 (@key, @epoch) of @data bytes with a log of @slots slots of
+/* Region @id (@key, @epoch) of @data bytes with a log of @slots slots of
  * @slot_size, mapped between two inaccessible pages (a write or read past
  * it faults), its header as roshmd writes it, exported on @p's transport;
  * exits the process on failure. */
-void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint64_t data, uint32_t slots,
-		     uint32_t slot_size, uint32_t key, uint64_t epoch);
+void fuzz_tcp_region(struct rd_poller *p, struct rd_region *rg, uint32_t id, uint64_t data,
+		     uint32_t slots, uint32_t slot_size, uint32_t key, uint64_t epoch);
 
 /* Take the poller's events (a region's peer gone, ...) off its ring. */
 void fuzz_drain_events(struct rd_poller *p);

@@ -71,7 +71,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.tcp_max_msg = maxm;
 	if (rd_poller_init(&p, &cfg))
 		abort();
-	fuzz_tcp_region(&p, &rg, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
+	fuzz_tcp_region(&p, &rg, 1, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
 	data0 = rg.data;
 	model = malloc(DATA);
 	if (!model)

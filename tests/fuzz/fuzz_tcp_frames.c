@@ -8,10 +8,14 @@
  * flush as the poller drives them, with a real poller (EAL in memory).
  *
  * One exported region (id 1) with a 2-slot log: mapped between two
- * inaccessible pages, so a write or read past it faults.
+ * inaccessible pages, so a write or read past it faults. A second (id 2),
+ * of policy grant, likewise: the peer's node holds a grant of data
+ * [4096, 8192) only (rd_node_granted, the log's rules for grant regions
+ * in tcp_resp.c).
  *
  * Input: a control byte, then the peer's bytes.
- *   bit 0     fix each frame's region id, key and epoch to the region's (so
+ *   bit 0     fix each frame's region id (1 where it is odd, else 2), key
+ *             and epoch to the region's (so
  *             that frames get past the key check), and bound WRITE/READ
  *             lengths to max_msg, 32 KiB (payload remainders of 16 KiB and
  *             more are read straight into place): the frames are walked as the responder
@@ -21,7 +25,8 @@
  * Properties: the region's header fields that only roshmd writes (magic,
  * sizes, layout, epoch, mem_id) never change; every answer is a
  * well-formed response (a known status, a READ's bytes only with status
- * 0 and at most what was asked), never more answers than requests.
+ * 0 and at most what was asked), never more answers than requests; the
+ * grant region's data outside the part stays zero.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,7 +54,7 @@
 
 static struct rd_config cfg;
 static struct rd_poller p;
-static struct rd_region rg;
+static struct rd_region rg, rg2;
 static uint8_t *map;
 static size_t map_size;
 static struct roshm_region_hdr hdr0;
@@ -66,7 +71,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	cfg.tcp_max_msg = 32 << 10;
 	if (rd_poller_init(&p, &cfg))
 		abort();
-	fuzz_tcp_region(&p, &rg, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
+	fuzz_tcp_region(&p, &rg, 1, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
+	/* the grant region: its policy, node list and slot owners set as
+	 * roshmd sets them (regions.c, grants.c), before any frame */
+	fuzz_tcp_region(&p, &rg2, 2, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
+	rg2.policy = ROSHM_POLICY_GRANT;
+	rg2.slot_owner = calloc(SLOTS, sizeof(*rg2.slot_owner));
+	rg2.node_grants = malloc(sizeof(*rg2.node_grants) + 2 * sizeof(rg2.node_grants->e[0]));
+	if (!rg2.slot_owner || !rg2.node_grants)
+		abort();
+	rg2.node_grants->any = false;
+	rg2.node_grants->n = 2;
+	rg2.node_grants->e[0] = (struct rd_node_grant){ rd_node_hash("fuzzpeer"), 4096, 8192,
+							ROSHM_ACCESS_ALL };
+	rg2.node_grants->e[1] = (struct rd_node_grant){ rd_node_hash("another"), 0, DATA,
+							ROSHM_ACCESS_ALL };
 	map = rg.map;
 	map_size = rg.map_size;
 	hdr0 = *(struct roshm_region_hdr *)map;
@@ -83,7 +102,7 @@ static size_t fix_frames(uint8_t *buf, size_t len, size_t *nreq)
 		struct roshm_tcp_req q;
 
 		memcpy(&q, buf + off, sizeof(q));
-		q.region_id = 1;
+		q.region_id = q.region_id & 1 ? 1 : 2;
 		q.key = KEY;
 		q.epoch = EPOCH;
 		if (q.opcode == ROSHM_OP_WRITE || q.opcode == ROSHM_OP_READ ||
@@ -208,6 +227,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    h->txn_slots != hdr0.txn_slots || h->slot_size != hdr0.slot_size ||
 	    h->txn_log_off != hdr0.txn_log_off || h->mem_id != hdr0.mem_id)
 		fuzz_fail("a peer changed the region header's layout fields");
+	for (uint64_t i = 0; i < DATA; i++)
+		if (rg2.data[i] && (i < 4096 || i >= 8192))
+			fuzz_fail("byte %llu of the grant region, outside the part granted, is %#x",
+				  (unsigned long long)i, rg2.data[i]);
 	free(peer);
 	return 0;
 }

@@ -309,6 +309,32 @@ put('tcp_frames', 'txn_short', fctl(1, 1, 1) + req(TXN, 0, 8, op1=1) + b'1234567
 put('tcp_frames', 'write_direct', fctl(1, 0, 64) + req(WRITE, 0, 20000) + b'D' * 20000 +
     req(WRITE, 20000, 32768, tag=2) + b'E' * 32768 + req(READ, 0, 20000, tag=3) +
     req(WRITE, 65536 - 16, 16, tag=4) + b'F' * 16)
+# region 2 (an even id) is of policy grant: the peer's node holds data [4096, 8192) only
+GR = 2
+
+
+def staged_at(offs, plen=8, txn_id=7, seq=2**64 - 1):
+    segs = b''.join(struct.pack('<QII', o, plen, 0) for o in offs)
+    return struct.pack('<QQIIII', seq, txn_id, len(offs), len(offs) * plen, 0, 0) + segs + b'G' * (len(offs) * plen)
+
+
+put('tcp_frames', 'grant_ops', fctl(1, 0, 64) + req(WRITE, 4096, 8, rid=GR) + b'in-part' + b'!' +
+    req(WRITE, 0, 8, rid=GR, tag=2) + b'outside!' + req(WRITE, 8188, 8, rid=GR, tag=3) + b'acrossit' +
+    req(READ, 8184, 8, rid=GR, tag=4) + req(READ, 8192, 8, rid=GR, tag=5) +
+    req(FADD, 4096, 8, op1=1, rid=GR, tag=6) + req(CAS, 64, 8, op1=0, op2=1, rid=GR, tag=7))
+g_in, g_out = staged_at([4096, 4160]), staged_at([4096, 0], txn_id=8)
+put('tcp_frames', 'grant_txn_commit', fctl(1, 0, 64) + req(TXN, 0, len(g_in), op1=7, rid=GR) + g_in +
+    req(TXN, 0, len(g_out), op1=8, rid=GR, tag=2) + g_out)
+# the raw way: reserve (one at a time), stage, commit on the state word; then a sequence not reserved
+g_raw = staged_at([0], txn_id=9, seq=0)
+put('tcp_frames', 'grant_raw_txn', fctl(1, 0, 64) + req(FADD, 48, 8, op1=1, flags=F_RAW, rid=GR) +
+    req(WRITE, 4096 + 32, len(g_raw), op1=0, flags=F_RAW | F_SEQ, rid=GR, tag=2) + g_raw +
+    req(FADD, 4096, 8, op1=1, flags=F_RAW, rid=GR, tag=3) +
+    req(CAS, 4096, 8, op1=0, op2=2, flags=F_RAW, rid=GR, tag=4) +
+    req(FADD, 48, 8, op1=2, flags=F_RAW, rid=GR, tag=5) +
+    req(WRITE, 4096 + 1024 + 32, 32, op1=1, flags=F_RAW | F_SEQ, rid=GR, tag=6) + b'N' * 32 +
+    req(CAS, 4096 + 1024, 8, op1=4, op2=6, flags=F_RAW, rid=GR, tag=7) +
+    req(READ, 4096 + 32, 64, flags=F_RAW, rid=GR, tag=8) + req(READ, 4096, 32, flags=F_RAW, rid=GR, tag=9))
 
 # ---- control: records [kind][len lo][len hi][message] ----
 CTL_MAGIC, ABI = 0x4c54434f, 2
