@@ -50,6 +50,7 @@ static const struct key schema[] = {
 	{ "limits.max_regions", K_INT, 1, 1 << 20 },
 	{ "limits.max_peers", K_INT, 1, 4096 },
 	{ "limits.max_grants", K_INT, 1, ROSHM_GRANTS_MAX },
+	{ "limits.max_grant_mrs", K_INT, 0, 1 << 24 },
 	{ "limits.max_region_size", K_INT, 4096, 1ll << 40 },
 	{ "registry", K_GROUP, 0, 0 },
 	{ "registry.backend", K_STR, 0, 15 },
@@ -108,6 +109,7 @@ static const struct key schema[] = {
 	{ "quota.bytes", K_INT, 4096, 1ll << 50 },
 	{ "quota.txn", K_INT, 1, 65536 },
 	{ "quota.peer_inflight", K_INT, 1, 1 << 20 },
+	{ "quota.grant_mrs", K_INT, 0, 1 << 24 },
 	{ "quota.weight", K_INT, 1, 1000 },
 	{ "quota.ops_per_sec", K_INT, 0, 1ll << 40 },
 	{ "quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
@@ -121,6 +123,7 @@ static const struct key schema[] = {
 	{ "tenants.*.quota.bytes", K_INT, 4096, 1ll << 50 },
 	{ "tenants.*.quota.txn", K_INT, 1, 65536 },
 	{ "tenants.*.quota.peer_inflight", K_INT, 1, 1 << 20 },
+	{ "tenants.*.quota.grant_mrs", K_INT, 0, 1 << 24 },
 	{ "tenants.*.quota.weight", K_INT, 1, 1000 },
 	{ "tenants.*.quota.ops_per_sec", K_INT, 0, 1ll << 40 },
 	{ "tenants.*.quota.bytes_per_sec", K_INT, 0, 1ll << 50 },
@@ -383,6 +386,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	cfg->max_regions = 4096;
 	cfg->max_peers = 256;
 	cfg->max_grants = ROSHM_GRANTS_MAX;
+	cfg->max_grant_mrs = 16384;
 	cfg->max_region_size = 1ull << 30;
 	strcpy(cfg->registry_backend, "file");
 	/* not under /run/roshm, which pods mount: records are roshmd's alone */
@@ -631,6 +635,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("limits.max_regions", cfg->max_regions);
 	GET_INT("limits.max_peers", cfg->max_peers);
 	GET_INT("limits.max_grants", cfg->max_grants);
+	GET_INT("limits.max_grant_mrs", cfg->max_grant_mrs);
 	GET_INT("limits.max_region_size", cfg->max_region_size);
 	GET_STR("registry.backend", cfg->registry_backend);
 	if ((s = config_lookup(&lc, "registry.backend")) && !rd_registry_backend(cfg->registry_backend)) {
@@ -763,6 +768,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_INT("quota.bytes", cfg->quota.bytes);
 	GET_INT("quota.txn", cfg->quota.txn);
 	GET_INT("quota.peer_inflight", cfg->quota.peer_inflight);
+	GET_INT("quota.grant_mrs", cfg->quota.grant_mrs);
 	GET_INT("quota.weight", cfg->quota.weight);
 	GET_INT("quota.ops_per_sec", cfg->quota.ops_per_sec);
 	GET_INT("quota.bytes_per_sec", cfg->quota.bytes_per_sec);
@@ -774,6 +780,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	bool q_regions = config_lookup(&lc, "quota.regions") != NULL;
 	bool q_txn = config_lookup(&lc, "quota.txn") != NULL;
 	bool q_peer = config_lookup(&lc, "quota.peer_inflight") != NULL;
+	bool q_gmrs = config_lookup(&lc, "quota.grant_mrs") != NULL;
 	uint8_t t_set[RD_TENANTS_MAX] = { 0 }; /* bit per quota set in the tenant's own block */
 	if ((s = config_lookup(&lc, "tenants"))) {
 		cfg->ntenants = config_setting_length(s);
@@ -824,6 +831,10 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 				cfg->tenants[i].quota.peer_inflight = (uint32_t)qv;
 				t_set[i] |= 8;
 			}
+			if (q && config_setting_lookup_int64(q, "grant_mrs", &qv)) {
+				cfg->tenants[i].quota.grant_mrs = (uint32_t)qv;
+				t_set[i] |= 16;
+			}
 			if (q && config_setting_lookup_int64(q, "weight", &qv))
 				cfg->tenants[i].quota.weight = (uint32_t)qv;
 			if (q && config_setting_lookup_int64(q, "ops_per_sec", &qv))
@@ -849,6 +860,8 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 			q->txn = cfg->txn_max_inflight / n ? cfg->txn_max_inflight / n : 1;
 		if (!q_peer && !(t_set[i] & 8))
 			q->peer_inflight = cfg->tcp_max_inflight / n ? cfg->tcp_max_inflight / n : 1;
+		if (!q_gmrs && !(t_set[i] & 16))
+			q->grant_mrs = cfg->max_grant_mrs / n;
 	}
 	if ((s = config_lookup(&lc, "admin.uids"))) {
 		cfg->nadmin_uids = config_setting_length(s);

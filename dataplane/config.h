@@ -22,6 +22,7 @@ struct rd_quota {
 	uint64_t bytes;          /* channel + region memory it hands roshmd */
 	uint32_t txn;            /* transactions in flight */
 	uint32_t peer_inflight;  /* operations in flight to one peer node */
+	uint32_t grant_mrs;      /* verbs: NIC MRs of its regions' grants (revoked at the NIC) */
 	/* the poller's fair share (struct rd_share) */
 	uint32_t weight;         /* share of each poller round, against other tenants' */
 	uint64_t ops_per_sec;    /* SQEs per second, 0: no limit */
@@ -57,6 +58,7 @@ struct rd_config {
 	/* limits */
 	uint32_t max_clients, max_handles, max_regions, max_peers;
 	uint32_t max_grants;          /* per region of ours (<= ROSHM_GRANTS_MAX) */
+	uint32_t max_grant_mrs;       /* verbs: NIC MRs for grants, all tenants together */
 	uint64_t max_region_size;
 	/* registry */
 	char registry_backend[16];

@@ -125,6 +125,10 @@ struct rd_region {
 	/* control: per grant, rd_node_hash() of the node its grantee lives
 	 * on, 0 where the grant names only an id (ROSHM_GRANT_ADD_ID) */
 	uint64_t *grant_node;
+	/* control: per grant, what the provider registered for it alone
+	 * (verbs: an MR of its part with its operations, whose rkey is the
+	 * grant's nic_rkey), or NULL; released when the grant goes */
+	void **grant_nic;
 	bool grants_unknown;          /* control: some grant_node is 0: looked for again at
 				       * grants_resolve_ns (rd_grants_timer), backing off */
 	uint32_t grants_resolve_ms;
@@ -282,6 +286,10 @@ struct rd_handle {
 	bool part;
 	uint32_t access;
 	uint64_t lo, hi;
+	/* a remote region over verbs: the rkey of the owner's MR for the
+	 * grant this handle was opened under (its nic_rkey), which the
+	 * transport uses instead of the region's; 0: the region's */
+	uint32_t nic_rkey;
 };
 
 #define RD_BATCH_BUCKETS 12 /* 1, 2, 4, ... 2048 */

@@ -18,6 +18,9 @@ struct rd_tenant_use {
 	uint32_t clients;
 	uint32_t regions;
 	uint64_t bytes;
+	uint32_t grant_mrs;           /* NIC MRs of its grants (quota.grant_mrs) */
+	uint64_t grant_mr_bytes;      /* the bytes they cover (quota.bytes) */
+	uint64_t grant_mrs_logged;    /* when a grant without one was last logged */
 };
 
 
@@ -75,6 +78,7 @@ struct rd_control {
 	uint16_t next_slot_gen;
 	struct rd_region *zombie_regions; /* handed to the poller, freed from its graveyard */
 	uint64_t grants_retry_ns;     /* rd_grants_timer's last look */
+	struct rd_grant_defer *grant_defer; /* revoked grants' MRs, released later (grants.c) */
 	struct rd_client *zombie_clients;
 	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
@@ -115,6 +119,9 @@ void rd_control_epoll_del(struct rd_control *ctl, int fd);
 void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigned n);
 /* grants.c: write again the grant records whose last write failed */
 void rd_grants_timer(struct rd_control *ctl, uint64_t now);
+/* grants.c: release the revoked grants' MRs that are due (@rg NULL), or
+ * all of @rg's (it is freed) */
+void rd_grants_defer_release(struct rd_control *ctl, const struct rd_region *rg, uint64_t now);
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n);
 /* regions.c */
@@ -160,6 +167,12 @@ int rd_peers_reg_client(struct rd_control *ctl, struct rd_client *c);
 void rd_peers_unreg_client(struct rd_control *ctl, struct rd_client *c);
 int rd_peers_reg_region(struct rd_control *ctl, struct rd_region *rg);
 void rd_peers_unreg_region(struct rd_control *ctl, struct rd_region *rg);
+/* Grant @i of local region @rg: its own NIC registration (nic_rkey), if
+ * it gets one; its release (at once: a revoke holds at the NIC from then
+ * on), or that of an MR a grant of @rg over @bytes bytes had. */
+bool rd_peers_reg_grant(struct rd_control *ctl, struct rd_region *rg, uint32_t i);
+void rd_peers_unreg_grant(struct rd_control *ctl, struct rd_region *rg, uint32_t i);
+void rd_peers_unreg_nic(struct rd_control *ctl, struct rd_region *rg, void *nic, uint64_t bytes);
 /* "tcp", "verbs", "verbs-loopback" */
 const char *rd_peer_transport_name(const struct rd_peer *p);
 /* 0 with *out; -EINPROGRESS: *peer is being connected, the open waits for

@@ -28,18 +28,19 @@
  * and its secret key), so a region made later under the same name does not
  * pass.
  */
-bool rd_client_granted(const struct rd_client *c, const char *tenant,
-		       const struct rd_grant *grants, uint32_t n, const struct rd_handle *want)
+const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *tenant,
+				       const struct rd_grant *grants, uint32_t n,
+				       const struct rd_handle *want)
 {
 	if (!n || strcmp(c->tenant, tenant))
-		return false;
+		return NULL;
 	/* a grant to @c itself (ROSHM_GRANT_ADD_OWNER: its cgid) */
 	for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX && c->cgid; j++) {
 		const struct rd_grant *g = &grants[j];
 
 		if (g->gid == c->cgid && g->lo <= want->lo && want->hi <= g->hi &&
 		    !(want->access & ~g->access))
-			return true;
+			return g;
 	}
 	for (uint32_t i = 0; i < c->nhandles; i++) {
 		const struct rd_region *rg = c->ctl_handles[i].region;
@@ -51,17 +52,18 @@ bool rd_client_granted(const struct rd_client *c, const char *tenant,
 
 			if (g->gid == rg->gid && g->lo <= want->lo && want->hi <= g->hi &&
 			    !(want->access & ~g->access))
-				return true;
+				return g;
 		}
 	}
-	return false;
+	return NULL;
 }
 
 /*
  * Grants taken back: close the handles of clients that @grants (the
  * region's list now) no longer lets in, as a NIC ends access with the QP.
  * Their next operation on the handle completes with -EBADF. The owner's
- * handle stays.
+ * handle stays. A remote region's handle that is still let in takes the
+ * NIC key of the grant that lets it in now (it may be another grant).
  */
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n)
@@ -70,15 +72,84 @@ void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, con
 	for (struct rd_client *c = ctl->clients; c; c = c->next)
 		for (uint32_t i = 0; i < c->nhandles; i++) {
 			struct rd_handle *h = &c->ctl_handles[i];
+			const struct rd_grant *g;
 
-			if (h->region != rg || (!rg->remote && rg->owner == c) ||
-			    rd_client_granted(c, tenant, grants, n, h))
+			if (h->region != rg || (!rg->remote && rg->owner == c))
+				continue;
+			g = rd_client_grant(c, tenant, grants, n, h);
+			if (g && rg->remote && g->nic_rkey != h->nic_rkey) {
+				struct rd_cmd cmd = { .type = RD_CMD_HANDLE_SET, .client = c,
+						      .region = rg, .handle = rd_handle_make(i, h->gen),
+						      .limits = h };
+
+				h->nic_rkey = g->nic_rkey;
+				rd_poller_cmd(ctl->poller, &cmd);
+			}
+			if (g)
 				continue;
 			RD_LOG(INFO, "region %s/%s: client %u is no longer granted it: handle closed",
 			       rg->tenant, rg->name, c->id);
 			rd_handle_release(ctl, c, rd_handle_make(i, h->gen), true);
 		}
 	rd_control_region_put(ctl, rg);
+}
+
+/* Whether a grant of @rg lets the grantee of @g in to all @g did. */
+static bool grant_covered(const struct rd_region *rg, const struct rd_grant *g)
+{
+	for (uint32_t j = 0; j < rg->ngrants; j++) {
+		const struct rd_grant *o = &rg->grants[j];
+
+		if (o->gid == g->gid && o->lo <= g->lo && g->hi <= o->hi && !(g->access & ~o->access))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A revoked grant's MR whose grantee another grant still lets in: kept
+ * for twice the registry's revalidation and a second more, so that the
+ * grantee's node reads the record (and moves the handles to the other
+ * grant's key) before the NIC refuses this one. Released by
+ * rd_grants_timer, or with its region.
+ */
+struct rd_grant_defer {
+	struct rd_grant_defer *next;
+	struct rd_region *rg;
+	void *nic;
+	uint64_t bytes;
+	uint64_t at_ns;
+};
+
+static void grant_nic_defer(struct rd_control *ctl, struct rd_region *rg, void *nic,
+			    uint64_t bytes)
+{
+	struct rd_grant_defer *d = malloc(sizeof(*d));
+
+	if (!d) {   /* no memory to wait: at once */
+		rd_peers_unreg_nic(ctl, rg, nic, bytes);
+		return;
+	}
+	*d = (struct rd_grant_defer){ ctl->grant_defer, rg, nic, bytes,
+				      rd_mono_ns() + (2ull * ctl->cfg->revalidate_ms + 1000) *
+						     1000000ull };
+	ctl->grant_defer = d;
+}
+
+/* Release the deferred MRs that are due (@rg NULL), or all of @rg's. */
+void rd_grants_defer_release(struct rd_control *ctl, const struct rd_region *rg, uint64_t now)
+{
+	for (struct rd_grant_defer **pp = &ctl->grant_defer; *pp;) {
+		struct rd_grant_defer *d = *pp;
+
+		if (rg ? d->rg != rg : now < d->at_ns) {
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		rd_peers_unreg_nic(ctl, d->rg, d->nic, d->bytes);
+		free(d);
+	}
 }
 
 static int grant_reply(int fd, int status, uint64_t gid)
@@ -134,6 +205,8 @@ static void grants_resolve(struct rd_control *ctl, struct rd_region *rg, uint64_
 			if (nodes[i]) {
 				rg->grant_node[i] = nodes[i];
 				found++;
+				if (rd_peers_reg_grant(ctl, rg, i))
+					rg->rec_dirty = true; /* its MR's key: written below */
 			} else {
 				unknown++;
 			}
@@ -182,6 +255,8 @@ void rd_grants_timer(struct rd_control *ctl, uint64_t now)
 	if (now - ctl->grants_retry_ns < 100000000ull)
 		return;
 	ctl->grants_retry_ns = now;
+	if (ctl->grant_defer)
+		rd_grants_defer_release(ctl, NULL, now);
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
 		struct retry_ref *w;
 
@@ -385,7 +460,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 	if (!id)
 		return -ENOENT;
 	g.gid = id;
-	for (i = 0; i < rg->ngrants && memcmp(&rg->grants[i], &g, sizeof(g)); i++)
+	for (i = 0; i < rg->ngrants && !rd_grant_same(&rg->grants[i], &g); i++)
 		;
 	ng = malloc(sizeof(*ng) + (rg->ngrants + 1) * sizeof(ng->e[0]));
 	if (!ng)
@@ -396,6 +471,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		rg->grant_node[i] = node;
 		node_grants_publish(ctl, rg, ng);
 		ng = NULL;
+		if (rd_peers_reg_grant(ctl, rg, i))
+			rg->rec_dirty = true;   /* its MR's key, to the record (rd_grants_timer) */
 	}
 	if (add ? i < rg->ngrants : i == rg->ngrants) {
 		free(ng);
@@ -412,6 +489,7 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 			uint32_t cap = rg->grants_cap ? 2 * rg->grants_cap : 8;
 			struct rd_grant *n;
 			uint64_t *nn;
+			void **nk;
 
 			if (cap > ctl->cfg->max_grants)
 				cap = ctl->cfg->max_grants;
@@ -419,15 +497,22 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 			if (n)
 				rg->grants = n;
 			nn = n ? realloc(rg->grant_node, cap * sizeof(*nn)) : NULL;
-			if (!nn) {
+			if (nn)
+				rg->grant_node = nn;
+			nk = nn ? realloc(rg->grant_nic, cap * sizeof(*nk)) : NULL;
+			if (!nk) {
 				free(ng);
 				return -ENOMEM;
 			}
-			rg->grant_node = nn;
+			rg->grant_nic = nk;
 			rg->grants_cap = cap;
 		}
 		rg->grant_node[rg->ngrants] = node;
-		rg->grants[rg->ngrants++] = g;
+		rg->grants[rg->ngrants] = g;
+		rg->grant_nic[rg->ngrants] = NULL;
+		/* its own MR (verbs), so that its revoke holds at the NIC */
+		rd_peers_reg_grant(ctl, rg, rg->ngrants);
+		rg->ngrants++;
 		if (!node && !rg->grants_unknown) {   /* look again later (rd_grants_timer) */
 			rg->grants_unknown = true;
 			rg->grants_resolve_ms = 0;
@@ -436,12 +521,26 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		/* before the record: no other node reads a grant its owner refuses */
 		node_grants_publish(ctl, rg, ng);
 	} else {
+		void *nic = rg->grant_nic[i];
+		struct rd_grant gone = rg->grants[i];
+
 		memmove(&rg->grants[i], &rg->grants[i + 1],
 			(rg->ngrants - i - 1) * sizeof(rg->grants[0]));
 		memmove(&rg->grant_node[i], &rg->grant_node[i + 1],
 			(rg->ngrants - i - 1) * sizeof(rg->grant_node[0]));
+		memmove(&rg->grant_nic[i], &rg->grant_nic[i + 1],
+			(rg->ngrants - i - 1) * sizeof(rg->grant_nic[0]));
 		rg->ngrants--;
 		node_grants_publish(ctl, rg, ng);
+		/* and at the NIC (verbs): the grantee's next WR with its rkey
+		 * is refused there, whatever its node still believes; unless
+		 * another grant to the same grantee still covers all it let
+		 * in (a grant made wider or moved: add, then revoke), whose
+		 * handles keep working until their node reads the record */
+		if (nic && grant_covered(rg, &gone))
+			grant_nic_defer(ctl, rg, nic, gone.hi - gone.lo);
+		else
+			rd_peers_unreg_nic(ctl, rg, nic, gone.hi - gone.lo);
 		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
 	/* The record is written again whole: past the 1 every grant takes

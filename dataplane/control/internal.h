@@ -126,10 +126,17 @@ typedef void (*rd_put_done_fn)(struct rd_control *ctl, struct rd_conn *conn, int
 			       uint64_t arg);
 int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct rd_region_rec *rec,
 		     rd_put_done_fn done, uint64_t arg);
-/* grants.c: whether @c owns, on this node, a region of @tenant whose grant
- * id is in @grants */
-bool rd_client_granted(const struct rd_client *c, const char *tenant,
-		       const struct rd_grant *grants, uint32_t n, const struct rd_handle *want);
+/* grants.c: the first of @grants that lets @c (of @tenant) open @want (a
+ * grant to @c itself, or to a region it owns on this node), or NULL */
+const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *tenant,
+				       const struct rd_grant *grants, uint32_t n,
+				       const struct rd_handle *want);
+static inline bool rd_client_granted(const struct rd_client *c, const char *tenant,
+				     const struct rd_grant *grants, uint32_t n,
+				     const struct rd_handle *want)
+{
+	return rd_client_grant(c, tenant, grants, n, want) != NULL;
+}
 /* admin.c */
 int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, int fd);
 

@@ -669,6 +669,7 @@ void rd_control_fini(struct rd_control *ctl)
 		close(ctl->sig_fd);
 	if (ctl->epfd >= 0)
 		close(ctl->epfd);
+	rd_grants_defer_release(ctl, NULL, UINT64_MAX); /* MRs before their PD */
 	rd_peers_fini(ctl);
 	rd_metrics_fini(ctl);
 	if (ctl->reg.ops) {

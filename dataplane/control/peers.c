@@ -63,6 +63,7 @@ static uint64_t grants_hash(const struct rd_region_rec *rec)
 		h = (h ^ g->lo) * 1099511628211ull;
 		h = (h ^ g->hi) * 1099511628211ull;
 		h = (h ^ g->access) * 1099511628211ull;
+		h = (h ^ g->nic_rkey) * 1099511628211ull;
 	}
 	return h;
 }
@@ -144,6 +145,79 @@ void rd_peers_unreg_region(struct rd_control *ctl, struct rd_region *rg)
 
 	if (pv && pv->cp->unreg_region)
 		pv->cp->unreg_region(ctl, rg);
+}
+
+/*
+ * Grant @i of local region @rg gets an MR of its own at the NIC when its
+ * grantee is known to live on another node (a grant to one of ours, or to
+ * an id no record names yet, takes none: the latter gets one when its node
+ * is found, rd_grants_timer). Past its tenant's quota.grant_mrs, or past
+ * quota.bytes of such MRs, or when the NIC refuses, the grant goes through
+ * the region's key: its revoke then reaches the grantee's node with the
+ * record, as before per-grant MRs (logged, at most once a minute per
+ * tenant). Returns whether it has one now.
+ */
+bool rd_peers_reg_grant(struct rd_control *ctl, struct rd_region *rg, uint32_t i)
+{
+	struct rd_provider *pv = ctl->poller->net;
+	const struct rd_grant *g = &rg->grants[i];
+	struct rd_tenant_use *u;
+	const char *why = NULL;
+	uint64_t now;
+
+	if (rg->grant_nic[i])
+		return true;
+	rg->grants[i].nic_rkey = 0;
+	if (!pv || !pv->cp->reg_grant || rg->tidx < 0 || !rg->grant_node[i] ||
+	    rg->grant_node[i] == rd_node_hash(ctl->cfg->node))
+		return false;
+	u = &ctl->tuse[rg->tidx];
+	if (u->grant_mrs >= ctl->cfg->tenants[rg->tidx].quota.grant_mrs)
+		why = "quota.grant_mrs";
+	else if (u->grant_mr_bytes + (g->hi - g->lo) > ctl->cfg->tenants[rg->tidx].quota.bytes)
+		why = "quota.bytes of grant MRs";
+	else if (pv->cp->reg_grant(ctl, rg, &rg->grants[i], &rg->grant_nic[i]) ||
+		 !rg->grant_nic[i])
+		why = "the NIC refused its MR";
+	if (why) {
+		rg->grant_nic[i] = NULL;
+		rg->grants[i].nic_rkey = 0;
+		now = rd_mono_ns();
+		if (!u->grant_mrs_logged || now - u->grant_mrs_logged > 60000000000ull) {
+			u->grant_mrs_logged = now;
+			RD_LOG(NOTICE, "region %s/%s: tenant %s has %u grant MRs (%llu bytes): %s: "
+			       "this grant goes through the region's key, its revoke at the "
+			       "registry's pace", rg->tenant, rg->name, rg->tenant, u->grant_mrs,
+			       (unsigned long long)u->grant_mr_bytes, why);
+		}
+		return false;
+	}
+	u->grant_mrs++;
+	u->grant_mr_bytes += g->hi - g->lo;
+	return true;
+}
+
+/* Release @nic, the MR of a grant of @rg over @bytes bytes. */
+void rd_peers_unreg_nic(struct rd_control *ctl, struct rd_region *rg, void *nic, uint64_t bytes)
+{
+	struct rd_provider *pv = ctl->poller->net;
+
+	if (!nic || !pv || !pv->cp->unreg_grant)
+		return;
+	pv->cp->unreg_grant(ctl, nic);
+	if (rg->tidx >= 0) {
+		struct rd_tenant_use *u = &ctl->tuse[rg->tidx];
+
+		u->grant_mrs -= u->grant_mrs ? 1 : 0;
+		u->grant_mr_bytes -= u->grant_mr_bytes >= bytes ? bytes : u->grant_mr_bytes;
+	}
+}
+
+void rd_peers_unreg_grant(struct rd_control *ctl, struct rd_region *rg, uint32_t i)
+{
+	rd_peers_unreg_nic(ctl, rg, rg->grant_nic[i], rg->grants[i].hi - rg->grants[i].lo);
+	rg->grant_nic[i] = NULL;
+	rg->grants[i].nic_rkey = 0;
 }
 
 static void peer_free(struct rd_control *ctl, struct rd_peer *p)
@@ -467,6 +541,12 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	rg->ctl_paused = false;
 	RD_LOG(INFO, "remote region %s/%s resumes on node %s, epoch %016llx", rg->tenant, rg->name,
 	       rg->node, (unsigned long long)rg->epoch);
+	if (rec->policy == ROSHM_POLICY_GRANT) {
+		/* the new instance's grants: each handle takes its grant's
+		 * NIC key there (the old instance's are dead), or lets go */
+		rg->grants_seen = grants_hash(rec);
+		rd_control_grants_enforce(ctl, rg, rec->tenant, rec->grants, rec->ngrants);
+	}
 }
 
 /*

@@ -90,11 +90,15 @@ void rd_control_region_free(struct rd_control *ctl, struct rd_region *rg)
 			}
 	}
 	if (!rg->remote) {
+		for (uint32_t i = 0; i < rg->ngrants && rg->grant_nic; i++)
+			rd_peers_unreg_grant(ctl, rg, i);
+		rd_grants_defer_release(ctl, rg, 0);
 		rd_peers_unreg_region(ctl, rg);
 		rd_region_free(rg);
 	}
 	free(rg->grants);
 	free(rg->grant_node);
+	free(rg->grant_nic);
 	free(rg->node_grants);
 	free(rg->slot_owner);
 	free(rg);
@@ -206,6 +210,7 @@ static int handle_alloc(struct rd_control *ctl, struct rd_client *c, struct rd_r
 		h->lo = h->part ? part->lo : 0;
 		h->hi = h->part ? part->hi : rg->data_size;
 		h->access = h->part ? part->access : ROSHM_ACCESS_ALL;
+		h->nic_rkey = part && rg->remote ? part->nic_rkey : 0;
 		h->region = rg;
 		rg->refs++;
 		c->handle_hint = i + 1;
@@ -671,8 +676,9 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 	if (strcmp(rec.node, ctl->cfg->node)) {
 		/* Remote: the policy is checked here, by the requester's roshmd,
 		 * which is the one that authenticated the client's tenant. */
-		bool ok = rec.policy == ROSHM_POLICY_GRANT ?
-			  rd_client_granted(c, rec.tenant, rec.grants, rec.ngrants, &want) :
+		const struct rd_grant *g = rec.policy == ROSHM_POLICY_GRANT ?
+			  rd_client_grant(c, rec.tenant, rec.grants, rec.ngrants, &want) : NULL;
+		bool ok = rec.policy == ROSHM_POLICY_GRANT ? g != NULL :
 			  rec.policy != ROSHM_POLICY_OWNER &&
 			  rd_policy_allows(rec.policy, rec.tenant, rec.ntenants,
 					   (const char (*)[ROSHM_NAME_MAX])rec.tenants, c->tenant);
@@ -701,6 +707,9 @@ static int region_open(struct rd_control *ctl, struct rd_conn *conn,
 		}
 		if (strcmp(rec.state, RD_STATE_ACTIVE))
 			return -EAGAIN;
+		/* verbs: the owner's MR for that grant alone, whose revoke
+		 * holds at its NIC */
+		want.nic_rkey = g ? g->nic_rkey : 0;
 		struct rd_peer *peer = NULL;
 
 		ret = rd_peers_open_remote(ctl, &rec, &rg, &peer);

@@ -61,6 +61,8 @@ void rd_poller_apply_cmd(struct rd_poller *p, struct rd_cmd *cmd)
 		c->dp_handles[idx].gen = (uint16_t)(cmd->handle >> 16);
 		c->dp_handles[idx].own = cmd->own;
 		c->dp_handles[idx].part = cmd->limits && cmd->limits->part;
+		c->dp_handles[idx].nic_rkey = cmd->limits && cmd->region->remote ?
+					      cmd->limits->nic_rkey : 0;
 		if (c->dp_handles[idx].part) {
 			c->dp_handles[idx].access = cmd->limits->access;
 			c->dp_handles[idx].lo = cmd->limits->lo;

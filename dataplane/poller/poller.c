@@ -694,6 +694,8 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 
 		int ret = rd_sqe_check(&op.sqe, c->dp_handles, c->nhandles, c->arena_size,
 				       &op.region, &op.lbuf);
+		/* the handle's own NIC key (verbs grants), valid when ret is 0 */
+		op.nic_rkey = op.region ? c->dp_handles[op.sqe.handle & 0xffffu].nic_rkey : 0;
 		budget -= RD_OP_COST;
 		if (lr.n && !local_timed(p, &op, ret))
 			lat_flush(p, &lr);

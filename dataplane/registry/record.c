@@ -216,6 +216,7 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 	json_object_set_new(o, "tenants", t);
 	if (rec->policy == ROSHM_POLICY_GRANT) {
 		json_t *g = json_array();
+		bool nic = false;
 
 		for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++) {
 			const struct rd_grant *e = &rec->grants[i];
@@ -228,8 +229,18 @@ static json_t *region_obj(const struct rd_region_rec *rec)
 					 (unsigned long long)e->gid, (unsigned long long)e->lo,
 					 (unsigned long long)e->hi, e->access);
 			json_array_append_new(g, json_string(gb));
+			if (e->nic_rkey)
+				nic = true;
 		}
 		json_object_set_new(o, "grants", g);
+		if (nic && !strncmp(rec->endpoint, "verbs:", 6)) {
+			/* per grant, its own MR's rkey (0: none), for peers' NICs */
+			json_t *k = json_array();
+
+			for (uint32_t i = 0; i < rec->ngrants && i < ROSHM_GRANTS_MAX; i++)
+				json_array_append_new(k, json_integer(rec->grants[i].nic_rkey));
+			json_object_set_new(o, "grant_rkeys", k);
+		}
 	}
 	return o;
 }
@@ -435,6 +446,23 @@ static int region_from_obj(json_t *o, struct rd_region_rec *rec, const char **wh
 			*why = "malformed grants";
 			return -EBADMSG;
 		}
+	/* "grant_rkeys": verbs only, one rkey per grant (0: none), optional */
+	t = json_object_get(o, "grant_rkeys");
+	if (t && (!rec->ngrants || strncmp(rec->endpoint, "verbs:", 6) || !json_is_array(t) ||
+		  json_array_size(t) != rec->ngrants)) {
+		*why = "malformed grant_rkeys";
+		return -EBADMSG;
+	}
+	for (uint32_t i = 0; t && i < rec->ngrants; i++) {
+		json_t *v = json_array_get(t, i);
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > UINT32_MAX) {
+			*why = "malformed grant_rkeys";
+			return -EBADMSG;
+		}
+		rec->grants[i].nic_rkey = (uint32_t)json_integer_value(v);
+	}
 	*why = NULL;
 	return 0;
 }

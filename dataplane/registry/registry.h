@@ -37,8 +37,18 @@ struct rd_grant {
 	uint64_t gid;
 	uint64_t lo, hi;
 	uint32_t access;
-	uint32_t rsvd;
+	/* verbs: the rkey of the MR the owner's roshmd registered for this
+	 * grant alone (its part, its operations), which a grantee's node
+	 * uses instead of the region's, so that a revoke (the MR deregistered)
+	 * holds at the owner's NIC at once; 0: none (use the region's) */
+	uint32_t nic_rkey;
 };
+
+/* The same grant: id, part and operations (not the NIC key it was given). */
+static inline int rd_grant_same(const struct rd_grant *a, const struct rd_grant *b)
+{
+	return a->gid == b->gid && a->lo == b->lo && a->hi == b->hi && a->access == b->access;
+}
 
 #define RD_STATE_ACTIVE "active"
 #define RD_STATE_STALE "stale"

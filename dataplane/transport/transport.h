@@ -48,6 +48,7 @@ struct rd_op {
 	 * points into (held by the operation until it is done), else NULL */
 	struct rd_region *lbuf;
 	bool again;                 /* TXN_COMMIT: an earlier attempt's outcome was lost */
+	uint32_t nic_rkey;          /* a client's: its handle's nic_rkey (0: the region's) */
 	int32_t status;
 	uint64_t result;
 };
@@ -188,6 +189,13 @@ struct rd_provider_cp_ops {
 	void (*unreg_client)(struct rd_control *ctl, struct rd_client *c);
 	int (*reg_region)(struct rd_control *ctl, struct rd_region *rg);
 	void (*unreg_region)(struct rd_control *ctl, struct rd_region *rg);
+	/* A grant of local region @rg (ROSHM_POLICY_GRANT): register its part
+	 * alone with its operations (setting g->nic_rkey) in *@nic, so that
+	 * the grant can be taken back at the NIC (unreg_grant) without
+	 * touching the region's other grantees. */
+	int (*reg_grant)(struct rd_control *ctl, struct rd_region *rg, struct rd_grant *g,
+			 void **nic);
+	void (*unreg_grant)(struct rd_control *ctl, void *nic);
 	/* The provider's part of the peer's JSON (admin "peers") and counters. */
 	void (*peer_json)(struct rd_control *ctl, const struct rd_peer *peer, struct json_t *o);
 	void (*peer_stats)(const struct rd_peer *peer, struct rd_peer_stats *st);

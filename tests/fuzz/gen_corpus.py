@@ -85,6 +85,14 @@ put('record', 'region_grant_part', dump(dict(region, policy='grant', grants=[
     '0123456789abcdef:0000000000000010:0000000000000030:1', '0123456789abcdef'])))
 put('record', 'region_grant_part_bad', dump(dict(region, policy='grant', grants=[
     '0123456789abcdef:0000000000000030:0000000000000010:1'])))
+verbs_region = dict(region, endpoint='verbs:198.18.1.1:7472', rkey=4660, raddr='140737354129408')
+put('record', 'region_grant_rkeys', dump(dict(verbs_region, policy='grant', grants=[
+    '0123456789abcdef:0000000000000010:0000000000000030:1', '0123456789abcdef'],
+    grant_rkeys=[4294967295, 0])))
+put('record', 'region_grant_rkeys_short', dump(dict(verbs_region, policy='grant',
+    grants=['0123456789abcdef', 'ffffffffffffffff'], grant_rkeys=[17])))
+put('record', 'region_grant_rkeys_tcp', dump(dict(region, policy='grant', grants=['0123456789abcdef'],
+    grant_rkeys=[17])))
 put('record', 'region_ogid', dump(dict(region, policy='grant', ogid='00000000000000a1', grants=['00000000000000a1'])))
 put('record', 'region_ogid_zero', dump(dict(region, ogid='0000000000000000')))
 put('record', 'region_grant_empty', dump(dict(region, policy='grant', grants=[])))

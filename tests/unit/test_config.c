@@ -172,6 +172,28 @@ static void test_shares(void **st)
 		     "out of range");
 	expect_error("dataplane: { share_quantum = 100; };\n", 1, "out of range");
 	expect_error("quota: { ops_per_sec = -1; };\n", 1, "out of range");
+	/* grant MRs (verbs): each tenant's share of limits.max_grant_mrs unless
+	 * chosen, for every tenant or in its own block; 0: none */
+	assert_int_equal(load("node = \"n\";\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.max_grant_mrs, 16384);
+	assert_int_equal(cfg.tenants[0].quota.grant_mrs, 16384);
+	rd_config_free(&cfg);
+	assert_int_equal(load("limits: { max_grant_mrs = 1000; };\n"
+			      "tenants = ( { name = \"a\"; }, { name = \"b\"; quota = { "
+			      "grant_mrs = 0; }; }, { name = \"c\"; } );\n", &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.tenants[0].quota.grant_mrs, 333);
+	assert_int_equal(cfg.tenants[1].quota.grant_mrs, 0);
+	assert_int_equal(cfg.tenants[2].quota.grant_mrs, 333);
+	rd_config_free(&cfg);
+	assert_int_equal(load("quota: { grant_mrs = 7; };\n"
+			      "tenants = ( { name = \"a\"; }, { name = \"b\"; } );\n",
+			      &cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg.tenants[0].quota.grant_mrs, 7);
+	assert_int_equal(cfg.tenants[1].quota.grant_mrs, 7);
+	rd_config_free(&cfg);
+	expect_error("limits: { max_grant_mrs = -1; };\n", 1, "out of range");
+	expect_error("tenants = ( { name = \"a\";\n quota = { grant_mrs = 16777217; }; } );\n", 2,
+		     "out of range");
 }
 
 /*

@@ -477,6 +477,87 @@ static void test_region_grants(void **st)
 	assert_true(rd_grant_id("ab", "c", "d", 1) != rd_grant_id("a", "bc", "d", 1));
 }
 
+/* verbs: each grant's own MR rkey ("grant_rkeys", one per grant, 0 for
+ * none), covered by the MAC, absent when none has one or the endpoint is
+ * not verbs; malformed lists are refused whatever the MAC. */
+static void test_region_grant_rkeys(void **st)
+{
+	struct rd_region_rec r, back;
+	const char *why;
+	char *s, *t;
+	json_t *a;
+
+	(void)st;
+	sample(&r, true);
+	r.policy = ROSHM_POLICY_GRANT;
+	r.ntenants = 0;
+	memset(r.tenants, 0, sizeof(r.tenants));
+	r.ngrants = 3;
+	for (int i = 0; i < 3; i++)
+		r.grants[i] = (struct rd_grant){ .gid = 0xab0 + i, .hi = r.data_size,
+						 .access = ROSHM_ACCESS_ALL };
+	r.grants[1].nic_rkey = 0x1234;
+	r.grants[2].nic_rkey = UINT32_MAX;
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\"grant_rkeys\":[0,4660,4294967295]"));
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_memory_equal(back.grants, r.grants, 3 * sizeof(r.grants[0]));
+	/* another rkey: the MAC */
+	a = json_array();
+	for (int i = 0; i < 3; i++)
+		json_array_append_new(a, json_integer(i == 1 ? 0x1235 : r.grants[i].nic_rkey));
+	t = with_field(s, "grant_rkeys", a);
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+			 -EBADMSG);
+	assert_non_null(strstr(why, "MAC"));
+	free(t);
+	/* malformed, whatever the MAC: a count other than the grants', not
+	 * an integer, out of range, not a list */
+	{
+		json_t *bad[6];
+
+		bad[0] = json_pack("[i,i]", 0, 1);
+		bad[1] = json_pack("[i,i,i,i]", 0, 1, 2, 3);
+		bad[2] = json_pack("[i,s,i]", 0, "1", 2);
+		bad[3] = json_pack("[i,I,i]", 0, (json_int_t)UINT32_MAX + 1, 2);
+		bad[4] = json_pack("[i,i,i]", 0, -1, 2);
+		bad[5] = json_string("0");
+		for (unsigned i = 0; i < 6; i++) {
+			t = with_field(s, "grant_rkeys", bad[i]);
+			assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1,
+							      &back, &why), -EBADMSG);
+			if (strcmp(why, "malformed grant_rkeys"))
+				fail_msg("grant_rkeys %u: rejected for '%s'", i, why);
+			free(t);
+		}
+	}
+	free(s);
+	/* none has one: no list */
+	r.grants[1].nic_rkey = r.grants[2].nic_rkey = 0;
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_null(strstr(s, "grant_rkeys"));
+	free(s);
+	/* tcp: no NIC keys are written, and none are read */
+	sample(&r, false);
+	r.policy = ROSHM_POLICY_GRANT;
+	r.ntenants = 0;
+	memset(r.tenants, 0, sizeof(r.tenants));
+	r.ngrants = 1;
+	r.grants[0] = (struct rd_grant){ .gid = 0xab0, .hi = r.data_size,
+					 .access = ROSHM_ACCESS_ALL, .nic_rkey = 7 };
+	s = rd_region_rec_sign(&r, key1, sizeof(key1) - 1);
+	assert_null(strstr(s, "grant_rkeys"));
+	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_int_equal(back.grants[0].nic_rkey, 0);
+	t = with_field(s, "grant_rkeys", json_pack("[i]", 7));
+	assert_int_equal(rd_region_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why),
+			 -EBADMSG);
+	assert_string_equal(why, "malformed grant_rkeys");
+	free(t);
+	free(s);
+}
+
 /* The largest record a node writes: names and endpoint at their longest,
  * every limit set, ROSHM_GRANTS_MAX grants each a part with the widest
  * encoding. It fits RD_REC_MAX (what every store reads back) and comes back
@@ -502,7 +583,8 @@ static void test_region_largest(void **st)
 	for (uint32_t i = 0; i < ROSHM_GRANTS_MAX; i++)
 		r->grants[i] = (struct rd_grant){ .gid = UINT64_MAX - i, .lo = 8 * i,
 						  .hi = r->data_size - i,
-						  .access = ROSHM_ACCESS_ALL & ~ROSHM_ACCESS_READ };
+						  .access = ROSHM_ACCESS_ALL & ~ROSHM_ACCESS_READ,
+						  .nic_rkey = UINT32_MAX - i };  /* widest too */
 	s = rd_region_rec_sign(r, key1, sizeof(key1) - 1);
 	assert_non_null(s);
 	assert_true(strlen(s) <= RD_REC_MAX);
@@ -616,6 +698,7 @@ int main(void)
 		cmocka_unit_test(test_region_mac_forms),
 		cmocka_unit_test(test_region_invalid_signed),
 		cmocka_unit_test(test_region_grants),
+		cmocka_unit_test(test_region_grant_rkeys),
 		cmocka_unit_test(test_region_largest),
 		cmocka_unit_test(test_node_record),
 		cmocka_unit_test(test_ipv6_endpoints),

@@ -502,7 +502,10 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	}
 	if (q->tail - q->head >= q->depth || !rd_peer_inflight_ok(v->poller, peer, op->client))
 		return -EBUSY; /* send queue (or this tenant's share of it) full: next round */
-	if (__builtin_expect(vp->nrefused != 0, 0) && refused(vp, rg->rkey)) {
+	/* a grantee's handle names the owner's MR of its grant alone */
+	uint32_t rkey = op->nic_rkey && op->client && !op->raw ? op->nic_rkey : rg->rkey;
+
+	if (__builtin_expect(vp->nrefused != 0, 0) && refused(vp, rkey)) {
 		op->status = -EACCES; /* refused a moment ago: not again, until the registry knows */
 		return RD_OP_DONE;
 	}
@@ -542,21 +545,21 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	case ROSHM_OP_WRITE:
 		wr->opcode = IBV_WR_RDMA_WRITE;
 		wr->wr.rdma.remote_addr = raddr;
-		wr->wr.rdma.rkey = rg->rkey;
+		wr->wr.rdma.rkey = rkey;
 		if (s->len <= q->max_inline)
 			wr->send_flags = IBV_SEND_INLINE; /* copied at post time, in this round */
 		break;
 	case ROSHM_OP_READ:
 		wr->opcode = IBV_WR_RDMA_READ;
 		wr->wr.rdma.remote_addr = raddr;
-		wr->wr.rdma.rkey = rg->rkey;
+		wr->wr.rdma.rkey = rkey;
 		break;
 	case ROSHM_OP_FETCH_ADD:
 	case ROSHM_OP_CMP_SWAP:
 		wr->opcode = s->opcode == ROSHM_OP_FETCH_ADD ? IBV_WR_ATOMIC_FETCH_AND_ADD
 							     : IBV_WR_ATOMIC_CMP_AND_SWP;
 		wr->wr.atomic.remote_addr = raddr;
-		wr->wr.atomic.rkey = rg->rkey;
+		wr->wr.atomic.rkey = rkey;
 		wr->wr.atomic.compare_add = s->operand1;
 		wr->wr.atomic.swap = s->operand2;
 		laddr = (uint8_t *)&q->res[i];
