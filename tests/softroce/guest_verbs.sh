@@ -29,12 +29,15 @@ guest_roshmd "$n"
 if [ "$n" = 1 ]; then
   timeout 600 "$SR" owner &
   OWNER=$!
+  # a grant's revoke over RoCE: refused at once by our NIC (sr_client.c)
+  timeout 400 "$SR" gowner & GOWNER=$!
   # pods on this node work on our regions at the same time as VM2's
   for _ in $(seq 3000); do [ -e /run/shared/atomics.go ] && break; sleep 0.1; done
   timeout 300 "$SR" fa 3 atomics.done & a=$!
   timeout 300 "$SR" lock 3 & b=$!
   timeout 300 "$SR" txn txl 0 400 & c=$!
   wait $a && wait $b && wait $c && touch /run/shared/atomics.local.done
+  wait $GOWNER; say "gowner exit $?"
   # mid-stream: kill the owner node's roshmd and bring it back
   for _ in $(seq 3000); do [ -e /run/shared/txn.started ] && break; sleep 0.1; done
   sleep 1
@@ -56,6 +59,7 @@ else
   timeout 300 "$SR" txn txl 1 400 & e=$!
   wait $a && wait $b && wait $c && wait $d && wait $e && touch /run/shared/atomics.done
   timeout 120 "$SR" probe; say "probe exit $?"
+  timeout 300 "$SR" gpeer; say "gpeer exit $?"
   timeout 600 "$SR" txn txn 0 1500 & a=$!
   timeout 600 "$SR" txn txn 1 1500 & b=$!
   # the peers table while the writers hold VM1's regions open (after they

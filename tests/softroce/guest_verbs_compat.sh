@@ -20,9 +20,15 @@ guest_net "$n"
 # limits.max_grants: verbs_check many_qps connects max_grants / 2 + 1 peer
 # processes to one MR (the last is refused). 64 here (33 contexts, each
 # with its 16 MiB arena, in a VM of 1 GiB); check_verbs_perftest runs 80.
+# quota.grant_mrs: VM1 gives each grant to VM2 an MR of its own (verbs_mw's
+# unbound window is refused at its NIC at once, below); VM2 gives none
+# (0), so that every grant of VM2's to VM1 goes through the region's key,
+# as past that quota.
+gmrs=; [ "$n" = 2 ] && gmrs='quota: { grant_mrs = 0; };'
 guest_conf "$n" 'registry: { dir = "/run/shared/registry"; revalidate_ms = 500; };
 dataplane: { inflight_sleep_bytes = 65536; };
 limits: { max_grants = 64; };
+'"$gmrs"'
 transport: { verbs: { enabled = true; device = "rxe0"; secret_file = "/run/shared/secret"; }; };'
 guest_roshmd "$n"
 app() { env LD_LIBRARY_PATH="$V" ROSHM_SOCK=/run/roshm/roshmd.sock VERBS_CHECK_MAX_GRANTS=64 "$@"; }
@@ -319,7 +325,26 @@ ours verbs_check 7599 "$B/client-lib/tools/roshmctl -s /run/roshm/roshmd.sock pe
 ours verbs_ud 7598
 # verbs_mcast: UD multicast (members in both VMs; no other tenant here)
 ours verbs_mcast 7596
-# verbs_mw: memory windows (binds, WRs through them, invalidations)
-ours verbs_mw 7595
+# verbs_mw: memory windows (binds, WRs through them, invalidations). An
+# unbound window's grant had its own MR at VM1's NIC, deregistered by the
+# unbind: VM2's next WR through it is refused there (before: up to 500 ms
+# of WRs passed, until VM2 read the record)
+mw_at_once() {
+  if grep -q "WRITE through the unbound type 1 window: refused (0 passed before)" \
+       /run/shared/verbs_mw.client; then
+    say "ok: verbs_mw: the unbound window refused at the owner's NIC at once"
+  else
+    say "FAIL: verbs_mw: WRs passed through the unbound window"
+    grep "passed before" /run/shared/verbs_mw.client
+  fi
+}
+ours verbs_mw 7595 mw_at_once
+if [ "$n" = 2 ]; then
+  # VM2's grants (each pair's client MRs and QP rings) went through the
+  # region's key, and every test above passed with them
+  grep -q "grant goes through the region's key" /run/shared/roshmd-2.log &&
+    say "ok: grants past quota.grant_mrs through the region's key" ||
+    say "FAIL: no grant passed quota.grant_mrs"
+fi
 kill -TERM $RD; wait $RD
 say "roshmd exit $?"

@@ -901,11 +901,119 @@ static int probe(void)
 	return 0;
 }
 
+static bool exists(const char *name)
+{
+	char p[256];
+	struct stat st;
+
+	snprintf(p, sizeof(p), SH "%s", name);
+	return stat(p, &st) == 0;
+}
+
+/*
+ * A grant's revoke over RoCE (VM1's "gowner", VM2's "gpeer"). The owner
+ * grants part A = [0, 4096) of "gr" to gpeer's region; gpeer WRITEs a
+ * counter into it every 10 ms. The owner grants the wider B = [0, 8192),
+ * then revokes A: every WRITE of the next 3 s must pass (A's MR at VM1's
+ * NIC is kept until gpeer's node has read the record and moved its handle
+ * to B's). Then gpeer WRITEs every 5 ms and the owner revokes B: from the
+ * moment the revoke returns, no WRITE lands (the counter moves by the one
+ * in flight at most in the next 500 ms), since VM1's NIC refuses B's MR
+ * (VM2's roshmd reads the record only every 300 ms, and until then used to
+ * let them through); gpeer's WRITEs fail from then on, none passes after
+ * the first refusal (-EACCES by the NIC, -EBADF once its handle closed).
+ */
+static const struct roshm_part part_a = { 0, 4096, ROSHM_ACCESS_WRITE };
+static const struct roshm_part part_b = { 0, 8192, ROSHM_ACCESS_WRITE };
+
+static int gowner(void)
+{
+	struct roshm *r = attach();
+	struct roshm_region_opts go = { .policy = ROSHM_POLICY_GRANT };
+	uint32_t h;
+	uint64_t *d, c0, c1, c2;
+
+	CHECK_EQ(roshm_region_create(r, "gr", 16384, &go, &h), 0);
+	d = roshm_region_data(r, h, NULL);
+	wait_file(r, "gpeer.ready", 300);
+	CHECK_EQ(roshm_region_grant_part(r, h, "gpeer", &part_a), 0);
+	touch("g.a");
+	wait_file(r, "g.writing", 120);
+	CHECK_EQ(roshm_region_grant_part(r, h, "gpeer", &part_b), 0);
+	CHECK_EQ(roshm_region_revoke_part(r, h, "gpeer", &part_a), 0);
+	touch("g.moved");
+	wait_file(r, "g.moved.ok", 120);
+	c0 = __atomic_load_n(d, __ATOMIC_ACQUIRE);
+	usleep(300000);   /* gpeer writes on */
+	CHECK_EQ(roshm_region_revoke_part(r, h, "gpeer", &part_b), 0);
+	c1 = __atomic_load_n(d, __ATOMIC_ACQUIRE);
+	usleep(500000);
+	c2 = __atomic_load_n(d, __ATOMIC_ACQUIRE);
+	touch("g.done");
+	printf("sr: gowner: counter %llu before the revoke, %llu when it returned, %llu 500 ms "
+	       "later\n", (unsigned long long)c0, (unsigned long long)c1, (unsigned long long)c2);
+	CHECK(c1 > c0);        /* gpeer was writing */
+	CHECK(c2 <= c1 + 1);   /* nothing but the one in flight landed after */
+	printf("sr: gowner: no WRITE landed after the revoke returned\n");
+	return 0;
+}
+
+static int gpeer(void)
+{
+	struct roshm *r = attach();
+	uint32_t mine, h;
+	uint64_t n = 0, *a = roshm_arena(r, NULL);
+	int ret = -EACCES, first = 0;
+	struct timespec t0, t;
+
+	CHECK_EQ(roshm_region_create(r, "gpeer", 4096, NULL, &mine), 0);
+	touch("gpeer.ready");
+	wait_file(r, "g.a", 300);
+	for (int i = 0; i < 600 && ret; i++) {   /* until the grant's record is here */
+		ret = roshm_region_open_part(r, "gr", &part_a, &h, NULL);
+		if (ret)
+			usleep(100000);
+	}
+	CHECK_EQ(ret, 0);
+	*a = ++n;
+	CHECK_EQ(roshm_write_sync(r, h, 0, 0, 8), 0);
+	touch("g.writing");
+	while (!exists("g.moved")) {
+		*a = ++n;
+		CHECK_EQ(roshm_write_sync(r, h, 0, 0, 8), 0);
+		usleep(10000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {   /* A revoked, B covers it: nothing fails */
+		*a = ++n;
+		CHECK_EQ(roshm_write_sync(r, h, 0, 0, 8), 0);
+		usleep(10000);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 3);
+	touch("g.moved.ok");
+	printf("sr: gpeer: part A revoked while B covers it: %llu WRITEs, none failed\n",
+	       (unsigned long long)n);
+	while (!exists("g.done")) {
+		*a = ++n;
+		ret = roshm_write_sync(r, h, 0, 0, 8);
+		if (ret && !first) {
+			first = ret;
+			printf("sr: gpeer: the first refused WRITE: %s\n", roshm_strerror(ret));
+		}
+		CHECK(first ? ret == -EACCES || ret == -EBADF : ret == 0);
+		usleep(5000);
+	}
+	CHECK(first != 0);
+	printf("sr: gpeer: refused after the revoke, never passed again; last: %s\n",
+	       roshm_strerror(ret));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn REGION W NTX|"
-			"vowner|doomer|victim|racer K\n");
+			"vowner|doomer|victim|racer K|gowner|gpeer\n");
 		return 2;
 	}
 	role = argv[1];
@@ -921,6 +1029,10 @@ int main(int argc, char **argv)
 		return lock_user(atoi(argv[2]));
 	if (!strcmp(role, "probe"))
 		return probe();
+	if (!strcmp(role, "gowner"))
+		return gowner();
+	if (!strcmp(role, "gpeer"))
+		return gpeer();
 	if (!strcmp(role, "vowner"))
 		return vic_owner();
 	if (!strcmp(role, "doomer"))
