@@ -120,8 +120,10 @@ void rd_reg_rate_take_tenant(struct rd_control *ctl, const char *tenant, unsigne
 /* grants.c: write again the grant records whose last write failed */
 void rd_grants_timer(struct rd_control *ctl, uint64_t now);
 /* grants.c: release the revoked grants' MRs that are due (@rg NULL), or
- * all of @rg's (it is freed) */
+ * all of @rg's (it is freed: @now 0), or those of @rg no grant of it
+ * covers now (@now 1); a remote region's handles back to its own key */
 void rd_grants_defer_release(struct rd_control *ctl, const struct rd_region *rg, uint64_t now);
+void rd_control_handles_unkey(struct rd_control *ctl, struct rd_region *rg);
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n);
 /* regions.c */

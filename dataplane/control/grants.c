@@ -28,10 +28,24 @@
  * and its secret key), so a region made later under the same name does not
  * pass.
  */
+/* Of two grants that both cover a handle, the narrower: fewer bytes, then
+ * fewer operations (its own MR is the one a narrowing revoke keeps). */
+static const struct rd_grant *narrower(const struct rd_grant *best, const struct rd_grant *g)
+{
+	if (!best || g->hi - g->lo < best->hi - best->lo)
+		return g;
+	if (g->hi - g->lo == best->hi - best->lo &&
+	    __builtin_popcount(g->access) < __builtin_popcount(best->access))
+		return g;
+	return best;
+}
+
 const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *tenant,
 				       const struct rd_grant *grants, uint32_t n,
 				       const struct rd_handle *want)
 {
+	const struct rd_grant *best = NULL;
+
 	if (!n || strcmp(c->tenant, tenant))
 		return NULL;
 	/* a grant to @c itself (ROSHM_GRANT_ADD_OWNER: its cgid) */
@@ -40,7 +54,7 @@ const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *te
 
 		if (g->gid == c->cgid && g->lo <= want->lo && want->hi <= g->hi &&
 		    !(want->access & ~g->access))
-			return g;
+			best = narrower(best, g);
 	}
 	for (uint32_t i = 0; i < c->nhandles; i++) {
 		const struct rd_region *rg = c->ctl_handles[i].region;
@@ -52,10 +66,27 @@ const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *te
 
 			if (g->gid == rg->gid && g->lo <= want->lo && want->hi <= g->hi &&
 			    !(want->access & ~g->access))
-				return g;
+				best = narrower(best, g);
 		}
 	}
-	return NULL;
+	return best;
+}
+
+/* A remote region's handles take the region's own key (its new instance
+ * has no grants to name, or another policy). */
+void rd_control_handles_unkey(struct rd_control *ctl, struct rd_region *rg)
+{
+	for (struct rd_client *c = ctl->clients; c; c = c->next)
+		for (uint32_t i = 0; i < c->nhandles; i++) {
+			struct rd_handle *h = &c->ctl_handles[i];
+			struct rd_cmd cmd = { .type = RD_CMD_HANDLE_SET, .client = c, .region = rg,
+					      .handle = rd_handle_make(i, h->gen), .limits = h };
+
+			if (h->region != rg || !h->nic_rkey)
+				continue;
+			h->nic_rkey = 0;
+			rd_poller_cmd(ctl->poller, &cmd);
+		}
 }
 
 /*
@@ -117,37 +148,41 @@ struct rd_grant_defer {
 	struct rd_grant_defer *next;
 	struct rd_region *rg;
 	void *nic;
-	uint64_t bytes;
+	struct rd_grant g;          /* the revoked grant */
 	uint64_t at_ns;
 };
 
 static void grant_nic_defer(struct rd_control *ctl, struct rd_region *rg, void *nic,
-			    uint64_t bytes)
+			    const struct rd_grant *g)
 {
 	struct rd_grant_defer *d = malloc(sizeof(*d));
 
 	if (!d) {   /* no memory to wait: at once */
-		rd_peers_unreg_nic(ctl, rg, nic, bytes);
+		rd_peers_unreg_nic(ctl, rg, nic, g->hi - g->lo);
 		return;
 	}
-	*d = (struct rd_grant_defer){ ctl->grant_defer, rg, nic, bytes,
+	*d = (struct rd_grant_defer){ ctl->grant_defer, rg, nic, *g,
 				      rd_mono_ns() + (2ull * ctl->cfg->revalidate_ms + 1000) *
 						     1000000ull };
 	ctl->grant_defer = d;
 }
 
-/* Release the deferred MRs that are due (@rg NULL), or all of @rg's. */
+/*
+ * Release the deferred MRs that are due (@rg NULL), or all of @rg's (it
+ * is freed: @now 0), or those of @rg that its grants no longer cover (a
+ * revoke of the grant that covered one: @now 1), at once.
+ */
 void rd_grants_defer_release(struct rd_control *ctl, const struct rd_region *rg, uint64_t now)
 {
 	for (struct rd_grant_defer **pp = &ctl->grant_defer; *pp;) {
 		struct rd_grant_defer *d = *pp;
 
-		if (rg ? d->rg != rg : now < d->at_ns) {
+		if (rg ? d->rg != rg || (now == 1 && grant_covered(rg, &d->g)) : now < d->at_ns) {
 			pp = &d->next;
 			continue;
 		}
 		*pp = d->next;
-		rd_peers_unreg_nic(ctl, d->rg, d->nic, d->bytes);
+		rd_peers_unreg_nic(ctl, d->rg, d->nic, d->g.hi - d->g.lo);
 		free(d);
 	}
 }
@@ -538,9 +573,12 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
 		 * in (a grant made wider or moved: add, then revoke), whose
 		 * handles keep working until their node reads the record */
 		if (nic && grant_covered(rg, &gone))
-			grant_nic_defer(ctl, rg, nic, gone.hi - gone.lo);
+			grant_nic_defer(ctl, rg, nic, &gone);
 		else
 			rd_peers_unreg_nic(ctl, rg, nic, gone.hi - gone.lo);
+		/* and the MRs kept for grants this one covered, at once */
+		if (ctl->grant_defer)
+			rd_grants_defer_release(ctl, rg, 1);
 		rd_control_grants_enforce(ctl, rg, rg->tenant, rg->grants, rg->ngrants);
 	}
 	/* The record is written again whole: past the 1 every grant takes

@@ -437,10 +437,12 @@ void rd_control_reload_file(struct rd_control *ctl)
 			}
 			if (t->quota.clients != u->quota.clients || t->quota.regions != u->quota.regions ||
 			    t->quota.bytes != u->quota.bytes ||
+			    t->quota.grant_mrs != u->quota.grant_mrs ||
 			    t->quota.registry_ops_per_sec != u->quota.registry_ops_per_sec) {
 				t->quota.clients = u->quota.clients;
 				t->quota.regions = u->quota.regions;
 				t->quota.bytes = u->quota.bytes;
+				t->quota.grant_mrs = u->quota.grant_mrs; /* for grants from now on */
 				t->quota.registry_ops_per_sec = u->quota.registry_ops_per_sec;
 				quotas++;
 			}

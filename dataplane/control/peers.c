@@ -531,6 +531,21 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	struct rd_cmd cmd = { .type = RD_CMD_REGION_RETARGET, .region = rg, .target = &t };
 	struct rd_peer *old = rg->peer;
 
+	/* Before its held work goes out (the retarget resumes it): each
+	 * handle takes the new instance's NIC key of its grant, or lets go,
+	 * or (another policy) the region's key. */
+	rg->refs++;
+	if (rec->policy == ROSHM_POLICY_GRANT) {
+		rg->grants_seen = grants_hash(rec);
+		rd_control_grants_enforce(ctl, rg, rec->tenant, rec->grants, rec->ngrants);
+	} else {
+		rd_control_handles_unkey(ctl, rg);
+	}
+	if (rg->refs == 1) {   /* no handle left: nothing to resume */
+		rd_control_region_put(ctl, rg);
+		return;
+	}
+	rg->refs--;
 	rd_control_cmd(ctl, &cmd); /* the poller switches rg->peer too */
 	if (old != p) {
 		old->refs--;
@@ -541,12 +556,6 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	rg->ctl_paused = false;
 	RD_LOG(INFO, "remote region %s/%s resumes on node %s, epoch %016llx", rg->tenant, rg->name,
 	       rg->node, (unsigned long long)rg->epoch);
-	if (rec->policy == ROSHM_POLICY_GRANT) {
-		/* the new instance's grants: each handle takes its grant's
-		 * NIC key there (the old instance's are dead), or lets go */
-		rg->grants_seen = grants_hash(rec);
-		rd_control_grants_enforce(ctl, rg, rec->tenant, rec->grants, rec->ngrants);
-	}
 }
 
 /*
@@ -569,8 +578,20 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 		region_gone(ctl, rg, "did not come back in time");
 	} else if (same && !strcmp(rec.state, RD_STATE_ACTIVE) && rg->ctl_paused &&
 		   rg->peer->ctl_up) {
-		/* its node is back, same instance: release the held work */
+		/* its node is back, same instance: release the held work, under
+		 * the grants as they are now (keys revoked meanwhile) */
 		struct rd_cmd cmd = { .type = RD_CMD_REGION_PAUSE, .region = rg, .fd = 0 };
+
+		if (rec.policy == ROSHM_POLICY_GRANT && grants_hash(&rec) != rg->grants_seen) {
+			rg->refs++;
+			rg->grants_seen = grants_hash(&rec);
+			rd_control_grants_enforce(ctl, rg, rec.tenant, rec.grants, rec.ngrants);
+			if (rg->refs == 1) {   /* no handle left */
+				rd_control_region_put(ctl, rg);
+				return;
+			}
+			rg->refs--;
+		}
 
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_paused = false;
