@@ -342,6 +342,15 @@ static void test_region_invalid_signed(void **st)
 	free(big);
 }
 
+/* sample() of policy grant (no tenant list), no grants yet */
+static void grant_sample(struct rd_region_rec *r, bool verbs)
+{
+	sample(r, verbs);
+	r->policy = ROSHM_POLICY_GRANT;
+	r->ntenants = 0;
+	memset(r->tenants, 0, sizeof(r->tenants));
+}
+
 /* ROSHM_POLICY_GRANT: the grant list is covered, has one form, and only
  * that policy has one. */
 static void test_region_grants(void **st)
@@ -354,10 +363,7 @@ static void test_region_grants(void **st)
 					   "0000000000000000", "-000000000000ab0", " 000000000000ab0" };
 
 	(void)st;
-	sample(&r, false);
-	r.policy = ROSHM_POLICY_GRANT;
-	r.ntenants = 0;
-	memset(r.tenants, 0, sizeof(r.tenants));
+	grant_sample(&r, false);
 	r.ngrants = 4;
 	for (int i = 0; i < 3; i++)
 		r.grants[i] = (struct rd_grant){ .hi = r.data_size, .access = ROSHM_ACCESS_ALL };
@@ -488,10 +494,7 @@ static void test_region_grant_rkeys(void **st)
 	json_t *a;
 
 	(void)st;
-	sample(&r, true);
-	r.policy = ROSHM_POLICY_GRANT;
-	r.ntenants = 0;
-	memset(r.tenants, 0, sizeof(r.tenants));
+	grant_sample(&r, true);
 	r.ngrants = 3;
 	for (int i = 0; i < 3; i++)
 		r.grants[i] = (struct rd_grant){ .gid = 0xab0 + i, .hi = r.data_size,
@@ -539,10 +542,7 @@ static void test_region_grant_rkeys(void **st)
 	assert_null(strstr(s, "grant_rkeys"));
 	free(s);
 	/* tcp: no NIC keys are written, and none are read */
-	sample(&r, false);
-	r.policy = ROSHM_POLICY_GRANT;
-	r.ntenants = 0;
-	memset(r.tenants, 0, sizeof(r.tenants));
+	grant_sample(&r, false);
 	r.ngrants = 1;
 	r.grants[0] = (struct rd_grant){ .gid = 0xab0, .hi = r.data_size,
 					 .access = ROSHM_ACCESS_ALL, .nic_rkey = 7 };
