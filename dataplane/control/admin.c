@@ -115,6 +115,17 @@ static json_t *admin_json(struct rd_control *ctl, const char *cmd, const char *t
 				    json_integer((json_int_t)((rd_mono_ns() - ctl->start_ns) / 1000000000ull)));
 		json_object_set_new(o, "clients", json_integer(tenant ? ctl->tuse[tidx].clients : ctl->nclients));
 		json_object_set_new(o, "regions", json_integer(tenant ? ctl->tuse[tidx].regions : ctl->nregions));
+		/* verbs: MRs of grants at the NIC now, and grants to other
+		 * nodes made without one (quota.grant_mrs, quota.bytes, the NIC) */
+		uint64_t gm = 0, gn = 0;
+
+		for (int t = 0; t < ctl->cfg->ntenants; t++)
+			if (!tenant || t == tidx) {
+				gm += ctl->tuse[t].grant_mrs;
+				gn += ctl->tuse[t].grants_no_mr;
+			}
+		json_object_set_new(o, "grant_mrs", json_integer((json_int_t)gm));
+		json_object_set_new(o, "grants_without_mr", json_integer((json_int_t)gn));
 		if (tenant)
 			json_object_set_new(o, "tenant", json_string(tenant));
 		json_object_set_new(o, "registry", json_string(ctl->reg.ops->name));

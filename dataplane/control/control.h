@@ -20,6 +20,7 @@ struct rd_tenant_use {
 	uint64_t bytes;
 	uint32_t grant_mrs;           /* NIC MRs of its grants (quota.grant_mrs) */
 	uint64_t grant_mr_bytes;      /* the bytes they cover (quota.bytes) */
+	uint64_t grants_no_mr;        /* grants to other nodes made without one (a metric) */
 	uint64_t grant_mrs_logged;    /* when a grant without one was last logged */
 };
 

@@ -574,6 +574,18 @@ static void tenant_metrics(struct rd_control *ctl, struct page *p)
 		put(p, "roshm_tenant_quota_refusals_total{tenant=\"%s\",request=\"txn\"} %llu\n", e,
 		    (unsigned long long)RD_STAT_GET(ps->tenant_txn_refused[t]));
 	}
+	head(p, "roshm_tenant_grant_mrs", "gauge",
+	     "verbs: MRs a tenant's grants to other nodes hold at the NIC (quota.grant_mrs)");
+	for (int t = 0; t < cfg->ntenants; t++)
+		put(p, "roshm_tenant_grant_mrs{tenant=\"%s\"} %llu\n",
+		    esc(cfg->tenants[t].name, e, sizeof(e)), (unsigned long long)ctl->tuse[t].grant_mrs);
+	head(p, "roshm_tenant_grants_without_mr_total", "counter",
+	     "verbs: grants to other nodes made without an MR of their own (past quota.grant_mrs "
+	     "or quota.bytes, or the NIC refused one): their revoke waits for the record");
+	for (int t = 0; t < cfg->ntenants; t++)
+		put(p, "roshm_tenant_grants_without_mr_total{tenant=\"%s\"} %llu\n",
+		    esc(cfg->tenants[t].name, e, sizeof(e)),
+		    (unsigned long long)ctl->tuse[t].grants_no_mr);
 	head(p, "roshm_tenant_registry_held_total", "counter",
 	     "Control requests of a tenant that waited for its registry rate "
 	     "(quota.registry_ops_per_sec) before they were read, and listings "

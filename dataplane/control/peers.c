@@ -182,6 +182,7 @@ bool rd_peers_reg_grant(struct rd_control *ctl, struct rd_region *rg, uint32_t i
 	if (why) {
 		rg->grant_nic[i] = NULL;
 		rg->grants[i].nic_rkey = 0;
+		u->grants_no_mr++;
 		now = rd_mono_ns();
 		if (!u->grant_mrs_logged || now - u->grant_mrs_logged > 60000000000ull) {
 			u->grant_mrs_logged = now;

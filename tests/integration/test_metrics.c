@@ -428,6 +428,9 @@ static void test_local(void **state)
 	/* q1's create took q's 2 registry operations a second: q2's waited */
 	EXPECT(page, 1, "roshm_tenant_registry_held_total{tenant=\"q\"}");
 	EXPECT(page, 0, "roshm_tenant_registry_held_total{tenant=\"default\"}");
+	/* grants' own MRs are the verbs transport's: none over tcp */
+	EXPECT(page, 0, "roshm_tenant_grant_mrs{tenant=\"q\"}");
+	EXPECT(page, 0, "roshm_tenant_grants_without_mr_total{tenant=\"q\"}");
 	EXPECT(page, 0, "roshm_cq_full_total");
 	free(page);
 	roshm_close(q);

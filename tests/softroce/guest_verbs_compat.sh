@@ -346,5 +346,24 @@ if [ "$n" = 2 ]; then
     say "ok: grants past quota.grant_mrs through the region's key" ||
     say "FAIL: no grant passed quota.grant_mrs"
 fi
+# Every application has exited: no grant MR is left at the NIC (VM1 had
+# them, VM2 made its grants without: roshmctl status, grants_without_mr)
+gm=x
+for _ in $(seq 100); do
+  st=$("$B/client-lib/tools/roshmctl" -s /run/roshm/roshmd.sock --json status 2>&1)
+  gm=$(echo "$st" | grep -o '"grant_mrs": *[0-9]*' | grep -o '[0-9]*$')
+  [ "$gm" = 0 ] && break
+  sleep 0.1
+done
+gn=$(echo "$st" | grep -o '"grants_without_mr": *[0-9]*' | grep -o '[0-9]*$')
+ok=
+if [ "$gm" = 0 ] && [ -n "$gn" ]; then
+  if [ "$n" = 1 ]; then [ "$gn" = 0 ] && ok=1; else [ "$gn" -gt 0 ] && ok=1; fi
+fi
+if [ -n "$ok" ]; then
+  say "ok: vm$n: no grant MR left, $gn grants made without one"
+else
+  say "FAIL: vm$n: grant MRs left: $gm, grants without one: $gn: $st"
+fi
 kill -TERM $RD; wait $RD
 say "roshmd exit $?"
