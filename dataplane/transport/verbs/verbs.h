@@ -169,6 +169,11 @@ int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c);
 void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c);
 int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg);
 void rd_verbs_unreg_region(struct rd_region *rg);
+/* verbs_mr.c: the provider's control ops for memory the NIC reaches */
+void rd_verbs_unreg_region_op(struct rd_control *ctl, struct rd_region *rg);
+int rd_verbs_reg_grant(struct rd_control *ctl, struct rd_region *rg, struct rd_grant *g,
+		       void **nic);
+void rd_verbs_unreg_grant(struct rd_control *ctl, void *nic);
 /* verbs_cm.c, for verbs_resp.c too: the MAC of a hello/challenge/proof
  * exchange; random bytes (abort without entropy); an inbound QP freed */
 void rd_verbs_vmac(const struct rd_tcp_secret *sec, const char *label, const uint8_t *nonce_r,

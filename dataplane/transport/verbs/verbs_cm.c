@@ -368,112 +368,6 @@ void rd_verbs_ctl_fini(struct rd_control *ctl)
 	rd_verbs_provider.ctl_priv = NULL;
 }
 
-int rd_verbs_reg_client(struct rd_control *ctl, struct rd_client *c)
-{
-	struct ibv_mr *mr;
-
-	(void)ctl;
-	if (!VCTL)
-		return 0;
-	mr = ibv_reg_mr(VCTL->pd, c->chan, c->chan_size, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr) {
-		int e = errno;
-
-		RD_LOG(ERR, "verbs: registering the channel of client %u (%zu bytes): %s", c->id,
-		       c->chan_size, strerror(e));
-		return -e;
-	}
-	c->mr = mr;
-	c->lkey = mr->lkey;
-	return 0;
-}
-
-/* Called when the client is freed: the poller let go of it, so no WR of
- * it is in flight (its dp_refs counted them). */
-void rd_verbs_unreg_client(struct rd_control *ctl, struct rd_client *c)
-{
-	(void)ctl;
-	if (!c->mr)
-		return;
-	ibv_dereg_mr(c->mr);
-	c->mr = NULL;
-}
-
-int rd_verbs_reg_region(struct rd_control *ctl, struct rd_region *rg)
-{
-	struct ibv_mr *mr;
-
-	if (!VCTL)
-		return 0;
-	mr = ibv_reg_mr(VCTL->pd, rg->map, rg->map_size,
-			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			IBV_ACCESS_REMOTE_ATOMIC);
-	if (!mr) {
-		int e = errno;
-
-		RD_LOG(ERR, "verbs: registering region %s/%s (%zu bytes): %s", rg->tenant, rg->name,
-		       rg->map_size, strerror(e));
-		return -e;
-	}
-	rg->mr = mr;
-	rg->rkey = mr->rkey;
-	rg->raddr = (uintptr_t)rg->map;
-	/* Our own atomics on it go through the NIC too (loopback QP) when the
-	 * NIC's atomics are not atomic with the CPU's (atomic_cap != GLOB). */
-	rg->peer = ctl->self;
-	return 0;
-}
-
-/*
- * A grant's own MR: the grant's part of @rg's data area, its operations
- * only. Its rkey goes in the record in place of the region's for the
- * grantee's node, so that deregistering it (the revoke) ends the grantee's
- * access at this NIC at once, while the region's other grantees keep
- * theirs. Same addresses as the region's MR (a peer's remote address does
- * not depend on which of the two it names).
- */
-static int verbs_reg_grant(struct rd_control *ctl, struct rd_region *rg, struct rd_grant *g,
-			   void **nic)
-{
-	int flags = 0;
-	struct ibv_mr *mr;
-
-	(void)ctl;
-	if (!VCTL || !rg->mr)
-		return 0;
-	if (g->access & ROSHM_ACCESS_READ)
-		flags |= IBV_ACCESS_REMOTE_READ;
-	if (g->access & ROSHM_ACCESS_WRITE)
-		flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-	if (g->access & ROSHM_ACCESS_ATOMIC)
-		flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-	mr = ibv_reg_mr(VCTL->pd, (uint8_t *)rg->map + rg->data_off + g->lo, g->hi - g->lo, flags);
-	if (!mr) {
-		int e = errno ? errno : ENOMEM;
-
-		RD_LOG(ERR, "verbs: registering a grant of region %s/%s ([%llu, %llu)): %s",
-		       rg->tenant, rg->name, (unsigned long long)g->lo, (unsigned long long)g->hi,
-		       strerror(e));
-		return -e;
-	}
-	g->nic_rkey = mr->rkey;
-	*nic = mr;
-	return 0;
-}
-
-static void verbs_unreg_grant(struct rd_control *ctl, void *nic)
-{
-	(void)ctl;
-	ibv_dereg_mr(nic);
-}
-
-void rd_verbs_unreg_region(struct rd_region *rg)
-{
-	if (rg->mr)
-		ibv_dereg_mr(rg->mr);
-	rg->mr = NULL;
-}
-
 /* ---- responder ---- */
 
 static void dial_event(struct rd_control *ctl, struct rd_vqp *q, struct rdma_cm_event *ev);
@@ -873,12 +767,6 @@ static int verbs_connect(struct rd_control *ctl, struct rd_peer *p)
 	return rd_verbs_dial(ctl, p);
 }
 
-static void verbs_unreg_region_op(struct rd_control *ctl, struct rd_region *rg)
-{
-	(void)ctl;
-	rd_verbs_unreg_region(rg);
-}
-
 static void verbs_peer_json(struct rd_control *ctl, const struct rd_peer *p, json_t *o)
 {
 	const struct rd_verbs_peer *vp = rd_vpeer(p);
@@ -927,9 +815,9 @@ const struct rd_provider_cp_ops rd_verbs_cp_ops = {
 	.reg_client = rd_verbs_reg_client,
 	.unreg_client = rd_verbs_unreg_client,
 	.reg_region = rd_verbs_reg_region,
-	.unreg_region = verbs_unreg_region_op,
-	.reg_grant = verbs_reg_grant,
-	.unreg_grant = verbs_unreg_grant,
+	.unreg_region = rd_verbs_unreg_region_op,
+	.reg_grant = rd_verbs_reg_grant,
+	.unreg_grant = rd_verbs_unreg_grant,
 	.epoll_event = rd_verbs_epoll_event,
 	.status_json = rd_verbs_status_json,
 	.peer_json = verbs_peer_json,
