@@ -208,6 +208,11 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 			rv_unlock(c);
 			return EBUSY;
 		}
+	for (struct rv_srq *s = c->xsrqs; s; s = s->next)
+		if (s->cq == cq) {   /* an XRC SRQ's (xrc.c) */
+			rv_unlock(c);
+			return EBUSY;
+		}
 	for (pp = &c->cqs; *pp && *pp != q; pp = &(*pp)->next)
 		;
 	if (*pp)
@@ -407,7 +412,10 @@ void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
 {
 	if (!c->thr_on || !rv_ring_ready(q))
 		return;
-	if (c->idle_sleep || (!c->watching && ((struct rv_cq *)q->qp.recv_cq)->armed)) {
+	const struct rv_cq *rq = (const struct rv_cq *)rv_qp_rcq(q);
+
+	/* XRC_RECV before its first message: no CQ of its own yet, any armed */
+	if (c->idle_sleep || (!c->watching && (!rq || rq->armed))) {
 		c->idle_sleep = false;
 		kick(c);
 	}
@@ -669,10 +677,11 @@ static void *notifier(void *arg)
 			backoff = RV_BACKOFF_MIN_NS;   /* a waiter now: look soon */
 		was_armed = armed;
 		for (struct rv_qp *q = c->qps; q; q = q->next) {
-			const struct rv_cq *rq = (const struct rv_cq *)q->qp.recv_cq;
+			const struct rv_cq *rq = (const struct rv_cq *)rv_qp_rcq(q);
 			bool ready = rv_ring_ready(q);
 
-			if (ready && (rq->armed || !rq->served))
+			/* XRC_RECV with no SRQ yet: nobody polls for it either */
+			if (ready && (!rq || rq->armed || !rq->served))
 				watch = true;   /* nobody else looks at its ring */
 			if (ready || q->head != q->tail)
 				pending = true;

@@ -441,6 +441,7 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		f.total = (uint32_t)w->len;
 		f.imm = w->imm;
 		f.src_qp = q->qp.qp_num;
+		f.srqn = w->xsrqn;
 		f.opcode = imm_write ? RV_FRAG_WRITE_IMM :
 			   w->op == IBV_WR_SEND_WITH_IMM ? RV_FRAG_SEND_IMM :
 			   w->op == IBV_WR_SEND_WITH_INV ? RV_FRAG_SEND_INV : RV_FRAG_SEND;
@@ -759,6 +760,8 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->len = atomic ? 8 : len;
 	w->imm = wr->opcode == IBV_WR_SEND_WITH_IMM || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ?
 		 wr->imm_data : wr->opcode == IBV_WR_SEND_WITH_INV ? wr->invalidate_rkey : 0;
+	/* XRC_SEND: the receiver's SRQ; 0 is no SRQ's number (xrc.c) */
+	w->xsrqn = q->qp.qp_type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn & 0xffffff : 0;
 	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->status = IBV_WC_SUCCESS;
 	w->udd = -1;
@@ -840,7 +843,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	int ret = 0;
 
 	rv_lock(c);
-	if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) {
+	if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || qp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
 		rv_unlock(c);
 		return EINVAL;

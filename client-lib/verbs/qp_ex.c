@@ -171,7 +171,7 @@ static void x_send_inv(struct ibv_qp_ex *qx, uint32_t rkey)
 		wr->invalidate_rkey = rkey;
 }
 
-/* What roshm0 does not have (TSO, XRC, atomic write): the batch fails
+/* What roshm0 does not have (TSO, atomic write): the batch fails
  * with EOPNOTSUPP. */
 
 static void x_tso(struct ibv_qp_ex *qx, void *hdr, uint16_t hdr_sz, uint16_t mss)
@@ -180,11 +180,6 @@ static void x_tso(struct ibv_qp_ex *qx, void *hdr, uint16_t hdr_sz, uint16_t mss
 	x_fail(qx, EOPNOTSUPP);
 }
 
-static void x_xrc(struct ibv_qp_ex *qx, uint32_t srqn)
-{
-	(void)srqn;
-	x_fail(qx, EOPNOTSUPP);
-}
 
 static void x_atomic_write(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t addr, const void *v)
 {
@@ -201,6 +196,15 @@ static void x_ud_addr(struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t qpn, uin
 		wr->wr.ud.remote_qpn = qpn;
 		wr->wr.ud.remote_qkey = qkey;
 	}
+}
+
+/* XRC_SEND (xrc.c): the SRQ of the receiver's domain */
+static void x_xrc(struct ibv_qp_ex *qx, uint32_t srqn)
+{
+	struct ibv_send_wr *wr = x_last(qx);
+
+	if (wr)
+		wr->qp_type.xrc.remote_srqn = srqn;
 }
 
 static void x_sge_list(struct ibv_qp_ex *qx, size_t n, const struct ibv_sge *sg)
@@ -306,8 +310,9 @@ void rv_qpx_free(struct rv_qp *q)
 		    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 
 /* The context's create_qp_ex (ibv_create_qp_ex is an inline of libibverbs
- * that calls it): a PD, and the work-request API for the send operations
- * roshm0 has; XRC, RSS, TSO and creation flags are not provided. */
+ * that calls it): a PD (an XRC domain for XRC_RECV, xrc.c), and the
+ * work-request API for the send operations roshm0 has; RSS, TSO and
+ * creation flags are not provided. */
 struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
 	struct ibv_qp_init_attr ia;
@@ -315,12 +320,17 @@ struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	struct rv_qp *q;
 	struct rv_qpx *b;
 
-	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != ctx) {
+	bool xrecv = a->qp_type == IBV_QPT_XRC_RECV;
+
+	/* a PD, or (XRC_RECV) an XRC domain (xrc.c) */
+	if (xrecv ? !(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != ctx :
+		    !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != ctx) {
 		errno = EINVAL;
 		return NULL;
 	}
 	if ((a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-					IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
+					IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD)) ||
+	    (xrecv && (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~(uint64_t)RV_QPX_OPS))) {
 		errno = EOPNOTSUPP;
@@ -334,7 +344,7 @@ struct ibv_qp *rv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_
 	ia.cap = a->cap;
 	ia.qp_type = a->qp_type;
 	ia.sq_sig_all = a->sq_sig_all;
-	qp = ibv_create_qp(a->pd, &ia);
+	qp = rv_qp_create(ctx, xrecv ? NULL : a->pd, xrecv ? a->xrcd : NULL, &ia);
 	if (!qp)
 		return NULL;
 	a->cap = ia.cap;

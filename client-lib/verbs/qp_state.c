@@ -31,29 +31,59 @@ static void qp_free(struct rv_qp *q)
 	free(q);
 }
 
-RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
+/*
+ * A QP of @a's type on @pd, or (XRC_RECV) in XRC domain @xrcd. XRC_SEND:
+ * an RC requester with no receive queue (no receive CQ, no SRQ); XRC_RECV:
+ * a responder with neither queue nor PD nor CQ, whose messages go to the
+ * SRQs of @xrcd (xrc.c).
+ */
+struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_xrcd *xrcd,
+			    struct ibv_qp_init_attr *a)
 {
-	struct rv_ctx *c = to_ctx(pd->context);
+	struct rv_ctx *c = to_ctx(ctx);
 	struct rv_srq *srq = (struct rv_srq *)a->srq;
+	bool xsend = a->qp_type == IBV_QPT_XRC_SEND, xrecv = a->qp_type == IBV_QPT_XRC_RECV;
 	struct rv_qp *q;
 	uint32_t n, rn;
 	int ret;
 
 	/* UC: the RC engine, without READ and atomics, and what fails at the
 	 * peer completes as sent (qp.c): nothing answers a UC sender */
-	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD &&
+	    !xsend && !xrecv) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if (xrecv ? !xrcd || xrcd->context != ctx : !pd || pd->context != ctx || xrcd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (xsend || xrecv) {
+		if (srq || (xsend && !a->send_cq)) {
+			errno = EINVAL;
+			return NULL;
+		}
+		/* no receive queue (XRC_SEND), no queue at all (XRC_RECV) */
+		a->recv_cq = NULL;
+		a->cap.max_recv_wr = 0;
+		a->cap.max_recv_sge = 0;
+		if (xrecv) {
+			a->send_cq = NULL;
+			a->cap.max_send_wr = 0;
+			a->cap.max_send_sge = 0;
+			a->cap.max_inline_data = 0;
+		}
+	}
 	if (srq) {   /* its receive queue: the SRQ's (srq.c) */
-		if (srq->srq.context != pd->context) {
+		if (srq->srq.context != ctx || srq->xrcd) {
 			errno = EINVAL;
 			return NULL;
 		}
 		a->cap.max_recv_wr = 0;
 		a->cap.max_recv_sge = 0;
 	}
-	if (!a->send_cq || !a->recv_cq || a->cap.max_send_wr > RV_MAX_WR ||
+	if ((!xrecv && !a->send_cq) || (!xsend && !xrecv && !a->recv_cq) ||
+	    a->cap.max_send_wr > RV_MAX_WR ||
 	    a->cap.max_recv_wr > RV_MAX_WR || a->cap.max_send_sge > RV_MAX_SGE ||
 	    a->cap.max_recv_sge > RV_MAX_SGE || a->cap.max_inline_data > RV_MAX_INLINE) {
 		if (getenv("ROSHM_VERBS_DEBUG"))
@@ -66,14 +96,16 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		return NULL;
 	}
 	n = (uint32_t)rv_pow2(a->cap.max_send_wr ? a->cap.max_send_wr : 1);
-	rn = srq ? 1 : (uint32_t)rv_pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
+	rn = srq || xrecv ? 1 : (uint32_t)rv_pow2(a->cap.max_recv_wr ? a->cap.max_recv_wr : 1);
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	q->sge_stride = a->cap.max_send_sge ? a->cap.max_send_sge : 1;
-	q->rsge_stride = srq ? srq->max_sge : a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
+	/* XRC_RECV: room for any SRQ's RECV (rv_xrc_pick sets the stride) */
+	q->rsge_stride = xrecv ? RV_MAX_SGE : srq ? srq->max_sge :
+			 a->cap.max_recv_sge ? a->cap.max_recv_sge : 1;
 	q->swr = calloc(n, sizeof(*q->swr));
 	q->sge = calloc((size_t)n * q->sge_stride, sizeof(*q->sge));
 	q->inl = malloc((size_t)n * RV_MAX_INLINE);
@@ -89,9 +121,9 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	q->max_send_wr = a->cap.max_send_wr ? a->cap.max_send_wr : 1;
 	q->sq_sig_all = a->sq_sig_all;
 	q->cap = a->cap;
-	q->cap.max_inline_data = RV_MAX_INLINE;
+	q->cap.max_inline_data = xrecv ? 0 : RV_MAX_INLINE;
 	a->cap = q->cap;
-	q->qp.context = pd->context;
+	q->qp.context = ctx;
 	q->qp.qp_context = a->qp_context;
 	q->qp.pd = pd;
 	q->qp.send_cq = a->send_cq;
@@ -109,7 +141,7 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	 * makes the sender wait (RNR); UD on an SRQ: a slot per SRQ RECV (up
 	 * to 1024, ud.c), as every RECV may go to this QP's datagrams */
 	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr) :
-	      rv_ring_create(c, q, srq ? 1 : a->cap.max_recv_wr);
+	      rv_ring_create(c, q, srq || xrecv ? 1 : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);
@@ -122,10 +154,19 @@ RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	q->qp.srq = a->srq;
 	if (srq)
 		srq->nqps++;
+	if (xrecv) {
+		q->xrcd = (struct rv_xrcd *)xrcd;
+		q->xrcd->nqps++;
+	}
 	q->next = c->qps;
 	c->qps = q;
 	rv_unlock(c);
 	return &q->qp;
+}
+
+RV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
+{
+	return rv_qp_create(pd->context, pd, NULL, a);
 }
 
 /* Wait (bounded) until roshmd has no SQE of this QP left. */
@@ -216,7 +257,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->sq_psn = a->sq_psn;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
-	if ((mask & IBV_QP_RNR_RETRY) && qp->qp_type == IBV_QPT_RC)
+	if ((mask & IBV_QP_RNR_RETRY) && (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND))
 		q->rnr_retry = a->rnr_retry & 7;
 	enum ibv_qp_state was = qp->state;
 
@@ -242,7 +283,8 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	}
 	/* Connected: find the peer's ring now (one try), not on the first SEND. */
 	if ((mask & IBV_QP_STATE) && (a->qp_state == IBV_QPS_RTR || a->qp_state == IBV_QPS_RTS) &&
-	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num)
+	    !q->peer_ok && q->peer_status == IBV_WC_SUCCESS && q->dest_qp_num &&
+	    qp->qp_type != IBV_QPT_XRC_RECV)
 		rv_peer_resolve(c, q, 1);
 	rv_deliver(c, q);
 	rv_notify_recv(c, q);
@@ -343,6 +385,8 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		rv_srq_unwait(q);
 		q->srq->nqps--;   /* a RECV it took and did not complete is gone with it */
 	}
+	if (q->xrcd)
+		q->xrcd->nqps--;
 	rv_async_forget(c, q);
 	rv_unlock(c);
 	rv_async_settle(&qp->mutex, &qp->cond, &qp->events_completed, q->aev_reported);

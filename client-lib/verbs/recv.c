@@ -102,7 +102,7 @@ static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opco
 		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	q->rq_head++;
-	rv_cq_push(q->qp.recv_cq, &wc);
+	rv_cq_push(rv_qp_rcq(q), &wc);
 }
 
 /* Every posted RECV completes with WR_FLUSH_ERR (the QP is in error). */
@@ -146,7 +146,9 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 	int ret = 0;
 
 	rv_lock(c);
-	if (qp->state == IBV_QPS_RESET || q->srq) {   /* an SRQ's QP: ibv_post_srq_recv */
+	/* an SRQ's QP: ibv_post_srq_recv; XRC QPs have no receive queue */
+	if (qp->state == IBV_QPS_RESET || q->srq || qp->qp_type == IBV_QPT_XRC_SEND ||
+	    qp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
 		rv_unlock(c);
 		return EINVAL;
@@ -220,8 +222,9 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 	if (!n || q->qp.state < IBV_QPS_RTR || q->qp.state == IBV_QPS_ERR)
 		return false;
 	slots = (struct rv_frag *)(void *)((uint8_t *)q->ring + RV_RING_SLOTS);
-	/* on an SRQ: look even when it is empty, to take a place in its line */
-	while (q->rq_head != q->rq_tail || q->srq) {
+	/* on an SRQ: look even when it is empty, to take a place in its line;
+	 * XRC_RECV: to find the SRQ its next message names */
+	while (q->rq_head != q->rq_tail || q->srq || q->xrcd) {
 		uint32_t at = (uint32_t)(q->ring_cons & (n - 1));
 		uint32_t ra = q->rq_head & q->rq_mask;
 		struct rv_rwr *r = &q->rwr[ra];
@@ -238,6 +241,14 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q)
 			if (q->rq_head != q->rq_tail)   /* none taken from an SRQ for it */
 				rq_complete(q, IBV_WC_LOC_QP_OP_ERR, IBV_WC_RECV, 0, 0, 0);
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);   /* an invalid request */
+			rv_qp_fail(q);
+			return false;
+		}
+		/* XRC_RECV: a message's first fragment names its SRQ; one
+		 * that is not of the QP's domain fails the QP, as a NIC NAKs
+		 * it (the sender's QP sees its ring no more) */
+		if (q->xrcd && (f.flags & RV_FRAG_FIRST) && q->rq_head == q->rq_tail && !rv_xrc_pick(q, &f)) {
+			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);
 			rv_qp_fail(q);
 			return false;
 		}
@@ -327,7 +338,8 @@ void rv_ring_discard(struct rv_qp *q)
 /* Could a message arriving now complete a RECV of this QP? (notifier) */
 bool rv_ring_ready(const struct rv_qp *q)
 {
-	return q->ring_n && (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail)) &&
+	return q->ring_n && (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail) ||
+			     q->xrcd) &&
 	       q->qp.state >= IBV_QPS_RTR &&
 	       q->qp.state != IBV_QPS_ERR;
 }

@@ -270,8 +270,8 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
  * that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's
  * PD's.
  */
-static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
-		    bool add)
+static int grant_mr_any(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
+			bool add)
 {
 	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
 		add ? roshm_region_grant_owner : roshm_region_revoke_part;
@@ -279,7 +279,7 @@ static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const ch
 	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
 	int ret, first = 0;
 
-	if ((add && m->dead) || m->mr.pd != q->qp.pd || (m->win_qp && m->win_qp != q))
+	if ((add && m->dead) || (m->win_qp && m->win_qp != q))
 		return 0;   /* a type 2 window: only through the QP it was bound on */
 	ret = fn(c->r, m->handle, name, &meta);
 	first = ret == -EAGAIN ? 0 : ret;   /* -EAGAIN: made, its record written later */
@@ -293,6 +293,40 @@ static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const ch
 		}
 	}
 	return first;
+}
+
+/* ... when it is of a PD @q's peer may reach (its own; an XRC_RECV QP's:
+ * those of its domain's SRQs, xrc.c) */
+static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
+		    bool add)
+{
+	return rv_xrc_has_pd(q, m->mr.pd) ? grant_mr_any(c, q, m, name, add) : 0;
+}
+
+/*
+ * An XRC SRQ on @pd was made in domain @x (@add) or destroyed: the MRs of
+ * @pd are granted to, or taken back from, the peers of the domain's
+ * connected XRC_RECV QPs, unless another SRQ of the domain is on @pd (they
+ * have them already, or keep them). A grant roshmd refuses leaves the
+ * peer's WRs to that MR with IBV_WC_REM_ACCESS_ERR.
+ */
+void rv_grant_xrc_pd(struct rv_ctx *c, struct rv_xrcd *x, struct ibv_pd *pd, bool add)
+{
+	char name[ROSHM_NAME_MAX];
+	uint32_t n = 0;
+
+	for (const struct rv_srq *s = c->xsrqs; s; s = s->next)
+		n += s->xrcd == x && s->srq.pd == pd;
+	if (n != (add ? 1u : 0u))
+		return;
+	for (struct rv_qp *q = c->qps; q; q = q->next) {
+		if (q->xrcd != x || !q->gr_ok)
+			continue;
+		peer_ring_name(q, name, sizeof(name));
+		for (struct rv_mr *m = c->mrs; m; m = m->next)
+			if (m->mr.pd == pd)
+				grant_mr_any(c, q, m, name, add);
+	}
 }
 
 /*
@@ -309,7 +343,8 @@ int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 	char name[ROSHM_NAME_MAX];
 	int ret = -ENOENT;
 
-	if (q->gr_ok || !q->dest_qp_num)
+	/* XRC_SEND: nothing on the other side initiates through it */
+	if (q->gr_ok || !q->dest_qp_num || q->qp.qp_type == IBV_QPT_XRC_SEND)
 		return 0;
 	peer_ring_name(q, name, sizeof(name));
 	for (int i = 0; i < 4 && ret == -ENOENT; i++) {

@@ -135,7 +135,10 @@ struct rv_frag {
 	uint8_t opcode;         /* RV_FRAG_* */
 	uint8_t flags;          /* RV_FRAG_FIRST | RV_FRAG_LAST */
 	uint16_t rsvd0;
-	uint64_t rsvd1[4];
+	uint32_t srqn;          /* from an XRC_SEND QP: the SRQ of the receiver's XRC
+				 * domain the message goes to (xrc.c), else 0 */
+	uint32_t rsvd2;
+	uint64_t rsvd1[3];
 };
 _Static_assert(sizeof(struct rv_frag) == RV_SLOT, "fragment header");
 #define RV_MSG_MAX (1u << 30)   /* max_msg_sz */
@@ -352,6 +355,7 @@ struct rv_swr {
 	uint32_t nsqe;          /* SQEs issued so far */
 	uint32_t frags;         /* fragments published so far */
 	uint32_t imm;
+	uint32_t xsrqn;         /* XRC_SEND: the receiver's SRQ (remote_srqn) */
 	enum ibv_wc_status status;
 	enum ibv_wc_opcode wc_op;
 	enum ibv_wr_opcode op;
@@ -385,6 +389,10 @@ struct rv_rwr {
 
 struct rv_srq {
 	struct ibv_srq srq;
+	struct rv_srq *next;    /* the context's XRC SRQs (xrc.c) */
+	struct rv_xrcd *xrcd;   /* an XRC SRQ: its domain, else NULL */
+	struct ibv_cq *cq;      /* an XRC SRQ: where its RECVs complete */
+	uint32_t srqn;          /* an XRC SRQ: its number (ibv_get_srq_num) */
 	struct rv_rwr *rwr;
 	struct ibv_sge *rsge;   /* max_sge per WR */
 	uint32_t mask, head, tail;
@@ -395,11 +403,27 @@ struct rv_srq {
 	struct rv_qp *wait_head, *wait_tail;
 };
 
+/*
+ * An XRC domain (xrc.c): the XRC SRQs and XRC_RECV QPs made in it. The
+ * opens of one file (its inode) in one context share it.
+ */
+struct rv_xrcd {
+	struct ibv_xrcd xrcd;
+	struct rv_xrcd *next;   /* the context's */
+	uint32_t opens;
+	bool has_ino;
+	uint64_t ino, dev;
+	uint32_t nsrq, nqps;    /* its SRQs and XRC_RECV QPs (close: EBUSY) */
+};
+
 struct rv_qp {
 	union {                 /* qpx: ibv_qp_to_qp_ex's (qp_ex.c); its qp_base is qp */
 		struct ibv_qp qp;
 		struct ibv_qp_ex qpx;
 	};
+	/* XRC_RECV: its domain; its SRQ (srq) is the one the message it
+	 * receives names, chosen at each message's first fragment */
+	struct rv_xrcd *xrcd;
 	struct rv_qpx *x;       /* the work-request API's batch, or NULL (qp_ex.c) */
 	struct rv_qp *next;     /* the context's QPs */
 	struct ibv_qp_cap cap;
@@ -506,6 +530,9 @@ struct rv_ctx {
 	struct rv_mw *mws;
 	struct rv_qp *qps;
 	struct rv_cq *cqs;
+	struct rv_xrcd *xrcds;  /* xrc.c */
+	struct rv_srq *xsrqs;   /* XRC SRQs, by srqn */
+	uint32_t xsrqn_next;
 	uint32_t nbacklog;      /* QPs with WRs waiting for issue */
 	bool grant_drops;       /* a QP went to the error state: its grants go (rv_progress) */
 	uint64_t pushes;        /* completions ever added to its CQs (notifier) */
@@ -663,6 +690,7 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
+void rv_grant_xrc_pd(struct rv_ctx *c, struct rv_xrcd *x, struct ibv_pd *pd, bool add);
 void rv_rkey_forget(struct rv_ctx *c, uint32_t rkey);
 
 /* mw.c: memory windows. A bind or an invalidation runs when posted
@@ -726,6 +754,26 @@ void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, 
 /* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */
 void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off, uint8_t *dst,
 	       uint64_t n);
+
+/* xrc.c: XRC domains, XRC SRQs; the receive CQ of @q's messages (an
+ * XRC_RECV QP: its current SRQ's, or NULL) */
+struct ibv_xrcd *rv_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_init_attr *a);
+int rv_close_xrcd(struct ibv_xrcd *xrcd);
+struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *a);
+int rv_get_srq_num(struct ibv_srq *srq, uint32_t *srqn);
+bool rv_xrc_has_pd(const struct rv_qp *q, const struct ibv_pd *pd);
+bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f);
+int rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s);
+static inline struct ibv_cq *rv_qp_rcq(const struct rv_qp *q)
+{
+	if (q->qp.qp_type == IBV_QPT_XRC_RECV)
+		return q->srq ? q->srq->cq : NULL;
+	return q->qp.recv_cq;
+}
+
+/* qp_state.c: a QP on @pd, or (XRC_RECV) in @xrcd */
+struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_xrcd *xrcd,
+			    struct ibv_qp_init_attr *a);
 
 /* cq_ex.c: ibv_create_cq_ex and struct ibv_cq_ex's polling API */
 struct ibv_cq_ex *rv_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *a);

@@ -18,7 +18,8 @@
  * takes a RECV and fewer than the limit remain, and is disarmed (async.c).
  * UD QPs may share an SRQ too (ud.c: a datagram takes its RECV the same way).
  * ibv_modify_srq resizes (IBV_SRQ_MAX_WR) to any size that holds the
- * RECVs posted. Not provided: XRC SRQs and ibv_create_srq_ex.
+ * RECVs posted. XRC SRQs (ibv_create_srq_ex) are these with a domain, a CQ
+ * and a number (xrc.c); tag matching is not provided.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,7 +74,7 @@ RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	struct rv_srq *s = (struct rv_srq *)srq;
 
 	rv_lock(c);
-	if (s->nqps) {
+	if (s->xrcd ? rv_xrc_srq_gone(c, s) != 0 : s->nqps != 0) {
 		rv_unlock(c);
 		return EBUSY;   /* a QP still uses it, as on a NIC */
 	}
@@ -186,7 +187,7 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 	/* messages that waited in the rings of its QPs */
 	rv_deliver_each(c, NULL, s);
 	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->srq == s)
+		if (q->srq == s || (s->xrcd && q->xrcd == s->xrcd))
 			rv_notify_recv(c, q);
 	rv_guard(c);
 	rv_unlock(c);
@@ -212,7 +213,9 @@ void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_
 		for (struct rv_qp *q = c->qps; q; q = q->next) {
 			bool in_line = q->srq && q->srq_waiting;
 
-			if (srq ? q->srq == srq && in_line : !cq || q->qp.recv_cq == cq || in_line)
+			/* XRC_RECV: its messages' CQ is the SRQ's each names */
+			if (srq ? q->srq == srq && in_line :
+				  !cq || q->qp.recv_cq == cq || in_line || q->xrcd)
 				more |= rv_deliver(c, q);
 		}
 	} while (more);

@@ -163,6 +163,10 @@ RV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *d)
 	c->vc.create_cq_ex = rv_create_cq_ex;
 	c->vc.query_device_ex = rv_query_device_ex;
 	c->vc.query_rt_values = rv_query_rt_values;
+	c->vc.open_xrcd = rv_open_xrcd;
+	c->vc.close_xrcd = rv_close_xrcd;
+	c->vc.create_srq_ex = rv_create_srq_ex;
+	c->vc.get_srq_num = rv_get_srq_num;
 	c->vc.context.device = d;
 	c->vc.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
 	c->vc.context.cmd_fd = -1;
@@ -192,6 +196,12 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		free(m);
 	}
 	rv_mw_free_all(c);
+	while (c->xrcds) {   /* its XRC domains (xrc.c) */
+		struct rv_xrcd *x = c->xrcds;
+
+		c->xrcds = x->next;
+		free(x);
+	}
 	if (ctx->async_fd >= 0)
 		close(ctx->async_fd);
 	free(c->aev);
@@ -218,7 +228,8 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_qp_wr = RV_MAX_WR;
 	/* RNR NAKs: a SEND waits for a RECV (rnr_retry); no port events */
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE |
-			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;   /* mw.c */
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |   /* mw.c */
+			      IBV_DEVICE_XRC;   /* xrc.c */
 	a->max_mw = 4096;
 	a->max_sge = RV_MAX_SGE;
 	a->max_sge_rd = 1;   /* a READ scatters into one SGE */

@@ -10,7 +10,8 @@
 # CAS results, immediates, RNR and the tenant boundary, and verbs_ud the same
 # for UD QPs (datagrams, GRH, Q_Keys, a hostile pod on a UD ring), and
 # verbs_mcast for UD multicast groups (members on both nodes, forged
-# records, another tenant's member), verbs_mw for memory windows.
+# records, another tenant's member), verbs_mw for memory windows, verbs_xrc
+# for XRC domains, SRQs and QPs.
 #   check_verbs_perftest.sh BUILD_ROOT VERBS_DIR VERBS_CHECK [SANITIZE]
 # In an ASan build our libibverbs.so.1 is instrumented and perftest is not:
 # the ASan runtime is preloaded into perftest (leak checks off there: its
@@ -26,7 +27,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 th_asan_pre "check_verbs_perftest" "$sanitize"
 pre=$TH_PRE
 for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf \
-         ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_uc_pingpong ibv_ud_pingpong; do
+         ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_xsrq_pingpong; do
   command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, ibverbs-utils)"; exit 77; }
 done
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_perftest: skipped: needs root and ip for network namespaces"; exit 77; }
@@ -102,6 +103,14 @@ run_pair ib_send_bw -n 1000 -s 64 -c UD
 # UD QPs on an SRQ (ud.c): perftest's server on one, and 4 QPs on one
 run_pair ib_send_lat -n 200 -c UD --use-srq
 run_pair ib_send_bw -n 1000 -q 4 -s 1024 -c UD --use-srq
+# XRC (xrc.c): XRC_SEND QPs to the server's XRC_RECV QPs, whose messages
+# go to its XRC SRQ; 4 QPs on one SRQ; both ways (-b); every operation
+for a in "ib_send_lat -n 200" "ib_send_lat -n 200 -e" "ib_send_bw -n 200" "ib_send_bw -n 200 -q 4 -s 8192" \
+         "ib_send_bw -n 200 -b" "ib_write_lat -n 200" "ib_write_bw -n 200" "ib_read_lat -n 200" \
+         "ib_read_bw -n 200" "ib_atomic_lat -n 200" "ib_atomic_bw -n 200"; do
+  # shellcheck disable=SC2086
+  run_pair $a -c XRC
+done
 # rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
 $va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
 for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
@@ -144,6 +153,30 @@ pingpong ibv_srq_pingpong -n 200 -c             # 16 QPs on one SRQ
 pingpong ibv_uc_pingpong -n 200 -c              # UC QPs
 pingpong ibv_ud_pingpong -n 200 -c              # UD QPs: 2048-byte datagrams
 pingpong ibv_ud_pingpong -n 200 -c -e -s 4000   # UD, completion channel, near the MTU
+# rdma-core's XRC example: the server's SRQ serves each client's XRC_SEND QP
+# through an XRC_RECV QP of its own; both sides check every message's size
+# and opcode; NCLIENTS clients at once
+xsrq() {   # NCLIENTS args...
+  local nc=$1 pids=() i; shift
+  bg_a $va ibv_xsrq_pingpong -d roshm0 -g 0 -c "$nc" "$@" >"$d/xsrq.server" 2>&1
+  srv=$BG_PID
+  sleep 0.5
+  for ((i = 0; i < nc; i++)); do
+    in_b timeout 60 $vb ibv_xsrq_pingpong -d roshm0 -g 0 "$@" "$ADDR_A" >"$d/xsrq.client$i" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { cat "$d/xsrq.client$i" "$d/xsrq.server"; fail "ibv_xsrq_pingpong client $i"; }
+    grep -q '^success$' "$d/xsrq.client$i" || { cat "$d/xsrq.client$i"; fail "ibv_xsrq_pingpong client $i: no success"; }
+  done
+  wait "$srv"; local rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/xsrq.server"; fail "ibv_xsrq_pingpong server exited $rc"; }
+  grep -q '^success$' "$d/xsrq.server" || { cat "$d/xsrq.server"; fail "ibv_xsrq_pingpong server: no success"; }
+  echo "ok: ibv_xsrq_pingpong -c $nc $*"
+}
+xsrq 1 -n 200
+xsrq 1 -n 200 -e    # completion channel on the SRQ's CQ
+xsrq 2 -n 200
 
 # An application that shares the poller's CPU (docs/verbs-compat.md): both
 # sides on the last CPU, the pollers' (lcore from the affinity), yielding at
@@ -232,6 +265,14 @@ if [[ -x $vmw ]]; then
   # (the MR itself allows READ only) is refused
   grep -q "WRITE through the unbound type 1 window: refused (0 passed before)" "$d/mw.client" ||
     fail "verbs_mw: a WRITE passed through the unbound window after the unbind completed"
+fi
+vxrc=$(dirname "$vcheck")/verbs_xrc
+if [[ -x $vxrc ]]; then
+  # XRC (verbs_xrc.c): bytes through two SRQs of a domain, one-sided WRs on
+  # the SRQs' PD, a PD none of them is on, another domain's SRQ
+  ours_pair "$vxrc" 7593 xrc
+  grep -q "verbs_xrc server: ok$" "$d/xrc.server" || fail "verbs_xrc: the server did not finish"
+  grep -q "verbs_xrc client: ok$" "$d/xrc.client" || fail "verbs_xrc: the client did not finish"
 fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a

@@ -7,7 +7,7 @@
 # the VMs' link), then libfabric's fi_pingpong, qperf, rstream and riostream
 # (rsockets), rsock_dgram (datagram rsockets); then verbs_check proves the
 # bytes and atomics, verbs_ud the same for UD QPs, verbs_mcast for UD
-# multicast and verbs_mw for memory windows; MPICH and Open MPI
+# multicast, verbs_mw for memory windows and verbs_xrc for XRC; MPICH and Open MPI
 # run a rank in each VM (NetPIPE and mpi_rma; mpi_check.py).
 # The two VMs step through the tests with marker files in /run/shared.
 n=$1
@@ -56,6 +56,10 @@ pair ib_atomic_bw -n 50
 pair ib_send_lat -n 50
 pair ib_send_bw -n 50 -s 65536
 pair ib_send_lat -n 50 -c UD
+# XRC: VM2's XRC_SEND QPs to VM1's XRC_RECV QPs and its XRC SRQ
+pair ib_send_lat -n 50 -c XRC
+pair ib_send_bw -n 50 -s 65536 -c XRC
+pair ib_read_lat -n 50 -c XRC
 # -R: the QPs connected by our librdmacm (RC; UD over RDMA_PS_UDP, whose
 # address, QPN and Q_Key come from the CM's rdma_ud_param)
 pair ib_write_lat -n 50 -R
@@ -339,6 +343,9 @@ mw_at_once() {
   fi
 }
 ours verbs_mw 7595 mw_at_once
+# verbs_xrc: XRC domains, SRQs and QPs (bytes, one-sided WRs on the SRQs'
+# PD, a PD none of them is on, another domain's SRQ)
+ours verbs_xrc 7593
 if [ "$n" = 2 ]; then
   # VM2's grants (each pair's client MRs and QP rings) went through the
   # region's key, and every test above passed with them
