@@ -242,6 +242,9 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 
 	if (!id || !attr || id->qp || !id->verbs)
 		return rc_err(EINVAL);
+	/* XRC QPs through the CM are not provided (docs/verbs-compat.md "XRC") */
+	if (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV)
+		return rc_err(EOPNOTSUPP);
 	/* a UD QP on RDMA_PS_UDP's ids, and only there */
 	if ((id->qp_type == IBV_QPT_UD) != (attr->qp_type == IBV_QPT_UD))
 		return rc_err(EINVAL);

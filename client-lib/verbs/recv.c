@@ -339,7 +339,7 @@ void rv_ring_discard(struct rv_qp *q)
 bool rv_ring_ready(const struct rv_qp *q)
 {
 	return q->ring_n && (q->rq_head != q->rq_tail || (q->srq && q->srq->head != q->srq->tail) ||
-			     q->xrcd) &&
+			     (q->xrcd && rv_xrc_recvs(q))) &&
 	       q->qp.state >= IBV_QPS_RTR &&
 	       q->qp.state != IBV_QPS_ERR;
 }

@@ -763,6 +763,7 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_at
 int rv_get_srq_num(struct ibv_srq *srq, uint32_t *srqn);
 bool rv_xrc_has_pd(const struct rv_qp *q, const struct ibv_pd *pd);
 bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f);
+bool rv_xrc_recvs(const struct rv_qp *q);
 int rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s);
 static inline struct ibv_cq *rv_qp_rcq(const struct rv_qp *q)
 {

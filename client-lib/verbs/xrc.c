@@ -194,6 +194,17 @@ bool rv_xrc_has_pd(const struct rv_qp *q, const struct ibv_pd *pd)
 	return false;
 }
 
+/* Has an SRQ of XRC_RECV QP @q's domain a RECV posted? (the notifier) */
+bool rv_xrc_recvs(const struct rv_qp *q)
+{
+	const struct rv_ctx *c = to_ctx(q->qp.context);
+
+	for (const struct rv_srq *s = c->xsrqs; s; s = s->next)
+		if (s->xrcd == q->xrcd && s->head != s->tail)
+			return true;
+	return false;
+}
+
 /*
  * The first fragment @f of a message came to XRC_RECV QP @q, which holds no
  * RECV: its SRQ becomes the one @f names, when it is one of @q's domain.

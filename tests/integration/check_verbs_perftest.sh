@@ -114,7 +114,7 @@ done
 # rdma-core's own examples (ibverbs-utils), unmodified: what a user runs first
 $va ibv_devinfo -v -d roshm0 >"$d/devinfo" 2>&1 || { cat "$d/devinfo"; fail "ibv_devinfo"; }
 for want in 'hca_id:.roshm0' 'state:.*PORT_ACTIVE' 'link_layer:.*Ethernet' 'GID\[ *0\]:.*fe80::.*RoCE v2' \
-            'max_srq_wr:.*16384' 'atomic_cap:.*ATOMIC_HCA'; do
+            'max_srq_wr:.*16384' 'atomic_cap:.*ATOMIC_HCA' '^\s+XRC$'; do
   grep -qE "$want" "$d/devinfo" || { cat "$d/devinfo"; fail "ibv_devinfo printed no line like $want"; }
 done
 echo "ok: ibv_devinfo -v -d roshm0"

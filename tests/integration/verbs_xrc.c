@@ -197,10 +197,11 @@ static int server(const char *addr, int port)
 	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			IBV_ACCESS_REMOTE_ATOMIC;
 	struct ibv_mr *m1, *m2, *mr1, *mr2, *mr3;
-	char tmpl[] = "/tmp/verbs_xrc.XXXXXX";
-	int ffd = mkstemp(tmpl);
+	char tmpl[] = "/tmp/verbs_xrc.XXXXXX", tmpl2[] = "/run/verbs_xrc.XXXXXX";
+	char *path = tmpl;
+	int ffd = mkstemp(tmpl);   /* a file for the domain ... */
 	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-					 .fd = ffd, .oflags = O_CREAT };
+					 .oflags = O_CREAT };
 	struct ibv_xrcd *x, *x_again, *y;
 	struct ibv_srq *s1, *s2, *s3;
 	struct ibv_qp *t[2];
@@ -210,9 +211,12 @@ static int server(const char *addr, int port)
 	uint32_t n;
 	int fd;
 
+	if (ffd < 0)   /* ... in /run where /tmp is read-only (the Soft-RoCE VMs) */
+		ffd = mkstemp(path = tmpl2);
 	if (!pd1 || !pd2 || !cq1 || !cq2 || !cq3 || !b1 || !b2 || !r1 || !r2 || !r3 || ffd < 0)
 		die("pd, cq, buffer or file");
-	unlink(tmpl);
+	unlink(path);
+	xa.fd = ffd;
 	memset(b1, 0, BUF);
 	memset(b2, 0x5a, 4096);
 	m1 = ibv_reg_mr(pd1, b1, BUF, acc);
