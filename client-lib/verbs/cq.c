@@ -208,7 +208,7 @@ RV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq)
 			rv_unlock(c);
 			return EBUSY;
 		}
-	for (struct rv_srq *s = c->xsrqs; s; s = s->next)
+	for (struct rv_srq *s = c->srqs; s; s = s->next)
 		if (s->cq == cq) {   /* an XRC SRQ's (xrc.c) */
 			rv_unlock(c);
 			return EBUSY;
@@ -412,10 +412,10 @@ void rv_notify_recv(struct rv_ctx *c, struct rv_qp *q)
 {
 	if (!c->thr_on || !rv_ring_ready(q))
 		return;
-	const struct rv_cq *rq = (const struct rv_cq *)rv_qp_rcq(q);
+	const struct rv_cq *rq = (const struct rv_cq *)q->qp.recv_cq;
 
-	/* XRC_RECV before its first message: no CQ of its own yet, any armed */
-	if (c->idle_sleep || (!c->watching && (!rq || rq->armed))) {
+	/* XRC_RECV: the CQs of its domain's SRQs */
+	if (c->idle_sleep || (!c->watching && (q->xrcd ? rv_xrc_watch(q, true) : rq && rq->armed))) {
 		c->idle_sleep = false;
 		kick(c);
 	}
@@ -677,11 +677,11 @@ static void *notifier(void *arg)
 			backoff = RV_BACKOFF_MIN_NS;   /* a waiter now: look soon */
 		was_armed = armed;
 		for (struct rv_qp *q = c->qps; q; q = q->next) {
-			const struct rv_cq *rq = (const struct rv_cq *)rv_qp_rcq(q);
+			const struct rv_cq *rq = (const struct rv_cq *)q->qp.recv_cq;
 			bool ready = rv_ring_ready(q);
 
-			/* XRC_RECV with no SRQ yet: nobody polls for it either */
-			if (ready && (!rq || rq->armed || !rq->served))
+			/* XRC_RECV: the CQs of its domain's SRQs */
+			if (ready && (q->xrcd ? rv_xrc_watch(q, false) : rq && (rq->armed || !rq->served)))
 				watch = true;   /* nobody else looks at its ring */
 			if (ready || q->head != q->tail)
 				pending = true;

@@ -38,9 +38,12 @@ static void qp_free(struct rv_qp *q)
  * SRQs of @xrcd (xrc.c).
  */
 struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_xrcd *xrcd,
-			    struct ibv_qp_init_attr *a)
+			    struct ibv_qp_init_attr *ua)
 {
 	struct rv_ctx *c = to_ctx(ctx);
+	/* the caller's attributes: only cap is written back (an application
+	 * may make its next QP with the same ones) */
+	struct ibv_qp_init_attr ia = *ua, *a = &ia;
 	struct rv_srq *srq = (struct rv_srq *)a->srq;
 	bool xsend = a->qp_type == IBV_QPT_XRC_SEND, xrecv = a->qp_type == IBV_QPT_XRC_RECV;
 	struct rv_qp *q;
@@ -122,7 +125,7 @@ struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct i
 	q->sq_sig_all = a->sq_sig_all;
 	q->cap = a->cap;
 	q->cap.max_inline_data = xrecv ? 0 : RV_MAX_INLINE;
-	a->cap = q->cap;
+	ua->cap = q->cap;
 	q->qp.context = ctx;
 	q->qp.qp_context = a->qp_context;
 	q->qp.pd = pd;

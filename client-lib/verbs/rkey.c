@@ -315,7 +315,7 @@ void rv_grant_xrc_pd(struct rv_ctx *c, struct rv_xrcd *x, struct ibv_pd *pd, boo
 	char name[ROSHM_NAME_MAX];
 	uint32_t n = 0;
 
-	for (const struct rv_srq *s = c->xsrqs; s; s = s->next)
+	for (const struct rv_srq *s = c->srqs; s; s = s->next)
 		n += s->xrcd == x && s->srq.pd == pd;
 	if (n != (add ? 1u : 0u))
 		return;

@@ -389,7 +389,7 @@ struct rv_rwr {
 
 struct rv_srq {
 	struct ibv_srq srq;
-	struct rv_srq *next;    /* the context's XRC SRQs (xrc.c) */
+	struct rv_srq *next;    /* the context's SRQs */
 	struct rv_xrcd *xrcd;   /* an XRC SRQ: its domain, else NULL */
 	struct ibv_cq *cq;      /* an XRC SRQ: where its RECVs complete */
 	uint32_t srqn;          /* an XRC SRQ: its number (ibv_get_srq_num) */
@@ -531,7 +531,7 @@ struct rv_ctx {
 	struct rv_qp *qps;
 	struct rv_cq *cqs;
 	struct rv_xrcd *xrcds;  /* xrc.c */
-	struct rv_srq *xsrqs;   /* XRC SRQs, by srqn */
+	struct rv_srq *srqs;    /* its SRQs (XRC ones have an srqn) */
 	uint32_t xsrqn_next;
 	uint32_t nbacklog;      /* QPs with WRs waiting for issue */
 	bool grant_drops;       /* a QP went to the error state: its grants go (rv_progress) */
@@ -764,7 +764,9 @@ int rv_get_srq_num(struct ibv_srq *srq, uint32_t *srqn);
 bool rv_xrc_has_pd(const struct rv_qp *q, const struct ibv_pd *pd);
 bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f);
 bool rv_xrc_recvs(const struct rv_qp *q);
-int rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s);
+void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s);
+bool rv_xrc_on_cq(const struct rv_qp *q, const struct ibv_cq *cq);
+bool rv_xrc_watch(const struct rv_qp *q, bool armed_only);
 static inline struct ibv_cq *rv_qp_rcq(const struct rv_qp *q)
 {
 	if (q->qp.qp_type == IBV_QPT_XRC_RECV)

@@ -30,6 +30,7 @@
 
 RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 {
+	struct rv_ctx *c;
 	struct rv_srq *s;
 	uint32_t n;
 
@@ -38,6 +39,7 @@ RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 		errno = EINVAL;
 		return NULL;
 	}
+	c = to_ctx(pd->context);
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		errno = ENOMEM;
@@ -65,18 +67,34 @@ RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	pthread_mutex_init(&s->srq.mutex, NULL);
 	pthread_cond_init(&s->srq.cond, NULL);
 	a->attr.max_sge = s->max_sge;
+	rv_lock(c);
+	s->next = c->srqs;   /* ibv_dealloc_pd: EBUSY while it lives */
+	c->srqs = s;
+	rv_unlock(c);
 	return &s->srq;
 }
 
 RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 {
 	struct rv_ctx *c = to_ctx(srq->context);
-	struct rv_srq *s = (struct rv_srq *)srq;
+	struct rv_srq *s = (struct rv_srq *)srq, **pp;
 
 	rv_lock(c);
-	if (s->xrcd ? rv_xrc_srq_gone(c, s) != 0 : s->nqps != 0) {
+	if (s->xrcd)   /* XRC_RECV QPs let it go (xrc.c) */
+		rv_xrc_srq_gone(c, s);
+	if (s->nqps) {
 		rv_unlock(c);
 		return EBUSY;   /* a QP still uses it, as on a NIC */
+	}
+	for (pp = &c->srqs; *pp && *pp != s; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = s->next;
+	if (s->xrcd) {
+		s->xrcd->nsrq--;
+		/* its PD's MRs: not for the domain's peers any more, unless
+		 * another of its SRQs is on that PD */
+		rv_grant_xrc_pd(c, s->xrcd, s->srq.pd, false);
 	}
 	rv_async_forget(c, s);
 	rv_unlock(c);
@@ -215,7 +233,7 @@ void rv_deliver_each(struct rv_ctx *c, const struct ibv_cq *cq, const struct rv_
 
 			/* XRC_RECV: its messages' CQ is the SRQ's each names */
 			if (srq ? q->srq == srq && in_line :
-				  !cq || q->qp.recv_cq == cq || in_line || q->xrcd)
+				  !cq || q->qp.recv_cq == cq || in_line || (q->xrcd && rv_xrc_on_cq(q, cq)))
 				more |= rv_deliver(c, q);
 		}
 	} while (more);

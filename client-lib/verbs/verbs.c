@@ -417,8 +417,26 @@ RV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *ctx)
 	return pd;
 }
 
+/* EBUSY while an MR, memory window, QP or SRQ of it lives, as on a NIC:
+ * they name it by its address, which a later PD may reuse (an XRC SRQ's PD
+ * says whose MRs its domain's peers reach, xrc.c). */
 RV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd)
 {
+	struct rv_ctx *c = to_ctx(pd->context);
+	bool busy = false;
+
+	rv_lock(c);
+	for (const struct rv_mr *m = c->mrs; m && !busy; m = m->next)
+		busy = !m->dead && m->mr.pd == pd;
+	for (const struct rv_mw *w = c->mws; w && !busy; w = w->next)
+		busy = w->mw.pd == pd;
+	for (const struct rv_qp *q = c->qps; q && !busy; q = q->next)
+		busy = q->qp.pd == pd;
+	for (const struct rv_srq *s = c->srqs; s && !busy; s = s->next)
+		busy = s->srq.pd == pd;
+	rv_unlock(c);
+	if (busy)
+		return EBUSY;
 	free(pd);
 	return 0;
 }

@@ -160,8 +160,6 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_at
 	s->srqn = ++c->xsrqn_next & 0xffffff;
 	if (!s->srqn)
 		s->srqn = ++c->xsrqn_next & 0xffffff;
-	s->next = c->xsrqs;
-	c->xsrqs = s;
 	s->xrcd->nsrq++;
 	/* a PD the domain's connected XRC_RECV QPs did not grant yet */
 	rv_grant_xrc_pd(c, s->xrcd, srq->pd, true);
@@ -188,7 +186,7 @@ bool rv_xrc_has_pd(const struct rv_qp *q, const struct ibv_pd *pd)
 	if (q->qp.qp_type != IBV_QPT_XRC_RECV)
 		return q->qp.qp_type != IBV_QPT_XRC_SEND && q->qp.pd == pd;
 	c = to_ctx(q->qp.context);
-	for (const struct rv_srq *s = c->xsrqs; s; s = s->next)
+	for (const struct rv_srq *s = c->srqs; s; s = s->next)
 		if (s->xrcd == q->xrcd && s->srq.pd == pd)
 			return true;
 	return false;
@@ -199,7 +197,7 @@ bool rv_xrc_recvs(const struct rv_qp *q)
 {
 	const struct rv_ctx *c = to_ctx(q->qp.context);
 
-	for (const struct rv_srq *s = c->xsrqs; s; s = s->next)
+	for (const struct rv_srq *s = c->srqs; s; s = s->next)
 		if (s->xrcd == q->xrcd && s->head != s->tail)
 			return true;
 	return false;
@@ -215,7 +213,7 @@ bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f)
 	struct rv_ctx *c = to_ctx(q->qp.context);
 	struct rv_srq *s;
 
-	for (s = c->xsrqs; s; s = s->next)
+	for (s = c->srqs; s; s = s->next)
 		if (s->srqn == f->srqn && s->xrcd == q->xrcd)
 			break;
 	if (!s)
@@ -233,33 +231,52 @@ bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f)
 }
 
 /*
- * ibv_destroy_srq of XRC SRQ @s (lock held): XRC_RECV QPs whose last
- * message it took are let go unless one holds a RECV of it (EBUSY), then it
- * leaves the context's list. 0 or EBUSY.
+ * ibv_destroy_srq of XRC SRQ @s (lock held): the XRC_RECV QPs whose last
+ * message it took let it go. One that holds a RECV of it (a message not
+ * whole yet, its sender gone or slow) fails: the RECV completes with
+ * IBV_WC_WR_FLUSH_ERR on the SRQ's CQ, and the rest of the message, which
+ * has nowhere to go, puts the QP in the error state (IBV_EVENT_QP_REQ_ERR),
+ * as a NIC NAKs it. So a peer cannot keep an SRQ of ours, and with it its
+ * CQ, domain and PD, from going.
  */
-int rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
+void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
 {
-	struct rv_srq **pp;
-
-	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->qp.qp_type == IBV_QPT_XRC_RECV && q->srq == s &&
-		    (q->rq_head != q->rq_tail || q->rm.in_msg))
-			return EBUSY;
-	for (struct rv_qp *q = c->qps; q; q = q->next)
-		if (q->qp.qp_type == IBV_QPT_XRC_RECV && q->srq == s) {
-			rv_srq_unwait(q);
-			q->srq = NULL;
-			s->nqps--;
+	for (struct rv_qp *q = c->qps; q; q = q->next) {
+		if (q->qp.qp_type != IBV_QPT_XRC_RECV || q->srq != s)
+			continue;
+		if (q->rq_head != q->rq_tail || q->rm.in_msg) {
+			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);
+			rv_qp_fail(q);
 		}
-	if (s->nqps)
-		return EBUSY;
-	for (pp = &c->xsrqs; *pp && *pp != s; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = s->next;
-	s->xrcd->nsrq--;
-	/* its PD's MRs: not for the domain's peers any more, unless another
-	 * of its SRQs is on that PD */
-	rv_grant_xrc_pd(c, s->xrcd, s->srq.pd, false);
-	return 0;
+		rv_srq_unwait(q);
+		q->srq = NULL;
+		s->nqps--;
+	}
+}
+
+/* Does a poll of @cq deliver to XRC_RECV QP @q: is it the CQ of an SRQ of
+ * its domain? */
+bool rv_xrc_on_cq(const struct rv_qp *q, const struct ibv_cq *cq)
+{
+	const struct rv_ctx *c = to_ctx(q->qp.context);
+
+	for (const struct rv_srq *s = c->srqs; s; s = s->next)
+		if (s->xrcd == q->xrcd && s->cq == cq)
+			return true;
+	return false;
+}
+
+/* The notifier and XRC_RECV QP @q: is the CQ of an SRQ of its domain that
+ * holds RECVs armed (or, @armed_only false, also: not polled lately)? */
+bool rv_xrc_watch(const struct rv_qp *q, bool armed_only)
+{
+	const struct rv_ctx *c = to_ctx(q->qp.context);
+
+	for (const struct rv_srq *s = c->srqs; s; s = s->next) {
+		const struct rv_cq *cq = (const struct rv_cq *)s->cq;
+
+		if (s->xrcd == q->xrcd && s->head != s->tail && (cq->armed || (!armed_only && !cq->served)))
+			return true;
+	}
+	return false;
 }

@@ -16,7 +16,13 @@
  *   (nothing on CQ3) and puts T2 in the error state (IBV_EVENT_QP_REQ_ERR);
  * - on the server: opens of one file share a domain (O_EXCL: EEXIST), a
  *   domain with SRQs and a CQ of an SRQ cannot go (EBUSY), everything is
- *   released in order.
+ *   released in order;
+ * - S4 is destroyed while T3 holds a RECV of it (I3's 200 KB SEND, which
+ *   T3's 64 KiB ring takes in parts): it goes (a peer cannot keep it), the
+ *   RECV completes with IBV_WC_WR_FLUSH_ERR on S4's CQ, T3 goes to the
+ *   error state and I3's SEND fails;
+ * - ibv_dealloc_pd of a PD with an MR or SRQ: EBUSY; ibv_create_qp leaves
+ *   the caller's CQs in its attributes.
  *   verbs_xrc server|client ADDR PORT
  */
 #define _GNU_SOURCE
@@ -28,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,8 +58,8 @@ static int die(const char *what)
 
 struct info {
 	uint64_t buf1, buf2;
-	uint32_t qpn[2];        /* server: T1, T2; client: I1, I2 */
-	uint32_t srqn[3];       /* S1, S2, S3 */
+	uint32_t qpn[3];        /* server: T1, T2, T3; client: I1, I2, I3 */
+	uint32_t srqn[4];       /* S1, S2, S3, S4 */
 	uint32_t rkey1, rkey2;
 };
 
@@ -191,7 +198,7 @@ static int server(const char *addr, int port)
 	struct ibv_context *ctx = open_dev();
 	struct ibv_pd *pd1 = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq1 = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cq2 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	struct ibv_cq *cq3 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *cq3 = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cq4 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	uint8_t *b1 = aligned_alloc(4096, BUF), *b2 = aligned_alloc(4096, 4096);
 	uint8_t *r1 = aligned_alloc(4096, BUF), *r2 = aligned_alloc(4096, 4096), *r3 = aligned_alloc(4096, 4096);
 	const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -203,8 +210,8 @@ static int server(const char *addr, int port)
 	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
 					 .oflags = O_CREAT };
 	struct ibv_xrcd *x, *x_again, *y;
-	struct ibv_srq *s1, *s2, *s3;
-	struct ibv_qp *t[2];
+	struct ibv_srq *s1, *s2, *s3, *s4;
+	struct ibv_qp *t[3];
 	struct ibv_qp_init_attr_ex qa;
 	struct info me, peer;
 	struct ibv_async_event ev;
@@ -213,7 +220,7 @@ static int server(const char *addr, int port)
 
 	if (ffd < 0)   /* ... in /run where /tmp is read-only (the Soft-RoCE VMs) */
 		ffd = mkstemp(path = tmpl2);
-	if (!pd1 || !pd2 || !cq1 || !cq2 || !cq3 || !b1 || !b2 || !r1 || !r2 || !r3 || ffd < 0)
+	if (!pd1 || !pd2 || !cq1 || !cq2 || !cq3 || !cq4 || !b1 || !b2 || !r1 || !r2 || !r3 || ffd < 0)
 		die("pd, cq, buffer or file");
 	unlink(path);
 	xa.fd = ffd;
@@ -244,21 +251,24 @@ static int server(const char *addr, int port)
 	s1 = xsrq(ctx, pd1, x, cq1);
 	s2 = xsrq(ctx, pd1, x, cq2);
 	s3 = xsrq(ctx, pd1, y, cq3);
+	s4 = xsrq(ctx, pd1, x, cq4);
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_XRC_RECV;
 	qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
 	qa.xrcd = x;
 	t[0] = ibv_create_qp_ex(ctx, &qa);
 	t[1] = ibv_create_qp_ex(ctx, &qa);
-	if (!t[0] || !t[1] || t[0]->pd || t[0]->recv_cq || t[0]->send_cq)
+	t[2] = ibv_create_qp_ex(ctx, &qa);
+	if (!t[0] || !t[1] || !t[2] || t[0]->pd || t[0]->recv_cq || t[0]->send_cq)
 		die("ibv_create_qp_ex XRC_RECV");
 	memset(&me, 0, sizeof(me));
 	me.buf1 = (uintptr_t)b1;
 	me.buf2 = (uintptr_t)b2;
 	me.qpn[0] = t[0]->qp_num;
 	me.qpn[1] = t[1]->qp_num;
+	me.qpn[2] = t[2]->qp_num;
 	if (ibv_get_srq_num(s1, &me.srqn[0]) || ibv_get_srq_num(s2, &me.srqn[1]) ||
-	    ibv_get_srq_num(s3, &me.srqn[2]))
+	    ibv_get_srq_num(s3, &me.srqn[2]) || ibv_get_srq_num(s4, &me.srqn[3]))
 		die("ibv_get_srq_num");
 	if (me.srqn[0] == me.srqn[1] || me.srqn[0] == me.srqn[2] || me.srqn[1] == me.srqn[2])
 		die("ibv_get_srq_num: two SRQs with one number");
@@ -268,12 +278,22 @@ static int server(const char *addr, int port)
 	srq_recv(s1, 3, r1 + 8192, BIG, mr1->lkey);
 	srq_recv(s2, 2, r2, 4096, mr2->lkey);
 	srq_recv(s3, 9, r3, 4096, mr3->lkey);
+	/* S4: two RECVs, armed at 2: the event says T3 took one */
+	srq_recv(s4, 10, r1 + 8192, BIG, mr1->lkey);
+	srq_recv(s4, 11, r1 + 8192, BIG, mr1->lkey);
+	{
+		struct ibv_srq_attr sa = { .srq_limit = 2 };
+
+		if (ibv_modify_srq(s4, &sa, IBV_SRQ_LIMIT))
+			die("ibv_modify_srq limit");
+	}
 	fd = oob(true, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
 	xrc_connect(t[0], peer.qpn[0]);
 	xrc_connect(t[1], peer.qpn[1]);
-	sync_byte(fd, 'c', 'c');   /* both connected */
+	xrc_connect(t[2], peer.qpn[2]);
+	sync_byte(fd, 'c', 'c');   /* all connected */
 
 	/* the SENDs: on the CQ of the SRQ each named */
 	expect_recv(cq1, 1, 4000, t[0]->qp_num, peer.qpn[0], "SEND to S1");
@@ -324,15 +344,52 @@ static int server(const char *addr, int port)
 	}
 	printf("%s server: a SEND naming another domain's SRQ took no RECV and put T2 in the "
 	       "error state (IBV_EVENT_QP_REQ_ERR)\n", who);
+	sync_byte(fd, 'g', 'G');   /* I3's 200 KB SEND to S4 is posted */
+	{
+		struct ibv_wc wc;
+		time_t t0 = time(NULL);
+		bool took = false;
+		int r;
+
+		/* deliver (a poll of S4's CQ) until T3 took a RECV of S4 */
+		while (!took && time(NULL) - t0 < 20) {
+			if (ibv_poll_cq(cq4, 1, &wc))
+				die("the 200 KB SEND through a 64 KiB ring completed at once");
+			struct pollfd pf = { .fd = ctx->async_fd, .events = POLLIN };
+
+			if (poll(&pf, 1, 10) == 1) {
+				if (ibv_get_async_event(ctx, &ev))
+					die("ibv_get_async_event");
+				took = ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == s4;
+				ibv_ack_async_event(&ev);
+			}
+		}
+		if (!took)
+			die("T3 took no RECV of S4");
+		r = ibv_destroy_srq(s4);
+		if (r)
+			die("ibv_destroy_srq of an SRQ whose RECV an XRC_RECV QP holds mid-message: not 0");
+		wc = wait_wc(cq4);
+		if (wc.status != IBV_WC_WR_FLUSH_ERR || wc.wr_id != 10 || wc.qp_num != t[2]->qp_num)
+			die("the RECV T3 held did not flush to S4's CQ");
+		if (ibv_poll_cq(cq4, 1, &wc))
+			die("more than the held RECV completed");
+		if (rc_state(t[2]) != IBV_QPS_ERR)
+			die("T3 is not in the error state");
+	}
+	printf("%s server: an SRQ whose RECV an XRC_RECV QP held mid-message was destroyed: the "
+	       "RECV flushed to its CQ, the QP in the error state\n", who);
 	sync_byte(fd, 'e', 'E');
 	/* teardown in order, and what may not go yet */
 	if (ibv_close_xrcd(x) != EBUSY || ibv_destroy_cq(cq1) != EBUSY)
 		die("a domain with SRQs, or an SRQ's CQ, went");
+	if (ibv_dealloc_pd(pd1) != EBUSY || ibv_dealloc_pd(pd2) != EBUSY)
+		die("ibv_dealloc_pd of a PD with an SRQ or MR: not EBUSY");
 	n = 0;
-	n += !ibv_destroy_qp(t[0]) && !ibv_destroy_qp(t[1]);
+	n += !ibv_destroy_qp(t[0]) && !ibv_destroy_qp(t[1]) && !ibv_destroy_qp(t[2]);
 	n += !ibv_destroy_srq(s1) && !ibv_destroy_srq(s2) && !ibv_destroy_srq(s3);
 	n += !ibv_close_xrcd(x) && !ibv_close_xrcd(y);
-	n += !ibv_destroy_cq(cq1) && !ibv_destroy_cq(cq2) && !ibv_destroy_cq(cq3);
+	n += !ibv_destroy_cq(cq1) && !ibv_destroy_cq(cq2) && !ibv_destroy_cq(cq3) && !ibv_destroy_cq(cq4);
 	n += !ibv_dereg_mr(m1) && !ibv_dereg_mr(m2) && !ibv_dereg_mr(mr1) && !ibv_dereg_mr(mr2) &&
 	     !ibv_dereg_mr(mr3);
 	n += !ibv_dealloc_pd(pd1) && !ibv_dealloc_pd(pd2) && !ibv_close_device(ctx);
@@ -374,7 +431,8 @@ static int client(const char *addr, int port)
 	uint8_t *b = aligned_alloc(4096, BUF);
 	struct ibv_mr *m = b && pd ? ibv_reg_mr(pd, b, BUF, IBV_ACCESS_LOCAL_WRITE) : NULL;
 	struct ibv_qp_init_attr_ex qa;
-	struct ibv_qp *q[2];
+	struct ibv_qp *q[3];
+	struct ibv_qp_init_attr ia;
 	struct ibv_qp_ex *qx;
 	struct info me, peer;
 	struct ibv_wc wc;
@@ -393,16 +451,27 @@ static int client(const char *addr, int port)
 	q[0] = ibv_create_qp_ex(ctx, &qa);
 	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
 	q[1] = ibv_create_qp_ex(ctx, &qa);
+	/* ibv_create_qp: the caller's CQs stay in its attributes */
+	memset(&ia, 0, sizeof(ia));
+	ia.qp_type = IBV_QPT_XRC_SEND;
+	ia.send_cq = ia.recv_cq = cq;
+	ia.cap.max_send_wr = 4;
+	ia.cap.max_send_sge = 1;
+	q[2] = ibv_create_qp(pd, &ia);
+	if (!q[2] || ia.recv_cq != cq || ia.send_cq != cq || q[2]->recv_cq)
+		die("ibv_create_qp XRC_SEND: the caller's attributes changed");
 	if (!q[0] || !q[1] || q[0]->recv_cq || !(qx = ibv_qp_to_qp_ex(q[0])))
 		die("ibv_create_qp_ex XRC_SEND");
 	memset(&me, 0, sizeof(me));
 	me.qpn[0] = q[0]->qp_num;
 	me.qpn[1] = q[1]->qp_num;
+	me.qpn[2] = q[2]->qp_num;
 	fd = oob(false, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
 	xrc_connect(q[0], peer.qpn[0]);
 	xrc_connect(q[1], peer.qpn[1]);
+	xrc_connect(q[2], peer.qpn[2]);
 	sync_byte(fd, 'c', 'c');
 	fill(b, 4000, 1);
 	post_xsend(q[0], IBV_WR_SEND, peer.srqn[0], b, 4000, m->lkey, 1);
@@ -453,8 +522,17 @@ static int client(const char *addr, int port)
 	printf("%s client: a SEND naming another domain's SRQ completed with status %d\n", who,
 	       wc.status);
 	sync_byte(fd, 'H', 'h');
+	/* 200 KB to S4 through I3: the server destroys S4 mid-message */
+	fill(b + 8192, BIG, 12);
+	post_xsend(q[2], IBV_WR_SEND, peer.srqn[3], b + 8192, BIG, m->lkey, 12);
+	sync_byte(fd, 'G', 'g');
+	wc = wait_wc(cq);
+	if (wc.wr_id != 12 || wc.status == IBV_WC_SUCCESS)
+		die("a SEND whose SRQ went mid-message did not fail");
+	printf("%s client: a SEND whose SRQ was destroyed mid-message failed (status %d)\n", who,
+	       wc.status);
 	sync_byte(fd, 'E', 'e');
-	if (ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]) || ibv_dereg_mr(m) || ibv_destroy_cq(cq) ||
+	if (ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]) || ibv_destroy_qp(q[2]) || ibv_dereg_mr(m) || ibv_destroy_cq(cq) ||
 	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
 		die("release");
 	close(fd);
