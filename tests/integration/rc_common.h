@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the RC verbs test programs share (verbs_check.c, verbs_events.c,
- * verbs_mw.c): waiting for a completion, connecting a QP to a peer QPN,
- * reading its state. Include after defining die(const char *what), which
+ * verbs_mw.c, verbs_xrc.c): waiting for a completion, connecting a QP to a
+ * peer QPN, reading its state, the out-of-band connection. Include after defining die(const char *what), which
  * does not return.
  */
 #ifndef RC_COMMON_H
 #define RC_COMMON_H
 
+#include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -76,6 +80,30 @@ static inline void rc_post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr
 	}
 	if (ibv_post_send(qp, &wr, &bad))
 		die("ibv_post_send");
+}
+
+/* The out-of-band connection of a two-process check on TCP socket @s: the
+ * server listens on @addr:@port and returns the accepted socket, the
+ * client connects (for 5 s while nobody listens yet) and returns @s. */
+static inline int rc_oob_connect(bool server, int s, const char *addr, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int one = 1, fd = s;
+
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	if (server) {
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
+		    (fd = accept(s, NULL, NULL)) < 0)
+			die("out-of-band listen");
+		return fd;
+	}
+	for (int i = 0; connect(s, (struct sockaddr *)&sa, sizeof(sa)); i++) {
+		if (i == 50)
+			die("out-of-band connect");
+		usleep(100000);
+	}
+	return fd;
 }
 
 /* @qp's state as ibv_query_qp answers it. */

@@ -1482,23 +1482,6 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 
 /* The out-of-band TCP connection of a two-process check: the server
  * listens on @s and returns the accepted socket, the client connects @s. */
-static int oob_connect(bool server, int s, const char *addr, int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int one = 1, fd = s;
-
-	inet_pton(AF_INET, addr, &sa.sin_addr);
-	if (server) {
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
-		    (fd = accept(s, NULL, NULL)) < 0)
-			die("out-of-band listen");
-	} else if (connect(s, (struct sockaddr *)&sa, sizeof(sa))) {
-		die("out-of-band connect");
-	}
-	return fd;
-}
-
 /* The end of a two-process check (unpolled, lategrant): its sockets, its
  * verbs objects, its buffer. */
 static int release_one(bool server, int fd, int s, struct ibv_qp *qp, struct ibv_mr *mr,
@@ -1549,7 +1532,7 @@ static int unpolled(bool server, const char *addr, int port)
 		init_qp(qp);
 		post_recv(qp, 1, b, BIG, NULL, 0, mr->lkey);   /* before RTR */
 	}
-	fd = oob_connect(server, s, addr, port);
+	fd = rc_oob_connect(server, s, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("unpolled: exchange");
 	connect_qp(qp, peer, 1, 7);
@@ -1618,7 +1601,7 @@ static int lategrant(bool server, const char *addr, int port)
 			die("lategrant: VERBS_CHECK_REGDIR (the tenant's directory of the file registry)");
 		memset(b, 0, 4096);
 	}
-	fd = oob_connect(server, s, addr, port);
+	fd = rc_oob_connect(server, s, addr, port);
 	/* both QPs (and their rings' records) exist before the lock is taken */
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("lategrant: exchange");

@@ -94,23 +94,10 @@ static void sync_byte(int fd, char send_c, char want)
 
 static int oob(bool server, const char *addr, int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int one = 1, s = socket(AF_INET, SOCK_STREAM, 0), fd = s;
+	int s = socket(AF_INET, SOCK_STREAM, 0), fd = rc_oob_connect(server, s, addr, port);
 
-	inet_pton(AF_INET, addr, &sa.sin_addr);
-	if (server) {
-		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) || listen(s, 1) ||
-		    (fd = accept(s, NULL, NULL)) < 0)
-			die("out-of-band listen");
+	if (server)
 		close(s);
-	} else {
-		for (int i = 0; connect(s, (struct sockaddr *)&sa, sizeof(sa)); i++) {
-			if (i == 50)
-				die("out-of-band connect");
-			usleep(100000);
-		}
-	}
 	return fd;
 }
 
