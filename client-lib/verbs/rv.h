@@ -721,6 +721,9 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_rq_flush(struct rv_qp *q);
 void rv_ring_discard(struct rv_qp *q);
+struct rv_srq *rv_srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *a);
+void rv_srq_link(struct rv_ctx *c, struct rv_srq *s);
+void rv_srq_free(struct rv_srq *s);
 bool rv_srq_take(struct rv_qp *q);
 void rv_srq_wait(struct rv_qp *q);
 void rv_srq_unwait(struct rv_qp *q);

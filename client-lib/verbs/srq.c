@@ -28,9 +28,9 @@
 
 #include "rv.h"
 
-RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+/* An SRQ on @pd, not yet on the context's list (rv_srq_link). */
+struct rv_srq *rv_srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 {
-	struct rv_ctx *c;
 	struct rv_srq *s;
 	uint32_t n;
 
@@ -39,7 +39,6 @@ RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 		errno = EINVAL;
 		return NULL;
 	}
-	c = to_ctx(pd->context);
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		errno = ENOMEM;
@@ -67,9 +66,37 @@ RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	pthread_mutex_init(&s->srq.mutex, NULL);
 	pthread_cond_init(&s->srq.cond, NULL);
 	a->attr.max_sge = s->max_sge;
-	rv_lock(c);
-	s->next = c->srqs;   /* ibv_dealloc_pd: EBUSY while it lives */
+	return s;
+}
+
+/* A whole SRQ on the context's list (lock held): the XRC code and
+ * ibv_dealloc_pd (EBUSY while it lives) see it from now on. */
+void rv_srq_link(struct rv_ctx *c, struct rv_srq *s)
+{
+	s->next = c->srqs;
 	c->srqs = s;
+}
+
+/* rv_srq_new's undo, before rv_srq_link */
+void rv_srq_free(struct rv_srq *s)
+{
+	pthread_mutex_destroy(&s->srq.mutex);
+	pthread_cond_destroy(&s->srq.cond);
+	free(s->rwr);
+	free(s->rsge);
+	free(s);
+}
+
+RV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct rv_srq *s = rv_srq_new(pd, a);
+	struct rv_ctx *c;
+
+	if (!s)
+		return NULL;
+	c = to_ctx(pd->context);
+	rv_lock(c);
+	rv_srq_link(c, s);
 	rv_unlock(c);
 	return &s->srq;
 }

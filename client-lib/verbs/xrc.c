@@ -124,7 +124,6 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_at
 	struct rv_ctx *c = to_ctx(ctx);
 	struct ibv_srq_init_attr ia;
 	struct rv_srq *s;
-	struct ibv_srq *srq;
 
 	if (!a) {
 		errno = EINVAL;
@@ -147,11 +146,10 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_at
 	memset(&ia, 0, sizeof(ia));
 	ia.srq_context = a->srq_context;
 	ia.attr = a->attr;
-	srq = ibv_create_srq(a->pd, &ia);
-	if (!srq)
+	s = rv_srq_new(a->pd, &ia);
+	if (!s)
 		return NULL;
 	a->attr = ia.attr;
-	s = (struct rv_srq *)srq;
 	s->xrcd = (struct rv_xrcd *)a->xrcd;
 	s->cq = a->cq;
 	rv_lock(c);
@@ -160,11 +158,14 @@ struct ibv_srq *rv_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_at
 	s->srqn = ++c->xsrqn_next & 0xffffff;
 	if (!s->srqn)
 		s->srqn = ++c->xsrqn_next & 0xffffff;
+	/* whole before anyone sees it (one lock hold: two made at once on
+	 * one PD count each other right) */
+	rv_srq_link(c, s);
 	s->xrcd->nsrq++;
 	/* a PD the domain's connected XRC_RECV QPs did not grant yet */
-	rv_grant_xrc_pd(c, s->xrcd, srq->pd, true);
+	rv_grant_xrc_pd(c, s->xrcd, a->pd, true);
 	rv_unlock(c);
-	return srq;
+	return &s->srq;
 }
 
 int rv_get_srq_num(struct ibv_srq *srq, uint32_t *srqn)
@@ -232,11 +233,13 @@ bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f)
 
 /*
  * ibv_destroy_srq of XRC SRQ @s (lock held): the XRC_RECV QPs whose last
- * message it took let it go. One that holds a RECV of it (a message not
- * whole yet, its sender gone or slow) fails: the RECV completes with
- * IBV_WC_WR_FLUSH_ERR on the SRQ's CQ, and the rest of the message, which
- * has nowhere to go, puts the QP in the error state (IBV_EVENT_QP_REQ_ERR),
- * as a NIC NAKs it. So a peer cannot keep an SRQ of ours, and with it its
+ * message it took let it go. One that holds a RECV of it first takes what
+ * its ring holds of that message (one whole there completes, as on a
+ * NIC); if the message is still not whole (its sender gone, slow or
+ * hostile) the QP fails: the RECV completes with IBV_WC_WR_FLUSH_ERR on the
+ * SRQ's CQ, and the rest of the message, which has nowhere to go, puts the
+ * QP in the error state (IBV_EVENT_QP_REQ_ERR), as a NIC NAKs it; its
+ * grants go at once. So a peer cannot keep an SRQ of ours, and with it its
  * CQ, domain and PD, from going.
  */
 void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
@@ -244,10 +247,17 @@ void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
 	for (struct rv_qp *q = c->qps; q; q = q->next) {
 		if (q->qp.qp_type != IBV_QPT_XRC_RECV || q->srq != s)
 			continue;
-		if (q->rq_head != q->rq_tail || q->rm.in_msg) {
+		/* what its ring holds of the message first: one whole there
+		 * completes as on a NIC */
+		if (q->rq_head != q->rq_tail || q->rm.in_msg)
+			rv_deliver(c, q);
+		if (q->srq == s && (q->rq_head != q->rq_tail || q->rm.in_msg)) {
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);
 			rv_qp_fail(q);
+			rv_grant_drop(c, q);   /* now, not at the next poll */
 		}
+		if (q->srq != s)
+			continue;
 		rv_srq_unwait(q);
 		q->srq = NULL;
 		s->nqps--;
@@ -272,6 +282,12 @@ bool rv_xrc_watch(const struct rv_qp *q, bool armed_only)
 {
 	const struct rv_ctx *c = to_ctx(q->qp.context);
 
+	if (q->rq_head != q->rq_tail && q->srq) {   /* the RECV it holds completes there */
+		const struct rv_cq *cq = (const struct rv_cq *)q->srq->cq;
+
+		if (cq->armed || (!armed_only && !cq->served))
+			return true;
+	}
 	for (const struct rv_srq *s = c->srqs; s; s = s->next) {
 		const struct rv_cq *cq = (const struct rv_cq *)s->cq;
 

@@ -384,6 +384,11 @@ static int server(const char *addr, int port)
 		die("release");
 	close(ffd);
 	close(fd);
+	free(b1);
+	free(b2);
+	free(r1);
+	free(r2);
+	free(r3);
 	printf("%s server: ok\n", who);
 	return 0;
 }
@@ -523,6 +528,7 @@ static int client(const char *addr, int port)
 	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
 		die("release");
 	close(fd);
+	free(b);
 	printf("%s client: ok\n", who);
 	return 0;
 }
