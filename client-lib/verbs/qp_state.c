@@ -45,6 +45,9 @@ struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct i
 	 * may make its next QP with the same ones) */
 	struct ibv_qp_init_attr ia = *ua, *a = &ia;
 	struct rv_srq *srq = (struct rv_srq *)a->srq;
+	/* XRC_RECV: no receive queue, but its max_recv_wr (perftest gives
+	 * its SRQ's depth) sizes its ring as an RC QP's */
+	uint32_t xring = ua->cap.max_recv_wr < RV_MAX_WR ? ua->cap.max_recv_wr : RV_MAX_WR;
 	bool xsend = a->qp_type == IBV_QPT_XRC_SEND, xrecv = a->qp_type == IBV_QPT_XRC_RECV;
 	struct rv_qp *q;
 	uint32_t n, rn;
@@ -142,9 +145,10 @@ struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct i
 	/* also draws the QPN; RC/UC on an SRQ: the smallest ring (64 KiB, or
 	 * ROSHM_VERBS_RECV_RING): many QPs share an SRQ, and a full ring only
 	 * makes the sender wait (RNR); UD on an SRQ: a slot per SRQ RECV (up
-	 * to 1024, ud.c), as every RECV may go to this QP's datagrams */
+	 * to 1024, ud.c), as every RECV may go to this QP's datagrams;
+	 * XRC_RECV: by the max_recv_wr asked for, as RC (else the smallest) */
 	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr) :
-	      rv_ring_create(c, q, srq || xrecv ? 1 : a->cap.max_recv_wr);
+	      rv_ring_create(c, q, srq ? 1 : xrecv ? (xring ? xring : 1) : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);
