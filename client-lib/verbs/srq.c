@@ -77,7 +77,7 @@ void rv_srq_link(struct rv_ctx *c, struct rv_srq *s)
 	c->srqs = s;
 }
 
-/* rv_srq_new's undo, before rv_srq_link */
+/* Free an SRQ off the context's list (ibv_destroy_srq). */
 void rv_srq_free(struct rv_srq *s)
 {
 	pthread_mutex_destroy(&s->srq.mutex);
@@ -126,11 +126,7 @@ RV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	rv_async_forget(c, s);
 	rv_unlock(c);
 	rv_async_settle(&srq->mutex, &srq->cond, &srq->events_completed, s->aev_reported);
-	pthread_mutex_destroy(&srq->mutex);
-	pthread_cond_destroy(&srq->cond);
-	free(s->rwr);
-	free(s->rsge);
-	free(s);
+	rv_srq_free(s);
 	return 0;
 }
 
