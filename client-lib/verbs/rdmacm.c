@@ -186,6 +186,23 @@ int rc_dev_get(void)
 	return 0;
 }
 
+/* The device's XRC domain, opened on first need (lock held), as librdmacm
+ * gives the XRC QPs and SRQs of its ids one per device: NULL with errno. */
+struct ibv_xrcd *rc_dev_xrcd(void)
+{
+	struct ibv_xrcd_init_attr a = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+
+	if (!rc_dev.xrcd && rc_dev.verbs)
+		rc_dev.xrcd = ibv_open_xrcd(rc_dev.verbs, &a);
+	else if (!rc_dev.verbs)
+		errno = ENODEV;
+	return rc_dev.xrcd;
+}
+
 /* The GID index whose GID is @src's RoCE GID, else 0 (an IB-style table). */
 static int sgid_for(const struct sockaddr *src)
 {
@@ -688,7 +705,15 @@ void rc_local_conn(struct rc_id *i, struct rc_msg *m, uint8_t type, uint32_t qpn
 	m->retry_count = i->retry_count & 7;
 	m->rnr_retry_count = i->rnr_retry_count & 7;
 	m->srq = srq ? 1 : 0;
-	m->qp_type = sidr ? RC_WIRE_QPT_UD : RC_WIRE_QPT_RC;
+	/* XRC: the requester's XRC_SEND QP, the responder's XRC_RECV QP */
+	if (sidr)
+		m->qp_type = RC_WIRE_QPT_UD;
+	else if (type == RC_MSG_REQ && i->id.qp_type == IBV_QPT_XRC_SEND)
+		m->qp_type = RC_WIRE_QPT_XRC_SEND;
+	else if (type == RC_MSG_REP && i->id.qp_type == IBV_QPT_XRC_RECV)
+		m->qp_type = RC_WIRE_QPT_XRC_RECV;
+	else
+		m->qp_type = RC_WIRE_QPT_RC;
 	if (sidr) {
 		m->psn = 0;
 		m->qkey = type == RC_MSG_SIDR_REP ? RDMA_UDP_QKEY : 0;

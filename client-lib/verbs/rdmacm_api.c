@@ -187,6 +187,9 @@ RC_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 
 static void destroy_cqs(struct rdma_cm_id *id)
 {
+	/* an XRC SRQ's CQ goes with the SRQ (rdma_destroy_srq) */
+	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq)
+		return;
 	if (id->recv_cq) {
 		ibv_destroy_cq(id->recv_cq);
 		if (id->send_cq && id->send_cq != id->recv_cq)
@@ -242,12 +245,27 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 
 	if (!id || !attr || id->qp || !id->verbs)
 		return rc_err(EINVAL);
-	/* XRC QPs through the CM are not provided (docs/verbs-compat.md "XRC") */
-	if (attr->qp_type == IBV_QPT_XRC_SEND || attr->qp_type == IBV_QPT_XRC_RECV)
-		return rc_err(EOPNOTSUPP);
 	/* a UD QP on RDMA_PS_UDP's ids, and only there */
 	if ((id->qp_type == IBV_QPT_UD) != (attr->qp_type == IBV_QPT_UD))
 		return rc_err(EINVAL);
+	/* XRC (docs/verbs-compat.md "XRC"): an XRC_RECV QP on an id of that
+	 * type (rdma_create_ep's, or one an XRC_SEND's request made); an
+	 * XRC_SEND QP on an id of that type, or on an RC id before it connects
+	 * (rdma_create_id has no QP type: its id becomes an XRC_SEND one) */
+	if ((attr->qp_type == IBV_QPT_XRC_RECV) != (id->qp_type == IBV_QPT_XRC_RECV) ||
+	    (id->qp_type == IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_SEND) ||
+	    (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND &&
+	     (id->qp_type != IBV_QPT_RC || i->state == RC_LISTEN || i->state > RC_ROUTE_RESOLVED)))
+		return rc_err(EINVAL);
+	if (attr->qp_type == IBV_QPT_XRC_RECV &&
+	    (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		pthread_mutex_lock(&rc_lock);
+		attr->xrcd = rc_dev_xrcd();
+		pthread_mutex_unlock(&rc_lock);
+		if (!attr->xrcd)
+			return -1;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 		attr->pd = id->pd;
@@ -264,7 +282,9 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		attr->send_cq = id->send_cq;
 	if (!attr->recv_cq)
 		attr->recv_cq = id->recv_cq;
-	if (id->srq && !attr->srq)
+	/* an XRC QP has no SRQ of its own: its SENDs name the receiver's */
+	if (id->srq && !attr->srq && attr->qp_type != IBV_QPT_XRC_SEND &&
+	    attr->qp_type != IBV_QPT_XRC_RECV)
 		attr->srq = id->srq;
 	qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp)
@@ -290,8 +310,12 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		errno = ret;
 		goto err;
 	}
-	id->pd = qp->pd;
+	/* an XRC_RECV QP has no PD: the id keeps its own (its MRs, its SRQ) */
+	if (qp->pd)
+		id->pd = qp->pd;
 	id->qp = qp;
+	if (attr->qp_type == IBV_QPT_XRC_SEND)
+		id->qp_type = IBV_QPT_XRC_SEND;
 	return 0;
 err: {
 	int e = errno;
@@ -302,43 +326,70 @@ err: {
 }
 
 /*
- * The id's SRQ (basic only: XRC and tag matching are EOPNOTSUPP), on the
- * PD given or the id's, with a receive CQ (and its channel) made for it
- * unless the caller gives one; rdma_create_qp puts the id's QP on it.
+ * The id's SRQ on the PD given or the id's, with a receive CQ (and its
+ * channel) made for it unless the caller gives one: a basic SRQ, which
+ * rdma_create_qp puts the id's QP on, or (XRC) one of the device's XRC
+ * domain unless the caller gives one, whose CQ its RECVs complete on (the
+ * id's receive CQ). Tag matching: EOPNOTSUPP.
  */
 RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
-	struct ibv_srq_init_attr a;
+	struct ibv_srq_init_attr_ex x;
+	bool xrc, made = false;
 	struct ibv_pd *pd;
 
 	if (!id || !attr || id->srq || !id->verbs)
 		return rc_err(EINVAL);
 	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
-					  IBV_SRQ_INIT_ATTR_CQ))
+					  IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_XRCD))
 		return rc_err(EOPNOTSUPP);
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC)
+	xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc)
 		return rc_err(EOPNOTSUPP);
 	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
 	if (!pd || pd->context != id->verbs)
 		return rc_err(EINVAL);
-	if ((!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) && !id->recv_cq &&
-	    create_cqs(id, 0, attr->attr.max_wr))
-		return -1;
-	a = (struct ibv_srq_init_attr){ .srq_context = attr->srq_context, .attr = attr->attr };
-	id->srq = ibv_create_srq(pd, &a);
+	x = (struct ibv_srq_init_attr_ex){ .srq_context = attr->srq_context, .attr = attr->attr,
+					   .pd = pd };
+	x.cq = (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : NULL;
+	if (!x.cq && !id->recv_cq) {
+		if (create_cqs(id, 0, attr->attr.max_wr))
+			return -1;
+		made = true;
+	}
+	if (!x.cq)
+		x.cq = id->recv_cq;
+	if (xrc) {
+		x.xrcd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ? attr->xrcd : NULL;
+		if (!x.xrcd) {
+			pthread_mutex_lock(&rc_lock);
+			x.xrcd = rc_dev_xrcd();
+			pthread_mutex_unlock(&rc_lock);
+		}
+		x.srq_type = IBV_SRQT_XRC;
+		x.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			      IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+		id->srq = x.xrcd ? ibv_create_srq_ex(id->verbs, &x) : NULL;
+	} else {
+		struct ibv_srq_init_attr a = { .srq_context = x.srq_context, .attr = x.attr };
+
+		id->srq = ibv_create_srq(pd, &a);
+		x.attr = a.attr;
+	}
 	if (!id->srq) {
 		int e = errno;
 
-		if (!id->qp)
+		if (made)
 			destroy_cqs(id);
 		return rc_err(e ? e : ENOMEM);
 	}
-	attr->attr = a.attr;
+	attr->attr = x.attr;
 	attr->pd = pd;
-	attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
-	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
-		attr->cq = id->recv_cq;
-		attr->comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	attr->cq = x.cq;
+	attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ;
+	if (xrc) {
+		attr->xrcd = x.xrcd;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
 	}
 	return 0;
 }
@@ -355,7 +406,8 @@ RC_EXPORT int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd,
 	a.srq_context = attr->srq_context;
 	a.attr = attr->attr;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-	a.srq_type = IBV_SRQT_BASIC;
+	/* librdmacm: an XRC_RECV id's SRQ is an XRC SRQ */
+	a.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	a.pd = pd ? pd : id->pd;
 	ret = rdma_create_srq_ex(id, &a);
 	if (!ret)
@@ -367,9 +419,11 @@ RC_EXPORT void rdma_destroy_srq(struct rdma_cm_id *id)
 {
 	if (!id || !id->srq)
 		return;
-	if (!ibv_destroy_srq(id->srq))
-		id->srq = NULL;
-	if (!id->qp)
+	if (ibv_destroy_srq(id->srq))
+		return;
+	id->srq = NULL;
+	/* an XRC_RECV QP uses no CQ: its SRQ's CQ goes with the SRQ */
+	if (!id->qp || id->qp_type == IBV_QPT_XRC_RECV)
 		destroy_cqs(id);
 }
 
@@ -618,16 +672,26 @@ RC_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, 
 {
 	struct rdma_cm_id *cm;
 	struct rc_id *i;
-	enum ibv_qp_type t = res && res->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+	enum ibv_qp_type t = IBV_QPT_RC;
 	int ret;
 
 	if (!id || !res)
 		return rc_err(EINVAL);
+	/* UD on RDMA_PS_UDP; XRC (an XRC_RECV listener, an XRC_SEND
+	 * requester) on the connected port spaces, as RC */
+	if (res->ai_port_space == RDMA_PS_UDP)
+		t = IBV_QPT_UD;
+	else if (res->ai_qp_type == IBV_QPT_XRC_SEND || res->ai_qp_type == IBV_QPT_XRC_RECV)
+		t = (enum ibv_qp_type)res->ai_qp_type;
 	if (res->ai_qp_type && res->ai_qp_type != (int)t)
 		return rc_err(EOPNOTSUPP);
+	if ((t == IBV_QPT_XRC_RECV && !(res->ai_flags & RAI_PASSIVE)) ||
+	    (t == IBV_QPT_XRC_SEND && (res->ai_flags & RAI_PASSIVE)))
+		return rc_err(EINVAL);
 	ret = rdma_create_id(NULL, &cm, NULL, (enum rdma_port_space)res->ai_port_space);
 	if (ret)
 		return ret;
+	cm->qp_type = t;
 	i = rc_to_id(cm);
 	if (res->ai_flags & RAI_PASSIVE) {
 		if (!res->ai_src_addr) {
@@ -695,9 +759,7 @@ RC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 		return;
 	if (id->qp)
 		rdma_destroy_qp(id);
-	if (id->srq) {
-		ibv_destroy_srq(id->srq);
-		id->srq = NULL;
-	}
+	if (id->srq)
+		rdma_destroy_srq(id);
 	rdma_destroy_id(id);
 }

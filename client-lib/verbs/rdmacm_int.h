@@ -54,11 +54,14 @@ static inline int rc_socket(int family, int type)
 #define RC_TIMEOUT_MS 30000        /* REQ -> REP, REP -> RTU, accept -> REQ */
 #define RC_REJ_CONSUMER 28         /* IB_CM_REJ_CONSUMER_DEFINED */
 #define RC_REJ_NO_LISTENER 8       /* IB_CM_REJ_INVALID_SERVICE_ID */
+#define RC_REJ_TRANSPORT 9         /* IB_CM_REJ_INVALID_TRANSPORT_TYPE: RC against XRC */
 #define RC_REJ_VENDOR 35           /* IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED */
 #define RC_MC_MAX 16               /* groups an id joins (a QP: RV_MC_QP) */
 
 _Static_assert(RC_WIRE_QPT_RC == IBV_QPT_RC, "wire qp type");
 _Static_assert(RC_WIRE_QPT_UD == IBV_QPT_UD, "wire qp type");
+_Static_assert(RC_WIRE_QPT_XRC_SEND == IBV_QPT_XRC_SEND, "wire qp type");
+_Static_assert(RC_WIRE_QPT_XRC_RECV == IBV_QPT_XRC_RECV, "wire qp type");
 #define RC_SIDR_UNSUPPORTED 1      /* IB_SIDR_UNSUPPORTED: no listener */
 #define RC_SIDR_REJECT 2           /* IB_SIDR_REJECT */
 
@@ -149,6 +152,7 @@ extern pthread_mutex_t rc_lock;
 struct rc_dev {
 	struct ibv_context *verbs;
 	struct ibv_pd *pd;
+	struct ibv_xrcd *xrcd;   /* XRC QPs and SRQs given no domain: rc_dev_xrcd() */
 	uint8_t max_resp, max_init;
 	uint16_t lid;
 	uint8_t mtu;
@@ -167,6 +171,7 @@ void rc_sa_unmap(struct sockaddr_storage *ss);
 void rc_sa_gid(const struct sockaddr *sa, union ibv_gid *g);
 bool rc_sa_mc(const struct sockaddr *sa);
 int rc_dev_get(void);
+struct ibv_xrcd *rc_dev_xrcd(void);
 int rc_id_attach(struct rc_id *i);
 void rc_chan_free(struct rc_chan *c);
 struct rc_chan *rc_chan_new(void);

@@ -13,7 +13,7 @@
 static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 {
 	struct rc_id *l = i->listener;
-	bool ud = l->id.qp_type == IBV_QPT_UD;
+	bool ud = l->id.qp_type == IBV_QPT_UD, xrc;
 	struct rc_evt *e;
 
 	if (m->type != RC_MSG_REQ && m->type != RC_MSG_SIDR_REQ)
@@ -25,6 +25,18 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 		rc_hidden_drop(i);
 		return true;
 	}
+	/* XRC: an XRC_SEND's request makes an XRC_RECV id. A listener made
+	 * for one kind (rdma_create_ep's QP type) refuses the other; one made
+	 * by rdma_create_id takes both, as the QP is the application's then. */
+	xrc = m->qp_type == RC_WIRE_QPT_XRC_SEND;
+	if (!ud && (xrc ? l->id.qp_type != IBV_QPT_XRC_RECV && l->ep_attr :
+		    l->id.qp_type == IBV_QPT_XRC_RECV)) {
+		rc_send_simple(i, RC_MSG_REJ, RC_REJ_TRANSPORT);
+		rc_hidden_drop(i);
+		return true;
+	}
+	if (!ud)
+		i->id.qp_type = xrc ? IBV_QPT_XRC_RECV : IBV_QPT_RC;
 	/* as the kernel CM with its listen backlog: requests the application
 	 * has not taken yet are bounded; one more is rejected */
 	if (l->nqueued >= l->backlog || rc_id_attach(i)) {
@@ -98,6 +110,12 @@ static bool rx_rep(struct rc_id *i, const struct rc_msg *m)
 	struct rc_evt *e;
 	int ret;
 
+	/* an XRC_SEND QP connects to an XRC_RECV QP, an RC QP to an RC QP */
+	if (m->qp_type != (i->id.qp_type == IBV_QPT_XRC_SEND ? RC_WIRE_QPT_XRC_RECV : RC_WIRE_QPT_RC)) {
+		rc_send_simple(i, RC_MSG_REJ, RC_REJ_TRANSPORT);
+		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -EPROTO);
+		return true;
+	}
 	i->peer = *m;
 	i->have_peer = true;
 	memcpy(i->id.route.addr.addr.ibaddr.dgid.raw, m->gid, 16);

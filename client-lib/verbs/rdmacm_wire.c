@@ -59,6 +59,19 @@ static bool is_sidr(uint8_t type)
 	return type == RC_MSG_SIDR_REQ || type == RC_MSG_SIDR_REP;
 }
 
+/* The QP types a message of @m's type may name (rdmacm_wire.h). */
+static bool qp_type_ok(const struct rc_msg *m)
+{
+	switch (m->type) {
+	case RC_MSG_REQ:
+		return m->qp_type == RC_WIRE_QPT_RC || m->qp_type == RC_WIRE_QPT_XRC_SEND;
+	case RC_MSG_REP:
+		return m->qp_type == RC_WIRE_QPT_RC || m->qp_type == RC_WIRE_QPT_XRC_RECV;
+	default:
+		return m->qp_type == RC_WIRE_QPT_UD;
+	}
+}
+
 /* SIDR frames carry no PSN, and a Q_Key only in the REP. */
 static int conn_fields_ok(const struct rc_msg *m)
 {
@@ -66,7 +79,7 @@ static int conn_fields_ok(const struct rc_msg *m)
 
 	return m->qpn <= 0xffffff && m->mtu >= 1 && m->mtu <= 5 &&
 	       m->flow_control <= 1 && m->retry_count <= 7 && m->rnr_retry_count <= 7 &&
-	       m->srq <= 1 && m->qp_type == (sidr ? RC_WIRE_QPT_UD : RC_WIRE_QPT_RC) &&
+	       m->srq <= 1 && qp_type_ok(m) &&
 	       (sidr ? !m->psn : m->psn <= 0xffffff && !m->qkey) &&
 	       (m->type == RC_MSG_SIDR_REP || !m->qkey);
 }

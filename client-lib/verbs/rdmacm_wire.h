@@ -11,6 +11,9 @@
  *   rnr_retry_count, srq, qp_type, private_data_len, u8 zero, private data.
  * REJ payload: be32 reason, u8 private_data_len, u8 zero[3], private data.
  * RTU, DREQ: empty.
+ * qp_type: RC in a REQ and a REP, or XRC_SEND in a REQ and XRC_RECV in a
+ *   REP (an XRC connection: the requester's XRC_SEND QP and the responder's
+ *   XRC_RECV QP).
  * SIDR_REQ / SIDR_REP (RDMA_PS_UDP, the roles of IB CM's SIDR): the REQ/REP
  *   payload with qp_type UD and the Q_Key where the PSN is; once the REP (or
  *   a REJ) is sent, nothing more goes over the connection.
@@ -37,6 +40,8 @@
 #define RC_WIRE_MAX (RC_WIRE_HDR + RC_WIRE_CONN + RC_PD_REP)
 #define RC_WIRE_QPT_RC 2          /* IBV_QPT_RC: REQ and REP */
 #define RC_WIRE_QPT_UD 4          /* IBV_QPT_UD: SIDR_REQ and SIDR_REP */
+#define RC_WIRE_QPT_XRC_SEND 9    /* IBV_QPT_XRC_SEND: the REQ of an XRC connection */
+#define RC_WIRE_QPT_XRC_RECV 10   /* IBV_QPT_XRC_RECV: its REP */
 
 enum rc_msg_type {
 	RC_MSG_REQ = 1,
@@ -63,7 +68,8 @@ struct rc_msg {
 	uint8_t retry_count;      /* 0..7 */
 	uint8_t rnr_retry_count;  /* 0..7 */
 	uint8_t srq;              /* 0 or 1 */
-	uint8_t qp_type;          /* RC_WIRE_QPT_RC, or _UD for SIDR */
+	uint8_t qp_type;          /* RC_WIRE_QPT_RC; _XRC_SEND (REQ) and _XRC_RECV
+				   * (REP) for XRC; _UD for SIDR */
 	/* REJ */
 	uint32_t reason;
 	/* REQ, REP, REJ */

@@ -7,7 +7,7 @@
 # cm:   rdmacm_check server/client (the API across the nodes, RDMA through
 #       the QPs it connects) and local (hostile peers on both ends of the CM
 #       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts,
-#       RDMA_PS_UDP's SIDR answers and datagrams);
+#       RDMA_PS_UDP's SIDR answers and datagrams, XRC);
 #       Debian's ucmatose -C 0 (connections without messages: several, then
 #       migrated) after garbage was thrown at its port; cmtime -c 20 (20
 #       connections set up and torn down step by step); qperf -cm1's RDMA
@@ -15,7 +15,7 @@
 # send: what also needs SEND/RECV and completion channels from roshm0:
 #       ib_write_lat / ib_read_lat / ib_atomic_lat / ib_send_lat -R (perftest
 #       -R exchanges its keys with SENDs), ucmatose with messages,
-#       rdma_server + rdma_client, rping, qperf -cm1 rc_lat / rc_bw; UD over
+#       rdma_server + rdma_client, rdma_xserver + rdma_xclient (XRC and RC), rping, qperf -cm1 rc_lat / rc_bw; UD over
 #       RDMA_PS_UDP: ib_send_lat / ib_send_bw -R -c UD, udaddy, mckey
 #       (multicast: receivers on both nodes); libfabric's
 #       verbs provider: fi_pingpong -e msg / rdm / dgram -c. Skipped (77)
@@ -33,7 +33,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 th_asan_pre "$name" "$sanitize"
 pre=$TH_PRE
 if [[ $mode == cm ]]; then need=(ucmatose cmtime qperf)
-else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rping udaddy mckey qperf fi_pingpong); fi
+else need=(ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ucmatose rdma_server rdma_client rdma_xserver rdma_xclient rping udaddy mckey qperf fi_pingpong); fi
 for t in "${need[@]}"; do
   command -v "$t" >/dev/null || { echo "$name: skipped: $t missing (Debian packages rdmacm-utils, perftest, qperf)"; exit 77; }
 done
@@ -192,6 +192,12 @@ done
 pair fi_pingpong-dgram "fi_pingpong -p verbs -e dgram -c -I 100" "fi_pingpong -p verbs -e dgram -c -I 100 $ADDR_A" '^4k +100 +=100 '
 pair ucmatose "ucmatose -c 2 -p 7802" "ucmatose -c 2 -p 7802 -s $ADDR_A" 'data transfers complete'
 pair rdma_server-client "rdma_server -s $ADDR_A -p 7803" "rdma_client -s $ADDR_A -p 7803" 'rdma_client: end 0'
+# XRC through the CM (rdma_xserver -c x: rdma_create_ep of XRC_RECV on
+# RDMA_PS_IB, rdma_create_srq's XRC SRQ, its number in the REP's private
+# data; rdma_xclient -c x: an XRC_SEND QP whose SEND names it); the server
+# ends 0 only once the RECV completed. Its RC mode too.
+pair rdma_xserver-xrc "rdma_xserver -p 7806 -c x" "rdma_xclient -s $ADDR_A -p 7806 -c x" 'rdma_xclient: end 0'
+pair rdma_xserver-rc "rdma_xserver -p 7807" "rdma_xclient -s $ADDR_A -p 7807" 'rdma_xclient: end 0'
 # rping: buffers that share pages registered apart (overlapping MRs), RDMA
 # READ and WRITE of the advertised buffers, SENDs, a completion channel
 # thread; -v prints each ping's data, which the server READ from the client

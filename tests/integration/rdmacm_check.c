@@ -1803,6 +1803,322 @@ static void mcast_cm(void)
 	       "send-only joins and leaving (nothing arrives), the join's errors\n");
 }
 
+/* ================================================================= XRC */
+
+struct xinfo {
+	uint32_t magic;
+	uint32_t srqn;
+	uint32_t rkey;
+	uint32_t pad;
+	uint64_t addr;
+};
+
+#define XLEN 3000   /* the first SEND's bytes */
+#define XWOFF 5000  /* where the WRITE lands in the server's buffer */
+#define XWLEN 100
+
+static uint8_t xbyte(size_t k, unsigned salt)
+{
+	return (uint8_t)(k * 31 + salt);
+}
+
+/* h-xserver ADDR PORT: what rdma_xserver does, checked. Listener A (PORT)
+ * is rdma_create_ep's XRC_RECV kind: an RC request must never reach it;
+ * its XRC connection gets an XRC SRQ from rdma_create_srq, two RECVs and
+ * an MR the peer WRITEs into, all checked. Listener B (PORT+1) is an RC
+ * one with a QP: an XRC request must never reach it; an RC one is taken. */
+static int h_xserver(const char *addr, int port)
+{
+	struct rdma_addrinfo h, *ra, *rb;
+	struct rdma_cm_id *la, *lb, *id;
+	struct ibv_qp_init_attr qa;
+	struct ibv_srq_init_attr sa;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct rdma_conn_param cp;
+	struct xinfo xi;
+	uint8_t *buf;
+	char svc[16];
+
+	who = "rdmacm_check h-xserver";
+	memset(&h, 0, sizeof(h));
+	h.ai_flags = RAI_PASSIVE;
+	h.ai_port_space = RDMA_PS_IB;
+	h.ai_qp_type = IBV_QPT_XRC_RECV;
+	snprintf(svc, sizeof(svc), "%d", port);
+	CHECK(!rdma_getaddrinfo(addr, svc, &h, &ra), "rdma_getaddrinfo");
+	h.ai_port_space = RDMA_PS_TCP;
+	h.ai_qp_type = IBV_QPT_RC;
+	snprintf(svc, sizeof(svc), "%d", port + 1);
+	CHECK(!rdma_getaddrinfo(addr, svc, &h, &rb), "rdma_getaddrinfo");
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_recv_wr = 4;
+	qa.cap.max_recv_sge = 1;
+	CHECK(!rdma_create_ep(&la, ra, NULL, &qa), "rdma_create_ep (XRC_RECV): %s", strerror(errno));
+	CHECK(la->qp_type == IBV_QPT_XRC_RECV, "XRC listener's qp_type %d", la->qp_type);
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_sge = 1;
+	CHECK(!rdma_create_ep(&lb, rb, NULL, &qa), "rdma_create_ep (RC): %s", strerror(errno));
+	CHECK(!rdma_listen(la, 4) && !rdma_listen(lb, 4), "rdma_listen: %s", strerror(errno));
+
+	/* A: the RC request is refused unseen; the XRC one comes */
+	CHECK(!rdma_get_request(la, &id), "rdma_get_request (XRC): %s", strerror(errno));
+	CHECK(id->qp_type == IBV_QPT_XRC_RECV && id->qp && id->qp->qp_type == IBV_QPT_XRC_RECV &&
+	      id->pd, "the request's id: qp_type %d, QP %p of type %d, PD %p", id->qp_type,
+	      (void *)id->qp, id->qp ? (int)id->qp->qp_type : -1, (void *)id->pd);
+	CHECK(id->event && id->event->param.conn.qp_num, "CONNECT_REQUEST without the peer's QPN");
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	CHECK(!rdma_create_srq(id, NULL, &sa), "rdma_create_srq (XRC): %s", strerror(errno));
+	CHECK(id->srq && id->recv_cq, "no SRQ or no CQ for it");
+	CHECK(!ibv_get_srq_num(id->srq, &xi.srqn), "ibv_get_srq_num: %s", strerror(errno));
+	buf = calloc(1, 8192);
+	mr = buf ? ibv_reg_mr(id->pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+	CHECK(mr, "ibv_reg_mr: %s", strerror(errno));
+	CHECK(!rdma_post_recv(id, (void *)1, buf, 4000, mr) &&
+	      !rdma_post_recv(id, (void *)2, buf + 4000, 16, mr), "rdma_post_recv: %s", strerror(errno));
+	xi.magic = MAGIC;
+	xi.rkey = mr->rkey;
+	xi.addr = (uintptr_t)buf;
+	xi.pad = 0;
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = &xi;
+	cp.private_data_len = sizeof(xi);
+	CHECK(!rdma_accept(id, &cp), "rdma_accept: %s", strerror(errno));
+	CHECK(rc_state(id->qp) == IBV_QPS_RTS, "accepted XRC_RECV QP in state %d", rc_state(id->qp));
+	for (int k = 1; k <= 2; k++) {
+		CHECK(rdma_get_recv_comp(id, &wc) == 1, "rdma_get_recv_comp: %s", strerror(errno));
+		CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == (uint64_t)k &&
+		      wc.qp_num == id->qp->qp_num && wc.byte_len == (k == 1 ? XLEN : 16),
+		      "RECV %d: status %d opcode %d wr_id %" PRIu64 " qp_num %06x (QP %06x) len %u", k,
+		      wc.status, wc.opcode, wc.wr_id, wc.qp_num, id->qp->qp_num, wc.byte_len);
+	}
+	for (size_t k = 0; k < XLEN; k++)
+		CHECK(buf[k] == xbyte(k, 1), "SEND byte %zu: %u", k, buf[k]);
+	for (size_t k = 0; k < XWLEN; k++)
+		CHECK(buf[XWOFF + k] == xbyte(k, 2), "WRITE byte %zu: %u", k, buf[XWOFF + k]);
+	CHECK(!memcmp(buf + 4000, "xrc, the fence..", 16), "the second SEND's bytes");
+	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
+	rdma_dereg_mr(mr);
+	free(buf);
+	rdma_destroy_ep(id);   /* QP, XRC SRQ and its CQ, id */
+
+	/* B: the XRC request is refused unseen; the RC one comes */
+	CHECK(!rdma_get_request(lb, &id), "rdma_get_request (RC): %s", strerror(errno));
+	CHECK(id->qp_type == IBV_QPT_RC && id->qp && id->qp->qp_type == IBV_QPT_RC,
+	      "RC listener's request: qp_type %d", id->qp_type);
+	CHECK(!rdma_accept(id, NULL), "rdma_accept (RC): %s", strerror(errno));
+	CHECK(!rdma_disconnect(id), "rdma_disconnect: %s", strerror(errno));
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(la);
+	rdma_destroy_ep(lb);
+	rdma_freeaddrinfo(ra);
+	rdma_freeaddrinfo(rb);
+	return 0;
+}
+
+/* An id of @ps with an RC or XRC_SEND QP connects to 127.0.0.1:@port
+ * (again while nobody listens): the first answer that is not "nobody
+ * listens" is returned with the id. */
+static struct rdma_cm_event *x_connect(struct rdma_event_channel *ch, int port, bool xrc,
+				       struct rdma_cm_id **out)
+{
+	for (int tries = 0;; tries++) {
+		struct rdma_cm_id *id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_IB);
+		struct ibv_qp_init_attr a;
+		struct rdma_cm_event *e;
+
+		if (xrc) {
+			memset(&a, 0, sizeof(a));
+			a.qp_type = IBV_QPT_XRC_SEND;
+			a.cap.max_send_wr = 8;
+			a.cap.max_send_sge = 1;
+			a.sq_sig_all = 1;
+			CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp (XRC_SEND): %s", strerror(errno));
+			CHECK(id->qp_type == IBV_QPT_XRC_SEND && id->qp->qp_type == IBV_QPT_XRC_SEND &&
+			      id->send_cq && !id->recv_cq, "XRC_SEND id: qp_type %d, CQs %p %p", id->qp_type,
+			      (void *)id->send_cq, (void *)id->recv_cq);
+		} else {
+			cm_qp(id);
+		}
+		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+		e = ev_next(ch, 20000);
+		CHECK(e, "no answer to a connect");
+		if (e->event != RDMA_CM_EVENT_REJECTED || e->status != 8) {
+			*out = id;
+			return e;
+		}
+		CHECK(tries < 100, "nobody listens on %d", port);
+		rdma_ack_cm_event(e);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		usleep(100000);
+	}
+}
+
+static void x_post(struct rdma_cm_id *id, enum ibv_wr_opcode op, void *b, uint32_t len,
+		   struct ibv_mr *mr, uint32_t srqn, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = len, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1, .opcode = op }, *bad;
+	struct ibv_wc wc;
+
+	wr.qp_type.xrc.remote_srqn = srqn;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	CHECK(!ibv_post_send(id->qp, &wr, &bad), "ibv_post_send: %s", strerror(errno));
+	CHECK(rdma_get_send_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "opcode %d over XRC: status %d", op, wc.status);
+}
+
+/* A raw peer answers our XRC REQ with an RC REP, and our RC REQ with an
+ * XRC_RECV REP: neither connects. */
+static void xrc_hostile(struct rdma_event_channel *ch, int port)
+{
+	int lfd = raw_listener(port);
+
+	for (int xrc = 0; xrc < 2; xrc++) {
+		struct rdma_cm_id *id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_IB);
+		struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_XRC_SEND,
+					      .cap = { .max_send_wr = 1, .max_send_sge = 1 } };
+		struct rc_msg m;
+		struct rdma_cm_event *e;
+		uint8_t rb[RC_WIRE_MAX], b[RC_WIRE_MAX];
+		size_t got = 0;
+		int c, n;
+
+		if (xrc)
+			CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp: %s", strerror(errno));
+		else
+			cm_qp(id);
+		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+		c = accept(lfd, NULL, NULL);
+		CHECK(c >= 0, "accept");
+		for (n = 0; n <= 0;) {
+			struct pollfd pf = { .fd = c, .events = POLLIN };
+
+			CHECK(!ev_next(ch, 10), "an event before any answer");
+			if (poll(&pf, 1, 10) == 1) {
+				ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
+
+				CHECK(r > 0, "the REQ did not come");
+				got += (size_t)r;
+			}
+			n = rc_wire_decode(rb, got, &m);
+			CHECK(n >= 0, "our own REQ does not decode");
+		}
+		CHECK(m.type == RC_MSG_REQ && m.qp_type == (xrc ? RC_WIRE_QPT_XRC_SEND : RC_WIRE_QPT_RC),
+		      "REQ of an %s QP names QP type %u", xrc ? "XRC_SEND" : "RC", m.qp_type);
+		m = conn_msg(RC_MSG_REP, 0x42);
+		m.qp_type = xrc ? RC_WIRE_QPT_RC : RC_WIRE_QPT_XRC_RECV;
+		n = frame(&m, b);
+		CHECK(send(c, b, (size_t)n, 0) == n, "send");
+		e = ev_expect(ch, RDMA_CM_EVENT_CONNECT_ERROR, 5000);
+		CHECK(e->status == -EPROTO, "REP of the other kind: status %d", e->status);
+		rdma_ack_cm_event(e);
+		CHECK(rc_state(id->qp) == IBV_QPS_ERR, "QP not in error after a REP of the other kind");
+		close(c);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	close(lfd);
+}
+
+/* XRC through librdmacm (docs/verbs-compat.md "XRC"), against h-xserver
+ * on @port and @port+1, and a raw peer on @port+2. */
+static void xrc_cm(int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr a;
+	const struct xinfo *xi;
+	uint32_t srqn, rkey;
+	uint64_t raddr;
+	struct ibv_mr *mr;
+	uint8_t *b;
+	char ps[16];
+	pid_t p;
+
+	CHECK(ch, "rdma_create_event_channel");
+	nonblock(ch);
+	/* rdma_create_qp refuses XRC_RECV on an id no XRC request made */
+	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_IB);
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_RECV;
+	a.cap.max_recv_wr = 1;
+	CHECK(rdma_create_qp(id, NULL, &a) && errno == EINVAL && !id->qp,
+	      "XRC_RECV QP on an RC id: want EINVAL, got %s", strerror(errno));
+	rdma_destroy_id(id);
+
+	snprintf(ps, sizeof(ps), "%d", port);
+	p = spawn("h-xserver", "127.0.0.1", ps, NULL);
+	e = x_connect(ch, port, false, &id);
+	CHECK(e->event == RDMA_CM_EVENT_REJECTED && e->status == 9,
+	      "RC request to an XRC listener: %s status %d, want REJECTED 9", estr(e->event), e->status);
+	rdma_ack_cm_event(e);
+	rdma_destroy_qp(id);
+	/* XRC_SEND on an RC id that has been connecting: EINVAL */
+	memset(&a, 0, sizeof(a));
+	a.qp_type = IBV_QPT_XRC_SEND;
+	a.cap.max_send_wr = 1;
+	a.cap.max_send_sge = 1;
+	CHECK(rdma_create_qp(id, NULL, &a) && errno == EINVAL && !id->qp,
+	      "XRC_SEND QP on an RC id after its connect: want EINVAL, got %s", strerror(errno));
+	rdma_destroy_id(id);
+
+	e = x_connect(ch, port, true, &id);
+	CHECK(e->event == RDMA_CM_EVENT_ESTABLISHED, "XRC connect: %s status %d", estr(e->event),
+	      e->status);
+	CHECK(e->param.conn.private_data_len >= sizeof(*xi), "REP's private data: %u bytes",
+	      e->param.conn.private_data_len);
+	xi = e->param.conn.private_data;
+	CHECK(xi->magic == MAGIC, "REP's private data is not the server's");
+	srqn = xi->srqn;
+	rkey = xi->rkey;
+	raddr = xi->addr;
+	rdma_ack_cm_event(e);
+	CHECK(rc_state(id->qp) == IBV_QPS_RTS, "XRC_SEND QP in state %d", rc_state(id->qp));
+	b = malloc(4096);
+	mr = b ? ibv_reg_mr(id->pd, b, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	CHECK(mr, "ibv_reg_mr");
+	for (size_t k = 0; k < XLEN; k++)
+		b[k] = xbyte(k, 1);
+	x_post(id, IBV_WR_SEND, b, XLEN, mr, srqn, 0, 0);
+	for (size_t k = 0; k < XWLEN; k++)
+		b[k] = xbyte(k, 2);
+	x_post(id, IBV_WR_RDMA_WRITE, b, XWLEN, mr, 0, raddr + XWOFF, rkey);
+	memcpy(b, "xrc, the fence..", 16);
+	x_post(id, IBV_WR_SEND, b, 16, mr, srqn, 0, 0);
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 20000));
+	ibv_dereg_mr(mr);
+	free(b);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	e = x_connect(ch, port + 1, true, &id);
+	CHECK(e->event == RDMA_CM_EVENT_REJECTED && e->status == 9,
+	      "XRC request to an RC listener: %s status %d, want REJECTED 9", estr(e->event), e->status);
+	rdma_ack_cm_event(e);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	e = x_connect(ch, port + 1, false, &id);
+	CHECK(e->event == RDMA_CM_EVENT_ESTABLISHED, "RC connect to the RC listener: %s status %d",
+	      estr(e->event), e->status);
+	rdma_ack_cm_event(e);
+	rdma_ack_cm_event(ev_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 20000));
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	reap(p, "h-xserver");
+
+	xrc_hostile(ch, port + 2);
+	rdma_destroy_event_channel(ch);
+	printf("local: XRC: rdma_create_ep's XRC_RECV listener, rdma_create_srq's XRC SRQ, SENDs and a "
+	       "WRITE from an XRC_SEND QP of rdma_create_qp; RC and XRC refused by the other kind; REPs "
+	       "of the other kind\n");
+}
+
 static int local(int port)
 {
 	who = "rdmacm_check local";
@@ -1814,6 +2130,7 @@ static int local(int port)
 	ud_cm(port + 4);
 	mcast_cm();
 	sync_abort(port + 5);
+	xrc_cm(port + 6);
 	printf("rdmacm_check local: ok\n");
 	return 0;
 }
@@ -1897,6 +2214,8 @@ int main(int argc, char **argv)
 		return h_migrate(argv[2], atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "h-udconnect"))
 		return h_udconnect(argv[2], atoi(argv[3]), atoi(argv[4]));
+	if (argc == 4 && !strcmp(argv[1], "h-xserver"))
+		return h_xserver(argv[2], atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "h-active"))
 		return h_active(argv[2], atoi(argv[3]));
 	usage();

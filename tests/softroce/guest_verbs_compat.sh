@@ -149,6 +149,37 @@ rs_pair() {   # PROG (rstream or riostream) ARGS...
     touch "/run/shared/done.$i"
   fi
 }
+# XRC through our librdmacm: rdmacm-utils' rdma_xserver -c x (an XRC_RECV
+# listener of rdma_create_ep, rdma_create_srq's XRC SRQ, its number in the
+# REP's private data) and rdma_xclient -c x (an XRC_SEND QP whose SEND
+# names it); the server ends 0 only once its RECV completed
+x_pair() {
+  local port
+  i=$((i + 1))
+  port=$((18800 + i))
+  if [ "$n" = 1 ]; then
+    app timeout 240 rdma_xserver -p $port -c x > "/run/shared/x.srv.$i" 2>&1 &
+    s=$!
+    wait_listen $port $s
+    touch "/run/shared/go.$i"
+    if wait $s && grep -q 'rdma_xserver: end 0' "/run/shared/x.srv.$i"; then
+      say "ok: rdma_xserver -c x over roshm0"
+    else
+      say "FAIL: rdma_xserver -c x over roshm0"; cat "/run/shared/x.srv.$i"
+    fi
+    for _ in $(seq 1200); do [ -e "/run/shared/done.$i" ] && break; sleep 0.2; done
+  else
+    for _ in $(seq 1200); do [ -e "/run/shared/go.$i" ] && break; sleep 0.2; done
+    if app timeout 240 rdma_xclient -s 198.18.1.1 -p $port -c x > "/run/shared/x.cli.$i" 2>&1 &&
+       grep -q 'rdma_xclient: end 0' "/run/shared/x.cli.$i"; then
+      say "ok: rdma_xclient -c x over roshm0"
+    else
+      say "FAIL: rdma_xclient -c x over roshm0"; cat "/run/shared/x.cli.$i"
+    fi
+    touch "/run/shared/done.$i"
+  fi
+}
+x_pair
 rs_pair rstream -S 64 -I 20 -C 1
 rs_pair rstream -S 1000000 -C 4
 # riostream: riowrite into the peer's riomap'd buffer, which it watches
