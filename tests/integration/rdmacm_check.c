@@ -977,6 +977,30 @@ static struct rc_msg conn_msg(uint8_t type, uint32_t qpn)
 	return m;
 }
 
+/* The REQ our id sends on raw connection @c; it goes out as @ch is
+ * driven, and no event may come meanwhile. */
+static struct rc_msg accept_req(struct rdma_event_channel *ch, int c)
+{
+	uint8_t rb[RC_WIRE_MAX];
+	struct rc_msg m;
+	size_t got = 0;
+
+	for (int n = 0; n <= 0;) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+
+		CHECK(!ev_next(ch, 10), "an event before any answer");
+		if (poll(&pf, 1, 10) == 1) {
+			ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
+
+			CHECK(r > 0, "the REQ did not come");
+			got += (size_t)r;
+		}
+		n = rc_wire_decode(rb, got, &m);
+		CHECK(n >= 0, "our own REQ does not decode");
+	}
+	return m;
+}
+
 /* A peer's listener that answers our REQ with each thing a broken or
  * hostile one could: the active side ends with the right event. */
 static void hostile_passive(int port)
@@ -998,20 +1022,7 @@ static void hostile_passive(int port)
 		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
 		c = accept(lfd, NULL, NULL);
 		CHECK(c >= 0, "accept");
-		/* the REQ goes out when the channel is driven */
-		for (n = 0; n <= 0;) {
-			struct pollfd pf = { .fd = c, .events = POLLIN };
-
-			CHECK(!ev_next(ch, 10), "an event before any answer");
-			if (poll(&pf, 1, 10) == 1) {
-				ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
-
-				CHECK(r > 0, "the REQ did not come");
-				got += (size_t)r;
-			}
-			n = rc_wire_decode(rb, got, &m);
-			CHECK(n >= 0, "our own REQ does not decode");
-		}
+		m = accept_req(ch, c);
 		CHECK(m.type == RC_MSG_REQ && m.qpn == id->qp->qp_num && m.qp_type == IBV_QPT_RC,
 		      "REQ: type %u qpn %06x (QP %06x)", m.type, m.qpn, id->qp->qp_num);
 		switch (kind) {
@@ -1984,8 +1995,7 @@ static void xrc_hostile(struct rdma_event_channel *ch, int port)
 					      .cap = { .max_send_wr = 1, .max_send_sge = 1 } };
 		struct rc_msg m;
 		struct rdma_cm_event *e;
-		uint8_t rb[RC_WIRE_MAX], b[RC_WIRE_MAX];
-		size_t got = 0;
+		uint8_t b[RC_WIRE_MAX];
 		int c, n;
 
 		if (xrc)
@@ -1995,19 +2005,7 @@ static void xrc_hostile(struct rdma_event_channel *ch, int port)
 		CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
 		c = accept(lfd, NULL, NULL);
 		CHECK(c >= 0, "accept");
-		for (n = 0; n <= 0;) {
-			struct pollfd pf = { .fd = c, .events = POLLIN };
-
-			CHECK(!ev_next(ch, 10), "an event before any answer");
-			if (poll(&pf, 1, 10) == 1) {
-				ssize_t r = recv(c, rb + got, sizeof(rb) - got, 0);
-
-				CHECK(r > 0, "the REQ did not come");
-				got += (size_t)r;
-			}
-			n = rc_wire_decode(rb, got, &m);
-			CHECK(n >= 0, "our own REQ does not decode");
-		}
+		m = accept_req(ch, c);
 		CHECK(m.type == RC_MSG_REQ && m.qp_type == (xrc ? RC_WIRE_QPT_XRC_SEND : RC_WIRE_QPT_RC),
 		      "REQ of an %s QP names QP type %u", xrc ? "XRC_SEND" : "RC", m.qp_type);
 		m = conn_msg(RC_MSG_REP, 0x42);
