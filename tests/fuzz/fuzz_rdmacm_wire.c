@@ -4,7 +4,8 @@
  * connection (client-lib/verbs/rdmacm_wire.c), fed as a stream the way
  * rdmacm.c's reader takes them. Properties: a decoded frame re-encodes to
  * exactly the bytes it came from and decodes again to the same message; its
- * fields are within their ranges; no proper prefix of it decodes (or is
+ * fields are within their ranges (a REQ names an RC or XRC_SEND QP, a REP an
+ * RC or XRC_RECV one); no proper prefix of it decodes (or is
  * refused): a frame is never taken before its last byte; a refusal leaves
  * the message zeroed.
  */
@@ -23,7 +24,9 @@ static void check_fields(const struct rc_msg *m)
 	if (m->type == RC_MSG_REQ || m->type == RC_MSG_REP) {
 		if (m->qpn > 0xffffff || m->psn > 0xffffff || m->mtu < 1 || m->mtu > 5 ||
 		    m->retry_count > 7 || m->rnr_retry_count > 7 || m->flow_control > 1 ||
-		    m->srq > 1 || m->qp_type != RC_WIRE_QPT_RC)
+		    m->srq > 1 ||
+		    (m->qp_type != RC_WIRE_QPT_RC &&
+		     m->qp_type != (m->type == RC_MSG_REQ ? RC_WIRE_QPT_XRC_SEND : RC_WIRE_QPT_XRC_RECV)))
 			fuzz_fail("a %s with a field out of range", m->type == RC_MSG_REQ ? "REQ" : "REP");
 	}
 	if (m->type == RC_MSG_SIDR_REQ || m->type == RC_MSG_SIDR_REP) {

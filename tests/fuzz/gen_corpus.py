@@ -522,6 +522,10 @@ put('rdmacm_wire', 'sidr_rep_pd137', cmconn(SIDR_REP, bytes(137), psn=1, qp_type
 put('rdmacm_wire', 'sidr_req_qkey', cmconn(SIDR_REQ, psn=5, qp_type=4))
 put('rdmacm_wire', 'sidr_rep_rc', cmconn(SIDR_REP, psn=5, qp_type=2))
 put('rdmacm_wire', 'req_ud', cmconn(REQ, qp_type=4))
+# XRC: a REQ names XRC_SEND (9), a REP XRC_RECV (10); not the other way round
+put('rdmacm_wire', 'xrc_stream', cmconn(REQ, b'x', qp_type=9) + cmconn(REP, b'srqn', qp_type=10))
+put('rdmacm_wire', 'req_xrc_recv', cmconn(REQ, qp_type=10))
+put('rdmacm_wire', 'rep_xrc_send', cmconn(REP, qp_type=9))
 put('rdmacm_wire', 'req_retry8', cmconn(REQ, retry=8))
 put('rdmacm_wire', 'req_srq2', cmconn(REQ, srq=2))
 put('rdmacm_wire', 'req_zero_byte', cmconn(REQ, zero=1))
