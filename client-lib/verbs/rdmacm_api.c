@@ -185,33 +185,53 @@ RC_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 
 /* --------------------------------------------------------------- QPs */
 
+/* One of @id's CQs (@cq) and its channel (@ch), unless the other CQ is
+ * that same CQ (it goes with the other) or something still uses it (an XRC
+ * SRQ: EBUSY), which keeps it and its channel on the id. */
+static void drop_cq(struct rdma_cm_id *id, struct ibv_cq **cq, struct ibv_comp_channel **ch)
+{
+	bool recv = cq == &id->recv_cq;
+	struct ibv_cq *other = recv ? id->send_cq : id->recv_cq;
+	struct ibv_comp_channel *och = recv ? id->send_cq_channel : id->recv_cq_channel;
+
+	if (*cq && *cq != other && ibv_destroy_cq(*cq))
+		return;
+	*cq = NULL;
+	if (*ch && *ch != och && ibv_destroy_comp_channel(*ch))
+		return;
+	*ch = NULL;
+}
+
 static void destroy_cqs(struct rdma_cm_id *id)
 {
 	/* an XRC SRQ's CQ goes with the SRQ (rdma_destroy_srq) */
 	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq)
 		return;
-	if (id->recv_cq) {
-		ibv_destroy_cq(id->recv_cq);
-		if (id->send_cq && id->send_cq != id->recv_cq)
-			ibv_destroy_cq(id->send_cq);
-	} else if (id->send_cq) {
-		ibv_destroy_cq(id->send_cq);
-	}
-	id->recv_cq = id->send_cq = NULL;
-	if (id->recv_cq_channel) {
-		ibv_destroy_comp_channel(id->recv_cq_channel);
-		if (id->send_cq_channel && id->send_cq_channel != id->recv_cq_channel)
-			ibv_destroy_comp_channel(id->send_cq_channel);
-	} else if (id->send_cq_channel) {
-		ibv_destroy_comp_channel(id->send_cq_channel);
-	}
-	id->recv_cq_channel = id->send_cq_channel = NULL;
+	drop_cq(id, &id->recv_cq, &id->recv_cq_channel);
+	drop_cq(id, &id->send_cq, &id->send_cq_channel);
 }
 
-/* CQs (with completion channels) for the queues the caller gave none. */
-static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_size)
+#define RC_MADE_RECV 1u
+#define RC_MADE_SEND 2u
+
+/* What one create_cqs made (@made), as an error undoes it: nothing the id
+ * had before. */
+static void undo_cqs(struct rdma_cm_id *id, unsigned made)
 {
+	if (made & RC_MADE_RECV)
+		drop_cq(id, &id->recv_cq, &id->recv_cq_channel);
+	if (made & RC_MADE_SEND)
+		drop_cq(id, &id->send_cq, &id->send_cq_channel);
+}
+
+/* CQs (with completion channels) for the queues the caller gave none;
+ * *@made says which this call made. */
+static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_size,
+		      unsigned *made)
+{
+	*made = 0;
 	if (recv_size) {
+		*made |= RC_MADE_RECV;
 		id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
 		if (!id->recv_cq_channel)
 			goto err;
@@ -220,6 +240,7 @@ static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_s
 			goto err;
 	}
 	if (send_size) {
+		*made |= RC_MADE_SEND;
 		id->send_cq_channel = ibv_create_comp_channel(id->verbs);
 		if (!id->send_cq_channel)
 			goto err;
@@ -231,7 +252,8 @@ static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_s
 err: {
 	int e = errno;
 
-	destroy_cqs(id);
+	undo_cqs(id, *made);
+	*made = 0;
 	errno = e ? e : ENOMEM;
 	return -1;
 }
@@ -241,6 +263,7 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 {
 	struct rc_id *i = rc_to_id(id);
 	struct ibv_qp *qp;
+	unsigned made;
 	int ret;
 
 	if (!id || !attr || id->qp || !id->verbs)
@@ -249,9 +272,10 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 	if ((id->qp_type == IBV_QPT_UD) != (attr->qp_type == IBV_QPT_UD))
 		return rc_err(EINVAL);
 	/* XRC (docs/verbs-compat.md "XRC"): an XRC_RECV QP on an id of that
-	 * type (rdma_create_ep's, or one an XRC_SEND's request made); an
+	 * type (the request ids of an rdma_create_ep XRC_RECV listener); an
 	 * XRC_SEND QP on an id of that type, or on an RC id before it connects
-	 * (rdma_create_id has no QP type: its id becomes an XRC_SEND one) */
+	 * (rdma_create_id has no QP type: its id is an XRC_SEND one while the
+	 * QP lives) */
 	if ((attr->qp_type == IBV_QPT_XRC_RECV) != (id->qp_type == IBV_QPT_XRC_RECV) ||
 	    (id->qp_type == IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_SEND) ||
 	    (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND &&
@@ -276,7 +300,7 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
 		return rc_err(EINVAL);
 	if (create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
-		       attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr))
+		       attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr, &made))
 		return -1;
 	if (!attr->send_cq)
 		attr->send_cq = id->send_cq;
@@ -310,17 +334,19 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		errno = ret;
 		goto err;
 	}
-	/* an XRC_RECV QP has no PD: the id keeps its own (its MRs, its SRQ) */
-	if (qp->pd)
-		id->pd = qp->pd;
+	/* an XRC_RECV QP has no PD: the id takes the one given (or its own)
+	 * for its MRs and its SRQ, as for any QP */
+	id->pd = qp->pd ? qp->pd : attr->pd;
 	id->qp = qp;
-	if (attr->qp_type == IBV_QPT_XRC_SEND)
+	if (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND) {
 		id->qp_type = IBV_QPT_XRC_SEND;
+		i->xsend_flip = true;
+	}
 	return 0;
 err: {
 	int e = errno;
 
-	destroy_cqs(id);
+	undo_cqs(id, made);
 	return rc_err(e ? e : ENOMEM);
 }
 }
@@ -328,35 +354,37 @@ err: {
 /*
  * The id's SRQ on the PD given or the id's, with a receive CQ (and its
  * channel) made for it unless the caller gives one: a basic SRQ, which
- * rdma_create_qp puts the id's QP on, or (XRC) one of the device's XRC
- * domain unless the caller gives one, whose CQ its RECVs complete on (the
- * id's receive CQ). Tag matching: EOPNOTSUPP.
+ * rdma_create_qp puts the id's QP on, or, on an XRC_RECV id and only there,
+ * an XRC SRQ of the device's XRC domain unless the caller gives one, whose
+ * CQ its RECVs complete on (the id's receive CQ). Tag matching: EOPNOTSUPP.
  */
 RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 {
 	struct ibv_srq_init_attr_ex x;
-	bool xrc, made = false;
+	unsigned made = 0;
 	struct ibv_pd *pd;
+	bool xrc;
 
 	if (!id || !attr || id->srq || !id->verbs)
 		return rc_err(EINVAL);
 	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE |
 					  IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_XRCD))
 		return rc_err(EOPNOTSUPP);
-	xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+	/* no type given: the id's kind (an XRC_RECV id's SRQ is an XRC one) */
+	xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type == IBV_SRQT_XRC :
+							    id->qp_type == IBV_QPT_XRC_RECV;
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc)
 		return rc_err(EOPNOTSUPP);
+	if (xrc != (id->qp_type == IBV_QPT_XRC_RECV))
+		return rc_err(EINVAL);
 	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
 	if (!pd || pd->context != id->verbs)
 		return rc_err(EINVAL);
 	x = (struct ibv_srq_init_attr_ex){ .srq_context = attr->srq_context, .attr = attr->attr,
 					   .pd = pd };
 	x.cq = (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : NULL;
-	if (!x.cq && !id->recv_cq) {
-		if (create_cqs(id, 0, attr->attr.max_wr))
-			return -1;
-		made = true;
-	}
+	if (!x.cq && !id->recv_cq && create_cqs(id, 0, attr->attr.max_wr, &made))
+		return -1;
 	if (!x.cq)
 		x.cq = id->recv_cq;
 	if (xrc) {
@@ -379,8 +407,7 @@ RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr
 	if (!id->srq) {
 		int e = errno;
 
-		if (made)
-			destroy_cqs(id);
+		undo_cqs(id, made);
 		return rc_err(e ? e : ENOMEM);
 	}
 	attr->attr = x.attr;
@@ -388,6 +415,8 @@ RC_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr
 	attr->cq = x.cq;
 	attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ;
 	if (xrc) {
+		attr->srq_type = IBV_SRQT_XRC;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
 		attr->xrcd = x.xrcd;
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
 	}
@@ -452,6 +481,15 @@ RC_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 		ibv_destroy_qp(id->qp);
 	id->qp = NULL;
 	destroy_cqs(id);
+	/* an rdma_create_id id that took an XRC_SEND QP is an RC one again
+	 * while it has not connected */
+	pthread_mutex_lock(&rc_lock);
+	if (rc_to_id(id)->xsend_flip && rc_to_id(id)->state != RC_LISTEN &&
+	    rc_to_id(id)->state <= RC_ROUTE_RESOLVED) {
+		id->qp_type = IBV_QPT_RC;
+		rc_to_id(id)->xsend_flip = false;
+	}
+	pthread_mutex_unlock(&rc_lock);
 }
 
 RC_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr,

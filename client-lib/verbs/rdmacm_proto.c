@@ -25,18 +25,16 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 		rc_hidden_drop(i);
 		return true;
 	}
-	/* XRC: an XRC_SEND's request makes an XRC_RECV id. A listener made
-	 * for one kind (rdma_create_ep's QP type) refuses the other; one made
-	 * by rdma_create_id takes both, as the QP is the application's then. */
+	/* XRC: an XRC_SEND's request goes to an XRC_RECV listener (made by
+	 * rdma_create_ep), an RC one to an RC listener; the other kind is
+	 * refused unseen, as the kernel's CM does. The new id is of its
+	 * listener's kind (rc_id_new). */
 	xrc = m->qp_type == RC_WIRE_QPT_XRC_SEND;
-	if (!ud && (xrc ? l->id.qp_type != IBV_QPT_XRC_RECV && l->ep_attr :
-		    l->id.qp_type == IBV_QPT_XRC_RECV)) {
+	if (!ud && xrc != (l->id.qp_type == IBV_QPT_XRC_RECV)) {
 		rc_send_simple(i, RC_MSG_REJ, RC_REJ_TRANSPORT);
 		rc_hidden_drop(i);
 		return true;
 	}
-	if (!ud)
-		i->id.qp_type = xrc ? IBV_QPT_XRC_RECV : IBV_QPT_RC;
 	/* as the kernel CM with its listen backlog: requests the application
 	 * has not taken yet are bounded; one more is rejected */
 	if (l->nqueued >= l->backlog || rc_id_attach(i)) {

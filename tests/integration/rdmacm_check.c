@@ -1834,24 +1834,29 @@ static uint8_t xbyte(size_t k, unsigned salt)
 }
 
 /* h-xserver ADDR PORT: what rdma_xserver does, checked. Listener A (PORT)
- * is rdma_create_ep's XRC_RECV kind: an RC request must never reach it;
- * its XRC connection gets an XRC SRQ from rdma_create_srq, two RECVs and
- * an MR the peer WRITEs into, all checked. Listener B (PORT+1) is an RC
- * one with a QP: an XRC request must never reach it; an RC one is taken. */
+ * is rdma_create_ep's XRC_RECV kind, on a PD of ours: an RC request must
+ * never reach it; its XRC connection's id keeps that PD and gets an XRC SRQ
+ * on it from rdma_create_srq, two RECVs and an MR of it the peer WRITEs
+ * into, all checked. Listener B (PORT+1) is an RC one with a QP: an XRC
+ * request must never reach it; an RC one is taken. */
 static int h_xserver(const char *addr, int port)
 {
 	struct rdma_addrinfo h, *ra, *rb;
 	struct rdma_cm_id *la, *lb, *id;
 	struct ibv_qp_init_attr qa;
 	struct ibv_srq_init_attr sa;
+	struct ibv_context **dl = rdma_get_devices(NULL);
+	struct ibv_pd *pd = dl && dl[0] ? ibv_alloc_pd(dl[0]) : NULL;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
 	struct rdma_conn_param cp;
 	struct xinfo xi;
 	uint8_t *buf;
 	char svc[16];
+	int fds;
 
 	who = "rdmacm_check h-xserver";
+	CHECK(pd, "a PD of roshm0: %s", strerror(errno));
 	memset(&h, 0, sizeof(h));
 	h.ai_flags = RAI_PASSIVE;
 	h.ai_port_space = RDMA_PS_IB;
@@ -1865,8 +1870,9 @@ static int h_xserver(const char *addr, int port)
 	memset(&qa, 0, sizeof(qa));
 	qa.cap.max_recv_wr = 4;
 	qa.cap.max_recv_sge = 1;
-	CHECK(!rdma_create_ep(&la, ra, NULL, &qa), "rdma_create_ep (XRC_RECV): %s", strerror(errno));
+	CHECK(!rdma_create_ep(&la, ra, pd, &qa), "rdma_create_ep (XRC_RECV): %s", strerror(errno));
 	CHECK(la->qp_type == IBV_QPT_XRC_RECV, "XRC listener's qp_type %d", la->qp_type);
+
 	qa.cap.max_send_wr = 4;
 	qa.cap.max_send_sge = 1;
 	CHECK(!rdma_create_ep(&lb, rb, NULL, &qa), "rdma_create_ep (RC): %s", strerror(errno));
@@ -1875,14 +1881,34 @@ static int h_xserver(const char *addr, int port)
 	/* A: the RC request is refused unseen; the XRC one comes */
 	CHECK(!rdma_get_request(la, &id), "rdma_get_request (XRC): %s", strerror(errno));
 	CHECK(id->qp_type == IBV_QPT_XRC_RECV && id->qp && id->qp->qp_type == IBV_QPT_XRC_RECV &&
-	      id->pd, "the request's id: qp_type %d, QP %p of type %d, PD %p", id->qp_type,
-	      (void *)id->qp, id->qp ? (int)id->qp->qp_type : -1, (void *)id->pd);
+	      id->pd == pd, "the request's id: qp_type %d, QP %p of type %d, PD %p (ours %p)",
+	      id->qp_type, (void *)id->qp, id->qp ? (int)id->qp->qp_type : -1, (void *)id->pd,
+	      (void *)pd);
 	CHECK(id->event && id->event->param.conn.qp_num, "CONNECT_REQUEST without the peer's QPN");
+	/* the QP again, as an application may make its own before it accepts:
+	 * the SRQ first, then (its CQ and channel stay, what a failed
+	 * rdma_create_qp made goes) a QP beyond the device's limits, then a
+	 * good one, on the id's PD (ours) */
+	rdma_destroy_qp(id);
+	CHECK(!id->qp && !id->recv_cq && !id->recv_cq_channel, "rdma_destroy_qp left its CQ");
+	fds = count_fds();
 	memset(&sa, 0, sizeof(sa));
 	sa.attr.max_wr = 4;
 	sa.attr.max_sge = 1;
 	CHECK(!rdma_create_srq(id, NULL, &sa), "rdma_create_srq (XRC): %s", strerror(errno));
-	CHECK(id->srq && id->recv_cq, "no SRQ or no CQ for it");
+	CHECK(id->srq && id->recv_cq && id->srq->pd == pd && count_fds() > fds,
+	      "no SRQ, no CQ and channel for it, or not on our PD");
+	fds = count_fds();
+	qa = (struct ibv_qp_init_attr){ .qp_type = IBV_QPT_XRC_RECV,
+					.cap = { .max_send_wr = 1u << 30, .max_send_sge = 1,
+						 .max_recv_wr = 4, .max_recv_sge = 1 } };
+	CHECK(rdma_create_qp(id, NULL, &qa) && !id->qp && !id->send_cq && id->recv_cq &&
+	      count_fds() == fds, "a failed rdma_create_qp: qp %p send_cq %p recv_cq %p, fds %d then %d",
+	      (void *)id->qp, (void *)id->send_cq, (void *)id->recv_cq, fds, count_fds());
+	qa.cap.max_send_wr = 0;
+	qa.cap.max_send_sge = 0;
+	CHECK(!rdma_create_qp(id, NULL, &qa) && id->qp && id->qp->qp_type == IBV_QPT_XRC_RECV &&
+	      id->pd == pd, "rdma_create_qp (XRC_RECV): %s", strerror(errno));
 	CHECK(!ibv_get_srq_num(id->srq, &xi.srqn), "ibv_get_srq_num: %s", strerror(errno));
 	buf = calloc(1, 8192);
 	mr = buf ? ibv_reg_mr(id->pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
@@ -1926,6 +1952,8 @@ static int h_xserver(const char *addr, int port)
 	rdma_destroy_ep(lb);
 	rdma_freeaddrinfo(ra);
 	rdma_freeaddrinfo(rb);
+	CHECK(!ibv_dealloc_pd(pd), "our PD: %s", strerror(errno));
+	rdma_free_devices(dl);
 	return 0;
 }
 
@@ -2024,7 +2052,8 @@ static void xrc_hostile(struct rdma_event_channel *ch, int port)
 }
 
 /* XRC through librdmacm (docs/verbs-compat.md "XRC"), against h-xserver
- * on @port and @port+1, and a raw peer on @port+2. */
+ * on @port and @port+1, a raw peer on @port+2, a listener of ours on
+ * @port+3. */
 static void xrc_cm(int port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -2041,14 +2070,51 @@ static void xrc_cm(int port)
 
 	CHECK(ch, "rdma_create_event_channel");
 	nonblock(ch);
-	/* rdma_create_qp refuses XRC_RECV on an id no XRC request made */
+	/* rdma_create_qp refuses XRC_RECV on an id no XRC request made, and
+	 * rdma_create_srq an XRC SRQ there */
 	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_IB);
 	memset(&a, 0, sizeof(a));
 	a.qp_type = IBV_QPT_XRC_RECV;
 	a.cap.max_recv_wr = 1;
 	CHECK(rdma_create_qp(id, NULL, &a) && errno == EINVAL && !id->qp,
 	      "XRC_RECV QP on an RC id: want EINVAL, got %s", strerror(errno));
+	{
+		struct ibv_srq_init_attr_ex sx = { .attr = { .max_wr = 1, .max_sge = 1 },
+						   .comp_mask = IBV_SRQ_INIT_ATTR_TYPE,
+						   .srq_type = IBV_SRQT_XRC };
+
+		CHECK(rdma_create_srq_ex(id, &sx) && errno == EINVAL && !id->srq && !id->recv_cq,
+		      "XRC SRQ on an RC id: want EINVAL, got %s", strerror(errno));
+	}
+	/* an XRC_SEND QP makes the id an XRC_SEND one while it lives */
+	a.qp_type = IBV_QPT_XRC_SEND;
+	a.cap.max_send_wr = 1;
+	a.cap.max_send_sge = 1;
+	CHECK(!rdma_create_qp(id, NULL, &a) && id->qp_type == IBV_QPT_XRC_SEND,
+	      "XRC_SEND QP on an unconnected RC id: %s", strerror(errno));
+	rdma_destroy_qp(id);
+	CHECK(id->qp_type == IBV_QPT_RC, "after rdma_destroy_qp the id is of type %d", id->qp_type);
+	cm_qp(id);
+	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+	/* a listener of rdma_create_id is an RC one: an XRC request is refused
+	 * unseen (the listener shares our channel, so waiting drives it) */
+	{
+		struct rdma_addrinfo *r = ai("127.0.0.1", port + 3, true);
+		struct rdma_cm_id *l;
+
+		CHECK(!rdma_create_id(ch, &l, NULL, RDMA_PS_IB) && !rdma_bind_addr(l, r->ai_src_addr) &&
+		      !rdma_listen(l, 4), "rdma_create_id listener: %s", strerror(errno));
+		e = x_connect(ch, port + 3, true, &id);
+		CHECK(e->event == RDMA_CM_EVENT_REJECTED && e->status == 9 && e->id == id,
+		      "XRC request to an rdma_create_id listener: %s status %d, want REJECTED 9",
+		      estr(e->event), e->status);
+		rdma_ack_cm_event(e);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		rdma_destroy_id(l);
+		rdma_freeaddrinfo(r);
+	}
 
 	snprintf(ps, sizeof(ps), "%d", port);
 	p = spawn("h-xserver", "127.0.0.1", ps, NULL);
