@@ -2060,7 +2060,7 @@ static void xrc_cm(int port)
 	struct rdma_cm_event *e;
 	struct rdma_cm_id *id;
 	struct ibv_qp_init_attr a;
-	const struct xinfo *xi;
+	struct xinfo xi;
 	uint32_t srqn, rkey;
 	uint64_t raddr;
 	struct ibv_mr *mr;
@@ -2135,13 +2135,14 @@ static void xrc_cm(int port)
 	e = x_connect(ch, port, true, &id);
 	CHECK(e->event == RDMA_CM_EVENT_ESTABLISHED, "XRC connect: %s status %d", estr(e->event),
 	      e->status);
-	CHECK(e->param.conn.private_data_len >= sizeof(*xi), "REP's private data: %u bytes",
+	CHECK(e->param.conn.private_data_len >= sizeof(xi), "REP's private data: %u bytes",
 	      e->param.conn.private_data_len);
-	xi = e->param.conn.private_data;
-	CHECK(xi->magic == MAGIC, "REP's private data is not the server's");
-	srqn = xi->srqn;
-	rkey = xi->rkey;
-	raddr = xi->addr;
+	/* private data has no alignment to speak of */
+	memcpy(&xi, e->param.conn.private_data, sizeof(xi));
+	CHECK(xi.magic == MAGIC, "REP's private data is not the server's");
+	srqn = xi.srqn;
+	rkey = xi.rkey;
+	raddr = xi.addr;
 	rdma_ack_cm_event(e);
 	CHECK(rc_state(id->qp) == IBV_QPS_RTS, "XRC_SEND QP in state %d", rc_state(id->qp));
 	b = malloc(4096);
