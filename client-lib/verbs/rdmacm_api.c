@@ -185,21 +185,53 @@ RC_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 
 /* --------------------------------------------------------------- QPs */
 
-/* One of @id's CQs (@cq) and its channel (@ch), unless the other CQ is
- * that same CQ (it goes with the other) or something still uses it (an XRC
- * SRQ: EBUSY), which keeps it and its channel on the id. */
-static void drop_cq(struct rdma_cm_id *id, struct ibv_cq **cq, struct ibv_comp_channel **ch)
+/* A CQ of @id's (@cq): one the other field (@other) names too goes once,
+ * when both are dropped (@both), else stays with the other; one something
+ * still uses (EBUSY: an XRC SRQ, a QP) stays on the id. */
+static void drop_cq(struct ibv_cq **cq, struct ibv_cq **other, bool both)
 {
-	bool recv = cq == &id->recv_cq;
-	struct ibv_cq *other = recv ? id->send_cq : id->recv_cq;
-	struct ibv_comp_channel *och = recv ? id->send_cq_channel : id->recv_cq_channel;
-
-	if (*cq && *cq != other && ibv_destroy_cq(*cq))
+	if (!*cq)
 		return;
+	if (*cq == *other && !both) {
+		*cq = NULL;
+		return;
+	}
+	if (ibv_destroy_cq(*cq))
+		return;
+	if (*other == *cq)
+		*other = NULL;
 	*cq = NULL;
-	if (*ch && *ch != och && ibv_destroy_comp_channel(*ch))
+}
+
+/* A channel of @id's (@ch), as drop_cq, once no CQ left on the id uses it. */
+static void drop_chan(struct rdma_cm_id *id, struct ibv_comp_channel **ch,
+		      struct ibv_comp_channel **other, bool both)
+{
+	if (!*ch || (id->recv_cq && id->recv_cq->channel == *ch) ||
+	    (id->send_cq && id->send_cq->channel == *ch))
 		return;
+	if (*ch == *other && !both) {
+		*ch = NULL;
+		return;
+	}
+	if (ibv_destroy_comp_channel(*ch))
+		return;
+	if (*other == *ch)
+		*other = NULL;
 	*ch = NULL;
+}
+
+/* @id's receive and/or send CQ, then their channels. */
+static void drop_cqs(struct rdma_cm_id *id, bool recv, bool send)
+{
+	if (recv)
+		drop_cq(&id->recv_cq, &id->send_cq, send);
+	if (send)
+		drop_cq(&id->send_cq, &id->recv_cq, recv);
+	if (recv)
+		drop_chan(id, &id->recv_cq_channel, &id->send_cq_channel, send);
+	if (send)
+		drop_chan(id, &id->send_cq_channel, &id->recv_cq_channel, recv);
 }
 
 static void destroy_cqs(struct rdma_cm_id *id)
@@ -207,8 +239,7 @@ static void destroy_cqs(struct rdma_cm_id *id)
 	/* an XRC SRQ's CQ goes with the SRQ (rdma_destroy_srq) */
 	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq)
 		return;
-	drop_cq(id, &id->recv_cq, &id->recv_cq_channel);
-	drop_cq(id, &id->send_cq, &id->send_cq_channel);
+	drop_cqs(id, true, true);
 }
 
 #define RC_MADE_RECV 1u
@@ -218,10 +249,7 @@ static void destroy_cqs(struct rdma_cm_id *id)
  * had before. */
 static void undo_cqs(struct rdma_cm_id *id, unsigned made)
 {
-	if (made & RC_MADE_RECV)
-		drop_cq(id, &id->recv_cq, &id->recv_cq_channel);
-	if (made & RC_MADE_SEND)
-		drop_cq(id, &id->send_cq, &id->send_cq_channel);
+	drop_cqs(id, made & RC_MADE_RECV, made & RC_MADE_SEND);
 }
 
 /* CQs (with completion channels) for the queues the caller gave none;
@@ -259,11 +287,25 @@ err: {
 }
 }
 
+/* May @i's RC id take an XRC_SEND QP (and become an XRC_SEND id)? Only as
+ * an active id that has resolved and not yet connected (a listener's
+ * requests must stay of its kind). */
+static bool xsend_ok(struct rc_id *i)
+{
+	bool ok;
+
+	pthread_mutex_lock(&rc_lock);
+	ok = i->id.qp_type == IBV_QPT_RC &&
+	     (i->state == RC_ADDR_RESOLVED || i->state == RC_ROUTE_RESOLVED);
+	pthread_mutex_unlock(&rc_lock);
+	return ok;
+}
+
 RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 {
 	struct rc_id *i = rc_to_id(id);
 	struct ibv_qp *qp;
-	unsigned made;
+	unsigned made = 0;
 	int ret;
 
 	if (!id || !attr || id->qp || !id->verbs)
@@ -279,7 +321,7 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 	if ((attr->qp_type == IBV_QPT_XRC_RECV) != (id->qp_type == IBV_QPT_XRC_RECV) ||
 	    (id->qp_type == IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_SEND) ||
 	    (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND &&
-	     (id->qp_type != IBV_QPT_RC || i->state == RC_LISTEN || i->state > RC_ROUTE_RESOLVED)))
+	     !xsend_ok(i)))
 		return rc_err(EINVAL);
 	if (attr->qp_type == IBV_QPT_XRC_RECV &&
 	    (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
@@ -336,16 +378,34 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 	}
 	/* an XRC_RECV QP has no PD: the id takes the one given (or its own)
 	 * for its MRs and its SRQ, as for any QP */
+	if (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND) {
+		/* again, with the flip, under the lock: another thread may have
+		 * moved the id on meanwhile */
+		pthread_mutex_lock(&rc_lock);
+		ret = id->qp_type == IBV_QPT_RC &&
+		      (i->state == RC_ADDR_RESOLVED || i->state == RC_ROUTE_RESOLVED) ? 0 : EINVAL;
+		if (!ret) {
+			id->qp_type = IBV_QPT_XRC_SEND;
+			i->xsend_flip = true;
+		}
+		pthread_mutex_unlock(&rc_lock);
+		if (ret) {
+			ibv_destroy_qp(qp);
+			errno = ret;
+			goto err;
+		}
+	}
 	id->pd = qp->pd ? qp->pd : attr->pd;
 	id->qp = qp;
-	if (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND) {
-		id->qp_type = IBV_QPT_XRC_SEND;
-		i->xsend_flip = true;
-	}
 	return 0;
 err: {
 	int e = errno;
 
+	/* the caller's attributes name no CQ that is gone */
+	if (made & RC_MADE_SEND)
+		attr->send_cq = NULL;
+	if (made & RC_MADE_RECV)
+		attr->recv_cq = NULL;
 	undo_cqs(id, made);
 	return rc_err(e ? e : ENOMEM);
 }
@@ -484,8 +544,8 @@ RC_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	/* an rdma_create_id id that took an XRC_SEND QP is an RC one again
 	 * while it has not connected */
 	pthread_mutex_lock(&rc_lock);
-	if (rc_to_id(id)->xsend_flip && rc_to_id(id)->state != RC_LISTEN &&
-	    rc_to_id(id)->state <= RC_ROUTE_RESOLVED) {
+	if (rc_to_id(id)->xsend_flip && (rc_to_id(id)->state == RC_ADDR_RESOLVED ||
+					 rc_to_id(id)->state == RC_ROUTE_RESOLVED)) {
 		id->qp_type = IBV_QPT_RC;
 		rc_to_id(id)->xsend_flip = false;
 	}
@@ -799,5 +859,7 @@ RC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 		rdma_destroy_qp(id);
 	if (id->srq)
 		rdma_destroy_srq(id);
+	/* and what is left of its CQs (one that was busy at rdma_destroy_qp) */
+	destroy_cqs(id);
 	rdma_destroy_id(id);
 }

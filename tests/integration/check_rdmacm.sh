@@ -86,7 +86,7 @@ if [[ $mode == cm ]]; then
   wait "$srv"; rc=$?; srv=
   [[ $rc == 0 ]] || { cat "$d/check.server" "$d/check.client"; fail "rdmacm_check server exited $rc"; }
   cat "$d/check.server" "$d/check.client"
-  in_a timeout 200 $ca "$check" local 7700 >"$d/check.local" 2>&1 ||
+  in_a timeout 200 $ca "$check" local 7700 "$ADDR_A" >"$d/check.local" 2>&1 ||
     { cat "$d/check.local"; fail "rdmacm_check local"; }
   cat "$d/check.local"
 

@@ -2051,10 +2051,59 @@ static void xrc_hostile(struct rdma_event_channel *ch, int port)
 	close(lfd);
 }
 
+/* The CQs librdmacm makes for an id, through failures and sharing (the
+ * second XRC review): what a failed rdma_create_qp made is gone and the
+ * caller's attributes do not name it; a CQ the application named twice
+ * goes once with its channel; a CQ still busy at rdma_destroy_qp stays on
+ * the id and goes with rdma_destroy_ep. On a resolved id of @ch to @port. */
+static void cm_cqs(struct rdma_event_channel *ch, int port)
+{
+	int base = count_fds();
+	struct rdma_cm_id *id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_TCP);
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = 2, .max_send_sge = 1000,
+					       .max_recv_wr = 2, .max_recv_sge = 1 } };
+	struct ibv_comp_channel *cc;
+	struct ibv_qp *qp2;
+	int fds = count_fds();
+
+	CHECK(rdma_create_qp(id, NULL, &a) && !id->qp && !a.send_cq && !a.recv_cq && !id->send_cq &&
+	      !id->recv_cq && !id->send_cq_channel && !id->recv_cq_channel && count_fds() == fds,
+	      "a failed rdma_create_qp: attr's CQs %p %p, the id's %p %p, fds %d then %d",
+	      (void *)a.send_cq, (void *)a.recv_cq, (void *)id->send_cq, (void *)id->recv_cq, fds,
+	      count_fds());
+	/* one CQ for both, its channel named once */
+	cc = ibv_create_comp_channel(id->verbs);
+	CHECK(cc, "ibv_create_comp_channel");
+	id->recv_cq_channel = cc;
+	id->recv_cq = id->send_cq = ibv_create_cq(id->verbs, 8, NULL, cc, 0);
+	CHECK(id->recv_cq, "ibv_create_cq");
+	a.cap.max_send_sge = 1;
+	a.send_cq = a.recv_cq = NULL;
+	CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp on the id's one CQ: %s", strerror(errno));
+	rdma_destroy_qp(id);
+	CHECK(!id->recv_cq && !id->send_cq && !id->recv_cq_channel && count_fds() == fds,
+	      "a CQ named twice: CQs %p %p, channel %p, fds %d then %d", (void *)id->recv_cq,
+	      (void *)id->send_cq, (void *)id->recv_cq_channel, fds, count_fds());
+	/* a CQ still in use at rdma_destroy_qp */
+	a.send_cq = a.recv_cq = NULL;
+	CHECK(!rdma_create_qp(id, NULL, &a), "rdma_create_qp: %s", strerror(errno));
+	a.send_cq = id->send_cq;
+	a.recv_cq = id->recv_cq;
+	qp2 = ibv_create_qp(id->pd, &a);
+	CHECK(qp2, "a QP of ours on the id's CQs: %s", strerror(errno));
+	rdma_destroy_qp(id);
+	CHECK(id->send_cq && id->recv_cq && id->send_cq_channel && id->recv_cq_channel,
+	      "CQs still in use left the id");
+	CHECK(!ibv_destroy_qp(qp2), "ibv_destroy_qp");
+	rdma_destroy_ep(id);
+	CHECK(count_fds() == base, "rdma_destroy_ep left %d descriptors", count_fds() - base);
+}
+
 /* XRC through librdmacm (docs/verbs-compat.md "XRC"), against h-xserver
  * on @port and @port+1, a raw peer on @port+2, a listener of ours on
  * @port+3. */
-static void xrc_cm(int port)
+static void xrc_cm(int port, const char *addr)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_event *e;
@@ -2070,6 +2119,24 @@ static void xrc_cm(int port)
 
 	CHECK(ch, "rdma_create_event_channel");
 	nonblock(ch);
+	cm_cqs(ch, port);
+	/* an XRC_SEND QP only on an id that has resolved (not on a bound one,
+	 * which may still listen): with a device, so not on loopback */
+	if (addr) {
+		struct rdma_addrinfo *r = ai(addr, port + 4, true);
+		struct ibv_qp_init_attr x = { .qp_type = IBV_QPT_XRC_SEND,
+					      .cap = { .max_send_wr = 1, .max_send_sge = 1 } };
+
+		CHECK(!rdma_create_id(ch, &id, NULL, RDMA_PS_IB) && !rdma_bind_addr(id, r->ai_src_addr) &&
+		      id->verbs, "an id bound to %s: %s", addr, strerror(errno));
+		CHECK(rdma_create_qp(id, NULL, &x) && errno == EINVAL && !id->qp &&
+		      id->qp_type == IBV_QPT_RC, "XRC_SEND QP on a bound id: want EINVAL, got %s",
+		      strerror(errno));
+		cm_qp(id);
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		rdma_freeaddrinfo(r);
+	}
 	/* rdma_create_qp refuses XRC_RECV on an id no XRC request made, and
 	 * rdma_create_srq an XRC SRQ there */
 	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_IB);
@@ -2184,7 +2251,7 @@ static void xrc_cm(int port)
 	       "of the other kind\n");
 }
 
-static int local(int port)
+static int local(int port, const char *addr)
 {
 	who = "rdmacm_check local";
 	misc();
@@ -2195,7 +2262,7 @@ static int local(int port)
 	ud_cm(port + 4);
 	mcast_cm();
 	sync_abort(port + 5);
-	xrc_cm(port + 6);
+	xrc_cm(port + 6, addr);
 	printf("rdmacm_check local: ok\n");
 	return 0;
 }
@@ -2252,7 +2319,7 @@ static int probe(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdmacm_check server|client ADDR PORT | local PORT | probe\n");
+	fprintf(stderr, "usage: rdmacm_check server|client ADDR PORT | local PORT [NODE_ADDR] | probe\n");
 	exit(2);
 }
 
@@ -2266,10 +2333,10 @@ int main(int argc, char **argv)
 		return server(argv[2], atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]));
-	if (argc == 3 && !strcmp(argv[1], "local")) {
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "local")) {
 		/* before the first CM call: short CM timeouts for the silent peers */
 		setenv("ROSHM_CM_TIMEOUT_MS", "1000", 1);
-		return local(atoi(argv[2]));
+		return local(atoi(argv[2]), argc == 4 ? argv[3] : NULL);
 	}
 	if (argc == 2 && !strcmp(argv[1], "probe"))
 		return probe();
