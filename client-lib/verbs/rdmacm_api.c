@@ -221,6 +221,9 @@ static void drop_chan(struct rdma_cm_id *id, struct ibv_comp_channel **ch,
 	*ch = NULL;
 }
 
+#define RC_MADE_RECV 1u
+#define RC_MADE_SEND 2u
+
 /* @id's receive and/or send CQ, then their channels. */
 static void drop_cqs(struct rdma_cm_id *id, bool recv, bool send)
 {
@@ -232,6 +235,10 @@ static void drop_cqs(struct rdma_cm_id *id, bool recv, bool send)
 		drop_chan(id, &id->recv_cq_channel, &id->send_cq_channel, send);
 	if (send)
 		drop_chan(id, &id->send_cq_channel, &id->recv_cq_channel, recv);
+	if (!id->recv_cq)
+		rc_to_id(id)->made_cqs &= ~RC_MADE_RECV;
+	if (!id->send_cq)
+		rc_to_id(id)->made_cqs &= ~RC_MADE_SEND;
 }
 
 static void destroy_cqs(struct rdma_cm_id *id)
@@ -241,9 +248,6 @@ static void destroy_cqs(struct rdma_cm_id *id)
 		return;
 	drop_cqs(id, true, true);
 }
-
-#define RC_MADE_RECV 1u
-#define RC_MADE_SEND 2u
 
 /* What one create_cqs made (@made), as an error undoes it: nothing the id
  * had before. */
@@ -276,6 +280,7 @@ static int create_cqs(struct rdma_cm_id *id, uint32_t send_size, uint32_t recv_s
 		if (!id->send_cq)
 			goto err;
 	}
+	rc_to_id(id)->made_cqs |= *made;
 	return 0;
 err: {
 	int e = errno;
@@ -859,7 +864,8 @@ RC_EXPORT void rdma_destroy_ep(struct rdma_cm_id *id)
 		rdma_destroy_qp(id);
 	if (id->srq)
 		rdma_destroy_srq(id);
-	/* and what is left of its CQs (one that was busy at rdma_destroy_qp) */
-	destroy_cqs(id);
+	/* and what those left of the CQs we made (one busy at
+	 * rdma_destroy_qp); CQs the application put on the id stay its own */
+	undo_cqs(id, rc_to_id(id)->made_cqs);
 	rdma_destroy_id(id);
 }

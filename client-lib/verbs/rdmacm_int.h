@@ -130,6 +130,7 @@ struct rc_id {
 	int afonly;                     /* -1: not set */
 	struct ibv_qp_init_attr *ep_attr;   /* rdma_create_ep, passive: QPs of rdma_get_request */
 	bool xsend_flip;                /* an RC id made XRC_SEND by rdma_create_qp */
+	unsigned made_cqs;              /* RC_MADE_*: the id's CQs librdmacm made (rdmacm_api.c) */
 	/* multicast groups joined (rdmacm_mcast.c) */
 	struct rc_mc { union ibv_gid gid; bool attached; } mc[RC_MC_MAX];
 	int nmc;

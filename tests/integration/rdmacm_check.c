@@ -2055,7 +2055,9 @@ static void xrc_hostile(struct rdma_event_channel *ch, int port)
  * second XRC review): what a failed rdma_create_qp made is gone and the
  * caller's attributes do not name it; a CQ the application named twice
  * goes once with its channel; a CQ still busy at rdma_destroy_qp stays on
- * the id and goes with rdma_destroy_ep. On a resolved id of @ch to @port. */
+ * the id and goes with rdma_destroy_ep, which leaves alone the CQs an
+ * application put on an id without queues. On resolved ids of @ch to
+ * @port. */
 static void cm_cqs(struct rdma_event_channel *ch, int port)
 {
 	int base = count_fds();
@@ -2064,6 +2066,7 @@ static void cm_cqs(struct rdma_event_channel *ch, int port)
 				      .cap = { .max_send_wr = 2, .max_send_sge = 1000,
 					       .max_recv_wr = 2, .max_recv_sge = 1 } };
 	struct ibv_comp_channel *cc;
+	struct ibv_cq *own;
 	struct ibv_qp *qp2;
 	int fds = count_fds();
 
@@ -2098,6 +2101,17 @@ static void cm_cqs(struct rdma_event_channel *ch, int port)
 	CHECK(!ibv_destroy_qp(qp2), "ibv_destroy_qp");
 	rdma_destroy_ep(id);
 	CHECK(count_fds() == base, "rdma_destroy_ep left %d descriptors", count_fds() - base);
+	/* CQs an application put on an id without queues stay its own */
+	id = resolve_ps(ch, "127.0.0.1", port, RDMA_PS_TCP);
+	cc = ibv_create_comp_channel(id->verbs);
+	CHECK(cc, "ibv_create_comp_channel");
+	own = ibv_create_cq(id->verbs, 4, NULL, cc, 0);
+	CHECK(own, "ibv_create_cq");
+	id->recv_cq = own;
+	id->recv_cq_channel = cc;
+	rdma_destroy_ep(id);
+	CHECK(!ibv_destroy_cq(own) && !ibv_destroy_comp_channel(cc),
+	      "the application's CQ on an id without queues went with rdma_destroy_ep");
 }
 
 /* XRC through librdmacm (docs/verbs-compat.md "XRC"), against h-xserver
