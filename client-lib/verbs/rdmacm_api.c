@@ -292,16 +292,25 @@ err: {
 }
 }
 
-/* May @i's RC id take an XRC_SEND QP (and become an XRC_SEND id)? Only as
- * an active id that has resolved and not yet connected (a listener's
- * requests must stay of its kind). */
-static bool xsend_ok(struct rc_id *i)
+/* May @i's RC id take an XRC_SEND QP, and be an XRC_SEND id while it lives
+ * (lock held)? Only as an active id that has resolved and not yet connected
+ * (a listener's requests must stay of its kind). */
+static bool resolved_only(const struct rc_id *i)
+{
+	return i->state == RC_ADDR_RESOLVED || i->state == RC_ROUTE_RESOLVED;
+}
+
+static bool xsend_may(const struct rc_id *i)
+{
+	return i->id.qp_type == IBV_QPT_RC && resolved_only(i);
+}
+
+static bool xsend_ok(const struct rc_id *i)
 {
 	bool ok;
 
 	pthread_mutex_lock(&rc_lock);
-	ok = i->id.qp_type == IBV_QPT_RC &&
-	     (i->state == RC_ADDR_RESOLVED || i->state == RC_ROUTE_RESOLVED);
+	ok = xsend_may(i);
 	pthread_mutex_unlock(&rc_lock);
 	return ok;
 }
@@ -381,14 +390,11 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 		errno = ret;
 		goto err;
 	}
-	/* an XRC_RECV QP has no PD: the id takes the one given (or its own)
-	 * for its MRs and its SRQ, as for any QP */
 	if (attr->qp_type == IBV_QPT_XRC_SEND && id->qp_type != IBV_QPT_XRC_SEND) {
 		/* again, with the flip, under the lock: another thread may have
 		 * moved the id on meanwhile */
 		pthread_mutex_lock(&rc_lock);
-		ret = id->qp_type == IBV_QPT_RC &&
-		      (i->state == RC_ADDR_RESOLVED || i->state == RC_ROUTE_RESOLVED) ? 0 : EINVAL;
+		ret = xsend_may(i) ? 0 : EINVAL;
 		if (!ret) {
 			id->qp_type = IBV_QPT_XRC_SEND;
 			i->xsend_flip = true;
@@ -400,6 +406,8 @@ RC_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_e
 			goto err;
 		}
 	}
+	/* an XRC_RECV QP has no PD: the id takes the one given (or its own)
+	 * for its MRs and its SRQ, as for any QP */
 	id->pd = qp->pd ? qp->pd : attr->pd;
 	id->qp = qp;
 	return 0;
@@ -549,8 +557,7 @@ RC_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	/* an rdma_create_id id that took an XRC_SEND QP is an RC one again
 	 * while it has not connected */
 	pthread_mutex_lock(&rc_lock);
-	if (rc_to_id(id)->xsend_flip && (rc_to_id(id)->state == RC_ADDR_RESOLVED ||
-					 rc_to_id(id)->state == RC_ROUTE_RESOLVED)) {
+	if (rc_to_id(id)->xsend_flip && resolved_only(rc_to_id(id))) {
 		id->qp_type = IBV_QPT_RC;
 		rc_to_id(id)->xsend_flip = false;
 	}
