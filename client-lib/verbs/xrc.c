@@ -252,9 +252,18 @@ void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
 		if (q->rq_head != q->rq_tail || q->rm.in_msg)
 			rv_deliver(c, q);
 		if (q->srq == s && (q->rq_head != q->rq_tail || q->rm.in_msg)) {
+			/* Its grants go first: once roshmd answers, nothing
+			 * more of the sender's lands (its poller applied every
+			 * fragment it took before), so what the ring holds now
+			 * is final and the sender's SEND completes as it does
+			 * here. Taking them after the look let a last fragment
+			 * land between: the sender's SEND succeeded while the
+			 * RECV flushed (CI, verbs_xrc). */
+			rv_grant_drop(c, q);
+			rv_deliver(c, q);
+			/* whole now or not, the QP has lost its peer */
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);
 			rv_qp_fail(q);
-			rv_grant_drop(c, q);   /* now, not at the next poll */
 		}
 		if (q->srq != s)
 			continue;
