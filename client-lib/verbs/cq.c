@@ -347,6 +347,7 @@ int rv_poll_cq_ts(struct ibv_cq *cq, int n, struct ibv_wc *wc, uint64_t *ts, boo
 	q->in_poll = true;
 	rv_progress(c);
 	rv_deliver_each(c, cq, NULL);
+	rv_grant_drops(c);
 	q->in_poll = false;
 	if (q->overrun && q->head == q->tail) {
 		poll_settle(q);
@@ -551,6 +552,7 @@ int rv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 		 * as a NIC would have added it already */
 		rv_progress(c);
 		rv_deliver_each(c, cq, NULL);
+		rv_grant_drops(c);
 		q->armed = true;
 		kick(c);
 	}
@@ -699,6 +701,7 @@ static void *notifier(void *arg)
 		if (wake || watch) {
 			rv_progress(c);
 			rv_deliver_each(c, NULL, NULL);
+			rv_grant_drops(c);
 		}
 		if (c->pushes != pushes)
 			backoff = RV_BACKOFF_MIN_NS;   /* completions of ours: more may come */

@@ -679,12 +679,21 @@ void rv_progress(struct rv_ctx *c)
 			if (q->backlog_on)
 				rv_qp_issue(c, q);
 	roshm_submit(c->r);
-	if (c->grant_drops) {   /* once per QP that failed: control calls, off the fast path */
-		c->grant_drops = false;
-		for (struct rv_qp *q = c->qps; q; q = q->next)
-			if (q->qp.state == IBV_QPS_ERR)
-				rv_grant_drop(c, q);
-	}
+	rv_grant_drops(c);
+}
+
+/* The QPs that went to the error state since the last look give their
+ * grants back (control calls, once per QP that failed: off the fast
+ * path). After each delivery too, so that a QP a poll failed lets go of
+ * its peer before that poll returns. */
+void rv_grant_drops(struct rv_ctx *c)
+{
+	if (!c->grant_drops)
+		return;
+	c->grant_drops = false;
+	for (struct rv_qp *q = c->qps; q; q = q->next)
+		if (q->qp.state == IBV_QPS_ERR)
+			rv_grant_drop(c, q);
 }
 
 /* ------------------------------------------------------------ post_send */

@@ -689,6 +689,7 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
+void rv_grant_drops(struct rv_ctx *c);
 int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add);
 void rv_grant_xrc_pd(struct rv_ctx *c, struct rv_xrcd *x, struct ibv_pd *pd, bool add);
 void rv_rkey_forget(struct rv_ctx *c, uint32_t rkey);

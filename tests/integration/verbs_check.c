@@ -434,6 +434,22 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 				ibv_wc_status_str(wc.status));
 			die("a hostile fragment was not refused");
 		}
+		{
+			/* the poll that failed the QP took its grants back
+			 * before it returned: the pod's next fragment, say,
+			 * has no ring to land in (it did until the next poll) */
+			char name[ROSHM_NAME_MAX];
+			uint32_t rh;
+			int ret;
+
+			snprintf(name, sizeof(name), "ibv-qp-%06x", h->qp_num);
+			ret = roshm_region_open(r, name, &rh, NULL);
+			if (ret != -EACCES) {
+				fprintf(stderr, "hostile fragment (%s): the failed QP's ring opened: %d\n",
+					cases[i].what, ret);
+				die("a QP failed by a poll still granted its ring after it");
+			}
+		}
 		wc = wait_wc(hcq);
 		if (wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR)
 			die("the RECV after a hostile fragment was not flushed");
@@ -454,7 +470,8 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 		die("destroy cq (hostile)");
 	printf("verbs_check server: hostile fragments (slots beyond the ring, payload beyond its "
 	       "slots, longer than the RECV) refused, nothing written around the RECVs, "
-	       "IBV_EVENT_QP_REQ_ERR for the first two\n");
+	       "IBV_EVENT_QP_REQ_ERR for the first two, the ring no longer granted when the "
+	       "poll returns\n");
 }
 
 /*
