@@ -318,7 +318,7 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 		/* The poller holds the work of a reset for this reconnect:
 		 * it failed, so that work fails and the peer is down. */
 		struct rd_cmd cmd = { .type = RD_CMD_PEER_DOWN, .peer = p, .status = -ECONNRESET,
-				      .why = "reconnecting after a reset failed" };
+				      .why = "reconnecting after a refused operation failed" };
 
 		p->resetting = false;
 		rd_control_cmd(ctl, &cmd);
@@ -731,15 +731,14 @@ void rd_peers_event(struct rd_control *ctl, const struct rd_event *ev)
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (p == ev->peer && ev->type == RD_EV_PEER_RESET) {
 			/* One operation was refused (a stale rkey: its region went
-			 * away under it), or got no answer (a lost NAK, a path
-			 * gone). The QPs are in error: make them again at once;
-			 * the poller holds the work that was in flight and may be
-			 * posted again, and posts it again. */
+			 * away under it). The QPs are in error on both ends: make
+			 * them again at once; the poller holds the work of the
+			 * other clients that was in flight and posts it again. */
 			uint64_t now = rd_mono_ns();
 
-			RD_LOGC(p->prov->log_comp, WARNING, "%s: node %s: %.63s: re-making the "
-				"connection; operations in flight are posted again (transport.verbs, "
-				"docs/operations.md)", p->prov->name, p->node, ev->why);
+			RD_LOGC(p->prov->log_comp, WARNING, "%s: node %s refused an operation (%.63s): "
+				"re-making the connection; other clients' operations in flight are "
+				"posted again", p->prov->name, p->node, ev->why);
 			ctl->next_revalidate_ns = 0; /* the stale region: its handles fail at once */
 			p->resetting = true;
 			if (!p->ctl_up)

@@ -20,17 +20,8 @@
  * refused (-ECONNRESET, as its own QP on a NIC would flush them). So one
  * pod's race with its peer's dereg does not fail the other pods' work.
  *
- * A WR the peer did not answer (IBV_WC_RETRY_EXC_ERR: the path or the
- * peer went away, or a responder that refused a WR lost its NAK and sits in
- * the error state) resets the peer the same way, but nothing after the
- * WRs acknowledged is known to be unexecuted: the RDMA WRITEs and READs
- * are posted again on the new QP (once: a responder re-executes a
- * duplicate WRITE or READ too), the atomics fail (-EHOSTUNREACH for the
- * WR that met the silence, -ECONNRESET for the others: their outcome is
- * unknown), and so does every later WR of a client or transaction that
- * had one fail. A WR posted again that meets silence again, and any other
- * error completion (or a failed post), takes the peer down: the WR that
- * failed gets its own status, every other WR of the peer fails with
+ * Any other error completion (or a failed post) takes the peer down: the WR
+ * that failed gets its own status, every other WR of the peer fails with
  * -ECONNRESET (its outcome is unknown), the control thread is told, and it
  * reconnects with new QPs.
  *
@@ -266,28 +257,8 @@ static void reset_check(struct rd_verbs *v, struct rd_peer *peer)
 		}
 	vp->reset_posted = true;
 	snprintf(ev.node, sizeof(ev.node), "%s", peer->node);
-	snprintf(ev.why, sizeof(ev.why), "%s",
-		 vp->reset_noanswer ? "an operation got no answer (retry counter exceeded)"
-				    : "refused an operation");
+	snprintf(ev.why, sizeof(ev.why), "%s", "an operation refused by the peer");
 	v->pv->event(v->pv, &ev);
-}
-
-/* Start a reset of @q's peer (qp_reset, qp_retry): @q takes no new work. */
-static void reset_begin(struct rd_verbs *v, struct rd_vqp *q, bool noanswer)
-{
-	struct rd_verbs_peer *vp = rd_vpeer(q->peer);
-
-	/* First, so that nothing the completions below start (a
-	 * transaction's next step) is queued here: it waits. */
-	q->up = false;
-	q->nchain = 0;
-	act_del(v, q);
-	if (!vp->resetting) {
-		vp->resetting = true;
-		vp->reset_noanswer = noanswer;
-		RD_STAT_ADD(vp->resets, 1);
-		v->rst[v->nrst++] = q->peer; /* one entry per peer: max_peers + loopback */
-	}
 }
 
 /*
@@ -312,7 +283,16 @@ static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, 
 		return 0;
 	}
 
-	reset_begin(v, q, false);
+	/* First, so that nothing the completions below start (a
+	 * transaction's next step) is queued here: it waits. */
+	q->up = false;
+	q->nchain = 0;
+	act_del(v, q);
+	if (!vp->resetting) {
+		vp->resetting = true;
+		RD_STAT_ADD(vp->resets, 1);
+		v->rst[v->nrst++] = peer; /* one entry per peer: max_peers + loopback */
+	}
 	if ((int32_t)(failed - q->head) < 0 || (int32_t)(q->tail - failed) <= 0)
 		failed = q->head; /* not one in flight: blame the oldest */
 	if (failed != q->head)
@@ -348,76 +328,6 @@ static unsigned qp_reset(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed, 
 	}
 	q->tail = w;
 	reset_check(v, peer);
-	return n;
-}
-
-/* The WR an error completion @id blames: one in flight, else the oldest. */
-static inline uint32_t retry_blame(const struct rd_vqp *q, uint32_t id)
-{
-	return (int32_t)(id - q->head) < 0 || (int32_t)(q->tail - id) <= 0 ? q->head : id;
-}
-
-/* The owner of a pending WR: its client, else its transaction. */
-static inline const void *pend_owner(const struct rd_vpend *pd)
-{
-	return pd->h.client ? (const void *)pd->h.client : (const void *)pd->h.txn;
-}
-
-/*
- * @q's WR @failed got no answer (IBV_WC_RETRY_EXC_ERR): the WRs before it
- * are done. Of it and those after it (any may have been executed: ACKs
- * can be lost too), the RDMA WRITEs and READs not posted again already
- * stay, packed in order, to be posted again when the peer is back
- * (verbs_peer_up); the others fail, and with them every later WR of their
- * client or transaction (a client's operations stay in order: none
- * succeeds after one of its own failed). Returns the WRs completed.
- */
-static unsigned qp_retry(struct rd_verbs *v, struct rd_vqp *q, uint32_t failed)
-{
-	const void *gone[16];   /* owners with a WR failed here */
-	uint32_t ngone = 0;
-	bool all = false;       /* more owners failed than @gone holds: fail the rest */
-	unsigned n = 0;
-	uint32_t w;
-
-	reset_begin(v, q, true);
-	failed = retry_blame(q, failed);
-	if (failed != q->head)
-		n = complete_upto(v, q, failed - 1);
-	w = q->head;
-	for (uint32_t j = q->head; j != q->tail; j++) {
-		struct rd_vpend *pd = &q->pend[j & q->mask];
-		const void *o = pend_owner(pd);
-		enum ibv_wr_opcode op = q->wr[j & q->mask].opcode;
-		bool keep = !all && !pd->again && (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_READ);
-
-		for (uint32_t g = 0; g < ngone && keep; g++)
-			keep = gone[g] != o;
-		if (!keep) {
-			bool known = false;
-
-			complete_one(v, q, j, j == failed ? -EHOSTUNREACH : -ECONNRESET);
-			for (uint32_t g = 0; g < ngone && !known; g++)
-				known = gone[g] == o;
-			if (known)
-				continue;
-			if (ngone < sizeof(gone) / sizeof(gone[0]))
-				gone[ngone++] = o;
-			else
-				all = true;
-			continue;
-		}
-		pd->again = true;
-		if (w != j) {
-			q->pend[w & q->mask] = *pd;
-			q->wr[w & q->mask] = q->wr[j & q->mask];
-			q->sge[w & q->mask] = q->sge[j & q->mask];
-			pd->region = NULL;
-		}
-		w++;
-	}
-	q->tail = w;
-	reset_check(v, q->peer);
 	return n;
 }
 
@@ -674,7 +584,6 @@ static int verbs_submit(struct rd_provider *pv, struct rd_op *op)
 	pd->region = rg->remote ? NULL : rg;
 	if (pd->region)
 		rd_region_hold(rg);
-	pd->again = false;
 	q->tail++;
 	q->nchain++;
 	return RD_OP_QUEUED;
@@ -738,9 +647,6 @@ static unsigned verbs_poll(struct rd_provider *pv, unsigned budget)
 				RD_STAT_ADD(q->errors, 1);
 				if (wc_is_nak(wc[j].status)) {
 					total += qp_reset(v, q, id, wc_errno(wc[j].status));
-				} else if (wc[j].status == IBV_WC_RETRY_EXC_ERR && q->head != q->tail &&
-					   !q->pend[retry_blame(q, id) & q->mask].again) {
-					total += qp_retry(v, q, id);
 				} else {
 					snprintf(why, sizeof(why), "completion error: %s",
 						 ibv_wc_status_str(wc[j].status));

@@ -24,7 +24,6 @@
 struct rd_vpend {
 	struct rd_pend h;             /* the common header (client held: the WR uses its arena) */
 	struct rd_region *region;     /* held while the NIC may touch it (our own, loopback) */
-	bool again;                   /* posted again after a peer that did not answer (qp_retry) */
 };
 
 /* One RC QP to a peer node, shared by every local client. */
@@ -65,7 +64,6 @@ struct rd_verbs_peer {
 	 * stay in their slots and are posted again on the new QP */
 	bool resetting;
 	bool reset_posted;            /* drained: RD_EV_PEER_RESET is with the control thread */
-	bool reset_noanswer;          /* ... after a WR the peer did not answer (qp_retry) */
 	/* rkeys this peer refused lately: new WRs with one fail here (EACCES)
 	 * until the registry says the region is gone, RD_VERBS_REFUSED_SEC at
 	 * most (rkeys are reused: the entry expires) */
