@@ -21,10 +21,17 @@ pair() {   # label tool args...
   [ -n "$PAIR_OK" ] && say "ok: $label: $*"
 }
 pair before ib_read_lat -n 20    # VM2 and VM1 connected both ways
+# sr_client (VM2, two clients): WRITE, FETCH_ADD, WRITE and another
+# client's WRITE meet the stall: each fails with a clear status and
+# nothing lands (no silent retry: DESIGN.md), and a WRITE once the peer is
+# back lands; VM1's sowner checks the bytes and the counter
 if [ "$n" = 1 ]; then
+  timeout 300 "$SR" sowner & so=$!
+  for _ in $(seq 600); do [ -e /run/shared/stall.opened ] && break; sleep 0.1; done
   gdb -p "$RD" -batch -x "$(dirname "$0")/stall_inbound.gdb" 2>&1 | grep '^stalled:' | sed 's/^/guest: /'
   touch /run/shared/stalled
 else
+  timeout 300 "$SR" stall & so=$!
   for _ in $(seq 600); do [ -e /run/shared/stalled ] && break; sleep 0.1; done
   t0=$(date +%s)
 fi
@@ -33,6 +40,8 @@ fi
 # pass, by which of its operations were in flight then; not checked
 pair during ib_read_lat -n 20
 [ "$n" = 2 ] && say "the pair during the stall took $(( $(date +%s) - t0 )) s"
+wait $so; rc=$?
+say "sr_client $([ "$n" = 1 ] && echo sowner || echo stall) exit $rc"
 pair after ib_read_lat -n 20
 # Then VM1's link goes down for 3 s and comes back: its roshmd reads the
 # device's async events (verbs_async.c), logs both, and shows the port in

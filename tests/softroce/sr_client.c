@@ -12,6 +12,8 @@
  *   sr_client probe          VM2: a hand-written librdmacm peer: the CM
  *                            challenge, forged rkeys and bounds at the NIC
  *   sr_client txn REGION W NTX  transaction writer W (two run at once)
+ *   sr_client sowner|stall   VM1: a region; VM2: WRITEs and a FETCH_ADD that meet
+ *                            a peer QP that stopped answering (guest_verbs_stall.sh)
  *   sr_client vowner|doomer  VM1: the regions of the reset test (tenants blue, default)
  *   sr_client victim|racer   VM2: WRITEs that must all succeed (blue), WRITEs to a
  *                            region withdrawn under them (default): the stale
@@ -1009,11 +1011,136 @@ static int gpeer(void)
 	return 0;
 }
 
+/* ---- a peer QP that stopped answering (guest_verbs_stall.sh) ---- */
+
+#define STALL_A 0           /* client 1's WRITE: fails, not executed */
+#define STALL_X 4096        /* client 2's WRITE: fails, not executed */
+#define STALL_CTR 8192      /* client 1's FETCH_ADD: fails, not executed */
+#define STALL_B 12288       /* client 1's second WRITE: fails, not executed */
+#define STALL_AFTER 16384   /* client 2's WRITE once the peer is back: lands */
+#define STALL_LEN 64
+#define STALL_BYTE(off, k) ((uint8_t)((off) / 4096 * 67 + (k) + 1))
+
+/* VM1: the region; once VM2 is done, what landed and what did not. */
+static int stall_owner(void)
+{
+	struct roshm *r = attach();
+	uint32_t h;
+
+	CHECK_EQ(roshm_region_create(r, "stall", 20480, NULL, &h), 0);
+	uint8_t *d = roshm_region_data(r, h, NULL);
+
+	CHECK(d);
+	touch("stall.ready");
+	wait_file(r, "stall.done", 600);
+	for (uint32_t k = 0; k < STALL_LEN; k++) {
+		CHECK_EQ(d[STALL_A + k], 0);
+		CHECK_EQ(d[STALL_X + k], 0);
+		CHECK_EQ(d[STALL_B + k], 0);
+		CHECK_EQ(d[STALL_AFTER + k], STALL_BYTE(STALL_AFTER, k));
+	}
+	uint64_t ctr;
+
+	memcpy(&ctr, d + STALL_CTR, 8);
+	CHECK_EQ(ctr, 0);
+	printf("sr: sowner: the WRITEs and the FETCH_ADD that failed changed nothing; the "
+	       "WRITE after the reconnect landed\n");
+	roshm_close(r);
+	return 0;
+}
+
+static void stall_post(struct roshm *r, uint32_t h, uint64_t off, uint64_t data)
+{
+	struct roshm_sqe *sqe = roshm_get_sqe(r);
+	uint8_t *a = roshm_arena(r, NULL);
+
+	CHECK(sqe && a);
+	for (uint32_t k = 0; k < STALL_LEN; k++)
+		a[off + k] = STALL_BYTE(off, k);   /* arena offset = region offset */
+	roshm_prep_write(sqe, h, off, off, STALL_LEN);
+	roshm_sqe_set_data(sqe, data);
+}
+
+/* @n completions of @r, in any order (a WR posted again completes after
+ * a later one that failed): st[user_data - 1] */
+static void stall_wait(struct roshm *r, unsigned n, int32_t *st, bool *seen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct roshm_cqe *cqe;
+
+		CHECK_EQ(roshm_wait_cqe_timeout(r, &cqe, 120000), 0);
+		uint64_t d = cqe->user_data;
+
+		CHECK(d >= 1 && d <= 4 && !seen[d - 1]);
+		seen[d - 1] = true;
+		st[d - 1] = cqe->status;
+		roshm_cqe_seen(r, cqe);
+	}
+}
+
+/* VM2: once VM1's inbound QPs are in the error state (no answer, no NAK),
+ * client 1 posts WRITE, FETCH_ADD, WRITE and client 2 one WRITE. After the
+ * retries each fails with a clear status (DESIGN.md: no silent retry; the
+ * responder executed none of them), and once the peer is connected again
+ * client 2's next WRITE lands. */
+static int stall_user(void)
+{
+	struct roshm *r1 = attach(), *r2 = attach();
+
+	wait_file(NULL, "stall.ready", 600);
+	uint32_t h1 = open_region(r1, "default/stall"), h2 = open_region(r2, "default/stall");
+	struct roshm_sqe *sqe;
+
+	touch("stall.opened");
+	wait_file(NULL, "stalled", 600);
+	stall_post(r1, h1, STALL_A, 1);
+	CHECK(sqe = roshm_get_sqe(r1));
+	roshm_prep_fetch_add(sqe, h1, STALL_CTR, 1);
+	roshm_sqe_set_data(sqe, 2);
+	stall_post(r1, h1, STALL_B, 3);
+	stall_post(r2, h2, STALL_X, 4);
+	CHECK(roshm_submit(r1) == 3 && roshm_submit(r2) == 1);
+	int32_t st[4];
+	bool seen[4] = { false };
+
+	stall_wait(r1, 3, st, seen);
+	stall_wait(r2, 1, st, seen);
+	int32_t a = st[0], fa = st[1], b = st[2], x = st[3];
+
+	printf("sr: stall: client 1: WRITE %s, FETCH_ADD %s, WRITE %s; client 2: WRITE %s\n",
+	       roshm_strerror(a), roshm_strerror(fa), roshm_strerror(b), roshm_strerror(x));
+	for (int i = 0; i < 4; i++)
+		CHECK(st[i] == -EHOSTUNREACH || st[i] == -ECONNRESET);
+	/* the peer comes back (the next use re-dials it, then every second) */
+	int ret = -EHOSTUNREACH, tries = 0;
+
+	for (; ret && tries < 60; tries++) {
+		stall_post(r2, h2, STALL_AFTER, 5);
+		CHECK_EQ(roshm_submit(r2), 1);
+		struct roshm_cqe *cqe;
+
+		CHECK_EQ(roshm_wait_cqe_timeout(r2, &cqe, 120000), 0);
+		CHECK_EQ(cqe->user_data, 5);
+		ret = cqe->status;
+		roshm_cqe_seen(r2, cqe);
+		CHECK(ret == 0 || ret == -EHOSTUNREACH || ret == -ECONNRESET);
+		if (ret)
+			usleep(500000);
+	}
+	CHECK_EQ(ret, 0);
+	printf("sr: stall: every operation in flight failed; client 2's WRITE after the "
+	       "reconnect succeeded (try %d)\n", tries);
+	touch("stall.done");
+	roshm_close(r1);
+	roshm_close(r2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		fprintf(stderr, "usage: sr_client owner|ops|fa ID|lock ID|probe|txn REGION W NTX|"
-			"vowner|doomer|victim|racer K|gowner|gpeer\n");
+			"vowner|doomer|victim|racer K|gowner|gpeer|sowner|stall\n");
 		return 2;
 	}
 	role = argv[1];
@@ -1041,6 +1168,10 @@ int main(int argc, char **argv)
 		return victim();
 	if (!strcmp(role, "racer") && argc > 2)
 		return racer(atoi(argv[2]));
+	if (!strcmp(role, "sowner"))
+		return stall_owner();
+	if (!strcmp(role, "stall"))
+		return stall_user();
 	if (!strcmp(role, "txn") && argc > 4)
 		return txn_writer(argv[2], atoi(argv[3]), atoi(argv[4]));
 	fprintf(stderr, "sr_client: unknown role %s\n", role);
