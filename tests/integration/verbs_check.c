@@ -360,6 +360,21 @@ static bool async_req_err(struct ibv_context *ctx, struct ibv_qp *qp)
 	return got;
 }
 
+/* Pod @r opens the region named @fmt with @id: it must get -EACCES. */
+static void expect_refused(struct roshm *r, const char *fmt, uint32_t id, const char *what)
+{
+	char name[ROSHM_NAME_MAX];
+	uint32_t h;
+	int ret;
+
+	snprintf(name, sizeof(name), fmt, id);
+	ret = roshm_region_open(r, name, &h, NULL);
+	if (ret != -EACCES) {
+		fprintf(stderr, "open of %s: %d, not -EACCES\n", name, ret);
+		die(what);
+	}
+}
+
 static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb,
 		    uint32_t rqpn, struct ibv_mr *smr, struct ibv_mr *amr, uint8_t *sbuf)
 {
@@ -382,25 +397,11 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 	{
 		/* a pod of the tenant that knows (or guesses) a live rkey: the MR
 		 * is granted to the owners of the rings our PD's QPs connect to */
-		char name[ROSHM_NAME_MAX];
-		uint32_t h;
-		int ret;
-
-		snprintf(name, sizeof(name), "ibv-mr-%08x", rmr->rkey);
-		ret = roshm_region_open(r, name, &h, NULL);
-		if (ret != -EACCES) {
-			fprintf(stderr, "open of a live MR's region by a pod it is not granted to: %d\n",
-				ret);
-			die("hostile: a pod of the tenant opened a live MR by its rkey");
-		}
+		expect_refused(r, "ibv-mr-%08x", rmr->rkey,
+			       "hostile: a pod of the tenant opened a live MR by its rkey");
 		/* nor a live QP's ring by its QPN */
-		snprintf(name, sizeof(name), "ibv-qp-%06x", rqpn);
-		ret = roshm_region_open(r, name, &h, NULL);
-		if (ret != -EACCES) {
-			fprintf(stderr, "open of a live QP's ring by a pod not connected to it: %d\n",
-				ret);
-			die("hostile: a pod of the tenant opened a live QP's ring by its QPN");
-		}
+		expect_refused(r, "ibv-qp-%06x", rqpn,
+			       "hostile: a pod of the tenant opened a live QP's ring by its QPN");
 		printf("verbs_check server: a pod of the tenant that opens a live MR by its rkey, "
 		       "or a live QP's ring by its QPN -> EACCES\n");
 		/* From here on the pod is the one the test QPs connect to
@@ -434,22 +435,11 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
 				ibv_wc_status_str(wc.status));
 			die("a hostile fragment was not refused");
 		}
-		{
-			/* the poll that failed the QP took its grants back
-			 * before it returned: the pod's next fragment, say,
-			 * has no ring to land in (it did until the next poll) */
-			char name[ROSHM_NAME_MAX];
-			uint32_t rh;
-			int ret;
-
-			snprintf(name, sizeof(name), "ibv-qp-%06x", h->qp_num);
-			ret = roshm_region_open(r, name, &rh, NULL);
-			if (ret != -EACCES) {
-				fprintf(stderr, "hostile fragment (%s): the failed QP's ring opened: %d\n",
-					cases[i].what, ret);
-				die("a QP failed by a poll still granted its ring after it");
-			}
-		}
+		/* the poll that failed the QP took its grants back before it
+		 * returned: the pod's next fragment, say, has no ring to land
+		 * in (it did until the next poll) */
+		expect_refused(r, "ibv-qp-%06x", h->qp_num,
+			       "a QP failed by a poll still granted its ring after it");
 		wc = wait_wc(hcq);
 		if (wc.wr_id != 2 || wc.status != IBV_WC_WR_FLUSH_ERR)
 			die("the RECV after a hostile fragment was not flushed");
