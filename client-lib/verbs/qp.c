@@ -869,6 +869,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	rv_qp_issue(c, q);
 	roshm_submit(c->r);   /* one doorbell for the chain */
 	rv_guard(c);
+	rv_grant_drops(c);    /* a flag test, unless a QP failed */
 	rv_unlock(c);
 	if (c->yield)
 		sched_yield();

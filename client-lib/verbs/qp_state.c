@@ -210,6 +210,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->want = 0;            /* no timer of the notifier's left for it */
 	q->rnr_next_ns = 0;
 	q->broken = false;
+	q->xrc_last = false;    /* a new connection takes messages again */
 	if (q->srq && q->rq_head != q->rq_tail)
 		rv_rq_flush(q);   /* a RECV it took from the SRQ goes back to the application */
 	if (q->srq)
@@ -295,6 +296,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		rv_peer_resolve(c, q, 1);
 	rv_deliver(c, q);
 	rv_notify_recv(c, q);
+	rv_grant_drops(c);   /* the delivery failed it: its peer goes now */
 out:
 	rv_unlock(c);
 	return ret;

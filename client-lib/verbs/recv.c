@@ -178,6 +178,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 		rv_notify_recv(c, q);
 		rv_guard(c);
 	}
+	rv_grant_drops(c);   /* the delivery failed it: its peer goes now */
 	rv_unlock(c);
 	return ret;
 }

@@ -398,6 +398,7 @@ struct rv_srq {
 	uint32_t mask, head, tail;
 	uint32_t max_wr, max_sge, limit;
 	uint32_t nqps;          /* QPs that use it (destroy: EBUSY) */
+	bool dying;             /* an XRC SRQ in ibv_destroy_srq: no message takes it */
 	uint32_t aev_reported;  /* its async events given to the application */
 	/* QPs with a message waiting for a RECV, in the order they found it */
 	struct rv_qp *wait_head, *wait_tail;
@@ -431,6 +432,7 @@ struct rv_qp {
 	uint32_t dest_qp_num, rq_psn, sq_psn;
 	uint8_t rnr_retry;      /* 7: forever */
 	bool broken;            /* a WR failed: what was not issued is flushed */
+	bool xrc_last;          /* XRC_RECV: its held message is the last it takes (xrc.c) */
 	bool destroying;        /* destroy or reset drains it: no issue, no completions */
 	bool backlog_on;        /* counted in rv_ctx.nbacklog */
 	uint32_t aev_reported;  /* its async events given to the application */

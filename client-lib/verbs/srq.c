@@ -231,6 +231,7 @@ int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_rec
 		if (q->srq == s || (s->xrcd && q->xrcd == s->xrcd))
 			rv_notify_recv(c, q);
 	rv_guard(c);
+	rv_grant_drops(c);   /* a delivery failed one: its peer goes now */
 	rv_unlock(c);
 	return ret;
 }

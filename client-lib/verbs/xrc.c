@@ -214,8 +214,10 @@ bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f)
 	struct rv_ctx *c = to_ctx(q->qp.context);
 	struct rv_srq *s;
 
+	if (q->xrc_last)
+		return false;   /* its SRQ goes: the next message fails it */
 	for (s = c->srqs; s; s = s->next)
-		if (s->srqn == f->srqn && s->xrcd == q->xrcd)
+		if (s->srqn == f->srqn && s->xrcd == q->xrcd && !s->dying)
 			break;
 	if (!s)
 		return false;
@@ -244,6 +246,7 @@ bool rv_xrc_pick(struct rv_qp *q, const struct rv_frag *f)
  */
 void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
 {
+	s->dying = true;   /* a message that names it now fails its QP, as on a NIC */
 	for (struct rv_qp *q = c->qps; q; q = q->next) {
 		if (q->qp.qp_type != IBV_QPT_XRC_RECV || q->srq != s)
 			continue;
@@ -260,6 +263,7 @@ void rv_xrc_srq_gone(struct rv_ctx *c, struct rv_srq *s)
 			 * land between: the sender's SEND succeeded while the
 			 * RECV flushed (CI, verbs_xrc). */
 			rv_grant_drop(c, q);
+			q->xrc_last = true;   /* the held message, and nothing after it */
 			rv_deliver(c, q);
 			/* whole now or not, the QP has lost its peer */
 			rv_async_push(c, IBV_EVENT_QP_REQ_ERR, q);

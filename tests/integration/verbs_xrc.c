@@ -42,6 +42,7 @@
 #include <infiniband/verbs.h>
 
 #define BUF (256u * 1024)
+#define FOLLOW (52u * 4096)   /* in r1: the RECV for the SEND after S4's destroy */
 #define BIG 200000u
 #define CTR_OFF 8192u   /* in the server's PD1 buffer */
 #define WR_OFF 4096u    /* a WRITE's bytes go here */
@@ -361,15 +362,16 @@ static int server(const char *addr, int port)
 		if (wc.wr_id != 10 || wc.qp_num != t[2]->qp_num)
 			die("the RECV T3 held did not complete on S4's CQ");
 		/* The destroy races the sender's last fragments: the RECV
-		 * flushes and T3 fails, or it has the whole message (the
-		 * rest landed before T3's grants went, or the library took
-		 * it all before the destroy); the client checks that its
-		 * SEND agrees. */
+		 * flushes and T3 fails ('e'); or it has the whole message,
+		 * taken at the destroy's second look, after T3's grants went
+		 * ('w': T3 fails too), or before the destroy ('W': T3 goes
+		 * on). The client checks that its SEND agrees, and that a
+		 * SEND after it passes exactly when T3 goes on. */
 		if (wc.status == IBV_WC_SUCCESS) {
 			if (wc.byte_len != BIG)
 				die("the held RECV completed with a part of the message");
 			check(r1 + 8192, BIG, 12, "the 200 KB SEND whose SRQ went as it ended");
-			whole = 'w';
+			whole = rc_state(t[2]) == IBV_QPS_ERR ? 'w' : 'W';
 		} else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
 			die("the RECV T3 held neither flushed nor completed");
 		}
@@ -379,9 +381,22 @@ static int server(const char *addr, int port)
 			die("T3 is not in the error state");
 	}
 	printf("%s server: an SRQ whose RECV an XRC_RECV QP held mid-message was destroyed: %s\n",
-	       who, whole == 'w' ? "the RECV had the whole message (its last fragments landed first)"
-				 : "the RECV flushed to its CQ, the QP in the error state");
+	       who, whole == 'w' ? "the RECV had the whole message (its last fragments landed "
+				   "as the grants went), the QP in the error state"
+	       : whole == 'W' ? "the RECV had the whole message before the destroy, the QP goes on"
+			      : "the RECV flushed to its CQ, the QP in the error state");
+	srq_recv(s1, 20, r1 + FOLLOW, 2000, mr1->lkey);
 	sync_byte(fd, whole, 'E');
+	sync_byte(fd, 'f', 'F');   /* the client's SEND to S1 through I3 completed */
+	if (whole == 'W') {
+		expect_recv(cq1, 20, 64, t[2]->qp_num, peer.qpn[2], "the SEND through T3 after S4 went");
+		check(r1 + FOLLOW, 64, 13, "the SEND through T3 after S4 went");
+	} else {
+		struct ibv_wc wc;
+
+		if (ibv_poll_cq(cq1, 1, &wc))
+			die("a SEND reached S1 through T3 in the error state");
+	}
 	/* teardown in order, and what may not go yet */
 	if (ibv_close_xrcd(x) != EBUSY || ibv_destroy_cq(cq1) != EBUSY)
 		die("a domain with SRQs, or an SRQ's CQ, went");
@@ -538,7 +553,8 @@ static int client(const char *addr, int port)
 		char got;
 
 		/* the server's word: its RECV flushed ('e') or had it all ('w') */
-		if (write(fd, "E", 1) != 1 || read(fd, &got, 1) != 1 || (got != 'e' && got != 'w'))
+		if (write(fd, "E", 1) != 1 || read(fd, &got, 1) != 1 ||
+		    (got != 'e' && got != 'w' && got != 'W'))
 			die("out-of-band sync");
 		if (wc.wr_id != 12 || (got == 'e') != (wc.status != IBV_WC_SUCCESS))
 			die(got == 'e' ? "a SEND whose SRQ went mid-message did not fail while the "
@@ -547,6 +563,14 @@ static int client(const char *addr, int port)
 		printf("%s client: a SEND whose SRQ was destroyed mid-message %s (status %d)\n", who,
 		       got == 'e' ? "failed, its RECV flushed" : "ended first: received whole",
 		       wc.status);
+		/* the next SEND through I3 (to S1) passes exactly when T3 went on */
+		fill(b, 64, 13);
+		post_xsend(q[2], IBV_WR_SEND, peer.srqn[0], b, 64, m->lkey, 13);
+		wc = wait_wc(cq);
+		if (wc.wr_id != 13 || (got == 'W') != (wc.status == IBV_WC_SUCCESS))
+			die(got == 'W' ? "a SEND through I3 failed while T3 went on"
+				       : "a SEND through I3 passed while T3 was in the error state");
+		sync_byte(fd, 'F', 'f');
 	}
 	if (ibv_destroy_qp(q[0]) || ibv_destroy_qp(q[1]) || ibv_destroy_qp(q[2]) || ibv_dereg_mr(m) || ibv_destroy_cq(cq) ||
 	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
