@@ -142,13 +142,12 @@ struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct i
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 	rv_lock(c);
-	/* also draws the QPN; RC/UC on an SRQ: the smallest ring (64 KiB, or
-	 * ROSHM_VERBS_RECV_RING): many QPs share an SRQ, and a full ring only
-	 * makes the sender wait (RNR); UD on an SRQ: a slot per SRQ RECV (up
-	 * to 1024, ud.c), as every RECV may go to this QP's datagrams;
-	 * XRC_RECV: by the max_recv_wr asked for, as RC (else the smallest) */
+	/* also draws the QPN; RC/UC on an SRQ: rv_srq_ring_wr; UD on an SRQ:
+	 * a slot per SRQ RECV (up to 1024, ud.c), as every RECV may go to this
+	 * QP's datagrams; XRC_RECV: by the max_recv_wr asked for, as RC (else
+	 * the smallest) */
 	ret = a->qp_type == IBV_QPT_UD ? rv_ud_ring_create(c, q, srq ? srq->max_wr : a->cap.max_recv_wr) :
-	      rv_ring_create(c, q, srq ? 1 : xrecv ? (xring ? xring : 1) : a->cap.max_recv_wr);
+	      rv_ring_create(c, q, srq ? rv_srq_ring_wr(srq) : xrecv ? (xring ? xring : 1) : a->cap.max_recv_wr);
 	if (ret) {
 		rv_unlock(c);
 		qp_free(q);

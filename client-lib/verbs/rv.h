@@ -725,6 +725,7 @@ bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);
 void rv_rq_flush(struct rv_qp *q);
 void rv_ring_discard(struct rv_qp *q);
 struct rv_srq *rv_srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *a);
+uint32_t rv_srq_ring_wr(const struct rv_srq *s);
 void rv_srq_link(struct rv_ctx *c, struct rv_srq *s);
 void rv_srq_free(struct rv_srq *s);
 bool rv_srq_take(struct rv_qp *q);

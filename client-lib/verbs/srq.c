@@ -12,7 +12,7 @@
  * too. RECVs go to the QPs in the order they found a message (the SRQ's
  * line, rv_srq_take), one per QP per pass (rv_deliver_each), so that one
  * busy sender does not starve the others.
- * Each QP's ring is the smallest (64 KiB, or ROSHM_VERBS_RECV_RING).
+ * Each QP's ring is sized by rv_srq_ring_wr.
  *
  * An armed SRQ (srq_limit > 0) raises IBV_EVENT_SRQ_LIMIT_REACHED when a QP
  * takes a RECV and fewer than the limit remain, and is disarmed (async.c).
@@ -27,6 +27,29 @@
 #include <string.h>
 
 #include "rv.h"
+
+/*
+ * The receive WRs to size the ring of the RC or UC QP that is about to use
+ * @s by (rv_ring_create: 8 KiB each, 64 KiB to 4 MiB). The first QP gets
+ * what an RC QP with the SRQ's max_wr would (at most 512 WRs: 4 MiB); the
+ * one that comes when k QPs use it gets 1 / (k + 1) of that, rounded down
+ * to a power of two. A sender's bytes in flight to a QP are bounded by its
+ * ring (a full ring makes it wait for a credit round trip), so a QP alone
+ * on an SRQ must not get less than an RC QP does; and an SRQ exists to save
+ * memory on many QPs, so the rings shrink as QPs come: n QPs take about
+ * (1 + log2(n) / 2) times the first one's ring until they reach the
+ * smallest (64 KiB), then 64 KiB each (an SRQ of 512 WRs or more: 4 MiB
+ * for one QP, 8 MiB for 4, 16 MiB for 64, 25 MiB for 200).
+ * ROSHM_VERBS_RECV_RING, when set, sizes every ring alike.
+ */
+uint32_t rv_srq_ring_wr(const struct rv_srq *s)
+{
+	uint32_t wr = (s->max_wr < 512 ? s->max_wr : 512) / (s->nqps + 1), p = 1;
+
+	while (p * 2 <= wr)
+		p *= 2;
+	return p;
+}
 
 /* An SRQ on @pd, not yet on the context's list (rv_srq_link). */
 struct rv_srq *rv_srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *a)

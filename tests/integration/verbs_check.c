@@ -673,6 +673,100 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
 }
 
 /*
+ * The rings of QPs on one SRQ (srq.c, rv_srq_ring_wr): what each QP's
+ * senders may have in flight, measured as the 8000-byte SENDs (126 slots of
+ * 64 bytes with the fragment's header) that land in its ring while the SRQ
+ * holds no RECV, before the next one fails with IBV_WC_RNR_RETRY_EXC_ERR
+ * (rnr_retry 0). On an SRQ of 512 WRs the first QP's ring is an RC QP's
+ * with 512 receive WRs (4 MiB: 520 fit), the second's half of it (260),
+ * the third's a quarter (130); on an SRQ of 8 WRs the smallest (64 KiB: 8).
+ * A ring's end that cannot hold a whole message is skipped, so one fewer
+ * may fit. Then RECVs posted on the SRQ take every SEND that waited, in
+ * order and intact.
+ */
+static void srq_ring_check(struct ibv_device *dev)
+{
+	enum { SR_LEN = 8000, SR_NQ = 4, SR_DEPTH = 64 };
+	const uint32_t srq_wr[SR_NQ] = { 512, 512, 512, 8 }, fit[SR_NQ] = { 520, 260, 130, 8 };
+	/* a context of its own, with the rings the library sizes (the server's
+	 * is opened with ROSHM_VERBS_RECV_RING set) */
+	char *env = getenv("ROSHM_VERBS_RECV_RING");
+	char *keep = env ? strdup(env) : NULL;
+	struct ibv_context *ctx = (unsetenv("ROSHM_VERBS_RECV_RING"), ibv_open_device(dev));
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 256, NULL, NULL, 0) : NULL;
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 512, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+	struct ibv_srq_init_attr sa8 = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *srq8 = ibv_create_srq(pd, &sa8);
+	uint8_t *buf = pages(2 * 8192);   /* the message sent, one receive buffer */
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * 8192, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp *r[SR_NQ], *snd[SR_NQ];
+	struct ibv_sge sg;
+	struct ibv_wc wc;
+
+	if (!cq || !srq || !srq8 || !mr)
+		die("srq_ring: cq, srq or mr");
+	fill(buf, SR_LEN, 0, 90);
+	for (int q = 0; q < SR_NQ; q++) {
+		struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
+					       .srq = srq_wr[q] == 8 ? srq8 : srq, .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = 1, .max_send_sge = 1 } };
+		uint32_t ok = 0, posted = 0, out = 0;
+		bool rnr = false;
+
+		if (!(r[q] = ibv_create_qp(pd, &ia)))
+			die("srq_ring: ibv_create_qp on an SRQ");
+		snd[q] = mkqp(pd, cq, cq, SR_DEPTH, 1, 1);
+		connect_qp(snd[q], r[q]->qp_num, 1, 0);   /* rnr_retry 0: a full ring fails at once */
+		connect_qp(r[q], snd[q]->qp_num, 1, 0);
+		sg = (struct ibv_sge){ (uintptr_t)buf, SR_LEN, mr->lkey };
+		while (!rnr || out) {
+			while (!rnr && out < SR_DEPTH && posted < fit[q] + SR_DEPTH) {
+				post2(snd[q], IBV_WR_SEND, posted++, &sg, 1, 0, 0, 0, 0);
+				out++;
+			}
+			wc = wait_wc(cq);
+			out--;
+			if (wc.status == IBV_WC_SUCCESS && !rnr && wc.wr_id == ok)
+				ok++;
+			else if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR && !rnr && wc.wr_id == ok)
+				rnr = true;
+			else if (wc.status != IBV_WC_WR_FLUSH_ERR || !rnr)
+				die_wc("srq_ring: a SEND into a ring with no RECV (success, then one RNR "
+				       "error, then flushes, in order)", &wc);
+			if (!rnr && posted >= fit[q] + SR_DEPTH && !out)
+				die("srq_ring: more SENDs fit a QP's ring on an SRQ than it should hold");
+		}
+		printf("verbs_check server: srq_ring: QP %d on an SRQ of %u WRs: %u SENDs of %u bytes "
+		       "waited in its ring (%u expected), the next got RNR\n", q, srq_wr[q], ok, SR_LEN, fit[q]);
+		if (ok > fit[q] || ok + 1 < fit[q])
+			die("srq_ring: a QP on an SRQ got a ring of another size than rv_srq_ring_wr gives");
+		/* what waited is delivered whole, in order */
+		for (uint32_t i = 0; i < ok; i++) {
+			struct ibv_recv_wr rw = { .wr_id = 1000 + i, .sg_list = &sg, .num_sge = 1 }, *bad;
+
+			sg = (struct ibv_sge){ (uintptr_t)(buf + 8192), 8192, mr->lkey };
+			memset(buf + 8192, 0xee, 8192);
+			if (ibv_post_srq_recv(ia.srq, &rw, &bad))
+				die("srq_ring: ibv_post_srq_recv");
+			expect_recv(cq, 1000 + i, IBV_WC_RECV, SR_LEN, false, 0, r[q]->qp_num, snd[q]->qp_num);
+			check_bytes(buf + 8192, SR_LEN, 0, 90, "srq_ring: a SEND that waited in a ring of an SRQ's QP");
+		}
+	}
+	for (int q = 0; q < SR_NQ; q++)
+		if (ibv_destroy_qp(r[q]) || ibv_destroy_qp(snd[q]))
+			die("srq_ring: destroy_qp");
+	if (ibv_destroy_srq(srq) || ibv_destroy_srq(srq8) || ibv_dereg_mr(mr) || ibv_destroy_cq(cq) ||
+	    ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+		die("srq_ring: release");
+	free(buf);
+	if (keep)
+		setenv("ROSHM_VERBS_RECV_RING", keep, 1);
+	free(keep);
+}
+
+/*
  * Two senders that never stop, each to its own QP on one SRQ of 4 RECVs
  * that the receiver posts again as each completes: the RECVs must go to
  * both QPs in turn (a NIC hands them out in arrival order), not all to one
@@ -1133,6 +1227,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	hostile(ctx, pd, rmr, rb, qa->qp_num, smr, amr, sbuf);
 	loopback(ctx, pd, rmr, rb);
 	srq_check(ctx, pd);
+	srq_ring_check(ctx->device);
 	zero_copy(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||
