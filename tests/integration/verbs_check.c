@@ -682,9 +682,11 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
  * senders may have in flight, measured as the 8000-byte SENDs (126 slots of
  * 64 bytes with the fragment's header) that land in its ring while the SRQ
  * holds no RECV, before the next one fails with IBV_WC_RNR_RETRY_EXC_ERR
- * (rnr_retry 0). On an SRQ of 512 WRs the first QP's ring is an RC QP's
- * with 512 receive WRs (4 MiB: 520 fit), the second's half of it (260),
- * the third's a quarter (130); on an SRQ of 8 WRs the smallest (64 KiB: 8).
+ * (rnr_retry 0). On an SRQ of 64 WRs the first QP's ring is an RC QP's
+ * with 64 receive WRs (512 KiB: 65 fit), the second's half of it (32), the
+ * third's a quarter (16: 64 / 3 rounded down to a power of two); on an SRQ
+ * of 8 WRs the smallest (64 KiB: 8). (Few SENDs: it runs between the
+ * Soft-RoCE VMs too.)
  * A ring's end that cannot hold a whole message is skipped, so one fewer
  * may fit. Then RECVs posted on the SRQ take every SEND that waited, in
  * order and intact.
@@ -692,7 +694,7 @@ static void srq_check(struct ibv_context *ctx, struct ibv_pd *pd)
 static void srq_ring_check(struct ibv_device *dev)
 {
 	enum { SR_LEN = 8000, SR_NQ = 4, SR_DEPTH = 64 };
-	const uint32_t srq_wr[SR_NQ] = { 512, 512, 512, 8 }, fit[SR_NQ] = { 520, 260, 130, 8 };
+	const uint32_t srq_wr[SR_NQ] = { 64, 64, 64, 8 }, fit[SR_NQ] = { 65, 32, 16, 8 };
 	/* a context of its own, with the rings the library sizes (the server's
 	 * is opened with ROSHM_VERBS_RECV_RING set) */
 	char *env = getenv("ROSHM_VERBS_RECV_RING");
@@ -700,7 +702,7 @@ static void srq_ring_check(struct ibv_device *dev)
 	struct ibv_context *ctx = (unsetenv("ROSHM_VERBS_RECV_RING"), ibv_open_device(dev));
 	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 256, NULL, NULL, 0) : NULL;
-	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 512, .max_sge = 1 } };
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64, .max_sge = 1 } };
 	struct ibv_srq *srq = ibv_create_srq(pd, &sa);
 	struct ibv_srq_init_attr sa8 = { .attr = { .max_wr = 8, .max_sge = 1 } };
 	struct ibv_srq *srq8 = ibv_create_srq(pd, &sa8);
