@@ -268,6 +268,12 @@ static void fire(struct rv_cq *q)
 	pthread_mutex_unlock(&ch->lock);
 }
 
+/* Other CQs use @q's channel too (refcnt: its CQs; context lock held). */
+static bool chan_shared(const struct rv_cq *q)
+{
+	return q->cq.channel && q->cq.channel->refcnt > 1;
+}
+
 void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 {
 	struct rv_cq *q = (struct rv_cq *)cq;
@@ -283,7 +289,7 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
 	q->wc[q->tail++ & q->mask] = *wc;
 	to_ctx(cq->context)->pushes++;
 	if (q->armed) {
-		if (q->in_poll) {
+		if (q->in_poll && !chan_shared(q)) {
 			q->deferred = true;   /* the poll may hand it over: settled at its end */
 		} else {
 			q->armed = false;
@@ -297,11 +303,21 @@ void rv_cq_push(struct ibv_cq *cq, const struct ibv_wc *wc)
  * application now has in hand would wake it to an empty CQ (which
  * ibv_rc_pingpong -t -e takes for a failure; on a NIC it takes a completion
  * between the re-arm and the poll, here the notifier adds completions while
- * the application polls). So: completions this poll added to its armed CQ
- * fire their event only if some are still in the CQ; and when the poll
- * leaves the CQ empty, events still queued for it (nobody took them yet)
- * are withdrawn and the CQ is armed again, as if its completions had come
- * in this poll. Context lock held.
+ * the application polls). So, for a CQ alone on its channel: completions
+ * this poll added to it while armed fire their event only if some are still
+ * in the CQ; and when the poll leaves the CQ empty, events still queued for
+ * it (nobody took them yet) are withdrawn and the CQ is armed again, as if
+ * its completions had come in this poll.
+ *
+ * Not when other CQs share the channel (chan_shared): there an application
+ * may take any CQ's event as the token for a poll of another, as perftest
+ * 4.5's latency tests do with -e (one channel for the send and the receive
+ * CQ: take an event, re-arm its CQ, poll the receive CQ once; likewise for
+ * the send CQ). Were the send CQ's event withdrawn (or never fired) after
+ * the receive CQ's event was taken for the send CQ's poll, the receive CQ's
+ * completion would wait with no event left for it and both sides would
+ * sleep for good. So every completion into an armed CQ fires, as on a NIC.
+ * Context lock held.
  */
 static void poll_settle(struct rv_cq *q)
 {
@@ -309,14 +325,13 @@ static void poll_settle(struct rv_cq *q)
 	bool deferred = q->deferred;
 
 	q->deferred = false;
-	if (q->head != q->tail) {
-		if (deferred && q->armed) {
-			q->armed = false;
-			fire(q);
-		}
+	/* deferred from before another CQ came onto the channel: fire */
+	if (deferred && q->armed && (q->head != q->tail || chan_shared(q))) {
+		q->armed = false;
+		fire(q);
 		return;
 	}
-	if (q->armed || !ch)
+	if (q->head != q->tail || q->armed || !ch || chan_shared(q))
 		return;
 	pthread_mutex_lock(&ch->lock);
 	if (q->queued && unqueue(ch, q))

@@ -25,6 +25,11 @@
  *    says 1 GHz, 64 bits) lie between ibv_query_rt_values_ex's readings
  *    before the post and after the poll, their wall-clock form between
  *    CLOCK_REALTIME's (flow tags are refused: EOPNOTSUPP);
+ *  - CQs sharing a completion channel: every completion into an armed CQ
+ *    fires and no event is withdrawn (an event of one CQ may be the token
+ *    for a poll of another: perftest 4.5 -e); a CQ alone on its channel: a
+ *    poll that empties it withdraws its untaken event (ibv_rc_pingpong -t
+ *    -e never wakes to an empty CQ);
  *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
  *    signals whose handler has SA_RESTART and returns the event that comes
  *    after them, and fails with EINTR on a signal without it (the kernel's
@@ -407,28 +412,59 @@ static void chan_write(struct ibv_qp *qp, struct ibv_mr *mr, uint8_t *buf)
 		die("chan: post");
 }
 
-/* One completion channel, two CQs, an event each; a poll that empties one
- * withdraws its event and arms it again (the next completion fires); the CQ
- * whose event is not taken is destroyed: the other's event is the one left,
- * and then the channel's fd is not readable and a non-blocking get says
- * EAGAIN. */
+/* The next event of @ch (non-blocking fd), within 10 s: its CQ, acked. */
+static struct ibv_cq *chan_next(struct ibv_comp_channel *ch, const char *what)
+{
+	struct ibv_cq *got = NULL;
+	void *cctx = NULL;
+
+	if (!readable(ch->fd, 10000) || ibv_get_cq_event(ch, &got, &cctx))
+		die(what);
+	if (cctx != got->cq_context)
+		die("chan: the event's context is not its CQ's");
+	ibv_ack_cq_events(got, 1);
+	return got;
+}
+
+/*
+ * One completion channel, two CQs (perftest 4.5's latency tests with -e:
+ * one channel for the send and the receive CQ, each event taken as the
+ * token for one poll of the CQ the loop waits on, whichever CQ it names):
+ *  - every completion into an armed CQ fires, and a poll that empties a CQ
+ *    leaves its untaken event queued: take cq X's event, re-arm X, poll the
+ *    other CQ Y dry, and Y's event still waits for the next get, which then
+ *    finds X's completion (a withdrawn event left it with none: both sides
+ *    of ib_send_lat -e slept for good);
+ *  - a completion that the application's own poll adds to an armed CQ fires
+ *    too;
+ *  - the CQ whose event is not taken is destroyed: the other's event is the
+ *    one left, and then the channel's fd is not readable and a
+ *    non-blocking get says EAGAIN.
+ * A CQ alone on its channel (a QP connected to itself): a poll that empties
+ * it withdraws its untaken event and arms it again, so that the application
+ * never wakes to an empty CQ (ibv_rc_pingpong -t -e); the next completion
+ * fires.
+ */
 static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-	struct ibv_cq *cq[2], *got;
-	struct ibv_qp *qp[2];
+	struct ibv_comp_channel *ch1 = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq[2], *got, *x, *y, *c1;
+	struct ibv_qp *qp[2], *q1;
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	struct ibv_mr *mr = buf ? ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE |
 					     IBV_ACCESS_REMOTE_WRITE) : NULL;
+	struct ibv_wc wc;
 	void *cctx;
+	int n;
 
-	if (!ch || !mr || fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK))
+	if (!ch || !ch1 || !mr || fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) ||
+	    fcntl(ch1->fd, F_SETFL, fcntl(ch1->fd, F_GETFL) | O_NONBLOCK))
 		die("chan: channel or mr");
 	for (int i = 0; i < 2; i++) {
-		struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
-					       .cap = { .max_send_wr = 4, .max_send_sge = 1,
-							.max_recv_wr = 1, .max_recv_sge = 1 } };
-
 		if (!(cq[i] = ibv_create_cq(ctx, 8, (void *)(uintptr_t)(i + 1), ch, 0)))
 			die("chan: cq");
 		ia.send_cq = ia.recv_cq = cq[i];
@@ -442,20 +478,37 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 			die("chan: arm");
 	for (int i = 0; i < 2; i++)
 		chan_write(qp[i], mr, buf);
-	/* each completion fires its armed CQ's event: nobody polls here (a
-	 * completion that the application's own poll adds and hands over
-	 * fires none, cq.c), so the notifier takes both in */
+	/* each completion fires its armed CQ's event (the notifier takes
+	 * both in: nobody polls here) */
 	if (!queued_events(ch->fd, 2, 10000))
 		die("chan: not two events after two armed completions");
-	/* a poll that empties cq[1] withdraws its event, which the
-	 * application no longer needs, and arms it again: the next
-	 * completion fires */
-	reap(cq[1], 1);
+	x = chan_next(ch, "chan: the first event");
+	y = x == cq[0] ? cq[1] : cq[0];
+	if (ibv_req_notify_cq(x, 0))
+		die("chan: re-arm");
+	reap(y, 1);
 	if (!queued_events(ch->fd, 1, 0))
-		die("chan: a poll that emptied its CQ left that CQ's event queued");
-	chan_write(qp[1], mr, buf);
+		die("chan: a poll that emptied a CQ sharing its channel withdrew its event");
+	if (chan_next(ch, "chan: the event left after the other CQ's poll") != y)
+		die("chan: the event left is not the polled CQ's");
+	if (ibv_req_notify_cq(y, 0))
+		die("chan: re-arm");
+	reap(x, 1);
+	if (!queued_events(ch->fd, 0, 0))
+		die("chan: an event without a completion");
+	/* a completion the application's own poll adds to an armed CQ
+	 * sharing its channel fires too */
+	chan_write(qp[0], mr, buf);
+	reap(cq[0], 1);
+	if (!queued_events(ch->fd, 1, 10000) || chan_next(ch, "chan: the polled completion's") != cq[0])
+		die("chan: no event for a completion the poll handed over");
+	if (ibv_req_notify_cq(cq[0], 0))
+		die("chan: re-arm");
+	/* both armed: an event each, the first CQ destroyed with its own */
+	for (int i = 0; i < 2; i++)
+		chan_write(qp[i], mr, buf);
 	if (!queued_events(ch->fd, 2, 10000))
-		die("chan: no event for a completion after a poll withdrew the last one");
+		die("chan: not two events after two armed completions");
 	if (ibv_destroy_qp(qp[0]) || ibv_destroy_cq(cq[0]))
 		die("chan: destroy the CQ whose event waits");
 	if (ibv_get_cq_event(ch, &got, &cctx) || got != cq[1] || cctx != (void *)2)
@@ -466,13 +519,41 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	errno = 0;
 	if (ibv_get_cq_event(ch, &got, &cctx) != -1 || errno != EAGAIN)
 		die("chan: a non-blocking get with no event did not say EAGAIN");
-	if (ibv_destroy_qp(qp[1]) || ibv_destroy_cq(cq[1]) || ibv_destroy_comp_channel(ch) ||
+	if (ibv_destroy_qp(qp[1]) || ibv_destroy_cq(cq[1]) || ibv_destroy_comp_channel(ch))
+		die("chan: release");
+
+	/* a CQ alone on its channel */
+	if (!(c1 = ibv_create_cq(ctx, 8, (void *)3, ch1, 0)))
+		die("chan: cq");
+	ia.send_cq = ia.recv_cq = c1;
+	if (!(q1 = ibv_create_qp(pd, &ia)))
+		die("chan: qp");
+	rc_connect(q1, q1->qp_num);
+	if (ibv_req_notify_cq(c1, 0))
+		die("chan: arm");
+	chan_write(q1, mr, buf);
+	if (!queued_events(ch1->fd, 1, 10000))
+		die("chan: no event for an armed completion");
+	reap(c1, 1);
+	if (!queued_events(ch1->fd, 0, 0))
+		die("chan: a poll that emptied a CQ alone on its channel left its event queued");
+	chan_write(q1, mr, buf);
+	if (!queued_events(ch1->fd, 1, 10000))
+		die("chan: no event for a completion after a poll withdrew the last one");
+	if (chan_next(ch1, "chan: the alone CQ's event") != c1)
+		die("chan: another CQ's event");
+	n = ibv_poll_cq(c1, 1, &wc);
+	if (n != 1 || wc.status != IBV_WC_SUCCESS)
+		die("chan: the event's completion");
+	if (ibv_destroy_qp(q1) || ibv_destroy_cq(c1) || ibv_destroy_comp_channel(ch1) ||
 	    ibv_dereg_mr(mr))
 		die("chan: release");
 	free(buf);
-	printf("verbs_events: a poll that empties its CQ withdraws that CQ's untaken event and "
-	       "arms it again; a destroyed CQ's untaken event went with it: the channel gives the "
-	       "other's, then EAGAIN, fd not readable\n");
+	printf("verbs_events: CQs sharing a channel: every armed completion fires and no event "
+	       "is withdrawn (one CQ's event, the other CQ polled dry, that CQ's event still "
+	       "there); a destroyed CQ's untaken event went with it: the channel gives the "
+	       "other's, then EAGAIN, fd not readable; a CQ alone on its channel: a poll that "
+	       "empties it withdraws its untaken event and arms it again\n");
 }
 
 /* ibv_create_qp_ex and the ibv_wr_* batch API, on a QP connected to itself */
