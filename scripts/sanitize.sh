@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build roshm with a sanitizer in its own build directory and run tests there.
-#   sanitize.sh asan BUILD   ASan + UBSan (clang-14), every test but the softroce suite
+#   sanitize.sh asan BUILD   ASan + UBSan (clang-14), every test but the softroce and nosan suites
 #   sanitize.sh tsan BUILD   ThreadSanitizer (gcc), the tests that run a roshmd's
 #                            control thread and poller together
 # A report fails the run however it surfaces: every sanitized process writes
@@ -22,7 +22,9 @@ asan)
   opts=(-Db_sanitize=address,undefined -Db_lundef=false
         "-Dc_args=-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
         "-Dc_link_args=-fno-sanitize-recover=undefined")
-  tests=(--no-suite softroce)
+  # nosan: checks of the sources and of an image built from them, the same
+  # in any build (check_man, check_image)
+  tests=(--no-suite softroce --no-suite nosan)
   ;;
 tsan)
   cc=gcc
