@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -229,6 +231,133 @@ static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
 		mr_release(c, m);
 }
 
+/*
+ * Is a shared mapping of a file in [start, end) one whose stores must reach
+ * the file (a file on disk, NFS, an overlay)? Its pages would move into the
+ * MR's region and its stores from then on would never reach the file: the
+ * registration is refused. Shared memory that lives only in memory is
+ * taken (its other mappers no longer see this process's stores there:
+ * docs/verbs-compat.md, "Memory"): SysV segments, memfds, shared anonymous
+ * memory, anything on tmpfs (POSIX shm) or hugetlbfs. -errno when
+ * /proc/self/maps cannot be read (never guess).
+ */
+static int file_shared_in(uintptr_t start, uintptr_t end, char *what, size_t cap)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char *line = NULL;
+	size_t len = 0;
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	while (!ret && getline(&line, &len, f) > 0) {
+		unsigned long s, e, ino;
+		char perm[5], *path;
+		struct statfs sf;
+		int pos = 0;
+
+		if (sscanf(line, "%lx-%lx %4s %*x %*x:%*x %lu %n", &s, &e, perm, &ino, &pos) != 4 ||
+		    e <= start || s >= end || perm[3] != 's' || !ino)
+			continue;
+		path = line + pos;
+		path[strcspn(path, "\n")] = 0;
+		if (!strncmp(path, "/SYSV", 5) || !strncmp(path, "/memfd:", 7) ||
+		    !strcmp(path, "/dev/zero (deleted)") || !strncmp(path, "/anon_hugepage", 14))
+			continue;
+		if (path[0] == '/' && !statfs(path, &sf) &&
+		    (sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC))
+			continue;
+		snprintf(what, cap, "%s", path);
+		ret = 1;
+	}
+	if (!ret && ferror(f))
+		ret = -EIO;
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/*
+ * The page size of the mapping that holds @a (/proc/self/smaps'
+ * KernelPageSize), 0 when it cannot be read or nothing is mapped there.
+ */
+static uint64_t vma_page_size(uintptr_t a)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char *line = NULL;
+	size_t len = 0;
+	bool in = false;
+	uint64_t ps = 0;
+
+	if (!f)
+		return 0;
+	while (getline(&line, &len, f) > 0) {
+		unsigned long s, e, kb;
+
+		if (sscanf(line, "%lx-%lx ", &s, &e) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			if (in)
+				break;   /* its block ended without the field */
+			in = s <= a && a < e;
+		} else if (in && sscanf(line, "KernelPageSize: %lu kB", &kb) == 1) {
+			ps = (uint64_t)kb * 1024;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return ps;
+}
+
+/*
+ * A mapping of huge pages (MAP_HUGETLB, SHM_HUGETLB, a hugetlbfs file) can
+ * be mapped over only in whole huge pages (mmap: EINVAL). Widen [*start,
+ * *end) to the huge pages around it at either end that lies in one: those
+ * pages move into the MR's region whole (4 KiB pages from then on), with
+ * the other objects they hold, as the 4 KiB pages around an unaligned
+ * buffer do. true when it widened.
+ */
+static bool huge_span(uintptr_t *start, uintptr_t *end)
+{
+	uint64_t ps = vma_page_size(*start);
+	bool wide = false;
+
+	if (ps > RV_PAGE && (ps & (ps - 1)) == 0 && *start & (ps - 1)) {
+		*start &= ~(uintptr_t)(ps - 1);
+		wide = true;
+	}
+	ps = vma_page_size(*end - 1);
+	if (ps > RV_PAGE && (ps & (ps - 1)) == 0 && *end & (ps - 1)) {
+		*end = (*end + ps - 1) & ~(uintptr_t)(ps - 1);
+		wide = true;
+	}
+	return wide;
+}
+
+/*
+ * The segments of a registration widened over huge pages, cut to the MR's
+ * own pages [lo, hi) (its metadata names those, from the first page of the
+ * buffer on: rv_meta_check); the region keeps the whole huge pages (runs).
+ */
+static uint32_t segs_trim(struct rv_seg *seg, struct rv_mr **owner, uint32_t n, uintptr_t lo,
+			  uintptr_t hi)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uintptr_t a = seg[i].va > lo ? seg[i].va : lo;
+		uintptr_t b = seg[i].va + seg[i].len < hi ? seg[i].va + seg[i].len : hi;
+
+		if (a >= b)
+			continue;
+		seg[k] = seg[i];
+		seg[k].data_off += a - seg[i].va;
+		seg[k].va = a;
+		seg[k].len = b - a;
+		owner[k++] = owner[i];
+	}
+	return k;
+}
+
 #undef ibv_reg_mr
 RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
 {
@@ -247,14 +376,26 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	uint8_t *base;
 	int ret, fd;
 
+	bool widened = false;
+	char file[256];
+
 	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
 	    end < (uintptr_t)addr) {
 		errno = EINVAL;
 		return NULL;
 	}
 	rv_lock(c);
+again:
+	vma = NULL;
+	nvma = 0;
 	m = calloc(1, sizeof(*m));
 	ret = m ? 0 : -ENOMEM;
+	if (!ret && (ret = file_shared_in(start, end, file, sizeof(file))) > 0) {
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: a shared mapping of %s: its "
+				"stores would no longer reach the file\n", addr, length, file);
+		ret = -EOPNOTSUPP;
+	}
 	if (m && mr_overlaps(c, start, end))
 		ret = rv_maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
 	if (!ret)
@@ -324,6 +465,9 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		r->key = rkey;
 	}
 	close(fd);
+	if (widened)
+		nseg = segs_trim(seg, owner, nseg, (uintptr_t)addr & ~(RV_PAGE - 1),
+				 ((uintptr_t)addr + length + RV_PAGE - 1) & ~(RV_PAGE - 1));
 	for (uint32_t i = 0; i < nseg; i++) {
 		if (!owner[i])
 			seg[i].key = rkey;
@@ -366,8 +510,17 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 err_region:
 	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */
 err:
-	rv_unlock(c);
 	free(m);
+	/* mmap refused a part of huge pages: once more over the whole huge
+	 * pages (the runs mapped before it are in no MR and come again) */
+	if (ret == -EINVAL && !widened && huge_span(&start, &end)) {
+		widened = true;
+		own = 0;
+		nseg = 0;
+		handle = rkey = 0;
+		goto again;
+	}
+	rv_unlock(c);
 	if (getenv("ROSHM_VERBS_DEBUG"))
 		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
 	errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;

@@ -93,6 +93,15 @@ run_pair ib_send_bw -n 200 -e
 run_pair ib_send_lat -n 200 --use-srq
 run_pair ib_send_bw -n 200 --use-srq
 run_pair ib_send_bw -n 200 -q 4 -s 8192 --use-srq
+# buffers on huge pages (perftest's SysV SHM_HUGETLB segments): each MR
+# takes the huge pages around it whole (mr.c); verbs_check's huge_mr checks
+# the bytes
+if (( $(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo) >= 32 )); then
+  run_pair ib_write_bw -n 200 --use_hugepages
+  run_pair ib_send_lat -n 200 --use_hugepages
+else
+  echo "check_verbs_perftest: --use_hugepages not run: fewer than 32 free huge pages (scripts/host-setup.sh reserves them)"
+fi
 # UC QPs (SEND and RDMA WRITE)
 run_pair ib_send_lat -n 200 -c UC
 run_pair ib_write_bw -n 200 -c UC

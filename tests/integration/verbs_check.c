@@ -39,6 +39,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1076,6 +1079,137 @@ static void zero_copy(struct ibv_pd *pd)
 	       "WRITE from an MR's pages\n");
 }
 
+/*
+ * MRs on huge pages (mr.c, huge_span): an anonymous MAP_HUGETLB mapping and
+ * a SysV SHM_HUGETLB segment (perftest --use_hugepages, UCX's default
+ * buffers), each of two 2 MiB pages, with an MR across the boundary that
+ * starts and ends inside a huge page. Registration moves both huge pages
+ * whole; the bytes around the MR (on both pages) stay what the application
+ * wrote; a loopback RDMA WRITE into the MR lands in the application's view,
+ * and a READ of it brings back what the application wrote there after the
+ * registration; the bytes stay after ibv_dereg_mr. Without huge pages reserved (or no
+ * SysV shared memory): said, and not run.
+ */
+static void huge_mr(struct ibv_pd *pd)
+{
+	const size_t H = 2u << 20, sz = 2 * H, off = H - 8192, len = 16384;
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	struct ibv_cq *cq = ibv_create_cq(pd->context, 16, NULL, NULL, 0);
+	uint8_t *b = pages(len);
+	struct ibv_mr *mb = ibv_reg_mr(pd, b, len, acc);
+	struct ibv_qp *x, *y;
+
+	if (!cq || !mb)
+		die("huge_mr: cq/mr");
+	x = mkqp(pd, cq, cq, 4, 1, 1);
+	y = mkqp(pd, cq, cq, 4, 1, 1);
+	connect_qp(x, y->qp_num, 1, 7);
+	connect_qp(y, x->qp_num, 1, 7);
+	for (int kind = 0; kind < 2; kind++) {
+		const char *what = kind ? "SysV SHM_HUGETLB" : "MAP_HUGETLB";
+		uint8_t *h = MAP_FAILED;
+		struct ibv_mr *mh;
+		struct ibv_wc wc;
+		int id = -1;
+
+		if (!kind) {
+			h = mmap(NULL, sz, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+		} else if ((id = shmget(IPC_PRIVATE, sz, SHM_HUGETLB | IPC_CREAT | 0600)) >= 0) {
+			h = shmat(id, NULL, 0);
+			if (h == (void *)-1)
+				h = MAP_FAILED;
+			shmctl(id, IPC_RMID, NULL);
+		}
+		if (h == MAP_FAILED) {
+			printf("verbs_check server: huge_mr: %s not run: %s (no huge pages reserved?)\n",
+			       what, strerror(errno));
+			continue;
+		}
+		fill(h, (uint32_t)sz, 0, 60);   /* every byte, the MR's and its neighbours' */
+		mh = ibv_reg_mr(pd, h + off, len, acc);
+		if (!mh)
+			die("huge_mr: ibv_reg_mr across two huge pages");
+		check_bytes(h, (uint32_t)sz, 0, 60, "huge_mr: the huge pages' bytes after the registration");
+		fill(b, len, 0, 61);
+		rc_post(x, IBV_WR_RDMA_WRITE, b, len, mb->lkey, (uintptr_t)(h + off), mh->rkey, 0, 0, 1);
+		wc = wait_wc(cq);
+		if (wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
+			die_wc("huge_mr: WRITE into the huge pages' MR", &wc);
+		check_bytes(h + off, len, 0, 61, "huge_mr: a WRITE into an MR on huge pages");
+		check_bytes(h, (uint32_t)off, 0, 60, "huge_mr: the first huge page around the MR");
+		check_bytes(h + off + len, (uint32_t)(sz - off - len), off + len, 60,
+			    "huge_mr: the second huge page around the MR");
+		fill(h + off, len, 0, 62);   /* the application's store, read by the peer */
+		rc_post(x, IBV_WR_RDMA_READ, b, len, mb->lkey, (uintptr_t)(h + off), mh->rkey, 0, 0, 2);
+		wc = wait_wc(cq);
+		if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
+			die_wc("huge_mr: READ of the huge pages' MR", &wc);
+		check_bytes(b, len, 0, 62, "huge_mr: a READ of what the application wrote in its MR");
+		if (ibv_dereg_mr(mh))
+			die("huge_mr: ibv_dereg_mr");
+		/* its pages stay the application's, bytes and all */
+		check_bytes(h + off, len, 0, 62, "huge_mr: the MR's bytes after ibv_dereg_mr");
+		munmap(h, sz);   /* a segment's pages are the region's now: shmdt no longer finds it */
+		printf("verbs_check server: huge_mr: an MR across two %s pages: WRITE and READ, "
+		       "the bytes around it kept\n", what);
+	}
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(mb) || ibv_destroy_cq(cq))
+		die("huge_mr: release");
+	free(b);
+}
+
+/*
+ * A shared mapping of a file on disk cannot be an MR (mr.c, file_shared_in):
+ * its pages would move into the MR's region and the application's stores
+ * would never reach the file again. ibv_reg_mr refuses it (EOPNOTSUPP) and
+ * leaves it mapped as it was: a store after the refusal reaches the file.
+ * A private mapping of the same file is an MR as any memory. Needs a
+ * directory not on tmpfs (/var/tmp, else the working directory).
+ */
+static void file_mr(struct ibv_pd *pd)
+{
+	const char *dirs[] = { "/var/tmp", "." };
+	char path[4096] = "";
+	struct statfs sf;
+	struct ibv_mr *mr;
+	uint8_t *p, *q, c = 0;
+	int fd = -1;
+
+	for (unsigned i = 0; i < 2 && fd < 0; i++) {
+		if (statfs(dirs[i], &sf) || sf.f_type == TMPFS_MAGIC)
+			continue;
+		snprintf(path, sizeof(path), "%s/verbs_check_file.XXXXXX", dirs[i]);
+		fd = mkstemp(path);
+	}
+	if (fd < 0) {
+		printf("verbs_check server: file_mr not run: no directory off tmpfs to write in\n");
+		return;
+	}
+	unlink(path);
+	if (ftruncate(fd, 2 * 4096))
+		die("file_mr: ftruncate");
+	p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	q = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED || q == MAP_FAILED)
+		die("file_mr: mmap");
+	errno = 0;
+	mr = ibv_reg_mr(pd, p + 100, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (mr || errno != EOPNOTSUPP)
+		die("file_mr: an MR over a shared mapping of a file on disk was not refused with EOPNOTSUPP");
+	p[4200] = 0x5a;   /* still the file's page */
+	if (pread(fd, &c, 1, 4200) != 1 || c != 0x5a)
+		die("file_mr: the refused registration took the mapping from the file");
+	mr = ibv_reg_mr(pd, q + 100, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr || ibv_dereg_mr(mr))
+		die("file_mr: an MR over a private mapping of a file");
+	munmap(p, 2 * 4096);
+	munmap(q, 2 * 4096);
+	close(fd);
+	printf("verbs_check server: file_mr: an MR over a shared mapping of a file on disk refused "
+	       "(EOPNOTSUPP), the mapping still the file's; over a private one taken\n");
+}
+
 static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -1231,6 +1365,8 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	srq_check(ctx, pd);
 	srq_ring_check(ctx->device);
 	zero_copy(pd);
+	huge_mr(pd);
+	file_mr(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||
 	    ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch))
