@@ -38,6 +38,26 @@ static void copy_pages(void *dst, const void *src, size_t n)
 	rv_dma_copy(dst, src, n);
 }
 
+/*
+ * A shared mapping's path (the rest of its /proc/self/maps line): is it a
+ * file whose stores must reach it (a file on disk, NFS, an overlay)? Its
+ * pages would move into an MR's region and its stores from then on would
+ * never reach the file. Shared memory that lives only in memory is not:
+ * SysV segments, memfds, shared anonymous memory, anything on tmpfs (POSIX
+ * shm) or hugetlbfs (docs/verbs-compat.md, "Memory").
+ */
+static bool fs_file(char *path)
+{
+	struct statfs sf;
+
+	path[strcspn(path, "\n")] = 0;
+	if (!strncmp(path, "/SYSV", 5) || !strncmp(path, "/memfd:", 7) ||
+	    !strcmp(path, "/dev/zero (deleted)") || !strncmp(path, "/anon_hugepage", 14))
+		return false;
+	return !(path[0] == '/' && !statfs(path, &sf) &&
+		 (sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC));
+}
+
 /* The process's mappings, in address order (the kernel lists them so), in
  * *v and *n; -errno when they cannot be read whole (then no earlier MR's
  * pages can be told apart from new ones). */
@@ -59,14 +79,17 @@ int rv_maps_load(struct rv_vma **out, size_t *n)
 		unsigned long s, x;
 		char perm[5];
 
-		if (sscanf(line, "%lx-%lx %4s %" SCNx64 " %x:%x %" SCNu64, &s, &x, perm, &e.off,
-			   &e.maj, &e.min, &e.ino) != 7)
+		int pos = 0;
+
+		if (sscanf(line, "%lx-%lx %4s %" SCNx64 " %x:%x %" SCNu64 " %n", &s, &x, perm, &e.off,
+			   &e.maj, &e.min, &e.ino, &pos) != 7)
 			continue;
 		e.start = s;
 		e.end = x;
 		e.prot = (perm[0] == 'r' ? PROT_READ : 0) | (perm[1] == 'w' ? PROT_WRITE : 0) |
 			 (perm[2] == 'x' ? PROT_EXEC : 0);
 		e.shared = perm[3] == 's';
+		e.fs_file = e.shared && e.ino && pos && fs_file(line + pos);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
@@ -202,16 +225,6 @@ static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, const struc
 	return 0;
 }
 
-/* Does any MR hold a run over [start, end)? Only then is /proc/self/maps read. */
-static bool mr_overlaps(const struct rv_ctx *c, uintptr_t start, uintptr_t end)
-{
-	for (const struct rv_mr *m = c->mrs; m; m = m->next)
-		for (uint32_t i = 0; i < m->nrun; i++)
-			if (m->runs[i].va < end && start < m->runs[i].va + m->runs[i].len)
-				return true;
-	return false;
-}
-
 /* Close an MR's region and forget it: no live MR uses its pages any more. */
 static void mr_release(struct rv_ctx *c, struct rv_mr *m)
 {
@@ -232,49 +245,47 @@ static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
 }
 
 /*
- * Is a shared mapping of a file in [start, end) one whose stores must reach
- * the file (a file on disk, NFS, an overlay)? Its pages would move into the
- * MR's region and its stores from then on would never reach the file: the
- * registration is refused. Shared memory that lives only in memory is
- * taken (its other mappers no longer see this process's stores there:
- * docs/verbs-compat.md, "Memory"): SysV segments, memfds, shared anonymous
- * memory, anything on tmpfs (POSIX shm) or hugetlbfs. -errno when
- * /proc/self/maps cannot be read (never guess).
+ * Can [start, end) be an MR with @access, as the process maps it (@v, @nv)?
+ * As a NIC's registration pins the pages: every page mapped and readable,
+ * and writable when the MR's access writes (-EFAULT); and no shared mapping
+ * of a file on a filesystem (-EOPNOTSUPP, its path in @what).
  */
-static int file_shared_in(uintptr_t start, uintptr_t end, char *what, size_t cap)
+static int vma_check(const struct rv_vma *v, size_t nv, uintptr_t start, uintptr_t end,
+		     int access, char *what, size_t cap)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	char *line = NULL;
-	size_t len = 0;
-	int ret = 0;
+	bool wr = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
+	uintptr_t a = start;
 
-	if (!f)
-		return -errno;
-	while (!ret && getline(&line, &len, f) > 0) {
-		unsigned long s, e, ino;
-		char perm[5], *path;
-		struct statfs sf;
-		int pos = 0;
-
-		if (sscanf(line, "%lx-%lx %4s %*x %*x:%*x %lu %n", &s, &e, perm, &ino, &pos) != 4 ||
-		    e <= start || s >= end || perm[3] != 's' || !ino)
-			continue;
-		path = line + pos;
-		path[strcspn(path, "\n")] = 0;
-		if (!strncmp(path, "/SYSV", 5) || !strncmp(path, "/memfd:", 7) ||
-		    !strcmp(path, "/dev/zero (deleted)") || !strncmp(path, "/anon_hugepage", 14))
-			continue;
-		if (path[0] == '/' && !statfs(path, &sf) &&
-		    (sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC))
-			continue;
-		snprintf(what, cap, "%s", path);
-		ret = 1;
+	for (size_t i = vma_find(v, nv, start); i < nv && a < end; i++) {
+		if (v[i].start > a)
+			return -EFAULT;   /* a hole */
+		if (!(v[i].prot & PROT_READ) || (wr && !(v[i].prot & PROT_WRITE)))
+			return -EFAULT;
+		if (v[i].fs_file) {
+			snprintf(what, cap, "the file at %#lx", (unsigned long)v[i].start);
+			return -EOPNOTSUPP;
+		}
+		a = v[i].end;
 	}
-	if (!ret && ferror(f))
-		ret = -EIO;
-	free(line);
-	fclose(f);
-	return ret;
+	return a < end ? -EFAULT : 0;
+}
+
+/*
+ * The pages of [a, a + n) are the region's now, mapped read-write: give
+ * them back the protection the application had there (@v, @nv: before).
+ */
+static void prot_restore(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr_t n)
+{
+	uintptr_t end = a + n;
+
+	for (size_t i = vma_find(v, nv, a); i < nv && v[i].start < end; i++) {
+		uintptr_t lo = v[i].start > a ? v[i].start : a;
+		uintptr_t hi = v[i].end < end ? v[i].end : end;
+
+		if (v[i].prot != (PROT_READ | PROT_WRITE))
+			mprotect((void *)lo, hi - lo, v[i].prot);
+	}
 }
 
 /*
@@ -390,17 +401,14 @@ again:
 	nvma = 0;
 	m = calloc(1, sizeof(*m));
 	ret = m ? 0 : -ENOMEM;
-	if (!ret && (ret = file_shared_in(start, end, file, sizeof(file))) > 0) {
-		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: a shared mapping of %s: its "
-				"stores would no longer reach the file\n", addr, length, file);
-		ret = -EOPNOTSUPP;
-	}
-	if (m && mr_overlaps(c, start, end))
+	if (!ret)
 		ret = rv_maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
+	if (!ret && (ret = vma_check(vma, nvma, start, end, access, file, sizeof(file))) &&
+	    ret == -EOPNOTSUPP && getenv("ROSHM_VERBS_DEBUG"))
+		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: a shared mapping of %s: its stores "
+			"would no longer reach the file\n", addr, length, file);
 	if (!ret)
 		ret = mr_plan(c, start, end, vma, nvma, seg, owner, &nseg);
-	free(vma);
 	if (ret)
 		goto err;
 	/* The other MRs it uses, once each, and the pages it brings itself. */
@@ -462,9 +470,11 @@ again:
 			close(fd);
 			goto err_region;
 		}
+		prot_restore(vma, nvma, r->va, r->len);
 		r->key = rkey;
 	}
 	close(fd);
+	free(vma);
 	if (widened)
 		nseg = segs_trim(seg, owner, nseg, (uintptr_t)addr & ~(RV_PAGE - 1),
 				 ((uintptr_t)addr + length + RV_PAGE - 1) & ~(RV_PAGE - 1));
@@ -510,6 +520,7 @@ again:
 err_region:
 	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */
 err:
+	free(vma);
 	free(m);
 	/* mmap refused a part of huge pages: once more over the whole huge
 	 * pages (the runs mapped before it are in no MR and come again) */

@@ -1210,6 +1210,91 @@ static void file_mr(struct ibv_pd *pd)
 	       "(EOPNOTSUPP), the mapping still the file's; over a private one taken\n");
 }
 
+/* The permissions /proc/self/maps gives the page at @a ("rw-p", ...), or "". */
+static const char *maps_perm(const void *a)
+{
+	static char perm[5];
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	perm[0] = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long s, e;
+		char p[5];
+
+		if (sscanf(line, "%lx-%lx %4s", &s, &e, p) == 3 && s <= (uintptr_t)a && (uintptr_t)a < e) {
+			memcpy(perm, p, 5);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return perm;
+}
+
+/*
+ * Memory an MR cannot be, as a NIC's registration, which pins the pages,
+ * says (mr.c, vma_check): a range with a PROT_NONE page or a hole is
+ * refused with EFAULT (before, ibv_reg_mr read the page and the application
+ * died of SIGSEGV), and the bytes around stay; read-only memory is an MR
+ * without write access only (EFAULT with IBV_ACCESS_LOCAL_WRITE), stays
+ * read-only in the application (before, its pages came back writable),
+ * and a loopback RDMA READ of it brings its bytes.
+ */
+static void prot_mr(struct ibv_pd *pd)
+{
+	const size_t P = 4096;
+	struct ibv_cq *cq = ibv_create_cq(pd->context, 4, NULL, NULL, 0);
+	uint8_t *p = mmap(NULL, 4 * P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t *b = pages(P);
+	struct ibv_mr *mr, *mb = ibv_reg_mr(pd, b, P, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_qp *x, *y;
+	struct ibv_wc wc;
+
+	if (!cq || p == MAP_FAILED || !mb)
+		die("prot_mr: cq, mmap or mr");
+	fill(p, 4 * P, 0, 80);
+	if (mprotect(p + P, P, PROT_NONE))
+		die("prot_mr: mprotect");
+	errno = 0;
+	if (ibv_reg_mr(pd, p + 100, 2 * P, IBV_ACCESS_LOCAL_WRITE) || errno != EFAULT)
+		die("prot_mr: an MR over a PROT_NONE page was not refused with EFAULT");
+	if (munmap(p + P, P))
+		die("prot_mr: munmap");
+	errno = 0;
+	if (ibv_reg_mr(pd, p + 100, 2 * P, IBV_ACCESS_LOCAL_WRITE) || errno != EFAULT)
+		die("prot_mr: an MR over an unmapped page was not refused with EFAULT");
+	check_bytes(p, P, 0, 80, "prot_mr: the page before the refused range");
+	check_bytes(p + 2 * P, 2 * P, 2 * P, 80, "prot_mr: the pages after the refused range");
+	if (mprotect(p + 2 * P, 2 * P, PROT_READ))
+		die("prot_mr: mprotect read-only");
+	errno = 0;
+	if (ibv_reg_mr(pd, p + 2 * P, 2 * P, IBV_ACCESS_LOCAL_WRITE) || errno != EFAULT)
+		die("prot_mr: a writable MR over read-only memory was not refused with EFAULT");
+	mr = ibv_reg_mr(pd, p + 2 * P + 10, 5000, IBV_ACCESS_REMOTE_READ);
+	if (!mr)
+		die("prot_mr: an MR (remote read) over read-only memory");
+	if (strncmp(maps_perm(p + 2 * P), "r--", 3) || strncmp(maps_perm(p + 3 * P), "r--", 3))
+		die("prot_mr: read-only memory came back from ibv_reg_mr writable");
+	x = mkqp(pd, cq, cq, 4, 1, 1);
+	y = mkqp(pd, cq, cq, 4, 1, 1);
+	connect_qp(x, y->qp_num, 1, 7);
+	connect_qp(y, x->qp_num, 1, 7);
+	rc_post(x, IBV_WR_RDMA_READ, b, 3000, mb->lkey, (uintptr_t)(p + 2 * P + 1000), mr->rkey, 0, 0, 1);
+	wc = wait_wc(cq);
+	if (wc.wr_id != 1 || wc.status != IBV_WC_SUCCESS)
+		die_wc("prot_mr: READ of a read-only MR", &wc);
+	check_bytes(b, 3000, 2 * P + 1000, 80, "prot_mr: a READ of read-only memory");
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(mr) || ibv_dereg_mr(mb) ||
+	    ibv_destroy_cq(cq))
+		die("prot_mr: release");
+	munmap(p, 4 * P);
+	free(b);
+	printf("verbs_check server: prot_mr: a PROT_NONE page and a hole refused (EFAULT), the bytes "
+	       "around kept; read-only memory an MR without write access, still read-only, READ "
+	       "from it\n");
+}
+
 static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -1367,6 +1452,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	zero_copy(pd);
 	huge_mr(pd);
 	file_mr(pd);
+	prot_mr(pd);
 	sync_byte(fd, 'x', 0);
 	if (ibv_destroy_qp(qa) || ibv_destroy_qp(qr) || ibv_dereg_mr(rmr) ||
 	    ibv_destroy_cq(rcq) || ibv_destroy_cq(scq) || ibv_destroy_comp_channel(ch))
