@@ -18,8 +18,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <linux/magic.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -39,23 +37,32 @@ static void copy_pages(void *dst, const void *src, size_t n)
 }
 
 /*
- * A shared mapping's path (the rest of its /proc/self/maps line): is it a
- * file whose stores must reach it (a file on disk, NFS, an overlay)? Its
- * pages would move into an MR's region and its stores from then on would
- * never reach the file. Shared memory that lives only in memory is not:
- * SysV segments, memfds, shared anonymous memory, anything on tmpfs (POSIX
- * shm) or hugetlbfs (docs/verbs-compat.md, "Memory").
+ * A shared mapping (@path: the rest of its /proc/self/maps line):
+ * may another process share it by name, or must its stores reach a file?
+ * Then it cannot be an MR: its pages would move into the MR's region, and
+ * from then on this process's stores would reach neither the file nor the
+ * others that map it. That is a file that still has its name (on any
+ * filesystem: a data file, POSIX shm in /dev/shm, a hugetlbfs file such as
+ * DPDK's), a device (DAX, a GPU's or any MMIO), or a SysV segment with a
+ * key. Not: shared memory nobody can
+ * open any more, which only the mappings already made share: memfds, SysV
+ * IPC_PRIVATE segments, shared anonymous memory (MAP_HUGETLB too), an
+ * unlinked file (docs/verbs-compat.md, "Memory").
  */
-static bool fs_file(char *path)
+static bool shared_by_name(char *path)
 {
-	struct statfs sf;
+	static const char del[] = " (deleted)";
+	size_t n = strcspn(path, "\n"), d = sizeof(del) - 1;
+	bool gone = n >= d && !memcmp(path + n - d, del, d);
 
-	path[strcspn(path, "\n")] = 0;
-	if (!strncmp(path, "/SYSV", 5) || !strncmp(path, "/memfd:", 7) ||
-	    !strcmp(path, "/dev/zero (deleted)") || !strncmp(path, "/anon_hugepage", 14))
-		return false;
-	return !(path[0] == '/' && !statfs(path, &sf) &&
-		 (sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC));
+	path[gone ? n - d : n] = 0;
+	if (path[0] != '/')
+		return false;   /* [anon_shmem:NAME] and the like: anonymous */
+	if (gone && !strncmp(path, "/SYSV", 5) && strlen(path) == 13)
+		return strtoul(path + 5, NULL, 16) != 0;   /* its key */
+	/* memfds, /dev/zero (shared anonymous), /anon_hugepage, unlinked
+	 * files: gone; a file or device with its name: not */
+	return !gone;
 }
 
 /* The process's mappings, in address order (the kernel lists them so), in
@@ -89,7 +96,7 @@ int rv_maps_load(struct rv_vma **out, size_t *n)
 		e.prot = (perm[0] == 'r' ? PROT_READ : 0) | (perm[1] == 'w' ? PROT_WRITE : 0) |
 			 (perm[2] == 'x' ? PROT_EXEC : 0);
 		e.shared = perm[3] == 's';
-		e.fs_file = e.shared && e.ino && pos && fs_file(line + pos);
+		e.by_name = e.shared && e.ino && pos && shared_by_name(line + pos);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
@@ -225,6 +232,17 @@ static int mr_plan(struct rv_ctx *c, uintptr_t start, uintptr_t end, const struc
 	return 0;
 }
 
+/* Does any MR hold a run over [start, end)? Only then is /proc/self/maps
+ * read under the lock (mr_plan). */
+static bool mr_overlaps(const struct rv_ctx *c, uintptr_t start, uintptr_t end)
+{
+	for (const struct rv_mr *m = c->mrs; m; m = m->next)
+		for (uint32_t i = 0; i < m->nrun; i++)
+			if (m->runs[i].va < end && start < m->runs[i].va + m->runs[i].len)
+				return true;
+	return false;
+}
+
 /* Close an MR's region and forget it: no live MR uses its pages any more. */
 static void mr_release(struct rv_ctx *c, struct rv_mr *m)
 {
@@ -247,8 +265,8 @@ static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
 /*
  * Can [start, end) be an MR with @access, as the process maps it (@v, @nv)?
  * As a NIC's registration pins the pages: every page mapped and readable,
- * and writable when the MR's access writes (-EFAULT); and no shared mapping
- * of a file on a filesystem (-EOPNOTSUPP, its path in @what).
+ * and writable when the MR's access writes (-EFAULT); and no shared memory
+ * that others may map by its name (-EOPNOTSUPP, its range in @what).
  */
 static int vma_check(const struct rv_vma *v, size_t nv, uintptr_t start, uintptr_t end,
 		     int access, char *what, size_t cap)
@@ -262,8 +280,8 @@ static int vma_check(const struct rv_vma *v, size_t nv, uintptr_t start, uintptr
 			return -EFAULT;   /* a hole */
 		if (!(v[i].prot & PROT_READ) || (wr && !(v[i].prot & PROT_WRITE)))
 			return -EFAULT;
-		if (v[i].fs_file) {
-			snprintf(what, cap, "the file at %#lx", (unsigned long)v[i].start);
+		if (v[i].by_name) {
+			snprintf(what, cap, "%#lx-%#lx", (unsigned long)v[i].start, (unsigned long)v[i].end);
 			return -EOPNOTSUPP;
 		}
 		a = v[i].end;
@@ -380,19 +398,31 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	uint64_t own = 0, data_off;
 	struct rv_meta *meta;
 	uint32_t handle = 0, rkey = 0, nseg = 0;
-	struct rv_vma *vma = NULL;
-	size_t nvma = 0;
+	struct rv_vma *vma = NULL, *chk = NULL;
+	size_t nvma = 0, nchk = 0;
+	bool widened = false;
+	char what[64];
 	struct stat st;
 	struct rv_mr *m;
 	uint8_t *base;
 	int ret, fd;
 
-	bool widened = false;
-	char file[256];
-
 	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
 	    end < (uintptr_t)addr) {
 		errno = EINVAL;
+		return NULL;
+	}
+	/* what the process maps there, read without the lock (a long read in a
+	 * process of many mappings holds up no other thread's verbs call);
+	 * unreadable: refuse, never guess */
+	ret = rv_maps_load(&chk, &nchk);
+	if (!ret && (ret = vma_check(chk, nchk, start, end, access, what, sizeof(what))) &&
+	    ret == -EOPNOTSUPP && getenv("ROSHM_VERBS_DEBUG"))
+		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s is shared memory that other "
+			"processes may map by its name\n", addr, length, what);
+	if (ret) {
+		free(chk);
+		errno = -ret;
 		return NULL;
 	}
 	rv_lock(c);
@@ -401,12 +431,10 @@ again:
 	nvma = 0;
 	m = calloc(1, sizeof(*m));
 	ret = m ? 0 : -ENOMEM;
-	if (!ret)
-		ret = rv_maps_load(&vma, &nvma);   /* unreadable: refuse, never guess */
-	if (!ret && (ret = vma_check(vma, nvma, start, end, access, file, sizeof(file))) &&
-	    ret == -EOPNOTSUPP && getenv("ROSHM_VERBS_DEBUG"))
-		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: a shared mapping of %s: its stores "
-			"would no longer reach the file\n", addr, length, file);
+	/* an earlier MR's pages there are still its memfd's? read again under
+	 * the lock: another thread's registration may have moved them since */
+	if (m && mr_overlaps(c, start, end))
+		ret = rv_maps_load(&vma, &nvma);
 	if (!ret)
 		ret = mr_plan(c, start, end, vma, nvma, seg, owner, &nseg);
 	if (ret)
@@ -470,7 +498,7 @@ again:
 			close(fd);
 			goto err_region;
 		}
-		prot_restore(vma, nvma, r->va, r->len);
+		prot_restore(chk, nchk, r->va, r->len);
 		r->key = rkey;
 	}
 	close(fd);
@@ -505,6 +533,7 @@ again:
 	c->mrs = m;
 	ret = rv_grant_mr(c, m, true);
 	rv_unlock(c);
+	free(chk);
 	if (ret) {
 		/* a connected QP's peer could not be let in (limits.max_grants on
 		 * a region its bytes lie in): out of resources, and nothing of it
@@ -532,6 +561,7 @@ err:
 		goto again;
 	}
 	rv_unlock(c);
+	free(chk);
 	if (getenv("ROSHM_VERBS_DEBUG"))
 		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
 	errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;

@@ -592,7 +592,7 @@ struct rv_vma {
 	unsigned int maj, min;
 	int prot;               /* PROT_* */
 	bool shared;
-	bool fs_file;           /* shared, of a file whose stores must reach it (mr.c) */
+	bool by_name;           /* shared with others by a name (mr.c) */
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
 

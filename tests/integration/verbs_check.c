@@ -1159,22 +1159,45 @@ static void huge_mr(struct ibv_pd *pd)
 	free(b);
 }
 
+/* An MR over @p+100 (5000 bytes): refused with EOPNOTSUPP (@refused), or
+ * taken, with the bytes there kept (@seed). */
+static void shared_try(struct ibv_pd *pd, uint8_t *p, bool refused, uint32_t seed, const char *what)
+{
+	struct ibv_mr *mr;
+
+	fill(p, 2 * 4096, 0, seed);
+	errno = 0;
+	mr = ibv_reg_mr(pd, p + 100, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (refused && (mr || errno != EOPNOTSUPP)) {
+		fprintf(stderr, "verbs_check: FAIL: file_mr: %s\n", what);
+		die("file_mr: an MR over shared memory that others may map by its name was not refused "
+		    "with EOPNOTSUPP");
+	}
+	if (!refused && (!mr || ibv_dereg_mr(mr))) {
+		fprintf(stderr, "verbs_check: FAIL: file_mr: %s\n", what);
+		die("file_mr: an MR over shared memory nobody can open any more was refused");
+	}
+	check_bytes(p, 2 * 4096, 0, seed, what);
+}
+
 /*
- * A shared mapping of a file on disk cannot be an MR (mr.c, file_shared_in):
- * its pages would move into the MR's region and the application's stores
- * would never reach the file again. ibv_reg_mr refuses it (EOPNOTSUPP) and
- * leaves it mapped as it was: a store after the refusal reaches the file.
- * A private mapping of the same file is an MR as any memory. Needs a
- * directory not on tmpfs (/var/tmp, else the working directory).
+ * Shared memory that other processes may map by its name cannot be an MR
+ * (mr.c, shared_by_name): its pages would move into the MR's region, and
+ * the application's stores would reach neither the file nor the others
+ * mapping it. ibv_reg_mr refuses it (EOPNOTSUPP) and leaves it mapped as it
+ * was: a store after the refusal reaches the file. So: a file off tmpfs
+ * (/var/tmp, else the working directory), POSIX shm while it has its name,
+ * a SysV segment with a key. Taken: a private mapping of the file, the
+ * POSIX shm object once unlinked, shared anonymous memory.
  */
 static void file_mr(struct ibv_pd *pd)
 {
 	const char *dirs[] = { "/var/tmp", "." };
-	char path[4096] = "";
+	char path[4096] = "", name[64];
 	struct statfs sf;
-	struct ibv_mr *mr;
 	uint8_t *p, *q, c = 0;
-	int fd = -1;
+	int fd = -1, id;
+	key_t key;
 
 	for (unsigned i = 0; i < 2 && fd < 0; i++) {
 		if (statfs(dirs[i], &sf) || sf.f_type == TMPFS_MAGIC)
@@ -1183,31 +1206,70 @@ static void file_mr(struct ibv_pd *pd)
 		fd = mkstemp(path);
 	}
 	if (fd < 0) {
-		printf("verbs_check server: file_mr not run: no directory off tmpfs to write in\n");
-		return;
+		printf("verbs_check server: file_mr: no directory off tmpfs to write in: the file part "
+		       "not run\n");
+	} else {
+		if (ftruncate(fd, 2 * 4096))
+			die("file_mr: ftruncate");
+		p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		q = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+		if (p == MAP_FAILED || q == MAP_FAILED)
+			die("file_mr: mmap");
+		shared_try(pd, p, true, 63, "a shared mapping of a file on disk");
+		p[4200] = 0x5a;   /* still the file's page */
+		if (pread(fd, &c, 1, 4200) != 1 || c != 0x5a)
+			die("file_mr: the refused registration took the mapping from the file");
+		shared_try(pd, q, false, 64, "a private mapping of a file on disk");
+		munmap(p, 2 * 4096);
+		/* an MR over an anonymous page that another MR holds and the file
+		 * after it (the file is checked whether or not an MR is there) */
+		p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED || mmap(p + 4096, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+					    fd, 0) == MAP_FAILED)
+			die("file_mr: mmap anonymous, then the file after it");
+		{
+			struct ibv_mr *m1 = ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE), *m2;
+
+			errno = 0;
+			m2 = ibv_reg_mr(pd, p, 8192, IBV_ACCESS_LOCAL_WRITE);
+			if (!m1 || m2 || errno != EOPNOTSUPP)
+				die("file_mr: an MR over an earlier MR's page and a file after it was not "
+				    "refused with EOPNOTSUPP");
+			p[4096 + 10] = 0x6b;
+			if (pread(fd, &c, 1, 10) != 1 || c != 0x6b || ibv_dereg_mr(m1))
+				die("file_mr: the refused registration took the file's page");
+		}
+		munmap(p, 2 * 4096);
+		munmap(q, 2 * 4096);
+		close(fd);
+		unlink(path);
 	}
-	unlink(path);
-	if (ftruncate(fd, 2 * 4096))
-		die("file_mr: ftruncate");
-	p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	q = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	if (p == MAP_FAILED || q == MAP_FAILED)
-		die("file_mr: mmap");
-	errno = 0;
-	mr = ibv_reg_mr(pd, p + 100, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (mr || errno != EOPNOTSUPP)
-		die("file_mr: an MR over a shared mapping of a file on disk was not refused with EOPNOTSUPP");
-	p[4200] = 0x5a;   /* still the file's page */
-	if (pread(fd, &c, 1, 4200) != 1 || c != 0x5a)
-		die("file_mr: the refused registration took the mapping from the file");
-	mr = ibv_reg_mr(pd, q + 100, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!mr || ibv_dereg_mr(mr))
-		die("file_mr: an MR over a private mapping of a file");
-	munmap(p, 2 * 4096);
-	munmap(q, 2 * 4096);
+	snprintf(name, sizeof(name), "/verbs_check_%d", (int)getpid());
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || ftruncate(fd, 2 * 4096) ||
+	    (p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		die("file_mr: shm_open");
+	shared_try(pd, p, true, 65, "POSIX shm with its name");
+	shm_unlink(name);
 	close(fd);
-	printf("verbs_check server: file_mr: an MR over a shared mapping of a file on disk refused "
-	       "(EOPNOTSUPP), the mapping still the file's; over a private one taken\n");
+	shared_try(pd, p, false, 66, "POSIX shm once unlinked");
+	munmap(p, 2 * 4096);
+	key = (key_t)(0x5600000 | (getpid() & 0xfffff));
+	id = shmget(key, 2 * 4096, IPC_CREAT | IPC_EXCL | 0600);
+	p = id >= 0 ? shmat(id, NULL, 0) : (void *)-1;
+	if (p == (void *)-1)
+		die("file_mr: shmget with a key");
+	shmctl(id, IPC_RMID, NULL);
+	shared_try(pd, p, true, 67, "a SysV segment with a key");
+	shmdt(p);
+	p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		die("file_mr: mmap shared anonymous");
+	shared_try(pd, p, false, 68, "shared anonymous memory");
+	munmap(p, 2 * 4096);
+	printf("verbs_check server: file_mr: MRs over a shared mapping of a file, POSIX shm with its "
+	       "name, a SysV segment with a key refused (EOPNOTSUPP), the file still written; over a "
+	       "private mapping of the file, unlinked POSIX shm, shared anonymous memory taken\n");
 }
 
 /* The permissions /proc/self/maps gives the page at @a ("rw-p", ...), or "". */
