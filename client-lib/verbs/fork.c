@@ -9,7 +9,9 @@
  * So does this library: a handler run in the child (pthread_atfork) puts
  * a private copy over every mapping of an MR's memfd it finds in the
  * child's /proc/self/maps, also of MRs already deregistered (their pages
- * stay the memfd's). ibv_fork_init has nothing to do.
+ * stay the memfd's), but for the parts that were shared memory before
+ * they were registered (rv_fork_keep: shared anonymous memory, a memfd),
+ * which the child keeps sharing. ibv_fork_init has nothing to do.
  *
  * The copy is taken in the child right after fork(), not at its instant:
  * what the parent's other threads or its peers store to those pages
@@ -38,6 +40,19 @@ static struct rv_fid *fids;
 static size_t nfid, capfid;
 static pthread_mutex_t fid_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Parts of those memfds (file offsets) that were shared memory before they
+ * were registered (mr.c: shared anonymous memory, a memfd, ...): a child
+ * keeps sharing them, as it did before the registration and as on a NIC. */
+struct rv_keep {
+	struct rv_fid f;
+	uint64_t off, len;
+};
+static struct rv_keep *keeps;
+static size_t nkeep, capkeep;
+
+#define RV_FORK_BATCH 256
+static struct rv_vma todo[RV_FORK_BATCH];
+
 static bool is_ours(const struct rv_vma *v)
 {
 	for (size_t i = 0; i < nfid; i++)
@@ -59,6 +74,45 @@ static void privatize(const struct rv_vma *v)
 	if (mprotect(tmp, len, v->prot) ||
 	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED)
 		munmap(tmp, len);
+}
+
+/* Where in @v (file offset @at or after, below @end) the next part a child
+ * keeps shared starts, and in *kend where it ends; @end when none. */
+static uint64_t next_keep(const struct rv_vma *v, uint64_t at, uint64_t end, uint64_t *kend)
+{
+	uint64_t best = end;
+
+	for (size_t i = 0; i < nkeep; i++) {
+		const struct rv_keep *k = &keeps[i];
+		uint64_t lo = k->off > at ? k->off : at;
+
+		if (k->f.ino != v->ino || k->f.maj != v->maj || k->f.min != v->min ||
+		    k->off + k->len <= at || lo >= best)
+			continue;
+		best = lo;
+		*kend = k->off + k->len;
+	}
+	return best;
+}
+
+/* @v without the parts a child keeps shared: the pieces to copy, into
+ * todo[*n...] (at most @cap in all). */
+static void split(const struct rv_vma *v, size_t *n, size_t cap)
+{
+	uint64_t at = v->off, end = v->off + (v->end - v->start);
+
+	while (at < end && *n < cap) {
+		uint64_t kend = end, k = next_keep(v, at, end, &kend);
+
+		if (k > at) {
+			todo[*n] = *v;
+			todo[*n].start = v->start + (at - v->off);
+			todo[*n].end = v->start + (k - v->off);
+			todo[*n].off = at;
+			(*n)++;
+		}
+		at = k < end ? (kend < end ? kend : end) : end;
+	}
 }
 
 /* One line of /proc/self/maps into @v; false when it is not one. */
@@ -85,9 +139,7 @@ static bool parse_line(const char *l, struct rv_vma *v)
  * read(2) into static storage, the mappings to copy are collected there
  * (a pass per 256), then copied.
  */
-#define RV_FORK_BATCH 256
 static char mbuf[8192];
-static struct rv_vma todo[RV_FORK_BATCH];
 
 static size_t collect(void)
 {
@@ -108,7 +160,7 @@ static size_t collect(void)
 
 			*nl = 0;
 			if (parse_line(l, &v) && v.shared && is_ours(&v))
-				todo[n++] = v;
+				split(&v, &n, RV_FORK_BATCH);
 			l = nl + 1;
 		}
 		have -= (size_t)(l - mbuf);
@@ -124,7 +176,8 @@ static void child(void)
 {
 	size_t n;
 
-	/* copied mappings are no longer ours: each pass finds the rest */
+	/* copied mappings are no longer ours: each pass finds the rest (the
+	 * parts kept shared stay ours and yield nothing to copy) */
 	if (nfid)
 		do {
 			n = collect();
@@ -173,6 +226,67 @@ int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min)
 		ret = -ENOMEM;
 	pthread_mutex_unlock(&fid_lock);
 	return ret;
+}
+
+/* Bytes [off, off + len) of an MR's memfd were shared memory before (a
+ * child keeps sharing them): 0, or -ENOMEM (then a child gets a copy). */
+int rv_fork_keep(uint64_t ino, unsigned int maj, unsigned int min, uint64_t off, uint64_t len)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fid_lock);
+	if (nkeep == capkeep) {
+		size_t cap = capkeep ? 2 * capkeep : 16;
+		struct rv_keep *t = realloc(keeps, cap * sizeof(*t));
+
+		if (t) {
+			keeps = t;
+			capkeep = cap;
+		}
+	}
+	if (nkeep < capkeep)
+		keeps[nkeep++] = (struct rv_keep){ { ino, maj, min }, off, len };
+	else
+		ret = -ENOMEM;
+	pthread_mutex_unlock(&fid_lock);
+	return ret;
+}
+
+/* The parts of [a, a + n), which @v maps (one of roshm's memfds), that a
+ * child keeps shared: each as [lo, hi) to @fn (a registration that moves
+ * them into another region keeps them shared there too). */
+void rv_fork_kept(const struct rv_vma *v, uintptr_t a, uintptr_t n,
+		  void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg)
+{
+	uintptr_t (*r)[2] = NULL;
+	size_t nr = 0;
+
+	/* collected under the lock, handed out after it (@fn records new
+	 * parts: rv_fork_keep takes the lock) */
+	pthread_mutex_lock(&fid_lock);
+	if (nkeep)
+		r = malloc(nkeep * sizeof(*r));
+	for (size_t i = 0; r && i < nkeep; i++) {
+		const struct rv_keep *k = &keeps[i];
+		uintptr_t lo, hi;
+
+		if (k->f.ino != v->ino || k->f.maj != v->maj || k->f.min != v->min ||
+		    k->off + k->len <= v->off || k->off >= v->off + (v->end - v->start))
+			continue;
+		lo = k->off > v->off ? v->start + (k->off - v->off) : v->start;
+		hi = v->start + (k->off + k->len - v->off);
+		hi = hi < v->end ? hi : v->end;
+		lo = lo > a ? lo : a;
+		hi = hi < a + n ? hi : a + n;
+		if (lo < hi) {
+			r[nr][0] = lo;
+			r[nr++][1] = hi;
+		}
+	}
+	pthread_mutex_unlock(&fid_lock);
+	for (size_t i = 0; i < nr; i++)
+		fn(r[i][0], r[i][1], arg);
+	free(r);
 }
 
 /* Children get copies (above): nothing to prepare, as on a kernel with

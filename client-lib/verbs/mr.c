@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -29,40 +30,93 @@
  * The whole pages around a buffer move into the region, other objects of
  * those pages with it (they keep working: same address, same bytes). Under
  * ASan the bytes around the buffer are other objects' redzones, which a
- * checked memcpy refuses: copy them as the NIC would (rv_dma_copy).
+ * checked memcpy refuses: the kernel copies them (or rv_dma_copy), as a NIC
+ * would.
  */
-static void copy_pages(void *dst, const void *src, size_t n)
+static int copy_pages(void *dst, const void *src, size_t n)
 {
-	rv_dma_copy(dst, src, n);
+	/* through the kernel: a page another thread unmapped or made
+	 * unreadable since the check fails the registration (EFAULT) instead
+	 * of the application (SIGSEGV), as a NIC's pinning would; where the
+	 * call is not allowed (a seccomp profile), a plain copy */
+	while (n) {
+		struct iovec l = { dst, n }, r = { (void *)src, n };
+		ssize_t got = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+
+		if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
+			rv_dma_copy(dst, src, n);
+			return 0;
+		}
+		if (got <= 0)
+			return -EFAULT;
+		dst = (uint8_t *)dst + got;
+		src = (const uint8_t *)src + got;
+		n -= (size_t)got;
+	}
+	return 0;
 }
 
 /*
- * A shared mapping (@path: the rest of its /proc/self/maps line):
- * may another process share it by name, or must its stores reach a file?
- * Then it cannot be an MR: its pages would move into the MR's region, and
- * from then on this process's stores would reach neither the file nor the
- * others that map it. That is a file that still has its name (on any
- * filesystem: a data file, POSIX shm in /dev/shm, a hugetlbfs file such as
- * DPDK's), a device (DAX, a GPU's or any MMIO), or a SysV segment with a
- * key. Not: shared memory nobody can
- * open any more, which only the mappings already made share: memfds, SysV
- * IPC_PRIVATE segments, shared anonymous memory (MAP_HUGETLB too), an
- * unlinked file (docs/verbs-compat.md, "Memory").
+ * A SysV segment (its shmid, the inode /proc/self/maps gives) that only
+ * this process has, once: marked for removal (no one finds it by its key)
+ * and attached once (/proc/sysvipc/shm). Another process could still
+ * attach it by its id, if this one handed the id over.
  */
-static bool shared_by_name(char *path)
+static bool sysv_alone(uint64_t shmid)
+{
+	FILE *f = fopen("/proc/sysvipc/shm", "re");
+	char line[512];
+	bool alone = false;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long id, nattch;
+		unsigned int perms;
+
+		if (sscanf(line, "%*d %llu %o %*u %*d %*d %llu", &id, &perms, &nattch) == 3 &&
+		    id == shmid) {
+			alone = (perms & 01000) && nattch == 1;   /* SHM_DEST */
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return alone;
+}
+
+/*
+ * A shared mapping (@ino, @path: the rest of its /proc/self/maps line): may
+ * another process share it, or must its stores reach a file? Then it cannot
+ * be an MR: its pages would move into the MR's region, and from then on
+ * this process's stores would reach neither the file nor the others that
+ * map it. Taken are only shared memory that nobody can open any more:
+ * memfds, shared anonymous memory (MAP_HUGETLB too, named or not), a SysV
+ * segment this process alone has (sysv_alone), an unlinked file; each
+ * shared with the mappings already made only (mr.c checks that no other of
+ * this process maps the same pages; fork.c keeps them shared with a child).
+ * Refused: a file or device with its name (a data file, POSIX shm in
+ * /dev/shm, DPDK's hugetlbfs files, DAX, a GPU's or any MMIO), a SysV
+ * segment others have or may find, and kernel objects (io_uring rings,
+ * secret memory, DMA buffers). *ours: one of roshm's own memfds.
+ */
+static bool shared_refused(uint64_t ino, char *path, bool *ours)
 {
 	static const char del[] = " (deleted)";
 	size_t n = strcspn(path, "\n"), d = sizeof(del) - 1;
 	bool gone = n >= d && !memcmp(path + n - d, del, d);
 
 	path[gone ? n - d : n] = 0;
-	if (path[0] != '/')
-		return false;   /* [anon_shmem:NAME] and the like: anonymous */
-	if (gone && !strncmp(path, "/SYSV", 5) && strlen(path) == 13)
-		return strtoul(path + 5, NULL, 16) != 0;   /* its key */
-	/* memfds, /dev/zero (shared anonymous), /anon_hugepage, unlinked
-	 * files: gone; a file or device with its name: not */
-	return !gone;
+	*ours = gone && !strncmp(path, "/memfd:roshm-", 13);
+	if (!strncmp(path, "[anon_shmem:", 12))
+		return false;   /* shared anonymous memory with a name (PR_SET_VMA) */
+	if (path[0] != '/' || !gone)
+		return true;    /* anon_inode:[io_uring] and the like; a name */
+	if (!strncmp(path, "/SYSV", 5) && strlen(path) == 13)
+		return !sysv_alone(ino);
+	if (!strncmp(path, "/memfd:", 7) || !strcmp(path, "/dev/zero") ||
+	    !strcmp(path, "/anon_hugepage"))
+		return false;
+	/* an unlinked file has a directory; /secretmem, /dmabuf:... have none */
+	return !strchr(path + 1, '/');
 }
 
 /* The process's mappings, in address order (the kernel lists them so), in
@@ -96,7 +150,10 @@ int rv_maps_load(struct rv_vma **out, size_t *n)
 		e.prot = (perm[0] == 'r' ? PROT_READ : 0) | (perm[1] == 'w' ? PROT_WRITE : 0) |
 			 (perm[2] == 'x' ? PROT_EXEC : 0);
 		e.shared = perm[3] == 's';
-		e.by_name = e.shared && e.ino && pos && shared_by_name(line + pos);
+		e.refused = false;
+		e.ours = false;
+		if (e.shared)
+			e.refused = !pos || shared_refused(e.ino, line + pos, &e.ours);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
@@ -262,6 +319,19 @@ static void mr_unref(struct rv_ctx *c, struct rv_mr *m)
 		mr_release(c, m);
 }
 
+/* Does another mapping of the process map pages of @v[i]'s file? Copies
+ * of them would no longer be one (a ring buffer mapped twice). */
+static bool aliased(const struct rv_vma *v, size_t nv, size_t i)
+{
+	uint64_t lo = v[i].off, hi = v[i].off + (v[i].end - v[i].start);
+
+	for (size_t j = 0; j < nv; j++)
+		if (j != i && v[j].ino == v[i].ino && v[j].maj == v[i].maj && v[j].min == v[i].min &&
+		    v[j].off < hi && lo < v[j].off + (v[j].end - v[j].start))
+			return true;
+	return false;
+}
+
 /*
  * Can [start, end) be an MR with @access, as the process maps it (@v, @nv)?
  * As a NIC's registration pins the pages: every page mapped and readable,
@@ -280,13 +350,50 @@ static int vma_check(const struct rv_vma *v, size_t nv, uintptr_t start, uintptr
 			return -EFAULT;   /* a hole */
 		if (!(v[i].prot & PROT_READ) || (wr && !(v[i].prot & PROT_WRITE)))
 			return -EFAULT;
-		if (v[i].by_name) {
+		if (v[i].refused || (v[i].shared && !v[i].ours && aliased(v, nv, i))) {
 			snprintf(what, cap, "%#lx-%#lx", (unsigned long)v[i].start, (unsigned long)v[i].end);
 			return -EOPNOTSUPP;
 		}
 		a = v[i].end;
 	}
 	return a < end ? -EFAULT : 0;
+}
+
+struct keep_to {
+	const struct stat *st;
+	uintptr_t a;
+	uint64_t off;
+};
+
+static void keep_one(uintptr_t lo, uintptr_t hi, void *arg)
+{
+	const struct keep_to *t = arg;
+
+	rv_fork_keep(t->st->st_ino, major(t->st->st_dev), minor(t->st->st_dev), t->off + (lo - t->a),
+		     hi - lo);
+}
+
+/*
+ * The pages of [a, a + n), at file offset @off of the region's memfd (@st),
+ * that were shared memory (@v, @nv: before; or pages of an earlier region
+ * of ours that were) stay shared with a child of fork(), as they were
+ * (fork.c).
+ */
+static void keep_shared(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr_t n,
+			const struct stat *st, uint64_t off)
+{
+	struct keep_to t = { st, a, off };
+	uintptr_t end = a + n;
+
+	for (size_t i = vma_find(v, nv, a); i < nv && v[i].start < end; i++) {
+		uintptr_t lo = v[i].start > a ? v[i].start : a;
+		uintptr_t hi = v[i].end < end ? v[i].end : end;
+
+		if (v[i].shared && !v[i].ours)
+			keep_one(lo, hi, &t);
+		else if (v[i].ours)
+			rv_fork_kept(&v[i], lo, hi - lo, keep_one, &t);
+	}
 }
 
 /*
@@ -491,7 +598,11 @@ again:
 	for (uint32_t i = 0; i < m->nrun; i++) {
 		struct rv_seg *r = &m->runs[i];
 
-		copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
+		ret = copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
+		if (ret) {
+			close(fd);
+			goto err_region;
+		}
 		if (mmap((void *)(uintptr_t)r->va, r->len, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_FIXED, fd, (off_t)(data_off + r->data_off)) == MAP_FAILED) {
 			ret = -errno;
@@ -499,6 +610,7 @@ again:
 			goto err_region;
 		}
 		prot_restore(chk, nchk, r->va, r->len);
+		keep_shared(chk, nchk, r->va, r->len, &st, data_off + r->data_off);
 		r->key = rkey;
 	}
 	close(fd);

@@ -592,7 +592,8 @@ struct rv_vma {
 	unsigned int maj, min;
 	int prot;               /* PROT_* */
 	bool shared;
-	bool by_name;           /* shared with others by a name (mr.c) */
+	bool refused;           /* shared, and not memory an MR may take (mr.c) */
+	bool ours;              /* one of roshm's own memfds */
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
 
@@ -801,6 +802,9 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 
 /* fork.c: a child of fork() gets private copies of every MR's pages */
 int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min);
+int rv_fork_keep(uint64_t ino, unsigned int maj, unsigned int min, uint64_t off, uint64_t len);
+void rv_fork_kept(const struct rv_vma *v, uintptr_t a, uintptr_t n,
+		  void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);
 int rv_fd_wait(int fd);
 void rv_fd_back(int fd, uint32_t *owed);
 void rv_fd_take(int fd, uint32_t *owed);

@@ -28,6 +28,7 @@
  * environment has VERBS_CHECK_OTHER=TENANT:TOKEN, a second tenant of its
  * roshmd (check_verbs_perftest.sh sets it and requires that line).
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/wait.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
 #include <sys/socket.h>
@@ -1245,6 +1247,7 @@ static void file_mr(struct ibv_pd *pd)
 		unlink(path);
 	}
 	snprintf(name, sizeof(name), "/verbs_check_%d", (int)getpid());
+	shm_unlink(name);   /* a run killed before it unlinked its own */
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0 || ftruncate(fd, 2 * 4096) ||
 	    (p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
@@ -1259,17 +1262,75 @@ static void file_mr(struct ibv_pd *pd)
 	p = id >= 0 ? shmat(id, NULL, 0) : (void *)-1;
 	if (p == (void *)-1)
 		die("file_mr: shmget with a key");
+	shared_try(pd, p, true, 67, "a SysV segment that others may find by its key");
 	shmctl(id, IPC_RMID, NULL);
-	shared_try(pd, p, true, 67, "a SysV segment with a key");
+	shared_try(pd, p, false, 68, "a SysV segment removed, attached by this process alone");
+	shmdt(p);   /* EINVAL: its pages are the region's (not checked) */
+	id = shmget(IPC_PRIVATE, 2 * 4096, IPC_CREAT | 0600);
+	p = id >= 0 ? shmat(id, NULL, 0) : (void *)-1;
+	if (p == (void *)-1)
+		die("file_mr: shmget IPC_PRIVATE");
+	shared_try(pd, p, true, 69, "a SysV segment not removed (others may attach it by its id)");
+	shmctl(id, IPC_RMID, NULL);
 	shmdt(p);
+	/* a memfd mapped twice, back to back (a ring buffer): copies of it would
+	 * no longer be one */
+	fd = memfd_create("verbs_check_ring", 0);
+	p = mmap(NULL, 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fd < 0 || ftruncate(fd, 4096) || p == MAP_FAILED ||
+	    mmap(p, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ||
+	    mmap(p + 4096, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+		die("file_mr: a memfd mapped twice");
+	errno = 0;
+	if (ibv_reg_mr(pd, p, 100, IBV_ACCESS_LOCAL_WRITE) || errno != EOPNOTSUPP)
+		die("file_mr: an MR over a memfd that the process maps twice was not refused");
+	*(volatile uint8_t *)&p[10] = 0x42;   /* the two addresses are one byte */
+	if (*(volatile uint8_t *)&p[4096 + 10] != 0x42)
+		die("file_mr: the refused registration split a memfd mapped twice");
+	munmap(p, 2 * 4096);
+	close(fd);
+	/* shared anonymous memory, registered, then a child of fork(): it
+	 * shares the pages with its parent as before (fork.c), where a private
+	 * page registered beside gets a copy */
 	p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		die("file_mr: mmap shared anonymous");
-	shared_try(pd, p, false, 68, "shared anonymous memory");
+	shared_try(pd, p, false, 70, "shared anonymous memory");
+	{
+		uint8_t *pr = pages(4096);
+		struct ibv_mr *ms = ibv_reg_mr(pd, p, 2 * 4096, IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_mr *mp = ibv_reg_mr(pd, pr, 4096, IBV_ACCESS_LOCAL_WRITE);
+		int status = -1;
+		pid_t child;
+
+		if (!ms || !mp)
+			die("file_mr: MRs over shared anonymous memory and a private page");
+		pr[5] = 1;
+		child = fork();
+		if (child == 0) {
+			p[50] = 0x77;
+			p[4096 + 50] = 0x78;
+			pr[5] = 2;
+			_exit(0);
+		}
+		if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			die("file_mr: fork");
+		if (*(volatile uint8_t *)&p[50] != 0x77 || *(volatile uint8_t *)&p[4096 + 50] != 0x78)
+			die("file_mr: a child's store to registered shared anonymous memory did not reach "
+			    "its parent");
+		if (*(volatile uint8_t *)&pr[5] != 1)
+			die("file_mr: a child's store to a registered private page reached its parent");
+		if (ibv_dereg_mr(ms) || ibv_dereg_mr(mp))
+			die("file_mr: dereg");
+		free(pr);
+	}
 	munmap(p, 2 * 4096);
 	printf("verbs_check server: file_mr: MRs over a shared mapping of a file, POSIX shm with its "
-	       "name, a SysV segment with a key refused (EOPNOTSUPP), the file still written; over a "
-	       "private mapping of the file, unlinked POSIX shm, shared anonymous memory taken\n");
+	       "name, a SysV segment with a key or not removed, a memfd mapped twice refused "
+	       "(EOPNOTSUPP), the memory as it was; over a private mapping of the file, unlinked POSIX "
+	       "shm, a removed SysV segment, shared anonymous memory taken, the last still shared "
+	       "with a child of fork() (a private page beside copied)\n");
 }
 
 /* The permissions /proc/self/maps gives the page at @a ("rw-p", ...), or "". */
