@@ -50,6 +50,30 @@ struct rv_keep {
 static struct rv_keep *keeps;
 static size_t nkeep, capkeep;
 
+/*
+ * The two arrays live in private anonymous mappings of their own, never on
+ * the heap: the child reads them before it has copied the registered
+ * pages, and a heap page may be one of those, still shared with the parent
+ * (whose threads may move the heap's objects meanwhile). *@a of @cap
+ * elements of @size bytes to twice as many (or 64): false when out of
+ * memory.
+ */
+static bool grow(void **a, size_t *cap, size_t size)
+{
+	size_t n = *cap ? 2 * *cap : 64;
+	void *b = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (b == MAP_FAILED)
+		return false;
+	if (*a) {
+		memcpy(b, *a, *cap * size);
+		munmap(*a, *cap * size);
+	}
+	*a = b;
+	*cap = n;
+	return true;
+}
+
 #define RV_FORK_BATCH 256
 static struct rv_vma todo[RV_FORK_BATCH];
 
@@ -62,18 +86,21 @@ static bool is_ours(const struct rv_vma *v)
 }
 
 /* [start, end) of the child: the same bytes, its own from now on. */
-static void privatize(const struct rv_vma *v)
+static bool privatize(const struct rv_vma *v)
 {
 	size_t len = v->end - v->start;
 	void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (tmp == MAP_FAILED)
-		return;   /* out of memory: the child keeps sharing them */
+		return false;   /* out of memory: the child keeps sharing them */
 	if (v->prot & PROT_READ)
 		rv_dma_copy(tmp, (const void *)v->start, len);
 	if (mprotect(tmp, len, v->prot) ||
-	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED)
+	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED) {
 		munmap(tmp, len);
+		return false;
+	}
+	return true;
 }
 
 /* Where in @v (file offset @at or after, below @end) the next part a child
@@ -159,7 +186,9 @@ static size_t collect(void)
 			struct rv_vma v;
 
 			*nl = 0;
-			if (parse_line(l, &v) && v.shared && is_ours(&v))
+			/* by name too: a SysV segment's inode is its shmid, which
+			 * one of our memfds' inodes may equal */
+			if (parse_line(l, &v) && v.shared && strstr(l, " /memfd:roshm-") && is_ours(&v))
 				split(&v, &n, RV_FORK_BATCH);
 			l = nl + 1;
 		}
@@ -174,16 +203,17 @@ static size_t collect(void)
 
 static void child(void)
 {
-	size_t n;
+	size_t n, done;
 
 	/* copied mappings are no longer ours: each pass finds the rest (the
 	 * parts kept shared stay ours and yield nothing to copy) */
 	if (nfid)
 		do {
+			done = 0;
 			n = collect();
 			for (size_t i = 0; i < n; i++)
-				privatize(&todo[i]);
-		} while (n == RV_FORK_BATCH);
+				done += privatize(&todo[i]);
+		} while (n == RV_FORK_BATCH && done);   /* a pass that copied nothing: out of memory */
 	pthread_mutex_unlock(&fid_lock);
 }
 
@@ -211,15 +241,8 @@ int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min)
 	int ret = 0;
 
 	pthread_mutex_lock(&fid_lock);
-	if (nfid == capfid) {
-		size_t cap = capfid ? 2 * capfid : 64;
-		struct rv_fid *t = realloc(fids, cap * sizeof(*t));
-
-		if (t) {
-			fids = t;
-			capfid = cap;
-		}
-	}
+	if (nfid == capfid)
+		grow((void **)&fids, &capfid, sizeof(*fids));
 	if (nfid < capfid)
 		fids[nfid++] = (struct rv_fid){ .ino = ino, .maj = maj, .min = min };
 	else
@@ -235,15 +258,8 @@ int rv_fork_keep(uint64_t ino, unsigned int maj, unsigned int min, uint64_t off,
 	int ret = 0;
 
 	pthread_mutex_lock(&fid_lock);
-	if (nkeep == capkeep) {
-		size_t cap = capkeep ? 2 * capkeep : 16;
-		struct rv_keep *t = realloc(keeps, cap * sizeof(*t));
-
-		if (t) {
-			keeps = t;
-			capkeep = cap;
-		}
-	}
+	if (nkeep == capkeep)
+		grow((void **)&keeps, &capkeep, sizeof(*keeps));
 	if (nkeep < capkeep)
 		keeps[nkeep++] = (struct rv_keep){ { ino, maj, min }, off, len };
 	else

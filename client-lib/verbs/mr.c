@@ -41,9 +41,11 @@ static int copy_pages(void *dst, const void *src, size_t n)
 	 * call is not allowed (a seccomp profile), a plain copy */
 	while (n) {
 		struct iovec l = { dst, n }, r = { (void *)src, n };
-		ssize_t got = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+		/* the thread's id: the process's is gone once its main thread
+		 * called pthread_exit (ESRCH) */
+		ssize_t got = process_vm_readv(gettid(), &l, 1, &r, 1, 0);
 
-		if (got < 0 && (errno == ENOSYS || errno == EPERM)) {
+		if (got < 0 && (errno == ENOSYS || errno == EPERM || errno == ESRCH)) {
 			rv_dma_copy(dst, src, n);
 			return 0;
 		}
@@ -58,11 +60,13 @@ static int copy_pages(void *dst, const void *src, size_t n)
 
 /*
  * A SysV segment (its shmid, the inode /proc/self/maps gives) that only
- * this process has, once: marked for removal (no one finds it by its key)
- * and attached once (/proc/sysvipc/shm). Another process could still
- * attach it by its id, if this one handed the id over.
+ * this process has: marked for removal (no one finds it by its key) and
+ * attached @own times (this process's mappings of it: an MR over a part
+ * splits one in three, an mprotect too), as /proc/sysvipc/shm says.
+ * Another process could still attach it by its id, if this one handed the
+ * id over.
  */
-static bool sysv_alone(uint64_t shmid)
+static bool sysv_alone(uint64_t shmid, uint64_t own)
 {
 	FILE *f = fopen("/proc/sysvipc/shm", "re");
 	char line[512];
@@ -74,7 +78,7 @@ static bool sysv_alone(uint64_t shmid)
 
 		if (sscanf(line, "%*d %llu %o %*u %*d %*d %llu", &id, &perms, &nattch) == 3 &&
 		    id == shmid) {
-			alone = (perms & 01000) && nattch == 1;   /* SHM_DEST */
+			alone = (perms & 01000) && nattch == own;   /* SHM_DEST */
 			break;
 		}
 	}
@@ -84,21 +88,23 @@ static bool sysv_alone(uint64_t shmid)
 }
 
 /*
- * A shared mapping (@ino, @path: the rest of its /proc/self/maps line): may
+ * A shared mapping (@path: the rest of its /proc/self/maps line): may
  * another process share it, or must its stores reach a file? Then it cannot
  * be an MR: its pages would move into the MR's region, and from then on
  * this process's stores would reach neither the file nor the others that
  * map it. Taken are only shared memory that nobody can open any more:
  * memfds, shared anonymous memory (MAP_HUGETLB too, named or not), a SysV
- * segment this process alone has (sysv_alone), an unlinked file; each
+ * segment this process alone has (sysv_alone, in vma_check), an unlinked
+ * file; each
  * shared with the mappings already made only (mr.c checks that no other of
  * this process maps the same pages; fork.c keeps them shared with a child).
  * Refused: a file or device with its name (a data file, POSIX shm in
  * /dev/shm, DPDK's hugetlbfs files, DAX, a GPU's or any MMIO), a SysV
  * segment others have or may find, and kernel objects (io_uring rings,
- * secret memory, DMA buffers). *ours: one of roshm's own memfds.
+ * secret memory, DMA buffers). *ours: one of roshm's own memfds; *sysv: a
+ * SysV segment.
  */
-static bool shared_refused(uint64_t ino, char *path, bool *ours)
+static bool shared_refused(char *path, bool *ours, bool *sysv)
 {
 	static const char del[] = " (deleted)";
 	size_t n = strcspn(path, "\n"), d = sizeof(del) - 1;
@@ -110,8 +116,10 @@ static bool shared_refused(uint64_t ino, char *path, bool *ours)
 		return false;   /* shared anonymous memory with a name (PR_SET_VMA) */
 	if (path[0] != '/' || !gone)
 		return true;    /* anon_inode:[io_uring] and the like; a name */
-	if (!strncmp(path, "/SYSV", 5) && strlen(path) == 13)
-		return !sysv_alone(ino);
+	if (!strncmp(path, "/SYSV", 5) && strlen(path) == 13) {
+		*sysv = true;
+		return false;   /* vma_check asks sysv_alone */
+	}
 	if (!strncmp(path, "/memfd:", 7) || !strcmp(path, "/dev/zero") ||
 	    !strcmp(path, "/anon_hugepage"))
 		return false;
@@ -129,7 +137,7 @@ int rv_maps_load(struct rv_vma **out, size_t *n)
 	char *line = NULL;
 	size_t len = 0;
 	int ret = 0;
-	FILE *f = fopen("/proc/self/maps", "re");
+	FILE *f = fopen("/proc/thread-self/maps", "re");
 
 	*n = 0;
 	*out = NULL;
@@ -152,8 +160,9 @@ int rv_maps_load(struct rv_vma **out, size_t *n)
 		e.shared = perm[3] == 's';
 		e.refused = false;
 		e.ours = false;
+		e.sysv = false;
 		if (e.shared)
-			e.refused = !pos || shared_refused(e.ino, line + pos, &e.ours);
+			e.refused = !pos || shared_refused(line + pos, &e.ours, &e.sysv);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 256;
 			t = realloc(v, cap * sizeof(*v));
@@ -325,11 +334,22 @@ static bool aliased(const struct rv_vma *v, size_t nv, size_t i)
 {
 	uint64_t lo = v[i].off, hi = v[i].off + (v[i].end - v[i].start);
 
+	/* a SysV segment's inode is its shmid, which a memfd's may equal */
 	for (size_t j = 0; j < nv; j++)
 		if (j != i && v[j].ino == v[i].ino && v[j].maj == v[i].maj && v[j].min == v[i].min &&
-		    v[j].off < hi && lo < v[j].off + (v[j].end - v[j].start))
+		    v[j].sysv == v[i].sysv && v[j].off < hi && lo < v[j].off + (v[j].end - v[j].start))
 			return true;
 	return false;
+}
+
+/* This process's mappings of the SysV segment @v[i]. */
+static uint64_t sysv_own(const struct rv_vma *v, size_t nv, size_t i)
+{
+	uint64_t n = 0;
+
+	for (size_t j = 0; j < nv; j++)
+		n += v[j].sysv && v[j].ino == v[i].ino && v[j].maj == v[i].maj && v[j].min == v[i].min;
+	return n;
 }
 
 /*
@@ -350,7 +370,8 @@ static int vma_check(const struct rv_vma *v, size_t nv, uintptr_t start, uintptr
 			return -EFAULT;   /* a hole */
 		if (!(v[i].prot & PROT_READ) || (wr && !(v[i].prot & PROT_WRITE)))
 			return -EFAULT;
-		if (v[i].refused || (v[i].shared && !v[i].ours && aliased(v, nv, i))) {
+		if (v[i].refused || (v[i].sysv && !sysv_alone(v[i].ino, sysv_own(v, nv, i))) ||
+		    (v[i].shared && !v[i].ours && aliased(v, nv, i))) {
 			snprintf(what, cap, "%#lx-%#lx", (unsigned long)v[i].start, (unsigned long)v[i].end);
 			return -EOPNOTSUPP;
 		}
@@ -419,7 +440,7 @@ static void prot_restore(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr
  */
 static uint64_t vma_page_size(uintptr_t a)
 {
-	FILE *f = fopen("/proc/self/smaps", "re");
+	FILE *f = fopen("/proc/thread-self/smaps", "re");
 	char *line = NULL;
 	size_t len = 0;
 	bool in = false;

@@ -594,6 +594,7 @@ struct rv_vma {
 	bool shared;
 	bool refused;           /* shared, and not memory an MR may take (mr.c) */
 	bool ours;              /* one of roshm's own memfds */
+	bool sysv;              /* a SysV segment (ino: its shmid) */
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
 

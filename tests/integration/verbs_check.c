@@ -1266,6 +1266,23 @@ static void file_mr(struct ibv_pd *pd)
 	shmctl(id, IPC_RMID, NULL);
 	shared_try(pd, p, false, 68, "a SysV segment removed, attached by this process alone");
 	shmdt(p);   /* EINVAL: its pages are the region's (not checked) */
+	/* one in the middle of a removed segment splits its mapping in three
+	 * (/proc/sysvipc/shm then counts 3 attaches, all this process's): an MR
+	 * on its first page is still taken */
+	id = shmget(IPC_PRIVATE, 3 * 4096, IPC_CREAT | 0600);
+	p = id >= 0 ? shmat(id, NULL, 0) : (void *)-1;
+	if (p == (void *)-1)
+		die("file_mr: shmget of 3 pages");
+	shmctl(id, IPC_RMID, NULL);
+	{
+		struct ibv_mr *m1 = ibv_reg_mr(pd, p + 4096 + 10, 100, IBV_ACCESS_LOCAL_WRITE);
+		struct ibv_mr *m2 = m1 ? ibv_reg_mr(pd, p + 10, 100, IBV_ACCESS_LOCAL_WRITE) : NULL;
+
+		if (!m1 || !m2 || ibv_dereg_mr(m2) || ibv_dereg_mr(m1))
+			die("file_mr: two MRs on one removed SysV segment of this process (the first "
+			    "split its mapping)");
+	}
+	shmdt(p);
 	id = shmget(IPC_PRIVATE, 2 * 4096, IPC_CREAT | 0600);
 	p = id >= 0 ? shmat(id, NULL, 0) : (void *)-1;
 	if (p == (void *)-1)
@@ -1329,7 +1346,7 @@ static void file_mr(struct ibv_pd *pd)
 	printf("verbs_check server: file_mr: MRs over a shared mapping of a file, POSIX shm with its "
 	       "name, a SysV segment with a key or not removed, a memfd mapped twice refused "
 	       "(EOPNOTSUPP), the memory as it was; over a private mapping of the file, unlinked POSIX "
-	       "shm, a removed SysV segment, shared anonymous memory taken, the last still shared "
+	       "shm, a removed SysV segment (twice, the first MR splitting it), shared anonymous memory taken, the last still shared "
 	       "with a child of fork() (a private page beside copied)\n");
 }
 
