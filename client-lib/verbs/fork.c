@@ -85,22 +85,31 @@ static bool is_ours(const struct rv_vma *v)
 	return false;
 }
 
-/* [start, end) of the child: the same bytes, its own from now on. */
-static bool privatize(const struct rv_vma *v)
+/* The copy of @arg's pages moved over them; on a stack of its own
+ * (rv_on_own_stack: they may hold the child's stack), storing nothing of
+ * the caller's before the move. */
+RV_NO_ASAN static int privatize_move(void *arg)
 {
+	const struct rv_vma *v = arg;
 	size_t len = v->end - v->start;
 	void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (tmp == MAP_FAILED)
-		return false;   /* out of memory: the child keeps sharing them */
+		return -ENOMEM;   /* out of memory: the child keeps sharing them */
 	if (v->prot & PROT_READ)
 		rv_dma_copy(tmp, (const void *)v->start, len);
 	if (mprotect(tmp, len, v->prot) ||
 	    mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)v->start) == MAP_FAILED) {
 		munmap(tmp, len);
-		return false;
+		return -ENOMEM;
 	}
-	return true;
+	return 0;
+}
+
+/* [start, end) of the child: the same bytes, its own from now on. */
+static bool privatize(const struct rv_vma *v)
+{
+	return !rv_on_own_stack(privatize_move, (void *)v);
 }
 
 /* Where in @v (file offset @at or after, below @end) the next part a child

@@ -33,7 +33,7 @@
  * checked memcpy refuses: the kernel copies them (or rv_dma_copy), as a NIC
  * would.
  */
-static int copy_pages(void *dst, const void *src, size_t n)
+RV_NO_ASAN static int copy_pages(void *dst, const void *src, size_t n)
 {
 	/* through the kernel: a page another thread unmapped or made
 	 * unreadable since the check fails the registration (EFAULT) instead
@@ -56,6 +56,28 @@ static int copy_pages(void *dst, const void *src, size_t n)
 		n -= (size_t)got;
 	}
 	return 0;
+}
+
+/* One run of pages into the region: copied, then the region's pages mapped
+ * in their place. Runs on a stack of its own (rv_on_own_stack): it stores
+ * nothing to the caller's memory, the result comes back in a register. */
+struct move {
+	uint8_t *dst;
+	uintptr_t va;
+	size_t len;
+	int fd;
+	off_t off;
+};
+
+RV_NO_ASAN static int move_run(void *arg)
+{
+	const struct move *mv = arg;
+	int ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
+
+	if (!ret && mmap((void *)mv->va, mv->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+			 mv->fd, mv->off) == MAP_FAILED)
+		ret = -errno;
+	return ret;
 }
 
 /*
@@ -619,14 +641,12 @@ again:
 	for (uint32_t i = 0; i < m->nrun; i++) {
 		struct rv_seg *r = &m->runs[i];
 
-		ret = copy_pages(base + r->data_off, (const void *)(uintptr_t)r->va, r->len);
+		struct move mv = { base + r->data_off, r->va, r->len, fd,
+				   (off_t)(data_off + r->data_off) };
+
+		/* on a stack of its own: the run may hold this very stack */
+		ret = rv_on_own_stack(move_run, &mv);
 		if (ret) {
-			close(fd);
-			goto err_region;
-		}
-		if (mmap((void *)(uintptr_t)r->va, r->len, PROT_READ | PROT_WRITE,
-			 MAP_SHARED | MAP_FIXED, fd, (off_t)(data_off + r->data_off)) == MAP_FAILED) {
-			ret = -errno;
 			close(fd);
 			goto err_region;
 		}

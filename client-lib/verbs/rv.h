@@ -597,6 +597,15 @@ struct rv_vma {
 	bool sysv;              /* a SysV segment (ino: its shmid) */
 };
 int rv_maps_load(struct rv_vma **out, size_t *n);
+/* Not instrumented by ASan: code that runs on rv_on_own_stack's stack. */
+#if defined(__clang__) || defined(__GNUC__)
+#define RV_NO_ASAN __attribute__((no_sanitize("address")))
+#else
+#define RV_NO_ASAN
+#endif
+/* fn(arg) on a stack of its own, asynchronous signals blocked: for a copy
+ * and a remap of pages that may hold the calling stack (stack.c). */
+int rv_on_own_stack(int (*fn)(void *), void *arg);
 
 /* The smallest power of two >= @v (1 for 0; 2^63 for anything above). */
 static inline uint64_t rv_pow2(uint64_t v)

@@ -30,6 +30,9 @@
  *    for a poll of another: perftest 4.5 -e); a CQ alone on its channel: a
  *    poll that empties it withdraws its untaken event (ibv_rc_pingpong -t
  *    -e never wakes to an empty CQ);
+ *  - an MR over the registering thread's own stack, ibv_reg_mr's frames
+ *    inside it: the thread's locals keep their values, a READ and a WRITE
+ *    through the MR act on the bytes the thread sees;
  *  - a blocking ibv_get_cq_event / ibv_get_async_event sleeps through
  *    signals whose handler has SA_RESTART and returns the event that comes
  *    after them, and fails with EINTR on a signal without it (the kernel's
@@ -48,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -554,6 +558,127 @@ static void chan_check(struct ibv_context *ctx, struct ibv_pd *pd)
 	       "there); a destroyed CQ's untaken event went with it: the channel gives the "
 	       "other's, then EAGAIN, fd not readable; a CQ alone on its channel: a poll that "
 	       "empties it withdraws its untaken event and arms it again\n");
+}
+
+/*
+ * An MR over the registering thread's own stack (UCX's registration cache
+ * widens a range over a local buffer to whole ranges; MPI_Gather's buffer
+ * is a local): a thread on a stack of ours registers everything from the
+ * stack's bottom to the page of its own frame, so ibv_reg_mr's frames lie
+ * in the range while it copies and remaps it (a store between the copy and
+ * the remap was lost: SIGSEGV in mpich-rma). The thread's locals keep
+ * their values, an RDMA READ through the MR takes what the thread stored on
+ * its stack afterwards, a WRITE lands where the thread reads it.
+ */
+struct stk {
+	struct ibv_pd *pd;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	struct ibv_mr *hmr;
+	uint8_t *heap;
+	uint8_t *lo;
+	const char *err;
+};
+
+/* not instrumented: under ASan's use-after-return checks its locals would
+ * live in fake frames off this stack */
+__attribute__((noinline, no_sanitize("address"))) static void *stack_thread(void *arg)
+{
+	struct stk *t = arg;
+	volatile uint64_t canary[16];
+	volatile uint8_t local[512];
+	uintptr_t hi;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 16; i++)
+		canary[i] = 0x5a17c0de00000000ull + (uint64_t)i;
+	/* up to the page that holds the end of the higher of the two */
+	hi = (uintptr_t)&local[512] > (uintptr_t)&canary[16] ? (uintptr_t)&local[512] :
+	     (uintptr_t)&canary[16];
+	hi = (hi + 4095) & ~4095ul;
+	if ((uintptr_t)&local[0] < (uintptr_t)t->lo || (uintptr_t)&canary[0] < (uintptr_t)t->lo) {
+		t->err = "stack: the thread's locals are not on its stack";
+		return NULL;
+	}
+	mr = ibv_reg_mr(t->pd, t->lo, hi - (uintptr_t)t->lo,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr) {
+		t->err = "ibv_reg_mr over the thread's own stack";
+		return NULL;
+	}
+	for (int i = 0; i < 16; i++)
+		if (canary[i] != 0x5a17c0de00000000ull + (uint64_t)i) {
+			t->err = "a local changed across ibv_reg_mr over its stack";
+			return NULL;
+		}
+	for (int i = 0; i < 512; i++)
+		local[i] = (uint8_t)(i * 7 + 3);
+	memset(t->heap, 0, 512);
+	rc_post(t->qp, IBV_WR_RDMA_READ, t->heap, 512, t->hmr->lkey, (uintptr_t)&local[0],
+		mr->rkey, 0, 0, 1);
+	wc = wait_wc(t->cq);
+	if (wc.status != IBV_WC_SUCCESS) {
+		t->err = "READ from the stack's MR";
+		return NULL;
+	}
+	for (int i = 0; i < 512; i++)
+		if (t->heap[i] != (uint8_t)(i * 7 + 3)) {
+			t->err = "a READ through the MR did not take what the thread stored";
+			return NULL;
+		}
+	memset(t->heap, 0xa5, 512);
+	rc_post(t->qp, IBV_WR_RDMA_WRITE, t->heap, 512, t->hmr->lkey, (uintptr_t)&local[0],
+		mr->rkey, 0, 0, 2);
+	wc = wait_wc(t->cq);
+	if (wc.status != IBV_WC_SUCCESS) {
+		t->err = "WRITE to the stack's MR";
+		return NULL;
+	}
+	for (int i = 0; i < 512; i++)
+		if (local[i] != 0xa5) {
+			t->err = "a WRITE through the MR is not where the thread reads";
+			return NULL;
+		}
+	if (ibv_dereg_mr(mr))
+		t->err = "ibv_dereg_mr";
+	return NULL;
+}
+
+static void stack_mr(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	size_t sz = 1u << 20;
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_send_sge = 1,
+						.max_recv_wr = 1, .max_recv_sge = 1 } };
+	struct stk t = { .pd = pd };
+	pthread_attr_t at;
+	pthread_t th;
+	void *stack = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	t.heap = aligned_alloc(4096, 4096);
+	if (stack == MAP_FAILED || !t.heap ||
+	    !(t.hmr = ibv_reg_mr(pd, t.heap, 4096, IBV_ACCESS_LOCAL_WRITE)) ||
+	    !(t.cq = ibv_create_cq(ctx, 8, NULL, NULL, 0)))
+		die("stack: set-up");
+	ia.send_cq = ia.recv_cq = t.cq;
+	if (!(t.qp = ibv_create_qp(pd, &ia)))
+		die("stack: qp");
+	rc_connect(t.qp, t.qp->qp_num);
+	t.lo = stack;
+	if (pthread_attr_init(&at) || pthread_attr_setstack(&at, stack, sz) ||
+	    pthread_create(&th, &at, stack_thread, &t) || pthread_join(th, NULL))
+		die("stack: thread");
+	pthread_attr_destroy(&at);
+	if (t.err)
+		die(t.err);
+	if (ibv_destroy_qp(t.qp) || ibv_destroy_cq(t.cq) || ibv_dereg_mr(t.hmr))
+		die("stack: release");
+	munmap(stack, sz);
+	free(t.heap);
+	printf("verbs_events: an MR over the registering thread's own stack, its frames "
+	       "included: locals kept, a READ takes what it stored after, a WRITE lands where "
+	       "it reads\n");
 }
 
 /* ibv_create_qp_ex and the ibv_wr_* batch API, on a QP connected to itself */
@@ -1211,6 +1336,7 @@ int main(void)
 	cq_overrun(ctx, pd);
 	resize(ctx, pd);
 	chan_check(ctx, pd);
+	stack_mr(ctx, pd);
 	restart_check(ctx, pd);
 	qpx_check(ctx, pd);
 	cqx_check(ctx, pd);
