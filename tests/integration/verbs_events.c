@@ -58,7 +58,7 @@
 
 #include <infiniband/verbs.h>
 
-static void die(const char *what)
+__attribute__((noreturn)) static void die(const char *what)
 {
 	fprintf(stderr, "verbs_events: FAIL: %s (errno %s)\n", what, strerror(errno));
 	exit(1);
