@@ -58,28 +58,6 @@ RV_NO_ASAN static int copy_pages(void *dst, const void *src, size_t n)
 	return 0;
 }
 
-/* One run of pages into the region: copied, then the region's pages mapped
- * in their place. Runs on a stack of its own (rv_on_own_stack): it stores
- * nothing to the caller's memory, the result comes back in a register. */
-struct move {
-	uint8_t *dst;
-	uintptr_t va;
-	size_t len;
-	int fd;
-	off_t off;
-};
-
-RV_NO_ASAN static int move_run(void *arg)
-{
-	const struct move *mv = arg;
-	int ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
-
-	if (!ret && mmap((void *)mv->va, mv->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-			 mv->fd, mv->off) == MAP_FAILED)
-		ret = -errno;
-	return ret;
-}
-
 /*
  * A SysV segment (its shmid, the inode /proc/self/maps gives) that only
  * this process has: marked for removal (no one finds it by its key) and
@@ -440,20 +418,48 @@ static void keep_shared(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr_
 }
 
 /*
- * The pages of [a, a + n) are the region's now, mapped read-write: give
- * them back the protection the application had there (@v, @nv: before).
+ * One run of pages into the region: copied, then the region's pages mapped
+ * in their place, part by part with the protection the application had
+ * there (@v, @nv: its mappings as read before; read-only memory stays
+ * read-only, never writable for a moment, and no later mprotect can fail).
+ * Runs on a stack of its own (rv_on_own_stack): it stores nothing to the
+ * caller's memory, the result comes back in a register.
  */
-static void prot_restore(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr_t n)
+struct move {
+	uint8_t *dst;
+	uintptr_t va;
+	size_t len;
+	int fd;
+	off_t off;
+	const struct rv_vma *v;
+	size_t nv;
+};
+
+RV_NO_ASAN static int move_run(void *arg)
 {
-	uintptr_t end = a + n;
+	const struct move *mv = arg;
+	uintptr_t at = mv->va, end = mv->va + mv->len;
+	int ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
+	size_t i = 0;
 
-	for (size_t i = vma_find(v, nv, a); i < nv && v[i].start < end; i++) {
-		uintptr_t lo = v[i].start > a ? v[i].start : a;
-		uintptr_t hi = v[i].end < end ? v[i].end : end;
+	while (!ret && at < end) {
+		uintptr_t hi = end;
+		int prot = PROT_READ | PROT_WRITE;
 
-		if (v[i].prot != (PROT_READ | PROT_WRITE))
-			mprotect((void *)lo, hi - lo, v[i].prot);
+		while (i < mv->nv && mv->v[i].end <= at)
+			i++;
+		if (i < mv->nv && mv->v[i].start <= at) {   /* the mapping that held @at */
+			hi = mv->v[i].end < end ? mv->v[i].end : end;
+			prot = mv->v[i].prot;
+		} else if (i < mv->nv && mv->v[i].start < end) {
+			hi = mv->v[i].start;   /* none there then (vma_check refused holes) */
+		}
+		if (mmap((void *)at, hi - at, prot, MAP_SHARED | MAP_FIXED, mv->fd,
+			 mv->off + (off_t)(at - mv->va)) == MAP_FAILED)
+			ret = -errno;
+		at = hi;
 	}
+	return ret;
 }
 
 /*
@@ -642,7 +648,7 @@ again:
 		struct rv_seg *r = &m->runs[i];
 
 		struct move mv = { base + r->data_off, r->va, r->len, fd,
-				   (off_t)(data_off + r->data_off) };
+				   (off_t)(data_off + r->data_off), chk, nchk };
 
 		/* on a stack of its own: the run may hold this very stack */
 		ret = rv_on_own_stack(move_run, &mv);
@@ -650,7 +656,6 @@ again:
 			close(fd);
 			goto err_region;
 		}
-		prot_restore(chk, nchk, r->va, r->len);
 		keep_shared(chk, nchk, r->va, r->len, &st, data_off + r->data_off);
 		r->key = rkey;
 	}
@@ -717,7 +722,9 @@ err:
 	free(chk);
 	if (getenv("ROSHM_VERBS_DEBUG"))
 		fprintf(stderr, "roshm-verbs: reg_mr %p+%zu: %s\n", addr, length, strerror(-ret));
-	errno = ret == -EDQUOT || ret == -ENOSPC ? ENOMEM : -ret;
+	/* out of the tenant's bytes or regions, or of the process's handles
+	 * (limits.max_handles): out of resources, as a NIC says it */
+	errno = ret == -EDQUOT || ret == -ENOSPC || ret == -EMFILE ? ENOMEM : -ret;
 	return NULL;
 }
 
