@@ -22,8 +22,9 @@ asan)
   opts=(-Db_sanitize=address,undefined -Db_lundef=false
         "-Dc_args=-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
         "-Dc_link_args=-fno-sanitize-recover=undefined")
-  # nosan: checks of the sources and of an image built from them, the same
-  # in any build (check_man, check_image)
+  # nosan (tests/meson.build): checks of the sources, manifests and an image
+  # built from them, the same in any build, and the registry rate limiter's
+  # timing under more patterns (for CI's time)
   tests=(--no-suite softroce --no-suite nosan)
   ;;
 tsan)

@@ -56,11 +56,22 @@ ca="env LD_LIBRARY_PATH=$vdir ROSHM_SOCK=$SOCK_A" cb="env LD_LIBRARY_PATH=$vdir 
 # -F: a report even when perftest's clock calibration fails on a loaded
 # machine ("Correlation coefficient r^2 < 0.9", then "Can't produce a report"
 # and exit 1 without it); the figures are not what this test checks.
+# listening PORT PID: until the server PID listens on TCP PORT in node a
+# (10 s at most; a server that died is its client's to report), in place of
+# a fixed half second before each client
+listening() {
+  local k
+  for k in $(seq 200); do
+    in_a ss -Hltn "sport = :$1" | grep -q . && return 0
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.05
+  done
+}
 run_pair() {   # name args...
   local name=$1; shift
   bg_a $va "$name" -d roshm0 -F "$@" >"$d/$name.server" 2>&1
   srv=$BG_PID
-  sleep 0.5
+  listening 18515 "$srv"
   if ! in_b timeout 60 $vb "$name" -d roshm0 -F "$@" "$ADDR_A" >"$d/$name.client" 2>&1; then
     cat "$d/$name.client" "$d/$name.server"; fail "$name client failed"
   fi
@@ -131,7 +142,7 @@ pingpong() {   # name args...: the server in node a, the client in node b
   local name=$1; shift
   bg_a $va "$name" -d roshm0 -g 0 "$@" >"$d/$name.server" 2>&1
   srv=$BG_PID
-  sleep 0.5
+  listening 18515 "$srv"
   in_b timeout 60 $vb "$name" -d roshm0 -g 0 "$@" "$ADDR_A" >"$d/$name.client" 2>&1 ||
     { cat "$d/$name.client" "$d/$name.server"; fail "$name client failed"; }
   wait "$srv"; local rc=$?; srv=
@@ -169,7 +180,7 @@ xsrq() {   # NCLIENTS args...
   local nc=$1 pids=() i; shift
   bg_a $va ibv_xsrq_pingpong -d roshm0 -g 0 -c "$nc" "$@" >"$d/xsrq.server" 2>&1
   srv=$BG_PID
-  sleep 0.5
+  listening 18515 "$srv"
   for ((i = 0; i < nc; i++)); do
     in_b timeout 60 $vb ibv_xsrq_pingpong -d roshm0 -g 0 "$@" "$ADDR_A" >"$d/xsrq.client$i" 2>&1 &
     pids+=($!)
@@ -200,7 +211,7 @@ va=$va0 vb=$vb0
 # qperf: the server in node a, the client in node b; -vvs prints any error count
 bg_a $va qperf >"$d/qperf.server" 2>&1
 srv=$BG_PID
-sleep 0.5
+listening 19765 "$srv"
 qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr ver_rc_compare_swap ver_rc_fetch_add
         uc_lat uc_bw uc_rdma_write_lat uc_rdma_write_bw ud_lat ud_bw"
 # shellcheck disable=SC2086
@@ -237,7 +248,7 @@ ours_pair() {
   local prog=$1 port=$2 name=$3 mode=${4:+$4-} rc
   bg_a $ca VERBS_CHECK_OTHER=other:other-token "$prog" ${mode}server "$ADDR_A" "$port" >"$d/$name.server" 2>&1
   srv=$BG_PID
-  sleep 0.5
+  listening "$port" "$srv"
   in_b timeout 90 $cb "$prog" ${mode}client "$ADDR_A" "$port" >"$d/$name.client" 2>&1 ||
     { cat "$d/$name.client" "$d/$name.server"; fail "$name client"; }
   wait "$srv"; rc=$?; srv=
