@@ -223,17 +223,22 @@ static void child(void)
 			for (size_t i = 0; i < n; i++)
 				done += privatize(&todo[i]);
 		} while (n == RV_FORK_BATCH && done);   /* a pass that copied nothing: out of memory */
+	rv_wbar_fork(false);
 	pthread_mutex_unlock(&fid_lock);
 }
 
-/* around fork(): the set stays whole for the child */
+/* around fork(): the set stays whole for the child, and no registration is
+ * half way through a move (pages read-only under a barrier whose thread the
+ * child does not have) */
 static void prepare(void)
 {
 	pthread_mutex_lock(&fid_lock);
+	rv_wbar_fork(true);
 }
 
 static void parent(void)
 {
+	rv_wbar_fork(false);
 	pthread_mutex_unlock(&fid_lock);
 }
 

@@ -422,8 +422,12 @@ static void keep_shared(const struct rv_vma *v, size_t nv, uintptr_t a, uintptr_
  * in their place, part by part with the protection the application had
  * there (@v, @nv: its mappings as read before; read-only memory stays
  * read-only, never writable for a moment, and no later mprotect can fail).
+ * With @held, the writable parts are read-only from before the copy until
+ * the region's pages are in their place: another thread's store meanwhile
+ * waits for them (wbar.c) instead of landing in a page about to go.
  * Runs on a stack of its own (rv_on_own_stack): it stores nothing to the
- * caller's memory, the result comes back in a register.
+ * caller's memory before the remap, the result comes back in a register;
+ * @done (how many bytes of the run are the region's now) is stored last.
  */
 struct move {
 	uint8_t *dst;
@@ -433,32 +437,71 @@ struct move {
 	off_t off;
 	const struct rv_vma *v;
 	size_t nv;
+	bool held;
+	size_t done;
 };
+
+/* The part of the run at @at: up to @hi, protection @prot (@i: where the
+ * last look ended). False where no mapping held @at when the maps were read. */
+RV_NO_ASAN static bool part_at(const struct move *mv, size_t *i, uintptr_t at, uintptr_t *hi,
+			       int *prot)
+{
+	uintptr_t end = mv->va + mv->len;
+
+	while (*i < mv->nv && mv->v[*i].end <= at)
+		(*i)++;
+	if (*i == mv->nv || mv->v[*i].start > at)
+		return false;
+	*hi = mv->v[*i].end < end ? mv->v[*i].end : end;
+	*prot = mv->v[*i].prot;
+	return true;
+}
+
+/* the writable parts in [from, to) writable again (the barrier's undone) */
+RV_NO_ASAN static void unhold(const struct move *mv, uintptr_t from, uintptr_t to)
+{
+	uintptr_t hi;
+	size_t i = 0;
+	int prot;
+
+	for (uintptr_t at = from; at < to && part_at(mv, &i, at, &hi, &prot); at = hi)
+		if (prot & PROT_WRITE)
+			mprotect((void *)at, (hi < to ? hi : to) - at, prot);
+}
 
 RV_NO_ASAN static int move_run(void *arg)
 {
-	const struct move *mv = arg;
-	uintptr_t at = mv->va, end = mv->va + mv->len;
-	int ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
+	struct move *mv = arg;
+	uintptr_t at = mv->va, hi = 0, end = mv->va + mv->len;
 	size_t i = 0;
+	int ret = 0, prot;
 
-	while (!ret && at < end) {
-		uintptr_t hi = end;
-		int prot = PROT_READ | PROT_WRITE;
-
-		while (i < mv->nv && mv->v[i].end <= at)
-			i++;
-		if (i < mv->nv && mv->v[i].start <= at) {   /* the mapping that held @at */
-			hi = mv->v[i].end < end ? mv->v[i].end : end;
-			prot = mv->v[i].prot;
-		} else if (i < mv->nv && mv->v[i].start < end) {
-			hi = mv->v[i].start;   /* none there then (vma_check refused holes) */
+	/* every part held by a mapping when the maps were read (vma_check
+	 * refused holes): a part of none is never mapped at all */
+	for (; at < end; at = hi)
+		if (!part_at(mv, &i, at, &hi, &prot))
+			return -EFAULT;
+	for (at = mv->va, i = 0; mv->held && at < end; at = hi) {
+		part_at(mv, &i, at, &hi, &prot);
+		ret = rv_wbar_hold(at, hi, prot);
+		if (ret) {
+			unhold(mv, mv->va, hi);
+			return ret;
 		}
+	}
+	ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
+	for (at = mv->va, i = 0; !ret && at < end; at = hi) {
+		part_at(mv, &i, at, &hi, &prot);
 		if (mmap((void *)at, hi - at, prot, MAP_SHARED | MAP_FIXED, mv->fd,
 			 mv->off + (off_t)(at - mv->va)) == MAP_FAILED)
 			ret = -errno;
-		at = hi;
+		else
+			continue;
+		break;
 	}
+	if (ret && mv->held)
+		unhold(mv, at, end);   /* the old pages, with every store made to them */
+	mv->done = at - mv->va;
 	return ret;
 }
 
@@ -650,13 +693,20 @@ again:
 		struct move mv = { base + r->data_off, r->va, r->len, fd,
 				   (off_t)(data_off + r->data_off), chk, nchk };
 
-		/* on a stack of its own: the run may hold this very stack */
+		/* other threads' stores held off its pages meanwhile; on a
+		 * stack of its own: the run may hold this very stack */
+		mv.held = !rv_wbar_begin();
 		ret = rv_on_own_stack(move_run, &mv);
+		if (mv.held)
+			rv_wbar_end();
+		/* also the parts of a run that failed part-way: their pages
+		 * stay the region's, shared memory shared with a child */
+		if (mv.done)
+			keep_shared(chk, nchk, r->va, mv.done, &st, data_off + r->data_off);
 		if (ret) {
 			close(fd);
 			goto err_region;
 		}
-		keep_shared(chk, nchk, r->va, r->len, &st, data_off + r->data_off);
 		r->key = rkey;
 	}
 	close(fd);

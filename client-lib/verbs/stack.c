@@ -22,8 +22,9 @@
  * What this does not cover: a non-main thread's control block and static
  * TLS sit at the top of its stack mapping, where the kernel (rseq's cpu_id
  * after a migration) and glibc's SIGSETXID / SIGCANCEL handlers (never
- * blocked) may store meanwhile; and other threads' stores, as for any
- * buffer (docs/verbs-compat.md, "Memory").
+ * blocked) may store meanwhile (the write barrier leaves those pages
+ * writable: wbar.c). Other threads' stores are held off by that barrier
+ * (docs/verbs-compat.md, "Memory").
  *
  * The switch is a few instructions of assembly rather than
  * makecontext/swapcontext, which ASan intercepts with a warning on stderr

@@ -47,6 +47,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -679,6 +680,71 @@ static void stack_mr(struct ibv_context *ctx, struct ibv_pd *pd)
 	printf("verbs_events: an MR over the registering thread's own stack, its frames "
 	       "included: locals kept, a READ takes what it stored after, a WRITE lands where "
 	       "it reads\n");
+}
+
+/*
+ * Another thread's stores to the pages ibv_reg_mr moves: a thread
+ * increments counters on every page of a buffer (as a heap neighbour of a
+ * registered buffer is written) while this one registers and deregisters
+ * it, each registration moving its pages again. No increment is lost: a
+ * store between the copy and the remap waits for the new pages (wbar.c)
+ * instead of landing in the old page.
+ */
+#define RACE_PAGES 16
+#define RACE_STEP 64   /* bytes between two counters */
+
+struct race {
+	volatile uint64_t *buf;
+	atomic_bool stop;
+	uint64_t done[RACE_PAGES * 4096 / RACE_STEP];
+};
+
+static void *race_thread(void *arg)
+{
+	struct race *r = arg;
+	size_t n = RACE_PAGES * 4096 / RACE_STEP;
+
+	while (!atomic_load(&r->stop))
+		for (size_t i = 0; i < n; i++) {
+			r->buf[i * (RACE_STEP / 8)]++;
+			r->done[i]++;
+		}
+	return NULL;
+}
+
+static void race_mr(struct ibv_pd *pd)
+{
+	size_t len = RACE_PAGES * 4096, n = len / RACE_STEP;
+	struct race *r = calloc(1, sizeof(*r));
+	pthread_t th;
+	uint64_t lost = 0;
+	int regs = 0;
+
+	if (!r || !(r->buf = aligned_alloc(4096, len)))
+		die("race: alloc");
+	memset((void *)r->buf, 0, len);
+	if (pthread_create(&th, NULL, race_thread, r))
+		die("race: thread");
+	for (; regs < 300; regs++) {
+		struct ibv_mr *mr = ibv_reg_mr(pd, (void *)r->buf, len, IBV_ACCESS_LOCAL_WRITE);
+
+		if (!mr || ibv_dereg_mr(mr))
+			die("race: ibv_reg_mr / ibv_dereg_mr while another thread writes the pages");
+	}
+	atomic_store(&r->stop, true);
+	if (pthread_join(th, NULL))
+		die("race: join");
+	for (size_t i = 0; i < n; i++)
+		lost += r->done[i] - r->buf[i * (RACE_STEP / 8)];
+	if (lost) {
+		fprintf(stderr, "verbs_events: %llu of a thread's increments lost across %d "
+			"registrations of their pages\n", (unsigned long long)lost, regs);
+		die("race: stores of another thread lost during ibv_reg_mr");
+	}
+	free((void *)r->buf);
+	free(r);
+	printf("verbs_events: another thread's stores during %d registrations of their pages: "
+	       "none lost\n", regs);
 }
 
 /* ibv_create_qp_ex and the ibv_wr_* batch API, on a QP connected to itself */
@@ -1337,6 +1403,7 @@ int main(void)
 	resize(ctx, pd);
 	chan_check(ctx, pd);
 	stack_mr(ctx, pd);
+	race_mr(pd);
 	restart_check(ctx, pd);
 	qpx_check(ctx, pd);
 	cqx_check(ctx, pd);
