@@ -98,6 +98,7 @@ struct roshm {
 	char node[ROSHM_NAME_MAX];
 	bool chan_huge;         /* the channel is on 2 MiB pages */
 	uint64_t client_key;    /* roshmd's, kept across its restarts (struct roshm_ctl_hello) */
+	uint32_t max_handles;   /* regions it may hold open at once (limits.max_handles) */
 };
 
 /* Options for roshm_open(); zero-initialise and set what you need. */

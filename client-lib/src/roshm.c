@@ -353,7 +353,7 @@ int roshm__attach(struct roshm *r, void **chan, size_t *chan_size)
 		ret = rep.hdr.status < 0 ? rep.hdr.status : -EPROTO;
 		goto err_sock;
 	}
-	if (rep.hdr.len != sizeof(rep) || !rep.client_key || !rep.sq_entries || (rep.sq_entries & (rep.sq_entries - 1)) ||
+	if (rep.hdr.len != sizeof(rep) || !rep.client_key || !rep.max_handles || !rep.sq_entries || (rep.sq_entries & (rep.sq_entries - 1)) ||
 	    !rep.cq_entries || (rep.cq_entries & (rep.cq_entries - 1)) || rep.arena_size % 4096) {
 		ret = -EPROTO;
 		goto err_sock;
@@ -421,6 +421,7 @@ int roshm__attach(struct roshm *r, void **chan, size_t *chan_size)
 	r->client_id = rep.client_id;
 	r->instance = rep.instance;
 	r->client_key = rep.client_key;
+	r->max_handles = rep.max_handles;
 	memcpy(r->node, rep.node, sizeof(r->node));
 	r->node[sizeof(r->node) - 1] = 0;
 	*chan = map;

@@ -215,6 +215,10 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *a)
 {
 	struct rv_ctx *c = to_ctx(ctx);
+	/* an MR or a memory window is a region of the client, a connected QP
+	 * holds two (its inbound ring, its peer's), as does each peer MR it
+	 * uses: roshmd lets it hold limits.max_handles at once (HELLO's reply) */
+	int h = c->r->max_handles < 4096 ? (int)c->r->max_handles : 4096;
 
 	memset(a, 0, sizeof(*a));
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "roshm-0.1");
@@ -224,18 +228,18 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->page_size_cap = RV_PAGE;
 	a->vendor_id = 0;
 	a->vendor_part_id = 0;
-	a->max_qp = 4096;
+	a->max_qp = h / 2 ? h / 2 : 1;
 	a->max_qp_wr = RV_MAX_WR;
 	/* RNR NAKs: a SEND waits for a RECV (rnr_retry); no port events */
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE |
 			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |   /* mw.c */
 			      IBV_DEVICE_XRC;   /* xrc.c */
-	a->max_mw = 4096;
+	a->max_mw = h;
 	a->max_sge = RV_MAX_SGE;
 	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
 	a->max_cq = 4096;
 	a->max_cqe = RV_MAX_CQE;
-	a->max_mr = 4096;
+	a->max_mr = h;
 	a->max_pd = 4096;
 	a->max_srq = 4096;
 	a->max_srq_wr = RV_MAX_SRQ_WR;

@@ -231,6 +231,7 @@ static int msg_hello(struct rd_control *ctl, struct rd_conn *conn, const void *m
 	rep.instance = ctl->instance;
 	snprintf(rep.node, sizeof(rep.node), "%s", cfg->node);
 	rep.client_key = conn->ckey;
+	rep.max_handles = cfg->max_handles;
 	if (rd_send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
 	/* The one extension an unattached connection gets: the CHANNEL, for

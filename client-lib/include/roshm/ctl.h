@@ -79,6 +79,9 @@ struct roshm_ctl_hello_reply {
 	char node[ROSHM_NAME_MAX];
 	uint64_t client_key;        /* ABI 7: the one asked for, unless another live client
 				     * has it (then a new random one); never 0 */
+	uint32_t max_handles;       /* ABI 8: limits.max_handles, the regions this client
+				     * may hold open at once (its own and others'); >= 1 */
+	uint32_t pad;
 };
 
 struct roshm_ctl_channel {
