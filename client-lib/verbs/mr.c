@@ -695,7 +695,7 @@ again:
 
 		/* other threads' stores held off its pages meanwhile; on a
 		 * stack of its own: the run may hold this very stack */
-		mv.held = !rv_wbar_begin();
+		mv.held = !rv_wbar_begin(r->va, r->va + r->len);
 		ret = rv_on_own_stack(move_run, &mv);
 		if (mv.held)
 			rv_wbar_end();

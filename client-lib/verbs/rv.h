@@ -606,11 +606,11 @@ int rv_maps_load(struct rv_vma **out, size_t *n);
 /* fn(arg) on a stack of its own, asynchronous signals blocked: for a copy
  * and a remap of pages that may hold the calling stack (stack.c). */
 int rv_on_own_stack(int (*fn)(void *), void *arg);
-/* Other threads' stores held off pages being moved (wbar.c): begin (0, or
- * -ENOTSUP where no barrier can stand), hold each writable part of
- * protection @prot read-only (on the own stack), end (every held store
- * runs again, on the new pages); around fork(), @before and after. */
-int rv_wbar_begin(void);
+/* Other threads' stores held off pages being moved (wbar.c): begin, over
+ * a run (0, or -ENOTSUP where no barrier can stand), hold each writable
+ * part of protection @prot read-only (on the own stack), end (every held
+ * store runs again, on the new pages); around fork(), @before and after. */
+int rv_wbar_begin(uintptr_t lo, uintptr_t hi);
 int rv_wbar_hold(uintptr_t lo, uintptr_t hi, int prot);
 void rv_wbar_end(void);
 void rv_wbar_fork(bool before);

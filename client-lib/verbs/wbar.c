@@ -15,14 +15,12 @@
  * application had. Faults of anything else go to the handler that was
  * there before (the application's, a sanitizer's, or the default).
  *
- * Limits: a store the kernel makes for a system call (read(2) into such a
- * page) fails with EFAULT while the barrier stands; a thread that writes
- * to its own stack while another thread registers pages of it gets its
- * SIGSEGV only on an alternate signal stack (sigaltstack), else it dies;
- * a handler the application installs later, that does not hand on the
- * faults it does not know, takes these too (docs/verbs-compat.md).
- * The calling thread's own control block is never made read-only
- * (rv_wbar_hold).
+ * One barrier at a time (a mutex), over one run; the handler remembers
+ * the last 64 runs, so a thread that wakes late still finds its own and
+ * retries once. What it cannot hold (a store the kernel makes, a thread
+ * that cannot take the signal, a handler installed since that keeps
+ * faults to itself) is in docs/verbs-compat.md, "Memory". The calling
+ * thread's own control block is never made read-only (rv_wbar_hold).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,22 +40,23 @@
 
 #include "rv.h"
 
-#define WBAR_PARTS 64   /* parts remembered: a thread woken late still finds its own */
+#define WBAR_PAST 64   /* barriers remembered: a thread woken late still finds its own */
 
 static struct {
 	_Atomic uint32_t seq;   /* odd while a barrier stands */
 	_Atomic uintptr_t owner;   /* the thread pointer of the thread that holds it */
 	atomic_uint next;
 	struct {
-		_Atomic uint32_t seq;   /* the barrier that held it; 0 while written */
-		_Atomic uintptr_t lo, hi;
-	} part[WBAR_PARTS];
+		_Atomic uint32_t seq;   /* the barrier; 0 while written */
+		_Atomic uintptr_t lo, hi;   /* the run it held (its writable parts) */
+	} run[WBAR_PAST];
 } bar;
 
 static pthread_mutex_t bar_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t bar_once = PTHREAD_ONCE_INIT;
 static struct sigaction bar_prev;
 static bool bar_on;
+static int bar_cancel;   /* the holder's cancel state, while it holds */
 /* the last fault let through as a late one: the same again is not */
 static __thread __attribute__((tls_model("initial-exec"))) uintptr_t late_addr;
 static __thread __attribute__((tls_model("initial-exec"))) uint32_t late_seq;
@@ -67,35 +66,50 @@ static uint32_t held_by(uintptr_t a)
 {
 	uint32_t best = 0;
 
-	for (unsigned int i = 0; i < WBAR_PARTS; i++) {
-		uint32_t s = atomic_load_explicit(&bar.part[i].seq, memory_order_acquire);
-		uintptr_t lo = atomic_load_explicit(&bar.part[i].lo, memory_order_relaxed);
-		uintptr_t hi = atomic_load_explicit(&bar.part[i].hi, memory_order_relaxed);
+	for (unsigned int i = 0; i < WBAR_PAST; i++) {
+		uint32_t s = atomic_load_explicit(&bar.run[i].seq, memory_order_acquire);
+		uintptr_t lo = atomic_load_explicit(&bar.run[i].lo, memory_order_relaxed);
+		uintptr_t hi = atomic_load_explicit(&bar.run[i].hi, memory_order_relaxed);
 
 		atomic_thread_fence(memory_order_acquire);
 		if (s && a >= lo && a < hi &&
-		    atomic_load_explicit(&bar.part[i].seq, memory_order_relaxed) == s &&
+		    atomic_load_explicit(&bar.run[i].seq, memory_order_relaxed) == s &&
 		    (!best || (int32_t)(s - best) > 0))
 			best = s;
 	}
 	return best;
 }
 
+/* The fault to the handler that was there before, as the kernel would have
+ * run it: its mask (and SIGSEGV, but with SA_NODEFER) blocked meanwhile,
+ * SA_RESETHAND; SIG_IGN and SIG_DFL as the kernel takes them. */
 static void chain(int sig, siginfo_t *si, void *uc)
 {
-	if (bar_prev.sa_flags & SA_SIGINFO) {
+	bool fault = si->si_code > 0;
+	sigset_t mask, old;
+
+	if (!(bar_prev.sa_flags & SA_SIGINFO) &&
+	    (bar_prev.sa_handler == SIG_DFL || bar_prev.sa_handler == SIG_IGN)) {
+		/* a fault ignored is a fault all the same: the default; one
+		 * someone sent and the process ignored stays ignored */
+		if (bar_prev.sa_handler == SIG_IGN && !fault)
+			return;
+		signal(sig, SIG_DFL);
+		if (!fault)
+			raise(sig);   /* kills here */
+		return;   /* a fault comes again on return: a core of the faulting store */
+	}
+	mask = bar_prev.sa_mask;
+	if (!(bar_prev.sa_flags & SA_NODEFER))
+		sigaddset(&mask, sig);
+	if (bar_prev.sa_flags & SA_RESETHAND)
+		signal(sig, SIG_DFL);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	if (bar_prev.sa_flags & SA_SIGINFO)
 		bar_prev.sa_sigaction(sig, si, uc);
-		return;
-	}
-	if (bar_prev.sa_handler != SIG_DFL && bar_prev.sa_handler != SIG_IGN) {
+	else
 		bar_prev.sa_handler(sig);
-		return;
-	}
-	/* the default: a fault comes again on return and kills with a core;
-	 * a SIGSEGV someone sent is sent again (blocked until we return) */
-	signal(sig, SIG_DFL);
-	if (si->si_code <= 0)
-		raise(sig);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void on_segv(int sig, siginfo_t *si, void *uc)
@@ -114,7 +128,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 		while ((now = atomic_load_explicit(&bar.seq, memory_order_acquire)) == s)
 			syscall(SYS_futex, &bar.seq, FUTEX_WAIT_PRIVATE, now, NULL, NULL, 0);
 		/* lifted: the store runs again on the region's pages; once for
-		 * this address and barrier (a page read-only since faults
+		 * this address and barrier (a page that was read-only faults
 		 * again, and goes on) */
 		if (late_addr != a || late_seq != s) {
 			late_addr = a;
@@ -127,47 +141,81 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
+static bool ours(void)
+{
+	struct sigaction cur;
+
+	return !sigaction(SIGSEGV, NULL, &cur) && (cur.sa_flags & SA_SIGINFO) &&
+	       cur.sa_sigaction == on_segv;
+}
+
 static void install(void)
 {
 	struct sigaction sa;
 
+	/* the one before, read first: a fault of another thread while ours
+	 * goes in finds it */
+	if (sigaction(SIGSEGV, NULL, &bar_prev))
+		return;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	/* SA_NODEFER: the handler chained to runs with the mask it asked for */
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
-	bar_on = !sigaction(SIGSEGV, &sa, &bar_prev);
+	bar_on = !sigaction(SIGSEGV, &sa, NULL);
 }
 
 /* dlclose of this library (Open MPI's finalize): the handler that was there
- * before is back, not one into unmapped code */
+ * before is back, not one into unmapped code; after a move in progress */
 __attribute__((destructor)) static void uninstall(void)
 {
-	struct sigaction cur;
-
-	if (bar_on && !sigaction(SIGSEGV, NULL, &cur) && (cur.sa_flags & SA_SIGINFO) &&
-	    cur.sa_sigaction == on_segv)
+	if (!bar_on)
+		return;
+	pthread_mutex_lock(&bar_mu);
+	if (ours())
 		sigaction(SIGSEGV, &bar_prev, NULL);
+	bar_on = false;
+	pthread_mutex_unlock(&bar_mu);
 }
 
-int rv_wbar_begin(void)
+/*
+ * A barrier over the run [lo, hi): 0, or -ENOTSUP where none can stand
+ * (our handler is not the one in place: a sanitizer that keeps its own,
+ * a handler the application installed since; then nothing is held, as
+ * before). Not cancelled while it stands.
+ */
+int rv_wbar_begin(uintptr_t lo, uintptr_t hi)
 {
+	unsigned int i;
+	uint32_t s;
+
 	pthread_once(&bar_once, install);
 	pthread_mutex_lock(&bar_mu);
-	if (!bar_on) {
+	if (!bar_on || !ours()) {
 		pthread_mutex_unlock(&bar_mu);
-		return -ENOTSUP;   /* not held: no page made read-only */
+		return -ENOTSUP;
 	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &bar_cancel);
 	atomic_store_explicit(&bar.owner, (uintptr_t)__builtin_thread_pointer(),
 			      memory_order_relaxed);
-	atomic_fetch_add_explicit(&bar.seq, 1, memory_order_release);
+	s = atomic_fetch_add_explicit(&bar.seq, 1, memory_order_release) + 1;
+	i = atomic_fetch_add_explicit(&bar.next, 1, memory_order_relaxed) % WBAR_PAST;
+	atomic_store_explicit(&bar.run[i].seq, 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&bar.run[i].lo, lo, memory_order_relaxed);
+	atomic_store_explicit(&bar.run[i].hi, hi, memory_order_relaxed);
+	atomic_store_explicit(&bar.run[i].seq, s, memory_order_release);
 	return 0;
 }
 
 void rv_wbar_end(void)
 {
+	int st;
+
 	atomic_store_explicit(&bar.owner, 0, memory_order_relaxed);
 	atomic_fetch_add_explicit(&bar.seq, 1, memory_order_release);
 	syscall(SYS_futex, &bar.seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	pthread_setcancelstate(bar_cancel, &st);
 	pthread_mutex_unlock(&bar_mu);
 }
 
@@ -181,41 +229,34 @@ void rv_wbar_fork(bool before)
 
 RV_NO_ASAN static int hold(uintptr_t lo, uintptr_t hi, int prot)
 {
-	uint32_t s = atomic_load_explicit(&bar.seq, memory_order_relaxed);
-	unsigned int i;
-
 	if (lo >= hi)
 		return 0;
-	i = atomic_fetch_add_explicit(&bar.next, 1, memory_order_relaxed) % WBAR_PARTS;
-	atomic_store_explicit(&bar.part[i].seq, 0, memory_order_relaxed);
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&bar.part[i].lo, lo, memory_order_relaxed);
-	atomic_store_explicit(&bar.part[i].hi, hi, memory_order_relaxed);
-	atomic_store_explicit(&bar.part[i].seq, s, memory_order_release);
 	return mprotect((void *)lo, hi - lo, prot & ~PROT_WRITE) ? -errno : 0;
 }
 
 /*
  * [lo, hi) of protection @prot read-only while the barrier stands; not the
- * pages of the calling thread's control block, from the thread pointer to
- * its rseq area and its errno (the kernel writes rseq's after a migration;
- * glibc's SIGSETXID and SIGCANCEL handlers, never blocked, write the
- * block; a failed call here, errno: this very thread would fault on a
- * barrier it holds). Runs on
- * rv_on_own_stack's stack: stores nothing but to the barrier's own table.
+ * pages of the calling thread's control block (from pthread_self() and the
+ * thread pointer to its rseq area and its errno: the kernel writes rseq's
+ * after a migration; glibc's SIGSETXID and SIGCANCEL handlers, never
+ * blocked, write the block; a failed call here, errno: this very thread
+ * would fault on a barrier it holds). Runs on rv_on_own_stack's stack:
+ * stores nothing of the caller's.
  */
 RV_NO_ASAN int rv_wbar_hold(uintptr_t lo, uintptr_t hi, int prot)
 {
 	uintptr_t tp = (uintptr_t)__builtin_thread_pointer(), xlo = tp, xhi = tp + 1;
-	uintptr_t e = (uintptr_t)&errno;
+	uintptr_t self = (uintptr_t)pthread_self(), e = (uintptr_t)&errno;
 	int ret;
 
 	if (!(prot & PROT_WRITE))
 		return 0;
+	xlo = self < xlo ? self : xlo;
+	xhi = self + 1 > xhi ? self + 1 : xhi;
 	xlo = e < xlo ? e : xlo;
 	xhi = e + sizeof(int) > xhi ? e + sizeof(int) : xhi;
 #ifdef HAVE_RSEQ_AREA
-	if (__rseq_size) {
+	{   /* its place even where rseq is off (glibc.pthread.rseq=0) */
 		uintptr_t rs = tp + (uintptr_t)__rseq_offset;
 
 		xlo = rs < xlo ? rs : xlo;

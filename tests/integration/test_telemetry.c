@@ -173,7 +173,7 @@ static void test_regions_paged(void **state)
 		pages++;
 		json_array_foreach(names, i, v) {
 			const char *k = json_string_value(v);
-			int idx;
+			int idx = -1;
 
 			if (!k || sscanf(k, "default/tel-%04d", &idx) != 1 || idx < 0 || idx >= NREG)
 				fail_msg("page %d: unexpected entry %s", pages, json_dumps(v, JSON_ENCODE_ANY));
