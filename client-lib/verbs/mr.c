@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -466,7 +467,17 @@ RV_NO_ASAN static void unhold(const struct move *mv, uintptr_t from, uintptr_t t
 
 	for (uintptr_t at = from; at < to && part_at(mv, &i, at, &hi, &prot); at = hi)
 		if (prot & PROT_WRITE)
-			mprotect((void *)at, (hi < to ? hi : to) - at, prot);
+			syscall(SYS_mprotect, at, (hi < to ? hi : to) - at, prot);
+}
+
+/* mmap(MAP_SHARED | MAP_FIXED) of @fd at @at: 0, or -1 and errno */
+RV_NO_ASAN static int raw_map(uintptr_t at, size_t len, int prot, int fd, off_t off)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+	return syscall(SYS_mmap, at, len, prot, MAP_SHARED | MAP_FIXED, fd, off) == -1 ? -1 : 0;
+#else
+	return mmap((void *)at, len, prot, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED ? -1 : 0;
+#endif
 }
 
 RV_NO_ASAN static int move_run(void *arg)
@@ -492,8 +503,10 @@ RV_NO_ASAN static int move_run(void *arg)
 	ret = copy_pages(mv->dst, (const void *)mv->va, mv->len);
 	for (at = mv->va, i = 0; !ret && at < end; at = hi) {
 		part_at(mv, &i, at, &hi, &prot);
-		if (mmap((void *)at, hi - at, prot, MAP_SHARED | MAP_FIXED, mv->fd,
-			 mv->off + (off_t)(at - mv->va)) == MAP_FAILED)
+		/* the system calls themselves, here and in the barrier: an
+		 * application's hook on mmap (UCX's memory events, before the
+		 * call) would run, and store, while the pages are held */
+		if (raw_map(at, hi - at, prot, mv->fd, mv->off + (off_t)(at - mv->va)))
 			ret = -errno;
 		else
 			continue;

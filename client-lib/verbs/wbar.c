@@ -16,7 +16,7 @@
  * there before (the application's, a sanitizer's, or the default).
  *
  * One barrier at a time (a mutex), over one run; the handler remembers
- * the last 64 runs, so a thread that wakes late still finds its own and
+ * the last 1024 runs, so a thread that wakes late still finds its own and
  * retries once. What it cannot hold (a store the kernel makes, a thread
  * that cannot take the signal, a handler installed since that keeps
  * faults to itself) is in docs/verbs-compat.md, "Memory". The calling
@@ -40,7 +40,7 @@
 
 #include "rv.h"
 
-#define WBAR_PAST 64   /* barriers remembered: a thread woken late still finds its own */
+#define WBAR_PAST 1024   /* runs remembered: a thread woken late still finds its own */
 
 static struct {
 	_Atomic uint32_t seq;   /* odd while a barrier stands */
@@ -88,8 +88,9 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	bool fault = si->si_code > 0;
 	sigset_t mask, old;
 
-	if (!(bar_prev.sa_flags & SA_SIGINFO) &&
-	    (bar_prev.sa_handler == SIG_DFL || bar_prev.sa_handler == SIG_IGN)) {
+	/* the value, whatever the flags say (SA_RESETHAND leaves SA_SIGINFO
+	 * beside SIG_DFL) */
+	if (bar_prev.sa_handler == SIG_DFL || bar_prev.sa_handler == SIG_IGN) {
 		/* a fault ignored is a fault all the same: the default; one
 		 * someone sent and the process ignored stays ignored */
 		if (bar_prev.sa_handler == SIG_IGN && !fault)
@@ -151,7 +152,7 @@ static bool ours(void)
 
 static void install(void)
 {
-	struct sigaction sa;
+	struct sigaction sa, cur;
 
 	/* the one before, read first: a fault of another thread while ours
 	 * goes in finds it */
@@ -162,16 +163,20 @@ static void install(void)
 	/* SA_NODEFER: the handler chained to runs with the mask it asked for */
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
-	bar_on = !sigaction(SIGSEGV, &sa, NULL);
+	bar_on = !sigaction(SIGSEGV, &sa, &cur);
+	/* one the application put in between: that one */
+	if (bar_on && (cur.sa_handler != bar_prev.sa_handler || cur.sa_flags != bar_prev.sa_flags))
+		bar_prev = cur;
 }
 
 /* dlclose of this library (Open MPI's finalize): the handler that was there
- * before is back, not one into unmapped code; after a move in progress */
+ * before is back, not one into unmapped code. Not while a move stands (at
+ * exit() with another thread in one: the handler stays, as the process
+ * goes) */
 __attribute__((destructor)) static void uninstall(void)
 {
-	if (!bar_on)
+	if (!bar_on || pthread_mutex_trylock(&bar_mu))
 		return;
-	pthread_mutex_lock(&bar_mu);
 	if (ours())
 		sigaction(SIGSEGV, &bar_prev, NULL);
 	bar_on = false;
@@ -231,7 +236,9 @@ RV_NO_ASAN static int hold(uintptr_t lo, uintptr_t hi, int prot)
 {
 	if (lo >= hi)
 		return 0;
-	return mprotect((void *)lo, hi - lo, prot & ~PROT_WRITE) ? -errno : 0;
+	/* the system call itself: no hook of the application's on mprotect
+	 * runs (and stores) while pages are held */
+	return syscall(SYS_mprotect, lo, hi - lo, prot & ~PROT_WRITE) ? -errno : 0;
 }
 
 /*

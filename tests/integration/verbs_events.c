@@ -687,11 +687,13 @@ static void stack_mr(struct ibv_context *ctx, struct ibv_pd *pd)
  * Another thread's stores to the pages ibv_reg_mr moves: a thread
  * increments counters on every page of a buffer (as a heap neighbour of a
  * registered buffer is written) while this one registers and deregisters
- * it, each registration moving its pages again. No increment is lost: a
- * store between the copy and the remap waits for the new pages (wbar.c)
- * instead of landing in the old page.
+ * it, each registration moving its pages again; every 20th time, each
+ * page was first an MR of its own (registered and deregistered): the next
+ * registration's run has 72 parts, each of another memfd. No increment is
+ * lost: a store between the copy and the remap waits for the new pages
+ * (wbar.c) instead of landing in the old page.
  */
-#define RACE_PAGES 16
+#define RACE_PAGES 72
 #define RACE_STEP 64   /* bytes between two counters */
 
 struct race {
@@ -726,9 +728,15 @@ static void race_mr(struct ibv_pd *pd)
 	memset((void *)r->buf, 0, len);
 	if (pthread_create(&th, NULL, race_thread, r))
 		die("race: thread");
-	for (; regs < 300; regs++) {
-		struct ibv_mr *mr = ibv_reg_mr(pd, (void *)r->buf, len, IBV_ACCESS_LOCAL_WRITE);
+	for (; regs < 60; regs++) {
+		struct ibv_mr *mr;
 
+		for (int i = 0; !(regs % 20) && i < RACE_PAGES; i++)
+			if (!(mr = ibv_reg_mr(pd, (uint8_t *)r->buf + i * 4096, 4096,
+					      IBV_ACCESS_LOCAL_WRITE)) ||
+			    ibv_dereg_mr(mr))
+				die("race: ibv_reg_mr / ibv_dereg_mr of one page");
+		mr = ibv_reg_mr(pd, (void *)r->buf, len, IBV_ACCESS_LOCAL_WRITE);
 		if (!mr || ibv_dereg_mr(mr))
 			die("race: ibv_reg_mr / ibv_dereg_mr while another thread writes the pages");
 	}
