@@ -47,14 +47,15 @@ pair() {
   fi
 }
 
-# (ib_write_lat -s 4096, ib_atomic_lat -A CMP_AND_SWAP, ib_atomic_bw, ib_send_bw
-# -c XRC, fi_pingpong -e rdm and the 64-byte rstream and riostream runs passed
-# here too and went for CI's time: check_verbs_perftest, check_rdmacm and
-# check_rsockets run them over tcp, and verbs_check below checks every
-# atomic's result between the VMs)
+# Every perftest issue 14 names, between the VMs. (ib_write_lat -s 4096,
+# ib_atomic_lat -A CMP_AND_SWAP, ib_send_bw -c XRC, fi_pingpong -e rdm and
+# the 64-byte rstream and riostream runs passed here too and went for CI's
+# time: check_verbs_perftest, check_rdmacm and check_rsockets run them over
+# tcp, and verbs_check below checks every atomic's result between the VMs)
 pair ib_write_lat -n 50
 pair ib_read_lat -n 50
 pair ib_atomic_lat -n 50
+pair ib_atomic_bw -n 50
 pair ib_write_bw -n 50 -s 65536
 pair ib_read_bw -n 50 -s 65536
 pair ib_send_lat -n 50
@@ -102,12 +103,10 @@ fi_pair 1024 -e dgram
 # VM2 runs each RC test for 2 s; a result that is not 0 went over roshm0.
 # -to 30: qperf's exchanges time out after 5 s by default, and under TCG a
 # test's set-up behind the last one's work still draining over rxe can take
-# longer. Three of qperf's tests (a READ stream, a SEND stream, atomics):
-# rc_rdma_write_lat, rc_lat and rc_compare_swap_mr passed here too and went
-# for CI's time (check_verbs_perftest runs qperf's tests over tcp, and
-# perftest above covers WRITE and SEND latency and compare-and-swap)
+# longer. Every qperf test issue 14 names: WRITE and SEND latency, a READ
+# stream, a SEND stream, both atomics.
 i=$((i + 1))
-qtests="rc_rdma_read_bw rc_bw rc_fetch_add_mr"
+qtests="rc_rdma_write_lat rc_rdma_read_bw rc_lat rc_bw rc_compare_swap_mr rc_fetch_add_mr"
 if [ "$n" = 1 ]; then
   app timeout 300 qperf -lp 19765 > /run/shared/qperf.server 2>&1 &
   s=$!
