@@ -507,11 +507,10 @@ RV_NO_ASAN static int move_run(void *arg)
 		/* the system calls themselves, here and in the barrier: an
 		 * application's hook on mmap (UCX's memory events, before the
 		 * call) would run, and store, while the pages are held */
-		if (raw_map(at, hi - at, prot, mv->fd, mv->off + (off_t)(at - mv->va)))
+		if (raw_map(at, hi - at, prot, mv->fd, mv->off + (off_t)(at - mv->va))) {
 			ret = -errno;
-		else
-			continue;
-		break;
+			break;
+		}
 	}
 	if (ret && mv->held)
 		unhold(mv, at, end);   /* the old pages, with every store made to them */
