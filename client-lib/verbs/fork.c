@@ -9,8 +9,7 @@
  * So does this library: a handler run in the child (pthread_atfork) puts
  * a private copy over every mapping of an MR's memfd it finds in the
  * child's /proc/self/maps, also of MRs already deregistered (their pages
- * stay the memfd's; a memfd no mapping shows any more leaves the set it
- * looks for: prune), but for the parts that were shared memory before
+ * stay the memfd's), but for the parts that were shared memory before
  * they were registered (rv_fork_keep: shared anonymous memory, a memfd),
  * which the child keeps sharing. ibv_fork_init has nothing to do.
  *
@@ -31,18 +30,14 @@
 
 #include "rv.h"
 
-/* The memfds of MRs registered (device, inode), also of MRs deregistered
- * (their pages stay mapped): a memfd goes from the set once its MR is gone
- * (@dead: when, in fgen's count) and the process maps none of its pages
- * (prune, when the set is full). */
+/* The memfds of MRs ever registered (device, inode): a set that only grows
+ * (a deregistered MR's pages stay mapped). */
 struct rv_fid {
 	uint64_t ino;
 	unsigned int maj, min;
-	uint64_t dead;
 };
 static struct rv_fid *fids;
 static size_t nfid, capfid;
-static uint64_t fgen, ndead;
 static pthread_mutex_t fid_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Parts of those memfds (file offsets) that were shared memory before they
@@ -254,68 +249,13 @@ __attribute__((constructor)) static void install(void)
 	pthread_atfork(prepare, parent, child);
 }
 
-static bool same(const struct rv_fid *f, uint64_t ino, unsigned int maj, unsigned int min)
-{
-	return f->ino == ino && f->maj == maj && f->min == min;
-}
-
-/*
- * The memfds of MRs gone before the maps were read that no mapping shows,
- * out of the set, with their kept parts. Race-free: a memfd whose MR is
- * gone is never mapped again (a registration over its pages moves them to
- * a new one), so what the maps did not show then stays unmapped.
- */
-static void prune(void)
-{
-	struct rv_vma *v = NULL;
-	size_t nv = 0, n = 0, k = 0;
-	uint64_t seen, any;
-
-	pthread_mutex_lock(&fid_lock);
-	seen = fgen;
-	any = ndead;
-	pthread_mutex_unlock(&fid_lock);
-	if (!any || rv_maps_load(&v, &nv))
-		return;
-	pthread_mutex_lock(&fid_lock);
-	for (size_t i = 0; i < nfid; i++) {
-		bool mapped = !fids[i].dead || fids[i].dead > seen;
-
-		for (size_t j = 0; !mapped && j < nv; j++)
-			mapped = v[j].shared && same(&fids[i], v[j].ino, v[j].maj, v[j].min);
-		if (mapped) {
-			fids[n++] = fids[i];
-			continue;
-		}
-		ndead--;
-		for (size_t j = 0; j < nkeep; j++)   /* its kept parts go with it */
-			if (same(&keeps[j].f, fids[i].ino, fids[i].maj, fids[i].min))
-				keeps[j].f.ino = 0;
-	}
-	nfid = n;
-	for (size_t j = 0; j < nkeep; j++)
-		if (keeps[j].f.ino)
-			keeps[k++] = keeps[j];
-	nkeep = k;
-	pthread_mutex_unlock(&fid_lock);
-	free(v);
-}
-
 /* An MR's memfd, once registered: 0, or -ENOMEM. */
 int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min)
 {
 	int ret = 0;
-	bool full;
 
 	pthread_mutex_lock(&fid_lock);
-	full = nfid == capfid;
-	pthread_mutex_unlock(&fid_lock);
-	if (full)
-		prune();   /* before the set grows: memfds no longer mapped go */
-	pthread_mutex_lock(&fid_lock);
-	/* grown all the same when that left it three quarters full: a prune
-	 * (a read of the maps) per few registrations would cost them more */
-	if (nfid == capfid || (full && nfid > capfid - capfid / 4))
+	if (nfid == capfid)
 		grow((void **)&fids, &capfid, sizeof(*fids));
 	if (nfid < capfid)
 		fids[nfid++] = (struct rv_fid){ .ino = ino, .maj = maj, .min = min };
@@ -323,31 +263,6 @@ int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min)
 		ret = -ENOMEM;
 	pthread_mutex_unlock(&fid_lock);
 	return ret;
-}
-
-/* An MR's memfd whose MR is gone (its region closed): from the set once
- * no mapping shows it (prune). */
-void rv_fork_dead(uint64_t ino, unsigned int maj, unsigned int min)
-{
-	pthread_mutex_lock(&fid_lock);
-	for (size_t i = 0; i < nfid; i++)
-		if (same(&fids[i], ino, maj, min) && !fids[i].dead) {
-			fids[i].dead = ++fgen;
-			ndead++;
-			break;
-		}
-	pthread_mutex_unlock(&fid_lock);
-}
-
-/* How many memfds the set holds (ROSHM_VERBS_DEBUG, at ibv_close_device). */
-size_t rv_fork_tracked(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&fid_lock);
-	n = nfid;
-	pthread_mutex_unlock(&fid_lock);
-	return n;
 }
 
 /* Bytes [off, off + len) of an MR's memfd were shared memory before (a

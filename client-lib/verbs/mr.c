@@ -320,7 +320,6 @@ static void mr_release(struct rv_ctx *c, struct rv_mr *m)
 	if (*pp)
 		*pp = m->next;
 	roshm_region_close(c->r, m->handle);
-	rv_fork_dead(m->ino, m->maj, m->min);
 	free(m);
 }
 
@@ -769,7 +768,6 @@ again:
 	return &m->mr;
 err_region:
 	roshm_region_close(c->r, handle);  /* pages already mapped keep their bytes */
-	rv_fork_dead(m->ino, m->maj, m->min);
 err:
 	free(vma);
 	free(m);

@@ -820,8 +820,6 @@ void rv_async_settle(pthread_mutex_t *mu, pthread_cond_t *cv, const uint32_t *do
 
 /* fork.c: a child of fork() gets private copies of every MR's pages */
 int rv_fork_track(uint64_t ino, unsigned int maj, unsigned int min);
-void rv_fork_dead(uint64_t ino, unsigned int maj, unsigned int min);
-size_t rv_fork_tracked(void);
 int rv_fork_keep(uint64_t ino, unsigned int maj, unsigned int min, uint64_t off, uint64_t len);
 void rv_fork_kept(const struct rv_vma *v, uintptr_t a, uintptr_t n,
 		  void (*fn)(uintptr_t lo, uintptr_t hi, void *arg), void *arg);

@@ -193,11 +193,8 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 		struct rv_mr *m = c->mrs;
 
 		c->mrs = m->next;
-		rv_fork_dead(m->ino, m->maj, m->min);
 		free(m);
 	}
-	if (getenv("ROSHM_VERBS_DEBUG"))
-		fprintf(stderr, "roshm-verbs: fork: %zu memfds tracked\n", rv_fork_tracked());
 	rv_mw_free_all(c);
 	while (c->xrcds) {   /* its XRC domains (xrc.c) */
 		struct rv_xrcd *x = c->xrcds;

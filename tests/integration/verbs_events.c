@@ -1490,49 +1490,13 @@ static void fork_check(struct ibv_pd *pd)
 	       "deregistration\n");
 }
 
-/*
- * `verbs_events churn`: one buffer registered and deregistered 600 times,
- * each registration moving its pages to a new memfd (the last one's
- * mapping goes): the set of memfds a fork() child copies from
- * (client-lib/verbs/fork.c) keeps only those still mapped, and says how
- * many at ibv_close_device (ROSHM_VERBS_DEBUG): check_verbs_perftest.sh
- * reads it. It used to hold every one ever registered.
- */
-static int churn(void)
-{
-	struct ibv_device **dl = ibv_get_device_list(NULL);
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	uint8_t *buf = aligned_alloc(4096, 8192);
-
-	if (!dl || !dl[0] || !buf || !(ctx = ibv_open_device(dl[0])) || !(pd = ibv_alloc_pd(ctx)))
-		die("churn: set-up");
-	memset(buf, 1, 8192);
-	for (int i = 0; i < 600; i++) {
-		struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE);
-
-		if (!mr || ibv_dereg_mr(mr))
-			die("churn: ibv_reg_mr / ibv_dereg_mr");
-		buf[i % 8192]++;
-	}
-	setenv("ROSHM_VERBS_DEBUG", "1", 1);
-	if (ibv_dealloc_pd(pd) || ibv_close_device(ctx))
-		die("churn: release");
-	ibv_free_device_list(dl);
-	free(buf);
-	printf("verbs_events: churn: 600 registrations of one buffer\n");
-	return 0;
-}
-
-int main(int argc, char **argv)
+int main(void)
 {
 	struct ibv_device **dl;
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	int fl;
 
-	if (argc > 1 && !strcmp(argv[1], "churn"))
-		return churn();
 	dl = ibv_get_device_list(NULL);
 
 	if (!dl || !dl[0])
