@@ -48,7 +48,7 @@ static struct {
 	atomic_uint next;
 	struct {
 		_Atomic uint32_t seq;   /* the barrier; 0 while written */
-		_Atomic uintptr_t lo, hi;   /* the run it held (its writable parts) */
+		_Atomic uintptr_t lo, hi;   /* the run it held */
 	} run[WBAR_PAST];
 } bar;
 
