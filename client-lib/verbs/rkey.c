@@ -383,16 +383,17 @@ void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 
 /*
  * A new MR (@add): grant it to the peers of its PD's connected QPs; or
- * deregistered: its peers lose it now (its region may live on for others).
- * 0, or (@add) the first grant roshmd refused (-ENOSPC: limits.max_grants
- * on a region the MR's bytes lie in); the caller takes the rest back.
+ * deregistered: its peers lose it now (its region may live on for others),
+ * every one of them, also past a revoke roshmd refused. 0, or (@add) the
+ * first grant roshmd refused (-ENOSPC: limits.max_grants on a region the
+ * MR's bytes lie in); the caller takes the rest back.
  */
 int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add)
 {
 	char name[ROSHM_NAME_MAX];
 	int ret = 0;
 
-	for (struct rv_qp *q = c->qps; q && !ret; q = q->next)
+	for (struct rv_qp *q = c->qps; q && !(add && ret); q = q->next)
 		if (q->gr_ok) {
 			peer_ring_name(q, name, sizeof(name));
 			ret = grant_mr(c, q, m, name, add);
