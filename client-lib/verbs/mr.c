@@ -618,8 +618,11 @@ RV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	uint8_t *base;
 	int ret, fd;
 
+	/* as the kernel's ib_check_mr_access: remote writes need local ones */
 	if (!addr || !length || (uintptr_t)addr + length < (uintptr_t)addr ||
-	    end < (uintptr_t)addr) {
+	    end < (uintptr_t)addr ||
+	    ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	     !(access & IBV_ACCESS_LOCAL_WRITE))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -843,11 +846,14 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-/* Is @s inside a local MR of ours whose lkey it names? */
-bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s)
+/* Is @s inside a local MR of ours whose lkey it names, one the NIC may write
+ * into when it is the destination (@write: a RECV's, a READ's, an atomic's
+ * result), as IBV_ACCESS_LOCAL_WRITE allows? */
+bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s, bool write)
 {
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		if (!m->dead && !m->win_of && m->mr.lkey == s->lkey && s->addr >= (uintptr_t)m->mr.addr &&
+		if (!m->dead && !m->win_of && m->mr.lkey == s->lkey &&
+		    (!write || (m->mr_access & IBV_ACCESS_LOCAL_WRITE)) && s->addr >= (uintptr_t)m->mr.addr &&
 		    s->length <= m->mr.length &&
 		    s->addr - (uintptr_t)m->mr.addr <= m->mr.length - s->length)
 			return true;

@@ -294,24 +294,46 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 	return true;
 }
 
+/* The local SGE holding byte @off of the WR's message: its address there,
+ * and how many bytes of that SGE are left from it (a READ scatters). */
+static const struct ibv_sge *sge_at(const struct ibv_sge *s, uint16_t nsge, uint64_t off,
+				    uint64_t *addr, uint64_t *room)
+{
+	for (uint16_t i = 0; i < nsge; i++) {
+		if (off < s[i].length) {
+			*addr = s[i].addr + off;
+			*room = s[i].length - off;
+			return &s[i];
+		}
+		off -= s[i].length;
+	}
+	return NULL;   /* not reached: w->len is the sum of the lengths */
+}
+
 static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
-	const struct ibv_sge *s = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
+	const struct ibv_sge *sgl = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
 
 	while (w->done < w->len) {
 		uint64_t chunk = w->len - w->done < c->slot_size ? w->len - w->done : c->slot_size;
-		uint64_t off, seg_room, loff, lroom;
+		uint64_t off, seg_room, loff, lroom, la, sroom;
+		const struct ibv_sge *s;
 		struct roshm_sqe *sqe;
 		uint32_t slot, h, lh;
 		void *dst = NULL;
 
+		s = sge_at(sgl, w->nsge, w->done, &la, &sroom);
+		if (!s)
+			break;
 		if (!rv_room(c, &sqe, 1))
 			return false;
 		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
 		if (chunk > seg_room)
 			chunk = seg_room;
+		if (chunk > sroom)   /* one chunk lands in one SGE */
+			chunk = sroom;
 		slot = rv_take_slot(c);
-		if (rv_lbuf(c, s->lkey, s->addr + w->done, &lh, &loff, &lroom)) {
+		if (rv_lbuf(c, s->lkey, la, &lh, &loff, &lroom)) {
 			/* into the MR's pages themselves: nothing to copy after */
 			if (chunk > lroom)
 				chunk = lroom;
@@ -319,7 +341,7 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 			roshm_sqe_set_lbuf(sqe, lh, loff);
 		} else {
 			roshm_prep_read(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
-			dst = (void *)(uintptr_t)(s->addr + w->done);
+			dst = (void *)(uintptr_t)la;
 		}
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
@@ -748,8 +770,6 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		return EINVAL;    /* UC: SEND and RDMA WRITE only */
 	if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8))
 		return EINVAL;
-	if (wr->opcode == IBV_WR_RDMA_READ && wr->num_sge > 1)
-		return EINVAL;    /* scatter of one READ: one SGE */
 	for (int i = 0; !local && i < wr->num_sge; i++)
 		len += wr->sg_list[i].length;
 	if (len > RV_MSG_MAX)
@@ -803,9 +823,12 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 			d += wr->sg_list[i].length;
 		}
 	} else {
+		/* a READ's and an atomic's SGEs are written into */
+		bool into = atomic || wr->opcode == IBV_WR_RDMA_READ;
+
 		for (int i = 0; i < wr->num_sge; i++) {
 			sg[i] = wr->sg_list[i];
-			if (sg[i].length && !rv_local_ok(c, &sg[i]))
+			if (sg[i].length && !rv_local_ok(c, &sg[i], into))
 				w->status = IBV_WC_LOC_PROT_ERR;
 		}
 		w->nsge = (uint16_t)wr->num_sge;

@@ -123,7 +123,7 @@ void rv_rwr_set(struct rv_ctx *c, struct rv_rwr *r, struct ibv_sge *sg, const st
 	for (int i = 0; i < wr->num_sge; i++) {
 		sg[i] = wr->sg_list[i];
 		r->len += sg[i].length;
-		if (sg[i].length && !rv_local_ok(c, &sg[i]))
+		if (sg[i].length && !rv_local_ok(c, &sg[i], true))
 			r->bad = true;   /* LOC_PROT_ERR when a message uses it */
 	}
 }
@@ -135,7 +135,7 @@ void rv_rwr_recheck(struct rv_ctx *c, struct rv_qp *q, uint32_t ra)
 	const struct ibv_sge *sg = &q->rsge[(size_t)ra * q->rsge_stride];
 
 	for (uint16_t i = 0; i < r->nsge && !r->bad; i++)
-		if (sg[i].length && !rv_local_ok(c, &sg[i]))
+		if (sg[i].length && !rv_local_ok(c, &sg[i], true))
 			r->bad = true;
 }
 

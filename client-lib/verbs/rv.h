@@ -662,8 +662,8 @@ static inline void rv_put_slot(struct rv_ctx *c, uint32_t slot)
 	c->free_slots[c->nfree++] = slot;
 }
 
-/* verbs.c */
-bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s);
+/* mr.c */
+bool rv_local_ok(struct rv_ctx *c, const struct ibv_sge *s, bool write);
 bool rv_lbuf(struct rv_ctx *c, uint32_t lkey, uint64_t va, uint32_t *handle, uint64_t *off,
 	     uint64_t *room);
 /* mr_meta.c: 0 if a peer's metadata (a private copy) is well-formed for

@@ -236,7 +236,7 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 			      IBV_DEVICE_XRC;   /* xrc.c */
 	a->max_mw = h;
 	a->max_sge = RV_MAX_SGE;
-	a->max_sge_rd = 1;   /* a READ scatters into one SGE */
+	a->max_sge_rd = RV_MAX_SGE;   /* a READ scatters as a SEND gathers */
 	a->max_cq = 4096;
 	a->max_cqe = RV_MAX_CQE;
 	a->max_mr = h;

@@ -138,7 +138,7 @@ static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq 
 {
 	struct ibv_qp_init_attr a = { .send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
 				      .cap = { .max_send_wr = sw, .max_recv_wr = rw,
-					       .max_send_sge = 2, .max_recv_sge = rsge } };
+					       .max_send_sge = 4, .max_recv_sge = rsge } };
 	struct ibv_qp *qp = ibv_create_qp(pd, &a);
 
 	if (!qp)
@@ -1028,6 +1028,70 @@ static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
  * in at ibv_poll_cq). Then a WRITE from those pages into another MR, with
  * its bytes checked, and READ/WRITE ranges that cross an MR's page boundary.
  */
+/*
+ * One RDMA READ of b's bytes scattered over four SGEs (max_sge_rd): 1000
+ * bytes into a, none into an empty SGE, 3500 across a page boundary of
+ * another MR, 700 into a again; nothing lands around them. Then a READ into
+ * an MR registered without IBV_ACCESS_LOCAL_WRITE fails with LOC_PROT_ERR,
+ * as on a NIC, and leaves that MR as it was (the QP is in error after it).
+ * Registering REMOTE_WRITE without LOCAL_WRITE is EINVAL.
+ */
+static void scatter_read(struct ibv_qp *x, struct ibv_cq *cq, uint8_t *a, struct ibv_mr *ma,
+			 uint8_t *b, struct ibv_mr *mb)
+{
+	uint8_t *c = pages(3 * 4096);
+	struct ibv_mr *mc = ibv_reg_mr(x->pd, c, 3 * 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *mro = ibv_reg_mr(x->pd, c + 2 * 4096, 4096, IBV_ACCESS_REMOTE_READ);
+	struct ibv_sge sg[4] = {
+		{ (uintptr_t)(a + 100), 1000, ma->lkey },
+		{ (uintptr_t)(a + 1100), 0, 0 },
+		{ (uintptr_t)(c + 6000), 3500, mc ? mc->lkey : 0 },
+		{ (uintptr_t)(a + 9000), 700, ma->lkey },
+	};
+	struct ibv_send_wr wr = { .wr_id = 3, .sg_list = sg, .num_sge = 4,
+				  .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_device_attr da;
+	struct ibv_wc wc;
+	void *none;
+
+	if (!mc || !mro)
+		die("scatter_read: ibv_reg_mr");
+	if (ibv_query_device(x->context, &da) || da.max_sge_rd < 4)
+		die("scatter_read: max_sge_rd below 4");
+	memset(a, 0xa5, 3 * 4096);
+	memset(c, 0x5a, 3 * 4096);
+	fill(b + 2000, 5200, 0, 93);
+	wr.wr.rdma.remote_addr = (uintptr_t)(b + 2000);
+	wr.wr.rdma.rkey = mb->rkey;
+	if (ibv_post_send(x, &wr, &bad))
+		die("scatter_read: ibv_post_send of a 4-SGE READ");
+	wc = wait_wc(cq);
+	if (wc.wr_id != 3 || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RDMA_READ ||
+	    wc.byte_len != 5200)
+		die_wc("scatter_read: READ completion", &wc);
+	check_bytes(a + 100, 1000, 0, 93, "scatter READ, SGE 0");
+	check_bytes(c + 6000, 3500, 1000, 93, "scatter READ, SGE 2");
+	check_bytes(a + 9000, 700, 4500, 93, "scatter READ, SGE 3");
+	if (a[99] != 0xa5 || a[1100] != 0xa5 || a[8999] != 0xa5 || a[9700] != 0xa5 ||
+	    c[5999] != 0x5a || c[9500] != 0x5a)
+		die("scatter_read: the READ wrote outside its SGEs");
+	/* a NIC writes no MR without LOCAL_WRITE */
+	none = ibv_reg_mr(x->pd, c, 4096, IBV_ACCESS_REMOTE_WRITE);
+	if (none || errno != EINVAL)
+		die("scatter_read: an MR with REMOTE_WRITE but no LOCAL_WRITE was not refused with EINVAL");
+	rc_post(x, IBV_WR_RDMA_READ, c + 10000, 64, mro->lkey, (uintptr_t)(b + 2000), mb->rkey,
+		0, 0, 4);
+	wc = wait_wc(cq);
+	if (wc.wr_id != 4 || wc.status != IBV_WC_LOC_PROT_ERR)
+		die_wc("scatter_read: a READ into an MR without LOCAL_WRITE", &wc);
+	for (int i = 9500; i < 3 * 4096; i++)
+		if (c[i] != 0x5a)
+			die("scatter_read: a refused READ changed its destination");
+	if (ibv_dereg_mr(mro) || ibv_dereg_mr(mc))
+		die("scatter_read: release");
+	free(c);
+}
+
 static void zero_copy(struct ibv_pd *pd)
 {
 	struct ibv_cq *cq = ibv_create_cq(pd->context, 16, NULL, NULL, 0);
@@ -1071,6 +1135,7 @@ static void zero_copy(struct ibv_pd *pd)
 	if (wc.wr_id != 2 || wc.status != IBV_WC_SUCCESS)
 		die_wc("zero_copy: WRITE completion", &wc);
 	check_bytes(b + 100, 6000, 0, 92, "zero_copy WRITE");
+	scatter_read(x, cq, a, ma, b, mb);
 	if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE) ||
 	    ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(ma) || ibv_dereg_mr(mb) ||
 	    ibv_destroy_cq(cq))
@@ -1078,7 +1143,8 @@ static void zero_copy(struct ibv_pd *pd)
 	free(a);
 	free(b);
 	printf("verbs_check server: RDMA READ lands in the MR's pages with no library copy; "
-	       "WRITE from an MR's pages\n");
+	       "WRITE from an MR's pages; a READ scatters over SGEs of two MRs; a READ into an "
+	       "MR without LOCAL_WRITE is LOC_PROT_ERR\n");
 }
 
 /*
