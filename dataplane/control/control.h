@@ -66,6 +66,7 @@ struct rd_control {
 	struct rd_tel *tel;           /* telemetry snapshot */
 	uint64_t next_revalidate_ns;
 	bool recheck_pending;         /* a remote region has recheck set */
+	uint64_t pause_due_ns;        /* the first paused region's drain.timeout_ms ends (0: none) */
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */
 	uint64_t start_ns;

@@ -476,6 +476,14 @@ void rd_peers_region_free(struct rd_control *ctl, struct rd_region *rg)
 /* A peer went down: hold the work for its regions and wait for them to come
  * back (same epoch when the node returns, a new one when its roshmd
  * restarted), for at most drain.timeout_ms. */
+static void pause_due(struct rd_control *ctl, uint64_t since)
+{
+	uint64_t due = since + (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull + 1;
+
+	if (!ctl->pause_due_ns || due < ctl->pause_due_ns)
+		ctl->pause_due_ns = due;
+}
+
 static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p)
 {
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
@@ -486,6 +494,7 @@ static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p)
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_paused = true;
 		rg->paused_since = rd_mono_ns();
+		pause_due(ctl, rg->paused_since);
 	}
 }
 
@@ -605,6 +614,7 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_paused = true;
 		rg->paused_since = now;
+		pause_due(ctl, now);
 		RD_LOG(INFO, "remote region %s/%s on node %s is draining: its work is paused",
 		       rg->tenant, rg->name, rg->node);
 	} else if (ret == 0 && !same && rg->ctl_paused && !strcmp(rec.state, RD_STATE_ACTIVE)) {
@@ -674,6 +684,32 @@ static void rechecks(struct rd_control *ctl, uint64_t now)
 	ctl->recheck_pending = left;
 }
 
+/*
+ * Paused regions whose drain.timeout_ms ran out are looked at then (given
+ * up, or resumed or retargeted if their record says so), not at the next
+ * revalidate_ms, which may be much later (a minute, with a registry that
+ * says what changes).
+ */
+static void pauses_due(struct rd_control *ctl, uint64_t now)
+{
+	if (!ctl->pause_due_ns || now < ctl->pause_due_ns)
+		return;
+	ctl->pause_due_ns = 0;
+	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
+		next = rg->next; /* revalidate may free it */
+		if (rg->remote && !rg->ctl_dead && rg->ctl_paused &&
+		    now - rg->paused_since > (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull)
+			revalidate(ctl, rg, now);
+	}
+	/* those still paused come again (one whose new instance is not
+	 * reachable yet: 10 ms on, as rechecks) */
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
+		if (rg->remote && !rg->ctl_dead && rg->ctl_paused)
+			pause_due(ctl, rg->paused_since);
+	if (ctl->pause_due_ns && ctl->pause_due_ns < now + 10000000ull)
+		ctl->pause_due_ns = now + 10000000ull;
+}
+
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 {
 	uint64_t now = rd_mono_ns();
@@ -683,6 +719,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		ctl->poller->net->cp->timer(ctl, now);
 	dials_timer(ctl, now);
 	rechecks(ctl, now);
+	pauses_due(ctl, now);
 	if (!registry_changed && now < ctl->next_revalidate_ns)
 		goto reconnect;
 	ctl->next_revalidate_ns = now + (uint64_t)ctl->cfg->revalidate_ms * 1000000ull;

@@ -1520,10 +1520,18 @@ static int kill_reader(void *arg)
 		}
 	}
 	CHECK_EQ(inflight, 0);
-	/* New work to the dead node fails at once, clearly. */
+	/* New work to the dead node fails clearly: at once, or (held while its
+	 * region is paused) after drain.timeout_ms (1.5 s), not at the next
+	 * revalidation (a minute with the file registry: it took that before
+	 * paused regions were looked at when their time ran out). */
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int st = roshm_read_sync(r, h, 0, 0, 64);
 
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	CHECK(st == -EHOSTUNREACH || st == -ESTALE);
+	CHECK(t1.tv_sec - t0.tv_sec < 30);
 	roshm_close(r);
 	return 0;
 }
