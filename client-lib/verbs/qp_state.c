@@ -224,6 +224,41 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	return 0;
 }
 
+/* The attributes a NIC acts on and roshm only reports back. */
+static void keep_set(struct rv_qp *q, const struct ibv_qp_attr *a, int mask)
+{
+	struct ibv_qp_attr *k = &q->set;
+
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		k->qp_access_flags = a->qp_access_flags;
+	if (mask & IBV_QP_PKEY_INDEX)
+		k->pkey_index = a->pkey_index;
+	if (mask & IBV_QP_PORT)
+		k->port_num = a->port_num;
+	if (mask & IBV_QP_AV)
+		k->ah_attr = a->ah_attr;
+	if (mask & IBV_QP_PATH_MTU)   /* at most the port's active MTU */
+		k->path_mtu = a->path_mtu > IBV_MTU_4096 ? IBV_MTU_4096 : a->path_mtu;
+	if (mask & IBV_QP_TIMEOUT)
+		k->timeout = a->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		k->retry_cnt = a->retry_cnt;
+	if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+		k->max_rd_atomic = a->max_rd_atomic;
+	if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+		k->max_dest_rd_atomic = a->max_dest_rd_atomic;
+	if (mask & IBV_QP_ALT_PATH) {
+		k->alt_ah_attr = a->alt_ah_attr;
+		k->alt_pkey_index = a->alt_pkey_index;
+		k->alt_port_num = a->alt_port_num;
+		k->alt_timeout = a->alt_timeout;
+	}
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		k->path_mig_state = a->path_mig_state;
+	if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+		k->en_sqd_async_notify = a->en_sqd_async_notify;
+}
+
 RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	struct rv_ctx *c = to_ctx(qp->context);
@@ -256,6 +291,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->peer_status = IBV_WC_SUCCESS;
 		q->dest_qp_num = a->dest_qp_num;
 	}
+	keep_set(q, a, mask);
 	if (mask & IBV_QP_QKEY)
 		q->qkey = a->qkey;
 	if (mask & IBV_QP_RQ_PSN)
@@ -309,13 +345,15 @@ RV_EXPORT int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
 
 	(void)mask;
 	rv_lock(c);
-	memset(a, 0, sizeof(*a));
+	*a = q->set;
 	a->qp_state = qp->state;
 	a->cur_qp_state = qp->state;
-	a->path_mtu = IBV_MTU_4096;
+	if (!a->path_mtu)
+		a->path_mtu = IBV_MTU_4096;
 	a->dest_qp_num = q->dest_qp_num;
 	a->qkey = q->qkey;
-	a->port_num = 1;
+	if (!a->port_num)
+		a->port_num = 1;
 	a->rq_psn = q->rq_psn;
 	a->sq_psn = q->sq_psn;
 	a->rnr_retry = q->rnr_retry;

@@ -428,6 +428,9 @@ struct rv_qp {
 	struct rv_qpx *x;       /* the work-request API's batch, or NULL (qp_ex.c) */
 	struct rv_qp *next;     /* the context's QPs */
 	struct ibv_qp_cap cap;
+	/* what ibv_modify_qp set that roshm keeps only to report it
+	 * (ibv_query_qp): the address vector, access flags, timeouts, ... */
+	struct ibv_qp_attr set;
 	bool sq_sig_all;
 	uint32_t dest_qp_num, rq_psn, sq_psn;
 	uint8_t rnr_retry;      /* 7: forever */

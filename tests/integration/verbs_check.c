@@ -476,6 +476,75 @@ static void hostile(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *r
  * stands), then one moved to the error state (its RECVs and a later SEND
  * are flushed).
  */
+/*
+ * ibv_query_qp gives back what ibv_modify_qp set, as a NIC's does: a QP
+ * taken through INIT, RTR and RTS with every attribute perftest and qperf
+ * set (an address vector with a GID, access flags, MTU, timeouts, read
+ * depths), then the state, the PSNs and the peer.
+ */
+static void query_qp_check(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp *qp = mkqp(pd, cq, cq, 4, 4, 1);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr got;
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("query_qp: INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = qp->qp_num;
+	a.rq_psn = 0x1234;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.grh.traffic_class = 96;
+	a.ah_attr.grh.sgid_index = 0;
+	if (ibv_query_gid(pd->context, 1, 0, &a.ah_attr.grh.dgid))
+		die("query_qp: ibv_query_gid");
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("query_qp: RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0x5678;
+	a.max_rd_atomic = 4;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		die("query_qp: RTS");
+	memset(&got, 0xff, sizeof(got));
+	if (ibv_query_qp(qp, &got, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_ACCESS_FLAGS |
+			 IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			 IBV_QP_RQ_PSN | IBV_QP_DEST_QPN | IBV_QP_MAX_QP_RD_ATOMIC |
+			 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_PORT, &init))
+		die("query_qp: ibv_query_qp");
+	if (got.qp_state != IBV_QPS_RTS || got.path_mtu != IBV_MTU_1024 ||
+	    got.qp_access_flags != (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) ||
+	    got.timeout != 14 || got.retry_cnt != 7 || got.rnr_retry != 7 || got.sq_psn != 0x5678 ||
+	    got.rq_psn != 0x1234 || got.dest_qp_num != qp->qp_num || got.max_rd_atomic != 4 ||
+	    got.max_dest_rd_atomic != 4 || got.min_rnr_timer != 12 || got.port_num != 1 ||
+	    !got.ah_attr.is_global || got.ah_attr.grh.hop_limit != 64 ||
+	    got.ah_attr.grh.traffic_class != 96 ||
+	    memcmp(&got.ah_attr.grh.dgid, &a.ah_attr.grh.dgid, sizeof(a.ah_attr.grh.dgid)) ||
+	    init.qp_type != IBV_QPT_RC || init.cap.max_send_wr < 4) {
+		fprintf(stderr, "state %d mtu %d access %#x timeout %u retry %u rnr %u sq_psn %#x "
+			"rq_psn %#x dest %#x rd %u/%u rnr_timer %u port %u global %u hop %u tc %u\n",
+			got.qp_state, got.path_mtu, got.qp_access_flags, got.timeout, got.retry_cnt,
+			got.rnr_retry, got.sq_psn, got.rq_psn, got.dest_qp_num, got.max_rd_atomic,
+			got.max_dest_rd_atomic, got.min_rnr_timer, got.port_num, got.ah_attr.is_global,
+			got.ah_attr.grh.hop_limit, got.ah_attr.grh.traffic_class);
+		die("query_qp: ibv_query_qp did not give back what ibv_modify_qp set");
+	}
+	if (ibv_destroy_qp(qp))
+		die("query_qp: destroy");
+}
+
 static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *rmr, uint8_t *rb)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -542,10 +611,11 @@ static void loopback(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *
 	wc = wait_wc(cq);
 	if (wc.wr_id != 31 || wc.status != IBV_WC_WR_FLUSH_ERR)
 		die("loopback: a SEND on a QP in error was not flushed");
+	query_qp_check(pd, cq);
 	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_destroy_cq(cq) || ibv_destroy_comp_channel(ch))
 		die("loopback: release");
 	printf("verbs_check server: loopback SEND/RECV, non-blocking channel, reset and reconnect, "
-	       "error state flushes\n");
+	       "error state flushes; ibv_query_qp gives back what ibv_modify_qp set\n");
 }
 
 /* Two QPs on @srq (r), each connected to a sender of its own (snd, @depth WRs). */
