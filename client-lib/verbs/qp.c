@@ -310,6 +310,13 @@ static const struct ibv_sge *sge_at(const struct ibv_sge *s, uint16_t nsge, uint
 	return NULL;   /* not reached: w->len is the sum of the lengths */
 }
 
+/*
+ * RDMA READ, in chunks of at most an arena slot, each into the pages of the
+ * MR its local SGE names (roshmd writes them, as a NIC would): a chunk
+ * never spans two SGEs nor two segments. An MR deregistered since the post
+ * (the post checked it) fails the WR with LOC_PROT_ERR, as a NIC's missing
+ * MR does, and nothing is written where it was.
+ */
 static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
 {
 	const struct ibv_sge *sgl = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
@@ -320,11 +327,13 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 		const struct ibv_sge *s;
 		struct roshm_sqe *sqe;
 		uint32_t slot, h, lh;
-		void *dst = NULL;
 
 		s = sge_at(sgl, w->nsge, w->done, &la, &sroom);
-		if (!s)
+		if (!s || !rv_lbuf(c, s->lkey, la, &lh, &loff, &lroom)) {
+			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);
+			w->done = w->len;   /* what is in flight completes; no more goes */
 			break;
+		}
 		if (!rv_room(c, &sqe, 1))
 			return false;
 		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
@@ -332,20 +341,14 @@ static bool issue_read(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct 
 			chunk = seg_room;
 		if (chunk > sroom)   /* one chunk lands in one SGE */
 			chunk = sroom;
+		if (chunk > lroom)
+			chunk = lroom;
 		slot = rv_take_slot(c);
-		if (rv_lbuf(c, s->lkey, la, &lh, &loff, &lroom)) {
-			/* into the MR's pages themselves: nothing to copy after */
-			if (chunk > lroom)
-				chunk = lroom;
-			roshm_prep_read(sqe, h, off, 0, (uint32_t)chunk);
-			roshm_sqe_set_lbuf(sqe, lh, loff);
-		} else {
-			roshm_prep_read(sqe, h, off, slot * c->slot_size, (uint32_t)chunk);
-			dst = (void *)(uintptr_t)la;
-		}
+		roshm_prep_read(sqe, h, off, 0, (uint32_t)chunk);
+		roshm_sqe_set_lbuf(sqe, lh, loff);
 		roshm_sqe_set_data(sqe, slot);
 		c->ops[slot] = (struct rv_op){ .qp = q, .widx = widx, .len = (uint32_t)chunk,
-					       .kind = RV_OP_READ,  .refs = 1, .dst = dst };
+					       .kind = RV_OP_READ,  .refs = 1 };
 		w->pending++;
 		w->nsqe++;
 		q->inflight++;
@@ -650,10 +653,15 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 				op->kind == RV_OP_FRAG ? "into the peer's ring" :
 				op->kind == RV_OP_PROBE ? "the peer's ring (zero length)" : "RDMA",
 				strerror(-e->status), ibv_wc_status_str(w->status));
-	} else if (op->kind == RV_OP_READ && op->dst) {   /* NULL: it landed in the MR */
-		rv_dma_copy(op->dst, c->arena + slot * c->slot_size, op->len);
 	} else if (op->kind == RV_OP_ATOMIC) {
-		rv_dma_copy(op->dst, &e->result, 8);
+		/* the old value goes where the WR said, if an MR is still there
+		 * (deregistered since the post: LOC_PROT_ERR, nothing written) */
+		const struct ibv_sge *sg = &q->sge[(size_t)(op->widx & q->mask) * q->sge_stride];
+
+		if (rv_local_ok(c, sg, true))
+			rv_dma_copy(op->dst, &e->result, 8);
+		else
+			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);
 	} else if (op->kind == RV_OP_FRAG && (ud & RV_UD_PUBLISH) && e->result) {
 		wr_fail(q, w, IBV_WC_REM_OP_ERR);   /* the slot was not free: a broken ring */
 	}

@@ -511,7 +511,7 @@ struct rv_op {
 	uint32_t len;
 	uint8_t kind;           /* RV_OP_* */
 	uint8_t refs;           /* CQEs still to come (a fragment: WRITE and CAS) */
-	void *dst;              /* READ: where the bytes go; atomic: the old value */
+	void *dst;              /* atomic: where the old value goes */
 };
 
 /* An async event not yet taken by ibv_get_async_event (async.c). */

@@ -1162,6 +1162,60 @@ static void scatter_read(struct ibv_qp *x, struct ibv_cq *cq, uint8_t *a, struct
 	free(c);
 }
 
+/*
+ * A READ whose MR is deregistered between its post and its issue (it waits
+ * behind a SEND that waits for room in the peer's ring: 8 of 8000 bytes fit
+ * its 1024 slots, the 9th does not) fails with LOC_PROT_ERR and writes
+ * nothing where the MR was, as a NIC's READ into a missing MR; the SEND
+ * before it goes once the peer receives.
+ */
+static void read_after_dereg(struct ibv_pd *pd, struct ibv_cq *cq, uint8_t *a, struct ibv_mr *ma,
+			     uint8_t *b, struct ibv_mr *mb)
+{
+	struct ibv_qp *x = mkqp(pd, cq, cq, 16, 1, 1), *y = mkqp(pd, cq, cq, 4, 16, 1);
+	uint8_t *d = pages(4096);
+	struct ibv_mr *md = ibv_reg_mr(pd, d, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sg = { (uintptr_t)a, 8000, ma->lkey };
+	bool read_done = false, send_done = false;
+	int recvs = 0;
+	struct ibv_wc wc;
+
+	if (!md)
+		die("read_after_dereg: ibv_reg_mr");
+	connect_qp(x, y->qp_num, 1, 7);
+	connect_qp(y, x->qp_num, 1, 7);
+	for (int i = 0; i < RNR_FIT + 1; i++)
+		post2(x, IBV_WR_SEND, 50 + i, &sg, 1, 0, 0, 0, 0);
+	for (int i = 0; i < RNR_FIT; i++) {
+		wc = wait_wc(cq);
+		if (wc.wr_id != (uint64_t)(50 + i) || wc.status != IBV_WC_SUCCESS)
+			die_wc("read_after_dereg: a SEND that fits the ring", &wc);
+	}
+	memset(d, 0x77, 4096);
+	rc_post(x, IBV_WR_RDMA_READ, d + 100, 64, md->lkey, (uintptr_t)(b + 2000), mb->rkey, 0, 0, 60);
+	if (ibv_dereg_mr(md))
+		die("read_after_dereg: ibv_dereg_mr");
+	for (int i = 0; i < RNR_FIT + 1; i++)
+		post_recv(y, 70 + i, a + 4096, 8000, NULL, 0, ma->lkey);
+	while (!read_done || !send_done || recvs < RNR_FIT + 1) {
+		wc = wait_wc(cq);
+		if (wc.wr_id >= 70 && wc.wr_id < 70 + RNR_FIT + 1 && wc.status == IBV_WC_SUCCESS)
+			recvs++;
+		else if (wc.wr_id == 50 + RNR_FIT && wc.status == IBV_WC_SUCCESS && !send_done)
+			send_done = true;
+		else if (wc.wr_id == 60 && wc.status == IBV_WC_LOC_PROT_ERR && !read_done)
+			read_done = true;
+		else
+			die_wc("read_after_dereg: a READ into a deregistered MR (LOC_PROT_ERR expected)", &wc);
+	}
+	for (int i = 0; i < 4096; i++)
+		if (d[i] != 0x77)
+			die("read_after_dereg: a READ wrote into an MR deregistered before it went out");
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y))
+		die("read_after_dereg: release");
+	free(d);
+}
+
 static void zero_copy(struct ibv_pd *pd)
 {
 	struct ibv_cq *cq = ibv_create_cq(pd->context, 16, NULL, NULL, 0);
@@ -1206,6 +1260,7 @@ static void zero_copy(struct ibv_pd *pd)
 		die_wc("zero_copy: WRITE completion", &wc);
 	check_bytes(b + 100, 6000, 0, 92, "zero_copy WRITE");
 	scatter_read(x, cq, a, ma, b, mb);
+	read_after_dereg(pd, cq, a, ma, b, mb);
 	if (ibv_modify_qp(x, &reset, IBV_QP_STATE) || ibv_modify_qp(y, &reset, IBV_QP_STATE) ||
 	    ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(ma) || ibv_dereg_mr(mb) ||
 	    ibv_destroy_cq(cq))
@@ -1214,7 +1269,7 @@ static void zero_copy(struct ibv_pd *pd)
 	free(b);
 	printf("verbs_check server: RDMA READ lands in the MR's pages with no library copy; "
 	       "WRITE from an MR's pages; a READ scatters over SGEs of two MRs; a READ into an "
-	       "MR without LOCAL_WRITE is LOC_PROT_ERR\n");
+	       "MR without LOCAL_WRITE, or deregistered since its post, is LOC_PROT_ERR\n");
 }
 
 /*
