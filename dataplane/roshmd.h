@@ -200,6 +200,7 @@ struct rd_region {
 	uint64_t raddr;
 	/* control view */
 	bool ctl_draining, ctl_paused;
+	bool pause_looked;            /* control: looked at when drain.timeout_ms ran out */
 	uint64_t paused_since;
 	int tidx;                     /* local: the owner's tenant (quota), -1 remote */
 	struct rd_region *next, *prev; /* control's list */

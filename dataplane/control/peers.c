@@ -494,6 +494,7 @@ static void pause_peer_regions(struct rd_control *ctl, struct rd_peer *p)
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_paused = true;
 		rg->paused_since = rd_mono_ns();
+		rg->pause_looked = false;
 		pause_due(ctl, rg->paused_since);
 	}
 }
@@ -614,6 +615,7 @@ static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t no
 		rd_control_cmd(ctl, &cmd);
 		rg->ctl_paused = true;
 		rg->paused_since = now;
+		rg->pause_looked = false;
 		pause_due(ctl, now);
 		RD_LOG(INFO, "remote region %s/%s on node %s is draining: its work is paused",
 		       rg->tenant, rg->name, rg->node);
@@ -685,29 +687,32 @@ static void rechecks(struct rd_control *ctl, uint64_t now)
 }
 
 /*
- * Paused regions whose drain.timeout_ms ran out are looked at then (given
- * up, or resumed or retargeted if their record says so), not at the next
- * revalidate_ms, which may be much later (a minute, with a registry that
- * says what changes).
+ * Paused regions whose drain.timeout_ms ran out are looked at then, not at
+ * the next revalidate_ms, which may be much later (a minute, with a
+ * registry that says what changes): given up, or retargeted if their
+ * record names a new instance. One whose new instance cannot be reached
+ * yet stays paused, and is looked at again at each revalidate_ms as before
+ * (not here: its node is dialled at its own pace).
  */
 static void pauses_due(struct rd_control *ctl, uint64_t now)
 {
+	uint64_t limit = (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull;
+
 	if (!ctl->pause_due_ns || now < ctl->pause_due_ns)
 		return;
 	ctl->pause_due_ns = 0;
 	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
 		next = rg->next; /* revalidate may free it */
-		if (rg->remote && !rg->ctl_dead && rg->ctl_paused &&
-		    now - rg->paused_since > (uint64_t)ctl->cfg->drain_timeout_ms * 1000000ull)
+		if (rg->remote && !rg->ctl_dead && rg->ctl_paused && now - rg->paused_since > limit &&
+		    !rg->pause_looked) {
+			rg->pause_looked = true;
 			revalidate(ctl, rg, now);
+		}
 	}
-	/* those still paused come again (one whose new instance is not
-	 * reachable yet: 10 ms on, as rechecks) */
+	/* the next deadline among those paused that have not had their look */
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next)
-		if (rg->remote && !rg->ctl_dead && rg->ctl_paused)
+		if (rg->remote && !rg->ctl_dead && rg->ctl_paused && !rg->pause_looked)
 			pause_due(ctl, rg->paused_since);
-	if (ctl->pause_due_ns && ctl->pause_due_ns < now + 10000000ull)
-		ctl->pause_due_ns = now + 10000000ull;
 }
 
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
