@@ -198,6 +198,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 		return EBUSY;
 	}
 	q->destroying = false;
+	memset(&q->set, 0, sizeof(q->set));   /* as a NIC's QP in RESET reports */
 	for (uint32_t i = q->head; i != q->tail; i++) {
 		if (q->swr[i & q->mask].k)
 			q->swr[i & q->mask].k->refs--;
@@ -237,8 +238,8 @@ static void keep_set(struct rv_qp *q, const struct ibv_qp_attr *a, int mask)
 		k->port_num = a->port_num;
 	if (mask & IBV_QP_AV)
 		k->ah_attr = a->ah_attr;
-	if (mask & IBV_QP_PATH_MTU)   /* at most the port's active MTU */
-		k->path_mtu = a->path_mtu > IBV_MTU_4096 ? IBV_MTU_4096 : a->path_mtu;
+	if (mask & IBV_QP_PATH_MTU)
+		k->path_mtu = a->path_mtu;
 	if (mask & IBV_QP_TIMEOUT)
 		k->timeout = a->timeout;
 	if (mask & IBV_QP_RETRY_CNT)
@@ -266,7 +267,10 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	int ret = 0;
 
 	rv_lock(c);
-	if ((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) {
+	/* roshm0 has one port, whose MTU is 4096 */
+	if (((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) ||
+	    ((mask & IBV_QP_PORT) && a->port_num != 1) ||
+	    ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))) {
 		ret = EINVAL;
 		goto out;
 	}
@@ -291,7 +295,6 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->peer_status = IBV_WC_SUCCESS;
 		q->dest_qp_num = a->dest_qp_num;
 	}
-	keep_set(q, a, mask);
 	if (mask & IBV_QP_QKEY)
 		q->qkey = a->qkey;
 	if (mask & IBV_QP_RQ_PSN)
@@ -332,6 +335,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	rv_deliver(c, q);
 	rv_notify_recv(c, q);
 	rv_grant_drops(c);   /* the delivery failed it: its peer goes now */
+	keep_set(q, a, mask);
 out:
 	rv_unlock(c);
 	return ret;

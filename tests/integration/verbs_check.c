@@ -541,6 +541,18 @@ static void query_qp_check(struct ibv_pd *pd, struct ibv_cq *cq)
 			got.ah_attr.grh.hop_limit, got.ah_attr.grh.traffic_class);
 		die("query_qp: ibv_query_qp did not give back what ibv_modify_qp set");
 	}
+	/* roshm0 has one port, MTU 4096: another is refused and changes nothing */
+	a.port_num = 2;
+	a.path_mtu = 6;
+	if (ibv_modify_qp(qp, &a, IBV_QP_PORT) != EINVAL || ibv_modify_qp(qp, &a, IBV_QP_PATH_MTU) != EINVAL ||
+	    ibv_query_qp(qp, &got, IBV_QP_PORT | IBV_QP_PATH_MTU, &init) || got.port_num != 1 ||
+	    got.path_mtu != IBV_MTU_1024)
+		die("query_qp: port 2 or MTU 6 was not refused with EINVAL, or changed the QP");
+	/* RESET: nothing of the old connection is reported */
+	a.qp_state = IBV_QPS_RESET;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE) || ibv_query_qp(qp, &got, IBV_QP_STATE | IBV_QP_AV, &init) ||
+	    got.qp_state != IBV_QPS_RESET || got.qp_access_flags || got.timeout || got.ah_attr.is_global)
+		die("query_qp: a QP in RESET still reports its old attributes");
 	if (ibv_destroy_qp(qp))
 		die("query_qp: destroy");
 }
