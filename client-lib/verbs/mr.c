@@ -835,6 +835,7 @@ RV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 	 * keeps its bytes (our MAP_SHARED view keeps the memfd alive). */
 	rv_grant_mr(c, m, false);
 	m->dead = true;
+	c->dereg_gen++;   /* WRs posted before it look at their MRs again (qp.c) */
 	meta = roshm_region_data(c->r, m->handle, NULL);
 	if (meta)
 		__atomic_store_n(&meta->magic, 0, __ATOMIC_RELEASE);

@@ -160,6 +160,28 @@ static void qp_retire(struct rv_qp *q)
 
 /* ------------------------------------------------------------ the engine */
 
+/*
+ * Are the WR's local SGEs still in live MRs of ours, as at its post? Only
+ * looked at again when an MR was deregistered since (c->dereg_gen): a WR
+ * whose MR went (the application may have freed the memory too) fails with
+ * LOC_PROT_ERR, as a NIC's, and nothing is read from or written to where it
+ * was. Inline data is ours.
+ */
+bool rv_sources_ok(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w)
+{
+	const struct ibv_sge *s = &q->sge[(size_t)(widx & q->mask) * q->sge_stride];
+	bool into = w->op == IBV_WR_RDMA_READ || w->op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+		    w->op == IBV_WR_ATOMIC_CMP_AND_SWP;
+
+	if (w->inl || w->gen == c->dereg_gen)
+		return true;
+	for (uint16_t i = 0; i < w->nsge; i++)
+		if (s[i].length && !rv_local_ok(c, &s[i], into))
+			return false;
+	w->gen = c->dereg_gen;
+	return true;
+}
+
 /* Copy @n bytes of the WR's message, from byte @off on, to @dst. */
 void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off,
 	       uint8_t *dst, uint64_t n)
@@ -265,6 +287,11 @@ static bool issue_write(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		struct roshm_sqe *sqe;
 		uint32_t slot, h, lh;
 
+		if (!rv_sources_ok(c, q, widx, w)) {
+			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);
+			w->done = w->len;   /* what is in flight completes; no more goes */
+			break;
+		}
 		if (!rv_room(c, &sqe, 1))
 			return false;
 		h = rv_rkey_at(w->k, w->raddr + w->done, &off, &seg_room);
@@ -453,6 +480,11 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 			q->want = (uint32_t)need;
 			credit_request(c, q);
 			return false;
+		}
+		if (!imm_write && !rv_sources_ok(c, q, widx, w)) {
+			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);   /* its MR went while it waited */
+			w->issued = true;
+			return true;
 		}
 		if (!rv_room(c, sqe, 2))
 			return false;
@@ -656,9 +688,7 @@ static void complete(struct rv_ctx *c, const struct roshm_cqe *e)
 	} else if (op->kind == RV_OP_ATOMIC) {
 		/* the old value goes where the WR said, if an MR is still there
 		 * (deregistered since the post: LOC_PROT_ERR, nothing written) */
-		const struct ibv_sge *sg = &q->sge[(size_t)(op->widx & q->mask) * q->sge_stride];
-
-		if (rv_local_ok(c, sg, true))
+		if (rv_sources_ok(c, q, op->widx, w))
 			rv_dma_copy(op->dst, &e->result, 8);
 		else
 			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);
@@ -801,6 +831,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	w->xsrqn = q->qp.qp_type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn & 0xffffff : 0;
 	w->signaled = q->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
 	w->status = IBV_WC_SUCCESS;
+	w->gen = c->dereg_gen;
 	w->udd = -1;
 	w->mcg = -1;
 	if (q->qp.qp_type == IBV_QPT_UD)

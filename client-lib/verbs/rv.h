@@ -360,6 +360,7 @@ struct rv_swr {
 	enum ibv_wc_opcode wc_op;
 	enum ibv_wr_opcode op;
 	uint16_t nsge;
+	uint32_t gen;           /* rv_ctx.dereg_gen when its SGEs were last found in MRs */
 	bool signaled;
 	bool issued;            /* nothing left to issue */
 	bool drop;              /* UC: lost at the peer; completes as sent */
@@ -532,6 +533,7 @@ struct rv_ctx {
 	uint32_t nfree;
 	struct rv_op *ops;
 	struct rv_mr *mrs;
+	uint32_t dereg_gen;     /* counts ibv_dereg_mr: a WR posted before looks at its MRs again */
 	struct rv_mw *mws;
 	struct rv_qp *qps;
 	struct rv_cq *cqs;
@@ -782,6 +784,7 @@ void rv_mc_leave_all(struct rv_ctx *c, struct rv_qp *q);
 /* recv.c: copy @n bytes to the RECV at @at of @q from message byte @off on */
 void rv_scatter(struct rv_qp *q, uint32_t at, uint64_t off, const uint8_t *src, uint64_t n);
 /* qp.c: a send WR's data, @n bytes from message byte @off, to @dst */
+bool rv_sources_ok(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w);
 void rv_gather(struct rv_qp *q, uint32_t widx, const struct rv_swr *w, uint64_t off, uint8_t *dst,
 	       uint64_t n);
 

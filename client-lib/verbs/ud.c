@@ -458,6 +458,11 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 		 * slot 3 s after it saw it claimed): the slot may be another's */
 		return ud_lost(q, w, "1 s since its claim was issued");
 	}
+	if (!rv_sources_ok(c, q, widx, w)) {
+		/* its MR went while it waited: fails as a NIC's, not lost */
+		w->status = IBV_WC_LOC_PROT_ERR;
+		return ud_lost(q, w, "its MR was deregistered");
+	}
 	/* the claim ahead only with an arena slot and an SQE to spare (rv_room
 	 * takes all its SQEs or none) */
 	if (pre && (c->nfree < 2 || !rv_room(c, sqe, 3)))

@@ -1175,6 +1175,61 @@ static void scatter_read(struct ibv_qp *x, struct ibv_cq *cq, uint8_t *a, struct
 }
 
 /*
+ * The same for a SEND and a gathering WRITE whose source MR is deregistered
+ * and its memory unmapped while they wait: the SEND fails with
+ * LOC_PROT_ERR (nothing is read where the memory was: that would be
+ * SIGSEGV), the QP goes to the error state, the WRITE behind it is flushed.
+ */
+static void send_after_dereg(struct ibv_pd *pd, struct ibv_cq *cq, uint8_t *a, struct ibv_mr *ma)
+{
+	struct ibv_qp *x = mkqp(pd, cq, cq, 16, 1, 1), *y = mkqp(pd, cq, cq, 4, 16, 1);
+	uint8_t *e = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *me = e != MAP_FAILED ? ibv_reg_mr(pd, e, 3 * 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	struct ibv_mr *mr2 = ibv_reg_mr(pd, a + 8192, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	struct ibv_sge sg = { (uintptr_t)a, 8000, ma->lkey };
+	struct ibv_sge two[2];
+	bool seen[3] = { false, false, false };
+	int recvs = 0;
+	struct ibv_wc wc;
+
+	if (!me || !mr2)
+		die("send_after_dereg: mmap/ibv_reg_mr");
+	connect_qp(x, y->qp_num, 1, 7);
+	connect_qp(y, x->qp_num, 1, 7);
+	for (int i = 0; i < RNR_FIT; i++)
+		post2(x, IBV_WR_SEND, 50 + i, &sg, 1, 0, 0, 0, 0);
+	for (int i = 0; i < RNR_FIT; i++) {
+		wc = wait_wc(cq);
+		if (wc.wr_id != (uint64_t)(50 + i) || wc.status != IBV_WC_SUCCESS)
+			die_wc("send_after_dereg: a SEND that fits the ring", &wc);
+	}
+	memset(e, 5, 3 * 4096);
+	sg = (struct ibv_sge){ (uintptr_t)e, 8000, me->lkey };
+	post2(x, IBV_WR_SEND, 80, &sg, 1, 0, 0, 0, 0);   /* waits: the ring is full */
+	two[0] = (struct ibv_sge){ (uintptr_t)e, 100, me->lkey };
+	two[1] = (struct ibv_sge){ (uintptr_t)e + 5000, 100, me->lkey };
+	post2(x, IBV_WR_RDMA_WRITE, 81, two, 2, 0, 0, (uintptr_t)(a + 8192), mr2->rkey);
+	if (ibv_dereg_mr(me) || munmap(e, 3 * 4096))
+		die("send_after_dereg: ibv_dereg_mr/munmap");
+	for (int i = 0; i < RNR_FIT; i++)
+		post_recv(y, 90 + i, a + 4096, 8000, NULL, 0, ma->lkey);
+	while (recvs < RNR_FIT || !seen[0] || !seen[1]) {
+		wc = wait_wc(cq);
+		if (wc.wr_id >= 90 && wc.wr_id < 90 + RNR_FIT && wc.status == IBV_WC_SUCCESS)
+			recvs++;
+		else if (wc.wr_id == 80 && wc.status == IBV_WC_LOC_PROT_ERR && !seen[0])
+			seen[0] = true;
+		else if (wc.wr_id == 81 && wc.status == IBV_WC_WR_FLUSH_ERR && seen[0] && !seen[1])
+			seen[1] = true;
+		else
+			die_wc("send_after_dereg: a SEND from a deregistered MR (LOC_PROT_ERR expected), "
+			       "then a flushed WRITE", &wc);
+	}
+	if (ibv_destroy_qp(x) || ibv_destroy_qp(y) || ibv_dereg_mr(mr2))
+		die("send_after_dereg: release");
+}
+
+/*
  * A READ whose MR is deregistered between its post and its issue (it waits
  * behind a SEND that waits for room in the peer's ring: 8 of 8000 bytes fit
  * its 1024 slots, the 9th does not) fails with LOC_PROT_ERR and writes
@@ -1226,6 +1281,7 @@ static void read_after_dereg(struct ibv_pd *pd, struct ibv_cq *cq, uint8_t *a, s
 	if (ibv_destroy_qp(x) || ibv_destroy_qp(y))
 		die("read_after_dereg: release");
 	free(d);
+	send_after_dereg(pd, cq, a, ma);
 }
 
 static void zero_copy(struct ibv_pd *pd)
@@ -1281,7 +1337,8 @@ static void zero_copy(struct ibv_pd *pd)
 	free(b);
 	printf("verbs_check server: RDMA READ lands in the MR's pages with no library copy; "
 	       "WRITE from an MR's pages; a READ scatters over SGEs of two MRs; a READ into an "
-	       "MR without LOCAL_WRITE, or deregistered since its post, is LOC_PROT_ERR\n");
+	       "MR without LOCAL_WRITE, or deregistered since its post, is LOC_PROT_ERR, and so is a SEND "
+	       "from one\n");
 }
 
 /*
