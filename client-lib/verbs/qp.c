@@ -391,6 +391,10 @@ static bool issue_atomic(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struc
 	struct roshm_sqe *sqe;
 	uint32_t slot, h;
 
+	if (!rv_sources_ok(c, q, widx, w)) {
+		wr_fail(q, w, IBV_WC_LOC_PROT_ERR);   /* its MR went: nothing changes remotely */
+		return true;
+	}
 	if (!rv_room(c, &sqe, 1))
 		return false;
 	h = rv_rkey_at(w->k, w->raddr, &off, &seg_room);  /* 8 aligned bytes: one page */
@@ -483,6 +487,7 @@ static bool issue_frags(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct
 		}
 		if (!imm_write && !rv_sources_ok(c, q, widx, w)) {
 			wr_fail(q, w, IBV_WC_LOC_PROT_ERR);   /* its MR went while it waited */
+			q->want = 0;
 			w->issued = true;
 			return true;
 		}

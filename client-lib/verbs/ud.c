@@ -459,8 +459,10 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 		return ud_lost(q, w, "1 s since its claim was issued");
 	}
 	if (!rv_sources_ok(c, q, widx, w)) {
-		/* its MR went while it waited: fails as a NIC's, not lost */
+		/* its MR went since its claim: fails as a NIC's (the claimed
+		 * slot is freed by its owner, as a lost datagram's) */
 		w->status = IBV_WC_LOC_PROT_ERR;
+		w->mc_left = 0;
 		return ud_lost(q, w, "its MR was deregistered");
 	}
 	/* the claim ahead only with an arena slot and an SQE to spare (rv_room
@@ -530,8 +532,16 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 			break;
 		}
 		case UD_NEW: {
-			int i = udd_get(c, w->ud_qpn);
+			int i;
 
+			if (!rv_sources_ok(c, q, widx, w)) {
+				/* its MR went while it waited: it fails, as a NIC's,
+				 * before it claims a slot (and for no later member) */
+				w->status = IBV_WC_LOC_PROT_ERR;
+				w->mc_left = 0;
+				return ud_lost(q, w, "its MR was deregistered");
+			}
+			i = udd_get(c, w->ud_qpn);
 			if (i < 0)
 				return false;   /* every cached destination busy */
 			w->udd = (int16_t)i;
