@@ -349,10 +349,13 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 		p->endpoint);
 	rd_control_peer_ready(ctl, p, 0);
 	/* Its regions that waited for it go on now, not at the next
-	 * revalidation: their records say whether they are still the same. */
+	 * revalidation: their records say whether they are still the same. So
+	 * do paused regions whose next instance is on a node we were dialing
+	 * (a pod that moved): their retarget waited for a connection. */
 	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
 		next = rg->next; /* (revalidate may free it) */
-		if (rg->remote && rg->peer == p && rg->ctl_paused && !rg->ctl_dead)
+		if (rg->remote && (rg->peer == p || rg->retarget_wait) && rg->ctl_paused &&
+		    !rg->ctl_dead)
 			revalidate(ctl, rg, rd_mono_ns());
 	}
 }
@@ -518,7 +521,9 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 	if (!p || !reachable(ctl, rec->endpoint) || p->prov != reachable(ctl, rec->endpoint))
 		return; /* not reachable: try again at the next revalidation */
 	if (!p->ctl_up) {
-		/* connect meanwhile; the next revalidation retargets */
+		/* connect meanwhile: the retarget happens when the dial succeeds
+		 * (rd_peers_dial_done), or at the next revalidation if it fails */
+		rg->retarget_wait = true;
 		peer_connect(ctl, p);
 		return;
 	}
@@ -578,6 +583,8 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 static void revalidate(struct rd_control *ctl, struct rd_region *rg, uint64_t now)
 {
 	struct rd_region_rec rec;
+
+	rg->retarget_wait = false; /* retarget() sets it again if it still waits */
 
 	int ret = ctl->reg.ops->get_region(&ctl->reg, rg->tenant, rg->name, &rec);
 	bool same = ret == 0 && rec.epoch == rg->epoch && rec.region_id == rg->id &&
