@@ -329,6 +329,15 @@ static bool ud_lost(struct rv_qp *q, struct rv_swr *w, const char *why)
 	return ud_done(q, w);
 }
 
+/* Its MR went while it waited (ibv_dereg_mr): it fails with LOC_PROT_ERR, as
+ * a NIC's, and goes to no later member of its group. */
+static bool ud_mr_gone(struct rv_qp *q, struct rv_swr *w)
+{
+	w->status = IBV_WC_LOC_PROT_ERR;
+	w->mc_left = 0;
+	return ud_lost(q, w, "its MR was deregistered");
+}
+
 /* Issue the claim of the destination's next slot; false without resources. */
 static bool ud_claim(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_swr *w, uint64_t now)
 {
@@ -458,13 +467,9 @@ static bool ud_send(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv_
 		 * slot 3 s after it saw it claimed): the slot may be another's */
 		return ud_lost(q, w, "1 s since its claim was issued");
 	}
-	if (!rv_sources_ok(c, q, widx, w)) {
-		/* its MR went since its claim: fails as a NIC's (the claimed
-		 * slot is freed by its owner, as a lost datagram's) */
-		w->status = IBV_WC_LOC_PROT_ERR;
-		w->mc_left = 0;
-		return ud_lost(q, w, "its MR was deregistered");
-	}
+	if (!rv_sources_ok(c, q, widx, w)) /* since its claim: the claimed slot is
+					    * freed by its owner, as a lost datagram's */
+		return ud_mr_gone(q, w);
 	/* the claim ahead only with an arena slot and an SQE to spare (rv_room
 	 * takes all its SQEs or none) */
 	if (pre && (c->nfree < 2 || !rv_room(c, sqe, 3)))
@@ -534,13 +539,8 @@ static bool ud_issue(struct rv_ctx *c, struct rv_qp *q, uint32_t widx, struct rv
 		case UD_NEW: {
 			int i;
 
-			if (!rv_sources_ok(c, q, widx, w)) {
-				/* its MR went while it waited: it fails, as a NIC's,
-				 * before it claims a slot (and for no later member) */
-				w->status = IBV_WC_LOC_PROT_ERR;
-				w->mc_left = 0;
-				return ud_lost(q, w, "its MR was deregistered");
-			}
+			if (!rv_sources_ok(c, q, widx, w))   /* before it claims a slot */
+				return ud_mr_gone(q, w);
 			i = udd_get(c, w->ud_qpn);
 			if (i < 0)
 				return false;   /* every cached destination busy */

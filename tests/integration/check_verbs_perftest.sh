@@ -263,6 +263,7 @@ if [[ -x $vud ]]; then
   grep -q "a QP of another tenant sent to ours: nothing arrived" "$d/ud.server" || fail "verbs_ud: the tenant check did not run"
   grep -q "a datagram to a new destination arrived while its sender polled nothing" "$d/ud.server" || fail "verbs_ud: the unpolled-sender check did not run"
   grep -q "two UD QPs on one SRQ: 4 datagrams" "$d/ud.server" || fail "verbs_ud: the SRQ check did not run"
+  grep -q "whose MR was deregistered and unmapped failed with LOC_PROT_ERR" "$d/ud.client" || fail "verbs_ud: the deregistered-MR check did not run"
 fi
 vmc=$(dirname "$vcheck")/verbs_mcast
 if [[ -x $vmc ]]; then

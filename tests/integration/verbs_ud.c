@@ -55,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -389,6 +390,10 @@ static void server(int fd)
 		 "phase 11: a datagram to a ring with 2 free slots past all the others taken");
 	printf("verbs_ud: a datagram went past the slots a pod of the tenant held to the 2 free "
 	       "ones\n");
+	/* 12: a datagram whose MR went while it waited for a slot */
+	fresh_qp(&u, fd, RV_UD_MIN_SLOTS, 'm', 29,
+		 "phase 12: the datagram after one whose MR was deregistered while it waited");
+	printf("verbs_ud: nothing of a datagram whose MR went while it waited arrived\n");
 	srq_phase(&u, fd, &peer);
 	sync_byte(fd, 'e');
 	if (ibv_destroy_ah(ah) || ibv_destroy_qp(q3) || ibv_destroy_qp(qs) || ibv_destroy_qp(u.qp) || ibv_dereg_mr(u.mr) ||
@@ -621,30 +626,42 @@ static void replay(struct ud *u, struct ibv_ah *ah, const struct uinfo *peer, in
 /* 11: a pod of the tenant claims the last slot of the server's fresh
  * ring and the ones from 0 on, all but two, then we send: our first slot
  * there is the last one (ROSHM_VERBS_UD_FIRST=last) */
-static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
+/* The pod (its own libroshm, @*r) opens the ring of the server's QP @qpn:
+ * its states in @*h, its slots in @*dh; how many slots it has. */
+static uint32_t pod_ring(struct roshm **r, uint32_t qpn, uint32_t *h, uint32_t *dh)
 {
 	struct roshm_params p;
-	struct roshm *r;
-	uint32_t h, dh, qpn5, n = 0;
-	uint64_t old, size = 0, dsize = 0;
-	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX], g;
+	uint64_t size = 0, dsize = 0;
+	char name[ROSHM_NAME_MAX], dname[ROSHM_NAME_MAX];
+	uint32_t n = 0;
 	int err = 0;
 
-	if (read(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
-		die("exchange");
 	memset(&p, 0, sizeof(p));
-	if (!(r = roshm_open(&p, &err)))
-		die("phase 11: roshm_open");
-	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn5);
-	snprintf(dname, sizeof(dname), "ibv-qpd-%06x", qpn5);
-	if (roshm_region_open(r, name, &h, &size) || roshm_region_open(r, dname, &dh, &dsize))
-		die("phase 11: open the fresh QP's ring");
+	if (!(*r = roshm_open(&p, &err)))
+		die("pod: roshm_open");
+	snprintf(name, sizeof(name), "ibv-qp-%06x", qpn);
+	snprintf(dname, sizeof(dname), "ibv-qpd-%06x", qpn);
+	if (roshm_region_open(*r, name, h, &size) || roshm_region_open(*r, dname, dh, &dsize))
+		die("pod: open a fresh QP's ring");
 	/* the states are whole pages: the slots tell the size */
 	for (uint32_t k = RV_UD_MIN_SLOTS; k <= RV_UD_MAX_SLOTS; k <<= 1)
 		if (rv_ud_states_size(k) == size && rv_ud_slots_size(k) == dsize)
 			n = k;
 	if (!n)
-		die("phase 11: the fresh QP's ring is no UD ring");
+		die("pod: the fresh QP's ring is no UD ring");
+	return n;
+}
+
+static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
+{
+	struct roshm *r;
+	uint32_t h, dh, qpn5, n;
+	uint64_t old;
+	char g;
+
+	if (read(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
+		die("exchange");
+	n = pod_ring(&r, qpn5, &h, &dh);
 	for (uint32_t i = 0; i < n - 2; i++) {
 		uint32_t at = (i + n - 1) % n;   /* n-1, 0, 1, ..., n-4 */
 
@@ -658,6 +675,90 @@ static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
 	sent_ok(u, "phase 11");
 	if (read(fd, &g, 1) != 1 || g != 'g')
 		die("phase 11: exchange");
+	roshm_region_close(r, dh);
+	roshm_region_close(r, h);
+	roshm_close(r);
+}
+
+/*
+ * 12: a datagram waits for a slot (the pod holds them all claimed) and its MR
+ * is deregistered and unmapped meanwhile; then the pod frees one. The
+ * datagram must fail with IBV_WC_LOC_PROT_ERR, as a NIC's, and nothing of
+ * it reach the server (without the check: SIGSEGV in the library, reading
+ * the unmapped page). A datagram waits for a slot RV_UD_WAIT_NS (200 ms)
+ * once every slot refused it, then it is dropped (completes as sent): an
+ * attempt that took longer than that is tried again on a fresh QP.
+ */
+static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
+{
+	struct roshm *r;
+	uint32_t h, dh, qpn6, n, last = 0, tries;
+	uint64_t old;
+	struct ibv_wc wc;
+	char g;
+	bool failed = false;
+
+	if (read(fd, &qpn6, sizeof(qpn6)) != sizeof(qpn6))
+		die("exchange");
+	n = pod_ring(&r, qpn6, &h, &dh);
+	for (tries = 0; tries < 5 && !failed; tries++) {
+		uint32_t tok = 400 + tries * n;
+		struct ibv_qp *q = ud_qp(u, 0, NULL);
+		uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				     -1, 0);
+		struct ibv_mr *mr = page != MAP_FAILED ? ibv_reg_mr(u->pd, page, 4096, 0) : NULL;
+		struct ibv_sge sg = { (uintptr_t)page, 30, mr ? mr->lkey : 0 };
+		struct ibv_send_wr wr = { .wr_id = 12, .sg_list = &sg, .num_sge = 1,
+					  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+					  .wr = { .ud = { .ah = ah, .remote_qpn = qpn6,
+							  .remote_qkey = QK } } }, *bad;
+
+		if (!q || !mr)
+			die("phase 12: a QP, an MR");
+		fill(page, 30, 30);
+		if (claim_free(r, h, n, tok, &last) != n)
+			die("phase 12: the pod could not claim every slot");
+		if (ibv_post_send(q, &wr, &bad))
+			die("phase 12: ibv_post_send");
+		/* its claims go round the ring and fail */
+		if (next_wc(u->cq, &wc, 20))
+			die("phase 12: the datagram completed while every slot was taken");
+		if (ibv_dereg_mr(mr) || munmap(page, 4096))
+			die("phase 12: ibv_dereg_mr/munmap");
+		if (roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * last,
+					((uint64_t)token(tok + last) << 2) | RV_UD_CLAIMED, 0, &old) ||
+		    old != (((uint64_t)token(tok + last) << 2) | RV_UD_CLAIMED))
+			die("phase 12: the pod frees a slot");
+		if (!next_wc(u->cq, &wc, 10000) || wc.wr_id != 12)
+			die("phase 12: no completion of the datagram");
+		if (wc.status == IBV_WC_LOC_PROT_ERR)
+			failed = true;
+		else if (wc.status != IBV_WC_SUCCESS)
+			die("phase 12: the datagram failed with another status than LOC_PROT_ERR");
+		else
+			printf("verbs_ud: phase 12: the datagram was dropped before the pod freed "
+			       "a slot (attempt %u took over 200 ms): again\n", tries + 1);
+		if (ibv_destroy_qp(q))
+			die("phase 12: ibv_destroy_qp");
+		/* the pod lets go of the rest (the owner frees the datagram's
+		 * claimed slot 3 s on, as a lost one's) */
+		for (uint32_t i = 0; i < n; i++)
+			if (i != last && roshm_cmp_swap_sync(r, h, RV_UD_STATES + 8ull * i,
+							     ((uint64_t)token(tok + i) << 2) |
+								     RV_UD_CLAIMED, 0, &old))
+				die("phase 12: the pod frees its slots");
+	}
+	if (!failed)
+		die("phase 12: 5 attempts, each over 200 ms: no datagram waited for a slot long "
+		    "enough");
+	printf("verbs_ud: phase 12: a datagram waiting for a slot whose MR was deregistered and "
+	       "unmapped failed with LOC_PROT_ERR (attempt %u)\n", tries);
+	/* the server's first datagram is this one, not the failed one */
+	if (send_ud(u, u->qp, ah, qpn6, QK, 29, 29, false, IBV_WR_SEND))
+		die("phase 12: send");
+	sent_ok(u, "phase 12");
+	if (read(fd, &g, 1) != 1 || g != 'g')
+		die("phase 12: exchange");
 	roshm_region_close(r, dh);
 	roshm_region_close(r, h);
 	roshm_close(r);
@@ -752,6 +853,8 @@ static void client(int fd)
 			sent_ok(&u, "phase 9");
 		} else if (c == 'k') {
 			past_taken(&u, ah, fd);
+		} else if (c == 'm') {
+			mr_gone(&u, ah, fd);
 		} else if (c == 'S') {
 			/* 10: two datagrams to each of qa, qb of the server's
 			 * SRQ, after one to qc ('h') that turns junk */
