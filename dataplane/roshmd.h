@@ -201,8 +201,9 @@ struct rd_region {
 	/* control view */
 	bool ctl_draining, ctl_paused;
 	bool pause_looked;            /* control: looked at when drain.timeout_ms ran out */
-	bool retarget_wait;           /* control: paused, its next instance's node being dialed:
-				       * looked at again when a dial succeeds */
+	bool retarget_wait;           /* control: paused, its next instance's node (retarget_node)
+				       * being dialed: looked at again when that dial succeeds */
+	char retarget_node[ROSHM_NAME_MAX];
 	uint64_t paused_since;
 	int tidx;                     /* local: the owner's tenant (quota), -1 remote */
 	struct rd_region *next, *prev; /* control's list */

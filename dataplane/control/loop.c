@@ -207,16 +207,14 @@ static void lock_path(const struct rd_control *ctl, const char *sock, char *out,
  * The directory is created 0755: pods get it mounted read-only, so none of
  * them can replace the socket (libroshm also checks the server's uid).
  */
-static int listen_socket(struct rd_control *ctl, const char *path)
+static int take_lock(struct rd_control *ctl, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa;
 	char dir[sizeof(sa.sun_path)], lock[RD_PATH_MAX + 32];
 	struct stat st;
-	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
 	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');
 
@@ -240,6 +238,17 @@ static int listen_socket(struct rd_control *ctl, const char *path)
 		return -errno;
 	if (flock(ctl->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	return 0;
+}
+
+/* The socket, once take_lock() holds its lock: its fd, or -errno. */
+static int listen_socket(struct rd_control *ctl, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	strcpy(sa.sun_path, path);   /* take_lock checked its length */
 	/* Ours now: whatever sits at the path is stale or an impostor (an empty
 	 * directory too: kubelet makes one for a pod's subPath mount of a name
 	 * that does not exist yet). What cannot be removed is said as such. */
@@ -497,6 +506,20 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (ctl->epfd < 0)
 		return -errno;
+	/* Whether another roshmd serves this socket, before anything is done
+	 * in its name: a second one started by mistake (twice by hand, a
+	 * rollout's new pod before the old one is gone) would otherwise remove
+	 * the first one's region records as its own leftovers, put its node
+	 * record over the first one's and delete it as it exits. */
+	ret = admin_token_load(ctl);
+	if (ret)
+		return ret;
+	ret = take_lock(ctl, cfg->socket);
+	if (ret) {
+		RD_LOG(ERR, "socket %s: %s", cfg->socket,
+		       ret == -EADDRINUSE ? "another roshmd holds its lock file" : strerror(-ret));
+		return ret;
+	}
 	ret = rd_registry_open(&ctl->reg, cfg);
 	ctl->reg.changed = rd_peers_record_changed;   /* after: open clears it */
 	ctl->reg.wants_tenant = rd_peers_wants_tenant;
@@ -523,13 +546,9 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		if (!cfg->tenants[i].token[0])
 			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
 			       cfg->tenants[i].name);
-	ret = admin_token_load(ctl);
-	if (ret)
-		return ret;
 	ret = listen_socket(ctl, cfg->socket);
 	if (ret < 0) {
 		RD_LOG(ERR, "socket %s: %s", cfg->socket,
-		       ret == -EADDRINUSE ? "another roshmd holds its lock file" :
 		       ret == -EEXIST ? "the path is taken and roshmd could not remove what is there" :
 		       strerror(-ret));
 		return ret;

@@ -354,8 +354,8 @@ void rd_peers_dial_done(struct rd_control *ctl, struct rd_peer *p, int fd, int e
 	 * (a pod that moved): their retarget waited for a connection. */
 	for (struct rd_region *rg = ctl->regions, *next; rg; rg = next) {
 		next = rg->next; /* (revalidate may free it) */
-		if (rg->remote && (rg->peer == p || rg->retarget_wait) && rg->ctl_paused &&
-		    !rg->ctl_dead)
+		if (rg->remote && rg->ctl_paused && !rg->ctl_dead &&
+		    (rg->peer == p || (rg->retarget_wait && !strcmp(rg->retarget_node, p->node))))
 			revalidate(ctl, rg, rd_mono_ns());
 	}
 }
@@ -524,6 +524,8 @@ static void retarget(struct rd_control *ctl, struct rd_region *rg, const struct 
 		/* connect meanwhile: the retarget happens when the dial succeeds
 		 * (rd_peers_dial_done), or at the next revalidation if it fails */
 		rg->retarget_wait = true;
+		memcpy(rg->retarget_node, p->node, sizeof(rg->retarget_node));
+		ctl->retarget_waits++;
 		peer_connect(ctl, p);
 		return;
 	}
@@ -722,6 +724,32 @@ static void pauses_due(struct rd_control *ctl, uint64_t now)
 			pause_due(ctl, rg->paused_since);
 }
 
+/*
+ * The nodes that paused regions' next instances are on (retarget() dials
+ * them) are dialed again at their backoff after a failed dial, as peers in
+ * use are; a region stops waiting at its next look (revalidate). Walks the
+ * regions only while some wait: the count is made anew at each walk.
+ */
+static void redial_awaited(struct rd_control *ctl, uint64_t now)
+{
+	uint32_t waits = 0;
+
+	if (!ctl->retarget_waits)
+		return;
+	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
+		struct rd_peer *p;
+
+		if (!rg->remote || !rg->retarget_wait || !rg->ctl_paused || rg->ctl_dead)
+			continue;
+		waits++;
+		for (p = ctl->peers; p && strcmp(p->node, rg->retarget_node); p = p->next)
+			;
+		if (p && !p->ctl_up && !p->dialing && now >= p->retry_ns)
+			peer_connect(ctl, p);
+	}
+	ctl->retarget_waits = waits;
+}
+
 void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 {
 	uint64_t now = rd_mono_ns();
@@ -757,6 +785,7 @@ void rd_peers_timer(struct rd_control *ctl, bool registry_changed)
 		}
 	}
 reconnect:
+	redial_awaited(ctl, now);
 	for (struct rd_peer *p = ctl->peers; p; p = p->next)
 		if (!p->ctl_up && (p->refs || p->resetting) && now >= p->retry_ns) {
 			/* Re-read the endpoint: a restarted node may listen elsewhere. */

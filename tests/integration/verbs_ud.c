@@ -738,6 +738,10 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 		else
 			printf("verbs_ud: phase 12: the datagram was dropped before the pod freed "
 			       "a slot (attempt %u took over 200 ms): again\n", tries + 1);
+		/* (a drop marks the destination full for 200 ms: the next
+		 * attempt's datagram would be dropped at its first refusal) */
+		if (!failed)
+			usleep(300000);
 		if (ibv_destroy_qp(q))
 			die("phase 12: ibv_destroy_qp");
 		/* the pod lets go of the rest (the owner frees the datagram's
