@@ -69,6 +69,8 @@ struct rd_control {
 	uint64_t pause_due_ns;        /* the first paused region's drain.timeout_ms ends (0: none) */
 	uint32_t retarget_waits;      /* regions set retarget_wait since the last count (peers.c
 				       * redial_awaited; 0: none waits) */
+	uint64_t redial_ns;           /* redial_awaited: not again before this */
+	bool node_published;          /* our node record is in the registry (fini deletes it) */
 	struct rd_drain_job *drains;
 	volatile int stopping;        /* SIGTERM: draining, then stop */
 	uint64_t start_ns;

@@ -511,15 +511,15 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	 * rollout's new pod before the old one is gone) would otherwise remove
 	 * the first one's region records as its own leftovers, put its node
 	 * record over the first one's and delete it as it exits. */
-	ret = admin_token_load(ctl);
-	if (ret)
-		return ret;
 	ret = take_lock(ctl, cfg->socket);
 	if (ret) {
 		RD_LOG(ERR, "socket %s: %s", cfg->socket,
 		       ret == -EADDRINUSE ? "another roshmd holds its lock file" : strerror(-ret));
 		return ret;
 	}
+	ret = admin_token_load(ctl);   /* (a new token is written by the lock's holder) */
+	if (ret)
+		return ret;
 	ret = rd_registry_open(&ctl->reg, cfg);
 	ctl->reg.changed = rd_peers_record_changed;   /* after: open clears it */
 	ctl->reg.wants_tenant = rd_peers_wants_tenant;
@@ -537,6 +537,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	if (ret)
 		RD_LOG(WARNING, "telemetry commands /roshm/* not registered: %s", strerror(-ret));
 	ret = publish_node(ctl);
+	ctl->node_published = !ret;
 	if (ret) {
 		RD_LOGC(RD_LC_REGISTRY, ERR, "registry: publishing node %s: %s", cfg->node,
 			strerror(-ret));
@@ -684,8 +685,6 @@ void rd_control_fini(struct rd_control *ctl)
 		    st.st_ino == ctl->sock_ino)
 			unlink(ctl->cfg->socket);
 	}
-	if (ctl->lock_fd >= 0)
-		close(ctl->lock_fd);
 	if (ctl->sig_fd >= 0)
 		close(ctl->sig_fd);
 	if (ctl->epfd >= 0)
@@ -694,9 +693,15 @@ void rd_control_fini(struct rd_control *ctl)
 	rd_peers_fini(ctl);
 	rd_metrics_fini(ctl);
 	if (ctl->reg.ops) {
-		ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node, NULL, NULL);
+		/* only the record we put (not one of whoever holds the lock) */
+		if (ctl->node_published)
+			ctl->reg.ops->del_node(&ctl->reg, ctl->cfg->node, NULL, NULL);
 		ctl->reg.ops->close(&ctl->reg);
 	}
+	/* last: a successor starts once our records are gone, not before
+	 * (it would publish its node record, and we delete it) */
+	if (ctl->lock_fd >= 0)
+		close(ctl->lock_fd);
 	free(ctl->slots);
 	free(ctl->client_slots);
 	rd_guard_fini(&ctl->guard); /* every mapping it watched is gone */

@@ -734,8 +734,11 @@ static void redial_awaited(struct rd_control *ctl, uint64_t now)
 {
 	uint32_t waits = 0;
 
-	if (!ctl->retarget_waits)
+	/* a walk per 10 ms at most (this runs at every control step; a dial's
+	 * backoff starts at 50 ms) */
+	if (!ctl->retarget_waits || now < ctl->redial_ns)
 		return;
+	ctl->redial_ns = now + 10000000ull;
 	for (struct rd_region *rg = ctl->regions; rg; rg = rg->next) {
 		struct rd_peer *p;
 

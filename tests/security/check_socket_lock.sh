@@ -39,7 +39,7 @@ node = "lock-node";
 socket = "$d/run/r.sock";
 eal = [ "--no-huge", "-m", "64", "--no-pci", "--no-shconf", "--file-prefix", "$2",
         "--log-level", "lib.eal:error", "--no-telemetry" ];
-registry: { dir = "$d/reg"; };
+registry: { dir = "$d/reg"; secret_file = "$d/reg.secret"; };
 admin: { token_file = "$d/admin/admin.token"; };
 CONF
 }
@@ -50,6 +50,9 @@ start() {   # start LOG: roshmd in the background, its socket awaited (the pod's
   return 1
 }
 stop() { th_stop "$pid"; pid=; }
+# one registry key for all (each would make its own otherwise, and the
+# second could not read the first one's records to remove them)
+head -c 32 /dev/urandom | base64 > "$d/reg.secret"
 conf "$d/r.conf" "$prefix"
 mkdir -p "$d/run"
 # the hostile pod (this shell, through read-only descriptors): exclusive
