@@ -170,6 +170,7 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	struct rv_ctx *c = to_ctx(qp->context);
 	struct rv_qp *q = (struct rv_qp *)qp;
 	int ret = 0;
+	bool few;
 
 	rv_lock(c);
 	if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || qp->qp_type == IBV_QPT_XRC_RECV) {
@@ -190,8 +191,12 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	roshm_submit(c->r);   /* one doorbell for the chain */
 	rv_guard(c);
 	rv_grant_drops(c);    /* a flag test, unless a QP failed */
+	/* (ROSHM_VERBS_YIELD) the poller takes a post at once when the QP has
+	 * little in flight (a ping-pong); a stream of posts goes on and yields
+	 * at its empty poll, so the poller takes the batch in one turn */
+	few = q->tail - q->head <= 2;
 	rv_unlock(c);
-	if (c->yield)
+	if (c->yield && few)
 		sched_yield();
 	return ret;
 }
