@@ -95,7 +95,7 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 	if (q->qp.qp_type == IBV_QPT_UD)
 		rv_ud_prep(q, w, wr);
 	q->tail++;
-	if (q->broken || q->qp.state == IBV_QPS_ERR)
+	if (q->broken || q->qp.state == IBV_QPS_ERR || q->qp.state == IBV_QPS_SQE)
 		return 0;         /* flushed in order by rv_qp_issue */
 	if (local) {
 		/* done now, under the lock, before any later WR of this QP
@@ -173,7 +173,8 @@ int rv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 	bool few;
 
 	rv_lock(c);
-	if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR) || qp->qp_type == IBV_QPT_XRC_RECV) {
+	if ((qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_ERR && qp->state != IBV_QPS_SQE) ||
+	    qp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad = wr;
 		rv_unlock(c);
 		return EINVAL;

@@ -125,6 +125,27 @@ void rv_backlog(struct rv_ctx *c, struct rv_qp *q, bool on)
 		c->nbacklog--;
 }
 
+/*
+ * A send WR failed. An RC QP goes to the error state. A UD or UC QP's send
+ * queue does, alone (IBV_QPS_SQE): its receives go on, the send WRs behind
+ * the failed one are flushed, and ibv_modify_qp to RTS resumes sending, as
+ * on a NIC.
+ */
+static void send_failed(struct rv_qp *q, enum ibv_wc_status st)
+{
+	if (q->qp.qp_type != IBV_QPT_UD && q->qp.qp_type != IBV_QPT_UC) {
+		rv_qp_fail(q);
+		return;
+	}
+	/* one flushed in SQE that completes after the move back to RTS (it was
+	 * in flight) failed with the send queue, not anew */
+	if (st == IBV_WC_WR_FLUSH_ERR)
+		return;
+	if (q->qp.state == IBV_QPS_RTS)
+		q->qp.state = IBV_QPS_SQE;
+	q->broken = true;   /* (sends only: the receive paths look at the state) */
+}
+
 /* Report the QP's finished WRs in posting order. */
 static void qp_retire(struct rv_qp *q)
 {
@@ -136,10 +157,10 @@ static void qp_retire(struct rv_qp *q)
 			break;
 		/* A NIC reports the first failure and flushes every WR behind it,
 		 * whatever their own fate was (they ran after the QP broke). */
-		if (q->qp.state == IBV_QPS_ERR)
+		if (q->qp.state == IBV_QPS_ERR || q->qp.state == IBV_QPS_SQE)
 			w->status = IBV_WC_WR_FLUSH_ERR;
 		else if (w->status != IBV_WC_SUCCESS)
-			rv_qp_fail(q);
+			send_failed(q, w->status);
 		if (w->k) {
 			w->k->refs--;
 			w->k = NULL;

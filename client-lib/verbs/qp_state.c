@@ -268,7 +268,12 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 
 	rv_lock(c);
 	/* roshm0 has one port, whose MTU is 4096 */
-	if (((mask & IBV_QP_STATE) && a->qp_state > IBV_QPS_ERR) ||
+	/* (only the QP itself enters SQE: a UD or UC send that failed) */
+	if (((mask & IBV_QP_STATE) && (a->qp_state > IBV_QPS_ERR ||
+				       (a->qp_state == IBV_QPS_SQE && qp->state != IBV_QPS_SQE) ||
+				       (qp->state == IBV_QPS_SQE && a->qp_state != IBV_QPS_RTS &&
+					a->qp_state != IBV_QPS_SQE && a->qp_state != IBV_QPS_ERR &&
+					a->qp_state != IBV_QPS_RESET))) ||
 	    ((mask & IBV_QP_PORT) && a->port_num != 1) ||
 	    ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))) {
 		ret = EINVAL;
@@ -313,6 +318,13 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 			rv_qp_issue(c, q);
 			/* a QP in the error state takes nothing from its peer */
 			rv_grant_drop(c, q);
+		} else if (qp->state == IBV_QPS_SQE && a->qp_state == IBV_QPS_RTS) {
+			/* the send queue resumes: what was posted before is
+			 * flushed first (in order, as it comes up) */
+			rv_qp_issue(c, q);
+			if (q->issue == q->tail)
+				q->broken = false;
+			qp->state = IBV_QPS_RTS;
 		} else {
 			qp->state = a->qp_state;
 		}

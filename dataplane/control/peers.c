@@ -747,6 +747,8 @@ static void redial_awaited(struct rd_control *ctl, uint64_t now)
 		waits++;
 		for (p = ctl->peers; p && strcmp(p->node, rg->retarget_node); p = p->next)
 			;
+		/* (a dial reports success later, never from within: nothing
+		 * frees a region under this walk) */
 		if (p && !p->ctl_up && !p->dialing && now >= p->retry_ns)
 			peer_connect(ctl, p);
 	}

@@ -264,6 +264,7 @@ if [[ -x $vud ]]; then
   grep -q "a datagram to a new destination arrived while its sender polled nothing" "$d/ud.server" || fail "verbs_ud: the unpolled-sender check did not run"
   grep -q "two UD QPs on one SRQ: 4 datagrams" "$d/ud.server" || fail "verbs_ud: the SRQ check did not run"
   grep -q "whose MR was deregistered and unmapped failed with LOC_PROT_ERR" "$d/ud.client" || fail "verbs_ud: the deregistered-MR check did not run"
+  grep -q "the QP went to SQE (its RECV kept, a send flushed) and sent again after RTS" "$d/ud.client" || fail "verbs_ud: the SQE check did not run"
 fi
 vmc=$(dirname "$vcheck")/verbs_mcast
 if [[ -x $vmc ]]; then

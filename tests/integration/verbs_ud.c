@@ -44,7 +44,10 @@
  *     claimed, all but two: the client's datagram starts at the last slot
  *     (the test knob below), finds all others taken in a row and must go on
  *     to the free ones (it once went back to a taken slot and waited there
- *     until the datagram was dropped, with the ring not full).
+ *     until the datagram was dropped, with the ring not full);
+ * 12. a datagram waiting for a slot whose MR is deregistered and unmapped
+ *     fails with LOC_PROT_ERR and never arrives; its QP goes to SQE, as a
+ *     NIC's (its RECV stays, a send is flushed), and sends again after RTS.
  *   verbs_ud server|client ADDR PORT
  */
 #include <arpa/inet.h>
@@ -652,12 +655,29 @@ static uint32_t pod_ring(struct roshm **r, uint32_t qpn, uint32_t *h, uint32_t *
 	return n;
 }
 
+/* A pod phase's end: the datagram of @len bytes (pattern @len) the server
+ * expects first, from @qp to @qpn; the server's go; the pod lets go. */
+static void pod_phase_end(struct ud *u, struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn,
+			  uint32_t len, int fd, struct roshm *r, uint32_t h, uint32_t dh,
+			  const char *what)
+{
+	char g;
+
+	if (send_ud(u, qp, ah, qpn, QK, len, len, false, IBV_WR_SEND))
+		die(what);
+	sent_ok(u, what);
+	if (read(fd, &g, 1) != 1 || g != 'g')
+		die(what);
+	roshm_region_close(r, dh);
+	roshm_region_close(r, h);
+	roshm_close(r);
+}
+
 static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
 {
 	struct roshm *r;
 	uint32_t h, dh, qpn5, n;
 	uint64_t old;
-	char g;
 
 	if (read(fd, &qpn5, sizeof(qpn5)) != sizeof(qpn5))
 		die("exchange");
@@ -670,14 +690,7 @@ static void past_taken(struct ud *u, struct ibv_ah *ah, int fd)
 			die("phase 11: claiming a slot of the fresh ring");
 	}
 	printf("verbs_ud: phase 11: %u of the fresh ring's %u slots claimed by the pod\n", n - 2, n);
-	if (send_ud(u, u->qp, ah, qpn5, QK, 27, 27, false, IBV_WR_SEND))
-		die("phase 11: send");
-	sent_ok(u, "phase 11");
-	if (read(fd, &g, 1) != 1 || g != 'g')
-		die("phase 11: exchange");
-	roshm_region_close(r, dh);
-	roshm_region_close(r, h);
-	roshm_close(r);
+	pod_phase_end(u, u->qp, ah, qpn5, 27, fd, r, h, dh, "phase 11");
 }
 
 /*
@@ -695,15 +708,16 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 	uint32_t h, dh, qpn6, n, last = 0, tries;
 	uint64_t old;
 	struct ibv_wc wc;
-	char g;
 	bool failed = false;
+	struct ibv_qp *q = NULL;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
 
 	if (read(fd, &qpn6, sizeof(qpn6)) != sizeof(qpn6))
 		die("exchange");
 	n = pod_ring(&r, qpn6, &h, &dh);
 	for (tries = 0; tries < 5 && !failed; tries++) {
 		uint32_t tok = 400 + tries * n;
-		struct ibv_qp *q = ud_qp(u, 0, NULL);
 		uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 				     -1, 0);
 		struct ibv_mr *mr = page != MAP_FAILED ? ibv_reg_mr(u->pd, page, 4096, 0) : NULL;
@@ -713,8 +727,11 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 					  .wr = { .ud = { .ah = ah, .remote_qpn = qpn6,
 							  .remote_qkey = QK } } }, *bad;
 
-		if (!q || !mr)
+		/* a RECV of its own, which must not be flushed when its send
+		 * queue fails (below) */
+		if (!(q = ud_qp(u, 1, NULL)) || !mr)
 			die("phase 12: a QP, an MR");
+		post_recv(u, q, 5, RSZ);
 		fill(page, 30, 30);
 		if (claim_free(r, h, n, tok, &last) != n)
 			die("phase 12: the pod could not claim every slot");
@@ -740,10 +757,11 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 			       "a slot (attempt %u took over 200 ms): again\n", tries + 1);
 		/* (a drop marks the destination full for 200 ms: the next
 		 * attempt's datagram would be dropped at its first refusal) */
-		if (!failed)
+		if (!failed) {
 			usleep(300000);
-		if (ibv_destroy_qp(q))
-			die("phase 12: ibv_destroy_qp");
+			if (ibv_destroy_qp(q))
+				die("phase 12: ibv_destroy_qp");
+		}
 		/* the pod lets go of the rest (the owner frees the datagram's
 		 * claimed slot 3 s on, as a lost one's) */
 		for (uint32_t i = 0; i < n; i++)
@@ -757,15 +775,29 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 		    "enough");
 	printf("verbs_ud: phase 12: a datagram waiting for a slot whose MR was deregistered and "
 	       "unmapped failed with LOC_PROT_ERR (attempt %u)\n", tries);
-	/* the server's first datagram is this one, not the failed one */
-	if (send_ud(u, u->qp, ah, qpn6, QK, 29, 29, false, IBV_WR_SEND))
-		die("phase 12: send");
-	sent_ok(u, "phase 12");
-	if (read(fd, &g, 1) != 1 || g != 'g')
-		die("phase 12: exchange");
-	roshm_region_close(r, dh);
-	roshm_region_close(r, h);
-	roshm_close(r);
+	/* as a NIC's: the send queue alone is in error (SQE), its RECV stays
+	 * posted, a send posted now is flushed, and RTS resumes sending */
+	if (ibv_query_qp(q, &qa, IBV_QP_STATE, &qia) || qa.qp_state != IBV_QPS_SQE)
+		die("phase 12: the QP is not in SQE after its send failed");
+	nothing(u, 50, "phase 12: a RECV of the QP in SQE was flushed");
+	if (send_ud(u, q, ah, qpn6, QK, 28, 28, false, IBV_WR_SEND))
+		die("phase 12: a send posted in SQE was refused");
+	if (!next_wc(u->cq, &wc, 10000) || wc.status != IBV_WC_WR_FLUSH_ERR || wc.qp_num != q->qp_num)
+		die("phase 12: a send posted in SQE was not flushed");
+	qa.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(q, &qa, IBV_QP_STATE) != EINVAL)
+		die("phase 12: SQE to RTR was taken");
+	qa.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(q, &qa, IBV_QP_STATE) || ibv_query_qp(q, &qa, IBV_QP_STATE, &qia) ||
+	    qa.qp_state != IBV_QPS_RTS)
+		die("phase 12: SQE to RTS");
+	/* the server's first datagram is this one, not the failed or the
+	 * flushed one */
+	pod_phase_end(u, q, ah, qpn6, 29, fd, r, h, dh, "phase 12");
+	printf("verbs_ud: phase 12: the QP went to SQE (its RECV kept, a send flushed) and sent "
+	       "again after RTS\n");
+	if (ibv_destroy_qp(q))
+		die("phase 12: ibv_destroy_qp");
 }
 
 static void client(int fd)
