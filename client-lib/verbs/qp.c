@@ -648,7 +648,7 @@ void rv_qp_issue(struct rv_ctx *c, struct rv_qp *q)
 	while (q->issue != q->tail) {
 		struct rv_swr *w = &q->swr[q->issue & q->mask];
 
-		if (q->broken || q->qp.state == IBV_QPS_ERR) {
+		if (q->broken || q->qp.state == IBV_QPS_ERR || q->qp.state == IBV_QPS_SQE) {
 			if (w->status == IBV_WC_SUCCESS)
 				w->status = IBV_WC_WR_FLUSH_ERR;
 			w->issued = true;

@@ -269,11 +269,9 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	rv_lock(c);
 	/* roshm0 has one port, whose MTU is 4096 */
 	/* (only the QP itself enters SQE: a UD or UC send that failed) */
-	if (((mask & IBV_QP_STATE) && (a->qp_state > IBV_QPS_ERR ||
-				       (a->qp_state == IBV_QPS_SQE && qp->state != IBV_QPS_SQE) ||
+	if (((mask & IBV_QP_STATE) && (a->qp_state > IBV_QPS_ERR || a->qp_state == IBV_QPS_SQE ||
 				       (qp->state == IBV_QPS_SQE && a->qp_state != IBV_QPS_RTS &&
-					a->qp_state != IBV_QPS_SQE && a->qp_state != IBV_QPS_ERR &&
-					a->qp_state != IBV_QPS_RESET))) ||
+					a->qp_state != IBV_QPS_ERR && a->qp_state != IBV_QPS_RESET))) ||
 	    ((mask & IBV_QP_PORT) && a->port_num != 1) ||
 	    ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))) {
 		ret = EINVAL;
@@ -320,10 +318,12 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 			rv_grant_drop(c, q);
 		} else if (qp->state == IBV_QPS_SQE && a->qp_state == IBV_QPS_RTS) {
 			/* the send queue resumes: what was posted before is
-			 * flushed first (in order, as it comes up) */
+			 * flushed (in order, as it comes up), also what is
+			 * still in flight (it was behind the failed WR) */
 			rv_qp_issue(c, q);
-			if (q->issue == q->tail)
-				q->broken = false;
+			for (uint32_t i = q->head; i != q->issue; i++)
+				q->swr[i & q->mask].status = IBV_WC_WR_FLUSH_ERR;
+			q->broken = false;
 			qp->state = IBV_QPS_RTS;
 		} else {
 			qp->state = a->qp_state;

@@ -702,7 +702,10 @@ void rv_ud_advance(struct rv_ctx *c, struct rv_qp *q)
 
 		if (!w->ud_bg)
 			continue;
-		if (q->broken || q->qp.state == IBV_QPS_ERR) {
+		/* (by the state, not q->broken: a datagram parked ahead of one
+		 * that failed goes out, as on a NIC; the queue is in error once
+		 * the failed one is reported) */
+		if (q->qp.state == IBV_QPS_ERR || q->qp.state == IBV_QPS_SQE) {
 			if (w->status == IBV_WC_SUCCESS)
 				w->status = IBV_WC_WR_FLUSH_ERR;
 			w->mc_left = 0;   /* a group's other members too */

@@ -780,6 +780,22 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 	if (ibv_query_qp(q, &qa, IBV_QP_STATE, &qia) || qa.qp_state != IBV_QPS_SQE)
 		die("phase 12: the QP is not in SQE after its send failed");
 	nothing(u, 50, "phase 12: a RECV of the QP in SQE was flushed");
+	/* ... and takes a datagram (from our main QP): completions of the
+	 * send and of the RECV, in either order */
+	if (send_ud(u, u->qp, ah, q->qp_num, QK, 26, 26, false, IBV_WR_SEND))
+		die("phase 12: a send to the QP in SQE");
+	for (int k = 0, got = 0; k < 2; k++) {
+		if (!next_wc(u->cq, &wc, 10000) || wc.status != IBV_WC_SUCCESS)
+			die("phase 12: a datagram to the QP in SQE: no completion, or an error");
+		if (wc.opcode == IBV_WC_SEND && !(got & 1))
+			got |= 1;
+		else if (wc.opcode == IBV_WC_RECV && wc.qp_num == q->qp_num && wc.wr_id == 5 &&
+			 wc.byte_len == 26 + RV_UD_GRH && same(u->buf + 5 * (size_t)RSZ + RV_UD_GRH, 26, 26) &&
+			 !(got & 2))
+			got |= 2;
+		else
+			die("phase 12: a datagram to the QP in SQE did not arrive as sent");
+	}
 	if (send_ud(u, q, ah, qpn6, QK, 28, 28, false, IBV_WR_SEND))
 		die("phase 12: a send posted in SQE was refused");
 	if (!next_wc(u->cq, &wc, 10000) || wc.status != IBV_WC_WR_FLUSH_ERR || wc.qp_num != q->qp_num)
@@ -794,8 +810,8 @@ static void mr_gone(struct ud *u, struct ibv_ah *ah, int fd)
 	/* the server's first datagram is this one, not the failed or the
 	 * flushed one */
 	pod_phase_end(u, q, ah, qpn6, 29, fd, r, h, dh, "phase 12");
-	printf("verbs_ud: phase 12: the QP went to SQE (its RECV kept, a send flushed) and sent "
-	       "again after RTS\n");
+	printf("verbs_ud: phase 12: the QP went to SQE (its RECV kept and took a datagram, a send "
+	       "flushed) and sent again after RTS\n");
 	if (ibv_destroy_qp(q))
 		die("phase 12: ibv_destroy_qp");
 }
