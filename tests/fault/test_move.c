@@ -36,13 +36,7 @@ static char prefix[64], workdir[256];
 
 static struct roshm *attach(int n)
 {
-	struct roshm_params p = { .sock_path = nodes[n].sock };
-	int err;
-	struct roshm *r = roshm_open(&p, &err);
-
-	if (!r)
-		fprintf(stderr, "attach to node %d: %s\n", n, roshm_strerror(err));
-	return r;
+	return th_attach(nodes[n].sock);
 }
 
 static bool log_has(int n, const char *what)
@@ -173,20 +167,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	int bad = 0;
+	int bad;
 
 	(void)state;
-	for (int n = 1; n <= 3; n++) {
-		if (!nodes[n].pid)
-			continue;
-		int st = th_daemon_stop(&nodes[n]);
-
-		if (st) {
-			fprintf(stderr, "node %d: roshmd exit status %d\n", n, st);
-			th_daemon_dump_log(&nodes[n]);
-			bad = 1;
-		}
-	}
+	bad = th_daemons_stop(nodes, 1, 3);
 	th_netns_down(prefix);
 	return bad ? -1 : 0;
 }

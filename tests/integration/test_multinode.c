@@ -54,13 +54,7 @@ static char tag[16];                        /* region name suffix per configurat
 
 static struct roshm *attach_node(int n)
 {
-	struct roshm_params p = { .sock_path = nodes[n].sock };
-	int err;
-	struct roshm *r = roshm_open(&p, &err);
-
-	if (!r)
-		fprintf(stderr, "attach to node %d: %s\n", n, roshm_strerror(err));
-	return r;
+	return th_attach(nodes[n].sock);
 }
 
 static int open_retry(struct roshm *r, const char *name, uint32_t *h, uint64_t *size)
@@ -1620,23 +1614,9 @@ static int start_nodes(void)
 
 static int stop_nodes(void)
 {
-	int bad = 0;
-
 	if (rogue.pid)
 		th_daemon_stop(&rogue);
-
-	for (int n = 1; n <= NODES; n++) {
-		if (!nodes[n].pid)
-			continue;
-		int st = th_daemon_stop(&nodes[n]);
-
-		if (st) {
-			fprintf(stderr, "node %d: roshmd exit status %d\n", n, st);
-			th_daemon_dump_log(&nodes[n]);
-			bad = 1;
-		}
-	}
-	return bad;
+	return th_daemons_stop(nodes, 1, NODES);
 }
 
 static int setup_file(void **state)

@@ -645,3 +645,32 @@ uint64_t th_chan_recv(struct th_chan *c)
 		return UINT64_MAX;
 	return v;
 }
+
+struct roshm *th_attach(const char *sock)
+{
+	struct roshm_params p = { .sock_path = sock };
+	int err;
+	struct roshm *r = roshm_open(&p, &err);
+
+	if (!r)
+		fprintf(stderr, "attach to %s: %s\n", sock, roshm_strerror(err));
+	return r;
+}
+
+int th_daemons_stop(struct th_daemon *nodes, int first, int last)
+{
+	int bad = 0;
+
+	for (int n = first; n <= last; n++) {
+		if (!nodes[n].pid)
+			continue;
+		int st = th_daemon_stop(&nodes[n]);
+
+		if (st) {
+			fprintf(stderr, "node %d: roshmd exit status %d\n", n, st);
+			th_daemon_dump_log(&nodes[n]);
+			bad = 1;
+		}
+	}
+	return bad;
+}

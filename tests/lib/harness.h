@@ -63,6 +63,13 @@ void th_daemon_dump_log(struct th_daemon *d);
 /* An admin command on @d with its admin token (roshm_admin_params). */
 int th_admin(struct th_daemon *d, const char *cmd, char **json);
 
+/* Stop nodes[first..last] that run; 1 if one exited badly (its log is
+ * printed), else 0. */
+int th_daemons_stop(struct th_daemon *nodes, int first, int last);
+
+/* A client of the roshmd at @sock, or NULL with the reason on stderr. */
+struct roshm *th_attach(const char *sock);
+
 /* This run's tag: ROSHM_TEST_TAG, or "manual" outside meson. */
 const char *th_tag(void);
 /* Make "/tmp/roshm-test-TAG-@what-XXXXXX" into @buf (mkdtemp) and remove it
