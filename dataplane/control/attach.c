@@ -474,6 +474,14 @@ void rd_control_conn_rearm(struct rd_control *ctl, int fd)
 			c->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 }
 
+/* A message waits on the connection (SOCK_SEQPACKET: a whole one). */
+static bool conn_has_request(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 void rd_conn_accept(struct rd_control *ctl)
 {
 	struct ucred cr;
@@ -488,11 +496,16 @@ void rd_conn_accept(struct rd_control *ctl)
 			 * oldest one that has not even passed HELLO makes room,
 			 * so that holding every slot takes a steady flood rather
 			 * than a few idle sockets; when all of them did (or wait
-			 * for a drain), the newcomer is refused. */
+			 * for a drain), the newcomer is refused. One whose
+			 * request is already waiting is answered in this batch
+			 * and stays: otherwise a flood that reconnects faster
+			 * than a slow client is read would close it before its
+			 * one message (an admin's "status", a HELLO). */
 			struct rd_conn *old = NULL;
 
 			for (struct rd_conn *c = ctl->conns; c; c = c->next)
-				if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0)
+				if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0 &&
+				    !conn_has_request(c->fd))
 					old = c; /* the list is newest first */
 			if (!old) {
 				close(fd);

@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -178,6 +179,58 @@ static void test_pending_slots_idle_flood(void **state)
 			 st ? strerror(-st) : "answered");
 }
 
+/* A request that is already waiting is answered, whatever comes after it.
+ * roshmd is stopped while the admin's "status" request arrives on a new
+ * connection and four more idle ones queue up behind it (a flood that
+ * reconnects as fast as roshmd closes its sockets, seen from a slow
+ * client). Accepting them must not evict the connection whose request is
+ * waiting: the newcomers evict the attacker's own older, silent ones and
+ * then each other.
+ *
+ * How it failed before the fix (8ace5fd): this case, every run, ""status"
+ * queued behind its request by 4 new connections: reply -104 (Connection
+ * reset by peer)"; the idle flood above, once in CI under ASan, "the
+ * admin's "status": -104". */
+static void test_pending_waiting_request_kept(void **state)
+{
+	struct roshm_ctl_admin req;
+	char reply[4096];
+	int old[PENDING], fresh[PENDING], fd, n;
+	struct roshm_ctl_hdr *h = (void *)reply;
+
+	(void)state;
+	for (int i = 0; i < PENDING; i++)
+		assert_true((old[i] = atk_ctl_connect(d.sock)) >= 0);
+	usleep(50000); /* accepted (or still queued ahead of the rest: the same) */
+	assert_int_equal(kill(d.pid, SIGSTOP), 0);
+	atk_ctl_hdr(&req.hdr, ROSHM_CTL_ADMIN, sizeof(req));
+	memset((char *)&req + sizeof(req.hdr), 0, sizeof(req) - sizeof(req.hdr));
+	strcpy(req.cmd, "status");
+	snprintf(req.admin_token, sizeof(req.admin_token), "%s", admin_token);
+	fd = atk_ctl_connect(d.sock);
+	assert_true(fd >= 0);
+	assert_int_equal(send(fd, &req, sizeof(req), MSG_NOSIGNAL), (ssize_t)sizeof(req));
+	for (int i = 0; i < PENDING; i++)
+		assert_true((fresh[i] = atk_ctl_connect(d.sock)) >= 0);
+	assert_int_equal(kill(d.pid, SIGCONT), 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	n = poll(&p, 1, 5000) == 1 ? (int)recv(fd, reply, sizeof(reply), 0) : -ETIME;
+	if (n < 0 && n != -ETIME)
+		n = -errno;
+	close(fd);
+	for (int i = 0; i < PENDING; i++) {
+		close(old[i]);
+		close(fresh[i]);
+	}
+	atk_assert_alive(&d);
+	if (n < (int)sizeof(*h))
+		fail_msg("\"status\" queued behind its request by %d new connections: reply %d (%s)",
+			 PENDING, n, n < 0 ? strerror(-n) : "short");
+	assert_int_equal(h->status, 0);
+	assert_int_equal(h->type, ROSHM_CTL_ADMIN);
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
@@ -216,6 +269,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pending_slots_held),
 		cmocka_unit_test(test_pending_slots_idle_flood),
+		cmocka_unit_test(test_pending_waiting_request_kept),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
