@@ -501,12 +501,14 @@ void rd_conn_accept(struct rd_control *ctl)
 			 * and stays: otherwise a flood that reconnects faster
 			 * than a slow client is read would close it before its
 			 * one message (an admin's "status", a HELLO). */
-			struct rd_conn *old = NULL;
+			struct rd_conn *old = ctl->conns;
 
-			for (struct rd_conn *c = ctl->conns; c; c = c->next)
-				if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0 &&
-				    !conn_has_request(c->fd))
-					old = c; /* the list is newest first */
+			while (old && old->next) /* the list is newest first */
+				old = old->next;
+			for (; old; old = old->prev)
+				if (!old->client && !old->hello && old->deadline_ns && old->fd >= 0 &&
+				    !conn_has_request(old->fd))
+					break;
 			if (!old) {
 				close(fd);
 				ctl->refused_conns++;
