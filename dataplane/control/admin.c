@@ -330,9 +330,16 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 				return -EPERM;
 			m.owner_tenant = tenant;
 		}
+		/* a connection not attached waits for its answer outside the
+		 * pending slots (attach.c), as many at once as the tenant may
+		 * have clients */
+		int tidx = tenant ? rd_config_tenant_idx(ctl->cfg, tenant) : -1;
+
+		if (!conn->client && !rd_conn_drain_room(ctl, tidx))
+			return -EBUSY;
 		ret = rd_drain_start(ctl, &m, conn->fd);
-		if (ret >= 0)
-			conn->deadline_ns = 0; /* the answer may take drain.timeout_ms */
+		if (ret >= 0 && !conn->client)
+			rd_conn_drain_wait(ctl, conn, tidx);
 		return ret < 0 ? ret : 1;
 	}
 	if (!known_admin_cmd(req->cmd))

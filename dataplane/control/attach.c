@@ -420,8 +420,10 @@ void rd_conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why
 		return;
 	if (conn->client)
 		client_detach(ctl, conn->client, why);
-	else
+	else if (conn->wait != RD_WAIT_DRAIN)
 		ctl->npending--;
+	else if (conn->drain_tidx >= 0)
+		ctl->tuse[conn->drain_tidx].drains--;
 	if (conn->hello) { /* the quota HELLO reserved goes back */
 		ctl->tuse[conn->tidx].clients--;
 		ctl->tuse[conn->tidx].bytes -= conn->lay.size;
@@ -466,12 +468,37 @@ void rd_conns_timer(struct rd_control *ctl, uint64_t now)
 	rd_conns_reap(ctl);
 }
 
-/* A drain answered on this connection: its idle clock runs again. */
-void rd_control_conn_rearm(struct rd_control *ctl, int fd)
+/* A drain answered on this connection: one not attached has had its one
+ * answer and goes (an attached client's stays). */
+void rd_control_drain_answered(struct rd_control *ctl, int fd)
 {
 	for (struct rd_conn *c = ctl->conns; c; c = c->next)
-		if (c->fd == fd && !c->client)
-			c->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+		if (c->fd == fd && c->wait == RD_WAIT_DRAIN) {
+			rd_conn_close(ctl, c, "drain answered");
+			return;
+		}
+}
+
+/* Whether tenant @tidx (-1: an admin) may start one more drain that a
+ * connection not attached waits for: as many as its client quota. */
+bool rd_conn_drain_room(const struct rd_control *ctl, int tidx)
+{
+	uint32_t max = tidx >= 0 ? ctl->cfg->tenants[tidx].quota.clients : 0;
+
+	return tidx < 0 || ctl->tuse[tidx].drains < (max ? max : 1);
+}
+
+/* A drain started for @conn, which is not attached: it no longer holds a
+ * pending slot (it has shown a credential and waits for roshmd, up to
+ * drain.timeout_ms) and is not read until it is answered. */
+void rd_conn_drain_wait(struct rd_control *ctl, struct rd_conn *conn, int tidx)
+{
+	if (tidx >= 0)
+		ctl->tuse[tidx].drains++;
+	conn->drain_tidx = tidx;
+	conn->deadline_ns = 0;
+	ctl->npending--;
+	rd_conn_wait_for(ctl, conn, RD_WAIT_DRAIN);
 }
 
 /* A message waits on the connection (SOCK_SEQPACKET: a whole one). */
@@ -495,12 +522,14 @@ void rd_conn_accept(struct rd_control *ctl)
 			 * clients are counted by their tenants' quotas): the
 			 * oldest one that has not even passed HELLO makes room,
 			 * so that holding every slot takes a steady flood rather
-			 * than a few idle sockets; when all of them did (or wait
-			 * for a drain), the newcomer is refused. One whose
-			 * request is already waiting is answered in this batch
-			 * and stays: otherwise a flood that reconnects faster
-			 * than a slow client is read would close it before its
-			 * one message (an admin's "status", a HELLO). */
+			 * than a few idle sockets; when all of them did, the
+			 * newcomer is refused (a drain's connection is not
+			 * counted: rd_conn_drain_wait). One whose request is
+			 * already waiting is answered when it is read (this
+			 * batch or the next) and stays: otherwise a flood that
+			 * reconnects faster than a slow client is read would
+			 * close it before its one message (an admin's
+			 * "status", a HELLO). */
 			struct rd_conn *old = ctl->conns;
 
 			while (old && old->next) /* the list is newest first */

@@ -22,6 +22,7 @@ struct rd_tenant_use {
 	uint64_t grant_mr_bytes;      /* the bytes they cover (quota.bytes) */
 	uint64_t grants_no_mr;        /* grants to other nodes made without one (a metric) */
 	uint64_t grant_mrs_logged;    /* when a grant without one was last logged */
+	uint32_t drains;              /* its drains that connections not attached wait for */
 };
 
 
@@ -163,7 +164,7 @@ void rd_drain_tick(struct rd_control *ctl);
 bool rd_drain_idle(const struct rd_control *ctl);
 void rd_drain_forget_fd(struct rd_control *ctl, int fd);
 /* attach.c: the drain answered on @fd: its connection's idle deadline runs again. */
-void rd_control_conn_rearm(struct rd_control *ctl, int fd);
+void rd_control_drain_answered(struct rd_control *ctl, int fd);
 
 /* peers.c: peers and remote regions, through the network provider's control ops */
 int rd_peers_init(struct rd_control *ctl);

@@ -167,7 +167,7 @@ void rd_drain_tick(struct rd_control *ctl)
 			json_object_set_new(o, "timed_out", json_integer(j->timed_out));
 			rd_control_admin_reply(j->reply_fd, o);
 			json_decref(o);
-			rd_control_conn_rearm(ctl, j->reply_fd);
+			rd_control_drain_answered(ctl, j->reply_fd);
 		}
 		RD_LOG(INFO, "drain done: %u regions drained, %u timed out", j->drained, j->timed_out);
 		*pp = j->next;

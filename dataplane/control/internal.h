@@ -10,7 +10,7 @@
 #include "control/control.h"
 
 /* What a connection's request waits for (the connection is not read meanwhile). */
-enum rd_conn_wait { RD_WAIT_NONE, RD_WAIT_PEER, RD_WAIT_FETCH, RD_WAIT_PUT, RD_WAIT_RATE };
+enum rd_conn_wait { RD_WAIT_NONE, RD_WAIT_PEER, RD_WAIT_FETCH, RD_WAIT_PUT, RD_WAIT_RATE, RD_WAIT_DRAIN };
 
 /*
  * A control-socket connection: a client attaching (HELLO, then CHANNEL),
@@ -34,12 +34,15 @@ struct rd_conn {
 	uint64_t ckey;                /* the client key it was given (struct rd_client) */
 	struct roshm_chan_layout lay;
 	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
+	int drain_tidx;               /* RD_WAIT_DRAIN: the tenant whose drain it waits for, or -1 */
 	/*
 	 * A request that waits (the connection is not read meanwhile): an
 	 * open for its region's node to be connected (park_peer) or for the
 	 * registry to be read past its cache (RD_WAIT_FETCH), a create for its
 	 * record to be in the registry (RD_WAIT_PUT); or a request not read yet,
-	 * for its tenant's registry rate (RD_WAIT_RATE, reg_rate.c). wait_id names it to the
+	 * for its tenant's registry rate (RD_WAIT_RATE, reg_rate.c); a connection
+	 * not attached whose drain runs (RD_WAIT_DRAIN: out of the pending
+	 * count, closed once answered). wait_id names it to the
 	 * registry's completion, which may come after the connection is gone.
 	 */
 	enum rd_conn_wait wait;
@@ -102,6 +105,8 @@ int rd_msg_region_grant(struct rd_control *ctl, struct rd_conn *conn, const void
  * still closes it) */
 void rd_conn_wait_for(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn_wait kind);
 void rd_conn_unpark(struct rd_control *ctl, struct rd_conn *conn);
+bool rd_conn_drain_room(const struct rd_control *ctl, int tidx);
+void rd_conn_drain_wait(struct rd_control *ctl, struct rd_conn *conn, int tidx);
 
 /* reg_rate.c: quota.registry_ops_per_sec */
 /* Whether @conn's next request must wait for its tenant's bucket (then

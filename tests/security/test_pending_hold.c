@@ -44,6 +44,8 @@
 
 #define PENDING 4
 #define TIMEOUT_MS 500
+#define DRAINS 6 /* tenant b's client quota */
+#define PORT 7475
 
 static struct th_daemon d;
 static char workdir[128], token_file[256];
@@ -179,6 +181,45 @@ static void test_pending_slots_idle_flood(void **state)
 			 st ? strerror(-st) : "answered");
 }
 
+/* Admin request @cmd of tenant @tenant (token "t<tenant>"), or of the
+ * node's admin (@tenant NULL), sent on @fd (-1: a new connection): the
+ * connection, its answer not read yet; or -errno. */
+static int send_admin(int fd, const char *cmd, const char *tenant)
+{
+	struct roshm_ctl_admin req;
+
+	if (fd < 0 && (fd = atk_ctl_connect(d.sock)) < 0)
+		return fd;
+	atk_ctl_hdr(&req.hdr, ROSHM_CTL_ADMIN, sizeof(req));
+	memset((char *)&req + sizeof(req.hdr), 0, sizeof(req) - sizeof(req.hdr));
+	snprintf(req.cmd, sizeof(req.cmd), "%s", cmd);
+	if (tenant) {
+		snprintf(req.tenant, sizeof(req.tenant), "%s", tenant);
+		snprintf(req.token, sizeof(req.token), "t%s", tenant);
+	} else {
+		snprintf(req.admin_token, sizeof(req.admin_token), "%s", admin_token);
+	}
+	if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
+		return -EIO;
+	return fd;
+}
+
+/* The status of @fd's answer within @ms; -ETIME without one, -ECONNRESET
+ * when the connection ended instead. */
+static int answer(int fd, int ms)
+{
+	_Alignas(8) char reply[4096];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&p, 1, ms) != 1)
+		return -ETIME;
+	n = recv(fd, reply, sizeof(reply), 0);
+	if (n < (ssize_t)sizeof(struct roshm_ctl_hdr))
+		return -ECONNRESET;
+	return ((struct roshm_ctl_hdr *)reply)->status;
+}
+
 /* A request that is already waiting is answered, whatever comes after it.
  * roshmd is stopped while the admin's "status" request arrives on a new
  * connection and four more idle ones queue up behind it (a flood that
@@ -193,42 +234,95 @@ static void test_pending_slots_idle_flood(void **state)
  * admin's "status": -104". */
 static void test_pending_waiting_request_kept(void **state)
 {
-	struct roshm_ctl_admin req;
-	char reply[4096];
-	int old[PENDING], fresh[PENDING], fd, n;
-	struct roshm_ctl_hdr *h = (void *)reply;
+	int old[PENDING], fresh[PENDING], fd, st;
 
 	(void)state;
 	for (int i = 0; i < PENDING; i++)
 		assert_true((old[i] = atk_ctl_connect(d.sock)) >= 0);
 	usleep(50000); /* accepted (or still queued ahead of the rest: the same) */
 	assert_int_equal(kill(d.pid, SIGSTOP), 0);
-	atk_ctl_hdr(&req.hdr, ROSHM_CTL_ADMIN, sizeof(req));
-	memset((char *)&req + sizeof(req.hdr), 0, sizeof(req) - sizeof(req.hdr));
-	strcpy(req.cmd, "status");
-	snprintf(req.admin_token, sizeof(req.admin_token), "%s", admin_token);
-	fd = atk_ctl_connect(d.sock);
+	fd = send_admin(-1, "status", NULL);
 	assert_true(fd >= 0);
-	assert_int_equal(send(fd, &req, sizeof(req), MSG_NOSIGNAL), (ssize_t)sizeof(req));
 	for (int i = 0; i < PENDING; i++)
 		assert_true((fresh[i] = atk_ctl_connect(d.sock)) >= 0);
 	assert_int_equal(kill(d.pid, SIGCONT), 0);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	n = poll(&p, 1, 5000) == 1 ? (int)recv(fd, reply, sizeof(reply), 0) : -ETIME;
-	if (n < 0 && n != -ETIME)
-		n = -errno;
+	st = answer(fd, 5000);
 	close(fd);
 	for (int i = 0; i < PENDING; i++) {
 		close(old[i]);
 		close(fresh[i]);
 	}
 	atk_assert_alive(&d);
-	if (n < (int)sizeof(*h))
-		fail_msg("\"status\" queued behind its request by %d new connections: reply %d (%s)",
-			 PENDING, n, n < 0 ? strerror(-n) : "short");
-	assert_int_equal(h->status, 0);
-	assert_int_equal(h->type, ROSHM_CTL_ADMIN);
+	if (st)
+		fail_msg("\"status\" queued behind its request by %d new connections: %d (%s)",
+			 PENDING, st, strerror(-st));
+}
+
+/*
+ * A tenant's drain of its own regions, on connections that never attach,
+ * holds no pending slot while roshmd works on it: a tenant whose drains
+ * take long (peers are given two revalidations, 3 s here, to see the stale
+ * records) must not lock every other client out. Each such connection has
+ * one answer and is closed after it, and a tenant has at most its client
+ * quota of drains waiting so (6 here: a 7th is -EBUSY).
+ *
+ * How it failed before the fix (8ace5fd): "tenant b could not attach while
+ * its 4 drains waited: exit 1" (the drains' connections held every pending
+ * slot: no deadline, never evicted); the connection stayed open after the
+ * answer and answered a second request.
+ */
+static void test_pending_drain_waits(void **state)
+{
+	struct roshm *r;
+	int fds[DRAINS + 1], err, b, st;
+	uint32_t h;
+
+	(void)state;
+	r = atk_open(&d, "b", NULL, &err);
+	assert_non_null(r);
+	for (int i = 0; i < DRAINS + 1; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "d%d", i);
+		assert_int_equal(roshm_region_create(r, name, 4096, NULL, &h), 0);
+	}
+	for (int i = 0; i < PENDING; i++) {
+		char cmd[64];
+
+		snprintf(cmd, sizeof(cmd), "drain region b/d%d", i);
+		assert_true((fds[i] = send_admin(-1, cmd, "b")) >= 0);
+	}
+	usleep(200000); /* read by roshmd: the drains run */
+	for (int i = 0; i < PENDING; i++)
+		assert_int_equal(answer(fds[i], 0), -ETIME);
+	b = atk_run_bounded(attach_b, NULL, 2000);
+	st = admin_status();
+	if (b || st)
+		fail_msg("tenant b could not attach while its %d drains waited: exit %d; the admin's "
+			 "\"status\": %d (%s)", PENDING, b, st, st ? strerror(-st) : "answered");
+	/* up to the quota (6 clients) at once, then -EBUSY */
+	for (int i = PENDING; i < DRAINS; i++) {
+		char cmd[64];
+
+		snprintf(cmd, sizeof(cmd), "drain region b/d%d", i);
+		assert_true((fds[i] = send_admin(-1, cmd, "b")) >= 0);
+	}
+	fds[DRAINS] = send_admin(-1, "drain region b/d6", "b");
+	assert_true(fds[DRAINS] >= 0);
+	assert_int_equal(answer(fds[DRAINS], 3000), -EBUSY);
+	close(fds[DRAINS]);
+	/* each is answered, then its connection ends: a second request on it
+	 * gets nothing */
+	for (int i = 0; i < DRAINS; i++) {
+		assert_int_equal(answer(fds[i], 10000), 0);
+		send_admin(fds[i], "status", NULL);
+		st = answer(fds[i], 3000);
+		if (st != -ECONNRESET)
+			fail_msg("the connection of drain %d answered again after its drain (%d)", i, st);
+		close(fds[i]);
+	}
+	roshm_close(r);
+	atk_assert_alive(&d);
 }
 
 static int setup(void **state)
@@ -241,9 +335,16 @@ static int setup(void **state)
 	if (atk_workdir(workdir, sizeof(workdir), secret, sizeof(secret)))
 		return -1;
 	snprintf(token_file, sizeof(token_file), "%s/admin.token", workdir);
+	/* a network transport: a drain waits two revalidations (3 s) */
 	snprintf(extra, sizeof(extra),
-		 "admin: { token_file = \"%s\"; max_pending = %d; hello_timeout_ms = %d; };\n%s",
-		 token_file, PENDING, TIMEOUT_MS, ATK_TENANTS);
+		 "admin: { token_file = \"%s\"; max_pending = %d; hello_timeout_ms = %d; };\n"
+		 "tenants = ( { name = \"a\"; token = \"ta\"; },\n"
+		 "  { name = \"b\"; token = \"tb\"; quota = { clients = %d; }; } );\n"
+		 "channel: { hugepages = \"off\"; };\n"
+		 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
+		 " secret_file = \"%s\"; }; };\n"
+		 "registry: { dir = \"%s/registry\"; revalidate_ms = 1500; };\n",
+		 token_file, PENDING, TIMEOUT_MS, DRAINS, PORT, secret, workdir);
 	if (th_daemon_start(&d, "sec-pend", extra))
 		return -1;
 	f = fopen(token_file, "r");
@@ -270,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_pending_slots_held),
 		cmocka_unit_test(test_pending_slots_idle_flood),
 		cmocka_unit_test(test_pending_waiting_request_kept),
+		cmocka_unit_test(test_pending_drain_waits),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
