@@ -260,6 +260,89 @@ static void keep_set(struct rv_qp *q, const struct ibv_qp_attr *a, int mask)
 		k->en_sqd_async_notify = a->en_sqd_async_notify;
 }
 
+/*
+ * Which attributes a transition needs and which it may take, per QP type,
+ * as the IB spec's modify-QP table has them (the kernel checks the same for
+ * every NIC, rxe included): an application that passes a mask a NIC would
+ * refuse gets EINVAL here too, not a QP that works on roshm0 only. As the
+ * kernel does, an XRC initiator's mask loses the responder's attributes
+ * and an XRC target's the requester's before the check (applications set
+ * both on both). Returns false for a transition the table does not have
+ * (RESET -> RTR, ERR -> RTS, RTR -> RTR, ...).
+ */
+enum {
+	QPT_RC, QPT_UC, QPT_UD, QPT_XI, QPT_XT, QPT_N
+};
+
+static int qpt_index(enum ibv_qp_type t)
+{
+	switch (t) {
+	case IBV_QPT_RC: return QPT_RC;
+	case IBV_QPT_UC: return QPT_UC;
+	case IBV_QPT_UD: return QPT_UD;
+	case IBV_QPT_XRC_SEND: return QPT_XI;
+	case IBV_QPT_XRC_RECV: return QPT_XT;
+	default: return -1;
+	}
+}
+
+#define M_PATH (IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+#define M_RESP (IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define M_REQ (IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | \
+	       IBV_QP_MAX_QP_RD_ATOMIC)
+#define M_INIT_C (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+#define M_INIT_D (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
+#define M_MOVE (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE)
+
+static bool qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
+			     int mask)
+{
+	int t = qpt_index(type), req = 0, opt = 0;
+	bool conn = t != QPT_UD, resp = t == QPT_RC || t == QPT_XT;
+
+	if (t < 0)
+		return false;
+	if (t == QPT_XI)
+		mask &= ~M_RESP;
+	if (t == QPT_XT)
+		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS &&
+	    cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
+		return false;
+	if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) {
+		req = opt = 0; /* from anywhere, with nothing else */
+	} else if (cur == IBV_QPS_RESET && next == IBV_QPS_INIT) {
+		req = conn ? M_INIT_C : M_INIT_D;
+	} else if (cur == IBV_QPS_INIT && next == IBV_QPS_INIT) {
+		opt = conn ? M_INIT_C : M_INIT_D;
+	} else if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+		req = conn ? M_PATH | (resp ? M_RESP : 0) : 0;
+		opt = conn ? IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX
+			   : IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+	} else if (cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+		req = t == QPT_RC || t == QPT_XI ? M_REQ
+		    : t == QPT_XT ? IBV_QP_TIMEOUT | IBV_QP_SQ_PSN : IBV_QP_SQ_PSN;
+		opt = conn ? M_MOVE | (resp ? IBV_QP_MIN_RNR_TIMER : 0) : IBV_QP_CUR_STATE | IBV_QP_QKEY;
+	} else if ((cur == IBV_QPS_RTS || cur == IBV_QPS_SQD) && next == IBV_QPS_RTS) {
+		opt = conn ? M_MOVE | (resp ? IBV_QP_MIN_RNR_TIMER : 0) : IBV_QP_CUR_STATE | IBV_QP_QKEY;
+	} else if (cur == IBV_QPS_RTS && next == IBV_QPS_SQD) {
+		opt = IBV_QP_EN_SQD_ASYNC_NOTIFY;
+	} else if (cur == IBV_QPS_SQD && next == IBV_QPS_SQD) {
+		opt = t == QPT_UD ? IBV_QP_PKEY_INDEX | IBV_QP_QKEY
+		    : t == QPT_UC ? IBV_QP_AV | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+				    IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE
+		    : IBV_QP_PORT | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+		      IBV_QP_PKEY_INDEX | IBV_QP_PATH_MIG_STATE |
+		      (t != QPT_XT ? IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0) |
+		      (resp ? M_RESP : 0);
+	} else if (cur == IBV_QPS_SQE && next == IBV_QPS_RTS && (t == QPT_UD || t == QPT_UC)) {
+		opt = IBV_QP_CUR_STATE | (t == QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+	} else {
+		return false;
+	}
+	return (mask & req) == req && !(mask & ~(req | opt | IBV_QP_STATE));
+}
+
 RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	struct rv_ctx *c = to_ctx(qp->context);
@@ -269,10 +352,13 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	rv_lock(c);
 	/* roshm0 has one port, whose MTU is 4096 */
 	/* (only the QP itself enters SQE: a UD or UC send that failed) */
-	if (((mask & IBV_QP_STATE) && (a->qp_state > IBV_QPS_ERR || a->qp_state == IBV_QPS_SQE ||
-				       (qp->state == IBV_QPS_SQE && a->qp_state != IBV_QPS_RTS &&
-					a->qp_state != IBV_QPS_ERR && a->qp_state != IBV_QPS_RESET))) ||
+	if (((mask & IBV_QP_STATE) && (a->qp_state > IBV_QPS_ERR || a->qp_state == IBV_QPS_SQE)) ||
+	    ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state > IBV_QPS_ERR) ||
+	    !qp_transition_ok(qp->qp_type, qp->state, (mask & IBV_QP_STATE) ? a->qp_state : qp->state,
+			      mask) ||
 	    ((mask & IBV_QP_PORT) && a->port_num != 1) ||
+	    ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > RV_MAX_RD_ATOM) ||
+	    ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > RV_MAX_RD_ATOM) ||
 	    ((mask & IBV_QP_PATH_MTU) && (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096))) {
 		ret = EINVAL;
 		goto out;

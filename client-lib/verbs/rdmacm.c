@@ -600,6 +600,7 @@ static int ud_qp_attr(struct rc_id *i, enum ibv_qp_state want, struct ibv_qp_att
 int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask)
 {
 	enum ibv_qp_state want = a->qp_state;
+	bool uc = (i->id.qp ? i->id.qp->qp_type : i->id.qp_type) == IBV_QPT_UC;
 
 	memset(a, 0, sizeof(*a));
 	if (i->id.qp_type == IBV_QPT_UD)
@@ -629,8 +630,9 @@ int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask)
 		a->ah_attr.grh.sgid_index = (uint8_t)i->sgid_index;
 		a->ah_attr.grh.hop_limit = 64;
 		a->ah_attr.grh.traffic_class = i->tos;
-		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (!uc) /* a UC QP has no responder resources (ibv_modify_qp refuses them) */
+			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 		return 0;
 	case IBV_QPS_RTS:
 		if (!i->have_psn)
@@ -641,8 +643,9 @@ int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask)
 		a->rnr_retry = i->rnr_retry_count;
 		a->sq_psn = i->psn;
 		a->max_rd_atomic = i->init_depth;
-		*mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+		*mask = uc ? IBV_QP_STATE | IBV_QP_SQ_PSN
+			   : IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 		return 0;
 	default:
 		return EINVAL;

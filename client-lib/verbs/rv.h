@@ -53,6 +53,7 @@ static inline void rv_dma_copy(void *dst, const void *src, size_t n)
  * ((tx + rx) * 256, about 196k); the ring (2x, private memory, touched only
  * as used) stays virtual until completions fill it */
 #define RV_MAX_CQE (1 << 20)
+#define RV_MAX_RD_ATOM 16        /* max_qp_rd_atom, max_qp_init_rd_atom */
 /* An arena slot holds a 64 KiB message and its fragment header. */
 #define RV_SLOT_TARGET (68u * 1024)
 #define RV_META_SIZE 4096u      /* arena tail: the synchronous header reads */

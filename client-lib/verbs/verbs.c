@@ -244,8 +244,8 @@ RV_EXPORT int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *
 	a->max_srq = 4096;
 	a->max_srq_wr = RV_MAX_SRQ_WR;
 	a->max_srq_sge = RV_MAX_SGE;
-	a->max_qp_rd_atom = 16;
-	a->max_qp_init_rd_atom = 16;
+	a->max_qp_rd_atom = RV_MAX_RD_ATOM;
+	a->max_qp_init_rd_atom = RV_MAX_RD_ATOM;
 	a->max_res_rd_atom = 4096;
 	a->atomic_cap = IBV_ATOMIC_HCA;
 	a->max_pkeys = 1;

@@ -35,6 +35,27 @@ static inline struct ibv_wc wait_wc(struct ibv_cq *cq)
 	return wc;
 }
 
+/* The attributes each transition of an RC QP needs, no fewer: a NIC's
+ * ibv_modify_qp, and roshm0's, refuses a mask without them. */
+#define RC_INIT_MASK (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)
+#define RC_RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | \
+		     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define RC_RTS_MASK (IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | \
+		     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)
+
+/* @a's fields for RTR to @dest and RTS, beside what the caller set (the
+ * state, min_rnr_timer, rnr_retry). */
+static inline void rc_path(struct ibv_qp_attr *a, uint32_t dest)
+{
+	a->dest_qp_num = dest;
+	a->path_mtu = IBV_MTU_4096;
+	a->ah_attr.port_num = 1;
+	a->max_dest_rd_atomic = 1;
+	a->max_rd_atomic = 1;
+	a->timeout = 14;
+	a->retry_cnt = 7;
+}
+
 /* RESET (unless it is there), INIT, RTR to @dest, RTS: remote WRITE, READ
  * and atomics allowed, RNR retried for good. */
 static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
@@ -46,16 +67,19 @@ static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_INIT, .port_num = 1,
 				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
 						     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
 		die("modify_qp INIT");
 	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
+	rc_path(&a, dest);
 	a.min_rnr_timer = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+	/* a UC QP has neither responder resources nor retries */
+	if (ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_UC ? RC_RTR_MASK & ~(IBV_QP_MAX_DEST_RD_ATOMIC |
+									   IBV_QP_MIN_RNR_TIMER)
+							    : RC_RTR_MASK))
 		die("modify_qp RTR");
 	a.qp_state = IBV_QPS_RTS;
 	a.rnr_retry = 7;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+	if (ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_UC ? IBV_QP_STATE | IBV_QP_SQ_PSN : RC_RTS_MASK))
 		die("modify_qp RTS");
 }
 

@@ -151,7 +151,7 @@ static void init_qp(struct ibv_qp *qp)
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
 		die("modify_qp INIT");
 }
 
@@ -163,13 +163,13 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, 
 	if (qp->state != IBV_QPS_INIT)
 		init_qp(qp);
 	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
+	rc_path(&a, dest);
 	a.min_rnr_timer = min_rnr_timer;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(qp, &a, RC_RTR_MASK))
 		die("modify_qp RTR");
 	a.qp_state = IBV_QPS_RTS;
 	a.rnr_retry = rnr_retry;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_RNR_RETRY))
+	if (ibv_modify_qp(qp, &a, RC_RTS_MASK))
 		die("modify_qp RTS");
 }
 
@@ -553,6 +553,67 @@ static void query_qp_check(struct ibv_pd *pd, struct ibv_cq *cq)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE) || ibv_query_qp(qp, &got, IBV_QP_STATE | IBV_QP_AV, &init) ||
 	    got.qp_state != IBV_QPS_RESET || got.qp_access_flags || got.timeout || got.ah_attr.is_global)
 		die("query_qp: a QP in RESET still reports its old attributes");
+	/* transitions a NIC refuses (the IB spec's table, which the kernel
+	 * checks for every device): EINVAL, and the QP stays where it was */
+	struct {
+		enum ibv_qp_state to;
+		int mask;
+		const char *what;
+	} bad[] = {
+		{ IBV_QPS_RTR, RC_RTR_MASK, "RESET -> RTR" },
+		{ IBV_QPS_INIT, RC_INIT_MASK & ~IBV_QP_ACCESS_FLAGS, "INIT without access flags" },
+		{ IBV_QPS_INIT, RC_INIT_MASK | IBV_QP_SQ_PSN, "INIT with an RTS attribute" },
+		{ IBV_QPS_INIT, RC_INIT_MASK, NULL },
+		{ IBV_QPS_RTR, RC_RTR_MASK & ~IBV_QP_DEST_QPN, "RTR without a dest QPN" },
+		{ IBV_QPS_RTR, RC_RTR_MASK | IBV_QP_TIMEOUT, "RTR with an RTS attribute" },
+		{ IBV_QPS_RTS, RC_RTS_MASK, "INIT -> RTS" },
+		{ IBV_QPS_RTR, RC_RTR_MASK, NULL },
+		{ IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER, "RTR -> RTR" },
+		{ IBV_QPS_RTS, RC_RTS_MASK & ~IBV_QP_SQ_PSN, "RTS without an SQ PSN" },
+		{ IBV_QPS_RTS, RC_RTS_MASK, NULL },
+		{ IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_DEST_QPN, "RTS -> RTS with a new dest QPN" },
+		{ IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC, "RTS -> RTS with read depths" },
+		{ IBV_QPS_ERR, IBV_QP_STATE, NULL },
+		{ IBV_QPS_RTS, IBV_QP_STATE, "ERR -> RTS" },
+		{ IBV_QPS_ERR, IBV_QP_STATE | IBV_QP_QKEY, "ERR with a Q_Key" },
+		{ IBV_QPS_RESET, IBV_QP_STATE, NULL },
+	};
+	memset(&a, 0, sizeof(a));
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	rc_path(&a, qp->qp_num);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		enum ibv_qp_state was = qp->state;
+		int ret;
+
+		a.qp_state = bad[i].to;
+		ret = ibv_modify_qp(qp, &a, bad[i].mask);
+		if ((!bad[i].what && ret) || (bad[i].what && (ret != EINVAL || qp->state != was))) {
+			fprintf(stderr, "step %zu (%s): to %d gave %d, state %d (was %d)\n", i,
+				bad[i].what ? bad[i].what : "a good transition", bad[i].to, ret,
+				qp->state, was);
+			die("query_qp: a transition a NIC refuses was taken, or a good one refused");
+		}
+	}
+	/* read depths past the device's (max_qp_rd_atom, max_qp_init_rd_atom) */
+	struct ibv_device_attr da;
+
+	if (ibv_query_device(qp->context, &da))
+		die("query_qp: ibv_query_device");
+	a.qp_state = IBV_QPS_INIT;
+	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
+		die("query_qp: INIT again");
+	a.qp_state = IBV_QPS_RTR;
+	a.max_dest_rd_atomic = (uint8_t)(da.max_qp_rd_atom + 1);
+	if (ibv_modify_qp(qp, &a, RC_RTR_MASK) != EINVAL || qp->state != IBV_QPS_INIT)
+		die("query_qp: max_dest_rd_atomic past the device's max_qp_rd_atom was not refused");
+	a.max_dest_rd_atomic = (uint8_t)da.max_qp_rd_atom;
+	if (ibv_modify_qp(qp, &a, RC_RTR_MASK))
+		die("query_qp: RTR with the device's read depth");
+	a.qp_state = IBV_QPS_RTS;
+	a.max_rd_atomic = (uint8_t)(da.max_qp_init_rd_atom + 1);
+	if (ibv_modify_qp(qp, &a, RC_RTS_MASK) != EINVAL || qp->state != IBV_QPS_RTR)
+		die("query_qp: max_rd_atomic past the device's max_qp_init_rd_atom was not refused");
 	if (ibv_destroy_qp(qp))
 		die("query_qp: destroy");
 }
@@ -962,14 +1023,14 @@ static int rts_to(struct ibv_qp *q, uint32_t dest)
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 	int ret;
 
-	if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(q, &a, RC_INIT_MASK))
 		die("many_qps: modify_qp INIT");
 	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest;
-	if ((ret = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
+	rc_path(&a, dest);
+	if ((ret = ibv_modify_qp(q, &a, RC_RTR_MASK)))
 		return ret;
 	a.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(q, &a, IBV_QP_STATE))
+	if (ibv_modify_qp(q, &a, RC_RTS_MASK))
 		die("many_qps: modify_qp RTS");
 	return 0;
 }
@@ -1085,8 +1146,9 @@ static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 	/* a peer process's QP goes: its grants with it; the refused one connects */
 	if (ibv_destroy_qp(p[0]) || ibv_destroy_qp(s[0]))
 		die("many_qps: destroy");
-	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .dest_qp_num = p[refused]->qp_num };
-	if ((ret = ibv_modify_qp(s[refused], &a, IBV_QP_STATE | IBV_QP_DEST_QPN)))
+	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
+	rc_path(&a, p[refused]->qp_num);
+	if ((ret = ibv_modify_qp(s[refused], &a, RC_RTR_MASK)))
 		die("many_qps: RTR refused after a peer's QP was destroyed");
 	for (int k = 1; k < NPEER; k++)
 		if (ibv_destroy_qp(p[k]) || ibv_destroy_qp(s[k]))

@@ -43,14 +43,20 @@ static void connect_rc(struct ibv_qp *qp, uint32_t dest)
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify_qp INIT");
 	at.qp_state = IBV_QPS_RTR;
 	at.dest_qp_num = dest;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN))
+	at.path_mtu = IBV_MTU_4096;
+	at.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("modify_qp RTR");
 	at.qp_state = IBV_QPS_RTS;
-	if (ibv_modify_qp(qp, &at, IBV_QP_STATE))
+	at.timeout = 14;
+	at.retry_cnt = 7;
+	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("modify_qp RTS");
 }
 

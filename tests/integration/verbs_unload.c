@@ -89,10 +89,16 @@ int main(void)
 			die("INIT");
 		a.qp_state = IBV_QPS_RTR;
 		a.dest_qp_num = q[1 - i]->qp_num;
-		if (modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_DEST_QPN))
+		a.path_mtu = IBV_MTU_4096;
+		a.ah_attr.port_num = 1;
+		if (modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 			die("RTR");
 		a.qp_state = IBV_QPS_RTS;
-		if (modify_qp(q[i], &a, IBV_QP_STATE))
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		if (modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 			die("RTS");
 		if (ibv_post_recv(q[i], &r, &bad) || ibv_post_recv(q[i], &r, &bad))
 			die("post_recv");
