@@ -11,8 +11,11 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "roshm.h"
+
+#define DRAIN_BUSY_S 30 /* a drain refused for the tenant's drains under way: retried so long */
 
 static void usage(FILE *f)
 {
@@ -250,6 +253,13 @@ int main(int argc, char **argv)
 	p.token = token;
 	p.admin_token = admin;
 	ret = roshm_admin_params(&p, cmd, &text);
+	/* -EBUSY: the tenant has as many drains under way as it may have
+	 * clients (a preStop must not give up on it): wait for one, up to
+	 * DRAIN_BUSY_S */
+	for (int i = 0; ret == -EBUSY && !strncmp(cmd, "drain", 5) && i < DRAIN_BUSY_S * 5; i++) {
+		usleep(200000);
+		ret = roshm_admin_params(&p, cmd, &text);
+	}
 	free(token);
 	free(admin);
 	token = admin = NULL;
@@ -273,7 +283,9 @@ int main(int argc, char **argv)
 			ret == -ENOENT ? "nothing matched" :
 			ret == -EAGAIN ? "the tenant's registry quota is used up this second "
 					 "(quota.registry_ops_per_sec): try again" :
-			ret == -ETIME ? "roshmd did not answer in 10 s (timed out)" : strerror(-ret));
+			ret == -ETIME ? "roshmd did not answer in 10 s (timed out)" :
+			ret == -EBUSY ? "the tenant's drains under way stayed at its quota.clients" :
+					strerror(-ret));
 		return 1;
 	}
 	if (as_json) {

@@ -264,10 +264,9 @@ static void keep_set(struct rv_qp *q, const struct ibv_qp_attr *a, int mask)
  * Which attributes a transition needs and which it may take, per QP type,
  * as the IB spec's modify-QP table has them (the kernel checks the same for
  * every NIC, rxe included): an application that passes a mask a NIC would
- * refuse gets EINVAL here too, not a QP that works on roshm0 only. As the
- * kernel does, an XRC initiator's mask loses the responder's attributes
- * and an XRC target's the requester's before the check (applications set
- * both on both). Returns false for a transition the table does not have
+ * refuse gets EINVAL here too, not a QP that works on roshm0 only (@mask
+ * trimmed by qp_mask_trim first). Returns false for a transition the table
+ * does not have
  * (RESET -> RTR, ERR -> RTS, RTR -> RTR, ...).
  */
 enum {
@@ -294,6 +293,18 @@ static int qpt_index(enum ibv_qp_type t)
 #define M_INIT_D (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
 #define M_MOVE (IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE)
 
+/* What uverbs drops from an XRC QP's mask before anything looks at it:
+ * the responder's read attributes of an initiator, the requester's of a
+ * target (applications set both on both). */
+static int qp_mask_trim(enum ibv_qp_type type, int mask)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return mask & ~M_RESP;
+	if (type == IBV_QPT_XRC_RECV)
+		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+	return mask;
+}
+
 static bool qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum ibv_qp_state next,
 			     int mask)
 {
@@ -302,10 +313,6 @@ static bool qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur, enum 
 
 	if (t < 0)
 		return false;
-	if (t == QPT_XI)
-		mask &= ~M_RESP;
-	if (t == QPT_XT)
-		mask &= ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
 	if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS &&
 	    cur != IBV_QPS_SQD && cur != IBV_QPS_SQE)
 		return false;
@@ -349,6 +356,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	struct rv_qp *q = (struct rv_qp *)qp;
 	int ret = 0;
 
+	mask = qp_mask_trim(qp->qp_type, mask);
 	rv_lock(c);
 	/* roshm0 has one port, whose MTU is 4096 */
 	/* (only the QP itself enters SQE: a UD or UC send that failed) */

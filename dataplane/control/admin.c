@@ -335,7 +335,7 @@ int rd_msg_admin(struct rd_control *ctl, struct rd_conn *conn, const void *msg, 
 		 * have clients */
 		int tidx = tenant ? rd_config_tenant_idx(ctl->cfg, tenant) : -1;
 
-		if (!conn->client && !rd_conn_drain_room(ctl, tidx))
+		if (!conn->client && (conn->wait != RD_WAIT_NONE || !rd_conn_drain_room(ctl, tidx)))
 			return -EBUSY;
 		ret = rd_drain_start(ctl, &m, conn->fd);
 		if (ret >= 0 && !conn->client)

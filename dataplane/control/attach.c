@@ -509,6 +509,43 @@ static bool conn_has_request(int fd)
 	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
+/*
+ * The pending connection a newcomer closes when all slots are taken, or
+ * NULL (the newcomer is refused). The oldest that has not passed HELLO and
+ * has no request waiting; one whose request waits is answered when it is
+ * read (this batch or the next) and stays, or a flood that reconnects
+ * faster than a slow client is read would close it before its one message
+ * (an admin's "status", a HELLO). When every slot has passed HELLO (a good
+ * token: it waits for its CHANNEL), the oldest of the tenant that holds the
+ * most of them, two or more: a tenant cannot hold every slot with HELLOs
+ * of its own (up to its quota.clients) and lock the others out.
+ */
+static struct rd_conn *evictable(struct rd_control *ctl)
+{
+	uint16_t held[RD_TENANTS_MAX] = { 0 };
+	struct rd_conn *tail = ctl->conns, *c;
+	int top = -1;
+
+	while (tail && tail->next) /* the list is newest first */
+		tail = tail->next;
+	for (c = tail; c; c = c->prev)
+		if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0 &&
+		    !conn_has_request(c->fd))
+			return c;
+	for (c = ctl->conns; c; c = c->next)
+		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx >= 0 &&
+		    c->tidx < RD_TENANTS_MAX && ++held[c->tidx] >= 2 &&
+		    (top < 0 || held[c->tidx] > held[top]))
+			top = c->tidx;
+	if (top < 0)
+		return NULL;
+	for (c = tail; c; c = c->prev)
+		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx == top &&
+		    !conn_has_request(c->fd))
+			return c;
+	return NULL;
+}
+
 void rd_conn_accept(struct rd_control *ctl)
 {
 	struct ucred cr;
@@ -520,24 +557,13 @@ void rd_conn_accept(struct rd_control *ctl)
 		if (ctl->npending >= ctl->cfg->max_pending_conns) {
 			/* Unauthenticated connections cannot pile up (attached
 			 * clients are counted by their tenants' quotas): the
-			 * oldest one that has not even passed HELLO makes room,
-			 * so that holding every slot takes a steady flood rather
-			 * than a few idle sockets; when all of them did, the
-			 * newcomer is refused (a drain's connection is not
-			 * counted: rd_conn_drain_wait). One whose request is
-			 * already waiting is answered when it is read (this
-			 * batch or the next) and stays: otherwise a flood that
-			 * reconnects faster than a slow client is read would
-			 * close it before its one message (an admin's
-			 * "status", a HELLO). */
-			struct rd_conn *old = ctl->conns;
+			 * oldest one that has not even passed HELLO makes room
+			 * (evictable()), so that holding every slot takes a
+			 * steady flood rather than a few idle sockets. A
+			 * drain's connection is not counted
+			 * (rd_conn_drain_wait). */
+			struct rd_conn *old = evictable(ctl);
 
-			while (old && old->next) /* the list is newest first */
-				old = old->next;
-			for (; old; old = old->prev)
-				if (!old->client && !old->hello && old->deadline_ns && old->fd >= 0 &&
-				    !conn_has_request(old->fd))
-					break;
 			if (!old) {
 				close(fd);
 				ctl->refused_conns++;

@@ -11,8 +11,8 @@
  * without credentials (-EPERM). A pod that opens max_pending connections and
  * sends one such message on each a little more often than the timeout keeps
  * them forever; every new connection is closed at once. No client of any
- * tenant can attach, and `roshmctl status` (the DaemonSet's liveness probe,
- * k8s/base/daemonset.yaml) fails, so the kubelet restarts roshmd, and again.
+ * tenant can attach, and an operator's `roshmctl status` (or a preStop's
+ * `roshmctl drain`) fails.
  *
  * The attacker holds max_pending (4) connections: two send a message of an
  * unknown type, two a HELLO of tenant "b" with a wrong token, each every
@@ -32,6 +32,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,13 +110,60 @@ static int idle_holder(void *arg)
 	return 0;
 }
 
+/* A connection of tenant b past a good HELLO, its CHANNEL never sent: the
+ * connection, or -errno. */
+static int hello_b(void)
+{
+	struct roshm_ctl_hello h;
+	char reply[256];
+	int fd = atk_ctl_connect(d.sock);
+
+	if (fd < 0)
+		return fd;
+	memset(&h, 0, sizeof(h));
+	atk_ctl_hdr(&h.hdr, ROSHM_CTL_HELLO, sizeof(h));
+	strcpy(h.tenant, "b");
+	strcpy(h.token, "tb");
+	if (send(fd, &h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h) ||
+	    recv(fd, reply, sizeof(reply), 0) < (ssize_t)sizeof(struct roshm_ctl_hdr) ||
+	    ((struct roshm_ctl_hdr *)reply)->status) {
+		close(fd);
+		return -EPROTO;
+	}
+	return fd;
+}
+
+/* Connections of tenant b past HELLO (its own token, within its client
+ * quota), re-made as soon as roshmd closes one, checked every 20 ms. */
+static int hello_holder(void *arg)
+{
+	int fds[PENDING];
+
+	(void)arg;
+	for (int i = 0; i < PENDING; i++)
+		fds[i] = hello_b();
+	for (;;) {
+		for (int i = 0; i < PENDING; i++) {
+			char junk[64];
+
+			if (fds[i] >= 0 && recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) < 0 &&
+			    (errno == EAGAIN || errno == EWOULDBLOCK))
+				continue; /* still held */
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = hello_b();
+		}
+		usleep(20000);
+	}
+	return 0;
+}
+
 static int attach_b(void *arg)
 {
 	struct roshm *r;
 	int err;
 
-	(void)arg;
-	r = atk_open(&d, "b", NULL, &err);
+	r = atk_open(&d, arg ? arg : "b", NULL, &err);
 	if (!r) {
 		fprintf(stderr, "roshm_open: %d (%s)\n", err, strerror(-err));
 		return 1;
@@ -178,6 +226,36 @@ static void test_pending_slots_idle_flood(void **state)
 	if (b || st)
 		fail_msg("tenant b could not attach while the attacker kept %d idle connections "
 			 "open: exit %d; the admin's \"status\": %d (%s)", PENDING, b, st,
+			 st ? strerror(-st) : "answered");
+}
+
+/*
+ * A tenant holds every pending slot with HELLOs of its own (a good token,
+ * up to its client quota) and never sends CHANNEL: the other tenants must
+ * still attach, and the admin's "status" be answered. The newcomer closes
+ * the oldest of the tenant that holds the most.
+ *
+ * How it failed before the fix (9871683): "tenant a could not attach while
+ * tenant b held the 4 pending slots past HELLO: exit 1; the admin's
+ * "status": -104 (Connection reset by peer)".
+ */
+static void test_pending_hello_hold(void **state)
+{
+	pid_t pid;
+	int a, st;
+
+	(void)state;
+	pid = th_spawn(hello_holder, NULL);
+	assert_true(pid > 0);
+	usleep(300000);
+	a = atk_run_bounded(attach_b, "a", 3000);
+	st = admin_status();
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (a || st)
+		fail_msg("tenant a could not attach while tenant b held the %d pending slots past "
+			 "HELLO: exit %d; the admin's \"status\": %d (%s)", PENDING, a, st,
 			 st ? strerror(-st) : "answered");
 }
 
@@ -258,10 +336,29 @@ static void test_pending_waiting_request_kept(void **state)
 			 PENDING, st, strerror(-st));
 }
 
+/* Whether roshmd's log holds @needle, looked for every 20 ms up to @ms. */
+static bool log_has(const char *needle, int ms)
+{
+	for (int t = 0; t <= ms; t += 20) {
+		FILE *f = fopen(d.log, "r");
+		char line[512];
+		bool found = false;
+
+		while (f && !found && fgets(line, sizeof(line), f))
+			found = strstr(line, needle) != NULL;
+		if (f)
+			fclose(f);
+		if (found)
+			return true;
+		usleep(20000);
+	}
+	return false;
+}
+
 /*
  * A tenant's drain of its own regions, on connections that never attach,
  * holds no pending slot while roshmd works on it: a tenant whose drains
- * take long (peers are given two revalidations, 3 s here, to see the stale
+ * take long (peers are given two revalidations, 5 s here, to see the stale
  * records) must not lock every other client out. Each such connection has
  * one answer and is closed after it, and a tenant has at most its client
  * quota of drains waiting so (6 here: a 7th is -EBUSY).
@@ -292,14 +389,14 @@ static void test_pending_drain_waits(void **state)
 		snprintf(cmd, sizeof(cmd), "drain region b/d%d", i);
 		assert_true((fds[i] = send_admin(-1, cmd, "b")) >= 0);
 	}
-	usleep(200000); /* read by roshmd: the drains run */
-	for (int i = 0; i < PENDING; i++)
+	/* read by roshmd: the drains run (5 s: two revalidations) */
+	for (int i = 0; i < PENDING; i++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "region b/d%d: draining", i);
+		assert_true(log_has(line, 5000));
 		assert_int_equal(answer(fds[i], 0), -ETIME);
-	b = atk_run_bounded(attach_b, NULL, 2000);
-	st = admin_status();
-	if (b || st)
-		fail_msg("tenant b could not attach while its %d drains waited: exit %d; the admin's "
-			 "\"status\": %d (%s)", PENDING, b, st, st ? strerror(-st) : "answered");
+	}
 	/* up to the quota (6 clients) at once, then -EBUSY */
 	for (int i = PENDING; i < DRAINS; i++) {
 		char cmd[64];
@@ -311,10 +408,15 @@ static void test_pending_drain_waits(void **state)
 	assert_true(fds[DRAINS] >= 0);
 	assert_int_equal(answer(fds[DRAINS], 3000), -EBUSY);
 	close(fds[DRAINS]);
+	b = atk_run_bounded(attach_b, NULL, 2000);
+	st = admin_status();
+	if (b || st)
+		fail_msg("tenant b could not attach while its %d drains waited: exit %d; the admin's "
+			 "\"status\": %d (%s)", PENDING, b, st, st ? strerror(-st) : "answered");
 	/* each is answered, then its connection ends: a second request on it
 	 * gets nothing */
 	for (int i = 0; i < DRAINS; i++) {
-		assert_int_equal(answer(fds[i], 10000), 0);
+		assert_int_equal(answer(fds[i], 15000), 0);
 		send_admin(fds[i], "status", NULL);
 		st = answer(fds[i], 3000);
 		if (st != -ECONNRESET)
@@ -335,7 +437,7 @@ static int setup(void **state)
 	if (atk_workdir(workdir, sizeof(workdir), secret, sizeof(secret)))
 		return -1;
 	snprintf(token_file, sizeof(token_file), "%s/admin.token", workdir);
-	/* a network transport: a drain waits two revalidations (3 s) */
+	/* a network transport: a drain waits two revalidations (5 s) */
 	snprintf(extra, sizeof(extra),
 		 "admin: { token_file = \"%s\"; max_pending = %d; hello_timeout_ms = %d; };\n"
 		 "tenants = ( { name = \"a\"; token = \"ta\"; },\n"
@@ -343,7 +445,7 @@ static int setup(void **state)
 		 "channel: { hugepages = \"off\"; };\n"
 		 "transport: { tcp: { enabled = true; listen = \"127.0.0.1\"; port = %d;"
 		 " secret_file = \"%s\"; }; };\n"
-		 "registry: { dir = \"%s/registry\"; revalidate_ms = 1500; };\n",
+		 "registry: { dir = \"%s/registry\"; revalidate_ms = 2500; };\n",
 		 token_file, PENDING, TIMEOUT_MS, DRAINS, PORT, secret, workdir);
 	if (th_daemon_start(&d, "sec-pend", extra))
 		return -1;
@@ -372,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_pending_slots_idle_flood),
 		cmocka_unit_test(test_pending_waiting_request_kept),
 		cmocka_unit_test(test_pending_drain_waits),
+		cmocka_unit_test(test_pending_hello_hold),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
