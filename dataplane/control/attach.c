@@ -522,7 +522,7 @@ static bool conn_has_request(int fd)
  */
 static struct rd_conn *evictable(struct rd_control *ctl)
 {
-	uint16_t held[RD_TENANTS_MAX] = { 0 };
+	uint32_t held[RD_TENANTS_MAX] = { 0 };
 	struct rd_conn *tail = ctl->conns, *c;
 	int top = -1;
 
@@ -763,13 +763,13 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 		rd_conn_close(ctl, conn, "reply failed");
 		return;
 	}
-	/* Before HELLO a connection gets one answer: a refusal (a wrong token,
-	 * an unknown request) or an admin answer ends it, so nobody holds a
-	 * pending slot by talking (a drain that is still answering has no
-	 * deadline and stays). After HELLO the tenant's quota holds the slot,
-	 * and the deadline still runs. */
-	if (!conn->client && !conn->hello && conn->deadline_ns &&
-	    (ret < 0 || h->type == ROSHM_CTL_ADMIN))
+	/* Before it attaches a connection gets one answer but the HELLO's: a
+	 * refusal (a wrong token, an unknown request, anything but CHANNEL
+	 * after HELLO) or an admin answer ends it, so nobody holds a pending
+	 * slot by talking, nor keeps a request always waiting there to be
+	 * passed over by evictable() (a drain's connection waits, unread,
+	 * outside the slots). */
+	if (!conn->client && conn->deadline_ns && (ret < 0 || h->type == ROSHM_CTL_ADMIN))
 		rd_conn_close(ctl, conn, ret < 0 ? "refused before attach" : "admin request answered");
 }
 

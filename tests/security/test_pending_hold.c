@@ -229,36 +229,6 @@ static void test_pending_slots_idle_flood(void **state)
 			 st ? strerror(-st) : "answered");
 }
 
-/*
- * A tenant holds every pending slot with HELLOs of its own (a good token,
- * up to its client quota) and never sends CHANNEL: the other tenants must
- * still attach, and the admin's "status" be answered. The newcomer closes
- * the oldest of the tenant that holds the most.
- *
- * How it failed before the fix (9871683): "tenant a could not attach while
- * tenant b held the 4 pending slots past HELLO: exit 1; the admin's
- * "status": -104 (Connection reset by peer)".
- */
-static void test_pending_hello_hold(void **state)
-{
-	pid_t pid;
-	int a, st;
-
-	(void)state;
-	pid = th_spawn(hello_holder, NULL);
-	assert_true(pid > 0);
-	usleep(300000);
-	a = atk_run_bounded(attach_b, "a", 3000);
-	st = admin_status();
-	kill(pid, SIGKILL);
-	atk_wait_child(pid, 2000);
-	atk_assert_alive(&d);
-	if (a || st)
-		fail_msg("tenant a could not attach while tenant b held the %d pending slots past "
-			 "HELLO: exit %d; the admin's \"status\": %d (%s)", PENDING, a, st,
-			 st ? strerror(-st) : "answered");
-}
-
 /* Admin request @cmd of tenant @tenant (token "t<tenant>"), or of the
  * node's admin (@tenant NULL), sent on @fd (-1: a new connection): the
  * connection, its answer not read yet; or -errno. */
@@ -425,6 +395,49 @@ static void test_pending_drain_waits(void **state)
 	}
 	roshm_close(r);
 	atk_assert_alive(&d);
+}
+
+/*
+ * A tenant holds every pending slot with HELLOs of its own (a good token,
+ * up to its client quota) and never sends CHANNEL: the other tenants must
+ * still attach, and the admin's "status" be answered. The newcomer closes
+ * the oldest of the tenant that holds the most.
+ *
+ * How it failed before the fix (9871683): "tenant a could not attach while
+ * tenant b held the 4 pending slots past HELLO: exit 1; the admin's
+ * "status": -104 (Connection reset by peer)"; and (1dc68cb) "a connection
+ * past HELLO stayed open after a refused message".
+ */
+static void test_pending_hello_hold(void **state)
+{
+	pid_t pid;
+	int a, st;
+
+	(void)state;
+	/* past HELLO, a refusal ends the connection too (no request kept
+	 * waiting there by talking) */
+	int fd = hello_b();
+	struct roshm_ctl_hdr junk;
+
+	assert_true(fd >= 0);
+	atk_ctl_hdr(&junk, 99, sizeof(junk));
+	assert_int_equal(send(fd, &junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	assert_int_equal(answer(fd, 3000), -EOPNOTSUPP);
+	if (answer(fd, 3000) != -ECONNRESET)
+		fail_msg("a connection past HELLO stayed open after a refused message");
+	close(fd);
+	pid = th_spawn(hello_holder, NULL);
+	assert_true(pid > 0);
+	usleep(300000);
+	a = atk_run_bounded(attach_b, "a", 3000);
+	st = admin_status();
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (a || st)
+		fail_msg("tenant a could not attach while tenant b held the %d pending slots past "
+			 "HELLO: exit %d; the admin's \"status\": %d (%s)", PENDING, a, st,
+			 st ? strerror(-st) : "answered");
 }
 
 static int setup(void **state)
