@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,8 +440,33 @@ void rd_conn_close(struct rd_control *ctl, struct rd_conn *conn, const char *why
 		ctl->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
+	else
+		ctl->conns_tail = conn->prev;
 	conn->next = ctl->dead_conns;
 	ctl->dead_conns = conn;
+	rd_conn_pending_changed(ctl);
+}
+
+/* A pending slot may be free now, or a connection has passed HELLO (the
+ * newcomer may close one of its tenant's): while accepting is paused, look
+ * again (rd_conn_accept pauses once more if nothing changed). */
+void rd_conn_pending_changed(struct rd_control *ctl)
+{
+	if (ctl->accept_paused && ctl->listen_fd >= 0) {
+		ctl->accept_paused = false;
+		rd_control_listen_arm(ctl, true);
+	}
+}
+
+static void conn_link(struct rd_control *ctl, struct rd_conn *conn)
+{
+	conn->prev = NULL;
+	conn->next = ctl->conns;
+	if (ctl->conns)
+		ctl->conns->prev = conn;
+	else
+		ctl->conns_tail = conn;
+	ctl->conns = conn;
 }
 
 void rd_conns_reap(struct rd_control *ctl)
@@ -510,41 +536,50 @@ static bool conn_has_request(int fd)
 }
 
 /*
- * The pending connection a newcomer closes when all slots are taken, or
- * NULL (the newcomer is refused). The oldest that has not passed HELLO and
- * has no request waiting; one whose request waits is answered when it is
- * read (this batch or the next) and stays, or a flood that reconnects
- * faster than a slow client is read would close it before its one message
- * (an admin's "status", a HELLO). When every slot has passed HELLO (a good
- * token: it waits for its CHANNEL), the oldest of the tenant that holds the
- * most of them, two or more: a tenant cannot hold every slot with HELLOs
- * of its own (up to its quota.clients) and lock the others out.
+ * The pending connection a newcomer closes when every slot is taken, or
+ * NULL (the newcomer waits in the backlog). The oldest that has not passed
+ * HELLO and has no request waiting. One whose request waits is answered
+ * when it is read (this batch or the next) and stays, or a flood that
+ * reconnects faster than a slow client is read would close it before its
+ * one message (an admin's "status", a HELLO); while any does, nothing is
+ * closed: those free their slots or pass HELLO once read. When every slot
+ * has passed HELLO (a good token, waiting for its CHANNEL), the oldest of
+ * the tenant that holds the most of them, two or more: a tenant cannot
+ * hold every slot with HELLOs of its own (up to its quota.clients).
  */
 static struct rd_conn *evictable(struct rd_control *ctl)
 {
 	uint32_t held[RD_TENANTS_MAX] = { 0 };
-	struct rd_conn *tail = ctl->conns, *c;
+	bool waiting = false;
+	struct rd_conn *c;
 	int top = -1;
 
-	while (tail && tail->next) /* the list is newest first */
-		tail = tail->next;
-	for (c = tail; c; c = c->prev)
-		if (!c->client && !c->hello && c->deadline_ns && c->fd >= 0 &&
-		    !conn_has_request(c->fd))
+	for (c = ctl->conns_tail; c; c = c->prev) {
+		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
+			continue;
+		if (!conn_has_request(c->fd))
 			return c;
-	for (c = ctl->conns; c; c = c->next)
+		waiting = true;
+	}
+	if (waiting)
+		return NULL;
+	for (c = ctl->conns_tail; c; c = c->prev)
 		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx >= 0 &&
 		    c->tidx < RD_TENANTS_MAX && ++held[c->tidx] >= 2 &&
 		    (top < 0 || held[c->tidx] > held[top]))
 			top = c->tidx;
 	if (top < 0)
 		return NULL;
-	for (c = tail; c; c = c->prev)
+	for (c = ctl->conns_tail; c; c = c->prev)
 		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx == top &&
 		    !conn_has_request(c->fd))
 			return c;
 	return NULL;
 }
+
+/* Newcomers taken per readiness of the control socket: the batch's other
+ * events (requests, the timers) are not held up by a flood of connects. */
+#define RD_ACCEPT_BATCH 16
 
 void rd_conn_accept(struct rd_control *ctl)
 {
@@ -553,25 +588,34 @@ void rd_conn_accept(struct rd_control *ctl)
 	struct rd_conn *conn;
 	int fd;
 
-	while ((fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+	for (int n = 0; n < RD_ACCEPT_BATCH; n++) {
 		if (ctl->npending >= ctl->cfg->max_pending_conns) {
 			/* Unauthenticated connections cannot pile up (attached
-			 * clients are counted by their tenants' quotas): the
-			 * oldest one that has not even passed HELLO makes room
-			 * (evictable()), so that holding every slot takes a
-			 * steady flood rather than a few idle sockets. A
+			 * clients are counted by their tenants' quotas): one
+			 * that is idle makes room (evictable()), so that holding
+			 * every slot takes a steady flood rather than a few idle
+			 * sockets. When none may go, newcomers wait in the
+			 * backlog, in order, until a slot frees (rather than be
+			 * refused: the next may be the admin's "status"). A
 			 * drain's connection is not counted
 			 * (rd_conn_drain_wait). */
-			struct rd_conn *old = evictable(ctl);
+			struct pollfd p = { .fd = ctl->listen_fd, .events = POLLIN };
+			struct rd_conn *old;
 
+			if (poll(&p, 1, 0) != 1)
+				return; /* nobody waits */
+			old = evictable(ctl);
 			if (!old) {
-				close(fd);
-				ctl->refused_conns++;
-				continue;
+				rd_control_listen_arm(ctl, false);
+				ctl->accept_paused = true;
+				return;
 			}
 			ctl->refused_conns++;
 			rd_conn_close(ctl, old, "evicted: too many connections not attached");
 		}
+		fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return;
 		conn = calloc(1, sizeof(*conn));
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
 			free(conn);
@@ -590,10 +634,7 @@ void rd_conn_accept(struct rd_control *ctl)
 			close(fd);
 			continue;
 		}
-		conn->next = ctl->conns;
-		if (ctl->conns)
-			ctl->conns->prev = conn;
-		ctl->conns = conn;
+		conn_link(ctl, conn);
 		ctl->npending++;
 	}
 }
@@ -771,6 +812,8 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	 * outside the slots). */
 	if (!conn->client && conn->deadline_ns && (ret < 0 || h->type == ROSHM_CTL_ADMIN))
 		rd_conn_close(ctl, conn, ret < 0 ? "refused before attach" : "admin request answered");
+	else
+		rd_conn_pending_changed(ctl); /* (it may have passed HELLO, attached, or be draining) */
 }
 
 int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid)
@@ -790,10 +833,7 @@ int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid)
 		free(conn);
 		return -errno;
 	}
-	conn->next = ctl->conns;
-	if (ctl->conns)
-		ctl->conns->prev = conn;
-	ctl->conns = conn;
+	conn_link(ctl, conn);
 	ctl->npending++;
 	return 0;
 }

@@ -48,7 +48,9 @@ struct rd_control {
 	uint32_t nregions;
 	struct rd_client *clients;
 	struct rd_region *regions;
-	struct rd_conn *conns;
+	struct rd_conn *conns;        /* newest first */
+	struct rd_conn *conns_tail;   /* the oldest */
+	bool accept_paused;           /* every pending slot taken: newcomers wait in the backlog */
 	struct rd_region **slots;     /* local regions by id (1..max_regions) */
 	/* tcp transport, control side (peers.c) */
 	struct rd_peer *peers;
@@ -89,7 +91,7 @@ struct rd_control {
 	struct rd_client *zombie_clients;
 	char admin_token[ROSHM_ADMIN_TOKEN_MAX]; /* "" : none */
 	struct rd_conn *dead_conns;   /* closed in this epoll batch, freed after it */
-	uint64_t refused_conns;       /* over admin.max_pending */
+	uint64_t refused_conns;       /* over admin.max_pending: evicted */
 	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
 	int lock_fd;                  /* flock on the socket's lock: one roshmd per socket */
 	uint64_t sock_dev, sock_ino;  /* the socket file we bound: the only one we unlink */
@@ -165,6 +167,8 @@ bool rd_drain_idle(const struct rd_control *ctl);
 void rd_drain_forget_fd(struct rd_control *ctl, int fd);
 /* attach.c: the drain answered on @fd: its connection's idle deadline runs again. */
 void rd_control_drain_answered(struct rd_control *ctl, int fd);
+/* loop.c: whether the control socket is watched for newcomers. */
+void rd_control_listen_arm(struct rd_control *ctl, bool on);
 
 /* peers.c: peers and remote regions, through the network provider's control ops */
 int rd_peers_init(struct rd_control *ctl);

@@ -547,6 +547,10 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 		if (!cfg->tenants[i].token[0])
 			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
 			       cfg->tenants[i].name);
+	if (cfg->max_pending_conns <= (uint32_t)cfg->ntenants)
+		RD_LOG(WARNING, "admin.max_pending (%u) is not above the number of tenants (%d): "
+		       "tenants that each hold one connection past HELLO can make the others wait "
+		       "(docs/security.md)", cfg->max_pending_conns, cfg->ntenants);
 	ret = listen_socket(ctl, cfg->socket);
 	if (ret < 0) {
 		RD_LOG(ERR, "socket %s: %s", cfg->socket,
@@ -591,6 +595,13 @@ int rd_control_run(struct rd_control *ctl)
 	while (!ctl->stop)
 		rd_control_step(ctl, 100);
 	return 0;
+}
+
+void rd_control_listen_arm(struct rd_control *ctl, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = &tag_listen };
+
+	epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, ctl->listen_fd, &ev);
 }
 
 void rd_control_step(struct rd_control *ctl, int timeout_ms)

@@ -440,6 +440,86 @@ static void test_pending_hello_hold(void **state)
 			 st ? strerror(-st) : "answered");
 }
 
+/* Connections that each send one message and close, as fast as they can. */
+static int request_flooder(void *arg)
+{
+	struct roshm_ctl_hdr junk;
+
+	(void)arg;
+	atk_ctl_hdr(&junk, 99, sizeof(junk));
+	for (;;) {
+		int fd = atk_ctl_connect(d.sock);
+
+		if (fd >= 0) {
+			send(fd, &junk, sizeof(junk), MSG_NOSIGNAL | MSG_DONTWAIT);
+			close(fd);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Every slot holds a connection whose request waits (a flood of connects
+ * that each send a message): none may be closed for a newcomer, but they
+ * are answered, and newcomers wait in the backlog in order meanwhile, a
+ * bounded number taken per turn. Then: tenant b's two connections past
+ * HELLO, roshmd stopped while two such requests take the free slots and a
+ * third waits behind them: b's connections stay (it holds two, but the
+ * slots are not all past HELLO); and two flooding processes: tenant b
+ * attaches and the admin's "status" is answered, each within 3 s.
+ *
+ * How it failed before the fix (37ea558): "tenant b's connection past
+ * HELLO was closed for a newcomer while other slots held requests"; under
+ * the flood the admin's "status" got -104 (the newcomer refused when
+ * every slot held a request).
+ */
+static void test_pending_request_flood(void **state)
+{
+	int hb[2], junk[3], b, st;
+	struct roshm_ctl_hdr m;
+	pid_t pid[2];
+	char c;
+
+	(void)state;
+	hb[0] = hello_b();
+	hb[1] = hello_b();
+	assert_true(hb[0] >= 0 && hb[1] >= 0);
+	assert_int_equal(kill(d.pid, SIGSTOP), 0);
+	atk_ctl_hdr(&m, 99, sizeof(m));
+	for (int i = 0; i < 3; i++) {
+		assert_true((junk[i] = atk_ctl_connect(d.sock)) >= 0);
+		assert_int_equal(send(junk[i], &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
+	}
+	assert_int_equal(kill(d.pid, SIGCONT), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(answer(junk[i], 5000), -EOPNOTSUPP);
+		close(junk[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		ssize_t n = recv(hb[i], &c, 1, MSG_DONTWAIT);
+
+		if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+			fail_msg("tenant b's connection past HELLO was closed for a newcomer while other "
+				 "slots held requests");
+		close(hb[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		pid[i] = th_spawn(request_flooder, NULL);
+		assert_true(pid[i] > 0);
+	}
+	usleep(300000);
+	b = atk_run_bounded(attach_b, NULL, 3000);
+	st = admin_status();
+	for (int i = 0; i < 2; i++) {
+		kill(pid[i], SIGKILL);
+		atk_wait_child(pid[i], 2000);
+	}
+	atk_assert_alive(&d);
+	if (b || st)
+		fail_msg("under a flood of connections that each send a request: tenant b's attach "
+			 "exit %d; the admin's \"status\": %d (%s)", b, st, st ? strerror(-st) : "answered");
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
@@ -488,6 +568,7 @@ int main(void)
 		cmocka_unit_test(test_pending_waiting_request_kept),
 		cmocka_unit_test(test_pending_drain_waits),
 		cmocka_unit_test(test_pending_hello_hold),
+		cmocka_unit_test(test_pending_request_flood),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
