@@ -188,6 +188,8 @@ static int check_server(int fd, int64_t want)
 	return -EPERM;
 }
 
+#define CONNECT_TIMEOUT_S 10
+
 int roshm__sock_connect(const char *path, int64_t server_uid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -199,11 +201,18 @@ int roshm__sock_connect(const char *path, int64_t server_uid)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	/* roshmd leaves newcomers in its backlog while every pending slot is
+	 * taken (admin.max_pending), and a connect to a full backlog sleeps
+	 * for the send timeout: bounded, then none again for the connection */
+	struct timeval tv = { .tv_sec = CONNECT_TIMEOUT_S }, none = { 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		ret = -errno;
+		ret = errno == EAGAIN || errno == EINPROGRESS ? -ETIME : -errno;
 		close(fd);
 		return ret;
 	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
 	ret = check_server(fd, server_uid);
 	if (ret) {
 		close(fd);

@@ -557,8 +557,14 @@ static struct rd_conn *evictable(struct rd_control *ctl)
 	for (c = ctl->conns_tail; c; c = c->prev) {
 		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
 			continue;
-		if (!conn_has_request(c->fd))
-			return c;
+		/* one taken in this very call has not had a turn to send (a
+		 * slot that holds a request stays so until it is read: looked
+		 * at once per call) */
+		if (c->accept_gen != ctl->accept_gen && c->peek_gen != ctl->accept_gen) {
+			if (!conn_has_request(c->fd))
+				return c;
+			c->peek_gen = ctl->accept_gen;
+		}
 		waiting = true;
 	}
 	if (waiting)
@@ -588,6 +594,7 @@ void rd_conn_accept(struct rd_control *ctl)
 	struct rd_conn *conn;
 	int fd;
 
+	ctl->accept_gen++;
 	for (int n = 0; n < RD_ACCEPT_BATCH; n++) {
 		if (ctl->npending >= ctl->cfg->max_pending_conns) {
 			/* Unauthenticated connections cannot pile up (attached
@@ -614,8 +621,17 @@ void rd_conn_accept(struct rd_control *ctl)
 			rd_conn_close(ctl, old, "evicted: too many connections not attached");
 		}
 		fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
+		if (fd < 0) {
+			/* out of descriptors or memory: not again at every turn
+			 * of the loop, but when a connection goes */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+				RD_LOG(WARNING, "control socket: accept: %s: newcomers wait until a "
+				       "connection closes", strerror(errno));
+				rd_control_listen_arm(ctl, false);
+				ctl->accept_paused = true;
+			}
 			return;
+		}
 		conn = calloc(1, sizeof(*conn));
 		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
 			free(conn);
@@ -626,6 +642,7 @@ void rd_conn_accept(struct rd_control *ctl)
 		conn->fd = fd;
 		conn->pid = cr.pid;
 		conn->uid = cr.uid;
+		conn->accept_gen = ctl->accept_gen;
 		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
 

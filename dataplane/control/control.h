@@ -51,6 +51,7 @@ struct rd_control {
 	struct rd_conn *conns;        /* newest first */
 	struct rd_conn *conns_tail;   /* the oldest */
 	bool accept_paused;           /* every pending slot taken: newcomers wait in the backlog */
+	uint64_t accept_gen;          /* rd_conn_accept's calls (struct rd_conn accept_gen) */
 	struct rd_region **slots;     /* local regions by id (1..max_regions) */
 	/* tcp transport, control side (peers.c) */
 	struct rd_peer *peers;
@@ -165,7 +166,7 @@ int rd_drain_start(struct rd_control *ctl, const struct rd_drain_match *m, int r
 void rd_drain_tick(struct rd_control *ctl);
 bool rd_drain_idle(const struct rd_control *ctl);
 void rd_drain_forget_fd(struct rd_control *ctl, int fd);
-/* attach.c: the drain answered on @fd: its connection's idle deadline runs again. */
+/* attach.c: the drain answered on @fd: a connection that has not attached is closed (its one answer). */
 void rd_control_drain_answered(struct rd_control *ctl, int fd);
 /* loop.c: whether the control socket is watched for newcomers. */
 void rd_control_listen_arm(struct rd_control *ctl, bool on);
