@@ -305,43 +305,64 @@ static int own_memfd(size_t size, void **map)
 	return fd;
 }
 
+/* A new connection past HELLO as tenant "default": the connection; @hr
+ * its reply. */
+static int raw_hello(struct roshm_ctl_hello_reply *hr)
+{
+	struct roshm_ctl_hello hello = { 0 };
+	int fds[4], nfds, fd = raw_connect();
+
+	hdr(&hello.hdr, ROSHM_CTL_HELLO, sizeof(hello));
+	strcpy(hello.tenant, "default");
+	assert_int_equal(send(fd, &hello, sizeof(hello), 0), sizeof(hello));
+	assert_int_equal(raw_recv(fd, hr, sizeof(*hr), fds, &nfds), sizeof(*hr));
+	assert_int_equal(hr->hdr.status, 0);
+	assert_int_equal(nfds, 0);
+	return fd;
+}
+
+/* A CHANNEL of @chan on @fd, past HELLO, refused with @status; the
+ * connection ends with it (one answer before attach). */
+static void channel_refused(int fd, const struct roshm_ctl_channel *ch, int chan, int status)
+{
+	char buf[512];
+	int fds[4], nfds;
+
+	send_fd(fd, ch, sizeof(*ch), chan);
+	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
+	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, status);
+	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) <= 0);
+	close(fd);
+}
+
 /* The memory a client hands over is sealed: it can no longer shrink or grow
  * it, nor punch holes in its channel; memory it did not touch, or that is
  * not a sealable memfd, is refused. */
 static void test_ftruncate_sealed(void **state)
 {
-	struct roshm_ctl_hello hello = { 0 };
 	struct roshm_ctl_hello_reply hr;
 	struct roshm_ctl_channel ch = { 0 };
 	struct roshm_ctl_region_create rc = { 0 };
 	char buf[512];
 	void *map;
-	int fds[4], nfds, fd = raw_connect(), chan;
+	int fds[4], nfds, fd = raw_hello(&hr), chan;
 
 	(void)state;
-	hdr(&hello.hdr, ROSHM_CTL_HELLO, sizeof(hello));
-	strcpy(hello.tenant, "default");
-	assert_int_equal(send(fd, &hello, sizeof(hello), 0), sizeof(hello));
-	assert_int_equal(raw_recv(fd, &hr, sizeof(hr), fds, &nfds), sizeof(hr));
-	assert_int_equal(hr.hdr.status, 0);
-	assert_int_equal(nfds, 0);
-	/* memory with pages missing: refused, the connection stays */
+	/* memory with pages missing: refused */
 	chan = memfd_create("lazy", MFD_ALLOW_SEALING);
 	assert_int_equal(ftruncate(chan, (off_t)hr.chan_size), 0);
 	hdr(&ch.hdr, ROSHM_CTL_CHANNEL, sizeof(ch));
 	ch.size = hr.chan_size;
-	send_fd(fd, &ch, sizeof(ch), chan);
-	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
-	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EFAULT);
+	channel_refused(fd, &ch, chan, -EFAULT);
 	close(chan);
 	/* the wrong size: refused */
+	fd = raw_hello(&hr);
 	chan = own_memfd(hr.chan_size + 4096, &map);
-	send_fd(fd, &ch, sizeof(ch), chan);
-	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);
-	assert_int_equal(((struct roshm_ctl_hdr *)buf)->status, -EINVAL);
+	channel_refused(fd, &ch, chan, -EINVAL);
 	munmap(map, hr.chan_size + 4096);
 	close(chan);
 	/* a proper one: sealed by roshmd */
+	fd = raw_hello(&hr);
 	chan = own_memfd(hr.chan_size, &map);
 	send_fd(fd, &ch, sizeof(ch), chan);
 	assert_true(raw_recv(fd, buf, sizeof(buf), fds, &nfds) > 0);

@@ -85,15 +85,14 @@ static int holder(void *arg)
 	return 0;
 }
 
-/* Silent connections, re-opened as soon as roshmd closes one (a deadline
- * or an eviction), checked every 20 ms. */
-static int idle_holder(void *arg)
+/* PENDING connections made by @open_one, each made again as soon as
+ * roshmd closes it (a deadline or an eviction), checked every 20 ms. */
+static int keep_held(int (*open_one)(void))
 {
 	int fds[PENDING];
 
-	(void)arg;
 	for (int i = 0; i < PENDING; i++)
-		fds[i] = atk_ctl_connect(d.sock);
+		fds[i] = open_one();
 	for (;;) {
 		for (int i = 0; i < PENDING; i++) {
 			char junk[64];
@@ -103,11 +102,23 @@ static int idle_holder(void *arg)
 				continue; /* still held */
 			if (fds[i] >= 0)
 				close(fds[i]);
-			fds[i] = atk_ctl_connect(d.sock);
+			fds[i] = open_one();
 		}
 		usleep(20000);
 	}
 	return 0;
+}
+
+static int idle_conn(void)
+{
+	return atk_ctl_connect(d.sock);
+}
+
+/* Silent connections. */
+static int idle_holder(void *arg)
+{
+	(void)arg;
+	return keep_held(idle_conn);
 }
 
 /* A connection of tenant b past a good HELLO, its CHANNEL never sent: the
@@ -134,28 +145,11 @@ static int hello_b(void)
 }
 
 /* Connections of tenant b past HELLO (its own token, within its client
- * quota), re-made as soon as roshmd closes one, checked every 20 ms. */
+ * quota). */
 static int hello_holder(void *arg)
 {
-	int fds[PENDING];
-
 	(void)arg;
-	for (int i = 0; i < PENDING; i++)
-		fds[i] = hello_b();
-	for (;;) {
-		for (int i = 0; i < PENDING; i++) {
-			char junk[64];
-
-			if (fds[i] >= 0 && recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) < 0 &&
-			    (errno == EAGAIN || errno == EWOULDBLOCK))
-				continue; /* still held */
-			if (fds[i] >= 0)
-				close(fds[i]);
-			fds[i] = hello_b();
-		}
-		usleep(20000);
-	}
-	return 0;
+	return keep_held(hello_b);
 }
 
 static int attach_b(void *arg)
