@@ -537,46 +537,55 @@ static bool conn_has_request(int fd)
 
 /*
  * The pending connection a newcomer closes when every slot is taken, or
- * NULL (the newcomer waits in the backlog). The oldest that has not passed
- * HELLO and has no request waiting. One whose request waits is answered
- * when it is read (this batch or the next) and stays, or a flood that
- * reconnects faster than a slow client is read would close it before its
- * one message (an admin's "status", a HELLO); while any does, nothing is
- * closed: those free their slots or pass HELLO once read. When every slot
- * has passed HELLO (a good token, waiting for its CHANNEL), the oldest of
- * the tenant that holds the most of them, two or more: a tenant cannot
- * hold every slot with HELLOs of its own (up to its quota.clients).
+ * NULL: then *@later says whether to look again at the next turn of the
+ * loop (the listen socket stays watched) rather than pause accepting until
+ * a slot frees. The oldest that has not passed HELLO and has no request
+ * waiting. One whose request waits is answered when it is read (this batch
+ * or the next) and stays, or a flood that reconnects faster than a slow
+ * client is read would close it before its one message (an admin's
+ * "status", a HELLO); while any does, nothing is closed: those free their
+ * slots or pass HELLO once read. When every slot has passed HELLO (a good
+ * token, waiting for its CHANNEL), the oldest of the tenant that holds the
+ * most of them, two or more: a tenant cannot hold every slot with HELLOs of
+ * its own (up to its quota.clients). A connection taken in this very call
+ * has not had a turn to send: it is not closed, nor does it pause
+ * accepting; the next turn looks again, when it is an old one like the
+ * others (idle, waiting, or past HELLO).
  */
-static struct rd_conn *evictable(struct rd_control *ctl)
+static struct rd_conn *evictable(struct rd_control *ctl, bool *later)
 {
 	uint32_t held[RD_TENANTS_MAX] = { 0 };
-	bool waiting = false;
+	bool waiting = false, fresh = false;
 	struct rd_conn *c;
 	int top = -1;
 
+	*later = false;
 	for (c = ctl->conns_tail; c; c = c->prev) {
 		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
 			continue;
-		/* one taken in this very call has not had a turn to send (a
-		 * slot that holds a request stays so until it is read: looked
-		 * at once per call) */
-		if (c->accept_gen != ctl->accept_gen && c->peek_gen != ctl->accept_gen) {
+		if (c->accept_gen == ctl->accept_gen) {
+			fresh = true;
+			continue;
+		}
+		/* a slot that holds a request stays so until it is read:
+		 * looked at once per call */
+		if (c->peek_gen != ctl->accept_gen) {
 			if (!conn_has_request(c->fd))
 				return c;
 			c->peek_gen = ctl->accept_gen;
 		}
 		waiting = true;
 	}
-	if (waiting)
+	if (waiting || fresh) {
+		*later = !waiting;
 		return NULL;
+	}
 	for (c = ctl->conns_tail; c; c = c->prev)
 		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx >= 0 &&
 		    c->tidx < RD_TENANTS_MAX && ++held[c->tidx] >= 2 &&
 		    (top < 0 || held[c->tidx] > held[top]))
 			top = c->tidx;
-	if (top < 0)
-		return NULL;
-	for (c = ctl->conns_tail; c; c = c->prev)
+	for (c = ctl->conns_tail; top >= 0 && c; c = c->prev)
 		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx == top &&
 		    !conn_has_request(c->fd))
 			return c;
@@ -608,10 +617,13 @@ void rd_conn_accept(struct rd_control *ctl)
 			 * (rd_conn_drain_wait). */
 			struct pollfd p = { .fd = ctl->listen_fd, .events = POLLIN };
 			struct rd_conn *old;
+			bool later;
 
 			if (poll(&p, 1, 0) != 1)
 				return; /* nobody waits */
-			old = evictable(ctl);
+			old = evictable(ctl, &later);
+			if (!old && later)
+				return; /* the next turn: the socket is still readable */
 			if (!old) {
 				rd_control_listen_arm(ctl, false);
 				ctl->accept_paused = true;

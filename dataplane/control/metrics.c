@@ -200,6 +200,16 @@ static uint64_t get_hole_faults(struct rd_control *ctl)
 	return __atomic_load_n(&ctl->guard.faults, __ATOMIC_RELAXED);
 }
 
+static uint64_t get_pending(struct rd_control *ctl)
+{
+	return ctl->npending;
+}
+
+static uint64_t get_evicted(struct rd_control *ctl)
+{
+	return ctl->refused_conns;
+}
+
 static uint64_t get_lease_lost(struct rd_control *ctl)
 {
 	return RD_STAT_GET(ctl->reg.stats.lease_lost);
@@ -219,6 +229,12 @@ const struct rd_metric rd_metrics[] = {
 	{ "roshm_registry_lease_lost_total", "registry_lease_lost", RD_METRIC_COUNTER,
 	  "etcd: times this node's lease expired or etcd forgot it (its records were put again)",
 	  .get = get_lease_lost },
+	{ "roshm_control_pending_connections", "pending_conns", RD_METRIC_GAUGE,
+	  "Connections to the control socket that have not attached (admin.max_pending)",
+	  .get = get_pending },
+	{ "roshm_control_evicted_total", "pending_evicted", RD_METRIC_COUNTER,
+	  "Connections not attached that were closed to make room for a newcomer",
+	  .get = get_evicted },
 	{ "roshm_poller_rounds_total", "rounds", RD_METRIC_COUNTER, "Poll rounds", POLLER(rounds) },
 	{ "roshm_poller_busy_rounds_total", "busy_rounds", RD_METRIC_COUNTER,
 	  "Poll rounds that did work", POLLER(busy_rounds) },

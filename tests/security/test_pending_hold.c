@@ -514,6 +514,71 @@ static void test_pending_request_flood(void **state)
 			 "exit %d; the admin's \"status\": %d (%s)", b, st, st ? strerror(-st) : "answered");
 }
 
+/* The admin "stats" counter @key (metrics.c), or -1. */
+static long admin_stat(const char *key)
+{
+	struct roshm_params p = { .sock_path = d.sock, .admin_token = admin_token };
+	char *json = NULL, needle[64], *at;
+	long v = -1;
+
+	snprintf(needle, sizeof(needle), "\"%s\":", key);
+	if (!roshm_admin_params(&p, "stats", &json) && json && (at = strstr(json, needle)))
+		v = strtol(at + strlen(needle), NULL, 10);
+	free(json);
+	return v;
+}
+
+/*
+ * A connection taken in the same turn of roshmd's loop as a newcomer that
+ * finds every slot taken has not had a turn to send: it is not closed for
+ * the newcomer then, but it must not hold the newcomer back either. Tenant
+ * b holds three slots past HELLO; roshmd is stopped while an idle
+ * connection takes the fourth and the admin's "status" queues behind it.
+ * At the next turn the idle one is closed for the newcomer (the oldest
+ * that has not passed HELLO, nothing waiting on it), and b's connections
+ * stay: not every slot is past HELLO.
+ *
+ * How it failed before the fix (6555b85): the same-turn connection counted
+ * as a request waiting, which paused accepting until a slot freed: the
+ * "status" was answered only once the connections timed out
+ * (hello_timeout_ms), "evicted 0".
+ */
+static void test_pending_fresh_not_waiting(void **state)
+{
+	int hb[3], idle, fd, st, closed = 0, idle_closed;
+	long ev0, ev1;
+	char c;
+
+	(void)state;
+	for (int t = 0; t < 100 && admin_stat("pending_conns") != 1; t++)
+		usleep(20000); /* the earlier cases' connections gone: only the asker's */
+	ev0 = admin_stat("pending_evicted");
+	assert_true(ev0 >= 0);
+	for (int i = 0; i < 3; i++)
+		assert_true((hb[i] = hello_b()) >= 0);
+	assert_int_equal(kill(d.pid, SIGSTOP), 0);
+	idle = atk_ctl_connect(d.sock);
+	assert_true(idle >= 0);
+	fd = send_admin(-1, "status", NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(kill(d.pid, SIGCONT), 0);
+	st = answer(fd, 5000);
+	for (int i = 0; i < 3; i++)
+		closed += recv(hb[i], &c, 1, MSG_DONTWAIT) == 0;
+	idle_closed = recv(idle, &c, 1, MSG_DONTWAIT) == 0;
+	close(fd);
+	close(idle);
+	for (int i = 0; i < 3; i++)
+		close(hb[i]);
+	ev1 = admin_stat("pending_evicted");
+	atk_assert_alive(&d);
+	if (st || ev1 - ev0 != 1 || closed || !idle_closed)
+		fail_msg("the admin's \"status\" behind a connection of the same turn: %d (%s), "
+			 "evicted %ld, b's connections closed %d, the idle one %s (expected 0, 1, 0, "
+			 "closed)", st, st ? strerror(-st) : "answered", ev1 - ev0, closed,
+			 idle_closed ? "closed" : "open");
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
@@ -563,6 +628,7 @@ int main(void)
 		cmocka_unit_test(test_pending_drain_waits),
 		cmocka_unit_test(test_pending_hello_hold),
 		cmocka_unit_test(test_pending_request_flood),
+		cmocka_unit_test(test_pending_fresh_not_waiting),
 	};
 
 	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
