@@ -136,21 +136,25 @@ static int read_file(int dfd, const char *fname, char *buf, size_t cap, const ch
 	return (int)n;
 }
 
-/* @text written to a new temporary file in @dfd, renamed to @fname. */
-static int write_atomic(int dfd, const char *fname, const char *text)
+/* @text in a new file of @dfd under a random name (returned in @tmp), on
+ * disk: what a rename then publishes at once. 0 or -errno. */
+static int write_tmp(int dfd, const char *fname, const char *text, char *tmp, size_t tmpsz)
 {
-	char tmp[ROSHM_NAME_MAX + 48];
-	uint64_t rnd;
 	size_t len = strlen(text), off = 0;
+	uint64_t rnd;
 	int fd, ret = 0;
 
+	tmp[0] = 0;
 	/* random name, O_EXCL: nothing planted under a guessable name is reused */
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		return -EAGAIN;
-	snprintf(tmp, sizeof(tmp), ".%s.%016llx.tmp", fname, (unsigned long long)rnd);
+	snprintf(tmp, tmpsz, ".%s.%016llx.tmp", fname, (unsigned long long)rnd);
 	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		ret = -errno;
+		tmp[0] = 0;
+		return ret;
+	}
 	while (off < len) {
 		ssize_t w = write(fd, text + off, len - off);
 
@@ -165,13 +169,33 @@ static int write_atomic(int dfd, const char *fname, const char *text)
 	if (!ret && fsync(fd) < 0)
 		ret = -errno;
 	close(fd);
-	/* renameat replaces whatever @fname is, a planted symlink included,
-	 * without following it */
-	if (!ret && renameat(dfd, tmp, dfd, fname) < 0)
-		ret = -errno;
+	if (ret) {
+		unlinkat(dfd, tmp, 0);
+		tmp[0] = 0;
+	}
+	return ret;
+}
+
+/* @tmp (write_tmp) renamed to @fname: renameat replaces whatever @fname
+ * is, a planted symlink included, without following it. */
+static int rename_tmp(int dfd, const char *tmp, const char *fname)
+{
+	int ret = renameat(dfd, tmp, dfd, fname) < 0 ? -errno : 0;
+
 	if (ret)
 		unlinkat(dfd, tmp, 0);
 	return ret;
+}
+
+#define TMP_NAME_MAX (ROSHM_NAME_MAX + 48)
+
+/* @text written to a new temporary file in @dfd, renamed to @fname. */
+static int write_atomic(int dfd, const char *fname, const char *text)
+{
+	char tmp[TMP_NAME_MAX];
+	int ret = write_tmp(dfd, fname, text, tmp, sizeof(tmp));
+
+	return ret ? ret : rename_tmp(dfd, tmp, fname);
 }
 
 static void complete(struct rd_registry *r, rd_reg_done_fn done, rd_reg_get_fn got, void *arg,
@@ -402,28 +426,37 @@ static int file_put_region(struct rd_registry *r, const struct rd_region_rec *re
 	}
 	/* another roshmd of this host may be writing the same name: the
 	 * check and the rename are one step under the tenant directory's lock,
-	 * which another roshmd holds for a local write only. Never waited for
-	 * in earnest (this is the control thread, and whoever can open the
-	 * directory can take the lock): tries over 20 ms at most (100 us
-	 * apart, then 1 ms: a holder descheduled on a loaded node), then
-	 * -EAGAIN. A grant's record that fails so is written again later
-	 * (rd_grants_timer). */
-	ret = -EAGAIN;
-	for (int i = 0; i < 29; i++) {
+	 * which another roshmd holds for that step only (the record is written
+	 * and on disk before: an fsync under the lock, 100 ms on a busy disk,
+	 * made the other node's writes fail). Never waited for in earnest
+	 * (this is the control thread, and whoever can open the directory can
+	 * take the lock): tries over 20 ms at most (100 us apart, then 1 ms: a
+	 * holder descheduled on a loaded node), then -EAGAIN. A grant's record
+	 * that fails so is written again later (rd_grants_timer). */
+	char tmp[TMP_NAME_MAX];
+	bool locked = false;
+
+	ret = write_tmp(tdir, fname, json, tmp, sizeof(tmp));
+	for (int i = 0; !ret && !locked && i < 29; i++) {
 		if (flock(tdir, LOCK_EX | LOCK_NB) == 0) {
-			if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec))
+			locked = true;
+			if ((flags & RD_REG_EXCL) && held_by_other(r, tdir, rec)) {
+				unlinkat(tdir, tmp, 0);
 				ret = -EEXIST;
-			else
-				ret = write_atomic(tdir, fname, json);
+			} else {
+				ret = rename_tmp(tdir, tmp, fname);
+			}
 			flock(tdir, LOCK_UN);
-			break;
-		}
-		if (errno != EWOULDBLOCK && errno != EINTR) {
+		} else if (errno != EWOULDBLOCK && errno != EINTR) {
 			ret = -errno;
-			break;
+		} else {
+			usleep(i < 10 ? 100 : 1000);
 		}
-		usleep(i < 10 ? 100 : 1000);
 	}
+	if (!locked && !ret)
+		ret = -EAGAIN;
+	if (!locked && ret && tmp[0]) /* written, never renamed */
+		unlinkat(tdir, tmp, 0);
 	close(tdir);
 	if (ret == -EAGAIN)
 		RD_LOG(WARNING, "registry: %s: the tenant directory stays locked: not published", key);
