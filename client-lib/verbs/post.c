@@ -139,7 +139,23 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 		uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
 		uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
 		uint64_t rlen = w->len;
-		struct rv_rkey *k = rv_rkey_resolve(c, rkey);
+		/* the peer QP's qp_access_flags first: a NIC's responder
+		 * refuses an operation they leave out (rxe: an invalid
+		 * request), whatever the MR allows */
+		uint32_t allowed = rv_peer_access(c, q, access);
+		struct rv_rkey *k;
+
+		if (!(allowed & access)) {
+			if (getenv("ROSHM_VERBS_DEBUG"))
+				fprintf(stderr, "roshm-verbs: QP %#x: the peer QP's access flags %#x "
+					"leave out %#x\n", q->qp.qp_num, allowed, access);
+			if (q->qp.qp_type == IBV_QPT_UC)
+				w->drop = true;
+			else
+				w->status = IBV_WC_REM_INV_REQ_ERR;
+			return 0;
+		}
+		k = rv_rkey_resolve(c, rkey, allowed);
 
 		/* k->m.qpn: a type 2 window, for one QP of ours only */
 		if (!k || !(k->m.access & access) || (k->m.qpn && k->m.qpn != q->qp.qp_num) ||

@@ -371,6 +371,21 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		ret = EINVAL;
 		goto out;
 	}
+	uint32_t acc_was = q->acc;
+
+	if (mask & IBV_QP_ACCESS_FLAGS) {
+		/* what its peer may do to our PD's MRs through it: in its
+		 * grants (connected: granted anew now), and the ring's header
+		 * tells the peer's library */
+		uint32_t acc = (uint32_t)a->qp_access_flags & RV_REMOTE_ACCESS;
+
+		if (rv_grant_access(c, q, acc)) {
+			ret = ENOMEM;   /* limits.max_grants: nothing changed */
+			goto out;
+		}
+		q->acc = acc;
+		rv_ring_set_access(q, acc);
+	}
 	/* a UD QP has no peer (a NIC's driver refuses the attribute too): it
 	 * must never grant our MRs to whatever ring a QPN names */
 	if (qp->qp_type == IBV_QPT_UD && (mask & IBV_QP_DEST_QPN)) {
@@ -400,6 +415,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->sq_psn = a->sq_psn;
 	if (mask & IBV_QP_MIN_RNR_TIMER)
 		rv_ring_set_rnr_timer(q, a->min_rnr_timer);
+
 	if ((mask & IBV_QP_RNR_RETRY) && (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND))
 		q->rnr_retry = a->rnr_retry & 7;
 	enum ibv_qp_state was = qp->state;
@@ -430,6 +446,10 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		 * one of our PD's regions): out of resources, as a NIC says it,
 		 * and the QP stays where it was */
 		qp->state = was;
+		if (q->acc != acc_was) {
+			q->acc = acc_was;
+			rv_ring_set_access(q, acc_was);
+		}
 		ret = ENOMEM;
 		goto out;
 	}

@@ -62,6 +62,7 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 		return -EIO;
 	}
 	q->ring->qpn = qpn;
+	q->ring->qp_access = RV_QPACC_KNOWN;   /* none until INIT sets them */
 	q->ring->nslots = (uint32_t)(bytes / RV_SLOT);
 	q->ring->cons = 0;
 	/* Release: a peer that finds the magic finds the rest (it reads through roshmd). */
@@ -77,6 +78,12 @@ void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer)
 {
 	if (q->ring)
 		__atomic_store_n(&q->ring->rnr_timer, timer & 31u, __ATOMIC_RELAXED);
+}
+
+void rv_ring_set_access(struct rv_qp *q, uint32_t acc)
+{
+	if (q->ring)
+		__atomic_store_n(&q->ring->qp_access, RV_QPACC_KNOWN | acc, __ATOMIC_RELAXED);
 }
 
 /* @frag_op: the message's RV_FRAG_* (its immediate, or the rkey it

@@ -122,11 +122,13 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
  * and check it (segments contiguous from the first page of [addr, addr +
  * length) to past its end, each inside the region that holds it, behind
  * that region's metadata page), and open, in the regions its segments
- * name, the parts that hold the MR's bytes with the MR's remote access:
- * what the owner granted, and all roshmd lets these handles touch. Cached
+ * name, the parts that hold the MR's bytes with the MR's remote access
+ * within @mask (IBV_ACCESS_REMOTE_*: what the peer QP's qp_access_flags
+ * let through): what the owner granted, and all roshmd lets these handles
+ * touch. Cached
  * while WRs use it; a failed lookup caches nothing.
  */
-struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
 {
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	struct rv_rkey *k = NULL;
@@ -135,7 +137,8 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 	int idx;
 
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
-		if (c->rkeys[i].valid && !c->rkeys[i].stale && c->rkeys[i].rkey == rkey)
+		if (c->rkeys[i].valid && !c->rkeys[i].stale && c->rkeys[i].rkey == rkey &&
+		    c->rkeys[i].mask == mask)
 			return &c->rkeys[i];
 	/* an empty entry first (a failed lookup leaves its entry empty: a run
 	 * of them does not push out rkeys in use), else one no WR uses */
@@ -159,7 +162,9 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 		goto err;
 	if (rv_meta_check(&k->m, rkey))
 		goto err;
-	access = rv_roshm_access(k->m.access);
+	/* what the MR allows and the peer QP lets through (its
+	 * qp_access_flags): what its owner granted us */
+	access = rv_roshm_access(k->m.access & mask);
 	if (!access)
 		goto err;   /* no remote access at all */
 	for (uint32_t i = 0; i < k->m.nseg; i++) {
@@ -176,6 +181,7 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey)
 		k->seg_h[i] = (uint8_t)idx;
 	}
 	k->rkey = rkey;
+	k->mask = mask;
 	k->refs = 0;
 	k->valid = true;
 	return k;
@@ -234,6 +240,10 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 		roshm_region_close(c->r, handle);
 		return IBV_WC_REM_OP_ERR;
 	}
+	/* what it lets our RDMA and atomics do (its owner's word: roshmd
+	 * holds it to its grants whatever it says) */
+	q->peer_acc = h.qp_access & RV_QPACC_KNOWN ? h.qp_access & RV_REMOTE_ACCESS : RV_REMOTE_ACCESS;
+	q->peer_acc_known = true;
 	if (!h.nslots) {  /* a QP without a receive queue */
 		roshm_region_close(c->r, handle);
 		return IBV_WC_REM_INV_REQ_ERR;
@@ -264,7 +274,8 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
  * (@add) reach @m: the metadata
  * page of its region (READ), and in each region that holds its pages (its
  * own, or an earlier MR's) the MR's bytes only, with the operations its
- * IBV_ACCESS_REMOTE_* flags allow: roshmd bounds every operation of the
+ * IBV_ACCESS_REMOTE_* flags and @q's qp_access_flags (q->gr_acc) allow:
+ * roshmd bounds every operation of the
  * peer by that, as a NIC bounds an rkey by its MR. An MR of another PD
  * than @q's is not granted. A grant that fails leaves the peer's WRs to
  * that MR with IBV_WC_REM_ACCESS_ERR, as a NIC whose MR is not the QP's
@@ -276,7 +287,9 @@ static int grant_mr_any(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, cons
 	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
 		add ? roshm_region_grant_owner : roshm_region_revoke_part;
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
-	uint32_t access = rv_roshm_access((uint32_t)m->mr_access);
+	/* what the MR allows and the QP lets through (its qp_access_flags,
+	 * as a NIC's responder checks both) */
+	uint32_t access = rv_roshm_access((uint32_t)m->mr_access & q->gr_acc);
 	int ret, first = 0;
 
 	if ((add && m->dead) || (m->win_qp && m->win_qp != q))
@@ -355,6 +368,7 @@ int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 	if (ret == -ENOENT)
 		return 0;
 	q->gr_ok = true;
+	q->gr_acc = q->acc;
 	if (ret == -EAGAIN)
 		ret = 0;
 	for (struct rv_mr *m = c->mrs; m && !ret; m = m->next)
@@ -382,6 +396,91 @@ void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 }
 
 /*
+ * @q's qp_access_flags changed to @acc (IBV_ACCESS_REMOTE_*) while it is
+ * connected: its peer gets our PD's MRs with those from now on. Granted
+ * anew first, then the old grants taken back: roshmd closes the peer's
+ * handles those let in, so after a narrowing its next WR to such an MR
+ * fails once with IBV_WC_REM_ACCESS_ERR (docs/verbs-compat.md). 0, or the
+ * first grant roshmd refused (-ENOSPC: limits.max_grants), and then the
+ * new grants are taken back and the old ones stay.
+ */
+int rv_grant_access(struct rv_ctx *c, struct rv_qp *q, uint32_t acc)
+{
+	char name[ROSHM_NAME_MAX];
+	uint32_t old = q->gr_acc;
+	struct rv_mr *m, *failed = NULL;
+	int ret = 0;
+
+	if (!q->gr_ok || acc == old)
+		return 0;
+	peer_ring_name(q, name, sizeof(name));
+	q->gr_acc = acc;
+	for (m = c->mrs; m; m = m->next) {
+		ret = grant_mr(c, q, m, name, true);
+		if (ret) {
+			failed = m;
+			break;
+		}
+	}
+	if (ret) {
+		/* the new ones back, up to the one refused (a part refused is
+		 * one this peer had from no other QP of ours: taking it back
+		 * with the rest takes nobody else's) */
+		for (m = c->mrs; m; m = m->next) {
+			grant_mr(c, q, m, name, false);
+			if (m == failed)
+				break;
+		}
+		q->gr_acc = old;
+		return ret;
+	}
+	q->gr_acc = old;
+	for (m = c->mrs; m; m = m->next)
+		grant_mr(c, q, m, name, false);
+	q->gr_acc = acc;
+	return 0;
+}
+
+/* The peer QP's flags read again, at most every RV_PEER_ACC_NS (a WR they
+ * refuse, on a UC QP say, does not cost a READ each). */
+#define RV_PEER_ACC_NS 10000000ull
+
+/*
+ * What our RDMA and atomics through @q may do at its peer
+ * (IBV_ACCESS_REMOTE_*): the peer QP's qp_access_flags, from its ring's
+ * header. Looked up while not known, and read again when they leave @want
+ * out (the peer may have set or widened them since: it may have been in
+ * RESET when we connected). Never found: all, and the MR's own access
+ * decides.
+ */
+uint32_t rv_peer_access(struct rv_ctx *c, struct rv_qp *q, uint32_t want)
+{
+	struct rv_ring_hdr h;
+	uint64_t now;
+
+	if (q->peer_acc_known && (q->peer_acc & want))
+		return q->peer_acc;
+	now = rv_now_ns();
+	if (q->peer_acc_ns && now - q->peer_acc_ns < RV_PEER_ACC_NS)
+		return q->peer_acc_known ? q->peer_acc : RV_REMOTE_ACCESS;
+	q->peer_acc_ns = now;
+	if (q->peer_ok) {
+		if (!rv_sync_read(c, q->peer_handle, 0, sizeof(h), &h) && h.magic == RV_RING_MAGIC &&
+		    (h.qp_access & RV_QPACC_KNOWN))
+			q->peer_acc = h.qp_access & RV_REMOTE_ACCESS;
+	} else if (q->dest_qp_num && q->peer_status == IBV_WC_SUCCESS &&
+		   (!q->peer_acc_known || q->peer_acc_tries < 8)) {
+		/* not found yet (a few tries), or found without a receive
+		 * queue (then its header is read anew, a few times) */
+		if (!q->peer_acc_known && q->peer_acc_tries >= 3)
+			return RV_REMOTE_ACCESS;
+		q->peer_acc_tries++;
+		rv_peer_resolve(c, q, 1);
+	}
+	return q->peer_acc_known ? q->peer_acc : RV_REMOTE_ACCESS;
+}
+
+/*
  * A new MR (@add): grant it to the peers of its PD's connected QPs; or
  * deregistered: its peers lose it now (its region may live on for others),
  * every one of them, also past a revoke roshmd refused. 0, or (@add) the
@@ -406,4 +505,7 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)
 	if (q->peer_ok)
 		roshm_region_close(c->r, q->peer_handle);
 	q->peer_ok = false;
+	q->peer_acc_known = false;
+	q->peer_acc_tries = 0;
+	q->peer_acc_ns = 0;
 }

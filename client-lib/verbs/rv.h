@@ -109,10 +109,13 @@ struct rv_ring_hdr {
 	uint64_t rsvd0[6];
 	uint64_t cons;          /* slots consumed (store-release by the owner) */
 	uint32_t rnr_timer;     /* the owner's min_rnr_timer (0..31) */
-	uint32_t rsvd1;
+	uint32_t qp_access;     /* RV_QPACC_KNOWN | the owner's qp_access_flags'
+				 * IBV_ACCESS_REMOTE_*: what its peer may do */
 	uint64_t rsvd2[6];
 };
 _Static_assert(sizeof(struct rv_ring_hdr) == 128, "ring header");
+#define RV_QPACC_KNOWN (1u << 31)
+#define RV_REMOTE_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 _Static_assert(__builtin_offsetof(struct rv_ring_hdr, cons) == RV_RING_CREDIT, "credit words");
 
 /*
@@ -261,6 +264,8 @@ struct rv_mcg {
  * and a handle per segment (handles[] of the distinct regions, opened once). */
 struct rv_rkey {
 	uint32_t rkey;
+	uint32_t mask;          /* IBV_ACCESS_REMOTE_* the peer QP allows: opened with
+				 * the MR's access and these (rv_rkey_resolve) */
 	uint32_t refs;          /* WRs that still use it */
 	bool valid;
 	bool stale;             /* a WR found a handle closed (a grant taken back): look again */
@@ -471,6 +476,16 @@ struct rv_qp {
 	 * PD's MRs (ROSHM_POLICY_GRANT), as a NIC lets only the QPs connected
 	 * to a QP of the MR's PD use its rkey */
 	bool gr_ok;
+	/* its qp_access_flags' IBV_ACCESS_REMOTE_* (what a peer may do to our
+	 * PD's MRs through it), and those its grants were made with */
+	uint32_t acc, gr_acc;
+	/* the peer QP's, from its ring header (peer_acc_known): what our RDMA
+	 * and atomics may do through it; looked up at most a few times while
+	 * its ring is not found */
+	uint32_t peer_acc;
+	bool peer_acc_known;
+	uint8_t peer_acc_tries;
+	uint64_t peer_acc_ns;   /* when it was last looked up */
 	/* the peer's ring (we send to it) */
 	bool peer_ok;
 	enum ibv_wc_status peer_status; /* not SUCCESS: every SEND to the peer fails so */
@@ -712,8 +727,10 @@ enum ibv_wc_status rv_wc_status(int st);
 #define RV_RKEY_WAIT_NS (2ull * 1000000000ull)   /* a peer's rkey: its grant to us, at most this late */
 /* READ @len bytes at @off of region @handle into @out and wait (RV_SYNC_NS at most). */
 int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
-struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey);
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask);
 enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries);
+uint32_t rv_peer_access(struct rv_ctx *c, struct rv_qp *q, uint32_t want);
+int rv_grant_access(struct rv_ctx *c, struct rv_qp *q, uint32_t acc);
 void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q);
 int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q);
 void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q);
@@ -745,6 +762,7 @@ static inline uint32_t rv_rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t
 /* recv.c */
 int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
+void rv_ring_set_access(struct rv_qp *q, uint32_t acc);
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);

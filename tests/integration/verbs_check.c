@@ -146,10 +146,20 @@ static struct ibv_qp *mkqp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq 
 	return qp;
 }
 
+#define QP_ACC_ALL (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+static void init_qp_acc(struct ibv_qp *qp, int acc)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = acc };
+
+	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
+		die("modify_qp INIT");
+}
+
 static void init_qp(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+				 .qp_access_flags = QP_ACC_ALL };
 
 	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
 		die("modify_qp INIT");
@@ -342,9 +352,49 @@ static void hostile_parts(struct roshm *r, struct ibv_pd *pd, struct ibv_cq *hcq
 	roshm_region_close(r, hmeta);
 	if (ibv_destroy_qp(q))
 		die("destroy (hostile peer)");
+	/* The QP's qp_access_flags bound the pod too, as a NIC's responder
+	 * checks them before any rkey: through a QP that allows reads only,
+	 * rmr (REMOTE_WRITE) is not writable; RTS -> RTS with REMOTE_WRITE
+	 * grants it, and dropping it again takes it back. */
+	{
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+
+		q = mkqp(pd, hcq, hcq, 1, 1, 1);
+		init_qp_acc(q, IBV_ACCESS_REMOTE_READ);
+		connect_qp(q, 0x123456, 1, 7);
+		expect_status(open_mr_part(r, rmr->rkey, 0, 4096, R, &hmeta), 0,
+			      "the metadata page through a QP that allows reads only");
+		expect_status(open_mr_part(r, rmr->rkey, 4096, RB, W, &hx), -EACCES,
+			      "a REMOTE_WRITE MR through a QP without REMOTE_WRITE");
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS))
+			die("hostile peer: RTS -> RTS with REMOTE_WRITE");
+		expect_status(open_mr_part(r, rmr->rkey, 4096, RB, W, &hw), 0,
+			      "rmr once the QP allows REMOTE_WRITE");
+		memset(arena, 0x5a, 8);
+		expect_status(roshm_write_sync(r, hw, 4096, 0, 8), 0, "a WRITE once allowed");
+		if (memcmp(rb, arena, 8))
+			die("hostile peer: the WRITE allowed by the QP's flags did not land");
+		a.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+		if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS))
+			die("hostile peer: RTS -> RTS without REMOTE_WRITE");
+		memset(arena, 0xa5, 8);
+		expect_status(roshm_write_sync(r, hw, 4096, 0, 8), -EBADF,
+			      "a WRITE after the QP dropped REMOTE_WRITE");
+		expect_status(open_mr_part(r, rmr->rkey, 4096, RB, W, &hx), -EACCES,
+			      "rmr after the QP dropped REMOTE_WRITE");
+		if (rb[0] != 0x5a)
+			die("hostile peer: a WRITE landed after the QP dropped REMOTE_WRITE");
+		roshm_region_close(r, hw);
+		roshm_region_close(r, hmeta);
+		if (ibv_destroy_qp(q))
+			die("destroy (hostile peer, access flags)");
+	}
 	printf("verbs_check server: the connected peer's own library reaches the metadata page "
 	       "(read) and each MR's bytes with its access (amr's too, in a page of another PD's "
-	       "MR) and nothing more: the rest -> EACCES / EFAULT; after the QP's error -> EBADF\n");
+	       "MR) and nothing more: the rest -> EACCES / EFAULT; after the QP's error -> EBADF; "
+	       "nothing the one QP's qp_access_flags leave out (granted and taken back as they "
+	       "change)\n");
 }
 
 /* Take (and ack) every async event waiting: did @qp's IBV_EVENT_QP_REQ_ERR come? */
@@ -1020,7 +1070,7 @@ static void srq_fair(struct ibv_device *dev)
 static int rts_to(struct ibv_qp *q, uint32_t dest)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+				 .qp_access_flags = QP_ACC_ALL };
 	int ret;
 
 	if (ibv_modify_qp(q, &a, RC_INIT_MASK))
@@ -1033,6 +1083,72 @@ static int rts_to(struct ibv_qp *q, uint32_t dest)
 	if (ibv_modify_qp(q, &a, RC_RTS_MASK))
 		die("many_qps: modify_qp RTS");
 	return 0;
+}
+
+/*
+ * An RDMA op that the responder QP's qp_access_flags leave out fails with
+ * IBV_WC_REM_INV_REQ_ERR and changes nothing, whatever the MR allows, as
+ * on a NIC (rxe's responder: an invalid request); what they allow works;
+ * flags widened RTS -> RTS count for the QP already connected to it.
+ */
+static void qp_access(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	uint8_t *b = pages(2 * 4096);
+	struct ibv_mr *m = ibv_reg_mr(pd, b, 2 * 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	struct ibv_qp *resp, *req, *resp2, *req2;
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
+	struct ibv_wc wc;
+
+	if (!cq || !m)
+		die("qp_access: cq / mr");
+	resp = mkqp(pd, cq, cq, 4, 4, 1);
+	req = mkqp(pd, cq, cq, 4, 4, 1);
+	init_qp_acc(resp, IBV_ACCESS_REMOTE_READ);
+	connect_qp(resp, req->qp_num, 1, 7);
+	connect_qp(req, resp->qp_num, 1, 7);
+	memset(b, 0x11, 64);
+	memset(b + 4096, 0x22, 64);
+	rc_post(req, IBV_WR_RDMA_READ, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 1);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 1 || b[0] != 0x22)
+		die_wc("qp_access: a READ through a QP that allows reads", &wc);
+	memset(b, 0x33, 64);
+	rc_post(req, IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 2);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_REM_INV_REQ_ERR || wc.wr_id != 2)
+		die_wc("qp_access: a WRITE through a QP that allows reads only", &wc);
+	rc_post(req, IBV_WR_ATOMIC_FETCH_AND_ADD, b, 8, m->lkey, (uintptr_t)b + 4096, m->rkey, 1, 0, 3);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_WR_FLUSH_ERR || wc.wr_id != 3)
+		die_wc("qp_access: the WR after the refused one is not flushed", &wc);
+	for (int i = 0; i < 64; i++)
+		if (b[4096 + i] != 0x22)
+			die("qp_access: a WRITE the responder QP's flags leave out changed the MR");
+	/* a responder without a receive queue that allows nothing at first
+	 * (as an application that sets the flags at RTS only) and then
+	 * REMOTE_WRITE: the requester, connected meanwhile, reads them anew */
+	resp2 = mkqp(pd, cq, cq, 4, 0, 1);
+	req2 = mkqp(pd, cq, cq, 4, 4, 1);
+	init_qp_acc(resp2, 0);
+	connect_qp(resp2, req2->qp_num, 1, 7);
+	connect_qp(req2, resp2->qp_num, 1, 7);
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(resp2, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS))
+		die("qp_access: RTS -> RTS with REMOTE_WRITE");
+	memset(b, 0x44, 64);
+	rc_post(req2, IBV_WR_RDMA_WRITE, b, 64, m->lkey, (uintptr_t)b + 4096, m->rkey, 0, 0, 4);
+	wc = wait_wc(cq);
+	if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 4 || memcmp(b, b + 4096, 64))
+		die_wc("qp_access: a WRITE once the responder QP allows it", &wc);
+	if (ibv_destroy_qp(req2) || ibv_destroy_qp(resp2) || ibv_destroy_qp(req) ||
+	    ibv_destroy_qp(resp) || ibv_dereg_mr(m) || ibv_destroy_cq(cq))
+		die("qp_access: release");
+	free(b);
+	printf("verbs_check server: an RDMA WRITE the responder QP's qp_access_flags leave out -> "
+	       "IBV_WC_REM_INV_REQ_ERR, MR unchanged; a READ they allow works; widened RTS -> RTS, "
+	       "the connected requester's WRITE works\n");
 }
 
 /* One WRITE of 64 bytes over @q from @b into @b + 4096 (both in @m), checked. */
@@ -1909,6 +2025,7 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 	}
 	hostile(ctx, pd, rmr, rb, qa->qp_num, smr, amr, sbuf);
 	loopback(ctx, pd, rmr, rb);
+	qp_access(ctx, pd);
 	srq_check(ctx, pd);
 	srq_ring_check(ctx->device);
 	zero_copy(pd);

@@ -41,7 +41,8 @@ static void die(const char *what)
 static void connect_rc(struct ibv_qp *qp, uint32_t dest)
 {
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+						     IBV_ACCESS_REMOTE_ATOMIC };
 
 	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify_qp INIT");
