@@ -95,6 +95,7 @@ struct rd_control {
 	uint64_t refused_conns;       /* over admin.max_pending: evicted */
 	uint64_t next_wait_id;        /* names a waiting request to the registry's completion */
 	int lock_fd;                  /* flock on the socket's lock: one roshmd per socket */
+	int node_lock_fd;             /* one roshmd per node name of a registry (take_node_lock) */
 	uint64_t sock_dev, sock_ino;  /* the socket file we bound: the only one we unlink */
 	struct rd_guard guard;        /* holes punched in regions (guard.h) */
 	uint64_t tampered_regions;

@@ -241,6 +241,66 @@ static int take_lock(struct rd_control *ctl, const char *path)
 	return 0;
 }
 
+/*
+ * One roshmd per node name of a registry, on this host: a second one with
+ * the same `node` and another socket (a copied configuration, two started
+ * by hand that both take the hostname) would remove the first one's region
+ * records as its own leftovers, put its node record over the first one's
+ * and delete it as it exits. file: a lock file in the registry's nodes/
+ * directory (whoever shares the directory, in any network namespace);
+ * etcd: an abstract socket named after the endpoints, the prefix and the
+ * node (this host's network namespace: roshmd on other hosts under one
+ * name are not seen). Held until exit. 0, -EADDRINUSE, or -errno.
+ */
+static int take_node_lock(struct rd_control *ctl)
+{
+	const struct rd_config *cfg = ctl->cfg;
+	int fd;
+
+	if (!strcmp(cfg->registry_backend, "file")) {
+		char path[RD_PATH_MAX + ROSHM_NAME_MAX + 32];
+
+		if (snprintf(path, sizeof(path), "%s/nodes/.%s.lock", cfg->registry_dir, cfg->node) >=
+		    (int)sizeof(path))
+			return -ENAMETOOLONG;
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int e = errno;
+
+			close(fd);
+			return e == EWOULDBLOCK ? -EADDRINUSE : -e;
+		}
+	} else {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+		const char *parts[3] = { cfg->etcd_endpoints, cfg->etcd_prefix, cfg->node };
+		int n;
+
+		for (int i = 0; i < 3; i++)
+			for (const char *p = parts[i];; p++) {
+				h = (h ^ (uint8_t)*p) * 1099511628211ull;
+				if (!*p)
+					break;
+			}
+		n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "roshmd-node-%016llx",
+			     (unsigned long long)h);
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (bind(fd, (struct sockaddr *)&sa,
+			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0) {
+			int e = errno;
+
+			close(fd);
+			return -e;
+		}
+	}
+	ctl->node_lock_fd = fd;
+	return 0;
+}
+
 /* The socket, once take_lock() holds its lock: its fd, or -errno. */
 static int listen_socket(struct rd_control *ctl, const char *path)
 {
@@ -495,7 +555,7 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	rd_guard_init(&ctl->guard);
 	ctl->cfg = cfg;
 	ctl->poller = p;
-	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = -1;
+	ctl->listen_fd = ctl->epfd = ctl->sig_fd = ctl->lock_fd = ctl->node_lock_fd = -1;
 	ctl->metrics_fd = -1;
 	ctl->start_ns = rd_mono_ns();
 	rd_random_bytes(&ctl->instance, sizeof(ctl->instance));
@@ -526,6 +586,20 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 	ctl->reg.changed_arg = ctl;
 	if (ret)
 		return ret;
+	ret = take_node_lock(ctl);
+	if (ret) {
+		struct rd_node_rec other;
+
+		if (ret == -EADDRINUSE && ctl->reg.ops->get_node(&ctl->reg, cfg->node, &other) == 0)
+			RD_LOG(ERR, "node name %s: another roshmd of this host uses it (its record: pid "
+			       "%u, endpoint \"%s\"): give each roshmd a node name of its own", cfg->node,
+			       other.pid, other.endpoint);
+		else
+			RD_LOG(ERR, "node name %s: %s", cfg->node, ret == -EADDRINUSE ?
+			       "another roshmd of this host uses it: give each roshmd a node name of "
+			       "its own" : strerror(-ret));
+		return ret;
+	}
 	ctl->reg.ops->list_regions(&ctl->reg, forget_own_records, ctl);
 	ret = rd_peers_init(ctl);
 	if (ret)
@@ -711,6 +785,8 @@ void rd_control_fini(struct rd_control *ctl)
 	}
 	/* last: a successor starts once our records are gone, not before
 	 * (it would publish its node record, and we delete it) */
+	if (ctl->node_lock_fd >= 0)
+		close(ctl->node_lock_fd);
 	if (ctl->lock_fd >= 0)
 		close(ctl->lock_fd);
 	free(ctl->slots);

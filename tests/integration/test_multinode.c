@@ -1393,6 +1393,45 @@ static void test_lease_lost(void **state)
 
 /* ---- etcd: a stopped node's regions go, and come back when it resumes ---- */
 
+/*
+ * A second roshmd under node1's name (a socket of its own, no transport: a
+ * copied configuration) is refused before it touches the registry (file:
+ * the lock in the directory's nodes/; etcd: an abstract socket of the
+ * network namespace); node1 keeps its records and serves its clients.
+ * Before the fix (4e9e29a) it started and removed node1's records as its
+ * own leftovers.
+ */
+static void test_node_name_taken(void **state)
+{
+	struct roshm *a = attach_node(1), *b;
+	struct th_daemon dup;
+	char extra[512], name[64];
+	uint32_t h, hb;
+
+	(void)state;
+	assert_non_null(a);
+	snprintf(name, sizeof(name), "taken-%s", tag);
+	assert_int_equal(roshm_region_create(a, name, 4096, NULL, &h), 0);
+	if (!strcmp(backend, "file"))
+		snprintf(extra, sizeof(extra), "registry: { dir = \"%s/registry\"; };\n", workdir);
+	else
+		snprintf(extra, sizeof(extra),
+			 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\"; };\n");
+	memset(&dup, 0, sizeof(dup));
+	assert_int_not_equal(th_daemon_start_ns(&dup, "node1", ns_name[1], extra), 0);
+	if (th_sh("grep -q 'another roshmd of this host uses it' %s", dup.log)) {
+		th_daemon_dump_log(&dup);
+		fail_msg("a second roshmd named node1 was not refused for its name");
+	}
+	b = attach_node(1);
+	assert_non_null(b);
+	assert_int_equal(roshm_region_open(b, name, &hb, NULL), 0);
+	assert_int_equal(roshm_fetch_add_sync(b, hb, 0, 1, NULL), 0);
+	roshm_close(b);
+	assert_int_equal(roshm_region_close(a, h), 0);
+	roshm_close(a);
+}
+
 static void test_node_stopped(void **state)
 {
 	struct roshm *a = attach_node(2), *b = attach_node(3);
@@ -1690,6 +1729,7 @@ int main(void)
 		cmocka_unit_test(test_lbuf_across_nodes),
 		cmocka_unit_test(test_security),
 		cmocka_unit_test(test_lease_lost),
+		cmocka_unit_test(test_node_name_taken),
 		cmocka_unit_test(test_node_stopped),
 		cmocka_unit_test(test_node_killed),
 	};

@@ -192,6 +192,73 @@ static void test_daemon_takes_its_socket(void **state)
 	assert_int_equal(th_daemon_stop(&d), 0);
 }
 
+/*
+ * A second roshmd with the node name of a running one and a socket of its
+ * own (a copied configuration, two that both take the hostname) is refused
+ * before it touches the registry: it would have removed the first one's
+ * region records as its own leftovers and put its node record over the
+ * first one's. The first one's records and clients are unharmed.
+ *
+ * How it failed before the fix (4e9e29a): "a second roshmd with the node
+ * name of a running one started".
+ */
+static void test_daemon_node_name_taken(void **state)
+{
+	struct th_daemon d;
+	struct roshm_params p = { 0 };
+	struct roshm *r, *r2;
+	char conf2[400], sock2[400], log2[400], rec[400];
+	uint32_t h, h2;
+	int err = 0, st;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(th_daemon_start(&d, "nodename", NULL), 0);
+	p.sock_path = d.sock;
+	r = roshm_open(&p, &err);
+	assert_non_null(r);
+	assert_int_equal(roshm_region_create(r, "kept", 4096, NULL, &h), 0);
+	snprintf(sock2, sizeof(sock2), "%s/other.sock", d.dir);
+	snprintf(conf2, sizeof(conf2), "%s/other.conf", d.dir);
+	snprintf(log2, sizeof(log2), "%s/other.log", d.dir);
+	assert_int_equal(th_sh("sed -e 's#^socket = .*#socket = \"%s\";#' -e 's#%s#%sx#' %s > %s",
+			       sock2, d.eal_prefix, d.eal_prefix, d.conf, conf2), 0);
+	pid = fork();
+	if (pid == 0) {
+		int lfd = open(log2, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(lfd, 1);
+		dup2(lfd, 2);
+		execl(ROSHMD_PATH, "roshmd", "-c", conf2, (char *)NULL);
+		_exit(127);
+	}
+	assert_true(pid > 0);
+	th_track_pid(pid);
+	for (int i = 0; i < 300 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		usleep(50000);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, &st, 0);
+		fail_msg("a second roshmd with the node name of a running one started");
+	}
+	th_untrack_pid(pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) == 0 ||
+	    th_sh("grep -q 'another roshmd of this host uses it' %s", log2)) {
+		th_sh("cat %s >&2", log2);
+		fail_msg("the second roshmd with the same node name: not refused for it");
+	}
+	/* the first: its region, its node record, a new client */
+	r2 = roshm_open(&p, &err);
+	assert_non_null(r2);
+	assert_int_equal(roshm_region_open(r2, "kept", &h2, NULL), 0);
+	snprintf(rec, sizeof(rec), "%s/registry/nodes/nodename.json", d.dir);
+	assert_int_equal(access(rec, F_OK), 0);
+	assert_int_equal(roshm_nop_sync(r2), 0);
+	roshm_close(r2);
+	roshm_close(r);
+	assert_int_equal(th_daemon_stop(&d), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -215,6 +282,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_client_refuses_impostor),
 		cmocka_unit_test(test_daemon_takes_its_socket),
+		cmocka_unit_test(test_daemon_node_name_taken),
 	};
 
 	if (geteuid() != 0) {
