@@ -454,6 +454,7 @@ void rd_conn_pending_changed(struct rd_control *ctl)
 {
 	if (ctl->accept_paused && ctl->listen_fd >= 0) {
 		ctl->accept_paused = false;
+		ctl->accept_resume_ns = 0;
 		rd_control_listen_arm(ctl, true);
 	}
 }
@@ -491,6 +492,9 @@ void rd_conns_timer(struct rd_control *ctl, uint64_t now)
 			rd_conn_close(ctl, c, "idle");
 		}
 	}
+	/* a newcomer waited for a connection's grace to end (evictable) */
+	if (ctl->accept_paused && ctl->accept_resume_ns && now >= ctl->accept_resume_ns)
+		rd_conn_pending_changed(ctl);
 	rd_conns_reap(ctl);
 }
 
@@ -535,49 +539,59 @@ static bool conn_has_request(int fd)
 	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
+/* A connection gets this long (hello_timeout_ms / 4 at most) to send its
+ * first message before a newcomer may close it: libroshm and roshmctl send
+ * theirs right after connect, but a loaded node can hold them back. */
+#define RD_PENDING_GRACE_NS (100ull * 1000000ull)
+
 /*
  * The pending connection a newcomer closes when every slot is taken, or
- * NULL: then *@later says whether to look again at the next turn of the
- * loop (the listen socket stays watched) rather than pause accepting until
- * a slot frees. The oldest that has not passed HELLO and has no request
- * waiting. One whose request waits is answered when it is read (this batch
- * or the next) and stays, or a flood that reconnects faster than a slow
- * client is read would close it before its one message (an admin's
- * "status", a HELLO); while any does, nothing is closed: those free their
- * slots or pass HELLO once read. When every slot has passed HELLO (a good
- * token, waiting for its CHANNEL), the oldest of the tenant that holds the
- * most of them, two or more: a tenant cannot hold every slot with HELLOs of
- * its own (up to its quota.clients). A connection taken in this very call
- * has not had a turn to send: it is not closed, nor does it pause
- * accepting; the next turn looks again, when it is an old one like the
- * others (idle, waiting, or past HELLO).
+ * NULL: then the newcomer waits in the backlog, until a slot changes or
+ * (*@resume_ns, not 0) until then. The oldest that has not passed HELLO
+ * and has no request waiting, once it has had its grace to send
+ * (RD_PENDING_GRACE_NS: a flood of reconnects must not close a slow
+ * client's connection before its one message, an admin's "status" or a
+ * HELLO). One whose request waits is answered when it is read (this batch
+ * or the next) and stays; while any does, nothing is closed: those free
+ * their slots or pass HELLO once read. When every slot has passed HELLO (a
+ * good token, waiting for its CHANNEL), the oldest of the tenant that
+ * holds the most of them, two or more: a tenant cannot hold every slot
+ * with HELLOs of its own (up to its quota.clients).
  */
-static struct rd_conn *evictable(struct rd_control *ctl, bool *later)
+static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 {
+	uint64_t grace = (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull / 4, now = rd_mono_ns();
 	uint32_t held[RD_TENANTS_MAX] = { 0 };
-	bool waiting = false, fresh = false;
+	uint64_t young = 0;
+	bool waiting = false;
 	struct rd_conn *c;
 	int top = -1;
 
-	*later = false;
+	if (grace > RD_PENDING_GRACE_NS)
+		grace = RD_PENDING_GRACE_NS;
+	*resume_ns = 0;
 	for (c = ctl->conns_tail; c; c = c->prev) {
 		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
 			continue;
-		if (c->accept_gen == ctl->accept_gen) {
-			fresh = true;
-			continue;
-		}
 		/* a slot that holds a request stays so until it is read:
-		 * looked at once per call */
+		 * looked at once per call; one taken in this very call has
+		 * not had a turn to send */
 		if (c->peek_gen != ctl->accept_gen) {
-			if (!conn_has_request(c->fd))
-				return c;
+			if (c->accept_gen == ctl->accept_gen || !conn_has_request(c->fd)) {
+				if (now - c->accept_ns >= grace)
+					return c;
+				if (!young || c->accept_ns + grace < young)
+					young = c->accept_ns + grace;
+				continue;
+			}
 			c->peek_gen = ctl->accept_gen;
 		}
 		waiting = true;
 	}
-	if (waiting || fresh) {
-		*later = !waiting;
+	if (waiting)
+		return NULL;
+	if (young) {
+		*resume_ns = young;
 		return NULL;
 	}
 	for (c = ctl->conns_tail; c; c = c->prev)
@@ -617,16 +631,15 @@ void rd_conn_accept(struct rd_control *ctl)
 			 * (rd_conn_drain_wait). */
 			struct pollfd p = { .fd = ctl->listen_fd, .events = POLLIN };
 			struct rd_conn *old;
-			bool later;
+			uint64_t resume;
 
 			if (poll(&p, 1, 0) != 1)
 				return; /* nobody waits */
-			old = evictable(ctl, &later);
-			if (!old && later)
-				return; /* the next turn: the socket is still readable */
+			old = evictable(ctl, &resume);
 			if (!old) {
 				rd_control_listen_arm(ctl, false);
 				ctl->accept_paused = true;
+				ctl->accept_resume_ns = resume;
 				return;
 			}
 			ctl->refused_conns++;
@@ -641,6 +654,7 @@ void rd_conn_accept(struct rd_control *ctl)
 				       "connection closes", strerror(errno));
 				rd_control_listen_arm(ctl, false);
 				ctl->accept_paused = true;
+				ctl->accept_resume_ns = 0;
 			}
 			return;
 		}
@@ -655,6 +669,7 @@ void rd_conn_accept(struct rd_control *ctl)
 		conn->pid = cr.pid;
 		conn->uid = cr.uid;
 		conn->accept_gen = ctl->accept_gen;
+		conn->accept_ns = rd_mono_ns();
 		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
 

@@ -51,6 +51,7 @@ struct rd_control {
 	struct rd_conn *conns;        /* newest first */
 	struct rd_conn *conns_tail;   /* the oldest */
 	bool accept_paused;           /* every pending slot taken: newcomers wait in the backlog */
+	uint64_t accept_resume_ns;    /* ...until then at most (0: until a slot changes) */
 	uint64_t accept_gen;          /* rd_conn_accept's calls (struct rd_conn accept_gen) */
 	struct rd_region **slots;     /* local regions by id (1..max_regions) */
 	/* tcp transport, control side (peers.c) */

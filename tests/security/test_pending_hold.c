@@ -529,18 +529,18 @@ static long admin_stat(const char *key)
 }
 
 /*
- * A connection taken in the same turn of roshmd's loop as a newcomer that
- * finds every slot taken has not had a turn to send: it is not closed for
- * the newcomer then, but it must not hold the newcomer back either. Tenant
+ * A connection that has not had its grace to send (100 ms here: a quarter
+ * of hello_timeout_ms) is not closed for a newcomer, but it holds the
+ * newcomer back only until its grace ends, not until it times out. Tenant
  * b holds three slots past HELLO; roshmd is stopped while an idle
  * connection takes the fourth and the admin's "status" queues behind it.
- * At the next turn the idle one is closed for the newcomer (the oldest
- * that has not passed HELLO, nothing waiting on it), and b's connections
- * stay: not every slot is past HELLO.
+ * Once its grace is over the idle one is closed for the newcomer (the
+ * oldest that has not passed HELLO, nothing waiting on it), and b's
+ * connections stay: not every slot is past HELLO.
  *
- * How it failed before the fix (6555b85): the same-turn connection counted
- * as a request waiting, which paused accepting until a slot freed: the
- * "status" was answered only once the connections timed out
+ * How it failed before the fix (6555b85): the newly accepted connection
+ * counted as a request waiting, which paused accepting until a slot freed:
+ * the "status" was answered only once the connections timed out
  * (hello_timeout_ms), "evicted 0".
  */
 static void test_pending_fresh_not_waiting(void **state)
