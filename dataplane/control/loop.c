@@ -241,62 +241,79 @@ static int take_lock(struct rd_control *ctl, const char *path)
 	return 0;
 }
 
+/* flock(LOCK_EX | LOCK_NB) on the regular file @path (made 0600 if
+ * missing): its fd, -EADDRINUSE (held), -ENOLCK (no locks on that file
+ * system), or -errno. */
+static int flock_file(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		close(fd);
+		return e == EWOULDBLOCK ? -EADDRINUSE : e == EOPNOTSUPP ? -ENOLCK : -e;
+	}
+	return fd;
+}
+
 /*
  * One roshmd per node name of a registry, on this host: a second one with
  * the same `node` and another socket (a copied configuration, two started
  * by hand that both take the hostname) would remove the first one's region
  * records as its own leftovers, put its node record over the first one's
  * and delete it as it exits. file: a lock file in the registry's nodes/
- * directory (whoever shares the directory, in any network namespace);
- * etcd: an abstract socket named after the endpoints, the prefix and the
- * node (this host's network namespace: roshmd on other hosts under one
- * name are not seen). Held until exit. 0, -EADDRINUSE, or -errno.
+ * directory (whoever shares the directory); etcd: one in the admin token's
+ * directory (roshmd's own, like the socket's lock: no pod or other user can
+ * hold it), named after the prefix and the node, so roshmd instances of a
+ * host that share that directory (the default) see each other; others,
+ * and roshmd on other hosts under one name, are not seen. Held until
+ * exit. 0, -EADDRINUSE, or -errno.
  */
 static int take_node_lock(struct rd_control *ctl)
 {
 	const struct rd_config *cfg = ctl->cfg;
+	char path[RD_PATH_MAX + ROSHM_NAME_MAX + 48];
 	int fd;
 
 	if (!strcmp(cfg->registry_backend, "file")) {
-		char path[RD_PATH_MAX + ROSHM_NAME_MAX + 32];
-
 		if (snprintf(path, sizeof(path), "%s/nodes/.%s.lock", cfg->registry_dir, cfg->node) >=
 		    (int)sizeof(path))
 			return -ENAMETOOLONG;
-		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return -errno;
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-			int e = errno;
-
-			close(fd);
-			return e == EWOULDBLOCK ? -EADDRINUSE : -e;
-		}
 	} else {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		const char *tok = cfg->admin_token_file, *slash = strrchr(tok, '/');
+		const char *parts[2] = { cfg->etcd_prefix, cfg->node };
 		uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-		const char *parts[3] = { cfg->etcd_endpoints, cfg->etcd_prefix, cfg->node };
-		int n;
 
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 2; i++)
 			for (const char *p = parts[i];; p++) {
 				h = (h ^ (uint8_t)*p) * 1099511628211ull;
 				if (!*p)
 					break;
 			}
-		n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "roshmd-node-%016llx",
-			     (unsigned long long)h);
-		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		if (bind(fd, (struct sockaddr *)&sa,
-			 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0) {
-			int e = errno;
-
-			close(fd);
-			return -e;
+		if (!tok[0] || !slash || slash == tok ||
+		    snprintf(path, sizeof(path), "%.*s/roshmd-node-%016llx.lock", (int)(slash - tok),
+			     tok, (unsigned long long)h) >= (int)sizeof(path)) {
+			RD_LOG(NOTICE, "node name %s: no admin token directory: another roshmd under "
+			       "this name is not looked for", cfg->node);
+			return 0;
 		}
 	}
+	fd = flock_file(path);
+	if (fd == -ENOLCK) {
+		RD_LOG(WARNING, "node name %s: %s: the file system has no locks: another roshmd "
+		       "under this name is not looked for", cfg->node, path);
+		return 0;
+	}
+	if (fd < 0)
+		return fd;
 	ctl->node_lock_fd = fd;
 	return 0;
 }

@@ -1396,8 +1396,8 @@ static void test_lease_lost(void **state)
 /*
  * A second roshmd under node1's name (a socket of its own, no transport: a
  * copied configuration) is refused before it touches the registry (file:
- * the lock in the directory's nodes/; etcd: an abstract socket of the
- * network namespace); node1 keeps its records and serves its clients.
+ * the lock in the directory's nodes/; etcd: the lock in the admin token's
+ * directory); node1 keeps its records and serves its clients.
  * Before the fix (4e9e29a) it started and removed node1's records as its
  * own leftovers.
  */
@@ -1412,11 +1412,14 @@ static void test_node_name_taken(void **state)
 	assert_non_null(a);
 	snprintf(name, sizeof(name), "taken-%s", tag);
 	assert_int_equal(roshm_region_create(a, name, 4096, NULL, &h), 0);
+	/* (etcd: the lock is in the admin token's directory, which roshmd
+	 * instances of a host share by default: node1's here) */
 	if (!strcmp(backend, "file"))
 		snprintf(extra, sizeof(extra), "registry: { dir = \"%s/registry\"; };\n", workdir);
 	else
 		snprintf(extra, sizeof(extra),
-			 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\"; };\n");
+			 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\"; };\n"
+			 "admin: { token_file = \"%s\"; };\n", nodes[1].admin_token_file);
 	memset(&dup, 0, sizeof(dup));
 	assert_int_not_equal(th_daemon_start_ns(&dup, "node1", ns_name[1], extra), 0);
 	if (th_sh("grep -q 'another roshmd of this host uses it' %s", dup.log)) {
