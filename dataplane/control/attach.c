@@ -648,13 +648,14 @@ void rd_conn_accept(struct rd_control *ctl)
 		fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
 			/* out of descriptors or memory: not again at every turn
-			 * of the loop, but when a connection goes */
+			 * of the loop, but when a connection goes, or in a
+			 * second (what freed them may not be one of ours) */
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
 				RD_LOG(WARNING, "control socket: accept: %s: newcomers wait until a "
 				       "connection closes", strerror(errno));
 				rd_control_listen_arm(ctl, false);
 				ctl->accept_paused = true;
-				ctl->accept_resume_ns = 0;
+				ctl->accept_resume_ns = rd_mono_ns() + 1000000000ull;
 			}
 			return;
 		}
@@ -772,6 +773,7 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 			      .msg_controllen = sizeof(u.buf) };
 	const struct roshm_ctl_hdr *h = (void *)buf;
 	const struct msg_handler *mh = NULL;
+	bool was_pending = !conn->client;
 	ssize_t n;
 	int ret;
 
@@ -856,7 +858,7 @@ static void conn_readable(struct rd_control *ctl, struct rd_conn *conn)
 	 * outside the slots). */
 	if (!conn->client && conn->deadline_ns && (ret < 0 || h->type == ROSHM_CTL_ADMIN))
 		rd_conn_close(ctl, conn, ret < 0 ? "refused before attach" : "admin request answered");
-	else
+	else if (was_pending)
 		rd_conn_pending_changed(ctl); /* (it may have passed HELLO, attached, or be draining) */
 }
 
@@ -871,7 +873,8 @@ int rd_control_adopt_conn(struct rd_control *ctl, int fd, pid_t pid, uid_t uid)
 	conn->fd = fd;
 	conn->pid = pid;
 	conn->uid = uid;
-	conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+	conn->accept_ns = rd_mono_ns();
+	conn->deadline_ns = conn->accept_ns + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 	ev.data.ptr = conn;
 	if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		free(conn);

@@ -683,8 +683,20 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 
 int rd_control_run(struct rd_control *ctl)
 {
-	while (!ctl->stop)
-		rd_control_step(ctl, 100);
+	while (!ctl->stop) {
+		int ms = 100;
+
+		/* a newcomer that waits for a connection's grace (evictable) */
+		if (ctl->accept_paused && ctl->accept_resume_ns) {
+			uint64_t now = rd_mono_ns();
+
+			ms = now >= ctl->accept_resume_ns ? 0 :
+			     (int)((ctl->accept_resume_ns - now + 999999) / 1000000);
+			if (ms > 100)
+				ms = 100;
+		}
+		rd_control_step(ctl, ms);
+	}
 	return 0;
 }
 
