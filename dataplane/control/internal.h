@@ -110,6 +110,7 @@ void rd_conn_wait_for(struct rd_control *ctl, struct rd_conn *conn, enum rd_conn
 void rd_conn_unpark(struct rd_control *ctl, struct rd_conn *conn);
 bool rd_conn_drain_room(const struct rd_control *ctl, int tidx);
 void rd_conn_pending_changed(struct rd_control *ctl);
+void rd_conn_link(struct rd_control *ctl, struct rd_conn *conn);
 void rd_conn_drain_wait(struct rd_control *ctl, struct rd_conn *conn, int tidx);
 
 /* reg_rate.c: quota.registry_ops_per_sec */

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The control socket's newcomers: accept, a bounded number per turn of the
+ * loop, and the cap on connections that have not attached
+ * (admin.max_pending): which one a newcomer closes when every slot is
+ * taken, or when accepting pauses (docs/security.md).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control/internal.h"
+
+#define RD_LOG_COMPONENT RD_LC_CONTROL
+
+/* A pending slot may be free now, or a connection has passed HELLO (the
+ * newcomer may close one of its tenant's): while accepting is paused, look
+ * again (rd_conn_accept pauses once more if nothing changed). */
+void rd_conn_pending_changed(struct rd_control *ctl)
+{
+	if (ctl->accept_paused && ctl->listen_fd >= 0) {
+		ctl->accept_paused = false;
+		ctl->accept_resume_ns = 0;
+		rd_control_listen_arm(ctl, true);
+	}
+}
+
+/* @conn at the head of the connections (the newest). */
+void rd_conn_link(struct rd_control *ctl, struct rd_conn *conn)
+{
+	conn->prev = NULL;
+	conn->next = ctl->conns;
+	if (ctl->conns)
+		ctl->conns->prev = conn;
+	else
+		ctl->conns_tail = conn;
+	ctl->conns = conn;
+}
+
+/* A message waits on the connection (SOCK_SEQPACKET: a whole one). */
+static bool conn_has_request(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* A connection gets this long (hello_timeout_ms / 4 at most) to send its
+ * first message before a newcomer may close it: libroshm and roshmctl send
+ * theirs right after connect, but a loaded node can hold them back. */
+#define RD_PENDING_GRACE_NS (100ull * 1000000ull)
+
+/*
+ * The pending connection a newcomer closes when every slot is taken, or
+ * NULL: then the newcomer waits in the backlog, until a slot changes or
+ * (*@resume_ns, not 0) until then. The oldest that has not passed HELLO
+ * and has no request waiting, once it has had its grace to send
+ * (RD_PENDING_GRACE_NS: a flood of reconnects must not close a slow
+ * client's connection before its one message, an admin's "status" or a
+ * HELLO). One whose request waits is answered when it is read (this batch
+ * or the next) and stays; while any does, nothing is closed: those free
+ * their slots or pass HELLO once read. When every slot has passed HELLO (a
+ * good token, waiting for its CHANNEL), the oldest of the tenant that
+ * holds the most of them, two or more: a tenant cannot hold every slot
+ * with HELLOs of its own (up to its quota.clients).
+ */
+static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
+{
+	uint64_t grace = (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull / 4, now = rd_mono_ns();
+	uint32_t held[RD_TENANTS_MAX] = { 0 };
+	uint64_t young = 0;
+	bool waiting = false;
+	struct rd_conn *c;
+	int top = -1;
+
+	if (grace > RD_PENDING_GRACE_NS)
+		grace = RD_PENDING_GRACE_NS;
+	*resume_ns = 0;
+	for (c = ctl->conns_tail; c; c = c->prev) {
+		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
+			continue;
+		/* a slot that holds a request stays so until it is read:
+		 * looked at once per call; one taken in this very call has
+		 * not had a turn to send */
+		if (c->peek_gen != ctl->accept_gen) {
+			if (c->accept_gen == ctl->accept_gen || !conn_has_request(c->fd)) {
+				if (now - c->accept_ns >= grace)
+					return c;
+				if (!young || c->accept_ns + grace < young)
+					young = c->accept_ns + grace;
+				continue;
+			}
+			c->peek_gen = ctl->accept_gen;
+		}
+		waiting = true;
+	}
+	if (waiting)
+		return NULL;
+	if (young) {
+		*resume_ns = young;
+		return NULL;
+	}
+	for (c = ctl->conns_tail; c; c = c->prev)
+		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx >= 0 &&
+		    c->tidx < RD_TENANTS_MAX && ++held[c->tidx] >= 2 &&
+		    (top < 0 || held[c->tidx] > held[top]))
+			top = c->tidx;
+	for (c = ctl->conns_tail; top >= 0 && c; c = c->prev)
+		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx == top &&
+		    !conn_has_request(c->fd))
+			return c;
+	return NULL;
+}
+
+/* Newcomers taken per readiness of the control socket: the batch's other
+ * events (requests, the timers) are not held up by a flood of connects. */
+#define RD_ACCEPT_BATCH 16
+
+void rd_conn_accept(struct rd_control *ctl)
+{
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct rd_conn *conn;
+	int fd;
+
+	ctl->accept_gen++;
+	for (int n = 0; n < RD_ACCEPT_BATCH; n++) {
+		if (ctl->npending >= ctl->cfg->max_pending_conns) {
+			/* Unauthenticated connections cannot pile up (attached
+			 * clients are counted by their tenants' quotas): one
+			 * that is idle makes room (evictable()), so that holding
+			 * every slot takes a steady flood rather than a few idle
+			 * sockets. When none may go, newcomers wait in the
+			 * backlog, in order, until a slot frees (rather than be
+			 * refused: the next may be the admin's "status"). A
+			 * drain's connection is not counted
+			 * (rd_conn_drain_wait). */
+			struct pollfd p = { .fd = ctl->listen_fd, .events = POLLIN };
+			struct rd_conn *old;
+			uint64_t resume;
+
+			if (poll(&p, 1, 0) != 1)
+				return; /* nobody waits */
+			old = evictable(ctl, &resume);
+			if (!old) {
+				rd_control_listen_arm(ctl, false);
+				ctl->accept_paused = true;
+				ctl->accept_resume_ns = resume;
+				return;
+			}
+			ctl->refused_conns++;
+			rd_conn_close(ctl, old, "evicted: too many connections not attached");
+		}
+		fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			/* out of descriptors or memory: not again at every turn
+			 * of the loop, but when a connection goes, or in a
+			 * second (what freed them may not be one of ours) */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+				RD_LOG(WARNING, "control socket: accept: %s: newcomers wait until a "
+				       "connection closes", strerror(errno));
+				rd_control_listen_arm(ctl, false);
+				ctl->accept_paused = true;
+				ctl->accept_resume_ns = rd_mono_ns() + 1000000000ull;
+			}
+			return;
+		}
+		conn = calloc(1, sizeof(*conn));
+		if (!conn || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) < 0) {
+			free(conn);
+			close(fd);
+			continue;
+		}
+		conn->tag.kind = RD_EP_CONN;
+		conn->fd = fd;
+		conn->pid = cr.pid;
+		conn->uid = cr.uid;
+		conn->accept_gen = ctl->accept_gen;
+		conn->accept_ns = rd_mono_ns();
+		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };
+
+		if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			free(conn);
+			close(fd);
+			continue;
+		}
+		rd_conn_link(ctl, conn);
+		ctl->npending++;
+	}
+}
