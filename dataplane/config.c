@@ -316,6 +316,7 @@ void rd_config_defaults(struct rd_config *cfg)
 	strcpy(cfg->admin_token_file, ROSHM_DEFAULT_ADMIN_TOKEN);
 	cfg->max_pending_conns = 64;
 	cfg->hello_timeout_ms = 5000;
+	cfg->pending_grace_ms = 100;
 	strcpy(cfg->log_level, "info");
 }
 
@@ -761,6 +762,7 @@ int rd_config_load(struct rd_config *cfg, const char *path, char *err, size_t er
 	GET_STR("admin.token_file", cfg->admin_token_file);
 	GET_INT("admin.max_pending", cfg->max_pending_conns);
 	GET_INT("admin.hello_timeout_ms", cfg->hello_timeout_ms);
+	GET_INT("admin.pending_grace_ms", cfg->pending_grace_ms);
 	GET_STR("log.level", cfg->log_level);
 	if ((s = config_lookup(&lc, "log.level")) && strcmp(cfg->log_level, "debug") &&
 	    strcmp(cfg->log_level, "info") && strcmp(cfg->log_level, "notice") &&

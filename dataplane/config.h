@@ -117,6 +117,7 @@ struct rd_config {
 	char admin_token_file[RD_PATH_MAX]; /* "" : no admin token */
 	uint32_t max_pending_conns;   /* control-socket connections not attached yet */
 	uint32_t hello_timeout_ms;    /* to finish attaching, or to send an admin request */
+	uint32_t pending_grace_ms;    /* to send a first message before a newcomer may close it */
 	char log_level[16];
 };
 

@@ -129,6 +129,7 @@ static const struct key schema[] = {
 	{ "admin.token_file", K_STR, 0, RD_PATH_MAX - 1 },
 	{ "admin.max_pending", K_INT, 1, 65536 },
 	{ "admin.hello_timeout_ms", K_INT, 10, 600000 },
+	{ "admin.pending_grace_ms", K_INT, 0, 60000 },
 	{ "log", K_GROUP, 0, 0 },
 	{ "log.level", K_STR, 0, 15 },
 };

@@ -3,7 +3,8 @@
  * The control socket's newcomers: accept, a bounded number per turn of the
  * loop, and the cap on connections that have not attached
  * (admin.max_pending): which one a newcomer closes when every slot is
- * taken, or when accepting pauses (docs/security.md).
+ * taken (a flooding pod's own first), or when accepting pauses
+ * (docs/security.md).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,55 +52,130 @@ static bool conn_has_request(int fd)
 	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
-/* A connection gets this long (hello_timeout_ms / 4 at most) to send its
- * first message before a newcomer may close it: libroshm and roshmctl send
- * theirs right after connect, but a loaded node can hold them back. */
-#define RD_PENDING_GRACE_NS (100ull * 1000000ull)
+/*
+ * Connections by where they come from: the network namespace of the peer's
+ * socket (SO_NETNS_COOKIE of the accepted one, which the kernel makes in the
+ * connecting socket's namespace). Every pod has its own (tenant pods may
+ * not use the host's: k8s/policy), so a pod that floods the socket is one
+ * source, whatever its processes, uids and pids. 0: unknown (a kernel
+ * before 5.14), not counted.
+ */
+static uint64_t conn_source(int fd)
+{
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+	uint64_t cookie = 0;
+	socklen_t len = sizeof(cookie);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) < 0 || len != sizeof(cookie))
+		return 0;
+	return cookie;
+}
+
+/* @src's entry in ctl->src_tab for this evictable() call (counted from 0),
+ * or NULL when the table has no room (it holds twice the pending count). */
+static struct rd_src_count *src_count(struct rd_control *ctl, uint64_t src)
+{
+	uint32_t mask = ctl->src_cap - 1, i = (uint32_t)((src * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+
+	for (uint32_t k = 0; k < ctl->src_cap; k++, i = (i + 1) & mask) {
+		struct rd_src_count *e = &ctl->src_tab[i];
+
+		if (e->gen != ctl->evict_gen) {
+			e->gen = ctl->evict_gen;
+			e->src = src;
+			e->n = 0;
+			return e;
+		}
+		if (e->src == src)
+			return e;
+	}
+	return NULL;
+}
+
+/* ctl->src_tab with room for twice @n sources: false if it cannot grow. */
+static bool src_tab_fit(struct rd_control *ctl, uint32_t n)
+{
+	uint32_t cap = 16;
+
+	while (cap < 2 * n && cap < (1u << 30))
+		cap <<= 1;
+	if (ctl->src_cap >= cap)
+		return true;
+	struct rd_src_count *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return false;
+	free(ctl->src_tab);
+	ctl->src_tab = t;
+	ctl->src_cap = cap;  /* zeroed: every entry stale (evict_gen only grows, from 1) */
+	return true;
+}
 
 /*
  * The pending connection a newcomer closes when every slot is taken, or
  * NULL: then the newcomer waits in the backlog, until a slot changes or
- * (*@resume_ns, not 0) until then. The oldest that has not passed HELLO
- * and has no request waiting, once it has had its grace to send
- * (RD_PENDING_GRACE_NS: a flood of reconnects must not close a slow
- * client's connection before its one message, an admin's "status" or a
- * HELLO). One whose request waits is answered when it is read (this batch
- * or the next) and stays; while any does, nothing is closed: those free
- * their slots or pass HELLO once read. When every slot has passed HELLO (a
- * good token, waiting for its CHANNEL), the oldest of the tenant that
- * holds the most of them, two or more: a tenant cannot hold every slot
- * with HELLOs of its own (up to its quota.clients).
+ * (*@resume_ns, not 0) until then. Among the connections that have not
+ * passed HELLO and have no request waiting (idle):
+ * - the oldest of the source (conn_source) that holds the most of them,
+ *   two or more: a pod that floods connects makes room with its own, at
+ *   once, and does not hold anyone else's newcomers back;
+ * - else the oldest once it has had its grace to send
+ *   (admin.pending_grace_ms, hello_timeout_ms / 4 at most: a flood of
+ *   reconnects must not close a slow client's connection before its one
+ *   message, an admin's "status" or a HELLO).
+ * One whose request waits is answered when it is read (this batch or the
+ * next) and stays; while any does and none of the above may go, nothing is
+ * closed: those free their slots or pass HELLO once read. When every slot
+ * has passed HELLO (a good token, waiting for its CHANNEL), the oldest of
+ * the tenant that holds the most of them, two or more: a tenant cannot hold
+ * every slot with HELLOs of its own (up to its quota.clients).
  */
 static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 {
 	uint64_t grace = (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull / 4, now = rd_mono_ns();
 	uint32_t held[RD_TENANTS_MAX] = { 0 };
+	struct rd_src_count *most = NULL;
+	struct rd_conn *c, *past = NULL;
 	uint64_t young = 0;
-	bool waiting = false;
-	struct rd_conn *c;
+	bool waiting = false, count;
 	int top = -1;
 
-	if (grace > RD_PENDING_GRACE_NS)
-		grace = RD_PENDING_GRACE_NS;
+	if (grace > (uint64_t)ctl->cfg->pending_grace_ms * 1000000ull)
+		grace = (uint64_t)ctl->cfg->pending_grace_ms * 1000000ull;
 	*resume_ns = 0;
+	count = src_tab_fit(ctl, ctl->npending);
+	ctl->evict_gen++;
 	for (c = ctl->conns_tail; c; c = c->prev) {
 		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
 			continue;
 		/* a slot that holds a request stays so until it is read:
-		 * looked at once per call; one taken in this very call has
-		 * not had a turn to send */
+		 * looked at once per call */
 		if (c->peek_gen != ctl->accept_gen) {
-			if (c->accept_gen == ctl->accept_gen || !conn_has_request(c->fd)) {
-				if (now - c->accept_ns >= grace)
-					return c;
-				if (!young || c->accept_ns + grace < young)
+			if (!conn_has_request(c->fd)) {
+				struct rd_src_count *e = count && c->src ? src_count(ctl, c->src) : NULL;
+
+				c->idle_gen = ctl->evict_gen;
+				if (e && ++e->n >= 2 && (!most || e->n > most->n))
+					most = e;
+				if (now - c->accept_ns >= grace) {
+					if (!past)
+						past = c;
+				} else if (!young || c->accept_ns + grace < young) {
 					young = c->accept_ns + grace;
+				}
 				continue;
 			}
 			c->peek_gen = ctl->accept_gen;
 		}
 		waiting = true;
 	}
+	for (c = ctl->conns_tail; most && c; c = c->prev)
+		if (c->idle_gen == ctl->evict_gen && c->src == most->src && c->fd >= 0)
+			return c;
+	if (past)
+		return past;
 	if (waiting)
 		return NULL;
 	if (young) {
@@ -181,6 +257,7 @@ void rd_conn_accept(struct rd_control *ctl)
 		conn->fd = fd;
 		conn->pid = cr.pid;
 		conn->uid = cr.uid;
+		conn->src = conn_source(fd);
 		conn->accept_gen = ctl->accept_gen;
 		conn->accept_ns = rd_mono_ns();
 		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;

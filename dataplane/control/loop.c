@@ -820,5 +820,6 @@ void rd_control_fini(struct rd_control *ctl)
 		close(ctl->lock_fd);
 	free(ctl->slots);
 	free(ctl->client_slots);
+	free(ctl->src_tab);
 	rd_guard_fini(&ctl->guard); /* every mapping it watched is gone */
 }

@@ -29,11 +29,13 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,6 +581,140 @@ static void test_pending_fresh_not_waiting(void **state)
 			 idle_closed ? "closed" : "open");
 }
 
+/* ---- sources: a pod that floods makes room with its own connections ---- */
+
+/* The second group's grace: a connection that has not sent its first
+ * message is not closed for a newcomer before this, unless its source
+ * (its network namespace: a pod) holds the most idle slots, two or more. */
+#define SRC_GRACE_MS 3000
+#define SRC_HELLO_MS 20000
+
+static struct th_chan pod_ready;
+
+/* A pod of its own (a network namespace, as every pod has) that opens
+ * (intptr_t)@arg idle connections, says so, and holds them until killed. */
+static int pod_idle_conns(void *arg)
+{
+	int n = (int)(intptr_t)arg;
+
+	if (unshare(CLONE_NEWNET))
+		return 10;
+	for (int i = 0; i < n; i++)
+		if (atk_ctl_connect(d.sock) < 0)
+			return 11;
+	th_chan_send(&pod_ready, (uint64_t)n);
+	for (;;)
+		pause();
+	return 0;
+}
+
+/*
+ * A pod's idle connections in every slot hold no other pod's newcomer back
+ * for their grace: the newcomer closes the oldest of them at once. roshmd is
+ * stopped while a pod (a network namespace of its own) opens PENDING idle
+ * connections and the admin's "status" queues behind them (3 s of grace).
+ *
+ * How it failed before the fix (d65ebce, the grace then fixed at 100 ms and
+ * made admin.pending_grace_ms here; the rule by source disabled): "the
+ * admin's "status" behind a pod's 4 idle connections: -62 (Timer expired)
+ * within 1 s, evicted 2 (expected answered, 1)": it waited for the grace.
+ */
+static void test_source_flood_not_held(void **state)
+{
+	long ev0, ev1;
+	pid_t pid;
+	int fd, st;
+
+	(void)state;
+	ev0 = admin_stat("pending_evicted");
+	assert_true(ev0 >= 0);
+	assert_int_equal(kill(d.pid, SIGSTOP), 0);
+	pid = th_spawn(pod_idle_conns, (void *)(intptr_t)PENDING);
+	assert_true(pid > 0);
+	assert_int_equal(th_chan_recv(&pod_ready), PENDING);
+	fd = send_admin(-1, "status", NULL);
+	assert_true(fd >= 0);
+	assert_int_equal(kill(d.pid, SIGCONT), 0);
+	st = answer(fd, 1000);
+	close(fd);
+	ev1 = admin_stat("pending_evicted");
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (st || ev1 - ev0 != 1)
+		fail_msg("the admin's \"status\" behind a pod's %d idle connections: %d (%s) within "
+			 "1 s, evicted %ld (expected answered, 1)", PENDING, st,
+			 st ? strerror(-st) : "answered", ev1 - ev0);
+}
+
+/*
+ * A slow client keeps its grace while another pod floods: the pod's own
+ * connections make room for its newcomers. roshmd is stopped while a
+ * connection of ours (nothing sent yet) and then twice PENDING idle
+ * connections of a pod queue; once roshmd runs, the pod's newcomers close
+ * the pod's older ones (PENDING + 1 evicted) within 2 s, and our
+ * connection, still in its grace, is then answered.
+ *
+ * How it failed before the fix (as above): "a slow client's connection
+ * under a pod's flood of 8: evicted 6 (expected 5 or more, in 2 s), its
+ * "status" -104 (Connection reset by peer)": the newcomers (and our
+ * "stats" asking how many) waited for the grace, then closed the oldest
+ * first, ours.
+ */
+static void test_source_slow_client_kept(void **state)
+{
+	long ev0, ev = 0;
+	pid_t pid;
+	int slow, st;
+
+	(void)state;
+	ev0 = admin_stat("pending_evicted");
+	assert_true(ev0 >= 0);
+	assert_int_equal(kill(d.pid, SIGSTOP), 0);
+	slow = atk_ctl_connect(d.sock);
+	assert_true(slow >= 0);
+	pid = th_spawn(pod_idle_conns, (void *)(intptr_t)(2 * PENDING));
+	assert_true(pid > 0);
+	assert_int_equal(th_chan_recv(&pod_ready), 2 * PENDING);
+	assert_int_equal(kill(d.pid, SIGCONT), 0);
+	for (int t = 0; t < 100 && (ev = admin_stat("pending_evicted") - ev0) < PENDING + 1; t++)
+		usleep(20000);
+	/* (a send to a connection that roshmd closed fails: EPIPE) */
+	st = send_admin(slow, "status", NULL) == slow ? answer(slow, 2000) : -ECONNRESET;
+	close(slow);
+	kill(pid, SIGKILL);
+	atk_wait_child(pid, 2000);
+	atk_assert_alive(&d);
+	if (ev < PENDING + 1 || st)
+		fail_msg("a slow client's connection under a pod's flood of %d: evicted %ld "
+			 "(expected %d or more, in 2 s), its \"status\" %d (%s)", 2 * PENDING, ev, PENDING + 1,
+			 st, st ? strerror(-st) : "answered");
+}
+
+static int setup_sources(void **state)
+{
+	char extra[1024];
+	FILE *f;
+
+	(void)state;
+	th_chan_init(&pod_ready);
+	snprintf(token_file, sizeof(token_file), "%s/admin2.token", workdir);
+	snprintf(extra, sizeof(extra),
+		 "admin: { token_file = \"%s\"; max_pending = %d; hello_timeout_ms = %d;"
+		 " pending_grace_ms = %d; };\n"
+		 "channel: { hugepages = \"off\"; };\n"
+		 "registry: { dir = \"%s/registry2\"; };\n",
+		 token_file, PENDING, SRC_HELLO_MS, SRC_GRACE_MS, workdir);
+	if (th_daemon_start(&d, "sec-pend-src", extra))
+		return -1;
+	f = fopen(token_file, "r");
+	if (!f || !fgets(admin_token, sizeof(admin_token), f))
+		return -1;
+	fclose(f);
+	admin_token[strcspn(admin_token, "\n")] = 0;
+	return 0;
+}
+
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
@@ -631,5 +767,13 @@ int main(void)
 		cmocka_unit_test(test_pending_fresh_not_waiting),
 	};
 
-	return cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
+	const struct CMUnitTest sources[] = {
+		cmocka_unit_test(test_source_flood_not_held),
+		cmocka_unit_test(test_source_slow_client_kept),
+	};
+	int failed = cmocka_run_group_tests_name("pending_hold", tests, setup, teardown);
+
+	/* (setup made the work directory) */
+	return failed + cmocka_run_group_tests_name("pending_sources", sources, setup_sources,
+						    teardown);
 }
