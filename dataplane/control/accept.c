@@ -119,8 +119,10 @@ static bool src_tab_fit(struct rd_control *ctl, uint32_t n)
  * (*@resume_ns, not 0) until then. Among the connections that have not
  * passed HELLO and have no request waiting (idle):
  * - the oldest of the source (conn_source) that holds the most of them,
- *   two or more: a pod that floods connects makes room with its own, at
- *   once, and does not hold anyone else's newcomers back;
+ *   at least a quarter of the slots and two: a pod that floods connects
+ *   makes room with its own, at once, and does not hold anyone else's
+ *   newcomers back (a flood spread over many namespaces, each below that,
+ *   meets the grace below, as does a pod with a few clients attaching);
  * - else the oldest once it has had its grace to send
  *   (admin.pending_grace_ms, hello_timeout_ms / 4 at most: a flood of
  *   reconnects must not close a slow client's connection before its one
@@ -135,7 +137,7 @@ static bool src_tab_fit(struct rd_control *ctl, uint32_t n)
 static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 {
 	uint64_t grace = (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull / 4, now = rd_mono_ns();
-	uint32_t held[RD_TENANTS_MAX] = { 0 };
+	uint32_t held[RD_TENANTS_MAX] = { 0 }, need = ctl->cfg->max_pending_conns / 4;
 	struct rd_src_count *most = NULL;
 	struct rd_conn *c, *past = NULL;
 	uint64_t young = 0;
@@ -144,6 +146,8 @@ static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 
 	if (grace > (uint64_t)ctl->cfg->pending_grace_ms * 1000000ull)
 		grace = (uint64_t)ctl->cfg->pending_grace_ms * 1000000ull;
+	if (need < 2)
+		need = 2;
 	*resume_ns = 0;
 	count = src_tab_fit(ctl, ctl->npending);
 	ctl->evict_gen++;
@@ -157,7 +161,7 @@ static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 				struct rd_src_count *e = count && c->src ? src_count(ctl, c->src) : NULL;
 
 				c->idle_gen = ctl->evict_gen;
-				if (e && ++e->n >= 2 && (!most || e->n > most->n))
+				if (e && ++e->n >= need && (!most || e->n > most->n))
 					most = e;
 				if (now - c->accept_ns >= grace) {
 					if (!past)

@@ -585,7 +585,8 @@ static void test_pending_fresh_not_waiting(void **state)
 
 /* The second group's grace: a connection that has not sent its first
  * message is not closed for a newcomer before this, unless its source
- * (its network namespace: a pod) holds the most idle slots, two or more. */
+ * (its network namespace: a pod) holds the most idle slots, a quarter of
+ * them or more (two at least). */
 #define SRC_GRACE_MS 3000
 #define SRC_HELLO_MS 20000
 
