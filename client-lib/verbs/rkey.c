@@ -274,7 +274,7 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
  * (@add) reach @m: the metadata
  * page of its region (READ), and in each region that holds its pages (its
  * own, or an earlier MR's) the MR's bytes only, with the operations its
- * IBV_ACCESS_REMOTE_* flags and @q's qp_access_flags (q->gr_acc) allow:
+ * IBV_ACCESS_REMOTE_* flags and @q's qp_access_flags (@qp_acc) allow:
  * roshmd bounds every operation of the
  * peer by that, as a NIC bounds an rkey by its MR. An MR of another PD
  * than @q's is not granted. A grant that fails leaves the peer's WRs to
@@ -282,14 +282,14 @@ static void peer_ring_name(const struct rv_qp *q, char *name, size_t cap)
  * PD's.
  */
 static int grant_mr_any(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
-			bool add)
+			bool add, uint32_t qp_acc)
 {
 	int (*fn)(struct roshm *, uint32_t, const char *, const struct roshm_part *) =
 		add ? roshm_region_grant_owner : roshm_region_revoke_part;
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	/* what the MR allows and the QP lets through (its qp_access_flags,
 	 * as a NIC's responder checks both) */
-	uint32_t access = rv_roshm_access((uint32_t)m->mr_access & q->gr_acc);
+	uint32_t access = rv_roshm_access((uint32_t)m->mr_access & qp_acc);
 	int ret, first = 0;
 
 	if ((add && m->dead) || (m->win_qp && m->win_qp != q))
@@ -311,9 +311,9 @@ static int grant_mr_any(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, cons
 /* ... when it is of a PD @q's peer may reach (its own; an XRC_RECV QP's:
  * those of its domain's SRQs, xrc.c) */
 static int grant_mr(struct rv_ctx *c, struct rv_qp *q, struct rv_mr *m, const char *name,
-		    bool add)
+		    bool add, uint32_t qp_acc)
 {
-	return rv_xrc_has_pd(q, m->mr.pd) ? grant_mr_any(c, q, m, name, add) : 0;
+	return rv_xrc_has_pd(q, m->mr.pd) ? grant_mr_any(c, q, m, name, add, qp_acc) : 0;
 }
 
 /*
@@ -338,7 +338,7 @@ void rv_grant_xrc_pd(struct rv_ctx *c, struct rv_xrcd *x, struct ibv_pd *pd, boo
 		peer_ring_name(q, name, sizeof(name));
 		for (struct rv_mr *m = c->mrs; m; m = m->next)
 			if (m->mr.pd == pd)
-				grant_mr_any(c, q, m, name, add);
+				grant_mr_any(c, q, m, name, add, q->gr_acc);
 	}
 }
 
@@ -372,7 +372,7 @@ int rv_grant_connect(struct rv_ctx *c, struct rv_qp *q)
 	if (ret == -EAGAIN)
 		ret = 0;
 	for (struct rv_mr *m = c->mrs; m && !ret; m = m->next)
-		ret = grant_mr(c, q, m, name, true);
+		ret = grant_mr(c, q, m, name, true, q->gr_acc);
 	if (ret)
 		rv_grant_drop(c, q);
 	return ret;
@@ -391,7 +391,7 @@ void rv_grant_drop(struct rv_ctx *c, struct rv_qp *q)
 	peer_ring_name(q, name, sizeof(name));
 	roshm_region_revoke_name(c->r, q->ring_handle, name);
 	for (struct rv_mr *m = c->mrs; m; m = m->next)
-		grant_mr(c, q, m, name, false);
+		grant_mr(c, q, m, name, false, q->gr_acc);
 	q->gr_ok = false;
 }
 
@@ -414,9 +414,8 @@ int rv_grant_access(struct rv_ctx *c, struct rv_qp *q, uint32_t acc)
 	if (!q->gr_ok || acc == old)
 		return 0;
 	peer_ring_name(q, name, sizeof(name));
-	q->gr_acc = acc;
 	for (m = c->mrs; m; m = m->next) {
-		ret = grant_mr(c, q, m, name, true);
+		ret = grant_mr(c, q, m, name, true, acc);
 		if (ret) {
 			failed = m;
 			break;
@@ -427,16 +426,14 @@ int rv_grant_access(struct rv_ctx *c, struct rv_qp *q, uint32_t acc)
 		 * one this peer had from no other QP of ours: taking it back
 		 * with the rest takes nobody else's) */
 		for (m = c->mrs; m; m = m->next) {
-			grant_mr(c, q, m, name, false);
+			grant_mr(c, q, m, name, false, acc);
 			if (m == failed)
 				break;
 		}
-		q->gr_acc = old;
 		return ret;
 	}
-	q->gr_acc = old;
 	for (m = c->mrs; m; m = m->next)
-		grant_mr(c, q, m, name, false);
+		grant_mr(c, q, m, name, false, old);
 	q->gr_acc = acc;
 	return 0;
 }
@@ -495,7 +492,7 @@ int rv_grant_mr(struct rv_ctx *c, struct rv_mr *m, bool add)
 	for (struct rv_qp *q = c->qps; q && !(add && ret); q = q->next)
 		if (q->gr_ok) {
 			peer_ring_name(q, name, sizeof(name));
-			ret = grant_mr(c, q, m, name, add);
+			ret = grant_mr(c, q, m, name, add, q->gr_acc);
 		}
 	return add ? ret : 0;
 }
