@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 	while (!atomic_load_explicit(&poller.exited, memory_order_acquire))
 		rte_pause();
 	RD_LOG(INFO, "stopped");
-	rc = 0;
+	rc = ctl.failed ? 1 : 0;
 out_control:
 	rd_control_fini(&ctl);
 	rd_poller_fini(&poller);

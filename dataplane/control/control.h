@@ -86,6 +86,7 @@ struct rd_control {
 	uint64_t start_ns;
 	uint64_t instance;            /* random per start (HELLO reply) */
 	volatile int stop;
+	bool failed;                  /* stopped for an error (roshmd exits 1) */
 	struct rd_region *by_name[RD_NAME_BUCKETS];
 	struct rd_tenant_use tuse[RD_TENANTS_MAX];
 	struct rd_reg_bucket reg_bucket[RD_TENANTS_MAX];

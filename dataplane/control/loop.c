@@ -427,6 +427,27 @@ static int publish_node(struct rd_control *ctl)
 	return ctl->reg.ops->put_node(&ctl->reg, &n, NULL, NULL);
 }
 
+/*
+ * The registry found our node name held by a roshmd of another host
+ * (etcd): said once, and nothing of ours is written or deleted from then
+ * on (the registry refuses it, and the node record is not ours to delete).
+ */
+static bool node_name_taken(struct rd_control *ctl)
+{
+	struct rd_node_rec other;
+
+	if (!ctl->reg.ops->name_taken || !ctl->reg.ops->name_taken(&ctl->reg, &other))
+		return false;
+	if (ctl->node_published)
+		RD_LOG(ERR, "node name %s: a roshmd of another host holds it (its record: host %s, "
+		       "pid %u, endpoint \"%s\"): give each roshmd a node name of its own; if that "
+		       "host is gone, its record goes with its lease within registry.lease_ttl (%u s): "
+		       "start again then", ctl->cfg->node, other.host, other.pid, other.endpoint,
+		       ctl->cfg->lease_ttl_s);
+	ctl->node_published = false;
+	return true;
+}
+
 static void forget_own_records(const struct rd_region_rec *rec, void *arg)
 {
 	struct rd_control *ctl = arg;
@@ -634,6 +655,15 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 			strerror(-ret));
 		return ret;
 	}
+	/* etcd: a roshmd of another host under our name is found at the first
+	 * read of the registry, before anything of ours is written: wait for
+	 * it a little (a few ms with etcd up), so that we refuse before
+	 * serving; later, rd_control_step stops us */
+	for (int i = 0; i < 300 && ctl->reg.ops->name_taken && !ctl->reg.ops->ready(&ctl->reg) &&
+			!ctl->reg.ops->name_taken(&ctl->reg, NULL); i++)
+		usleep(10000);
+	if (node_name_taken(ctl))
+		return -EADDRINUSE;
 	for (int i = 0; i < cfg->ntenants; i++)
 		if (!cfg->tenants[i].token[0])
 			RD_LOG(WARNING, "tenant '%s' has no token: any local process may attach as it",
@@ -760,6 +790,11 @@ void rd_control_step(struct rd_control *ctl, int timeout_ms)
 		rd_conns_reap(ctl);
 		rd_conns_timer(ctl, rd_mono_ns());
 		unsigned rs = ctl->reg.ops->dispatch(&ctl->reg);
+
+		if (node_name_taken(ctl) && !ctl->stop) {
+			ctl->stop = 1;
+			ctl->failed = true;
+		}
 
 		if (rs & RD_REG_REPUBLISHED)
 			RD_LOGC(RD_LC_REGISTRY, NOTICE, "registry: node %s and its regions published "

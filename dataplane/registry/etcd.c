@@ -474,23 +474,27 @@ static int etcd_put_node(struct rd_registry *r, const struct rd_node_rec *rec, r
 	char key[KEY_MAX];
 	struct req *q;
 
+	struct rd_node_rec n = *rec;
+
 	if (!rd_valid_name(rec->node))
 		return -EINVAL;
-	snprintf(key, sizeof(key), "nodes/%s", rec->node);
+	/* ours: this host's (etcd_check_name) */
+	snprintf(n.host, sizeof(n.host), "%s", e->host);
+	snprintf(key, sizeof(key), "nodes/%s", n.node);
 	q = new_req(e, OP_PUT, false, key);
 	if (!q)
 		return -ENOMEM;
 	q->done = done;
 	q->arg = arg;
-	q->val = rd_node_rec_sign(rec, r->key, r->keylen);
-	q->rec = malloc(sizeof(*rec));
+	q->val = rd_node_rec_sign(&n, r->key, r->keylen);
+	q->rec = malloc(sizeof(n));
 	if (!q->val || !q->rec) {
 		etcd_req_free(q);
 		return -ENOMEM;
 	}
-	memcpy(q->rec, rec, sizeof(*rec));
-	etcd_rec_mac(r, false, rec, q->mac);
-	return submit_write(e, q, rec);
+	memcpy(q->rec, &n, sizeof(n));
+	etcd_rec_mac(r, false, &n, q->mac);
+	return submit_write(e, q, &n);
 }
 
 static int etcd_del_node(struct rd_registry *r, const char *node, rd_reg_done_fn done, void *arg)
@@ -669,6 +673,38 @@ static bool etcd_ready(struct rd_registry *r)
 	return atomic_load(&e->a_synced) && now_ns() < atomic_load(&e->a_lease_until);
 }
 
+static bool etcd_name_taken(struct rd_registry *r, struct rd_node_rec *holder)
+{
+	struct etcd *e = r->priv;
+
+	if (!atomic_load(&e->a_name_taken))
+		return false;
+	if (holder) {
+		pthread_mutex_lock(&e->lock);
+		*holder = e->taken;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return true;
+}
+
+/* This host's boot_id (one per boot of the kernel, the same in every
+ * container of the host): tells a roshmd of another host under our node
+ * name from an earlier one of ours. "" when it cannot be read. */
+static void host_id(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	out[0] = 0;
+	if (f) {
+		if (!fgets(out, (int)n, f))
+			out[0] = 0;
+		fclose(f);
+	}
+	out[strcspn(out, "\n")] = 0;
+	if (strspn(out, "0123456789abcdef-") != strlen(out))
+		out[0] = 0;
+}
+
 void etcd_free(struct etcd *e)
 {
 	for (unsigned i = 0; i < NBUCKETS; i++)
@@ -729,6 +765,7 @@ const struct rd_registry_ops etcd_ops = {
 	.event_fd = etcd_event_fd,
 	.dispatch = etcd_dispatch,
 	.ready = etcd_ready,
+	.name_taken = etcd_name_taken,
 	.close = etcd_close,
 };
 
@@ -800,6 +837,7 @@ int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, co
 	snprintf(e->prefix, sizeof(e->prefix), "%s", cfg->etcd_prefix);
 	e->plen = strlen(e->prefix);
 	e->ttl = cfg->lease_ttl_s;
+	host_id(e->host, sizeof(e->host));
 	e->timeout_ns = (uint64_t)cfg->registry_timeout_ms * MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s", cfg->etcd_cacert);
 	snprintf(e->cert, sizeof(e->cert), "%s", cfg->etcd_cert);

@@ -112,12 +112,17 @@ struct etcd {
 	char cacert[RD_PATH_MAX], cert[RD_PATH_MAX], key[RD_PATH_MAX];
 	char user[128], password[256];
 	int efd;
+	char host[RD_HOST_ID_MAX];    /* this host's boot_id, stamped on our node record; "" unknown */
 	pthread_t thread;
 	CURLM *multi;                 /* curl_multi_wakeup() is the only call from another thread */
 	atomic_bool stop;
 	/* readiness, written by the thread */
 	_Atomic uint64_t a_lease_until;
 	atomic_bool a_synced;
+	/* the first range found our node name held by another host (`taken`,
+	 * under lock): nothing is written from then on (etcd_check_name) */
+	atomic_bool a_name_taken;
+	struct rd_node_rec taken;
 
 	/* thread only */
 	CURL *easy;                   /* the request in flight */
@@ -224,6 +229,7 @@ void etcd_watch_line(struct etcd *e, const char *s, size_t len);
 int etcd_resync(struct etcd *e);
 /* etcd_thread.c: writes, reconcile, the thread */
 void etcd_clean_leftovers(struct etcd *e);
+bool etcd_check_name(struct etcd *e);
 void *etcd_thread_main(void *arg);
 /* etcd.c: the interface the control thread calls; a key's hash bucket;
  * everything of a backend freed */

@@ -430,7 +430,10 @@ int etcd_resync(struct etcd *e)
 	pthread_mutex_unlock(&e->lock);
 	if (!e->cleaned) {
 		e->cleaned = true;
-		etcd_clean_leftovers(e);
+		/* another host's roshmd under our name: its records are not
+		 * leftovers of ours */
+		if (!etcd_check_name(e))
+			etcd_clean_leftovers(e);
 	}
 	ret = watch_start(e);
 	if (ret)

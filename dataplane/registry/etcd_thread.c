@@ -278,6 +278,54 @@ static void reconcile(struct etcd *e)
 	}
 }
 
+/*
+ * The first range of the prefix: whether our node name's record was written
+ * by a roshmd of another host (its boot_id, not ours), which must not lose
+ * its records to us as an earlier roshmd's leftovers, nor its node record
+ * to ours. Then nothing of ours is written from now on (step(), the
+ * shutdown) and the control thread stops roshmd (name_taken()). A record
+ * of this host's earlier roshmd, or one without a host, is taken over as
+ * before; that roshmd on another host, if it is gone, leaves its record
+ * until its lease runs out (registry.lease_ttl).
+ */
+bool etcd_check_name(struct etcd *e)
+{
+	char key[KEY_MAX];
+	struct ent *x;
+	bool taken = false;
+
+	if (!e->host[0])
+		return false;
+	snprintf(key, sizeof(key), "nodes/%s", e->r->node);
+	pthread_mutex_lock(&e->lock);
+	x = etcd_ent_find(e, key);
+	if (x && !x->region && x->s_present && !x->s_status && x->s_rec) {
+		const struct rd_node_rec *n = x->s_rec;
+
+		if (n->host[0] && strcmp(n->host, e->host)) {
+			e->taken = *n;
+			taken = true;
+			atomic_store(&e->a_name_taken, true);
+			etcd_signal_efd(e);
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return taken;
+}
+
+/* Our node name is another host's (etcd_check_name): every write and read
+ * queued fails, nothing is put again. */
+static void refuse_queued(struct etcd *e)
+{
+	struct req *q;
+
+	while ((q = etcd_todo_pop(e)))
+		etcd_finish(e, q, -EADDRINUSE, 0);
+	pthread_mutex_lock(&e->lock);
+	e->need_reconcile = false;
+	pthread_mutex_unlock(&e->lock);
+}
+
 void etcd_clean_leftovers(struct etcd *e)
 {
 	struct req *list = NULL, *q;
@@ -370,6 +418,10 @@ static bool step(struct etcd *e)
 		}
 		return true;
 	}
+	if (atomic_load(&e->a_name_taken)) {
+		refuse_queued(e);
+		return false;
+	}
 	q = etcd_todo_pop(e);
 	if (q) {
 		run_queued(e, q);
@@ -391,6 +443,8 @@ static void shutdown_thread(struct etcd *e)
 	struct req *q;
 
 	e->closing = true;
+	if (atomic_load(&e->a_name_taken))
+		refuse_queued(e);
 	/* What the control thread asked last (unpublish, drain) gets a bounded
 	 * chance; then the lease goes, and every record of ours with it. */
 	while ((q = etcd_todo_pop(e))) {

@@ -511,7 +511,26 @@ static json_t *node_obj(const struct rd_node_rec *rec)
 	json_object_set_new(o, "node", json_string(rec->node));
 	json_object_set_new(o, "endpoint", json_string(rec->endpoint));
 	json_object_set_new(o, "pid", json_integer(rec->pid));
+	if (rec->host[0])   /* (a record without one reads as before) */
+		json_object_set_new(o, "host", json_string(rec->host));
 	return o;
+}
+
+/* A node record's optional "host": a boot_id's characters, shorter than
+ * RD_HOST_ID_MAX; "" when missing. */
+static int get_host(json_t *o, char *dst)
+{
+	json_t *v = json_object_get(o, "host");
+
+	dst[0] = 0;
+	if (!v)
+		return 0;
+	if (get_str(o, "host", dst, RD_HOST_ID_MAX, false) || !dst[0] ||
+	    strspn(dst, "0123456789abcdef-") != strlen(dst)) {
+		dst[0] = 0;
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 char *rd_node_rec_to_json(const struct rd_node_rec *rec)
@@ -529,7 +548,7 @@ static int node_from_obj(json_t *o, struct rd_node_rec *rec, const char **why)
 	memset(rec, 0, sizeof(*rec));
 	if (json_is_object(o) && !get_str(o, "node", rec->node, sizeof(rec->node), true) &&
 	    !get_str(o, "endpoint", rec->endpoint, sizeof(rec->endpoint), false) &&
-	    !get_u32(o, "pid", &rec->pid)) {
+	    !get_u32(o, "pid", &rec->pid) && !get_host(o, rec->host)) {
 		*why = NULL;
 		return 0;
 	}

@@ -120,10 +120,16 @@ static inline const char *rd_policy_name(uint32_t policy)
 	       policy == ROSHM_POLICY_GRANT ? "grant" : "tenant";
 }
 
+#define RD_HOST_ID_MAX 40
+
 struct rd_node_rec {
 	char node[ROSHM_NAME_MAX];
 	char endpoint[128];          /* "tcp:HOST:PORT" (addr.h), or "" without a network transport */
 	uint32_t pid;
+	/* etcd: the writer's host (its kernel's boot_id), so that a roshmd of
+	 * another host under the same node name is told from this host's
+	 * earlier one; "" unknown (file registry, an older writer) */
+	char host[RD_HOST_ID_MAX];
 };
 
 struct rd_registry;
@@ -188,6 +194,13 @@ struct rd_registry_ops {
 	unsigned (*dispatch)(struct rd_registry *r);
 	/* Lease held and cache in sync (etcd); always true for file. */
 	bool (*ready)(struct rd_registry *r);
+	/*
+	 * etcd: the store held our node name's record, written by a roshmd of
+	 * another host, when it was first read (*@holder: that record); this
+	 * roshmd then writes nothing and removes nothing (every write fails
+	 * with -EADDRINUSE) and should stop. NULL (file): not looked for.
+	 */
+	bool (*name_taken)(struct rd_registry *r, struct rd_node_rec *holder);
 	/*
 	 * etcd: finish queued writes and revoke the lease (bounded: about
 	 * timeout_ms plus 1 s), stop the thread. Completions not yet run are

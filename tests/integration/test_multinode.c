@@ -1401,6 +1401,66 @@ static void test_lease_lost(void **state)
  * Before the fix (4e9e29a) it started and removed node1's records as its
  * own leftovers.
  */
+/* The pid in node1's node record in etcd is node1's. */
+static bool node1_record_is_node1s(void)
+{
+	return th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+		     " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1 | base64 -w0)'\"}'"
+		     " | sed -n 's/.*\"value\":\"\\([^\"]*\\)\".*/\\1/p' | base64 -d"
+		     " | grep -q '\"pid\": *%d[,}]'", prefix, (int)nodes[1].pid) == 0;
+}
+
+/*
+ * etcd: a roshmd of another host under node1's name, of the same cluster
+ * (its secret: it reads node1's records as valid) is refused once it has
+ * read the registry, before it writes or removes anything. The other host:
+ * an admin directory of its own (no lock in common) and another boot_id,
+ * a file mounted over /proc/sys/kernel/random/boot_id in a mount namespace
+ * of its own. Before the fix (161dc9f) it started, removed node1's region
+ * @name as its own leftover and put its node record over node1's: "a
+ * roshmd of another host named node1: started; node1's region record and
+ * node record not kept; the refusal naming node1's record (pid N) not
+ * logged".
+ */
+static void other_host_refused(const char *name)
+{
+	char boot[300], wrap[800], extra[512], key[128];
+	struct th_daemon dup;
+	FILE *f;
+	int r;
+
+	snprintf(boot, sizeof(boot), "%s/other-host.boot_id", workdir);
+	f = fopen(boot, "w");
+	assert_non_null(f);
+	fprintf(f, "0123abcd-0000-4000-8000-%012x\n", (unsigned)getpid());
+	fclose(f);
+	snprintf(wrap, sizeof(wrap),
+		 "exec unshare -m sh -c 'mount --make-rprivate / && mount --bind %s "
+		 "/proc/sys/kernel/random/boot_id && exec \"$@\"' sh \"$@\"", boot);
+	snprintf(extra, sizeof(extra),
+		 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\";"
+		 " lease_ttl = 2; secret_file = \"%s/cluster.secret\"; };\n", workdir);
+	assert_true(node1_record_is_node1s());
+	memset(&dup, 0, sizeof(dup));
+	th_daemon_wrap = wrap;
+	r = th_daemon_start_ns(&dup, "node1", ns_name[1], extra);
+	th_daemon_wrap = NULL;
+	snprintf(key, sizeof(key), "/roshm/v1/regions/default/%s", name);
+	bool kept = etcd_has(key) && node1_record_is_node1s();
+
+	if (!r)
+		th_daemon_stop(&dup);
+	if (!r || !kept ||
+	    th_sh("grep -q 'a roshmd of another host holds it (its record: host [0-9a-f-]*, pid %d' %s",
+		  (int)nodes[1].pid, dup.log)) {
+		th_daemon_dump_log(&dup);
+		fail_msg("a roshmd of another host named node1: %s; node1's region record and node "
+			 "record %s; the refusal naming node1's record (pid %d) %s", r ? "not started" :
+			 "started", kept ? "kept" : "not kept", (int)nodes[1].pid,
+			 th_sh("grep -q 'another host holds it' %s", dup.log) ? "not logged" : "logged");
+	}
+}
+
 static void test_node_name_taken(void **state)
 {
 	struct roshm *a = attach_node(1), *b;
@@ -1426,6 +1486,8 @@ static void test_node_name_taken(void **state)
 		th_daemon_dump_log(&dup);
 		fail_msg("a second roshmd named node1 was not refused for its name");
 	}
+	if (strcmp(backend, "file"))
+		other_host_refused(name);
 	b = attach_node(1);
 	assert_non_null(b);
 	assert_int_equal(roshm_region_open(b, name, &hb, NULL), 0);

@@ -457,6 +457,8 @@ int th_daemon_start_eal(struct th_daemon *d, const char *name, const char *netns
 	return th_daemon_restart(d);
 }
 
+const char *th_daemon_wrap;
+
 int th_daemon_restart(struct th_daemon *d)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -478,7 +480,11 @@ int th_daemon_restart(struct th_daemon *d)
 		}
 		if (th_enter_netns(d->netns))
 			_exit(98);
-		execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
+		if (th_daemon_wrap)
+			execl("/bin/sh", "sh", "-c", th_daemon_wrap, "sh", ROSHMD_PATH, "-c", d->conf,
+			      (char *)NULL);
+		else
+			execl(ROSHMD_PATH, "roshmd", "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}
 	strcpy(sa.sun_path, d->sock);

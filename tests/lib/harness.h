@@ -44,6 +44,11 @@ int th_daemon_start_ns(struct th_daemon *d, const char *name, const char *netns,
  * directory of d->eal_prefix; the default is --no-telemetry). */
 int th_daemon_start_eal(struct th_daemon *d, const char *name, const char *netns, bool telemetry,
 			const char *eal, const char *extra);
+/* A shell command that th_daemon_start* and th_daemon_restart run roshmd
+ * under while set: its "$@" is roshmd and its arguments (e.g. "exec unshare
+ * -m sh -c '...; exec \"$@\"' sh \"$@\"", to give it a mount namespace of
+ * its own). NULL: roshmd is exec'd directly. */
+extern const char *th_daemon_wrap;
 /* Start roshmd again with the same config (after a kill). 0 or -errno. */
 int th_daemon_restart(struct th_daemon *d);
 /* SIGKILL, reap; the directory stays. */

@@ -630,6 +630,35 @@ static void test_node_record(void **st)
 	struct rd_region_rec r;
 
 	assert_int_equal(rd_region_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &r, &why), -EBADMSG);
+	/* without a host (file registry, an older writer): "", and no "host" */
+	assert_string_equal(back.host, "");
+	assert_null(strstr(s, "\"host\""));
+	free(s);
+	/* the writer's host (etcd: its boot_id) round-trips under the MAC */
+	strcpy(n.host, "d68b1ac8-83f1-4265-8b79-0d6ea71e10ac");
+	s = rd_node_rec_sign(&n, key1, sizeof(key1) - 1);
+	assert_int_equal(rd_node_rec_verify(s, strlen(s), key1, sizeof(key1) - 1, &back, &why), 0);
+	assert_string_equal(back.host, n.host);
+	t = with_field(s, "host", json_string("d68b1ac8-83f1-4265-8b79-0d6ea71e10ad"));
+	assert_int_equal(rd_node_rec_verify(t, strlen(t), key1, sizeof(key1) - 1, &back, &why), -EBADMSG);
+	free(t);
+	free(s);
+	/* a host that is not a boot_id's characters, empty, too long or not a
+	 * string: malformed, whatever signs it */
+	static const char *const bad[] = { "D68B", "", "a b", "x\"", "0123456789abcdef0123456789abcdef01234567" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		strcpy(n.host, "ab");
+		s = rd_node_rec_to_json(&n);
+		t = with_field(s, "host", json_string(bad[i]));
+		assert_int_equal(rd_node_rec_from_json(t, strlen(t), &back), -EBADMSG);
+		free(t);
+		free(s);
+	}
+	s = rd_node_rec_to_json(&n);
+	t = with_field(s, "host", json_integer(5));
+	assert_int_equal(rd_node_rec_from_json(t, strlen(t), &back), -EBADMSG);
+	free(t);
 	free(s);
 }
 
