@@ -113,35 +113,61 @@ static bool src_tab_fit(struct rd_control *ctl, uint32_t n)
 	return true;
 }
 
+/* A connection that has not attached, HELLO not passed, no drain answered. */
+static bool pre_hello(const struct rd_conn *c)
+{
+	return !c->client && !c->hello && c->deadline_ns && c->fd >= 0;
+}
+
+/* @c (pre_hello) has no request waiting. A request seen once per
+ * rd_conn_accept call (peek_gen) stays so until it is read: not looked at
+ * again for that call's other newcomers. */
+static bool conn_idle(struct rd_control *ctl, struct rd_conn *c)
+{
+	if (c->peek_gen == ctl->accept_gen)
+		return false;
+	if (!conn_has_request(c->fd))
+		return true;
+	c->peek_gen = ctl->accept_gen;
+	return false;
+}
+
 /*
  * The pending connection a newcomer closes when every slot is taken, or
  * NULL: then the newcomer waits in the backlog, until a slot changes or
  * (*@resume_ns, not 0) until then. Among the connections that have not
  * passed HELLO and have no request waiting (idle):
- * - the oldest of the source (conn_source) that holds the most of them,
- *   at least a quarter of the slots and two: a pod that floods connects
- *   makes room with its own, at once, and does not hold anyone else's
- *   newcomers back (a flood spread over many namespaces, each below that,
- *   meets the grace below, as does a pod with a few clients attaching);
- * - else the oldest once it has had its grace to send
+ * - the oldest once it has had its grace to send
  *   (admin.pending_grace_ms, hello_timeout_ms / 4 at most: a flood of
  *   reconnects must not close a slow client's connection before its one
- *   message, an admin's "status" or a HELLO).
+ *   message, an admin's "status" or a HELLO);
+ * - else the oldest of the source (conn_source) that holds the most
+ *   connections before HELLO, max_pending / 4 or more and two at least,
+ *   once it has had a quarter of the grace: a pod that floods connects
+ *   makes room with its own, four times as fast, and holds nobody else's
+ *   newcomers back for their grace; a client in the flooding pod's
+ *   namespace (or, on one host without pods, any local process) keeps a
+ *   quarter of it. A flood spread over namespaces that each hold fewer
+ *   meets the grace, as before.
  * One whose request waits is answered when it is read (this batch or the
- * next) and stays; while any does and none of the above may go, nothing is
- * closed: those free their slots or pass HELLO once read. When every slot
- * has passed HELLO (a good token, waiting for its CHANNEL), the oldest of
- * the tenant that holds the most of them, two or more: a tenant cannot hold
- * every slot with HELLOs of its own (up to its quota.clients).
+ * next) and stays: that frees its slot or passes HELLO, and accepting
+ * resumes (rd_conn_pending_changed). When every slot has passed HELLO (a
+ * good token, waiting for its CHANNEL), the oldest of the tenant that
+ * holds the most of them, two or more: a tenant cannot hold every slot
+ * with HELLOs of its own (up to its quota.clients).
+ *
+ * Cost per newcomer: the connections are in accept order, so those past
+ * their grace are a prefix, looked at (MSG_PEEK) up to the first idle one;
+ * the count by source is a walk without system calls; then the chosen
+ * source's connections are looked at up to its first idle one.
  */
 static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 {
 	uint64_t grace = (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull / 4, now = rd_mono_ns();
-	uint32_t held[RD_TENANTS_MAX] = { 0 }, need = ctl->cfg->max_pending_conns / 4;
+	uint32_t held[RD_TENANTS_MAX] = { 0 }, need = ctl->cfg->max_pending_conns / 4, npre = 0;
 	struct rd_src_count *most = NULL;
-	struct rd_conn *c, *past = NULL;
-	uint64_t young = 0;
-	bool waiting = false, count;
+	struct rd_conn *c;
+	bool count;
 	int top = -1;
 
 	if (grace > (uint64_t)ctl->cfg->pending_grace_ms * 1000000ull)
@@ -149,43 +175,41 @@ static struct rd_conn *evictable(struct rd_control *ctl, uint64_t *resume_ns)
 	if (need < 2)
 		need = 2;
 	*resume_ns = 0;
+	for (c = ctl->conns_tail; c; c = c->prev) {
+		if (!pre_hello(c))
+			continue;
+		if (now - c->accept_ns < grace) {
+			*resume_ns = c->accept_ns + grace;  /* the oldest young one's */
+			break;
+		}
+		if (conn_idle(ctl, c))
+			return c;
+	}
 	count = src_tab_fit(ctl, ctl->npending);
 	ctl->evict_gen++;
 	for (c = ctl->conns_tail; c; c = c->prev) {
-		if (c->client || c->hello || !c->deadline_ns || c->fd < 0)
-			continue;
-		/* a slot that holds a request stays so until it is read:
-		 * looked at once per call */
-		if (c->peek_gen != ctl->accept_gen) {
-			if (!conn_has_request(c->fd)) {
-				struct rd_src_count *e = count && c->src ? src_count(ctl, c->src) : NULL;
+		struct rd_src_count *e;
 
-				c->idle_gen = ctl->evict_gen;
-				if (e && ++e->n >= need && (!most || e->n > most->n))
-					most = e;
-				if (now - c->accept_ns >= grace) {
-					if (!past)
-						past = c;
-				} else if (!young || c->accept_ns + grace < young) {
-					young = c->accept_ns + grace;
-				}
-				continue;
-			}
-			c->peek_gen = ctl->accept_gen;
+		if (!pre_hello(c))
+			continue;
+		npre++;
+		if (count && c->src && (e = src_count(ctl, c->src)) && ++e->n >= need &&
+		    (!most || e->n > most->n))
+			most = e;
+	}
+	for (c = ctl->conns_tail; most && c; c = c->prev) {
+		if (!pre_hello(c) || c->src != most->src)
+			continue;
+		if (now - c->accept_ns < grace / 4) {
+			if (!*resume_ns || c->accept_ns + grace / 4 < *resume_ns)
+				*resume_ns = c->accept_ns + grace / 4;
+			break;
 		}
-		waiting = true;
-	}
-	for (c = ctl->conns_tail; most && c; c = c->prev)
-		if (c->idle_gen == ctl->evict_gen && c->src == most->src && c->fd >= 0)
+		if (conn_idle(ctl, c))
 			return c;
-	if (past)
-		return past;
-	if (waiting)
-		return NULL;
-	if (young) {
-		*resume_ns = young;
-		return NULL;
 	}
+	if (npre)
+		return NULL;  /* young ones (*resume_ns), or requests waiting */
 	for (c = ctl->conns_tail; c; c = c->prev)
 		if (!c->client && c->hello && c->deadline_ns && c->fd >= 0 && c->tidx >= 0 &&
 		    c->tidx < RD_TENANTS_MAX && ++held[c->tidx] >= 2 &&

@@ -53,7 +53,7 @@ struct rd_control {
 	bool accept_paused;           /* every pending slot taken: newcomers wait in the backlog */
 	uint64_t accept_resume_ns;    /* ...until then at most (0: until a slot changes) */
 	uint64_t accept_gen;          /* rd_conn_accept's calls (struct rd_conn accept_gen) */
-	/* evictable() (accept.c): idle pending connections per source, a
+	/* evictable() (accept.c): connections before HELLO per source, a
 	 * table of src_cap entries, valid where gen == evict_gen */
 	struct rd_src_count { uint64_t src, gen; uint32_t n; } *src_tab;
 	uint32_t src_cap;

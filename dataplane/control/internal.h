@@ -39,7 +39,6 @@ struct rd_conn {
 	uint64_t accept_ns;           /* when (CLOCK_MONOTONIC) */
 	uint64_t peek_gen;            /* that call saw its request waiting (evictable) */
 	uint64_t src;                 /* its peer's network namespace (SO_NETNS_COOKIE), 0: unknown */
-	uint64_t idle_gen;            /* evictable() call that found it idle (ctl->evict_gen) */
 	/*
 	 * A request that waits (the connection is not read meanwhile): an
 	 * open for its region's node to be connected (park_peer) or for the

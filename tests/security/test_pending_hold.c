@@ -584,11 +584,11 @@ static void test_pending_fresh_not_waiting(void **state)
 /* ---- sources: a pod that floods makes room with its own connections ---- */
 
 /* The second group's grace: a connection that has not sent its first
- * message is not closed for a newcomer before this, unless its source
- * (its network namespace: a pod) holds the most idle slots, a quarter of
- * them or more (two at least). */
-#define SRC_GRACE_MS 3000
-#define SRC_HELLO_MS 20000
+ * message is not closed for a newcomer before this, or a quarter of it
+ * (2 s) when its source (its network namespace: a pod) holds the most
+ * slots before HELLO, a quarter of them or more (two at least). */
+#define SRC_GRACE_MS 8000
+#define SRC_HELLO_MS 40000
 
 static struct th_chan pod_ready;
 
@@ -611,14 +611,15 @@ static int pod_idle_conns(void *arg)
 
 /*
  * A pod's idle connections in every slot hold no other pod's newcomer back
- * for their grace: the newcomer closes the oldest of them at once. roshmd is
- * stopped while a pod (a network namespace of its own) opens PENDING idle
- * connections and the admin's "status" queues behind them (3 s of grace).
+ * for their grace (8 s), only for a quarter of it (2 s): then the newcomer
+ * closes the oldest of them. roshmd is stopped while a pod (a network
+ * namespace of its own) opens PENDING idle connections and the admin's
+ * "status" queues behind them.
  *
  * How it failed before the fix (d65ebce, the grace then fixed at 100 ms and
  * made admin.pending_grace_ms here; the rule by source disabled): "the
  * admin's "status" behind a pod's 4 idle connections: -62 (Timer expired)
- * within 1 s, evicted 2 (expected answered, 1)": it waited for the grace.
+ * within 4 s, evicted 2 (expected answered, 1)": it waited for the grace.
  */
 static void test_source_flood_not_held(void **state)
 {
@@ -636,7 +637,7 @@ static void test_source_flood_not_held(void **state)
 	fd = send_admin(-1, "status", NULL);
 	assert_true(fd >= 0);
 	assert_int_equal(kill(d.pid, SIGCONT), 0);
-	st = answer(fd, 1000);
+	st = answer(fd, SRC_GRACE_MS / 2);
 	close(fd);
 	ev1 = admin_stat("pending_evicted");
 	kill(pid, SIGKILL);
@@ -644,7 +645,7 @@ static void test_source_flood_not_held(void **state)
 	atk_assert_alive(&d);
 	if (st || ev1 - ev0 != 1)
 		fail_msg("the admin's \"status\" behind a pod's %d idle connections: %d (%s) within "
-			 "1 s, evicted %ld (expected answered, 1)", PENDING, st,
+			 "4 s, evicted %ld (expected answered, 1)", PENDING, st,
 			 st ? strerror(-st) : "answered", ev1 - ev0);
 }
 
@@ -653,11 +654,12 @@ static void test_source_flood_not_held(void **state)
  * connections make room for its newcomers. roshmd is stopped while a
  * connection of ours (nothing sent yet) and then twice PENDING idle
  * connections of a pod queue; once roshmd runs, the pod's newcomers close
- * the pod's older ones (PENDING + 1 evicted) within 2 s, and our
- * connection, still in its grace, is then answered.
+ * the pod's older ones once they have had a quarter of the grace
+ * (PENDING + 1 evicted, within 4 s), and our connection, still in its
+ * grace, is then answered.
  *
  * How it failed before the fix (as above): "a slow client's connection
- * under a pod's flood of 8: evicted 6 (expected 5 or more, in 2 s), its
+ * under a pod's flood of 8: evicted 7 (expected 5 or more, in 4 s), its
  * "status" -104 (Connection reset by peer)": the newcomers (and our
  * "stats" asking how many) waited for the grace, then closed the oldest
  * first, ours.
@@ -678,17 +680,17 @@ static void test_source_slow_client_kept(void **state)
 	assert_true(pid > 0);
 	assert_int_equal(th_chan_recv(&pod_ready), 2 * PENDING);
 	assert_int_equal(kill(d.pid, SIGCONT), 0);
-	for (int t = 0; t < 100 && (ev = admin_stat("pending_evicted") - ev0) < PENDING + 1; t++)
+	for (int t = 0; t < 200 && (ev = admin_stat("pending_evicted") - ev0) < PENDING + 1; t++)
 		usleep(20000);
 	/* (a send to a connection that roshmd closed fails: EPIPE) */
-	st = send_admin(slow, "status", NULL) == slow ? answer(slow, 2000) : -ECONNRESET;
+	st = send_admin(slow, "status", NULL) == slow ? answer(slow, 3000) : -ECONNRESET;
 	close(slow);
 	kill(pid, SIGKILL);
 	atk_wait_child(pid, 2000);
 	atk_assert_alive(&d);
 	if (ev < PENDING + 1 || st)
 		fail_msg("a slow client's connection under a pod's flood of %d: evicted %ld "
-			 "(expected %d or more, in 2 s), its \"status\" %d (%s)", 2 * PENDING, ev, PENDING + 1,
+			 "(expected %d or more, in 4 s), its \"status\" %d (%s)", 2 * PENDING, ev, PENDING + 1,
 			 st, st ? strerror(-st) : "answered");
 }
 
