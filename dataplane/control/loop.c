@@ -436,14 +436,13 @@ static bool node_name_taken(struct rd_control *ctl)
 {
 	struct rd_node_rec other;
 
-	if (!ctl->reg.ops->name_taken || !ctl->reg.ops->name_taken(&ctl->reg, &other))
+	if (!ctl->reg.ops->name_state ||
+	    ctl->reg.ops->name_state(&ctl->reg, &other) != RD_NAME_TAKEN)
 		return false;
 	if (ctl->node_published)
 		RD_LOG(ERR, "node name %s: a roshmd of another host holds it (its record: host %s, "
-		       "pid %u, endpoint \"%s\"): give each roshmd a node name of its own; if that "
-		       "host is gone, its record goes with its lease within registry.lease_ttl (%u s): "
-		       "start again then", ctl->cfg->node, other.host, other.pid, other.endpoint,
-		       ctl->cfg->lease_ttl_s);
+		       "pid %u, endpoint \"%s\", under a lease kept alive): give each roshmd a node "
+		       "name of its own", ctl->cfg->node, other.host, other.pid, other.endpoint);
 	ctl->node_published = false;
 	return true;
 }
@@ -655,12 +654,15 @@ int rd_control_init(struct rd_control *ctl, const struct rd_config *cfg, struct 
 			strerror(-ret));
 		return ret;
 	}
-	/* etcd: a roshmd of another host under our name is found at the first
-	 * read of the registry, before anything of ours is written: wait for
-	 * it a little (a few ms with etcd up), so that we refuse before
-	 * serving; later, rd_control_step stops us */
-	for (int i = 0; i < 300 && ctl->reg.ops->name_taken && !ctl->reg.ops->ready(&ctl->reg) &&
-			!ctl->reg.ops->name_taken(&ctl->reg, NULL); i++)
+	/* etcd: whose our node name is, known from the first read of the
+	 * registry before anything of ours is written (a few ms with etcd
+	 * up; up to 3 s waited for here), or, when a record of another boot
+	 * holds it, once its lease has run out or been kept alive (up to a
+	 * minute waited for here): so that we refuse before serving; later,
+	 * rd_control_step stops us */
+	for (int i = 0, st; ctl->reg.ops->name_state &&
+			    ((st = ctl->reg.ops->name_state(&ctl->reg, NULL)) == RD_NAME_UNREAD ||
+			     st == RD_NAME_WAIT) && i < (st == RD_NAME_WAIT ? 6000 : 300); i++)
 		usleep(10000);
 	if (node_name_taken(ctl))
 		return -EADDRINUSE;

@@ -274,11 +274,18 @@ void etcd_finish(struct etcd *e, struct req *q, int status, int64_t rev)
 		own = x->own;
 		x->pending--;
 		if (ok) {
-			if (x->own && x->o_gen == q->gen)
-				x->o_synced = true;
 			if (rev > x->s_rev) {
 				etcd_store_set(e, x, q->op == OP_PUT, 0, q->rec, q->mac, rev);
+				x->s_lease = 0;   /* (ours: our lease) */
 				q->rec = NULL;
+			}
+			/* done, unless the store has moved past our write to
+			 * what someone else wrote (the watch told first): then
+			 * it is put again */
+			if (x->own && x->o_gen == q->gen) {
+				x->o_synced = q->op != OP_PUT || etcd_own_in_store(x);
+				if (!x->o_synced)
+					e->need_reconcile = true;
 			}
 		} else if (status == -EEXIST) {
 			if (x->own && x->o_gen == q->gen) {
@@ -297,7 +304,9 @@ void etcd_finish(struct etcd *e, struct req *q, int status, int64_t rev)
 	/* the thread's own retries say nothing: the first failure was logged */
 	if (status && status != -ENOENT && status != -EEXIST && q->op != OP_FETCH && !q->internal)
 		RD_LOG(WARNING, "registry: %s %s: %s%s", q->op == OP_PUT ? "publishing" : "removing",
-		       q->key, strerror(-status), own ? " (done when etcd answers again)" : "");
+		       q->key, strerror(-status),
+		       status == -EADDRINUSE ? " (our node name is another host's)" :
+		       own ? " (done when etcd answers again)" : "");
 	if (q->internal || (!q->done && !q->got)) {
 		etcd_req_free(q);
 	} else {
@@ -478,7 +487,7 @@ static int etcd_put_node(struct rd_registry *r, const struct rd_node_rec *rec, r
 
 	if (!rd_valid_name(rec->node))
 		return -EINVAL;
-	/* ours: this host's (etcd_check_name) */
+	/* ours: this boot's (etcd_thread.c name_look) */
 	snprintf(n.host, sizeof(n.host), "%s", e->host);
 	snprintf(key, sizeof(key), "nodes/%s", n.node);
 	q = new_req(e, OP_PUT, false, key);
@@ -673,18 +682,17 @@ static bool etcd_ready(struct rd_registry *r)
 	return atomic_load(&e->a_synced) && now_ns() < atomic_load(&e->a_lease_until);
 }
 
-static bool etcd_name_taken(struct rd_registry *r, struct rd_node_rec *holder)
+static int etcd_name_state(struct rd_registry *r, struct rd_node_rec *holder)
 {
 	struct etcd *e = r->priv;
+	int st = atomic_load(&e->a_name);
 
-	if (!atomic_load(&e->a_name_taken))
-		return false;
 	if (holder) {
 		pthread_mutex_lock(&e->lock);
-		*holder = e->taken;
+		*holder = e->other;
 		pthread_mutex_unlock(&e->lock);
 	}
-	return true;
+	return st;
 }
 
 /* This host's boot_id (one per boot of the kernel, the same in every
@@ -765,7 +773,7 @@ const struct rd_registry_ops etcd_ops = {
 	.event_fd = etcd_event_fd,
 	.dispatch = etcd_dispatch,
 	.ready = etcd_ready,
-	.name_taken = etcd_name_taken,
+	.name_state = etcd_name_state,
 	.close = etcd_close,
 };
 
@@ -838,6 +846,9 @@ int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, co
 	e->plen = strlen(e->prefix);
 	e->ttl = cfg->lease_ttl_s;
 	host_id(e->host, sizeof(e->host));
+	if (!e->host[0])
+		RD_LOG(WARNING, "etcd: this host's boot_id cannot be read: a roshmd of another host "
+		       "under node name %s is not looked for", cfg->node);
 	e->timeout_ns = (uint64_t)cfg->registry_timeout_ms * MS;
 	snprintf(e->cacert, sizeof(e->cacert), "%s", cfg->etcd_cacert);
 	snprintf(e->cert, sizeof(e->cert), "%s", cfg->etcd_cert);

@@ -508,6 +508,8 @@ int etcd_grant(struct etcd *e)
 	if (e->granted_once) {
 		RD_LOG(WARNING, "etcd: new lease %s: this node's records go under it again", e->lease);
 		e->republish_pending = true;
+		/* meanwhile a roshmd of another host may have taken our name */
+		e->name_look = true;
 	} else {
 		RD_LOG(INFO, "etcd: lease %s, TTL %u s", e->lease, e->ttl);
 	}

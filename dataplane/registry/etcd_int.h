@@ -64,6 +64,7 @@ struct ent {
 	bool s_present;
 	int s_status;                 /* 0 or -EBADMSG */
 	int64_t s_rev;                /* mod_revision of what s_* describes (or of its deletion) */
+	int64_t s_lease;              /* the lease it is under, 0 none or not known */
 	uint8_t s_mac[32];            /* of a valid record: tells ours from someone else's */
 	void *s_rec;                  /* struct rd_region_rec / rd_node_rec when s_status == 0 */
 	/* this node's desired state under the key: what readers see while set */
@@ -119,10 +120,10 @@ struct etcd {
 	/* readiness, written by the thread */
 	_Atomic uint64_t a_lease_until;
 	atomic_bool a_synced;
-	/* the first range found our node name held by another host (`taken`,
-	 * under lock): nothing is written from then on (etcd_check_name) */
-	atomic_bool a_name_taken;
-	struct rd_node_rec taken;
+	/* whose our node name is (enum rd_name_state, etcd_thread.c
+	 * name_look), and the record of another boot (`other`, under lock) */
+	atomic_int a_name;
+	struct rd_node_rec other;
 
 	/* thread only */
 	CURL *easy;                   /* the request in flight */
@@ -140,6 +141,11 @@ struct etcd {
 	uint64_t next_keepalive_ns, retry_ns, reconcile_ns, sync_retry_ns;
 	unsigned backoff_ms, sync_backoff_ms;
 	bool synced, granted_once, republish_pending, cleaned, closing;
+	/* name_look: due (after a full read, a new lease, another boot's
+	 * record under our name); WAIT: the lease watched and when to look again */
+	bool name_look;
+	int64_t name_lease;
+	uint64_t name_recheck_ns;
 	int64_t watch_rev;
 	uint64_t sweep_gen;
 	char errbuf[CURL_ERROR_SIZE];
@@ -166,6 +172,7 @@ struct parsed {
 	bool region, present;
 	int status;                   /* 0 or -EBADMSG */
 	int64_t rev;
+	int64_t lease;                /* 0: none */
 	void *rec;                    /* malloc'd, when status == 0 */
 	uint8_t mac[32];
 	const char *why;
@@ -229,7 +236,7 @@ void etcd_watch_line(struct etcd *e, const char *s, size_t len);
 int etcd_resync(struct etcd *e);
 /* etcd_thread.c: writes, reconcile, the thread */
 void etcd_clean_leftovers(struct etcd *e);
-bool etcd_check_name(struct etcd *e);
+bool etcd_other_boot(struct etcd *e, const struct ent *x);
 void *etcd_thread_main(void *arg);
 /* etcd.c: the interface the control thread calls; a key's hash bucket;
  * everything of a backend freed */

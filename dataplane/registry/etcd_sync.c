@@ -60,6 +60,8 @@ int etcd_parse_kv(struct etcd *e, json_t *kv, bool del, struct parsed *p)
 	p->present = !del;
 	if (del)
 		return 0;
+	if (!etcd_get_i64(kv, "lease", &p->lease) || p->lease < 0)
+		p->lease = 0;   /* (proto3 leaves a 0 out) */
 	p->status = -EBADMSG;
 	v = json_object_get(kv, "value");
 	if (!json_is_string(v) || (n = etcd_unb64(json_string_value(v), RD_REC_MAX, &val)) < 0) {
@@ -119,9 +121,13 @@ void etcd_apply(struct etcd *e, struct parsed *p, bool force, uint64_t gen)
 		  (p->present && !p->status && CRYPTO_memcmp(x->s_mac, p->mac, 32));
 	bad_news = changed && p->present && p->status;
 	etcd_store_set(e, x, p->present, p->status, p->rec, p->mac, p->rev);
+	x->s_lease = p->present ? p->lease : 0;
 	p->rec = NULL;
 	if (force)
 		x->seen = gen;
+	/* our node name's record written from another boot: whose is it? */
+	if (changed && etcd_other_boot(e, x))
+		e->name_look = true;
 	if (x->own && x->o_synced && !x->pending && !etcd_own_in_store(x)) {
 		x->o_synced = false;
 		e->need_reconcile = true;
@@ -428,13 +434,9 @@ int etcd_resync(struct etcd *e)
 	e->flags |= RD_REG_CHANGED;
 	etcd_signal_efd(e);
 	pthread_mutex_unlock(&e->lock);
-	if (!e->cleaned) {
-		e->cleaned = true;
-		/* another host's roshmd under our name: its records are not
-		 * leftovers of ours */
-		if (!etcd_check_name(e))
-			etcd_clean_leftovers(e);
-	}
+	/* whose our node name is, before anything of ours is written or an
+	 * earlier roshmd's leftovers removed (etcd_thread.c name_look) */
+	e->name_look = true;
 	ret = watch_start(e);
 	if (ret)
 		e->synced = false;

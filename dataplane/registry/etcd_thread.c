@@ -278,42 +278,123 @@ static void reconcile(struct etcd *e)
 	}
 }
 
+/* @x (under lock) is our node name's key and holds a valid record written
+ * from another boot than ours (its host), under a lease. */
+bool etcd_other_boot(struct etcd *e, const struct ent *x)
+{
+	const struct rd_node_rec *n = x->s_rec;
+
+	return e->host[0] && !x->region && x->s_present && !x->s_status && n && x->s_lease > 0 &&
+	       !strcmp(n->node, e->r->node) && n->host[0] && strcmp(n->host, e->host);
+}
+
+/* /v3/lease/timetolive: the seconds @lease has left, -1 when it is gone, or
+ * -errno when etcd did not answer. */
+static int64_t lease_left(struct etcd *e, int64_t lease)
+{
+	json_t *o = json_object(), *resp;
+	int64_t ttl = 0;
+	char id[24];
+	int ret;
+
+	snprintf(id, sizeof(id), "%lld", (long long)lease);
+	json_object_set_new(o, "ID", json_string(id));
+	ret = etcd_call(e, "/v3/lease/timetolive", o, &resp, now_ns() + ATTEMPT_MS * MS, 0);
+	json_decref(o);
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	if (!etcd_get_i64(resp, "TTL", &ttl))
+		ttl = 0;   /* (proto3 leaves a 0 out: about to go) */
+	json_decref(resp);
+	return ttl < 0 ? -1 : ttl;
+}
+
+static void name_set(struct etcd *e, int st)
+{
+	if (atomic_exchange(&e->a_name, st) != st) {
+		pthread_mutex_lock(&e->lock);
+		etcd_signal_efd(e);   /* the control thread looks (name_state) */
+		pthread_mutex_unlock(&e->lock);
+	}
+}
+
+/* Our node name is ours: the first time, what an earlier roshmd of ours
+ * left goes (never before: it might be another host's). */
+static void name_ours(struct etcd *e)
+{
+	name_set(e, RD_NAME_OURS);
+	if (!e->cleaned) {
+		e->cleaned = true;
+		etcd_clean_leftovers(e);
+	}
+}
+
 /*
- * The first range of the prefix: whether our node name's record was written
- * by a roshmd of another host (its boot_id, not ours), which must not lose
- * its records to us as an earlier roshmd's leftovers, nor its node record
- * to ours. Then nothing of ours is written from now on (step(), the
- * shutdown) and the control thread stops roshmd (name_taken()). A record
- * of this host's earlier roshmd, or one without a host, is taken over as
- * before; that roshmd on another host, if it is gone, leaves its record
- * until its lease runs out (registry.lease_ttl).
+ * Whose is our node name (after a full read of the prefix, a new lease, or
+ * a record of another boot arriving under it; the cache is exact then)?
+ * A record written from another boot (its host: the kernel's boot_id, not
+ * ours) under a lease may be a roshmd of another host that uses the name,
+ * or this host's before a reboot, or one whose host is gone: which, its
+ * lease tells. Its TTL is looked up, and once that has run out (plus 1 s)
+ * looked up again: a lease still there was kept alive, so a roshmd holds
+ * the name (RD_NAME_TAKEN: nothing of ours is written, and roshmd stops);
+ * one that is gone leaves the name to us (RD_NAME_OURS). Meanwhile
+ * (RD_NAME_WAIT, up to the other's lease TTL) nothing of ours is written.
+ * A record without a lease (roshmd never writes one: a copy put back by
+ * hand, or by someone replaying it) or without a host is ours to replace.
  */
-bool etcd_check_name(struct etcd *e)
+static void name_look(struct etcd *e)
 {
 	char key[KEY_MAX];
 	struct ent *x;
-	bool taken = false;
+	int64_t lease = 0, left;
 
-	if (!e->host[0])
-		return false;
+	e->name_look = false;
+	if (atomic_load(&e->a_name) == RD_NAME_TAKEN)
+		return;
 	snprintf(key, sizeof(key), "nodes/%s", e->r->node);
 	pthread_mutex_lock(&e->lock);
 	x = etcd_ent_find(e, key);
-	if (x && !x->region && x->s_present && !x->s_status && x->s_rec) {
-		const struct rd_node_rec *n = x->s_rec;
-
-		if (n->host[0] && strcmp(n->host, e->host)) {
-			e->taken = *n;
-			taken = true;
-			atomic_store(&e->a_name_taken, true);
-			etcd_signal_efd(e);
-		}
+	if (x && etcd_other_boot(e, x)) {
+		lease = x->s_lease;
+		e->other = *(const struct rd_node_rec *)x->s_rec;
 	}
 	pthread_mutex_unlock(&e->lock);
-	return taken;
+	if (!lease) {
+		name_ours(e);
+		return;
+	}
+	left = lease_left(e, lease);
+	if (left == -1) {
+		name_ours(e);
+		return;
+	}
+	if (atomic_load(&e->a_name) != RD_NAME_WAIT || e->name_lease != lease)
+		RD_LOG(NOTICE, "etcd: node name %s: its record is of another boot (host %s, pid %u, "
+		       "endpoint \"%s\"), under a lease with %lld s left: waiting to see whether it "
+		       "is kept alive", e->r->node, e->other.host, e->other.pid, e->other.endpoint,
+		       (long long)(left > 0 ? left : 0));
+	e->name_lease = lease;
+	e->name_recheck_ns = now_ns() + (uint64_t)((left > 0 ? left : 0) + 1) * 1000 * MS;
+	name_set(e, RD_NAME_WAIT);
 }
 
-/* Our node name is another host's (etcd_check_name): every write and read
+/* RD_NAME_WAIT, its time come: the other boot's lease kept alive, or gone. */
+static void name_recheck(struct etcd *e)
+{
+	int64_t left = lease_left(e, e->name_lease);
+
+	if (left == -1) {
+		RD_LOG(NOTICE, "etcd: node name %s: the other boot's lease ran out: ours", e->r->node);
+		name_ours(e);
+	} else if (left >= 0) {
+		name_set(e, RD_NAME_TAKEN);
+	} else {
+		e->name_recheck_ns = now_ns() + 1000 * MS;   /* etcd did not answer */
+	}
+}
+
+/* Our node name is another host's (name_look): every write and read
  * queued fails, nothing is put again. */
 static void refuse_queued(struct etcd *e)
 {
@@ -418,8 +499,18 @@ static bool step(struct etcd *e)
 		}
 		return true;
 	}
-	if (atomic_load(&e->a_name_taken)) {
-		refuse_queued(e);
+	if (e->name_look && e->synced) {
+		name_look(e);
+		return true;
+	}
+	if (atomic_load(&e->a_name) == RD_NAME_WAIT && now >= e->name_recheck_ns) {
+		name_recheck(e);
+		return true;
+	}
+	/* nothing of ours is written before we know the name is ours */
+	if (atomic_load(&e->a_name) != RD_NAME_OURS) {
+		if (atomic_load(&e->a_name) == RD_NAME_TAKEN)
+			refuse_queued(e);
 		return false;
 	}
 	q = etcd_todo_pop(e);
@@ -443,8 +534,8 @@ static void shutdown_thread(struct etcd *e)
 	struct req *q;
 
 	e->closing = true;
-	if (atomic_load(&e->a_name_taken))
-		refuse_queued(e);
+	if (atomic_load(&e->a_name) != RD_NAME_OURS)
+		refuse_queued(e);   /* (not known to be ours: not ours to write) */
 	/* What the control thread asked last (unpublish, drain) gets a bounded
 	 * chance; then the lease goes, and every record of ours with it. */
 	while ((q = etcd_todo_pop(e))) {

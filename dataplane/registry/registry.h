@@ -132,6 +132,14 @@ struct rd_node_rec {
 	char host[RD_HOST_ID_MAX];
 };
 
+/* Whose our node name is in the store (etcd, name_state()) */
+enum rd_name_state {
+	RD_NAME_UNREAD,     /* the store not read yet: nothing of ours written */
+	RD_NAME_WAIT,       /* a record of another boot, under a lease: is it kept alive? */
+	RD_NAME_OURS,       /* none, ours, this boot's, or one whose lease ran out */
+	RD_NAME_TAKEN,      /* a roshmd of another boot keeps it alive */
+};
+
 struct rd_registry;
 
 typedef void (*rd_reg_done_fn)(void *arg, int status);
@@ -195,12 +203,13 @@ struct rd_registry_ops {
 	/* Lease held and cache in sync (etcd); always true for file. */
 	bool (*ready)(struct rd_registry *r);
 	/*
-	 * etcd: the store held our node name's record, written by a roshmd of
-	 * another host, when it was first read (*@holder: that record); this
-	 * roshmd then writes nothing and removes nothing (every write fails
-	 * with -EADDRINUSE) and should stop. NULL (file): not looked for.
+	 * etcd: whose our node name is (enum rd_name_state), and in *@holder
+	 * (not NULL) the record of the roshmd of another boot that holds or
+	 * may hold it. Until RD_NAME_OURS nothing of ours is written; at
+	 * RD_NAME_TAKEN every write fails with -EADDRINUSE and roshmd should
+	 * stop. NULL (file): not looked for.
 	 */
-	bool (*name_taken)(struct rd_registry *r, struct rd_node_rec *holder);
+	int (*name_state)(struct rd_registry *r, struct rd_node_rec *holder);
 	/*
 	 * etcd: finish queued writes and revoke the lease (bounded: about
 	 * timeout_ms plus 1 s), stop the thread. Completions not yet run are

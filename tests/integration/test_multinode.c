@@ -1411,21 +1411,15 @@ static bool node1_record_is_node1s(void)
 }
 
 /*
- * etcd: a roshmd of another host under node1's name, of the same cluster
- * (its secret: it reads node1's records as valid) is refused once it has
- * read the registry, before it writes or removes anything. The other host:
- * an admin directory of its own (no lock in common) and another boot_id,
- * a file mounted over /proc/sys/kernel/random/boot_id in a mount namespace
- * of its own. Before the fix (161dc9f) it started, removed node1's region
- * @name as its own leftover and put its node record over node1's: "a
- * roshmd of another host named node1: started; node1's region record and
- * node record not kept; the refusal naming node1's record (pid N) not
- * logged".
+ * A roshmd of another host under node1's name, of the same cluster (its
+ * secret: it reads node1's records as valid), with etcd: an admin
+ * directory of its own (no lock in common) and another boot_id, a file
+ * mounted over /proc/sys/kernel/random/boot_id in a mount namespace of its
+ * own. th_daemon_start_ns's answer.
  */
-static void other_host_refused(const char *name)
+static int start_other_host(struct th_daemon *dup)
 {
-	char boot[300], wrap[800], extra[512], key[128];
-	struct th_daemon dup;
+	char boot[300], wrap[800], extra[512];
 	FILE *f;
 	int r;
 
@@ -1440,11 +1434,30 @@ static void other_host_refused(const char *name)
 	snprintf(extra, sizeof(extra),
 		 "registry: { backend = \"etcd\"; endpoints = \"http://198.18.0.254:2379\";"
 		 " lease_ttl = 2; secret_file = \"%s/cluster.secret\"; };\n", workdir);
-	assert_true(node1_record_is_node1s());
-	memset(&dup, 0, sizeof(dup));
+	memset(dup, 0, sizeof(*dup));
 	th_daemon_wrap = wrap;
-	r = th_daemon_start_ns(&dup, "node1", ns_name[1], extra);
+	r = th_daemon_start_ns(dup, "node1", ns_name[1], extra);
 	th_daemon_wrap = NULL;
+	return r;
+}
+
+/*
+ * etcd: a roshmd of another host under node1's name is refused once it has
+ * seen node1's lease kept alive (up to its TTL, 2 s, and 1 s more), before
+ * it writes or removes anything. Before the fix (161dc9f) it started,
+ * removed node1's region @name as its own leftover and put its node record
+ * over node1's: "a roshmd of another host named node1: started; node1's
+ * region record and node record not kept; the refusal naming node1's
+ * record (pid N) not logged".
+ */
+static void other_host_refused(const char *name)
+{
+	struct th_daemon dup;
+	char key[128];
+	int r;
+
+	assert_true(node1_record_is_node1s());
+	r = start_other_host(&dup);
 	snprintf(key, sizeof(key), "/roshm/v1/regions/default/%s", name);
 	bool kept = etcd_has(key) && node1_record_is_node1s();
 
@@ -1459,6 +1472,96 @@ static void other_host_refused(const char *name)
 			 "started", kept ? "kept" : "not kept", (int)nodes[1].pid,
 			 th_sh("grep -q 'another host holds it' %s", dup.log) ? "not logged" : "logged");
 	}
+}
+
+/*
+ * etcd: node1 stopped past its lease, its records gone, a roshmd of another
+ * host takes the name; node1, continued, takes a new lease, finds the name
+ * held by a lease kept alive, and stops (exit status 1) without writing
+ * its records over the other's. Before the fix (5a7a189) node1 put its
+ * records back, and the two rewrote the node record in turn.
+ */
+static void other_host_while_stopped(void)
+{
+	struct th_daemon dup;
+	bool gone = false, stopped = false;
+	int r;
+
+	assert_int_equal(kill(nodes[1].pid, SIGSTOP), 0);
+	for (int i = 0; i < 100 && !gone; i++) {
+		usleep(100000);
+		gone = !etcd_has("/roshm/v1/nodes/node1");
+	}
+	r = gone ? start_other_host(&dup) : -1;
+	kill(nodes[1].pid, SIGCONT);
+	for (int i = 0; !r && i < 150 && !stopped; i++) {
+		usleep(100000);
+		stopped = !th_daemon_alive(&nodes[1]);
+	}
+	bool others = !r && etcd_has("/roshm/v1/nodes/node1") &&
+		      th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+			    " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1 | base64 -w0)'\"}'"
+			    " | sed -n 's/.*\"value\":\"\\([^\"]*\\)\".*/\\1/p' | base64 -d"
+			    " | grep -q 0123abcd-0000-4000-8000", prefix) == 0;
+	int st = stopped ? th_daemon_stop(&nodes[1]) : -1;
+
+	if (!r)
+		th_daemon_stop(&dup);
+	if (!gone || r || !stopped || st != 1 || !others ||
+	    th_sh("grep -q 'a roshmd of another host holds it' %s", nodes[1].log)) {
+		th_daemon_dump_log(&nodes[1]);
+		fail_msg("node1 stopped past its lease (records %s), another host's roshmd under its "
+			 "name %s; node1 continued: %s (status %d), the node record %s", gone ? "gone" :
+			 "kept", r ? "not started" : "started", stopped ? "stopped" : "still running", st,
+			 others ? "the other's" : "not the other's");
+	}
+	if (th_daemon_alive(&nodes[1]))
+		th_daemon_stop(&nodes[1]);
+	assert_int_equal(th_daemon_restart(&nodes[1]), 0);
+}
+
+/*
+ * etcd: a node record of another boot does not hold the name when nothing
+ * keeps it alive. node1 is killed (a host that went down, or this one
+ * before a reboot): the roshmd of "another host" waits for node1's lease
+ * (2 s), sees it run out, and starts. Then node1's record is put back
+ * without a lease (a copy replayed by a registry writer): it starts at
+ * once and writes its own. node1 then starts again.
+ * Before the fix (5a7a189): the first start was refused ("another host
+ * holds it") although node1 was gone, and so was the second, for good.
+ */
+static void other_host_takes_over(void)
+{
+	char saved[300];
+	struct th_daemon dup;
+	int r;
+
+	snprintf(saved, sizeof(saved), "%s/node1.rec", workdir);
+	assert_int_equal(th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/range"
+			       " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1 | base64 -w0)'\"}'"
+			       " | sed -n 's/.*\"value\":\"\\([^\"]*\\)\".*/\\1/p' > %s && test -s %s",
+			       prefix, saved, saved), 0);
+	th_daemon_kill(&nodes[1]);
+	r = start_other_host(&dup);
+	if (r || th_sh("grep -q 'waiting to see whether it is kept alive' %s", dup.log) ||
+	    th_sh("grep -q \"the other boot's lease ran out: ours\" %s", dup.log)) {
+		th_daemon_dump_log(&dup);
+		fail_msg("node1 killed: the roshmd of another host %s (expected: it waits for node1's "
+			 "lease, then starts)", r ? "did not start" : "started without the wait");
+	}
+	assert_int_equal(th_daemon_stop(&dup), 0);
+	assert_int_equal(th_sh("ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/kv/put"
+			       " -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1 | base64 -w0)'\","
+			       "\"value\":\"'$(cat %s)'\"}' > /dev/null", prefix, saved), 0);
+	r = start_other_host(&dup);
+	if (r || !th_sh("grep -q 'waiting to see whether it is kept alive' %s", dup.log)) {
+		th_daemon_dump_log(&dup);
+		fail_msg("node1's record put back without a lease: the roshmd of another host %s",
+			 r ? "did not start" : "waited for a lease");
+	}
+	assert_int_equal(th_daemon_stop(&dup), 0);
+	assert_int_equal(th_daemon_restart(&nodes[1]), 0);
+	other_host_while_stopped();
 }
 
 static void test_node_name_taken(void **state)
@@ -1495,6 +1598,8 @@ static void test_node_name_taken(void **state)
 	roshm_close(b);
 	assert_int_equal(roshm_region_close(a, h), 0);
 	roshm_close(a);
+	if (strcmp(backend, "file"))
+		other_host_takes_over();
 }
 
 static void test_node_stopped(void **state)

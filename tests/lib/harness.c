@@ -390,7 +390,7 @@ void th_daemon_kill(struct th_daemon *d)
 {
 	int st;
 
-	if (d->pid <= 0)
+	if (d->pid <= 0 || d->reaped)
 		return;
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &st, 0);
@@ -464,6 +464,7 @@ int th_daemon_restart(struct th_daemon *d)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
 
+	d->reaped = false;
 	d->pid = fork();
 	if (d->pid < 0)
 		return -errno;
@@ -509,15 +510,30 @@ bool th_daemon_alive(struct th_daemon *d)
 {
 	int st;
 
-	if (d->pid <= 0)
+	if (d->pid <= 0 || d->reaped)
 		return false;
-	return waitpid(d->pid, &st, WNOHANG) == 0;
+	if (waitpid(d->pid, &st, WNOHANG) != d->pid)
+		return true;
+	/* reaped: its pid may be another process's from now on, not to be
+	 * signalled by th_daemon_stop (which answers with its status) or at
+	 * exit. (d->pid stays: a test's kill(d->pid, ...) must not become
+	 * kill(0, ...), its whole process group.) */
+	d->reaped = true;
+	d->reaped_status = st;
+	reg.d[reg_daemon(d)].pid = 0;
+	return false;
 }
 
 int th_daemon_stop(struct th_daemon *d)
 {
 	int st;
 
+	if (d->reaped) {
+		d->reaped = false;
+		d->pid = 0;
+		st = d->reaped_status;
+		return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	}
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);

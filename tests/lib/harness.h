@@ -29,6 +29,8 @@ struct th_daemon {
 	char log[300];
 	char admin_token_file[300];
 	char eal_prefix[128];     /* its EAL --file-prefix (the telemetry socket's directory) */
+	bool reaped;              /* th_daemon_alive found it gone: its wait status */
+	int reaped_status;
 };
 
 /* Start roshmd with the default test settings plus @extra (libconfig text,
