@@ -103,6 +103,9 @@ put('record', 'region_max_values', dump(dict(region, epoch='18446744073709551615
                                              data_size='18446744073709551615')))
 put('record', 'node', dump({'node': 'node-a', 'endpoint': 'tcp:198.18.0.1:7471', 'pid': 4242}))
 put('record', 'node_no_transport', dump({'node': 'n1', 'endpoint': '', 'pid': 1}))
+put('record', 'node_host', dump({'node': 'n1', 'endpoint': '', 'pid': 1,
+                                 'host': 'd68b1ac8-83f1-4265-8b79-0d6ea71e10ac'}))
+put('record', 'node_host_bad', dump({'node': 'n1', 'endpoint': '', 'pid': 1, 'host': 'D6-x'}))
 # near-valid
 put('record', 'region_epoch_overflow', dump(dict(region, epoch='18446744073709551616')))
 put('record', 'region_epoch_negative', dump(dict(region, epoch='-1')))
