@@ -306,6 +306,7 @@ void etcd_finish(struct etcd *e, struct req *q, int status, int64_t rev)
 		RD_LOG(WARNING, "registry: %s %s: %s%s", q->op == OP_PUT ? "publishing" : "removing",
 		       q->key, strerror(-status),
 		       status == -EADDRINUSE ? " (our node name is another host's)" :
+		       status == -ECANCELED ? " (our node name was not known to be ours)" :
 		       own ? " (done when etcd answers again)" : "");
 	if (q->internal || (!q->done && !q->got)) {
 		etcd_req_free(q);
@@ -679,7 +680,8 @@ static bool etcd_ready(struct rd_registry *r)
 {
 	struct etcd *e = r->priv;
 
-	return atomic_load(&e->a_synced) && now_ns() < atomic_load(&e->a_lease_until);
+	return atomic_load(&e->a_synced) && now_ns() < atomic_load(&e->a_lease_until) &&
+	       atomic_load(&e->a_name) == RD_NAME_OURS;
 }
 
 static int etcd_name_state(struct rd_registry *r, struct rd_node_rec *holder)

@@ -143,9 +143,9 @@ struct etcd {
 	bool synced, granted_once, republish_pending, cleaned, closing;
 	/* name_look: due (after a full read, a new lease, another boot's
 	 * record under our name); WAIT: the lease watched and when to look again */
-	bool name_look;
+	bool name_look, read_once;    /* read_once: a full read of the prefix done */
 	int64_t name_lease;
-	uint64_t name_recheck_ns;
+	uint64_t name_look_ns, name_recheck_ns;
 	int64_t watch_rev;
 	uint64_t sweep_gen;
 	char errbuf[CURL_ERROR_SIZE];

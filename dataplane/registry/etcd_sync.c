@@ -119,14 +119,16 @@ void etcd_apply(struct etcd *e, struct parsed *p, bool force, uint64_t gen)
 	}
 	changed = x->s_present != p->present || x->s_status != p->status ||
 		  (p->present && !p->status && CRYPTO_memcmp(x->s_mac, p->mac, 32));
+	bool lease_moved = x->s_lease != (p->present ? p->lease : 0);
 	bad_news = changed && p->present && p->status;
 	etcd_store_set(e, x, p->present, p->status, p->rec, p->mac, p->rev);
 	x->s_lease = p->present ? p->lease : 0;
 	p->rec = NULL;
 	if (force)
 		x->seen = gen;
-	/* our node name's record written from another boot: whose is it? */
-	if (changed && etcd_other_boot(e, x))
+	/* our node name's record written from another boot, or put under
+	 * another lease: whose is it? */
+	if ((changed || lease_moved) && etcd_other_boot(e, x))
 		e->name_look = true;
 	if (x->own && x->o_synced && !x->pending && !etcd_own_in_store(x)) {
 		x->o_synced = false;
@@ -436,7 +438,10 @@ int etcd_resync(struct etcd *e)
 	pthread_mutex_unlock(&e->lock);
 	/* whose our node name is, before anything of ours is written or an
 	 * earlier roshmd's leftovers removed (etcd_thread.c name_look) */
-	e->name_look = true;
+	if (!e->read_once) {
+		e->read_once = true;
+		e->name_look = true;
+	}
 	ret = watch_start(e);
 	if (ret)
 		e->synced = false;

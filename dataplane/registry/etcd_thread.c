@@ -288,7 +288,8 @@ bool etcd_other_boot(struct etcd *e, const struct ent *x)
 	       !strcmp(n->node, e->r->node) && n->host[0] && strcmp(n->host, e->host);
 }
 
-/* /v3/lease/timetolive: the seconds @lease has left, -1 when it is gone, or
+/* /v3/lease/timetolive: the seconds @lease has left (0: it runs out within
+ * the second, or has and is not revoked yet), -1 when it is gone, or
  * -errno when etcd did not answer. */
 static int64_t lease_left(struct etcd *e, int64_t lease)
 {
@@ -301,12 +302,14 @@ static int64_t lease_left(struct etcd *e, int64_t lease)
 	json_object_set_new(o, "ID", json_string(id));
 	ret = etcd_call(e, "/v3/lease/timetolive", o, &resp, now_ns() + ATTEMPT_MS * MS, 0);
 	json_decref(o);
+	if (ret == -ENOLINK || ret == -ENOENT)
+		return -1;   /* "requested lease not found" */
 	if (ret)
 		return ret < 0 ? ret : -EIO;
 	if (!etcd_get_i64(resp, "TTL", &ttl))
-		ttl = 0;   /* (proto3 leaves a 0 out: about to go) */
+		ttl = 0;   /* (proto3 leaves a 0 out) */
 	json_decref(resp);
-	return ttl < 0 ? -1 : ttl;
+	return ttl < 0 ? -1 : ttl > 3600 ? 3600 : ttl;
 }
 
 static void name_set(struct etcd *e, int st)
@@ -329,79 +332,137 @@ static void name_ours(struct etcd *e)
 	}
 }
 
-/*
- * Whose is our node name (after a full read of the prefix, a new lease, or
- * a record of another boot arriving under it; the cache is exact then)?
- * A record written from another boot (its host: the kernel's boot_id, not
- * ours) under a lease may be a roshmd of another host that uses the name,
- * or this host's before a reboot, or one whose host is gone: which, its
- * lease tells. Its TTL is looked up, and once that has run out (plus 1 s)
- * looked up again: a lease still there was kept alive, so a roshmd holds
- * the name (RD_NAME_TAKEN: nothing of ours is written, and roshmd stops);
- * one that is gone leaves the name to us (RD_NAME_OURS). Meanwhile
- * (RD_NAME_WAIT, up to the other's lease TTL) nothing of ours is written.
- * A record without a lease (roshmd never writes one: a copy put back by
- * hand, or by someone replaying it) or without a host is ours to replace.
- */
-static void name_look(struct etcd *e)
+/* Our node name's record as etcd holds it now (one key's range, not the
+ * cache, which may lag: after a new lease, the watch may be down), into
+ * the cache too: 1 when it was written from another boot under a lease
+ * (*@lease, e->other), 0 when not, -errno when etcd did not answer. */
+static int name_read(struct etcd *e, int64_t *lease)
 {
 	char key[KEY_MAX];
+	json_t *o, *resp, *kvs;
+	struct parsed p;
 	struct ent *x;
-	int64_t lease = 0, left;
+	int64_t rev = 0;
+	int ret;
 
-	e->name_look = false;
-	if (atomic_load(&e->a_name) == RD_NAME_TAKEN)
-		return;
 	snprintf(key, sizeof(key), "nodes/%s", e->r->node);
+	o = etcd_key_body(e, key);
+	ret = etcd_call(e, "/v3/kv/range", o, &resp, now_ns() + ATTEMPT_MS * MS, 0);
+	json_decref(o);
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	kvs = json_object_get(resp, "kvs");
+	if (json_array_size(kvs)) {
+		if (!etcd_parse_kv(e, json_array_get(kvs, 0), false, &p)) {
+			if (!p.region && !strcmp(p.rel, key))
+				etcd_apply(e, &p, false, 0);
+			else
+				free(p.rec);
+		}
+	} else if (etcd_get_i64(json_object_get(resp, "header"), "revision", &rev) && rev > 0) {
+		memset(&p, 0, sizeof(p));   /* gone, as of that revision */
+		snprintf(p.rel, sizeof(p.rel), "%s", key);
+		p.rev = rev;
+		etcd_apply(e, &p, false, 0);
+	}
+	json_decref(resp);
+	ret = 0;
 	pthread_mutex_lock(&e->lock);
 	x = etcd_ent_find(e, key);
 	if (x && etcd_other_boot(e, x)) {
-		lease = x->s_lease;
+		*lease = x->s_lease;
 		e->other = *(const struct rd_node_rec *)x->s_rec;
+		ret = 1;
 	}
 	pthread_mutex_unlock(&e->lock);
-	if (!lease) {
+	return ret;
+}
+
+/*
+ * Whose is our node name (after the first full read of the prefix, a new
+ * lease, another boot's record or lease arriving under it, or that lease
+ * gone)? A record written from another boot (its host: the kernel's
+ * boot_id, not ours) under a lease may be a roshmd of another host that
+ * uses the name, or this host's before a reboot, or one whose host is
+ * gone: which, its lease tells. Its TTL is looked up, and once that has run
+ * out (plus 1 s) looked up again: a lease with a second or more left then
+ * was kept alive, so a roshmd holds the name (RD_NAME_TAKEN: nothing of
+ * ours is written, and roshmd stops); one that is gone leaves the name to
+ * us (RD_NAME_OURS), once the record is read again. Meanwhile
+ * (RD_NAME_WAIT, up to the other's lease TTL) nothing of ours is written.
+ * A record without a lease (roshmd never writes one: a copy put back by
+ * hand, or replayed) or without a host is ours to replace. (An etcd that
+ * elects a new leader extends every lease: a dead holder's may then look
+ * kept alive once, and roshmd stops; started again, it looks again.)
+ */
+static void name_look(struct etcd *e)
+{
+	int64_t lease = 0, left;
+	int r;
+
+	if (atomic_load(&e->a_name) == RD_NAME_TAKEN) {
+		e->name_look = false;
+		return;
+	}
+	r = name_read(e, &lease);
+	if (r == 0) {
+		e->name_look = false;
 		name_ours(e);
 		return;
 	}
-	left = lease_left(e, lease);
+	left = r > 0 ? lease_left(e, lease) : r;
 	if (left == -1) {
+		e->name_look = false;
 		name_ours(e);
 		return;
 	}
-	if (atomic_load(&e->a_name) != RD_NAME_WAIT || e->name_lease != lease)
-		RD_LOG(NOTICE, "etcd: node name %s: its record is of another boot (host %s, pid %u, "
-		       "endpoint \"%s\"), under a lease with %lld s left: waiting to see whether it "
-		       "is kept alive", e->r->node, e->other.host, e->other.pid, e->other.endpoint,
-		       (long long)(left > 0 ? left : 0));
+	if (left < -1) {
+		/* etcd did not answer: again in a moment, nothing written meanwhile */
+		etcd_note_err(e, "node name %s: cannot read its record or lease (%s): our writes "
+			      "wait", e->r->node, strerror((int)-left));
+		e->name_look_ns = now_ns() + 500 * MS;
+		return;
+	}
+	e->name_look = false;
+	if (atomic_load(&e->a_name) == RD_NAME_WAIT && e->name_lease == lease)
+		return;   /* the same lease: its time to look again stays */
+	RD_LOG(NOTICE, "etcd: node name %s: its record is of another boot (host %s, pid %u, "
+	       "endpoint \"%s\"), under a lease with %lld s left: waiting to see whether it is "
+	       "kept alive", e->r->node, e->other.host, e->other.pid, e->other.endpoint,
+	       (long long)left);
 	e->name_lease = lease;
-	e->name_recheck_ns = now_ns() + (uint64_t)((left > 0 ? left : 0) + 1) * 1000 * MS;
+	e->name_recheck_ns = now_ns() + (uint64_t)(left + 1) * 1000 * MS;
 	name_set(e, RD_NAME_WAIT);
 }
 
-/* RD_NAME_WAIT, its time come: the other boot's lease kept alive, or gone. */
+/* RD_NAME_WAIT, its time come: the other boot's lease kept alive, or gone
+ * (then the record is read again: it may be under another lease now). */
 static void name_recheck(struct etcd *e)
 {
 	int64_t left = lease_left(e, e->name_lease);
 
 	if (left == -1) {
-		RD_LOG(NOTICE, "etcd: node name %s: the other boot's lease ran out: ours", e->r->node);
-		name_ours(e);
-	} else if (left >= 0) {
+		RD_LOG(NOTICE, "etcd: node name %s: the other boot's lease ran out", e->r->node);
+		e->name_lease = 0;
+		e->name_look = true;
+		e->name_look_ns = 0;
+	} else if (left >= 1) {
 		name_set(e, RD_NAME_TAKEN);
 	} else {
-		e->name_recheck_ns = now_ns() + 1000 * MS;   /* etcd did not answer */
+		/* running out now, or etcd did not answer: again shortly */
+		e->name_recheck_ns = now_ns() + 500 * MS;
 	}
 }
 
-/* Our node name is another host's (name_look): every write and read
- * queued fails, nothing is put again. */
-static void refuse_queued(struct etcd *e)
+/* Our node name is another host's (name_look: -EADDRINUSE), or at the
+ * shutdown not known to be ours (-ECANCELED): every write and read queued
+ * fails, nothing is put again. */
+static void refuse_queued(struct etcd *e, int status)
 {
 	struct req *q;
 
 	while ((q = etcd_todo_pop(e)))
-		etcd_finish(e, q, -EADDRINUSE, 0);
+		etcd_finish(e, q, status, 0);
 	pthread_mutex_lock(&e->lock);
 	e->need_reconcile = false;
 	pthread_mutex_unlock(&e->lock);
@@ -499,7 +560,9 @@ static bool step(struct etcd *e)
 		}
 		return true;
 	}
-	if (e->name_look && e->synced) {
+	/* (the first look after the first full read: leftovers of ours are
+	 * removed from the cache's view) */
+	if (e->name_look && e->read_once && now >= e->name_look_ns) {
 		name_look(e);
 		return true;
 	}
@@ -508,9 +571,9 @@ static bool step(struct etcd *e)
 		return true;
 	}
 	/* nothing of ours is written before we know the name is ours */
-	if (atomic_load(&e->a_name) != RD_NAME_OURS) {
+	if (atomic_load(&e->a_name) != RD_NAME_OURS || e->name_look) {
 		if (atomic_load(&e->a_name) == RD_NAME_TAKEN)
-			refuse_queued(e);
+			refuse_queued(e, -EADDRINUSE);
 		return false;
 	}
 	q = etcd_todo_pop(e);
@@ -534,8 +597,8 @@ static void shutdown_thread(struct etcd *e)
 	struct req *q;
 
 	e->closing = true;
-	if (atomic_load(&e->a_name) != RD_NAME_OURS)
-		refuse_queued(e);   /* (not known to be ours: not ours to write) */
+	if (atomic_load(&e->a_name) != RD_NAME_OURS)   /* (not known to be ours) */
+		refuse_queued(e, atomic_load(&e->a_name) == RD_NAME_TAKEN ? -EADDRINUSE : -ECANCELED);
 	/* What the control thread asked last (unpublish, drain) gets a bounded
 	 * chance; then the lease goes, and every record of ours with it. */
 	while ((q = etcd_todo_pop(e))) {

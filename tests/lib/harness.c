@@ -508,12 +508,16 @@ int th_daemon_restart(struct th_daemon *d)
 
 bool th_daemon_alive(struct th_daemon *d)
 {
+	pid_t w;
 	int st;
 
 	if (d->pid <= 0 || d->reaped)
 		return false;
-	if (waitpid(d->pid, &st, WNOHANG) != d->pid)
+	w = waitpid(d->pid, &st, WNOHANG);
+	if (w == 0)
 		return true;
+	if (w != d->pid)
+		return false;   /* not our child (any more) */
 	/* reaped: its pid may be another process's from now on, not to be
 	 * signalled by th_daemon_stop (which answers with its status) or at
 	 * exit. (d->pid stays: a test's kill(d->pid, ...) must not become
@@ -532,6 +536,10 @@ int th_daemon_stop(struct th_daemon *d)
 		d->reaped = false;
 		d->pid = 0;
 		st = d->reaped_status;
+		rm_eal_runtime(reg.d[reg_daemon(d)].prefix);
+		if (WIFSIGNALED(st))
+			fprintf(stderr, "harness: roshmd %d died by signal %d\n", (int)d->last_pid,
+				WTERMSIG(st));
 		return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	}
 	if (d->pid <= 0)
