@@ -697,24 +697,6 @@ static int etcd_name_state(struct rd_registry *r, struct rd_node_rec *holder)
 	return st;
 }
 
-/* This host's boot_id (one per boot of the kernel, the same in every
- * container of the host): tells a roshmd of another host under our node
- * name from an earlier one of ours. "" when it cannot be read. */
-static void host_id(char *out, size_t n)
-{
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-
-	out[0] = 0;
-	if (f) {
-		if (!fgets(out, (int)n, f))
-			out[0] = 0;
-		fclose(f);
-	}
-	out[strcspn(out, "\n")] = 0;
-	if (strspn(out, "0123456789abcdef-") != strlen(out))
-		out[0] = 0;
-}
-
 void etcd_free(struct etcd *e)
 {
 	for (unsigned i = 0; i < NBUCKETS; i++)
@@ -847,7 +829,7 @@ int rd_registry_etcd_open(struct rd_registry *r, const struct rd_config *cfg, co
 	snprintf(e->prefix, sizeof(e->prefix), "%s", cfg->etcd_prefix);
 	e->plen = strlen(e->prefix);
 	e->ttl = cfg->lease_ttl_s;
-	host_id(e->host, sizeof(e->host));
+	etcd_host_id(e->host, sizeof(e->host));
 	if (!e->host[0])
 		RD_LOG(WARNING, "etcd: this host's boot_id cannot be read: a roshmd of another host "
 		       "under node name %s is not looked for", cfg->node);

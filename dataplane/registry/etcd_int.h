@@ -237,6 +237,7 @@ int etcd_resync(struct etcd *e);
 /* etcd_thread.c: writes, reconcile, the thread */
 void etcd_clean_leftovers(struct etcd *e);
 bool etcd_other_boot(struct etcd *e, const struct ent *x);
+void etcd_host_id(char *out, size_t n);
 void *etcd_thread_main(void *arg);
 /* etcd.c: the interface the control thread calls; a key's hash bucket;
  * everything of a backend freed */

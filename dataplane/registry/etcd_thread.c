@@ -278,6 +278,24 @@ static void reconcile(struct etcd *e)
 	}
 }
 
+/* This host's boot_id (one per boot of the kernel, the same in every
+ * container of the host): tells a roshmd of another host under our node
+ * name from an earlier one of ours. "" when it cannot be read. */
+void etcd_host_id(char *out, size_t n)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	out[0] = 0;
+	if (f) {
+		if (!fgets(out, (int)n, f))
+			out[0] = 0;
+		fclose(f);
+	}
+	out[strcspn(out, "\n")] = 0;
+	if (strspn(out, "0123456789abcdef-") != strlen(out))
+		out[0] = 0;
+}
+
 /* @x (under lock) is our node name's key and holds a valid record written
  * from another boot than ours (its host), under a lease. */
 bool etcd_other_boot(struct etcd *e, const struct ent *x)

@@ -694,10 +694,24 @@ static void test_source_slow_client_kept(void **state)
 			 st, st ? strerror(-st) : "answered");
 }
 
+/* The admin token roshmd wrote to token_file: 0, or -1. */
+static int read_admin_token(void)
+{
+	FILE *f = fopen(token_file, "r");
+
+	if (!f || !fgets(admin_token, sizeof(admin_token), f)) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	admin_token[strcspn(admin_token, "\n")] = 0;
+	return 0;
+}
+
 static int setup_sources(void **state)
 {
 	char extra[1024];
-	FILE *f;
 
 	(void)state;
 	th_chan_init(&pod_ready);
@@ -710,18 +724,12 @@ static int setup_sources(void **state)
 		 token_file, PENDING, SRC_HELLO_MS, SRC_GRACE_MS, workdir);
 	if (th_daemon_start(&d, "sec-pend-src", extra))
 		return -1;
-	f = fopen(token_file, "r");
-	if (!f || !fgets(admin_token, sizeof(admin_token), f))
-		return -1;
-	fclose(f);
-	admin_token[strcspn(admin_token, "\n")] = 0;
-	return 0;
+	return read_admin_token();
 }
 
 static int setup(void **state)
 {
 	char extra[1024], secret[256];
-	FILE *f;
 
 	(void)state;
 	th_cleanup_enable();
@@ -740,12 +748,7 @@ static int setup(void **state)
 		 token_file, PENDING, TIMEOUT_MS, DRAINS, PORT, secret, workdir);
 	if (th_daemon_start(&d, "sec-pend", extra))
 		return -1;
-	f = fopen(token_file, "r");
-	if (!f || !fgets(admin_token, sizeof(admin_token), f))
-		return -1;
-	fclose(f);
-	admin_token[strcspn(admin_token, "\n")] = 0;
-	return 0;
+	return read_admin_token();
 }
 
 static int teardown(void **state)
