@@ -286,7 +286,6 @@ void rd_conn_accept(struct rd_control *ctl)
 		conn->pid = cr.pid;
 		conn->uid = cr.uid;
 		conn->src = conn_source(fd);
-		conn->accept_gen = ctl->accept_gen;
 		conn->accept_ns = rd_mono_ns();
 		conn->deadline_ns = rd_mono_ns() + (uint64_t)ctl->cfg->hello_timeout_ms * 1000000ull;
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = conn };

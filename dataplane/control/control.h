@@ -52,7 +52,7 @@ struct rd_control {
 	struct rd_conn *conns_tail;   /* the oldest */
 	bool accept_paused;           /* every pending slot taken: newcomers wait in the backlog */
 	uint64_t accept_resume_ns;    /* ...until then at most (0: until a slot changes) */
-	uint64_t accept_gen;          /* rd_conn_accept's calls (struct rd_conn accept_gen) */
+	uint64_t accept_gen;          /* rd_conn_accept's calls (struct rd_conn peek_gen) */
 	/* evictable() (accept.c): connections before HELLO per source, a
 	 * table of src_cap entries, valid where gen == evict_gen */
 	struct rd_src_count { uint64_t src, gen; uint32_t n; } *src_tab;

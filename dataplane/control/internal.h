@@ -35,7 +35,6 @@ struct rd_conn {
 	struct roshm_chan_layout lay;
 	uint64_t deadline_ns;         /* not attached: closed then; 0 while a drain answers */
 	int drain_tidx;               /* RD_WAIT_DRAIN: the tenant whose drain it waits for, or -1 */
-	uint64_t accept_gen;          /* the rd_conn_accept call that took it */
 	uint64_t accept_ns;           /* when (CLOCK_MONOTONIC) */
 	uint64_t peek_gen;            /* that call saw its request waiting (evictable) */
 	uint64_t src;                 /* its peer's network namespace (SO_NETNS_COOKIE), 0: unknown */

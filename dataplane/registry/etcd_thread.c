@@ -459,13 +459,22 @@ static void name_recheck(struct etcd *e)
 {
 	int64_t left = lease_left(e, e->name_lease);
 
+	int64_t lease = 0;
+	int r;
+
 	if (left == -1) {
 		RD_LOG(NOTICE, "etcd: node name %s: the other boot's lease ran out", e->r->node);
 		e->name_lease = 0;
 		e->name_look = true;
 		e->name_look_ns = 0;
-	} else if (left >= 1) {
-		name_set(e, RD_NAME_TAKEN);
+	} else if (left >= 1 && (r = name_read(e, &lease)) >= 0) {
+		/* kept alive: taken, if its record is still there under it */
+		if (r == 1 && lease == e->name_lease) {
+			name_set(e, RD_NAME_TAKEN);
+		} else {
+			e->name_look = true;
+			e->name_look_ns = 0;
+		}
 	} else {
 		/* running out now, or etcd did not answer: again shortly */
 		e->name_recheck_ns = now_ns() + 500 * MS;
@@ -615,7 +624,8 @@ static void shutdown_thread(struct etcd *e)
 	struct req *q;
 
 	e->closing = true;
-	if (atomic_load(&e->a_name) != RD_NAME_OURS)   /* (not known to be ours) */
+	/* (not known to be ours, or to be looked at again: a new lease) */
+	if (atomic_load(&e->a_name) != RD_NAME_OURS || e->name_look)
 		refuse_queued(e, atomic_load(&e->a_name) == RD_NAME_TAKEN ? -EADDRINUSE : -ECANCELED);
 	/* What the control thread asked last (unpublish, drain) gets a bounded
 	 * chance; then the lease goes, and every record of ours with it. */

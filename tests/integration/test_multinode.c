@@ -1523,8 +1523,8 @@ static void other_host_while_stopped(void)
 /*
  * etcd: a node record of another boot does not hold the name when nothing
  * keeps it alive. node1 is killed (a host that went down, or this one
- * before a reboot): the roshmd of "another host" waits for node1's lease
- * (2 s), sees it run out, and starts. Then node1's record is put back
+ * before a reboot) and its record put under a lease of 4 s: the roshmd of
+ * "another host" waits for that lease, sees it run out, and starts. Then node1's record is put back
  * without a lease (a copy replayed by a registry writer): it starts at
  * once and writes its own. node1 then starts again.
  * Before the fix (5a7a189): the first start was refused ("another host
@@ -1542,6 +1542,15 @@ static void other_host_takes_over(void)
 			       " | sed -n 's/.*\"value\":\"\\([^\"]*\\)\".*/\\1/p' > %s && test -s %s",
 			       prefix, saved, saved), 0);
 	th_daemon_kill(&nodes[1]);
+	/* node1's record under a lease of 4 s that nothing keeps alive, so
+	 * that the other host finds it however long its start takes (node1's
+	 * own lease, 2 s, may be gone by then) */
+	assert_int_equal(th_sh("L=$(ip netns exec %s-hub curl -sf -X POST http://198.18.0.254:2379/v3/lease/grant"
+			       " -d '{\"TTL\":4}' | sed -n 's/.*\"ID\":\"\\([0-9]*\\)\".*/\\1/p') &&"
+			       " [ -n \"$L\" ] && ip netns exec %s-hub curl -sf -X POST"
+			       " http://198.18.0.254:2379/v3/kv/put -d '{\"key\":\"'$(printf /roshm/v1/nodes/node1"
+			       " | base64 -w0)'\",\"value\":\"'$(cat %s)'\",\"lease\":\"'$L'\"}' > /dev/null",
+			       prefix, prefix, saved), 0);
 	r = start_other_host(&dup);
 	if (r || th_sh("grep -q 'waiting to see whether it is kept alive' %s", dup.log) ||
 	    th_sh("grep -q \"the other boot's lease ran out\" %s", dup.log)) {
