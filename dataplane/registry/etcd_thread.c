@@ -292,7 +292,7 @@ void etcd_host_id(char *out, size_t n)
 		fclose(f);
 	}
 	out[strcspn(out, "\n")] = 0;
-	if (strspn(out, "0123456789abcdef-") != strlen(out))
+	if (!rd_valid_host_id(out))
 		out[0] = 0;
 }
 

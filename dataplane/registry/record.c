@@ -525,8 +525,7 @@ static int get_host(json_t *o, char *dst)
 	dst[0] = 0;
 	if (!v)
 		return 0;
-	if (get_str(o, "host", dst, RD_HOST_ID_MAX, false) || !dst[0] ||
-	    strspn(dst, "0123456789abcdef-") != strlen(dst)) {
+	if (get_str(o, "host", dst, RD_HOST_ID_MAX, false) || !rd_valid_host_id(dst)) {
 		dst[0] = 0;
 		return -EBADMSG;
 	}

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 #include "roshm/ctl.h"
 
 /*
@@ -121,6 +122,15 @@ static inline const char *rd_policy_name(uint32_t policy)
 }
 
 #define RD_HOST_ID_MAX 40
+
+/* A node record's host: a boot_id's characters (lowercase hex and '-'),
+ * not empty, shorter than RD_HOST_ID_MAX. */
+static inline bool rd_valid_host_id(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n && n < RD_HOST_ID_MAX && strspn(s, "0123456789abcdef-") == n;
+}
 
 struct rd_node_rec {
 	char node[ROSHM_NAME_MAX];
