@@ -49,6 +49,7 @@ struct roshm_owned {
 	struct roshm_ctl_region_create req;
 	uint32_t ngrants;
 	struct roshm_grant *grants;
+	uint64_t owner;               /* its owner's identity (us), as roshmd said */
 };
 
 /* Every handle the application holds, and roshmd's value for it now. */
@@ -58,6 +59,7 @@ struct roshm_hmap {
 	char name[2 * ROSHM_NAME_MAX];
 	struct roshm_part part;       /* opened by name: what of it (all: zeroes) */
 	struct roshm_owned *owned;    /* NULL: opened by name */
+	uint64_t owner;               /* opened by name: its owner, as roshmd said (0: unknown) */
 };
 
 /* One request/reply on a control socket; received fds land in fds[]. */
@@ -80,7 +82,7 @@ int roshm__ctl_call_retry(struct roshm *r, void *req, size_t req_len, void *repl
 int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, int fd,
 			 struct roshm_owned **out, uint32_t *handle);
 int roshm__open_region(struct roshm *r, const char *name, const struct roshm_part *part,
-		       uint32_t *handle, uint64_t *size);
+		       uint32_t *handle, uint64_t *size, uint64_t *owner);
 int roshm__reconnect(struct roshm *r);
 int roshm__grant_call(struct roshm *r, uint32_t srv_handle, uint32_t srv_peer, uint32_t op,
 		      uint64_t gid, const char *name, const struct roshm_part *part,

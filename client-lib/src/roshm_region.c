@@ -80,6 +80,7 @@ int roshm__create_region(struct roshm *r, struct roshm_ctl_region_create *req, i
 	o->data_size = req->size;
 	o->fd = mfd;
 	o->req = *req;
+	o->owner = rep.owner;
 	*out = o;
 	*handle = rep.handle;
 	return 0;
@@ -170,7 +171,7 @@ int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off)
 }
 
 int roshm__open_region(struct roshm *r, const char *name, const struct roshm_part *part,
-		       uint32_t *handle, uint64_t *size)
+		       uint32_t *handle, uint64_t *size, uint64_t *owner)
 {
 	struct roshm_ctl_region_open req;
 	struct roshm_ctl_region_reply rep;
@@ -195,6 +196,8 @@ int roshm__open_region(struct roshm *r, const char *name, const struct roshm_par
 	*handle = rep.handle;
 	if (size)
 		*size = rep.data_size;
+	if (owner)
+		*owner = rep.owner;
 	return 0;
 }
 
@@ -202,6 +205,7 @@ int roshm_region_open_part(struct roshm *r, const char *name, const struct roshm
 			   uint32_t *handle, uint64_t *size)
 {
 	struct roshm_part all = { 0 };
+	uint64_t owner = 0;
 	uint32_t srv;
 	int ret;
 
@@ -212,9 +216,9 @@ int roshm_region_open_part(struct roshm *r, const char *name, const struct roshm
 	ret = roshm__ensure_attached(r);
 	if (ret)
 		return ret;
-	ret = roshm__open_region(r, name, part, &srv, size);
+	ret = roshm__open_region(r, name, part, &srv, size, &owner);
 	if ((ret == -ECONNRESET || ret == -EPIPE) && !(ret = roshm__reconnect(r)))
-		ret = roshm__open_region(r, name, part, &srv, size);
+		ret = roshm__open_region(r, name, part, &srv, size, &owner);
 	if (ret)
 		return ret;
 	*handle = srv;
@@ -229,6 +233,17 @@ int roshm_region_open_part(struct roshm *r, const char *name, const struct roshm
 		return ret;
 	r->hmap[r->nhmap - 1].srv = srv;
 	r->hmap[r->nhmap - 1].part = *part;
+	r->hmap[r->nhmap - 1].owner = owner;
+	return 0;
+}
+
+int roshm_region_owner(struct roshm *r, uint32_t handle, uint64_t *owner)
+{
+	const struct roshm_hmap *m = roshm__hmap_find(r, handle);
+
+	if (!m || !owner)
+		return -EBADF;
+	*owner = m->owned ? m->owned->owner : m->owner;
 	return 0;
 }
 

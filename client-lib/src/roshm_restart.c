@@ -219,7 +219,7 @@ int roshm__reconnect(struct roshm *r)
 			/* its owner, or its node, may still be coming back: give
 			 * them the deadline */
 			for (;;) {
-				int e = roshm__open_region(r, m->name, &m->part, &srv, NULL);
+				int e = roshm__open_region(r, m->name, &m->part, &srv, NULL, &m->owner);
 
 				if ((e != -ENOENT && e != -EHOSTUNREACH && e != -EAGAIN) ||
 				    mono_ms() >= deadline)

@@ -155,7 +155,16 @@ static int post_one(struct rv_ctx *c, struct rv_qp *q, struct ibv_send_wr *wr)
 				w->status = IBV_WC_REM_INV_REQ_ERR;
 			return 0;
 		}
-		k = rv_rkey_resolve(c, rkey, allowed);
+		if (!rv_peer_owner(c, q)) {
+			/* no peer QP to answer: as a NIC's packets nobody acknowledges */
+			if (q->qp.qp_type == IBV_QPT_UC)
+				w->drop = true;
+			else
+				w->status = IBV_WC_RETRY_EXC_ERR;
+			return 0;
+		}
+		/* the peer's MRs only: never ours, nor a third process's */
+		k = rv_rkey_resolve(c, rkey, allowed, q->peer_owner);
 
 		/* k->m.qpn: a type 2 window, for one QP of ours only */
 		if (!k || !(k->m.access & access) || (k->m.qpn && k->m.qpn != q->qp.qp_num) ||

@@ -116,6 +116,23 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
 	}
 }
 
+/* Is the region behind k->handles[@i] the peer's (@owner), as roshmd says?
+ * A hostile peer's MR metadata may name a region of ours, or of a third
+ * process that granted its MRs to us: only the peer's own are taken. */
+static bool rkey_owned_by(struct rv_ctx *c, const struct rv_rkey *k, uint32_t i, uint32_t rkey,
+			  uint64_t owner)
+{
+	uint64_t o = 0;
+
+	if (roshm_region_owner(c->r, k->handles[i], &o) || o != owner) {
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: rkey %08x: a region of %s, not the peer QP's "
+				"owner's\n", rkey, o ? "another client" : "an unknown owner");
+		return false;
+	}
+	return true;
+}
+
 /*
  * The remote MR behind @rkey: open the metadata page of "ibv-mr-<rkey>"
  * (the part its owner granted us: READ), read it once into private memory
@@ -128,7 +145,7 @@ static int rkey_open(struct rv_ctx *c, struct rv_rkey *k, uint32_t key,
  * touch. Cached
  * while WRs use it; a failed lookup caches nothing.
  */
-struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask, uint64_t owner)
 {
 	const struct roshm_part meta = { .off = 0, .len = RV_PAGE, .access = ROSHM_ACCESS_READ };
 	struct rv_rkey *k = NULL;
@@ -136,10 +153,15 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
 	uint32_t access;
 	int idx;
 
+	if (!owner)
+		return NULL;   /* the peer QP's owner is not known: nobody's MR */
 	for (unsigned i = 0; i < RV_RKEY_CACHE; i++)
 		if (c->rkeys[i].valid && !c->rkeys[i].stale && c->rkeys[i].rkey == rkey &&
 		    c->rkeys[i].mask == mask)
-			return &c->rkeys[i];
+			/* an MR of another client than the peer QP's: ours, or a
+			 * third process's that granted it to us (a NIC's
+			 * responder knows only its own MRs) */
+			return c->rkeys[i].owner == owner ? &c->rkeys[i] : NULL;
 	/* an empty entry first (a failed lookup leaves its entry empty: a run
 	 * of them does not push out rkeys in use), else one no WR uses */
 	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++)
@@ -158,6 +180,8 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
 	k->stale = false;
 	if (rkey_open(c, k, rkey, &meta, &size) != 0)
 		return NULL;
+	if (!rkey_owned_by(c, k, 0, rkey, owner))
+		goto err;
 	if (rv_sync_read(c, k->handles[0], 0, sizeof(k->m), &k->m))
 		goto err;
 	if (rv_meta_check(&k->m, rkey))
@@ -174,7 +198,7 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
 		if (!rv_seg_part(k->m.addr, k->m.length, g, &p))
 			goto err;
 		idx = rkey_open(c, k, g->key, &p, &size);
-		if (idx < 0)
+		if (idx < 0 || !rkey_owned_by(c, k, (uint32_t)idx, rkey, owner))
 			goto err;
 		if (g->data_off > size || g->len > size - g->data_off)
 			goto err;
@@ -182,6 +206,7 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask)
 	}
 	k->rkey = rkey;
 	k->mask = mask;
+	k->owner = owner;
 	k->refs = 0;
 	k->valid = true;
 	return k;
@@ -220,6 +245,8 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 			usleep(100000);
 		ret = roshm_region_open(c->r, name, &handle, &size);
 	}
+	if (!ret && roshm_region_owner(c->r, handle, &q->peer_owner))
+		q->peer_owner = 0;
 	if (ret) {  /* no such QP in our tenant: as a NIC whose packets nobody answers */
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: qp %06x: the ring of peer QP %06x: %s (%d tries)\n",
@@ -505,4 +532,26 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)
 	q->peer_acc_known = false;
 	q->peer_acc_tries = 0;
 	q->peer_acc_ns = 0;
+	q->peer_owner = 0;
+	q->peer_owner_tries = 0;
+}
+
+/*
+ * The owner of the peer QP's ring known? (The ring is opened at RTR; where
+ * that failed, its owner's grant to us late as an rkey's may be, looked up
+ * here: tries 100 ms apart within the post's rkey budget, RV_RKEY_WAIT_NS,
+ * the first time, then one per post, eight in all.) An RDMA WRITE, READ
+ * or atomic goes to that client's MRs only.
+ */
+bool rv_peer_owner(struct rv_ctx *c, struct rv_qp *q)
+{
+	if (!q->peer_owner && q->dest_qp_num && q->peer_owner_tries < 8) {
+		uint64_t now = rv_now_ns();
+		int tries = 1;
+
+		if (!q->peer_owner_tries++ && c->rkey_until > now)
+			tries = (int)((c->rkey_until - now) / 100000000ull) + 1;
+		rv_peer_resolve(c, q, tries);
+	}
+	return q->peer_owner != 0;
 }

@@ -270,6 +270,10 @@ struct rv_rkey {
 	bool valid;
 	bool stale;             /* a WR found a handle closed (a grant taken back): look again */
 	uint32_t nh;
+	/* the client that owns the MR (roshm_region_owner), its metadata page
+	 * and every region its segments name: the one at the other end of the
+	 * QP that posts to it (the process a NIC's responder would be) */
+	uint64_t owner;
 	/* [0]: the metadata page (READ); then one per segment: the MR's bytes
 	 * in it, opened as the part its owner granted (rv_seg_part) */
 	uint32_t handles[RV_MR_SEGS + 1];
@@ -490,6 +494,11 @@ struct rv_qp {
 	bool peer_ok;
 	enum ibv_wc_status peer_status; /* not SUCCESS: every SEND to the peer fails so */
 	uint32_t peer_handle, peer_n;
+	/* who owns the peer QP's ring (roshm_region_owner; 0: not known yet):
+	 * our RDMA and atomics reach that client's MRs only, as a NIC's reach
+	 * the responder's; looked up with the ring, a few tries */
+	uint64_t peer_owner;
+	uint8_t peer_owner_tries;
 	uint64_t prod;          /* next slot sequence we fill */
 	uint64_t cons_known;    /* the peer's cons, as last read */
 	bool credit_inflight;
@@ -727,7 +736,8 @@ enum ibv_wc_status rv_wc_status(int st);
 #define RV_RKEY_WAIT_NS (2ull * 1000000000ull)   /* a peer's rkey: its grant to us, at most this late */
 /* READ @len bytes at @off of region @handle into @out and wait (RV_SYNC_NS at most). */
 int rv_sync_read(struct rv_ctx *c, uint32_t handle, uint64_t off, uint32_t len, void *out);
-struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask);
+struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask, uint64_t owner);
+bool rv_peer_owner(struct rv_ctx *c, struct rv_qp *q);
 enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries);
 uint32_t rv_peer_access(struct rv_ctx *c, struct rv_qp *q, uint32_t want);
 int rv_grant_access(struct rv_ctx *c, struct rv_qp *q, uint32_t acc);

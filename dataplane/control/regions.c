@@ -447,6 +447,7 @@ static void create_published(void *arg, int status)
 	rep.data_size = rg->data_size;
 	rep.map_size = rg->map_size;
 	rep.epoch = rg->epoch;
+	rep.owner = conn->client->cgid;
 	RD_LOG(INFO, "region %s/%s %s by client %u: %llu bytes, epoch %016llx", rg->tenant,
 	       rg->name, conn->put_reattach ? "re-attached (contents kept)" : "created",
 	       conn->client->id, (unsigned long long)rg->data_size, (unsigned long long)rg->epoch);
@@ -752,6 +753,10 @@ grant:
 	rep.handle = hv;
 	rep.data_size = rg->data_size;
 	rep.epoch = rg->epoch;
+	/* who owns it: libroshm-verbs holds an rkey to the MRs of the process
+	 * at the other end of its QP (a remote region's record says it, under
+	 * its node's MAC) */
+	rep.owner = rg->remote ? rec.ogid : rg->owner->cgid;
 	if (rd_send_reply(conn->fd, &rep, sizeof(rep), NULL, 0))
 		return -ECONNRESET;
 	return 1;

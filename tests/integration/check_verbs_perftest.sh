@@ -296,6 +296,22 @@ if [[ -x $vxrc ]]; then
   grep -q "verbs_xrc server: ok$" "$d/xrc.server" || fail "verbs_xrc: the server did not finish"
   grep -q "verbs_xrc client: ok$" "$d/xrc.client" || fail "verbs_xrc: the client did not finish"
 fi
+vrp=$(dirname "$vcheck")/verbs_rkey_peer
+if [[ -x $vrp ]]; then
+  # an rkey reaches the MRs of the process at the other end of the QP only
+  # (verbs_rkey_peer.c): the victim on node a, a hostile and an honest peer
+  # on node b; the victim's own MR and the honest peer's, named as the
+  # hostile peer's buffer, are refused and keep their bytes
+  mkdir -p "$d/rkp"
+  bg_b $cb "$vrp" c "$d/rkp" >"$d/rkp.c" 2>&1; rkc=$BG_PID
+  bg_b $cb "$vrp" b "$d/rkp" >"$d/rkp.b" 2>&1; rkb=$BG_PID
+  in_a timeout 120 $ca "$vrp" v "$d/rkp" >"$d/rkp.v" 2>&1; rkv=$?
+  wait "$rkb"; rkbr=$?; wait "$rkc"; rkcr=$?
+  cat "$d/rkp.v" "$d/rkp.b" "$d/rkp.c"
+  [[ $rkv == 0 && $rkbr == 0 && $rkcr == 0 ]] ||
+    fail "verbs_rkey_peer: victim $rkv, hostile peer $rkbr, honest peer $rkcr"
+  grep -q "verbs_rkey_peer v: ok" "$d/rkp.v" || fail "verbs_rkey_peer: the victim did not finish"
+fi
 if [[ -x $vcheck ]]; then
   # SRQ fairness (verbs_check.c srq_fair), in a process of its own on node a
   $ca "$vcheck" srq-fair >"$d/check.srqfair" 2>&1 || { cat "$d/check.srqfair"; fail "verbs_check srq-fair"; }

@@ -20,7 +20,7 @@
 #define ROSHM_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define ROSHM_ABI_VERSION 8u
+#define ROSHM_ABI_VERSION 9u
 #define ROSHM_CHAN_MAGIC 0x4d48534fu /* "OSHM" */
 #define ROSHM_REGION_MAGIC 0x4e474552u /* "REGN" */
 #define ROSHM_CACHELINE 64

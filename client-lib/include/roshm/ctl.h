@@ -143,6 +143,10 @@ struct roshm_ctl_region_reply {
 	uint64_t data_size;
 	uint64_t map_size;          /* create: size of the region memfd */
 	uint64_t epoch;
+	/* ABI 9: who owns the region: its owner client's grant id (struct
+	 * rd_client cgid; a remote region's, as its MAC'd record says), the
+	 * same for every region of one client; 0: unknown */
+	uint64_t owner;
 };
 
 struct roshm_ctl_region_open {
