@@ -859,7 +859,14 @@ int atk_read_full(int fd, void *buf, size_t len, int timeout_ms)
 
 int atk_peer_connect(const char *ip, int port, const char *secret, const char *node)
 {
+	return atk_peer_connect_from(NULL, ip, port, secret, node);
+}
+
+int atk_peer_connect_from(const char *src, const char *ip, int port, const char *secret,
+			  const char *node)
+{
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in la = { .sin_family = AF_INET };
 	struct roshm_tcp_hello1 h1 = { .magic = ROSHM_TCP_MAGIC, .version = ROSHM_TCP_VERSION };
 	struct roshm_tcp_hello2 h2;
 	struct roshm_tcp_hello3 h3 = { .magic = ROSHM_TCP_MAGIC, .version = ROSHM_TCP_VERSION };
@@ -868,7 +875,12 @@ int atk_peer_connect(const char *ip, int port, const char *secret, const char *n
 	if (fd < 0)
 		return -errno;
 	inet_pton(AF_INET, ip, &sa.sin_addr);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	if (src && inet_pton(AF_INET, src, &la.sin_addr) != 1) {
+		ret = -EINVAL;
+		goto err;
+	}
+	if ((src && bind(fd, (struct sockaddr *)&la, sizeof(la)) < 0) ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    getrandom(h1.nonce, sizeof(h1.nonce), 0) != sizeof(h1.nonce)) {
 		ret = -errno;
 		goto err;

@@ -167,6 +167,9 @@ int atk_two_nodes(struct th_daemon *n1, struct th_daemon *n2, const char *prefix
 
 /* Connect to @ip:@port and pass the HMAC challenge as node @node. fd or -errno. */
 int atk_peer_connect(const char *ip, int port, const char *secret, const char *node);
+/* The same from source address @src (IPv4; NULL: the kernel's choice). */
+int atk_peer_connect_from(const char *src, const char *ip, int port, const char *secret,
+			  const char *node);
 /* A valid node record for @node at @endpoint ("tcp:ADDR:PORT") in the file
  * registry @regdir, signed with the secret in @secret_file: what a peer that
  * also holds the registry's secret can publish (roshmd gives an inbound

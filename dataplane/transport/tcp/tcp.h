@@ -168,17 +168,32 @@ int rd_tcp_accept_step(struct rd_tcp_accept *a, const char *self, const struct r
 		       char *node);
 
 /* Control side (tcp_ctl.c): rd_tcp_provider.ctl_priv. */
+
+/* Handshakes in progress at most (tcp_ctl.c tcp_accept). */
+#define RD_TCP_ACCEPT_MAX 64
+
+/* Where handshakes come from, counted: an IPv4 address (IPv4-mapped IPv6
+ * too), or an IPv6 /64 prefix. */
+struct rd_acc_src {
+	uint8_t key[16];              /* rd_addr_key, an IPv6 one past its /64 zeroed */
+	uint32_t n;                   /* handshakes in progress from it; 0: entry unused */
+};
+
 struct rd_acc {
 	struct rd_ep_tag tag;         /* RD_EP_PROVIDER */
 	int kind;                     /* tcp_ctl.c's */
-	struct rd_tcp_accept a;
-	struct rd_addr from;          /* the peer's address (per-address cap, record check) */
+	struct rd_tcp_accept a;       /* a.deadline_ns: the whole handshake's */
+	uint64_t hello_deadline_ns;   /* the peer's hello1 is due by then */
+	struct rd_addr from;          /* the peer's address (record check) */
+	struct rd_acc_src *src;       /* its source's count (per-source cap, eviction) */
 	char addr[RD_ADDR_PORT_STRLEN];
 	/* authenticated as @node, whose record this node's registry has not
-	 * shown yet: tcp_timer looks again until the handshake's deadline */
+	 * shown yet: tcp_timer looks again until the handshake's deadline.
+	 * Never evicted for a newcomer. */
 	bool wait_record;
 	char node[ROSHM_NAME_MAX];
-	struct rd_acc *next;
+	struct rd_acc *next;          /* older */
+	struct rd_acc *prev;          /* newer */
 };
 
 /* A tcp connect to a peer in progress. */
@@ -192,8 +207,11 @@ struct rd_dial {
 struct rd_tcp_ctl {
 	struct rd_tcp_secret secret;
 	int listen_fd;
-	struct rd_acc *accepting;     /* handshakes in progress */
-	uint64_t refused_peers;       /* handshakes over their caps or refused */
+	struct rd_acc *accepting;     /* handshakes in progress, newest first */
+	struct rd_acc *acc_oldest;    /* ... and the last of them */
+	uint32_t naccepting;
+	struct rd_acc_src srcs[RD_TCP_ACCEPT_MAX];  /* one per source of a handshake */
+	uint64_t refused_peers;       /* handshakes over their caps, evicted or refused */
 };
 
 /* Responder side (tcp_resp.c), poller thread. A frame that is not of our

@@ -88,16 +88,19 @@ static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *end
 
 static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
 {
-	struct rd_acc **pp;
-
 	rd_control_epoll_del(ctl, acc->a.fd);
 	if (close_fd)
 		close(acc->a.fd);
-	for (pp = &TC->accepting; *pp; pp = &(*pp)->next)
-		if (*pp == acc) {
-			*pp = acc->next;
-			break;
-		}
+	if (acc->prev)
+		acc->prev->next = acc->next;
+	else
+		TC->accepting = acc->next;
+	if (acc->next)
+		acc->next->prev = acc->prev;
+	else
+		TC->acc_oldest = acc->prev;
+	TC->naccepting--;
+	acc->src->n--;
 	free(acc);
 }
 
@@ -115,47 +118,149 @@ static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
 }
 
 /*
- * Handshakes in progress are bounded: ACCEPT_MAX in all, ACCEPT_PER_ADDR
- * from one address, each ACCEPT_TIMEOUT_NS at most. A connection that comes
- * past them is closed at once: unauthenticated peers cannot pile up state.
+ * Handshakes in progress are bounded: RD_TCP_ACCEPT_MAX in all,
+ * ACCEPT_PER_SRC from one source (an IPv4 address, or an IPv6 /64: one
+ * host, or one network, may hold any number of addresses of its /64), each
+ * ACCEPT_TIMEOUT_NS at most, and its peer's hello1 (sent at connect) due
+ * within a quarter of transport.tcp.connect_timeout_ms (hello_wait_ns).
+ * Unauthenticated peers cannot pile up state, nor hold every slot: when a
+ * newcomer finds them taken, it closes (evicts) a handshake that has not
+ * passed the cluster-secret challenge, the oldest of the source that holds
+ * the most handshakes (of its own source when that is at its cap), so
+ * that a flood of connects from a few sources makes room with its own
+ * and an honest peer gets in. A handshake that passed the challenge (it
+ * waits for its node record) is never evicted; when nothing else is left
+ * to close, the newcomer is.
  */
-#define ACCEPT_MAX 64
-#define ACCEPT_PER_ADDR 8
+#define ACCEPT_PER_SRC 8
+
+/* The peer's hello1 (its first bytes, sent as soon as it is connected) is
+ * due this long after the accept: a quarter of the time the dialing node
+ * gives its whole dial (transport.tcp.connect_timeout_ms, 2 s by default:
+ * 500 ms), and never more than the handshake's own deadline. */
+static uint64_t hello_wait_ns(const struct rd_control *ctl)
+{
+	uint64_t ns = (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull / 4;
+
+	return ns < ACCEPT_TIMEOUT_NS ? ns : ACCEPT_TIMEOUT_NS;
+}
+
+/* @a's source (struct rd_acc_src) as its key. */
+static void src_key(const struct rd_addr *a, uint8_t key[16])
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	rd_addr_key(a, key);
+	if (memcmp(key, v4mapped, sizeof(v4mapped)))
+		memset(key + 8, 0, 8);  /* IPv6: its /64 */
+}
+
+/* The entry of the source with @key, or NULL when none is pending from it. */
+static struct rd_acc_src *src_find(const uint8_t key[16])
+{
+	for (uint32_t i = 0; i < RD_TCP_ACCEPT_MAX; i++)
+		if (TC->srcs[i].n && !memcmp(TC->srcs[i].key, key, 16))
+			return &TC->srcs[i];
+	return NULL;
+}
+
+/* An unused entry for @key (there is one while naccepting < the cap). */
+static struct rd_acc_src *src_new(const uint8_t key[16])
+{
+	for (uint32_t i = 0; i < RD_TCP_ACCEPT_MAX; i++)
+		if (!TC->srcs[i].n) {
+			memcpy(TC->srcs[i].key, key, 16);
+			return &TC->srcs[i];
+		}
+	return NULL;
+}
+
+/*
+ * The handshake a newcomer from @src (NULL: none pending from there) closes
+ * to make room, NULL when it needs none or none may go (then the newcomer
+ * is refused). Only handshakes that have not passed the challenge
+ * (!wait_record) may go: with @src at its cap, that source's oldest; with
+ * every slot taken, the oldest of those whose source holds the most
+ * handshakes. A walk of at most RD_TCP_ACCEPT_MAX entries, oldest first,
+ * without system calls.
+ */
+static struct rd_acc *evictable(const struct rd_acc_src *src, bool *full)
+{
+	struct rd_acc *best = NULL;
+
+	*full = true;
+	if (src && src->n >= ACCEPT_PER_SRC) {
+		for (struct rd_acc *a = TC->acc_oldest; a; a = a->prev)
+			if (a->src == src && !a->wait_record)
+				return a;
+		return NULL;
+	}
+	if (TC->naccepting < RD_TCP_ACCEPT_MAX) {
+		*full = false;
+		return NULL;
+	}
+	for (struct rd_acc *a = TC->acc_oldest; a; a = a->prev)
+		if (!a->wait_record && (!best || a->src->n > best->src->n))
+			best = a;
+	return best;
+}
 
 static void tcp_accept(struct rd_control *ctl)
 {
 	struct rd_addr sa;
-	struct rd_acc *acc;
+	struct rd_acc *acc, *old;
+	uint8_t key[16];
+	uint64_t now;
+	bool full;
 	int fd;
 
 	sa.len = sizeof(sa.ss);
 	while ((fd = accept4(TC->listen_fd, (struct sockaddr *)&sa.ss, &sa.len,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		uint32_t all = 0, same = 0;
+		struct rd_acc_src *src;
 
-		/* one host is one host: a.b.c.d and ::ffff:a.b.c.d count together */
-		for (struct rd_acc *a = TC->accepting; a; a = a->next) {
-			all++;
-			same += rd_addr_same_host(&a->from, &sa);
-		}
-		if (all >= ACCEPT_MAX || same >= ACCEPT_PER_ADDR) {
+		/* its source: a.b.c.d and ::ffff:a.b.c.d are one, IPv6 counts by /64 */
+		src_key(&sa, key);
+		src = src_find(key);
+		old = evictable(src, &full);
+		if (old) {
+			RD_LOG(DEBUG, "tcp: connection from %s closed: handshake evicted for a newcomer "
+			       "from %s (%u in progress from its source)", old->addr,
+			       old->src == src ? "the same source" : "another source", old->src->n);
+			TC->refused_peers++;
+			acc_free(ctl, old, true);
+		} else if (full) {
 			close(fd);
 			TC->refused_peers++;
+			sa.len = sizeof(sa.ss);
 			continue;
 		}
-		acc = calloc(1, sizeof(*acc));
+		src = src_find(key);  /* the eviction may have emptied it */
+		if (!src)
+			src = src_new(key);
+		acc = src ? calloc(1, sizeof(*acc)) : NULL;
 		if (!acc) {
 			close(fd);
+			sa.len = sizeof(sa.ss);
 			continue;
 		}
 		acc->tag.kind = RD_EP_PROVIDER;
 		acc->kind = TCP_TAG_ACCEPT;
 		acc->a.fd = fd;
-		acc->a.deadline_ns = rd_mono_ns() + ACCEPT_TIMEOUT_NS;
+		now = rd_mono_ns();
+		acc->a.deadline_ns = now + ACCEPT_TIMEOUT_NS;
+		acc->hello_deadline_ns = now + hello_wait_ns(ctl);
 		acc->from = sa;
+		acc->src = src;
+		src->n++;
 		rd_addr_str(&sa, true, acc->addr, sizeof(acc->addr));
 		acc->next = TC->accepting;
+		if (acc->next)
+			acc->next->prev = acc;
+		else
+			TC->acc_oldest = acc;
 		TC->accepting = acc;
+		TC->naccepting++;
 		rd_control_epoll_add(ctl, fd, acc);
 		RD_LOG(DEBUG, "tcp: connection from %s: handshake", acc->addr);
 		sa.len = sizeof(sa.ss);
@@ -239,6 +344,8 @@ static void accept_step(struct rd_control *ctl, struct rd_acc *acc)
 		rd_control_epoll_del(ctl, acc->a.fd);
 		acc->wait_record = true;
 		snprintf(acc->node, sizeof(acc->node), "%s", node);
+		RD_LOG(INFO, "tcp: connection from %s as node %s: waiting for its node record",
+		       acc->addr, node);
 		return;
 	}
 	if (why) {
@@ -404,6 +511,11 @@ static void tcp_timer(struct rd_control *ctl, uint64_t now)
 		}
 		if (now >= a->a.deadline_ns) {
 			RD_LOG(WARNING, "tcp: connection from %s: handshake timed out", a->addr);
+			acc_free(ctl, a, true);
+		} else if (a->a.state == 0 && now >= a->hello_deadline_ns) {
+			RD_LOG(WARNING, "tcp: connection from %s: no hello within %llu ms of the "
+			       "connect: closed", a->addr,
+			       (unsigned long long)(hello_wait_ns(ctl) / 1000000ull));
 			acc_free(ctl, a, true);
 		}
 	}
