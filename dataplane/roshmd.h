@@ -71,6 +71,10 @@ struct rd_defer {
 	enum rd_defer_kind kind;
 };
 
+/* Peer nodes that may each hold one raw reservation of a grant region's
+ * log at a time (struct rd_region node_res); more at once wait (-EAGAIN). */
+#define RD_TXN_RES_NODES 64u
+
 /*
  * The owner's record of its last RD_TXN_IDS one-round-trip commits to a
  * region (tcp TXN_COMMIT, txn_owner.c): an attempt sent
@@ -144,6 +148,14 @@ struct rd_region {
 	struct rd_slot_owner {
 		uint64_t seq, node;
 	} *slot_owner;
+	/* poller view, with slot_owner (the same allocation, after its
+	 * txn_slots entries): per peer node, the last sequence it reserved
+	 * with a raw FETCH_ADD on txn_tail over tcp ({UINT64_MAX, 0}: none),
+	 * nres = min(txn_slots, RD_TXN_RES_NODES) of them: a node reserves
+	 * again only once that one is committed or given up
+	 * (rd_tcp_tail_reserve). */
+	struct rd_slot_owner *node_res;
+	uint32_t nres;
 	int fd;
 	void *map;
 	size_t map_size;

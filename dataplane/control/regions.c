@@ -549,12 +549,16 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	}
 	rg->gid = rd_grant_id(cfg->node, rg->tenant, rg->name, rg->grant_key);
 	if (rg->policy == ROSHM_POLICY_GRANT && rg->txn_slots) {
-		rg->slot_owner = calloc(rg->txn_slots, sizeof(*rg->slot_owner));
+		rg->nres = rg->txn_slots < RD_TXN_RES_NODES ? rg->txn_slots : RD_TXN_RES_NODES;
+		rg->slot_owner = calloc((size_t)rg->txn_slots + rg->nres, sizeof(*rg->slot_owner));
 		if (!rg->slot_owner) {
 			rd_region_free(rg);
 			free(rg);
 			return -ENOMEM;
 		}
+		rg->node_res = rg->slot_owner + rg->txn_slots;
+		for (uint32_t i = 0; i < rg->nres; i++)
+			rg->node_res[i].seq = UINT64_MAX; /* none */
 	}
 	ret = rd_peers_reg_region(ctl, rg); /* peers' NICs reach it through its rkey */
 	if (ret) {

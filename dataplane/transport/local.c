@@ -113,7 +113,7 @@ bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, 
 
 	if (!rg->txn_slots)
 		return false;
-	if (off == offsetof(struct roshm_region_hdr, txn_tail))
+	if (off == offsetof(struct roshm_region_hdr, txn_tail)) /* the addend: rd_tcp_tail_reserve */
 		return opcode == ROSHM_OP_FETCH_ADD && len == 8;
 	if (off == offsetof(struct roshm_region_hdr, txn_applied))
 		return opcode == ROSHM_OP_READ && len == 8;

@@ -115,7 +115,11 @@ static inline void rd_local_copy(uint8_t opcode, uint8_t *region, uint8_t *buf, 
 }
 
 /* Whether a raw (region-relative) access touches only what the transaction
- * protocol needs: txn_tail, slot state words, staged slot bytes. */
+ * protocol needs: txn_tail, slot state words, staged slot bytes. Where and
+ * with what: the tcp responder's check of a peer's raw request (a raw
+ * operation of the local transport is this roshmd's own engine's). What a
+ * FETCH_ADD on txn_tail may add and when it may reserve is
+ * rd_tcp_tail_reserve's. */
 bool rd_raw_access_ok(const struct rd_region *rg, uint8_t opcode, uint64_t off, uint32_t len);
 
 /* submit() results */

@@ -76,10 +76,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	 * roshmd sets them (regions.c, grants.c), before any frame */
 	fuzz_tcp_region(&p, &rg2, 2, DATA, SLOTS, SLOT_SIZE, KEY, EPOCH);
 	rg2.policy = ROSHM_POLICY_GRANT;
-	rg2.slot_owner = calloc(SLOTS, sizeof(*rg2.slot_owner));
+	rg2.nres = SLOTS;
+	rg2.slot_owner = calloc(SLOTS + rg2.nres, sizeof(*rg2.slot_owner));
 	rg2.node_grants = malloc(sizeof(*rg2.node_grants) + 2 * sizeof(rg2.node_grants->e[0]));
 	if (!rg2.slot_owner || !rg2.node_grants)
 		abort();
+	rg2.node_res = rg2.slot_owner + SLOTS;
+	for (uint32_t i = 0; i < rg2.nres; i++)
+		rg2.node_res[i].seq = UINT64_MAX;
 	rg2.node_grants->any = false;
 	rg2.node_grants->n = 2;
 	rg2.node_grants->e[0] = (struct rd_node_grant){ rd_node_hash("fuzzpeer"), 4096, 8192,

@@ -228,6 +228,17 @@ bool rd_tcp_txn_granted(const struct rd_region *rg, const struct rd_tcp_conn *c,
 /* Whether @c's node reserved @seq of grant region @rg's log (any node on
  * other regions). */
 bool rd_tcp_slot_ours(const struct rd_region *rg, const struct rd_tcp_conn *c, uint64_t seq);
+/*
+ * A raw FETCH_ADD on @rg's txn_tail (the reserve of the two-round-trip
+ * protocol) by @c's node: 0 with *@seq reserved, else nothing done and
+ * -EACCES (an addend other than 1) or -EAGAIN: the log is full (txn_tail -
+ * applied >= txn_slots, as for a TXN_COMMIT), or, on a grant region, this
+ * node's last raw reservation is still neither committed nor given up, or
+ * the slot's owner entry still holds an open sequence. A grant region's
+ * reservation makes its slot this node's (rd_tcp_slot_ours).
+ */
+int rd_tcp_tail_reserve(struct rd_region *rg, const struct rd_tcp_conn *c,
+			const struct roshm_tcp_req *q, uint64_t *seq);
 /* A raw access of a grant region's log by @c's node: 0 or -EACCES. */
 int rd_tcp_log_access(const struct rd_region *rg, const struct rd_tcp_conn *c,
 		      const struct roshm_tcp_req *q);

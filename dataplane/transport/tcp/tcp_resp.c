@@ -99,6 +99,79 @@ bool rd_tcp_slot_ours(const struct rd_region *rg, const struct rd_tcp_conn *c, u
 	return o->seq == seq && o->node == c->node_h;
 }
 
+/* Whether the slot of sequence @seq of @rg's log is @seq's and waits for
+ * its record or its commit: its state word EMPTY(seq). */
+static inline bool slot_waits(const struct rd_region *rg, uint64_t seq)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)((const uint8_t *)rg->map +
+		ROSHM_REGION_HDR_SIZE + (seq % rg->txn_slots) * rg->slot_size);
+
+	return __atomic_load_n(w, __ATOMIC_ACQUIRE) == ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY);
+}
+
+/* Whether sequence @seq is reserved (below @tail, not yet applied) and
+ * neither committed nor given up: open, a hole if it stays so. */
+static inline bool seq_open(const struct rd_region *rg, uint64_t seq, uint64_t applied, uint64_t tail)
+{
+	return seq >= applied && seq < tail && slot_waits(rg, seq);
+}
+
+/* Tries of the reservation's CAS: only another thread moves txn_tail (the
+ * owner pod writes its own header), and past a few the log is its to stall. */
+#define TAIL_CAS_TRIES 8
+
+int rd_tcp_tail_reserve(struct rd_region *rg, const struct rd_tcp_conn *c,
+			const struct roshm_tcp_req *q, uint64_t *seq)
+{
+	struct roshm_region_hdr *h = rg->map;
+	struct rd_slot_owner *mine = NULL, *spare = NULL;
+	uint64_t applied = __atomic_load_n(&rg->applied, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&h->txn_tail, __ATOMIC_ACQUIRE);
+
+	*seq = 0;
+	if (q->operand1 != 1)
+		return -EACCES;
+	if (rg->slot_owner) {
+		/* this node's last raw reservation, or an entry it may take */
+		for (uint32_t i = 0; i < rg->nres && !mine; i++) {
+			struct rd_slot_owner *e = &rg->node_res[i];
+
+			if (e->node == c->node_h && e->seq != UINT64_MAX)
+				mine = e;
+			else if (!spare && !seq_open(rg, e->seq, applied, tail))
+				spare = e;
+		}
+		if (mine && seq_open(rg, mine->seq, applied, tail))
+			return -EAGAIN; /* one at a time */
+		if (!mine)
+			mine = spare;
+		if (!mine)
+			return -EAGAIN; /* RD_TXN_RES_NODES nodes hold one each */
+	}
+	for (int i = 0; i < TAIL_CAS_TRIES; i++) {
+		/* Log full (as rd_txn_one_begin): what would be reserved has no
+		 * slot yet. Also when the owner moved txn_tail below applied. */
+		if (tail - applied >= rg->txn_slots)
+			return -EAGAIN;
+		/* A grant region: its slot's owner entry is taken over only
+		 * when the slot is this sequence's (EMPTY(tail)); an open
+		 * sequence there would show EMPTY of its own. Within the log's
+		 * window it always is, unless the owner pod wrote its log. */
+		if (rg->slot_owner && !slot_waits(rg, tail))
+			return -EAGAIN;
+		if (__atomic_compare_exchange_n(&h->txn_tail, &tail, tail + 1, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			*seq = tail;
+			if (rg->slot_owner) {
+				rg->slot_owner[tail % rg->txn_slots] = (struct rd_slot_owner){ tail, c->node_h };
+				*mine = (struct rd_slot_owner){ tail, c->node_h };
+			}
+			return 0;
+		}
+	}
+	return -EAGAIN;
+}
+
 /*
  * A raw access of a grant region's log (rd_raw_access_ok let it in) by
  * @c's node: 0 or -EACCES. READ: a slot's state and history only (the

@@ -126,15 +126,14 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		 * staged there: the writes in it, against this node's grants. */
 		bool slot_word = !st && (q.flags & ROSHM_TCP_F_RAW) && q.off >= ROSHM_REGION_HDR_SIZE &&
 				 rg->policy == ROSHM_POLICY_GRANT;
-		/* a grant region's sequence reserved: one at a time, its slot
-		 * then this node's (rd_tcp_slot_ours) */
-		bool tail = !st && (q.flags & ROSHM_TCP_F_RAW) && rg->slot_owner &&
+		/* A sequence reserved (rd_raw_access_ok let only FETCH_ADD at
+		 * txn_tail in): of 1, within the log, one open per node on a
+		 * grant region (rd_tcp_tail_reserve). */
+		bool tail = !st && (q.flags & ROSHM_TCP_F_RAW) &&
 			    q.off == offsetof(struct roshm_region_hdr, txn_tail);
 
 		if (slot_word)
 			st = rd_tcp_log_access(rg, c, &q);
-		if (tail && q.operand1 != 1)
-			st = -EACCES;
 		switch (q.opcode) {
 		case ROSHM_OP_WRITE:
 			memcpy(c->rx_hdr, &q, sizeof(q));
@@ -155,7 +154,9 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		case ROSHM_OP_FETCH_ADD: {
 			uint64_t *w = st ? NULL : (uint64_t *)(void *)(rd_tcp_req_base(rg, &q) + q.off), old = 0;
 
-			if (w && slot_word) {
+			if (w && tail) {
+				st = rd_tcp_tail_reserve(rg, c, &q, &old);
+			} else if (w && slot_word) {
 				/* +1 (rd_tcp_log_access) commits an EMPTY slot only: on
 				 * any other state it would make one the owner waits on
 				 * for ever (ABORTED + 1); the writer sees the old value
@@ -167,9 +168,6 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 					;
 			} else if (w) {
 				old = __atomic_fetch_add(w, q.operand1, __ATOMIC_SEQ_CST);
-				if (tail)
-					rg->slot_owner[old % rg->txn_slots] =
-						(struct rd_slot_owner){ old, c->node_h };
 			}
 			respond(c, q.tag, st, old, NULL, 0);
 			return 1;
