@@ -7,8 +7,20 @@
  *
  *  - F_SEAL_SHRINK | F_SEAL_GROW before it looks at the size, so that no
  *    client can ftruncate memory roshmd has mapped (no SIGBUS that way);
- *  - every page must already be allocated (st_blocks), so roshmd's touches
- *    never allocate on the client's behalf;
+ *  - every page must already be allocated, so roshmd's touches never
+ *    allocate on the client's behalf. st_blocks alone does not say that:
+ *    pages allocated past the end (fallocate(KEEP_SIZE) before the seals)
+ *    count as much as the ones a hole lacks. So once the size is sealed
+ *    (F_SEAL_GROW also refuses fallocate past the end, KEEP_SIZE or not),
+ *    roshmd punches out everything past the end itself (allowed under
+ *    SHRINK|GROW; only WRITE/FUTURE_WRITE refuse a punch), after which
+ *    st_blocks counts the pages before the end only. On shmem, also no
+ *    hole before the end by lseek(SEEK_HOLE), which a page cache folio
+ *    straddling the end (shmem THP) cannot hide; it reports a page that was
+ *    fallocated but never written as a hole too, so such a memfd is
+ *    refused (libroshm writes every page). hugetlbfs has no SEEK_HOLE of
+ *    its own (it answers the size, whatever is there): st_blocks there,
+ *    exact in huge pages once nothing is past the end;
  *  - channels: F_SEAL_FUTURE_WRITE once roshmd has mapped it. Existing
  *    writable mappings (the client's and roshmd's) stay, but from then on
  *    nobody can punch a hole (fallocate(PUNCH_HOLE) fails with EPERM), so a
@@ -26,6 +38,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -40,11 +53,39 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
+/*
+ * Every page before the end is there. To be asked only once nothing can be
+ * past the end (sealed against growing, drop_past_end done): st_blocks
+ * counts pages past the end too.
+ */
 static bool all_pages_present(int fd)
 {
 	struct stat st;
+	off_t hole;
 
-	return fstat(fd, &st) == 0 && (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size)
+		return false;
+	/* shmem: the first hole is at the end. hugetlbfs answers st_size
+	 * (default_llseek), which leaves st_blocks to decide there. */
+	hole = lseek(fd, 0, SEEK_HOLE);
+	return hole == st.st_size;
+}
+
+/*
+ * Free whatever the client allocated past the end (fallocate(KEEP_SIZE)
+ * before we sealed the size), so that st_blocks counts what lies before it
+ * only. Under F_SEAL_GROW nothing can be allocated past the end again.
+ */
+static int drop_past_end(int fd, off_t size)
+{
+	/* to the largest offset the kernel takes (s_maxbytes, LLONG_MAX for
+	 * shmem and hugetlbfs), whole huge pages */
+	off_t len = (off_t)(((uint64_t)INT64_MAX - (uint64_t)size) & ~(HUGE_2M - 1));
+
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, size, len) < 0)
+		return -errno;
+	return 0;
 }
 
 int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map_size, bool *huge)
@@ -76,6 +117,8 @@ int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map
 	max = *huge ? (size + HUGE_2M - 1) & ~(HUGE_2M - 1) : size;
 	if ((uint64_t)st.st_size < size || (uint64_t)st.st_size > max || (uint64_t)st.st_size > SIZE_MAX)
 		return -EINVAL;
+	if (drop_past_end(fd, st.st_size) < 0)
+		return -EINVAL;
 	if (!all_pages_present(fd))
 		return -EFAULT; /* the client must have touched every page */
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -86,7 +129,10 @@ int rd_memfd_take(int fd, uint64_t size, unsigned flags, void **map, size_t *map
 		munmap(m, (size_t)st.st_size);
 		return -EINVAL; /* the client sealed it under us */
 	}
-	/* A hole punched before the seal would be allocated by our touches. */
+	/* A hole punched before the seal would be allocated by our touches.
+	 * From here on a channel's cannot change (FUTURE_WRITE: no punch, no
+	 * MADV_REMOVE; GROW: nothing past the end), so this check holds; a
+	 * region's owner can still punch (the hole guard, guard.h). */
 	if (!all_pages_present(fd)) {
 		munmap(m, (size_t)st.st_size);
 		return -EFAULT;

@@ -292,7 +292,7 @@ static int msg_channel(struct rd_control *ctl, struct rd_conn *conn, const void 
 	ret = rd_memfd_take(fd, l->size, flags, &c->chan, &c->chan_size, &c->hugetlb);
 	if (ret) {
 		RD_LOG(NOTICE, "client pid %d: channel memory refused: %s", (int)conn->pid,
-		       ret == -EFAULT ? "pages not all allocated (touch them first)" :
+		       ret == -EFAULT ? "a page before its end is not allocated (write every page first)" :
 		       ret == -EINVAL ? "not a sealable memfd of the agreed size and kind" : strerror(-ret));
 		goto err;
 	}

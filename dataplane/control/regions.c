@@ -541,7 +541,7 @@ static int region_create(struct rd_control *ctl, struct rd_conn *conn,
 	ret = rd_region_take(rg, &ctl->guard, fd, req->size, req->txn_slots, req->slot_size, reattach);
 	if (ret) {
 		RD_LOG(NOTICE, "region %s/%s from client %u refused: %s", c->tenant, req->name, c->id,
-		       ret == -EFAULT ? "pages not all allocated (touch them first)" :
+		       ret == -EFAULT ? "a page before its end is not allocated (write every page first)" :
 		       ret == -EINVAL ? "not a sealable memfd of the right size (or not the same region)" :
 					strerror(-ret));
 		free(rg);

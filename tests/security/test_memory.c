@@ -7,6 +7,9 @@
  * under roshmd: no shrinking, no hole punched in a channel, no hugetlb
  * region (whose vanished pages would come back as SIGBUS in roshmd); a hole
  * it punches in its own (shmem) region costs roshmd nothing but a zero page.
+ * Nor can a hole in a channel be hidden from roshmd's check by pages
+ * allocated past its end (fallocate(KEEP_SIZE)): roshmd drops those and
+ * refuses the channel, instead of filling the hole in its own memory.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -277,6 +280,130 @@ static int raw_attach(const char *tenant, const char *token)
 	return sock;
 }
 
+static long long allocated(int fd)
+{
+	struct stat st;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	return (long long)st.st_blocks * 512;
+}
+
+#define HUGE_2M (2ull << 20)
+
+/*
+ * One channel memfd, tampered with before CHANNEL: @past bytes allocated past
+ * its end (fallocate(KEEP_SIZE)) and @hole bytes punched out of its arena
+ * (its second half). Returns CHANNEL's status with *after = the bytes the
+ * memfd holds once roshmd answered, or 1 if this kind of memfd cannot be
+ * made here (hugetlb without free huge pages).
+ */
+static int chan_tampered(unsigned mfd_flags, uint64_t arena, bool with_hole, size_t *size_out,
+			 size_t *hole_out, long long *after)
+{
+	const size_t align = (mfd_flags & MFD_HUGETLB) ? HUGE_2M : 4096;
+	struct roshm_ctl_hello h;
+	struct roshm_ctl_hello_reply hr;
+	struct roshm_ctl_channel ch;
+	struct roshm_ctl_hdr rep;
+	int sock = raw_connect(), fds[4], mfd, n;
+	size_t size, hole;
+	void *map;
+
+	memset(&h, 0, sizeof(h));
+	hdr(&h.hdr, ROSHM_CTL_HELLO, sizeof(h));
+	strcpy(h.tenant, "a");
+	strcpy(h.token, "token-a");
+	h.arena_size = arena;
+	call(sock, &h, sizeof(h), -1, &hr, sizeof(hr), fds);
+	assert_int_equal(hr.hdr.status, 0);
+	size = (hr.chan_size + align - 1) & ~(align - 1);
+	mfd = memfd_touched(size, mfd_flags, &map);
+	if (mfd < 0 || allocated(mfd) < (long long)size) {
+		if (mfd >= 0) {
+			munmap(map, size);
+			close(mfd);
+		}
+		close(sock);
+		return 1;
+	}
+	hole = (size / 2) & ~(align - 1);
+	if (fallocate(mfd, FALLOC_FL_KEEP_SIZE, (off_t)size, (off_t)hole)) {
+		munmap(map, size);
+		close(mfd);
+		close(sock);
+		return 1;
+	}
+	if (with_hole)
+		assert_int_equal(fallocate(mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)(size - hole), (off_t)hole), 0);
+	/* st_blocks alone still says "every page is there" */
+	assert_true(allocated(mfd) >= (long long)size);
+	memset(&ch, 0, sizeof(ch));
+	hdr(&ch.hdr, ROSHM_CTL_CHANNEL, sizeof(ch));
+	ch.size = hr.chan_size;
+	n = call(sock, &ch, sizeof(ch), mfd, &rep, sizeof(rep), fds);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	/* a channel taken is populated at once (rd_memfd_take), before the reply */
+	*after = allocated(mfd);
+	*size_out = size;
+	*hole_out = hole;
+	munmap(map, size);
+	close(mfd);
+	close(sock);
+	return rep.status;
+}
+
+/*
+ * A channel with a hole in it, hidden from st_blocks by as many bytes
+ * allocated past its end before CHANNEL: roshmd must refuse it, and allocate
+ * none of the hole (its MADV_POPULATE_WRITE would fill the hole in roshmd's
+ * memory cgroup; on hugetlb, a populate that fails leaves a hole the poller
+ * takes a SIGBUS on). The same memfd without the hole is taken, and what
+ * was past its end is gone (dropped by roshmd). On hugetlb too where free
+ * huge pages allow it.
+ */
+static void test_channel_hole_past_end(void **state)
+{
+	static const struct {
+		unsigned flags;
+		const char *kind;
+	} kinds[] = { { 0, "shmem" }, { MFD_HUGETLB, "hugetlb" } };
+	size_t size, hole;
+	long long after;
+	int st;
+
+	(void)state;
+	for (unsigned k = 0; k < 2; k++) {
+		st = chan_tampered(kinds[k].flags, 64 << 20, true, &size, &hole, &after);
+		if (st == 1) {
+			print_message("%s: skipped (no such memfd with pages past its end here)\n",
+				      kinds[k].kind);
+			continue;
+		}
+		if (st == 0)
+			fail_msg("%s: roshmd took a channel of %zu bytes with a %zu-byte hole hidden by "
+				 "as many bytes allocated past its end; the memfd now holds %lld bytes: "
+				 "roshmd allocated %lld of them",
+				 kinds[k].kind, size, hole, after, after - (long long)size);
+		assert_int_equal(st, -EFAULT);
+		/* nothing past the end, and the hole still a hole */
+		if (after != (long long)(size - hole))
+			fail_msg("%s: refused, but the memfd holds %lld bytes (expected %zu: %zu minus "
+				 "the hole; the pages past its end dropped)",
+				 kinds[k].kind, after, size - hole, size);
+		print_message("%s: channel with a %zu MiB hole refused; memfd %lld MiB\n",
+			      kinds[k].kind, hole >> 20, after >> 20);
+
+		st = chan_tampered(kinds[k].flags, 64 << 20, false, &size, &hole, &after);
+		assert_int_equal(st, 0);
+		if (after != (long long)size)
+			fail_msg("%s: taken, but the memfd holds %lld bytes: the %zu bytes past its "
+				 "end of %zu were not dropped", kinds[k].kind, after, hole, size);
+	}
+	assert_true(th_daemon_alive(&d));
+}
+
 #define REGION (1u << 20)
 
 /* A region backed by huge pages is refused. One whose owner punches holes
@@ -401,6 +528,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_memory_is_the_pods),
 		cmocka_unit_test(test_region_holes),
+		cmocka_unit_test(test_channel_hole_past_end),
 	};
 
 	return cmocka_run_group_tests_name("memory", tests, setup, teardown);
