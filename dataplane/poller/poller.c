@@ -668,7 +668,12 @@ static unsigned client_round(struct rd_poller *p, struct rd_client *c)
 		client_corrupt(p, c, "CQ head out of range");
 		return 0;
 	}
-	room = c->cq_entries - used - c->inflight;
+	/* Slots for operations in flight are reserved. used + inflight passes
+	 * cq_entries only if the client moved its head back while they were in
+	 * flight: no room then (not a wrap to ~4G, a full burst over unread
+	 * CQEs). Both terms are <= cq_entries: no overflow; a cmov, no branch. */
+	used += c->inflight;
+	room = used < c->cq_entries ? c->cq_entries - used : 0;
 	n = avail < p->cfg->burst ? avail : p->cfg->burst;
 	if (n > room) {
 		n = room; /* the client must reap first */
