@@ -20,16 +20,27 @@
 #define RD_LOG_COMPONENT RD_LC_CONTROL
 
 /*
- * ROSHM_POLICY_GRANT: whether @c (of the region's @tenant) is the client a
- * grant in @grants names (its cgid), or owns one of the regions one names,
- * here on this node, with that grant
- * covering @want (data offsets [lo, hi), the operations in access). What
- * a grant names is that region's identity (rd_grant_id: node, tenant, name
- * and its secret key), so a region made later under the same name does not
- * pass.
+ * ROSHM_POLICY_GRANT: which grant of @grants lets @c (of the region's
+ * @tenant) open @want (data offsets [lo, hi), the operations in access):
+ * one that names @c (its cgid: ROSHM_GRANT_ADD_OWNER) or a region @c owns
+ * here on this node. What a grant names is that region's identity
+ * (rd_grant_id: node, tenant, name and its secret key), so a region made
+ * later under the same name does not pass.
+ *
+ * Which grants name a client is found once per client (the list's gids
+ * sorted, a binary search for its cgid and each of its regions' gids), so
+ * that a revoke checks each of its handles against those grants alone: a
+ * revoke's work is, per client, its handle table once plus its handles on
+ * the region times the grants that name it, not (as it was) its handles on
+ * the region times its whole table times the list for each region it owns.
+ * A gid names one client (its own, or that of the one region's owner), so
+ * the grants that name the clients add up to the list at most: a revoke
+ * compares at most limits.max_handles times the list, and reads each
+ * client's table once.
  */
 /* Of two grants that both cover a handle, the narrower: fewer bytes, then
- * fewer operations (its own MR is the one a narrowing revoke keeps). */
+ * fewer operations (its own MR is the one a narrowing revoke keeps); of
+ * two as narrow, the first in the list. */
 static const struct rd_grant *narrower(const struct rd_grant *best, const struct rd_grant *g)
 {
 	if (!best || g->hi - g->lo < best->hi - best->lo)
@@ -40,36 +51,118 @@ static const struct rd_grant *narrower(const struct rd_grant *best, const struct
 	return best;
 }
 
+uint64_t rd_grant_checks;   /* internal.h */
+
+/* A grant's gid and its place in its list. */
+struct gid_at {
+	uint64_t gid;
+	uint32_t j;
+};
+
+/* A grant list's gids, sorted. */
+struct grant_index {
+	const struct rd_grant *grants;
+	uint32_t n;
+	struct gid_at by[ROSHM_GRANTS_MAX];
+};
+
+/* The grants of a list that name one client, in the list's order. */
+struct grant_match {
+	uint32_t n;
+	uint16_t j[ROSHM_GRANTS_MAX];
+	bool hit[ROSHM_GRANTS_MAX];
+};
+
+static int gid_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct gid_at *)a)->gid, y = ((const struct gid_at *)b)->gid;
+
+	return (x > y) - (x < y);
+}
+
+static void grant_index_init(struct grant_index *ix, const struct rd_grant *grants, uint32_t n)
+{
+	ix->grants = grants;
+	ix->n = n < ROSHM_GRANTS_MAX ? n : ROSHM_GRANTS_MAX;
+	for (uint32_t j = 0; j < ix->n; j++) {
+		ix->by[j].gid = grants[j].gid;
+		ix->by[j].j = j;
+	}
+	qsort(ix->by, ix->n, sizeof(ix->by[0]), gid_cmp);
+}
+
+/* Mark the grants whose gid is @gid (0 names nothing). */
+static void grant_match_gid(const struct grant_index *ix, struct grant_match *m, uint64_t gid)
+{
+	uint32_t lo = 0, hi = ix->n;
+
+	if (!gid)
+		return;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (ix->by[mid].gid < gid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* none, or marked already (all of a gid's are, at once) */
+	if (lo == ix->n || ix->by[lo].gid != gid || m->hit[ix->by[lo].j])
+		return;
+	for (; lo < ix->n && ix->by[lo].gid == gid; lo++)
+		m->hit[ix->by[lo].j] = true;
+}
+
+/* The grants of @ix that name @c (of @tenant): its cgid, or a region it
+ * owns here. */
+static void grant_match_find(const struct grant_index *ix, const struct rd_client *c,
+			     const char *tenant, struct grant_match *m)
+{
+	m->n = 0;
+	if (!ix->n || strcmp(c->tenant, tenant))
+		return;
+	memset(m->hit, 0, ix->n * sizeof(m->hit[0]));
+	grant_match_gid(ix, m, c->cgid);
+	for (uint32_t i = 0; i < c->nhandles; i++) {
+		const struct rd_region *rg = c->ctl_handles[i].region;
+
+		if (rg && !rg->remote && rg->owner == c)
+			grant_match_gid(ix, m, rg->gid);
+	}
+	for (uint32_t j = 0; j < ix->n; j++)
+		if (m->hit[j])
+			m->j[m->n++] = (uint16_t)j;
+}
+
+/* Of the grants @m found, the narrowest that covers @want, or NULL. */
+static const struct rd_grant *grant_match_best(const struct grant_index *ix,
+					       const struct grant_match *m,
+					       const struct rd_handle *want)
+{
+	const struct rd_grant *best = NULL;
+
+	rd_grant_checks += m->n;
+	for (uint32_t k = 0; k < m->n; k++) {
+		const struct rd_grant *g = &ix->grants[m->j[k]];
+
+		if (g->lo <= want->lo && want->hi <= g->hi && !(want->access & ~g->access))
+			best = narrower(best, g);
+	}
+	return best;
+}
+
 const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *tenant,
 				       const struct rd_grant *grants, uint32_t n,
 				       const struct rd_handle *want)
 {
-	const struct rd_grant *best = NULL;
+	struct grant_index ix;
+	struct grant_match m;
 
 	if (!n || strcmp(c->tenant, tenant))
 		return NULL;
-	/* a grant to @c itself (ROSHM_GRANT_ADD_OWNER: its cgid) */
-	for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX && c->cgid; j++) {
-		const struct rd_grant *g = &grants[j];
-
-		if (g->gid == c->cgid && g->lo <= want->lo && want->hi <= g->hi &&
-		    !(want->access & ~g->access))
-			best = narrower(best, g);
-	}
-	for (uint32_t i = 0; i < c->nhandles; i++) {
-		const struct rd_region *rg = c->ctl_handles[i].region;
-
-		if (!rg || rg->remote || rg->owner != c || !rg->gid)
-			continue;
-		for (uint32_t j = 0; j < n && j < ROSHM_GRANTS_MAX; j++) {
-			const struct rd_grant *g = &grants[j];
-
-			if (g->gid == rg->gid && g->lo <= want->lo && want->hi <= g->hi &&
-			    !(want->access & ~g->access))
-				best = narrower(best, g);
-		}
-	}
-	return best;
+	grant_index_init(&ix, grants, n);
+	grant_match_find(&ix, c, tenant, &m);
+	return grant_match_best(&ix, &m, want);
 }
 
 /* A remote region's handles take the region's own key (its new instance
@@ -99,15 +192,27 @@ void rd_control_handles_unkey(struct rd_control *ctl, struct rd_region *rg)
 void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, const char *tenant,
 			       const struct rd_grant *grants, uint32_t n)
 {
+	struct grant_index ix;
+	struct grant_match m;
+
+	grant_index_init(&ix, grants, n);
 	rg->refs++; /* a release below may drop the last of the others */
-	for (struct rd_client *c = ctl->clients; c; c = c->next)
+	for (struct rd_client *c = ctl->clients; c; c = c->next) {
+		bool found = false;   /* m: the grants that name c */
+
 		for (uint32_t i = 0; i < c->nhandles; i++) {
 			struct rd_handle *h = &c->ctl_handles[i];
 			const struct rd_grant *g;
 
 			if (h->region != rg || (!rg->remote && rg->owner == c))
 				continue;
-			g = rd_client_grant(c, tenant, grants, n, h);
+			/* what c owns does not change below: a release closes
+			 * only handles on rg, which c does not own */
+			if (!found) {
+				grant_match_find(&ix, c, tenant, &m);
+				found = true;
+			}
+			g = grant_match_best(&ix, &m, h);
 			if (g && rg->remote && g->nic_rkey != h->nic_rkey) {
 				struct rd_cmd cmd = { .type = RD_CMD_HANDLE_SET, .client = c,
 						      .region = rg, .handle = rd_handle_make(i, h->gen),
@@ -122,6 +227,7 @@ void rd_control_grants_enforce(struct rd_control *ctl, struct rd_region *rg, con
 			       rg->tenant, rg->name, c->id);
 			rd_handle_release(ctl, c, rd_handle_make(i, h->gen), true);
 		}
+	}
 	rd_control_region_put(ctl, rg);
 }
 

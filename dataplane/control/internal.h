@@ -136,11 +136,16 @@ typedef void (*rd_put_done_fn)(struct rd_control *ctl, struct rd_conn *conn, int
 			       uint64_t arg);
 int rd_conn_put_wait(struct rd_control *ctl, struct rd_conn *conn, const struct rd_region_rec *rec,
 		     rd_put_done_fn done, uint64_t arg);
-/* grants.c: the first of @grants that lets @c (of @tenant) open @want (a
- * grant to @c itself, or to a region it owns on this node), or NULL */
+/* grants.c: the narrowest of @grants (the first of those as narrow) that
+ * lets @c (of @tenant) open @want (a grant to @c itself, or to a region it
+ * owns on this node), or NULL */
 const struct rd_grant *rd_client_grant(const struct rd_client *c, const char *tenant,
 				       const struct rd_grant *grants, uint32_t n,
 				       const struct rd_handle *want);
+/* grants.c: grant-to-handle comparisons made so far (rd_client_grant,
+ * rd_control_grants_enforce), control thread only: what tests/unit/
+ * test_grants.c bounds a revoke's work by */
+extern uint64_t rd_grant_checks;
 static inline bool rd_client_granted(const struct rd_client *c, const char *tenant,
 				     const struct rd_grant *grants, uint32_t n,
 				     const struct rd_handle *want)
