@@ -218,6 +218,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->rq_head = q->rq_tail = 0;
 	q->rm.in_msg = false;
 	rv_ring_discard(q);   /* the old connection's fragments */
+	rv_ring_set_peer(q, 0);
 	rv_backlog(c, q, false);
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
@@ -407,6 +408,13 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		q->peer_status = IBV_WC_SUCCESS;
 		q->dest_qp_num = a->dest_qp_num;
 	}
+	/* our ring's header says whom we are connected to (rv_peer_resolve) */
+	if (mask & IBV_QP_DEST_QPN)
+		rv_ring_set_peer(q, a->dest_qp_num);
+	/* the address vector before the peer's ring is looked up below (a
+	 * loopback must name our own port); keep_set keeps the rest */
+	if (mask & IBV_QP_AV)
+		q->set.ah_attr = a->ah_attr;
 	if (mask & IBV_QP_QKEY)
 		q->qkey = a->qkey;
 	if (mask & IBV_QP_RQ_PSN)

@@ -86,6 +86,14 @@ void rv_ring_set_access(struct rv_qp *q, uint32_t acc)
 		__atomic_store_n(&q->ring->qp_access, RV_QPACC_KNOWN | acc, __ATOMIC_RELAXED);
 }
 
+/* The QP is connected to @dest_qpn (RTR), or to nothing (0: reset). */
+void rv_ring_set_peer(struct rv_qp *q, uint32_t dest_qpn)
+{
+	if (q->ring)
+		__atomic_store_n(&q->ring->peer, dest_qpn ? RV_RING_PEER | dest_qpn : 0,
+				 __ATOMIC_RELAXED);
+}
+
 /* @frag_op: the message's RV_FRAG_* (its immediate, or the rkey it
  * invalidated), or 0 */
 static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opcode op,

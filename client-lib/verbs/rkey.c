@@ -225,41 +225,77 @@ void rv_rkey_forget(struct rv_ctx *c, uint32_t rkey)
 			c->rkeys[i].stale = true;
 }
 
+/* Our own client's identity as roshmd gives it (the owner of our QP's
+ * ring): 0 when not known. */
+static uint64_t rv_self_owner(struct rv_ctx *c, const struct rv_qp *q)
+{
+	uint64_t o = 0;
+
+	if (!c->self_owner && q->ring && !roshm_region_owner(c->r, q->ring_handle, &o))
+		c->self_owner = o;
+	return c->self_owner;
+}
+
+/* Does @q's address vector name our own port: a GRH to our GID, or none
+ * and our LID (0: roshm0's port is Ethernet)? */
+static bool av_is_ours(const struct rv_ctx *c, const struct rv_qp *q)
+{
+	const struct ibv_ah_attr *ah = &q->set.ah_attr;
+
+	if (!ah->is_global)
+		return ah->dlid == 0;
+	return ah->grh.dgid.global.subnet_prefix == htobe64(0xfe80000000000000ull) &&
+	       ah->grh.dgid.global.interface_id == htobe64(c->guid);
+}
+
 /*
  * Find the inbound ring of the peer QP (dest_qp_num) in our tenant and read
  * its header: IBV_WC_SUCCESS, or the status a WR to that QP gets. @tries
- * attempts 100 ms apart while the region is not found (a registry may lag).
+ * attempts 100 ms apart while the region is not found (a registry may lag)
+ * or its header does not name our QP as its peer yet (its owner connects
+ * it at its RTR, which may come after ours). A ring whose QP is connected
+ * to another QP is not ours to use, as a NIC drops what a QP connected
+ * elsewhere receives: a peer that gives another process's QPN as its own
+ * does not get our QP to that process's ring, nor to its MRs.
  */
 enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 {
 	char name[ROSHM_NAME_MAX];
 	struct rv_ring_hdr h;
-	uint64_t size = 0;
+	uint64_t size = 0, owner = 0;
 	uint32_t handle = 0;
 	int ret = -ENOENT;
 
 	snprintf(name, sizeof(name), "ibv-qp-%06" PRIx32, q->dest_qp_num & 0xffffff);
-	/* -EACCES: its owner has not connected it to us (yet) */
-	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN || ret == -EACCES); i++) {
+	/* -EACCES: its owner has not connected it to us (yet); -EXDEV: its
+	 * header does not say so (yet) */
+	for (int i = 0; i < tries && (ret == -ENOENT || ret == -EAGAIN || ret == -EACCES ||
+				      ret == -EXDEV); i++) {
 		if (i)
 			usleep(100000);
 		ret = roshm_region_open(c->r, name, &handle, &size);
+		if (ret)
+			continue;
+		ret = rv_sync_read(c, handle, 0, sizeof(h), &h);
+		if (ret) {
+			if (getenv("ROSHM_VERBS_DEBUG"))
+				fprintf(stderr, "roshm-verbs: qp %06x: reading the ring header of peer QP "
+					"%06x: %s\n", q->qp.qp_num, q->dest_qp_num, strerror(-ret));
+			roshm_region_close(c->r, handle);
+			return rv_wc_status(ret);
+		}
+		if (h.magic == RV_RING_MAGIC && h.qpn == q->dest_qp_num &&
+		    h.peer != (RV_RING_PEER | q->qp.qp_num)) {
+			roshm_region_close(c->r, handle);
+			ret = -EXDEV;
+		}
 	}
-	if (!ret && roshm_region_owner(c->r, handle, &q->peer_owner))
-		q->peer_owner = 0;
-	if (ret) {  /* no such QP in our tenant: as a NIC whose packets nobody answers */
+	if (ret) {  /* no such QP in our tenant, or not ours: as a NIC whose packets nobody answers */
 		if (getenv("ROSHM_VERBS_DEBUG"))
 			fprintf(stderr, "roshm-verbs: qp %06x: the ring of peer QP %06x: %s (%d tries)\n",
-				q->qp.qp_num, q->dest_qp_num, strerror(-ret), tries);
+				q->qp.qp_num, q->dest_qp_num, ret == -EXDEV ?
+				"connected to another QP than ours" : strerror(-ret), tries);
 		return IBV_WC_RETRY_EXC_ERR;
-	}
-	ret = rv_sync_read(c, handle, 0, sizeof(h), &h);
-	if (ret) {
-		if (getenv("ROSHM_VERBS_DEBUG"))
-			fprintf(stderr, "roshm-verbs: qp %06x: reading the ring header of peer QP %06x: "
-				"%s\n", q->qp.qp_num, q->dest_qp_num, strerror(-ret));
-		roshm_region_close(c->r, handle);
-		return rv_wc_status(ret);
 	}
 	if (h.magic != RV_RING_MAGIC || h.qpn != q->dest_qp_num ||
 	    (h.nslots && (h.nslots & (h.nslots - 1) || h.nslots < 64 || h.nslots > (1u << 24) ||
@@ -267,6 +303,20 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 		roshm_region_close(c->r, handle);
 		return IBV_WC_REM_OP_ERR;
 	}
+	/* the process at the other end: our RDMA reaches its MRs only */
+	if (roshm_region_owner(c->r, handle, &owner))
+		owner = 0;
+	if (owner && owner == rv_self_owner(c, q) && !av_is_ours(c, q)) {
+		/* a QP of our own: a loopback, which a NIC makes only when the
+		 * address vector names our own port (a peer that gives our own
+		 * QPN as its own does not get our RDMA onto our own MRs) */
+		if (getenv("ROSHM_VERBS_DEBUG"))
+			fprintf(stderr, "roshm-verbs: qp %06x: peer QP %06x is ours, but the address "
+				"vector names another port\n", q->qp.qp_num, q->dest_qp_num);
+		roshm_region_close(c->r, handle);
+		return IBV_WC_RETRY_EXC_ERR;
+	}
+	q->peer_owner = owner;
 	/* what it lets our RDMA and atomics do (its owner's word: roshmd
 	 * holds it to its grants whatever it says) */
 	q->peer_acc = h.qp_access & RV_QPACC_KNOWN ? h.qp_access & RV_REMOTE_ACCESS : RV_REMOTE_ACCESS;
@@ -533,25 +583,32 @@ void rv_peer_drop(struct rv_ctx *c, struct rv_qp *q)
 	q->peer_acc_tries = 0;
 	q->peer_acc_ns = 0;
 	q->peer_owner = 0;
-	q->peer_owner_tries = 0;
+	q->peer_owner_tried = false;
+	q->peer_owner_ns = 0;
 }
 
 /*
  * The owner of the peer QP's ring known? (The ring is opened at RTR; where
- * that failed, its owner's grant to us late as an rkey's may be, looked up
- * here: tries 100 ms apart within the post's rkey budget, RV_RKEY_WAIT_NS,
- * the first time, then one per post, eight in all.) An RDMA WRITE, READ
- * or atomic goes to that client's MRs only.
+ * that failed, its owner's grant to us late as an rkey's may be, or its QP
+ * not connected to ours yet, looked up here: tries 100 ms apart within the
+ * post's rkey budget, RV_RKEY_WAIT_NS, the first time, then one try per
+ * post, 100 ms apart at most.) An RDMA WRITE, READ or atomic goes to that
+ * client's MRs only.
  */
 bool rv_peer_owner(struct rv_ctx *c, struct rv_qp *q)
 {
-	if (!q->peer_owner && q->dest_qp_num && q->peer_owner_tries < 8) {
-		uint64_t now = rv_now_ns();
-		int tries = 1;
+	uint64_t now;
+	int tries = 1;
 
-		if (!q->peer_owner_tries++ && c->rkey_until > now)
-			tries = (int)((c->rkey_until - now) / 100000000ull) + 1;
-		rv_peer_resolve(c, q, tries);
-	}
+	if (q->peer_owner || !q->dest_qp_num)
+		return q->peer_owner != 0;
+	now = rv_now_ns();
+	if (q->peer_owner_tried && now - q->peer_owner_ns < 100000000ull)
+		return false;
+	if (!q->peer_owner_tried && c->rkey_until > now)
+		tries = (int)((c->rkey_until - now) / 100000000ull) + 1;
+	q->peer_owner_tried = true;
+	rv_peer_resolve(c, q, tries);
+	q->peer_owner_ns = rv_now_ns();
 	return q->peer_owner != 0;
 }

@@ -106,7 +106,12 @@ struct rv_ring_hdr {
 	uint64_t magic;
 	uint32_t qpn;
 	uint32_t nslots;        /* a power of two; 0: the QP has no receive queue */
-	uint64_t rsvd0[6];
+	uint32_t peer;          /* RV_RING_PEER | the QPN its QP is connected to
+				 * (set at RTR, 0 after a reset): a peer uses the
+				 * ring, and reaches the owner's MRs, only when it
+				 * names the peer's QP */
+	uint32_t rsvd1;
+	uint64_t rsvd0[5];
 	uint64_t cons;          /* slots consumed (store-release by the owner) */
 	uint32_t rnr_timer;     /* the owner's min_rnr_timer (0..31) */
 	uint32_t qp_access;     /* RV_QPACC_KNOWN | the owner's qp_access_flags'
@@ -115,6 +120,7 @@ struct rv_ring_hdr {
 };
 _Static_assert(sizeof(struct rv_ring_hdr) == 128, "ring header");
 #define RV_QPACC_KNOWN (1u << 31)
+#define RV_RING_PEER (1u << 31)
 #define RV_REMOTE_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 _Static_assert(__builtin_offsetof(struct rv_ring_hdr, cons) == RV_RING_CREDIT, "credit words");
 
@@ -498,7 +504,8 @@ struct rv_qp {
 	 * our RDMA and atomics reach that client's MRs only, as a NIC's reach
 	 * the responder's; looked up with the ring, a few tries */
 	uint64_t peer_owner;
-	uint8_t peer_owner_tries;
+	bool peer_owner_tried;
+	uint64_t peer_owner_ns; /* its last look (one per 100 ms after the first) */
 	uint64_t prod;          /* next slot sequence we fill */
 	uint64_t cons_known;    /* the peer's cons, as last read */
 	bool credit_inflight;
@@ -579,6 +586,7 @@ struct rv_ctx {
 	bool sync_done;
 	int sync_status;
 	uint64_t guid;
+	uint64_t self_owner;     /* this client's identity as roshmd gives it (rkey.c), 0: not yet */
 	uint64_t ring_bytes;    /* $ROSHM_VERBS_RECV_RING, 0: by max_recv_wr */
 	bool yield;             /* $ROSHM_VERBS_YIELD: posts and empty polls yield the CPU */
 	bool ud_first_last;     /* $ROSHM_VERBS_UD_FIRST=last (tests): ud.c */
@@ -773,6 +781,7 @@ static inline uint32_t rv_rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t
 int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
 void rv_ring_set_access(struct rv_qp *q, uint32_t acc);
+void rv_ring_set_peer(struct rv_qp *q, uint32_t dest_qpn);
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);

@@ -2370,13 +2370,22 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	fill(lb, 100, 10, 11);
 	rc_post(q[0], IBV_WR_RDMA_WRITE, lb, 100, mr->lkey, peer.remap_addr + 10, peer.remap, 0, 0, 41);
 	expect_wc(cq, 41, IBV_WC_SUCCESS, "WRITE through the MR over pages mapped anew");
-	rc_post(q[1], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
+	/* each on the QP the server's is connected to (a QP it is not
+	 * connected to gets RETRY_EXC_ERR, as on a NIC), reset and connected
+	 * again after the error */
+	rc_post(q[0], IBV_WR_RDMA_WRITE, lb, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 5);
 	expect_wc(cq, 5, IBV_WC_REM_ACCESS_ERR, "a WRITE with a read-only MR's key");
-	rc_post(q[2], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
+	if (ibv_modify_qp(q[0], &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE))
+		die("reset (overlap)");
+	connect_qp(q[0], peer.qpn, 1, 7);
+	rc_post(q[0], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
 	expect_wc(cq, 6, IBV_WC_REM_ACCESS_ERR, "a READ with a deregistered MR's key");
+	rc_post(q[1], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 7);
+	expect_wc(cq, 7, IBV_WC_RETRY_EXC_ERR, "a READ on a QP the server's QP is not connected to");
 	sync_byte(s, 'o', 'O');
 	printf("verbs_check client: WRITE/READ/FETCH_ADD across MRs sharing pages right; read-only "
-	       "key WRITE and deregistered key -> REM_ACCESS_ERR\n");
+	       "key WRITE and deregistered key -> REM_ACCESS_ERR; a QP the server's is not connected "
+	       "to -> RETRY_EXC_ERR\n");
 	for (int i = 0; i < 3; i++)
 		if (ibv_destroy_qp(q[i]))
 			die("release (overlap)");

@@ -13,7 +13,13 @@
  *     C's buffer took the bytes meant for B);
  *   - B's own MR: V's WRITE and READ succeed (B sees the bytes).
  * V's WRITE on its QP to C, with C's rkey, succeeds: C's MR was reachable
- * by V, so the refusal above is the peer check's.
+ * by V, so the refusal above is the peer check's. And when B gives C's QPN
+ * as its own, V's QP "to B" is connected to C's QP, which is connected to
+ * V's other QP: a WRITE on it fails with IBV_WC_RETRY_EXC_ERR (before, it
+ * overwrote C's buffer), as a NIC's QP drops what it gets from a QP it is
+ * not connected to. Nor when B gives V's own QPN (and its own GID): a QP
+ * of V's connected to itself through another node's GID fails so, while a
+ * loopback through V's own GID works.
  * The three exchange QPNs, addresses and rkeys through files in DIR.
  *   verbs_rkey_peer v|b|c DIR
  */
@@ -98,11 +104,18 @@ static struct ibv_qp *qp_new(void)
 	return qp;
 }
 
-static void qp_connect(struct ibv_qp *qp, uint32_t dest)
+/* RTR and RTS to @dest; @gid: through a GRH to that GID (NULL: none) */
+static void qp_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
 				 .dest_qp_num = dest, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
 				 .ah_attr = { .port_num = 1 } };
+
+	if (gid) {
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = *gid;
+		a.ah_attr.grh.hop_limit = 64;
+	}
 
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -116,6 +129,11 @@ static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("RTS");
+}
+
+static void qp_connect(struct ibv_qp *qp, uint32_t dest)
+{
+	qp_connect_gid(qp, dest, NULL);
 }
 
 /* One signaled RDMA WR of 16 bytes between @buf (@mr) and (@raddr, @rkey);
@@ -207,6 +225,37 @@ static int victim(void)
 	       IBV_WC_SUCCESS);
 	if (memcmp(src, "V-TO-B-OWN-MR!!", 16))
 		die("READ of B's own MR did not return what we wrote there");
+	/* B gives C's QPN as its own: our QP "to B" is then connected to C's
+	 * QP, which is connected to our other QP, not to this one (on a NIC,
+	 * C's QP drops what it gets from a QP it is not connected to) */
+	struct ibv_qp *qx = qp_new();
+
+	qp_connect(qx, (uint32_t)c[0]);
+	memcpy(src, "B-VIA-C-QPN!!!!", 16);
+	expect("WRITE to C's MR on a QP connected to C's QPN (C's QP is connected to our other QP)",
+	       rdma(qx, false, src, sm, c[1], (uint32_t)c[2]), IBV_WC_RETRY_EXC_ERR);
+	/* B gives our QP's own QPN as its own (and its GID, another node's):
+	 * a loopback to another port, which a NIC would not make; a loopback
+	 * through our own GID works as on a NIC */
+	union ibv_gid ours, other;
+	struct ibv_qp *qy = qp_new(), *qz = qp_new();
+
+	if (ibv_query_gid(ctx, 1, 0, &ours))
+		die("ibv_query_gid");
+	other = ours;
+	other.raw[15] ^= 1;
+	qp_connect_gid(qy, qy->qp_num, &other);
+	memcpy(src, "B-LOOPED-US-BACK", 16);
+	expect("WRITE to our own MR on a QP connected to itself through another node's GID",
+	       rdma(qy, false, src, sm, (uintptr_t)mine, mm->rkey), IBV_WC_RETRY_EXC_ERR);
+	if (strcmp(mine, "VICTIM-PRIVATE!"))
+		die("our own MR changed by a WRITE on a QP looped back through another node's GID");
+	qp_connect_gid(qz, qz->qp_num, &ours);
+	memcpy(src, "OUR-OWN-LOOPBACK", 16);
+	expect("WRITE to our own MR on a QP connected to itself through our own GID",
+	       rdma(qz, false, src, sm, (uintptr_t)mine, mm->rkey), IBV_WC_SUCCESS);
+	if (memcmp(mine, "OUR-OWN-LOOPBACK", 16))
+		die("a loopback WRITE through our own GID did not land");
 	put("v.done", "1\n");
 	printf("verbs_rkey_peer v: ok\n");
 	return 0;
