@@ -35,6 +35,50 @@ int rc_err(int e)
 pthread_mutex_t rc_lock = PTHREAD_MUTEX_INITIALIZER;
 struct rc_dev rc_dev;
 
+/*
+ * The QPNs our active ids named in their REQs. A REP that names one of
+ * them comes from a peer that gives our own QP (or another of ours that is
+ * connecting out) as its own: our QP would be looped back to us, and our
+ * RDMA to "its" buffer land in our own MRs, since the address vector's GID
+ * is the peer's word here (no path resolution). A loopback to a listener
+ * of ours names the passive id's QP, never one of these.
+ */
+static struct rc_id *rc_active_head;
+
+void rc_active_add(struct rc_id *i, uint32_t qpn)
+{
+	i->req_qpn = qpn;
+	if (i->active_listed || !qpn)
+		return;
+	i->active_listed = true;
+	i->aprev = NULL;
+	i->anext = rc_active_head;
+	if (rc_active_head)
+		rc_active_head->aprev = i;
+	rc_active_head = i;
+}
+
+void rc_active_del(struct rc_id *i)
+{
+	if (!i->active_listed)
+		return;
+	if (i->aprev)
+		i->aprev->anext = i->anext;
+	else
+		rc_active_head = i->anext;
+	if (i->anext)
+		i->anext->aprev = i->aprev;
+	i->active_listed = false;
+}
+
+bool rc_active_qpn(uint32_t qpn)
+{
+	for (const struct rc_id *i = rc_active_head; i; i = i->anext)
+		if (i->req_qpn == qpn)
+			return true;
+	return false;
+}
+
 uint64_t rc_now_ms(void)
 {
 	struct timespec t;

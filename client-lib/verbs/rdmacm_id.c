@@ -43,6 +43,7 @@ void rc_id_destroy(struct rc_id *i)
 	if (i->destroyed)
 		return;
 	i->destroyed = true;
+	rc_active_del(i);
 	if (c)
 		rc_chan_purge(c, i);
 	/* the active side of a request nobody answered learns it now */
@@ -402,6 +403,8 @@ RC_EXPORT int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 	i->txlen = (uint32_t)n;
 	i->connect_len = 0;
 	i->state = RC_CONNECTING;
+	if (!ud)
+		rc_active_add(i, m.qpn);
 	i->deadline = rc_now_ms() + rc_timeout();
 	if (connect(i->fd, &i->id.route.addr.dst_addr, rc_sa_len(&i->id.route.addr.dst_addr)) == 0 ||
 	    errno == EINPROGRESS) {

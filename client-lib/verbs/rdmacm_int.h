@@ -137,6 +137,11 @@ struct rc_id {
 	uint8_t connect_len;
 	uint8_t connect_pd[RC_PD_REQ];  /* rdma_addrinfo.ai_connect, sent before conn_param's */
 	struct ibv_ece local_ece;
+	/* active: the QPN its REQ named, on the process's list of those
+	 * (rc_active_*: a REP that names one is refused) */
+	bool active_listed;
+	uint32_t req_qpn;
+	struct rc_id *anext, *aprev;
 };
 
 struct rc_evt {
@@ -148,6 +153,10 @@ struct rc_evt {
 };
 
 extern pthread_mutex_t rc_lock;
+/* rdmacm.c, lock held: the QPNs our active ids sent in their REQs */
+void rc_active_add(struct rc_id *i, uint32_t qpn);
+void rc_active_del(struct rc_id *i);
+bool rc_active_qpn(uint32_t qpn);
 
 /* The one device, opened on first need and kept for the process (like
  * librdmacm, which never closes its devices' contexts). */

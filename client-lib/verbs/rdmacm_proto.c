@@ -114,6 +114,13 @@ static bool rx_rep(struct rc_id *i, const struct rc_msg *m)
 		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -EPROTO);
 		return true;
 	}
+	/* a REP naming our own QP, or another QP of ours that is connecting
+	 * out: a peer looping us back to ourselves (rc_active_qpn) */
+	if (rc_active_qpn(m->qpn)) {
+		rc_send_simple(i, RC_MSG_REJ, RC_REJ_CONSUMER);
+		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -EPROTO);
+		return true;
+	}
 	i->peer = *m;
 	i->have_peer = true;
 	memcpy(i->id.route.addr.addr.ibaddr.dgid.raw, m->gid, 16);

@@ -2265,6 +2265,67 @@ static void xrc_cm(int port, const char *addr)
 	       "of the other kind\n");
 }
 
+/*
+ * A hostile listener answers a connect with the client's own QPN as its
+ * QP's (rdma_accept on an id without a QP, conn_param.qp_num from the
+ * CONNECT_REQUEST): the client's QP would be connected to itself and its
+ * RDMA to "the server's buffer" land in its own MRs (the GID in the REP
+ * is the server's word). The client must refuse the REP: CONNECT_ERROR,
+ * not ESTABLISHED (it was ESTABLISHED before the check).
+ */
+static void loop_rep(int port)
+{
+	struct rdma_event_channel *L = rdma_create_event_channel(), *C = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai("127.0.0.1", port, true);
+	struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1,
+				     .retry_count = 7, .rnr_retry_count = 7 };
+	struct rdma_cm_id *lid, *id, *sid;
+	struct rdma_cm_event *e;
+
+	CHECK(L && C, "rdma_create_event_channel");
+	nonblock(L);
+	nonblock(C);
+	CHECK(!rdma_create_id(L, &lid, NULL, RDMA_PS_TCP) && !rdma_bind_addr(lid, r->ai_src_addr) &&
+	      !rdma_listen(lid, 4), "listener: %s", strerror(errno));
+	id = resolve(C, "127.0.0.1", port);
+	cm_qp(id);
+	CHECK(!rdma_connect(id, NULL), "rdma_connect: %s", strerror(errno));
+	/* both channels by turns: the client's sends its REQ once the TCP
+	 * connect is done */
+	for (int k = 0;; k++) {
+		CHECK(k < 250, "no CONNECT_REQUEST within 5 s");
+		if ((e = ev_next(L, 10)))
+			break;
+		e = ev_next(C, 10);
+		CHECK(!e, "the client got %s before any answer", e ? estr(e->event) : "");
+	}
+	CHECK(e->event == RDMA_CM_EVENT_CONNECT_REQUEST, "the listener got %s, not CONNECT_REQUEST",
+	      estr(e->event));
+	sid = e->id;
+	CHECK(e->param.conn.qp_num == id->qp->qp_num, "the REQ's QPN %06x, not the client's %06x",
+	      e->param.conn.qp_num, id->qp->qp_num);
+	p.qp_num = e->param.conn.qp_num;   /* "ours": the client's own */
+	rdma_ack_cm_event(e);
+	CHECK(!rdma_accept(sid, &p), "rdma_accept: %s", strerror(errno));
+	e = ev_next(C, 5000);
+	CHECK(e, "the client got no answer to a REP naming its own QP");
+	CHECK(e->event == RDMA_CM_EVENT_CONNECT_ERROR,
+	      "a REP naming the client's own QP: %s (status %d), not CONNECT_ERROR", estr(e->event),
+	      e->status);
+	rdma_ack_cm_event(e);
+	printf("rdmacm_check local: a REP naming the client's own QP -> CONNECT_ERROR\n");
+	/* the server learns of it (a REJ), whatever it says */
+	if ((e = ev_next(L, 2000)))
+		rdma_ack_cm_event(e);
+	rdma_destroy_id(sid);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(lid);
+	rdma_destroy_event_channel(C);
+	rdma_destroy_event_channel(L);
+	rdma_freeaddrinfo(r);
+}
+
 static int local(int port, const char *addr)
 {
 	who = "rdmacm_check local";
@@ -2277,6 +2338,7 @@ static int local(int port, const char *addr)
 	mcast_cm();
 	sync_abort(port + 5);
 	xrc_cm(port + 6, addr);
+	loop_rep(port + 7);
 	printf("rdmacm_check local: ok\n");
 	return 0;
 }
