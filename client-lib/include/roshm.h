@@ -213,8 +213,8 @@ int roshm_region_fd(struct roshm *r, uint32_t handle, uint64_t *data_off);
  * roshm_region_owner() - who owns the region behind @handle, as roshmd
  * said when it was opened (or created): an opaque identity of the owner
  * client, the same for all regions of one client and different for any
- * two live clients (a remote region's comes from its record, under its
- * node's MAC); 0 when roshmd does not know it. -EBADF: no such handle.
+ * two live clients (a remote region's comes from its record, under the
+ * cluster's MAC); 0 when roshmd does not know it. -EBADF: no such handle.
  */
 int roshm_region_owner(struct roshm *r, uint32_t handle, uint64_t *owner);
 

@@ -557,6 +557,7 @@ RC_EXPORT void rdma_destroy_qp(struct rdma_cm_id *id)
 	/* an rdma_create_id id that took an XRC_SEND QP is an RC one again
 	 * while it has not connected */
 	pthread_mutex_lock(&rc_lock);
+	rc_active_del(rc_to_id(id));   /* its QPN may be drawn again */
 	if (rc_to_id(id)->xsend_flip && resolved_only(rc_to_id(id))) {
 		id->qp_type = IBV_QPT_RC;
 		rc_to_id(id)->xsend_flip = false;

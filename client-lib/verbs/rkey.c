@@ -241,11 +241,12 @@ static uint64_t rv_self_owner(struct rv_ctx *c, const struct rv_qp *q)
 static bool av_is_ours(const struct rv_ctx *c, const struct rv_qp *q)
 {
 	const struct ibv_ah_attr *ah = &q->set.ah_attr;
+	union ibv_gid ours;
 
 	if (!ah->is_global)
 		return ah->dlid == 0;
-	return ah->grh.dgid.global.subnet_prefix == htobe64(0xfe80000000000000ull) &&
-	       ah->grh.dgid.global.interface_id == htobe64(c->guid);
+	return !ibv_query_gid((struct ibv_context *)&c->vc.context, 1, 0, &ours) &&
+	       !memcmp(ah->grh.dgid.raw, ours.raw, sizeof(ours.raw));
 }
 
 /*
@@ -600,7 +601,8 @@ bool rv_peer_owner(struct rv_ctx *c, struct rv_qp *q)
 	uint64_t now;
 	int tries = 1;
 
-	if (q->peer_owner || !q->dest_qp_num)
+	/* (a ring open with no owner roshmd knew: nobody's MRs; not again) */
+	if (q->peer_owner || !q->dest_qp_num || q->peer_ok)
 		return q->peer_owner != 0;
 	now = rv_now_ns();
 	if (q->peer_owner_tried && now - q->peer_owner_ns < 100000000ull)

@@ -209,6 +209,7 @@ struct rd_tcp_ctl {
 	int listen_fd;
 	struct rd_acc *accepting;     /* handshakes in progress, newest first */
 	struct rd_acc *acc_oldest;    /* ... and the last of them */
+	struct rd_acc *acc_dead;      /* evicted: freed after their batch of events */
 	uint32_t naccepting;
 	struct rd_acc_src srcs[RD_TCP_ACCEPT_MAX];  /* one per source of a handshake */
 	uint64_t refused_peers;       /* handshakes over their caps, evicted or refused */

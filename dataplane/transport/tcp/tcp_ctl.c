@@ -86,7 +86,37 @@ static int tcp_cp_init(struct rd_control *ctl, struct rd_provider *pv, char *end
 	return 0;
 }
 
+/* Free the handshakes evicted for newcomers: after the batch of events
+ * that evicted them (tcp_timer runs after it), since another event of
+ * that batch may still name one (its epoll tag: tcp_epoll_event then finds
+ * it in no list and leaves it). */
+static void acc_dead_free(void)
+{
+	while (TC->acc_dead) {
+		struct rd_acc *a = TC->acc_dead;
+
+		TC->acc_dead = a->next;
+		free(a);
+	}
+}
+
+static void acc_unlink(struct rd_control *ctl, struct rd_acc *acc, bool close_fd);
+
+/* Evict @acc: closed now, freed after this batch of events (acc_dead_free). */
+static void acc_evict(struct rd_control *ctl, struct rd_acc *acc)
+{
+	acc_unlink(ctl, acc, true);
+	acc->next = TC->acc_dead;
+	TC->acc_dead = acc;
+}
+
 static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
+{
+	acc_unlink(ctl, acc, close_fd);
+	free(acc);
+}
+
+static void acc_unlink(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
 {
 	rd_control_epoll_del(ctl, acc->a.fd);
 	if (close_fd)
@@ -101,7 +131,6 @@ static void acc_free(struct rd_control *ctl, struct rd_acc *acc, bool close_fd)
 		TC->acc_oldest = acc->prev;
 	TC->naccepting--;
 	acc->src->n--;
-	free(acc);
 }
 
 static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
@@ -110,6 +139,7 @@ static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
 		return;
 	while (TC->accepting)
 		acc_free(ctl, TC->accepting, true);
+	acc_dead_free();
 	if (TC->listen_fd >= 0)
 		close(TC->listen_fd);
 	OPENSSL_cleanse(&TC->secret, sizeof(TC->secret));
@@ -142,6 +172,9 @@ static uint64_t hello_wait_ns(const struct rd_control *ctl)
 {
 	uint64_t ns = (uint64_t)ctl->cfg->tcp_connect_timeout_ms * 1000000ull / 4;
 
+	/* 250 ms at least, whatever a small connect_timeout_ms says */
+	if (ns < 250000000ull)
+		ns = 250000000ull;
 	return ns < ACCEPT_TIMEOUT_NS ? ns : ACCEPT_TIMEOUT_NS;
 }
 
@@ -228,7 +261,7 @@ static void tcp_accept(struct rd_control *ctl)
 			       "from %s (%u in progress from its source)", old->addr,
 			       old->src == src ? "the same source" : "another source", old->src->n);
 			TC->refused_peers++;
-			acc_free(ctl, old, true);
+			acc_evict(ctl, old);
 		} else if (full) {
 			close(fd);
 			TC->refused_peers++;
@@ -494,6 +527,7 @@ static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 
 static void tcp_timer(struct rd_control *ctl, uint64_t now)
 {
+	acc_dead_free();   /* after the batch that evicted them */
 	for (struct rd_acc *a = TC->accepting, *next; a; a = next) {
 		next = a->next;
 		if (a->wait_record) {

@@ -99,21 +99,11 @@ bool rd_tcp_slot_ours(const struct rd_region *rg, const struct rd_tcp_conn *c, u
 	return o->seq == seq && o->node == c->node_h;
 }
 
-/* Whether the slot of sequence @seq of @rg's log is @seq's and waits for
- * its record or its commit: its state word EMPTY(seq). */
-static inline bool slot_waits(const struct rd_region *rg, uint64_t seq)
-{
-	const uint64_t *w = (const uint64_t *)(const void *)((const uint8_t *)rg->map +
-		ROSHM_REGION_HDR_SIZE + (seq % rg->txn_slots) * rg->slot_size);
-
-	return __atomic_load_n(w, __ATOMIC_ACQUIRE) == ROSHM_TXN_STATE(seq, ROSHM_TXN_EMPTY);
-}
-
 /* Whether sequence @seq is reserved (below @tail, not yet applied) and
  * neither committed nor given up: open, a hole if it stays so. */
 static inline bool seq_open(const struct rd_region *rg, uint64_t seq, uint64_t applied, uint64_t tail)
 {
-	return seq >= applied && seq < tail && slot_waits(rg, seq);
+	return seq >= applied && seq < tail && rd_txn_one_holds(rg, seq);
 }
 
 /* Tries of the reservation's CAS: only another thread moves txn_tail (the
@@ -157,7 +147,7 @@ int rd_tcp_tail_reserve(struct rd_region *rg, const struct rd_tcp_conn *c,
 		 * when the slot is this sequence's (EMPTY(tail)); an open
 		 * sequence there would show EMPTY of its own. Within the log's
 		 * window it always is, unless the owner pod wrote its log. */
-		if (rg->slot_owner && !slot_waits(rg, tail))
+		if (rg->slot_owner && !rd_txn_one_holds(rg, tail))
 			return -EAGAIN;
 		if (__atomic_compare_exchange_n(&h->txn_tail, &tail, tail + 1, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_ACQUIRE)) {
