@@ -313,6 +313,7 @@ int main(int argc, char **argv)
 	dl = ibv_get_device_list(NULL);
 	if (!dl || !dl[0] || !(ctx = ibv_open_device(dl[0])))
 		die("no device");
+	ibv_free_device_list(dl);
 	pd = ibv_alloc_pd(ctx);
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	if (!pd || !cq)
