@@ -285,6 +285,11 @@ put('tcp_frames', 'write_last_bytes', fctl(1, 1, 1) + req(WRITE, 65536 - 4, 4) +
 put('tcp_frames', 'write_past_end', fctl(1, 0, 64) + req(WRITE, 65536 - 4, 8) + b'overflow')
 put('tcp_frames', 'read_past_end', fctl(1, 0, 64) + req(READ, 2**63, 8))
 put('tcp_frames', 'raw_txn_tail', fctl(1, 0, 64) + req(FADD, 48, 8, op1=1, flags=F_RAW))
+# reservations in a row (one open per node on a grant region, the log's
+# window) and an addend other than 1 (refused on every region)
+put('tcp_frames', 'raw_txn_tail_flood', fctl(1, 0, 64) +
+    b''.join(req(FADD, 48, 8, op1=1, flags=F_RAW, tag=t) for t in range(1, 9)) +
+    req(FADD, 48, 8, op1=5, flags=F_RAW, tag=9))
 F_SEQ = 4
 put('tcp_frames', 'raw_stage_write', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW | F_SEQ) + b'S' * 32)
 put('tcp_frames', 'raw_stage_write_noseq', fctl(1, 0, 64) + req(WRITE, 4096 + 32, 32, flags=F_RAW) + b'S' * 32)
