@@ -236,16 +236,16 @@ static uint64_t rv_self_owner(struct rv_ctx *c, const struct rv_qp *q)
 	return c->self_owner;
 }
 
-/* Does @q's address vector name our own port: a GRH to our GID, or none
- * and our LID (0: roshm0's port is Ethernet)? */
+/* Does @q's address vector name our own port: a GRH to our GID? One
+ * without a GRH names no port here (roshm0 takes it for the sake of
+ * applications written for InfiniBand, as qperf without -cm1, where a RoCE
+ * NIC refuses it): a loopback needs our GID. */
 static bool av_is_ours(const struct rv_ctx *c, const struct rv_qp *q)
 {
 	const struct ibv_ah_attr *ah = &q->set.ah_attr;
 	union ibv_gid ours;
 
-	if (!ah->is_global)
-		return ah->dlid == 0;
-	return !ibv_query_gid((struct ibv_context *)&c->vc.context, 1, 0, &ours) &&
+	return ah->is_global && !ibv_query_gid((struct ibv_context *)&c->vc.context, 1, 0, &ours) &&
 	       !memcmp(ah->grh.dgid.raw, ours.raw, sizeof(ours.raw));
 }
 

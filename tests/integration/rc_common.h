@@ -43,22 +43,44 @@ static inline struct ibv_wc wait_wc(struct ibv_cq *cq)
 #define RC_RTS_MASK (IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | \
 		     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)
 
-/* @a's fields for RTR to @dest and RTS, beside what the caller set (the
- * state, min_rnr_timer, rnr_retry). */
-static inline void rc_path(struct ibv_qp_attr *a, uint32_t dest)
+/* The GID of @ctx's port 1 (roshm0: its node's), which a peer's GRH names. */
+static inline union ibv_gid rc_gid(struct ibv_context *ctx)
+{
+	union ibv_gid g;
+
+	if (ibv_query_gid(ctx, 1, 0, &g))
+		die("ibv_query_gid");
+	return g;
+}
+
+/* @a's fields for RTR to @dest at @gid (a RoCE address vector has a GRH)
+ * and RTS, beside what the caller set (the state, min_rnr_timer,
+ * rnr_retry). */
+static inline void rc_path_gid(struct ibv_qp_attr *a, uint32_t dest, const union ibv_gid *gid)
 {
 	a->dest_qp_num = dest;
 	a->path_mtu = IBV_MTU_4096;
 	a->ah_attr.port_num = 1;
+	a->ah_attr.is_global = 1;
+	a->ah_attr.grh.dgid = *gid;
+	a->ah_attr.grh.hop_limit = 64;
 	a->max_dest_rd_atomic = 1;
 	a->max_rd_atomic = 1;
 	a->timeout = 14;
 	a->retry_cnt = 7;
 }
 
-/* RESET (unless it is there), INIT, RTR to @dest, RTS: remote WRITE, READ
- * and atomics allowed, RNR retried for good. */
-static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
+/* The same to @dest on @qp's own port: a QP of our node. */
+static inline void rc_path(struct ibv_qp *qp, struct ibv_qp_attr *a, uint32_t dest)
+{
+	union ibv_gid g = rc_gid(qp->context);
+
+	rc_path_gid(a, dest, &g);
+}
+
+/* RESET (unless it is there), INIT, RTR to @dest at @gid, RTS: remote
+ * WRITE, READ and atomics allowed, RNR retried for good. */
+static inline void rc_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
 
@@ -70,7 +92,7 @@ static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
 	if (ibv_modify_qp(qp, &a, RC_INIT_MASK))
 		die("modify_qp INIT");
 	a.qp_state = IBV_QPS_RTR;
-	rc_path(&a, dest);
+	rc_path_gid(&a, dest, gid);
 	a.min_rnr_timer = 1;
 	/* a UC QP has neither responder resources nor retries */
 	if (ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_UC ? RC_RTR_MASK & ~(IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -81,6 +103,14 @@ static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
 	a.rnr_retry = 7;
 	if (ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_UC ? IBV_QP_STATE | IBV_QP_SQ_PSN : RC_RTS_MASK))
 		die("modify_qp RTS");
+}
+
+/* The same to a QP of our own node (ours, or another pod's there). */
+static inline void rc_connect(struct ibv_qp *qp, uint32_t dest)
+{
+	union ibv_gid g = rc_gid(qp->context);
+
+	rc_connect_gid(qp, dest, &g);
 }
 
 /* One signaled WR of @op from @len bytes at @laddr (@lkey) to @raddr
@@ -128,6 +158,25 @@ static inline int rc_oob_connect(bool server, int s, const char *addr, int port)
 		usleep(100000);
 	}
 	return fd;
+}
+
+/* Our GID to the peer at the other end of out-of-band socket @fd, and its
+ * GID back (@ctx: our device; both sides call it at the same point). */
+static inline union ibv_gid rc_xchg_gid(int fd, struct ibv_context *ctx)
+{
+	union ibv_gid ours = rc_gid(ctx), theirs;
+	size_t got = 0;
+	ssize_t n;
+
+	if (write(fd, ours.raw, sizeof(ours.raw)) != (ssize_t)sizeof(ours.raw))
+		die("out-of-band: sending our GID");
+	while (got < sizeof(theirs.raw)) {
+		n = read(fd, theirs.raw + got, sizeof(theirs.raw) - got);
+		if (n <= 0)
+			die("out-of-band: the peer's GID");
+		got += (size_t)n;
+	}
+	return theirs;
 }
 
 /* @qp's state as ibv_query_qp answers it. */

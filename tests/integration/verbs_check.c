@@ -165,15 +165,23 @@ static void init_qp(struct ibv_qp *qp)
 		die("modify_qp INIT");
 }
 
-/* INIT (unless it is there already), RTR to @dest, RTS */
-static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+/* The GID of the peer process's node (the out-of-band exchange's). */
+static union ibv_gid peer_gid;
+
+/* INIT (unless it is there already), RTR to @dest at @gid (NULL: a QP of
+ * our own node), RTS */
+static void connect_qp_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid,
+			   uint8_t min_rnr_timer, uint8_t rnr_retry)
 {
 	struct ibv_qp_attr a = { 0 };
 
 	if (qp->state != IBV_QPS_INIT)
 		init_qp(qp);
 	a.qp_state = IBV_QPS_RTR;
-	rc_path(&a, dest);
+	if (gid)
+		rc_path_gid(&a, dest, gid);
+	else
+		rc_path(qp, &a, dest);
 	a.min_rnr_timer = min_rnr_timer;
 	if (ibv_modify_qp(qp, &a, RC_RTR_MASK))
 		die("modify_qp RTR");
@@ -181,6 +189,12 @@ static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, 
 	a.rnr_retry = rnr_retry;
 	if (ibv_modify_qp(qp, &a, RC_RTS_MASK))
 		die("modify_qp RTS");
+}
+
+/* The same to a QP of our node */
+static void connect_qp(struct ibv_qp *qp, uint32_t dest, uint8_t min_rnr_timer, uint8_t rnr_retry)
+{
+	connect_qp_gid(qp, dest, NULL, min_rnr_timer, rnr_retry);
 }
 
 static void post_recv(struct ibv_qp *qp, uint64_t id, uint8_t *a, uint32_t alen, uint8_t *b,
@@ -631,7 +645,7 @@ static void query_qp_check(struct ibv_pd *pd, struct ibv_cq *cq)
 	memset(&a, 0, sizeof(a));
 	a.port_num = 1;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	rc_path(&a, qp->qp_num);
+	rc_path(qp, &a, qp->qp_num);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		enum ibv_qp_state was = qp->state;
 		int ret;
@@ -1076,7 +1090,7 @@ static int rts_to(struct ibv_qp *q, uint32_t dest)
 	if (ibv_modify_qp(q, &a, RC_INIT_MASK))
 		die("many_qps: modify_qp INIT");
 	a.qp_state = IBV_QPS_RTR;
-	rc_path(&a, dest);
+	rc_path(q, &a, dest);
 	if ((ret = ibv_modify_qp(q, &a, RC_RTR_MASK)))
 		return ret;
 	a.qp_state = IBV_QPS_RTS;
@@ -1263,7 +1277,7 @@ static void many_qps(struct ibv_context *ctx, struct ibv_device *dev)
 	if (ibv_destroy_qp(p[0]) || ibv_destroy_qp(s[0]))
 		die("many_qps: destroy");
 	a = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR };
-	rc_path(&a, p[refused]->qp_num);
+	rc_path(s[refused], &a, p[refused]->qp_num);
 	if ((ret = ibv_modify_qp(s[refused], &a, RC_RTR_MASK)))
 		die("many_qps: RTR refused after a peer's QP was destroyed");
 	for (int k = 1; k < NPEER; k++)
@@ -1938,10 +1952,10 @@ static void server2(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 			     (uintptr_t)tb, omr ? omr->rkey : 0, smr->rkey, (uintptr_t)sbuf };
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
-	connect_qp(qa, peer.qpn[0], 1, 7);
-	connect_qp(qr, peer.qpn[1], 1, 7);   /* min_rnr_timer 1: 10 us */
+	connect_qp_gid(qa, peer.qpn[0], &peer_gid, 1, 7);
+	connect_qp_gid(qr, peer.qpn[1], &peer_gid, 1, 7);   /* min_rnr_timer 1: 10 us */
 	if (qt)
-		connect_qp(qt, peer.qpn[2], 1, 7);
+		connect_qp_gid(qt, peer.qpn[2], &peer_gid, 1, 7);
 	/* gathered by the sender from 1500 + 1500, scattered here into 1000 + 2000 */
 	post_recv(qa, 1, rb, 1000, rb + 5000, 2000, rmr->lkey);
 	post_recv(qa, 2, rb + 10000, 4096, NULL, 0, rmr->lkey);
@@ -2074,10 +2088,10 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	me = (struct info2){ 0, 0, { qa->qp_num, qr->qp_num, qt->qp_num } };
 	if (write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
-	connect_qp(qa, peer.qpn[0], 1, 7);
-	connect_qp(qr, peer.qpn[1], 1, 1);   /* one RNR retry, then RNR_RETRY_EXC_ERR */
+	connect_qp_gid(qa, peer.qpn[0], &peer_gid, 1, 7);
+	connect_qp_gid(qr, peer.qpn[1], &peer_gid, 1, 1);   /* one RNR retry, then RNR_RETRY_EXC_ERR */
 	if (peer.qpn[2])
-		connect_qp(qt, peer.qpn[2], 1, 7);
+		connect_qp_gid(qt, peer.qpn[2], &peer_gid, 1, 7);
 	fill(sb, 1500, 0, 1);
 	fill(sb + 8192, 1500, 1500, 1);
 	fill(sb + 16384, 100, 0, 2);
@@ -2154,7 +2168,7 @@ static void client2(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 		}
 		if (ibv_modify_qp(qa, &reset, IBV_QP_STATE))
 			die("modify_qp RESET");
-		connect_qp(qa, peer.qpn[0], 1, 7);
+		connect_qp_gid(qa, peer.qpn[0], &peer_gid, 1, 7);
 		printf("verbs_check client: WRITE to an MR of a PD of the server that our QPs are "
 		       "not connected to -> REM_ACCESS_ERR\n");
 	}
@@ -2269,7 +2283,7 @@ static void server3(struct ibv_context *ctx, struct ibv_pd *pd, int fd)
 		die("a second dereg of one MR did not give EINVAL");
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &qpn, sizeof(qpn)) != sizeof(qpn))
 		die("exchange (overlap)");
-	connect_qp(qp, qpn, 1, 7);
+	connect_qp_gid(qp, qpn, &peer_gid, 1, 7);
 	sync_byte(fd, 0, 'o');
 	for (int i = 0; i < OV_LEN; i++) {
 		bool in = i >= OV_OFF && i < OV_OFF + OV_SPAN;
@@ -2337,7 +2351,7 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 		die("exchange (overlap)");
 	for (int i = 0; i < 3; i++) {
 		q[i] = mkqp(pd, cq, cq, 8, 0, 1);
-		connect_qp(q[i], peer.qpn, 1, 7);
+		connect_qp_gid(q[i], peer.qpn, &peer_gid, 1, 7);
 	}
 	if (write(s, &q[0]->qp_num, 4) != 4)
 		die("exchange (overlap)");
@@ -2377,7 +2391,7 @@ static void client3(struct ibv_context *ctx, struct ibv_pd *pd, int s)
 	expect_wc(cq, 5, IBV_WC_REM_ACCESS_ERR, "a WRITE with a read-only MR's key");
 	if (ibv_modify_qp(q[0], &(struct ibv_qp_attr){ .qp_state = IBV_QPS_RESET }, IBV_QP_STATE))
 		die("reset (overlap)");
-	connect_qp(q[0], peer.qpn, 1, 7);
+	connect_qp_gid(q[0], peer.qpn, &peer_gid, 1, 7);
 	rc_post(q[0], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + 100, peer.dead, 0, 0, 6);
 	expect_wc(cq, 6, IBV_WC_REM_ACCESS_ERR, "a READ with a deregistered MR's key");
 	rc_post(q[1], IBV_WR_RDMA_READ, back, 8, mr->lkey, peer.addr + OV_MID, peer.ro, 0, 0, 7);
@@ -2449,7 +2463,8 @@ static int unpolled(bool server, const char *addr, int port)
 	fd = rc_oob_connect(server, s, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("unpolled: exchange");
-	connect_qp(qp, peer, 1, 7);
+	peer_gid = rc_xchg_gid(fd, ctx);
+	connect_qp_gid(qp, peer, &peer_gid, 1, 7);
 	if (server) {
 		/* connected: in read(2) until the client's SEND completed */
 		if (write(fd, "g", 1) != 1 || read(fd, &c, 1) != 1 || c != 'd')
@@ -2519,10 +2534,11 @@ static int lategrant(bool server, const char *addr, int port)
 	/* both QPs (and their rings' records) exist before the lock is taken */
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("lategrant: exchange");
+	peer_gid = rc_xchg_gid(fd, ctx);
 	if (server) {
 		if (flock(lock, LOCK_EX))
 			die("lategrant: flock");
-		connect_qp(qp, peer.qpn, 1, 7);   /* its grant to the client: not written */
+		connect_qp_gid(qp, peer.qpn, &peer_gid, 1, 7);   /* its grant to the client: not written */
 		if (write(fd, "g", 1) != 1)
 			die("lategrant: exchange");
 		usleep(LATE_MS * 1000);
@@ -2534,7 +2550,7 @@ static int lategrant(bool server, const char *addr, int port)
 		printf("verbs_check lategrant: a WRITE to an rkey whose grant reached the registry "
 		       "%d ms late waited for it and landed\n", LATE_MS);
 	} else {
-		connect_qp(qp, peer.qpn, 1, 7);
+		connect_qp_gid(qp, peer.qpn, &peer_gid, 1, 7);
 		fill(b, 64, 0, 11);
 		if (read(fd, &c, 1) != 1 || c != 'g')
 			die("lategrant: exchange");
@@ -2628,8 +2644,9 @@ int main(int argc, char **argv)
 		if (fd < 0 || write(fd, &me, sizeof(me)) != sizeof(me) ||
 		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
 			die("exchange");
+		peer_gid = rc_xchg_gid(fd, ctx);
 		/* connected to the client's QP: from now on its owner may use our MR */
-		connect_qp(qp, peer.qpn, 1, 7);
+		connect_qp_gid(qp, peer.qpn, &peer_gid, 1, 7);
 		if (write(fd, "c", 1) != 1 || read(fd, &done, 1) != 1)
 			die("exchange");
 		for (int i = 0; i < LEN; i++) {
@@ -2670,7 +2687,8 @@ int main(int argc, char **argv)
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    read(s, &peer, sizeof(peer)) != sizeof(peer) || write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
-	connect_qp(qp, peer.qpn, 1, 7);
+	peer_gid = rc_xchg_gid(s, ctx);
+	connect_qp_gid(qp, peer.qpn, &peer_gid, 1, 7);
 	if (read(s, &connected, 1) != 1)
 		die("exchange (connected)");
 	uint8_t *src = buf, *back = buf + 4096;

@@ -29,6 +29,7 @@ struct info {
 	uint64_t addr;
 	uint32_t rkey;
 	uint32_t qpn;
+	union ibv_gid gid;   /* of its node: a RoCE address vector's GRH names it */
 };
 
 static void die(const char *what)
@@ -37,8 +38,9 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* INIT, RTR with the peer's QPN, RTS: as any RC application connects. */
-static void connect_rc(struct ibv_qp *qp, uint32_t dest)
+/* INIT, RTR with the peer's QPN and GID, RTS: as any RC application
+ * connects. */
+static void connect_rc(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -50,6 +52,9 @@ static void connect_rc(struct ibv_qp *qp, uint32_t dest)
 	at.dest_qp_num = dest;
 	at.path_mtu = IBV_MTU_4096;
 	at.ah_attr.port_num = 1;
+	at.ah_attr.is_global = 1;
+	at.ah_attr.grh.dgid = *gid;
+	at.ah_attr.grh.hop_limit = 64;
 	if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("modify_qp RTR");
@@ -202,7 +207,9 @@ int main(int argc, char **argv)
 	mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mr)
 		die("ibv_reg_mr");
-	me = (struct info){ (uintptr_t)buf, mr->rkey, qp->qp_num };
+	me = (struct info){ (uintptr_t)buf, mr->rkey, qp->qp_num, { { 0 } } };
+	if (ibv_query_gid(ctx, 1, 0, &me.gid))
+		die("ibv_query_gid");
 	s = socket(AF_INET, SOCK_STREAM, 0);
 	if (server) {
 		int one = 1;
@@ -215,7 +222,7 @@ int main(int argc, char **argv)
 		    read(fd, &peer, sizeof(peer)) != sizeof(peer))
 			die("exchange");
 		/* connected to the client's QP: its owner may use our MR */
-		connect_rc(qp, peer.qpn);
+		connect_rc(qp, peer.qpn, &peer.gid);
 		if (write(fd, "k", 1) != 1 || read(fd, &c, 1) != 1)
 			die("exchange");
 		if (!strcmp(argv[2], "dereg")) {
@@ -246,7 +253,7 @@ int main(int argc, char **argv)
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    read(s, &peer, sizeof(peer)) != sizeof(peer) || write(s, &me, sizeof(me)) != sizeof(me))
 		die("exchange");
-	connect_rc(qp, peer.qpn);
+	connect_rc(qp, peer.qpn, &peer.gid);
 	if (read(s, &c, 1) != 1)   /* the server's QP is connected to ours */
 		die("exchange (connected)");
 	client(qp, cq, mr, &peer, argv[4], s);

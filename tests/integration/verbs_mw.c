@@ -126,6 +126,9 @@ static void post_inv(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t rkey, vo
 		die("ibv_post_send (LOCAL_INV / SEND_WITH_INV)");
 }
 
+/* The GID of the peer process's node (the out-of-band exchange's). */
+static union ibv_gid peer_gid;
+
 static void xfer(int fd, void *p, size_t n, bool out)
 {
 	if ((out ? write(fd, p, n) : recv(fd, p, n, MSG_WAITALL)) != (ssize_t)n)
@@ -335,8 +338,9 @@ static int server(const char *addr, int port)
 	if (fd < 0)
 		die("accept");
 	xfer(fd, &peer, sizeof(peer), false);
-	rc_connect(qs, peer.qpn[0]);
-	rc_connect(qs2, peer.qpn[1]);
+	peer_gid = rc_xchg_gid(fd, s.ctx);
+	rc_connect_gid(qs, peer.qpn[0], &peer_gid);
+	rc_connect_gid(qs2, peer.qpn[1], &peer_gid);
 
 	/* a type 1 window: WRITE and READ over 1000 bytes */
 	old1 = mw1->rkey;
@@ -465,7 +469,7 @@ static void refused(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t dest, enum ib
 {
 	rc_post(qp, op, l, len, lkey, raddr, rkey, 1, 0, 77);
 	expect(cq, 77, IBV_WC_REM_ACCESS_ERR, -1, what);
-	rc_connect(qp, dest);
+	rc_connect_gid(qp, dest, &peer_gid);
 }
 
 /*
@@ -496,7 +500,7 @@ static void refused_soon(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t dest, en
 		passed++;
 		usleep(10000);
 	}
-	rc_connect(qp, dest);
+	rc_connect_gid(qp, dest, &peer_gid);
 	printf("%s: ok: %s: refused (%d passed before)\n", who, what, passed);
 }
 
@@ -542,9 +546,10 @@ static int client(const char *addr, int port)
 	me.qpn[0] = c1->qp_num;
 	me.qpn[1] = c2->qp_num;
 	xfer(fd, &me, sizeof(me), true);
+	peer_gid = rc_xchg_gid(fd, c1->context);
 	xfer(fd, &s, sizeof(s), false);
-	rc_connect(c1, s.qpn[0]);
-	rc_connect(c2, s.qpn[1]);
+	rc_connect_gid(c1, s.qpn[0], &peer_gid);
+	rc_connect_gid(c2, s.qpn[1], &peer_gid);
 
 	/* phase 1 */
 	for (uint32_t i = 0; i < W1_LEN; i++)

@@ -19,8 +19,9 @@
  * overwrote C's buffer), as a NIC's QP drops what it gets from a QP it is
  * not connected to. Nor when B gives V's own QPN (and its own GID): a QP
  * of V's connected to itself through another node's GID fails so, while a
- * loopback through V's own GID works.
- * The three exchange QPNs, addresses and rkeys through files in DIR.
+ * loopback through V's own GID works; nor without a GRH (an address vector
+ * that names no port). The three exchange QPNs, addresses, rkeys and
+ * their nodes' GIDs through files in DIR.
  *   verbs_rkey_peer v|b|c DIR
  */
 #include <infiniband/verbs.h>
@@ -104,7 +105,7 @@ static struct ibv_qp *qp_new(void)
 	return qp;
 }
 
-/* RTR and RTS to @dest; @gid: through a GRH to that GID (NULL: none) */
+/* RTR and RTS to @dest through a GRH to @gid (NULL: none, as on InfiniBand) */
 static void qp_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
@@ -116,7 +117,6 @@ static void qp_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid
 		a.ah_attr.grh.dgid = *gid;
 		a.ah_attr.grh.hop_limit = 64;
 	}
-
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("RTR");
@@ -131,9 +131,30 @@ static void qp_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid
 		die("RTS");
 }
 
-static void qp_connect(struct ibv_qp *qp, uint32_t dest)
+/* Our GID (our node's) to the others, in file "g" ROLE. */
+static void put_gid(void)
 {
-	qp_connect_gid(qp, dest, NULL);
+	union ibv_gid g;
+	uint64_t h[2];
+	char name[8];
+
+	if (ibv_query_gid(ctx, 1, 0, &g))
+		die("ibv_query_gid");
+	memcpy(h, g.raw, 16);
+	snprintf(name, sizeof(name), "g%s", role);
+	put(name, "%" PRIu64 " %" PRIu64 "\n", h[0], h[1]);
+}
+
+/* RTR and RTS to @dest, a QP of process @who (its node's GID in the GRH) */
+static void qp_connect(struct ibv_qp *qp, uint32_t dest, char who)
+{
+	char name[8] = { 'g', who, 0 };
+	union ibv_gid g;
+	uint64_t h[2];
+
+	get(name, 2, h);
+	memcpy(g.raw, h, 16);
+	qp_connect_gid(qp, dest, &g);
 }
 
 /* One signaled RDMA WR of 16 bytes between @buf (@mr) and (@raddr, @rkey);
@@ -190,10 +211,10 @@ static int victim(void)
 	put("v", "%" PRIu64 " %u %u %u %u %u %u\n", (uint64_t)(uintptr_t)mine, mm->rkey,
 	    qb[0]->qp_num, qb[1]->qp_num, qb[2]->qp_num, qb[3]->qp_num, qc->qp_num);
 	get("c", 3, c);   /* C's QPN, its buffer's address and rkey */
-	qp_connect(qc, (uint32_t)c[0]);
+	qp_connect(qc, (uint32_t)c[0], 'c');
 	get("b", NB + 2, b);   /* B's QPNs, and the (addr, rkey) it says is its buffer */
 	for (int i = 0; i < NB; i++)
-		qp_connect(qb[i], (uint32_t)b[i]);
+		qp_connect(qb[i], (uint32_t)b[i], 'b');
 	get("b.ready", 1, b + NB);   /* B's QPs connected too */
 	get("b", NB + 2, b);
 
@@ -230,7 +251,7 @@ static int victim(void)
 	 * C's QP drops what it gets from a QP it is not connected to) */
 	struct ibv_qp *qx = qp_new();
 
-	qp_connect(qx, (uint32_t)c[0]);
+	qp_connect(qx, (uint32_t)c[0], 'c');
 	memcpy(src, "B-VIA-C-QPN!!!!", 16);
 	expect("WRITE to C's MR on a QP connected to C's QPN (C's QP is connected to our other QP)",
 	       rdma(qx, false, src, sm, c[1], (uint32_t)c[2]), IBV_WC_RETRY_EXC_ERR);
@@ -256,6 +277,18 @@ static int victim(void)
 	       rdma(qz, false, src, sm, (uintptr_t)mine, mm->rkey), IBV_WC_SUCCESS);
 	if (memcmp(mine, "OUR-OWN-LOOPBACK", 16))
 		die("a loopback WRITE through our own GID did not land");
+	/* B gives our own QPN and tells us to connect without a GRH: roshm0
+	 * takes such an address vector (as written for InfiniBand; a RoCE NIC
+	 * refuses it), but it names no port, so it is no loopback either
+	 * (before, it was one, onto our own MRs) */
+	struct ibv_qp *qn = qp_new();
+
+	qp_connect_gid(qn, qn->qp_num, NULL);
+	memcpy(src, "B-NO-GRH-LOOPED!", 16);
+	expect("WRITE to our own MR on a QP connected to itself without a GRH",
+	       rdma(qn, false, src, sm, (uintptr_t)mine, mm->rkey), IBV_WC_RETRY_EXC_ERR);
+	if (memcmp(mine, "OUR-OWN-LOOPBACK", 16))
+		die("our own MR changed by a WRITE on a QP looped back without a GRH");
 	put("v.done", "1\n");
 	printf("verbs_rkey_peer v: ok\n");
 	return 0;
@@ -288,10 +321,10 @@ static int peer(bool hostile)
 		put("b", "%u %u %u %u %" PRIu64 " %u\n", q[0]->qp_num, q[1]->qp_num, q[2]->qp_num,
 		    q[3]->qp_num, (uint64_t)(uintptr_t)buf, mr->rkey);
 		for (int i = 0; i < NB; i++)
-			qp_connect(q[i], (uint32_t)v[2 + i]);
+			qp_connect(q[i], (uint32_t)v[2 + i], 'v');
 		put("b.ready", "1\n");
 	} else {
-		qp_connect(q[0], (uint32_t)v[6]);
+		qp_connect(q[0], (uint32_t)v[6], 'v');
 	}
 	get("v.done", 1, &done);
 	if (hostile ? memcmp(buf, "V-TO-B-OWN-MR!!", 16) : memcmp(buf, "V-TO-C-THROUGH-C", 16)) {
@@ -318,5 +351,6 @@ int main(int argc, char **argv)
 	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	if (!pd || !cq)
 		die("PD or CQ");
+	put_gid();
 	return role[0] == 'v' ? victim() : peer(role[0] == 'b');
 }

@@ -43,6 +43,7 @@ int main(void)
 	struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
 	struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
 	int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+	int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
 	struct ibv_device **dl;
 	struct ibv_context *ctx;
@@ -62,6 +63,7 @@ int main(void)
 	create_cq = sym("ibv_create_cq");
 	create_qp = sym("ibv_create_qp");
 	modify_qp = sym("ibv_modify_qp");
+	query_gid = sym("ibv_query_gid");
 	reg_mr = sym("ibv_reg_mr");
 	dl = get_list(NULL);
 	if (!dl || !dl[0] || strcmp(dl[0]->name, "roshm0"))
@@ -91,6 +93,10 @@ int main(void)
 		a.dest_qp_num = q[1 - i]->qp_num;
 		a.path_mtu = IBV_MTU_4096;
 		a.ah_attr.port_num = 1;
+		a.ah_attr.is_global = 1;   /* to our own port (a loopback) */
+		a.ah_attr.grh.hop_limit = 64;
+		if (query_gid(ctx, 1, 0, &a.ah_attr.grh.dgid))
+			die("ibv_query_gid");
 		if (modify_qp(q[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 			die("RTR");

@@ -116,8 +116,9 @@ static struct ibv_context *open_dev(void)
 	return ctx;
 }
 
-/* INIT, RTR to @dest, and for an XRC_SEND QP RTS (RNR retried for good). */
-static void xrc_connect(struct ibv_qp *qp, uint32_t dest)
+/* INIT, RTR to @dest at @gid, and for an XRC_SEND QP RTS (RNR retried for
+ * good). */
+static void xrc_connect(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
@@ -129,6 +130,9 @@ static void xrc_connect(struct ibv_qp *qp, uint32_t dest)
 	a.dest_qp_num = dest;
 	a.min_rnr_timer = 1;
 	a.path_mtu = IBV_MTU_4096;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.hop_limit = 64;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MTU |
 			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_AV))
 		die("modify_qp RTR");
@@ -202,6 +206,7 @@ static int server(const char *addr, int port)
 	struct ibv_qp *t[3];
 	struct ibv_qp_init_attr_ex qa;
 	struct info me, peer;
+	union ibv_gid pgid;
 	struct ibv_async_event ev;
 	uint32_t n;
 	int fd;
@@ -278,9 +283,10 @@ static int server(const char *addr, int port)
 	fd = oob(true, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
-	xrc_connect(t[0], peer.qpn[0]);
-	xrc_connect(t[1], peer.qpn[1]);
-	xrc_connect(t[2], peer.qpn[2]);
+	pgid = rc_xchg_gid(fd, ctx);
+	xrc_connect(t[0], peer.qpn[0], &pgid);
+	xrc_connect(t[1], peer.qpn[1], &pgid);
+	xrc_connect(t[2], peer.qpn[2], &pgid);
 	sync_byte(fd, 'c', 'c');   /* all connected */
 
 	/* the SENDs: on the CQ of the SRQ each named */
@@ -457,6 +463,7 @@ static int client(const char *addr, int port)
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp_ex *qx;
 	struct info me, peer;
+	union ibv_gid pgid;
 	struct ibv_wc wc;
 	int fd;
 
@@ -491,9 +498,10 @@ static int client(const char *addr, int port)
 	fd = oob(false, addr, port);
 	if (write(fd, &me, sizeof(me)) != sizeof(me) || read(fd, &peer, sizeof(peer)) != sizeof(peer))
 		die("exchange");
-	xrc_connect(q[0], peer.qpn[0]);
-	xrc_connect(q[1], peer.qpn[1]);
-	xrc_connect(q[2], peer.qpn[2]);
+	pgid = rc_xchg_gid(fd, ctx);
+	xrc_connect(q[0], peer.qpn[0], &pgid);
+	xrc_connect(q[1], peer.qpn[1], &pgid);
+	xrc_connect(q[2], peer.qpn[2], &pgid);
 	sync_byte(fd, 'c', 'c');
 	fill(b, 4000, 1);
 	post_xsend(q[0], IBV_WR_SEND, peer.srqn[0], b, 4000, m->lkey, 1);
