@@ -42,6 +42,7 @@ struct rd_txn {
 	uint32_t outstanding;         /* our operations in flight */
 	bool cas_sent;                /* the commit CAS of this attempt went out */
 	int32_t stage_err;            /* the staging WRITE failed */
+	uint32_t stage_done;          /* T_STAGE: bytes of the record sent so far */
 	bool have_last;
 	int32_t last_st;              /* the answer that drives the next step */
 	uint64_t last_res;
@@ -175,6 +176,7 @@ static void fresh_attempt(struct rd_txn *t)
 	t->have_seq = false;
 	t->committing = false;
 	t->again = false;
+	t->stage_done = 0;
 	if (rg->xport->txn_one && t->staged_len <= rg->xport->max_msg) {
 		t->id = new_id(t->e);
 		t->lb = rg->txn_lb > rg->txn_hint ? rg->txn_lb : rg->txn_hint;
@@ -339,20 +341,35 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 		int32_t wst;
 		uint64_t wres;
 
-		sl->seq = t->seq;
-		sl->crc = 0;
-		sl->crc = rd_txn_staged_crc(staged, t->staged_len);
-		t->stage_err = 0;
-		t->cas_sent = false;
-		t->have_last = false;
-		/* The staging WRITE and the commit CAS go out together: the
+		uint32_t max = t->region->xport->max_msg;
+
+		if (!t->stage_done) {
+			sl->seq = t->seq;
+			sl->crc = 0;
+			sl->crc = rd_txn_staged_crc(staged, t->staged_len);
+			t->stage_err = 0;
+			t->cas_sent = false;
+			t->have_last = false;
+		}
+		/* The staging WRITEs and the commit CAS go out together: the
 		 * transport executes one connection's requests in order (as an RC
-		 * QP does), so the CAS runs after the record is in place. */
-		if (issue(t, ROSHM_OP_WRITE, slot_off(t) + ROSHM_TXN_STAGE_OFF, t->staged_len, t->seq, 0,
-			  staged, NULL, &wst, &wres) && wst)
-			t->stage_err = wst;
-		if (t->retry_at)
-			return 0; /* the transport was full: stage again next round */
+		 * QP does), so the CAS runs after the record is in place. A
+		 * record longer than the transport's message (tcp's max_msg)
+		 * goes in pieces, each under the slot's sequence (the owner
+		 * refuses a piece for a slot that is no longer EMPTY(s)). */
+		while (t->stage_done < t->staged_len && !t->stage_err) {
+			uint32_t n = t->staged_len - t->stage_done;
+
+			if (max && n > max)
+				n = max;
+			if (issue(t, ROSHM_OP_WRITE, slot_off(t) + ROSHM_TXN_STAGE_OFF + t->stage_done, n,
+				  t->seq, 0, staged + t->stage_done, NULL, &wst, &wres) && wst)
+				t->stage_err = wst;
+			if (t->retry_at)
+				return 0; /* the transport was full: the rest next round */
+			t->stage_done += n;
+		}
+		t->stage_done = 0;
 		t->state = T_COMMIT;
 	}
 		/* fall through */
@@ -479,7 +496,8 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 		} else if (st) {
 			/* Connection lost, peer down, region gone: the outcome of a
 			 * sent commit is unknown; find out once the peer is back. */
-			if (st == -ESTALE || st == -EIO || st == -EOPNOTSUPP) {
+			if (st == -ESTALE || st == -EIO || st == -EOPNOTSUPP || st == -EMSGSIZE) {
+				/* (-EMSGSIZE: no attempt would fit either) */
 				txn_finish(t, st);
 				return;
 			}
@@ -577,9 +595,9 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 void rd_txn_complete(struct rd_txn *t, uint8_t opcode, int32_t status, uint64_t result)
 {
 	t->outstanding--;
-	if (opcode == ROSHM_OP_WRITE && t->state == T_COMMIT) {
+	if (opcode == ROSHM_OP_WRITE && (t->state == T_COMMIT || t->state == T_STAGE)) {
 		if (status && !t->stage_err)
-			t->stage_err = status; /* the staging write */
+			t->stage_err = status; /* a staging write */
 	} else {
 		t->have_last = true;
 		t->last_st = status;
@@ -589,6 +607,17 @@ void rd_txn_complete(struct rd_txn *t, uint8_t opcode, int32_t status, uint64_t 
 	 * fails them in any order). */
 	if (t->outstanding)
 		return;
+	if (t->state == T_STAGE) {
+		/* pieces of a record sent before the transport filled up: the
+		 * tick sends the rest, unless one failed (then as a failed
+		 * staging write, the CAS not sent) */
+		if (t->stage_err) {
+			t->stage_done = 0;
+			t->state = T_COMMIT;
+			advance(t, t->stage_err, 0);
+		}
+		return;
+	}
 	if (t->state == T_COMMIT && !t->cas_sent) {
 		if (t->stage_err)
 			advance(t, t->stage_err, 0);
@@ -623,6 +652,7 @@ static struct rd_txn *txn_get(struct rd_poller *p, struct rd_client *c, struct r
 	c->txn_active++;
 	e->tenant_active[c->tidx]++;
 	t->staged_len = sizeof(struct roshm_txn_slot) - ROSHM_TXN_STAGE_OFF;
+	t->stage_done = 0;
 	return t;
 }
 

@@ -283,6 +283,80 @@ static void test_remote_stream(void **state)
 }
 
 /*
+ * Records longer than the tcp transport's message (transport.tcp.max_msg is
+ * 4096 in this group): the writer's roshmd stages them in pieces under the
+ * slot's sequence, and each commits whole, once. Before, the one staging
+ * WRITE got -EMSGSIZE on every attempt, each commit CAS marked a slot whose
+ * record never came, and roshm_txn_sync gave -ETIMEDOUT after deadline_ms.
+ * A record within max_msg (the one-request commit) is the control.
+ */
+#define BIG_SLOT 16384
+static const uint32_t big_len[] = { 3000, 6000, 12000 };
+
+static uint8_t big_pat(uint32_t i, uint32_t k)
+{
+	return (uint8_t)(i * 13 + k * 7 + 1);
+}
+
+static int big_main(void *arg)
+{
+	const char *region = arg;
+	struct roshm *r = attach(2);
+	uint32_t h;
+	uint8_t *a;
+	int ret = -ENOENT;
+
+	CHECK(r);
+	for (int i = 0; i < 300 && ret == -ENOENT; i++)
+		if ((ret = roshm_region_open(r, region, &h, NULL)) == -ENOENT)
+			usleep(10000);
+	CHECK_EQ(ret, 0);
+	a = roshm_arena(r, NULL);
+	for (uint32_t k = 0; k < sizeof(big_len) / sizeof(big_len[0]); k++) {
+		struct roshm_txn_write tw = { .off = (uint64_t)k * BIG_SLOT, .arena_off = 0,
+					      .len = big_len[k] };
+
+		for (uint32_t i = 0; i < big_len[k]; i++)
+			a[i] = big_pat(i, k);
+		ret = roshm_txn_sync(r, h, &tw, 1, NULL);
+		if (ret)
+			fprintf(stderr, "a record of %u bytes through tcp (max_msg 4096): %s\n",
+				big_len[k], strerror(-ret));
+		CHECK_EQ(ret, 0);
+	}
+	roshm_close(r);
+	return 0;
+}
+
+static void test_remote_big_record(void **state)
+{
+	struct roshm_region_opts o = { .txn_slots = 8, .slot_size = BIG_SLOT };
+	struct roshm *owner = attach(1);
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+
+	(void)state;
+	assert_non_null(owner);
+	assert_int_equal(roshm_region_create(owner, "txn-big", DATA_SIZE, &o, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	hdr = (struct roshm_region_hdr *)(void *)(d - roshm_region_data_off(8, BIG_SLOT));
+	assert_int_equal(th_wait(th_spawn_ns(nodes[2].netns, big_main, "default/txn-big")), 0);
+	wait_applied(hdr);
+	for (uint32_t k = 0; k < sizeof(big_len) / sizeof(big_len[0]); k++)
+		for (uint32_t i = 0; i < big_len[k]; i++)
+			if (d[(uint64_t)k * BIG_SLOT + i] != big_pat(i, k))
+				fail_msg("record %u (%u bytes): byte %u is 0x%02x, not 0x%02x", k,
+					 big_len[k], i, d[(uint64_t)k * BIG_SLOT + i], big_pat(i, k));
+	print_message("records of 3000, 6000 and 12000 bytes (max_msg 4096): applied whole, "
+		      "log sequence %llu, %llu aborted\n", (unsigned long long)hdr->txn_applied,
+		      (unsigned long long)hdr->txn_aborted);
+	assert_int_equal(hdr->txn_applied, 3);
+	assert_int_equal(hdr->txn_aborted, 0);
+	roshm_close(owner);
+}
+
+/*
  * The two-writer scenarios: the owner (this process) on node 1, writer 0 on
  * node 2 and writer 1 on node 3 streaming into @name, until writer 0 has
  * @progress acknowledged; then the scenario injects its failure.
@@ -600,7 +674,7 @@ static int setup_multi(void **state)
 		snprintf(ns, sizeof(ns), "%s-%d", prefix, n);
 		snprintf(extra, sizeof(extra),
 			 "%stransport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = 7471;"
-			 " secret_file = \"%s/secret\"; }; };\n"
+			 " secret_file = \"%s/secret\"; max_msg = 4096; }; };\n"
 			 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
 			 txn_conf, n, workdir, workdir);
 		if (th_daemon_start_ns(&nodes[n], name, ns, extra))
@@ -626,6 +700,7 @@ int main(void)
 	};
 	const struct CMUnitTest multi[] = {
 		cmocka_unit_test(test_remote_stream),
+		cmocka_unit_test(test_remote_big_record),
 		cmocka_unit_test(test_link_cut),
 		cmocka_unit_test(test_answer_lost),
 		cmocka_unit_test(test_drain_under_load),
