@@ -284,7 +284,7 @@ static void test_remote_stream(void **state)
 
 /*
  * Records longer than the tcp transport's message (transport.tcp.max_msg is
- * 4096 in this group): the writer's roshmd stages them in pieces under the
+ * 4096 on nodes 1 and 2): the writer's roshmd stages them in pieces under the
  * slot's sequence, and each commits whole, once. Before, the one staging
  * WRITE got -EMSGSIZE on every attempt, each commit CAS marked a slot whose
  * record never came, and roshm_txn_sync gave -ETIMEDOUT after deadline_ms.
@@ -353,6 +353,69 @@ static void test_remote_big_record(void **state)
 		      (unsigned long long)hdr->txn_aborted);
 	assert_int_equal(hdr->txn_applied, 3);
 	assert_int_equal(hdr->txn_aborted, 0);
+	roshm_close(owner);
+}
+
+/*
+ * Nodes 1 and 2 run transport.tcp.max_msg 4096, node 3 the default 1 MiB.
+ * What node 3 sends node 1 beyond 4096 bytes (a WRITE, a READ, a one-request
+ * transaction commit) is refused alone with -EMSGSIZE, and the connection
+ * carries on: the operations after it succeed. Before, node 1 took such a
+ * frame for a protocol violation and reset the connection, failing all that
+ * was in flight on it, again at each retry.
+ */
+static int mixed_main(void *arg)
+{
+	const char *region = arg;
+	struct roshm *r = attach(3);
+	struct roshm_txn_write tw = { .off = 0, .arena_off = 0, .len = 6000 };
+	uint32_t h;
+	uint8_t *a;
+	int ret = -ENOENT;
+
+	CHECK(r);
+	for (int i = 0; i < 300 && ret == -ENOENT; i++)
+		if ((ret = roshm_region_open(r, region, &h, NULL)) == -ENOENT)
+			usleep(10000);
+	CHECK_EQ(ret, 0);
+	a = roshm_arena(r, NULL);
+	for (uint32_t i = 0; i < 8192; i++)
+		a[i] = big_pat(i, 9);
+	CHECK_EQ(roshm_write_sync(r, h, 0, 0, 8192), -EMSGSIZE);
+	CHECK_EQ(roshm_read_sync(r, h, 0, 16384, 8192), -EMSGSIZE);
+	CHECK_EQ(roshm_txn_sync(r, h, &tw, 1, NULL), -EMSGSIZE);
+	/* the same connection, on */
+	CHECK_EQ(roshm_write_sync(r, h, 0, 0, 4096), 0);
+	memset(a + 16384, 0, 4096);
+	CHECK_EQ(roshm_read_sync(r, h, 0, 16384, 4096), 0);
+	CHECK(!memcmp(a, a + 16384, 4096));
+	tw.off = 4096;
+	tw.len = 3000;
+	CHECK_EQ(roshm_txn_sync(r, h, &tw, 1, NULL), 0);
+	roshm_close(r);
+	return 0;
+}
+
+static void test_mixed_max_msg(void **state)
+{
+	struct roshm_region_opts o = { .txn_slots = 8, .slot_size = BIG_SLOT };
+	struct roshm *owner = attach(1);
+	struct roshm_region_hdr *hdr;
+	uint32_t h;
+	uint8_t *d;
+
+	(void)state;
+	assert_non_null(owner);
+	assert_int_equal(roshm_region_create(owner, "txn-mixed", DATA_SIZE, &o, &h), 0);
+	d = roshm_region_data(owner, h, NULL);
+	hdr = (struct roshm_region_hdr *)(void *)(d - roshm_region_data_off(8, BIG_SLOT));
+	assert_int_equal(th_wait(th_spawn_ns(nodes[3].netns, mixed_main, "default/txn-mixed")), 0);
+	wait_applied(hdr);
+	for (uint32_t i = 0; i < 4096 + 3000; i++)
+		if (d[i] != big_pat(i < 4096 ? i : i - 4096, 9))
+			fail_msg("byte %u is 0x%02x after the refused operations and the ones after them",
+				 i, d[i]);
+	assert_int_equal(hdr->txn_applied, 1);
 	roshm_close(owner);
 }
 
@@ -674,9 +737,9 @@ static int setup_multi(void **state)
 		snprintf(ns, sizeof(ns), "%s-%d", prefix, n);
 		snprintf(extra, sizeof(extra),
 			 "%stransport: { tcp: { enabled = true; listen = \"198.18.0.%d\"; port = 7471;"
-			 " secret_file = \"%s/secret\"; max_msg = 4096; }; };\n"
+			 " secret_file = \"%s/secret\";%s }; };\n"
 			 "registry: { dir = \"%s/registry\"; revalidate_ms = 200; };\n",
-			 txn_conf, n, workdir, workdir);
+			 txn_conf, n, workdir, n < 3 ? " max_msg = 4096;" : "", workdir);
 		if (th_daemon_start_ns(&nodes[n], name, ns, extra))
 			return -1;
 	}
@@ -701,6 +764,7 @@ int main(void)
 	const struct CMUnitTest multi[] = {
 		cmocka_unit_test(test_remote_stream),
 		cmocka_unit_test(test_remote_big_record),
+		cmocka_unit_test(test_mixed_max_msg),
 		cmocka_unit_test(test_link_cut),
 		cmocka_unit_test(test_answer_lost),
 		cmocka_unit_test(test_drain_under_load),

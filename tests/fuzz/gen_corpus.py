@@ -298,6 +298,11 @@ put('tcp_frames', 'raw_stage_write_late', fctl(1, 0, 64) + req(FADD, 48, 8, op1=
 put('tcp_frames', 'raw_header_write', fctl(1, 0, 64) + req(WRITE, 0, 16, flags=F_RAW) + b'H' * 16)
 put('tcp_frames', 'raw_state_cas', fctl(1, 0, 64) + req(CAS, 4096, 8, op1=0, op2=1, flags=F_RAW))
 put('tcp_frames', 'bad_opcode', fctl(1, 0, 64) + req(99, 0, 8))
+# longer than max_msg (32 KiB in the target): -EMSGSIZE alone, a payload
+# dropped, the frames behind go on
+put('tcp_frames', 'over_max_msg', fctl(1, 0, 64) + req(READ, 0, 1 << 20) +
+    req(WRITE, 0, (32 << 10) + 1, tag=2) + b'O' * ((32 << 10) + 1) +
+    req(TXC, 0, (32 << 10) + 8, op1=7, tag=3) + b'T' * ((32 << 10) + 8) + req(READ, 0, 64, tag=4))
 put('tcp_frames', 'unfixed_key', fctl(0, 0, 64) + req(WRITE, 0, 8, key=1) + b'12345678')
 put('tcp_frames', 'many_reads', fctl(1, 0, 8) + b''.join(req(READ, 0, 4096, tag=i) for i in range(64)))
 put('tcp_frames', 'misaligned_atomic', fctl(1, 0, 64) + req(FADD, 3, 8, op1=1))

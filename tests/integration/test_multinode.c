@@ -946,13 +946,28 @@ static int security_probe(void *arg)
 	CHECK(write(fd, &q, sizeof(q)) == sizeof(q));
 	CHECK(closed_by_peer(fd));
 	close(fd);
-	/* oversized frame -> disconnected */
+	/* longer than the node's transport.tcp.max_msg (1 MiB), as from a node
+	 * configured with more: refused alone (-EMSGSIZE, a WRITE's payload
+	 * dropped), and the connection goes on */
+	uint8_t before[64], after[64], *big = malloc((1u << 20) + 1);
+
+	CHECK(big);
+	memset(big, 0xEE, (1u << 20) + 1);
 	fd = raw_peer(SECRET);
 	CHECK(fd >= 0);
-	q.opcode = ROSHM_OP_WRITE;
-	q.len = 512u << 20;
-	CHECK(write(fd, &q, sizeof(q)) == sizeof(q));
-	CHECK(closed_by_peer(fd));
+	CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
+	CHECK_EQ(r.status, 0);
+	CHECK(read_full(fd, before, 64) == 1);
+	CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 512u << 20, NULL, &r), 0);
+	CHECK_EQ(r.status, -EMSGSIZE);
+	CHECK_EQ(r.len, 0);
+	CHECK_EQ(send_req(fd, ROSHM_OP_WRITE, x->id, x->key, x->epoch, 0, (1u << 20) + 1, big, &r), 0);
+	CHECK_EQ(r.status, -EMSGSIZE);
+	CHECK_EQ(send_req(fd, ROSHM_OP_READ, x->id, x->key, x->epoch, 0, 64, NULL, &r), 0);
+	CHECK_EQ(r.status, 0);
+	CHECK(read_full(fd, after, 64) == 1);
+	CHECK(!memcmp(before, after, 64));   /* none of the refused WRITE landed */
+	free(big);
 	close(fd);
 	return 0;
 }

@@ -14,8 +14,10 @@
  *                           mac_s = HMAC(secret, "roshm-srv" nonce_r nonce_s node_r node_s)}
  *   requester -> responder  roshm_tcp_hello3 {mac_r = HMAC(secret, "roshm-req" nonce_s nonce_r node_s node_r)}
  *
- * A peer that fails it, or later sends a malformed or oversized frame, is
- * disconnected; nothing it sent is applied.
+ * A peer that fails it, or later sends a malformed frame, is disconnected;
+ * nothing it sent is applied. A WRITE, READ or TXN_COMMIT longer than the
+ * responder's max_msg is answered -EMSGSIZE (its payload dropped) and the
+ * connection goes on.
  */
 #ifndef ROSHM_WIRE_H
 #define ROSHM_WIRE_H

@@ -101,7 +101,12 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 		memcpy(&q, h, sizeof(q));
 		if (rd_tcp_req_malformed(t, &q))
 			return -1;
-		uint32_t need = sizeof(struct roshm_tcp_resp) + (q.opcode == ROSHM_OP_READ ? q.len : 0);
+		/* longer than our transport.tcp.max_msg (a node configured with
+		 * a larger one): -EMSGSIZE for it alone, its payload dropped,
+		 * the connection and the requests behind it go on */
+		bool big = q.len > t->max_msg;
+		uint32_t need = sizeof(struct roshm_tcp_resp) +
+				(q.opcode == ROSHM_OP_READ && !big ? q.len : 0);
 
 		if (tx_space(c) < need) {
 			if (!c->blocked) {
@@ -115,6 +120,23 @@ static int frame_header(struct rd_tcp *t, struct rd_tcp_conn *c)
 			rd_tcp_conn_events(t, c);
 		}
 		c->rx_start += sizeof(q);
+		if (big) {
+			if (q.opcode == ROSHM_OP_READ) {
+				respond(c, q.tag, -EMSGSIZE, 0, NULL, 0);
+				return 1;
+			}
+			/* WRITE or TXN_COMMIT (malformed let no other opcode
+			 * have such a length): answered after its payload */
+			memcpy(c->rx_hdr, &q, sizeof(q));
+			c->rx_dst = NULL;
+			c->rx_rg = NULL;
+			c->rx_word = NULL;
+			c->rx_status = -EMSGSIZE;
+			c->rx_result = 0;
+			c->rx_left = c->rx_len = q.len;
+			c->rx_state = 1;
+			return 1;
+		}
 		if (q.opcode == ROSHM_OP_TXN_COMMIT) {
 			rd_tcp_txn_header(t, c, &q);
 			if (!q.len)
