@@ -162,6 +162,14 @@ struct rv_rkey *rv_rkey_resolve(struct rv_ctx *c, uint32_t rkey, uint32_t mask, 
 			 * third process's that granted it to us (a NIC's
 			 * responder knows only its own MRs) */
 			return c->rkeys[i].owner == owner ? &c->rkeys[i] : NULL;
+	/* an rkey of one of our own MRs or windows (their names are ours in
+	 * the tenant: no other process has one of that rkey) while the peer
+	 * is another client: refused here, with no region opened and no round
+	 * trip to roshmd for each such WR a lying peer asks of us */
+	if (c->self_owner && owner != c->self_owner)
+		for (const struct rv_mr *m = c->mrs; m; m = m->next)
+			if (m->mr.rkey == rkey)
+				return NULL;
 	/* an empty entry first (a failed lookup leaves its entry empty: a run
 	 * of them does not push out rkeys in use), else one no WR uses */
 	for (unsigned i = 0; i < RV_RKEY_CACHE && !k; i++)
