@@ -43,6 +43,7 @@ struct rd_txn {
 	bool cas_sent;                /* the commit CAS of this attempt went out */
 	int32_t stage_err;            /* the staging WRITE failed */
 	uint32_t stage_done;          /* T_STAGE: bytes of the record sent so far */
+	bool small;                   /* the owner's node took no TXN_COMMIT this long: pieces of TCP_MSG_FLOOR */
 	bool have_last;
 	int32_t last_st;              /* the answer that drives the next step */
 	uint64_t last_res;
@@ -74,6 +75,9 @@ struct rd_txn_engine {
 };
 
 #define RETRY_US 200
+/* The least transport.tcp.max_msg a node may have (config_schema.h): every
+ * node takes frames of this length. */
+#define TCP_MSG_FLOOR 4096u
 /* Steps one transaction may take in one call when they complete at once
  * (local regions): a hostile owner's header must not keep the poller. */
 #define STEPS_PER_ROUND 8
@@ -177,7 +181,7 @@ static void fresh_attempt(struct rd_txn *t)
 	t->committing = false;
 	t->again = false;
 	t->stage_done = 0;
-	if (rg->xport->txn_one && t->staged_len <= rg->xport->max_msg) {
+	if (rg->xport->txn_one && t->staged_len <= rg->xport->max_msg && !t->small) {
 		t->id = new_id(t->e);
 		t->lb = rg->txn_lb > rg->txn_hint ? rg->txn_lb : rg->txn_hint;
 		t->state = T_ONE;
@@ -343,6 +347,9 @@ static int step_issue(struct rd_txn *t, int32_t *st, uint64_t *res)
 
 		uint32_t max = t->region->xport->max_msg;
 
+		if (t->small && max > TCP_MSG_FLOOR)
+			max = TCP_MSG_FLOOR;
+
 		if (!t->stage_done) {
 			sl->seq = t->seq;
 			sl->crc = 0;
@@ -420,6 +427,26 @@ static inline enum txn_state stage_or_wait(const struct rd_txn *t)
  * The answer to a TXN_COMMIT (T_ONE): 1 the next step is set (issue it), 0
  * wait (a retry is set), -1 finished.
  */
+/*
+ * The owner's node refused a frame of this attempt as longer than it takes
+ * (its transport.tcp.max_msg is smaller than ours; the record fits the
+ * slot, the writer checked): a one-request commit, or a staging piece. Once,
+ * again through the log in pieces every node takes; then -EMSGSIZE.
+ * (A CAS sent behind a refused piece committed a slot whose record never
+ * came: the owner gives that sequence up.)
+ */
+static void too_long(struct rd_txn *t)
+{
+	if (!t->small && t->staged_len > TCP_MSG_FLOOR) {
+		t->small = true;
+		RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
+		fresh_attempt(t);
+		retry_later(t);
+		return;
+	}
+	txn_finish(t, -EMSGSIZE);
+}
+
 static int one_answer(struct rd_txn *t, int32_t st, uint64_t res)
 {
 	uint64_t s = ROSHM_TCP_TXN_SEQ(res);
@@ -430,7 +457,10 @@ static int one_answer(struct rd_txn *t, int32_t st, uint64_t res)
 	case -EAGAIN: /* nothing happened: log full or draining */
 		retry_later(t);
 		return 0;
-	case -ESTALE: case -EIO: case -EOPNOTSUPP: case -EMSGSIZE: case -EACCES:
+	case -EMSGSIZE:   /* nothing ran */
+		too_long(t);
+		return t->state == T_FREE ? -1 : 0;
+	case -ESTALE: case -EIO: case -EOPNOTSUPP: case -EACCES:
 		txn_finish(t, st); /* the owner's answer (EIO: the outcome is lost) */
 		return -1;
 	default:
@@ -496,8 +526,11 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 		} else if (st) {
 			/* Connection lost, peer down, region gone: the outcome of a
 			 * sent commit is unknown; find out once the peer is back. */
+			if (st == -EMSGSIZE && t->state == T_COMMIT && !t->committing) {
+				too_long(t);   /* a staging piece, the CAS not sent */
+				return;
+			}
 			if (st == -ESTALE || st == -EIO || st == -EOPNOTSUPP || st == -EMSGSIZE) {
-				/* (-EMSGSIZE: no attempt would fit either) */
 				txn_finish(t, st);
 				return;
 			}
@@ -541,6 +574,10 @@ static void advance(struct rd_txn *t, int32_t st, uint64_t res)
 			t->state = T_STAGE;
 			break;
 		case T_COMMIT:
+			if (t->stage_err == -EMSGSIZE) {
+				too_long(t);   /* a staging piece, the CAS sent behind it */
+				return;
+			}
 			if (!t->stage_err && res == ROSHM_TXN_STATE(t->seq, ROSHM_TXN_EMPTY)) {
 				RD_STAT_ADD(t->e->p->stats.txn_committed, 1);
 				txn_finish(t, 0);
@@ -653,6 +690,7 @@ static struct rd_txn *txn_get(struct rd_poller *p, struct rd_client *c, struct r
 	e->tenant_active[c->tidx]++;
 	t->staged_len = sizeof(struct roshm_txn_slot) - ROSHM_TXN_STAGE_OFF;
 	t->stage_done = 0;
+	t->small = false;
 	return t;
 }
 
