@@ -79,6 +79,45 @@ bool rc_active_qpn(uint32_t qpn)
 	return false;
 }
 
+/*
+ * May the peer at the other end of @i's socket give @gid, in its REQ or REP,
+ * as its port's? Our own port's GID only from an address of this node: the
+ * address vector built from it names our own port, which is what lets a QP
+ * of ours use a peer ring of our own client (rkey.c, av_is_ours), and so
+ * our RDMA into our own MRs. A NIC's CM takes that GID from the packet's
+ * own GRH, so a peer on another node cannot claim ours; here it is a field
+ * the peer writes (no path resolution), and a peer elsewhere that claimed
+ * it could connect two of our own QPs to each other (a REQ to our listener
+ * naming the QP our active id connects to it with, then a REP to that id
+ * naming our passive QP). An address is ours when a socket can be bound
+ * to it in our network namespace.
+ */
+bool rc_gid_claim_ok(const struct rc_id *i, const uint8_t gid[16])
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	bool mine = false, local;
+	union ibv_gid g;
+	int s;
+
+	for (int k = 0; rc_dev.verbs && k < rc_dev.gid_len && !mine; k++)
+		mine = !ibv_query_gid(rc_dev.verbs, 1, k, &g) && !memcmp(g.raw, gid, 16);
+	if (!mine)
+		return true;
+	if (getpeername(i->fd, (struct sockaddr *)&ss, &len) ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+		return false;
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+	s = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	local = s >= 0 && !bind(s, (struct sockaddr *)&ss, len);
+	if (s >= 0)
+		close(s);
+	return local;
+}
+
 uint64_t rc_now_ms(void)
 {
 	struct timespec t;

@@ -5,7 +5,8 @@
 # and libibverbs.so.1 through LD_LIBRARY_PATH and nothing else.
 #   check_rdmacm.sh BUILD_ROOT VERBS_DIR RDMACM_CHECK cm|send [SANITIZE]
 # cm:   rdmacm_check server/client (the API across the nodes, RDMA through
-#       the QPs it connects) and local (hostile peers on both ends of the CM
+#       the QPs it connects), gid-v/gid-p (a peer on node b that gives node
+#       a's own GID as its own is refused) and local (hostile peers on both ends of the CM
 #       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts,
 #       RDMA_PS_UDP's SIDR answers and datagrams, XRC);
 #       Debian's ucmatose -C 0 (connections without messages: several, then
@@ -89,6 +90,14 @@ if [[ $mode == cm ]]; then
   in_a timeout 200 $ca "$check" local 7700 "$ADDR_A" >"$d/check.local" 2>&1 ||
     { cat "$d/check.local"; fail "rdmacm_check local"; }
   cat "$d/check.local"
+  # a peer on node b that gives node a's own GID as its own (rc_gid_claim_ok)
+  bg_a timeout 120 $ca "$check" gid-v 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.v" 2>&1
+  srv=$BG_PID
+  in_b timeout 120 $cb "$check" gid-p 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.p" 2>&1 ||
+    { cat "$d/gid.p" "$d/gid.v"; fail "rdmacm_check gid-p"; }
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/gid.v" "$d/gid.p"; fail "rdmacm_check gid-v exited $rc"; }
+  cat "$d/gid.v" "$d/gid.p"
 
   # ucmatose's listener first gets garbage, then half a REQ from a peer that
   # leaves; it must still take its two connections

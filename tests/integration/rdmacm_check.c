@@ -2326,6 +2326,159 @@ static void loop_rep(int port)
 	rdma_freeaddrinfo(r);
 }
 
+/*
+ * A peer on another node (P, node b: plain TCP speaking the CM's wire
+ * format) that gives our own port's GID as its own: V (node a) has a
+ * listener on ADDR_A:PORT and an active id X connecting to P at
+ * ADDR_B:PORT+1. P learns X's QPN and V's GID from X's REQ, and
+ *   1. sends V's listener a REQ naming X's QPN with V's GID: refused unseen
+ *      (a REJ to P, no CONNECT_REQUEST at V). Before, V's accept made a QP
+ *      connected to X whose address vector named V's own port, and P's REP
+ *      to X naming that QP connected two of V's QPs to each other: X's RDMA
+ *      WRITE to "P's buffer" landed in V's own MR;
+ *   2. sends the same REQ with another GID (private data "ctrl"): it comes
+ *      to V as a CONNECT_REQUEST, which V rejects (the listener works);
+ *   3. answers X's REQ with a REP with V's GID: X gets CONNECT_ERROR, not
+ *      ESTABLISHED.
+ *   rdmacm_check gid-v PORT ADDR_A ADDR_B   (node a)
+ *   rdmacm_check gid-p PORT ADDR_A ADDR_B   (node b)
+ */
+static int tcp_to(const char *addr, int port, bool listen_)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	CHECK(fd >= 0 && inet_pton(AF_INET, addr, &a.sin_addr) == 1, "socket or address %s", addr);
+	if (listen_) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		CHECK(!bind(fd, (struct sockaddr *)&a, sizeof(a)) && !listen(fd, 4), "listen on %s:%d: %s",
+		      addr, port, strerror(errno));
+		return fd;
+	}
+	for (int i = 0; connect(fd, (struct sockaddr *)&a, sizeof(a)); i++) {
+		CHECK(i < 100, "connect to %s:%d: %s", addr, port, strerror(errno));
+		usleep(100000);
+	}
+	return fd;
+}
+
+/* The next CM message on raw socket @fd within 5 s (type 0: the peer closed) */
+static struct rc_msg raw_next(int fd)
+{
+	uint8_t rb[RC_WIRE_MAX];
+	struct rc_msg m;
+	size_t got = 0;
+
+	memset(&m, 0, sizeof(m));
+	for (int n = 0; n <= 0;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		CHECK(poll(&pf, 1, 5000) == 1, "no answer within 5 s");
+		r = recv(fd, rb + got, sizeof(rb) - got, 0);
+		if (r <= 0) {
+			m.type = 0;
+			return m;
+		}
+		got += (size_t)r;
+		n = rc_wire_decode(rb, got, &m);
+		CHECK(n >= 0, "an answer that does not decode");
+	}
+	return m;
+}
+
+static int gid_p(int port, const char *addr_a, const char *addr_b)
+{
+	int lf = tcp_to(addr_b, port + 1, true), xc, vc, n;
+	struct rc_msg reqx, m, a;
+	uint8_t b[RC_WIRE_MAX + 64];
+
+	who = "gid-p";
+	xc = accept(lf, NULL, NULL);
+	CHECK(xc >= 0, "accept X");
+	reqx = raw_next(xc);
+	CHECK(reqx.type == RC_MSG_REQ, "X sent %u, not a REQ", reqx.type);
+	/* 1: X's QPN, V's GID */
+	vc = tcp_to(addr_a, port, false);
+	m = conn_msg(RC_MSG_REQ, reqx.qpn);
+	memcpy(m.gid, reqx.gid, 16);
+	memcpy(m.pd, "forged", 7);
+	m.pd_len = 7;
+	n = frame(&m, b);
+	CHECK(send(vc, b, (size_t)n, 0) == n, "send the forged REQ");
+	a = raw_next(vc);
+	printf("gid-p: a REQ with V's own GID from node b: answered %u (REJ is %u)\n", a.type,
+	       RC_MSG_REJ);
+	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REQ with V's own GID from node b: answered %u, "
+	      "not refused", a.type);
+	close(vc);
+	/* 2: another GID */
+	vc = tcp_to(addr_a, port, false);
+	m.gid[15] ^= 1;
+	memcpy(m.pd, "ctrl", 5);
+	m.pd_len = 5;
+	n = frame(&m, b);
+	CHECK(send(vc, b, (size_t)n, 0) == n, "send the control REQ");
+	a = raw_next(vc);
+	CHECK(a.type == RC_MSG_REJ, "the control REQ: answered %u, not V's REJ", a.type);
+	close(vc);
+	/* 3: a REP to X with V's GID */
+	m = conn_msg(RC_MSG_REP, 0x123456);
+	memcpy(m.gid, reqx.gid, 16);
+	n = frame(&m, b);
+	CHECK(send(xc, b, (size_t)n, 0) == n, "send the REP");
+	a = raw_next(xc);
+	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REP with V's own GID: answered %u", a.type);
+	printf("gid-p: ok\n");
+	return 0;
+}
+
+static int gid_v(int port, const char *addr_a, const char *addr_b)
+{
+	struct rdma_event_channel *L = rdma_create_event_channel(), *C = rdma_create_event_channel();
+	struct rdma_addrinfo *r = ai(addr_a, port, true);
+	struct rdma_cm_id *lid, *x;
+	struct rdma_cm_event *e;
+
+	who = "gid-v";
+	nonblock(L);
+	nonblock(C);
+	CHECK(!rdma_create_id(L, &lid, NULL, RDMA_PS_TCP) && !rdma_bind_addr(lid, r->ai_src_addr) &&
+	      !rdma_listen(lid, 4), "listener: %s", strerror(errno));
+	x = resolve(C, addr_b, port + 1);
+	cm_qp(x);
+	CHECK(!rdma_connect(x, NULL), "rdma_connect: %s", strerror(errno));
+	/* both channels driven (X's REQ goes out as C is): the listener's
+	 * only request is the control one (2); X's answer is P's REP (3) */
+	bool ctrl = false, xdone = false;
+
+	for (uint64_t end = now_ms() + 30000; (!ctrl || !xdone) && now_ms() < end;) {
+		if ((e = ev_next(L, 10))) {
+			CHECK(e->event == RDMA_CM_EVENT_CONNECT_REQUEST, "listener: %s", estr(e->event));
+			CHECK(e->param.conn.private_data_len >= 5 &&
+			      !memcmp(e->param.conn.private_data, "ctrl", 5),
+			      "a REQ from node b that gives our own GID came as a CONNECT_REQUEST "
+			      "(\"%.6s\")", (const char *)e->param.conn.private_data);
+			CHECK(!rdma_reject(e->id, NULL, 0), "rdma_reject: %s", strerror(errno));
+			rdma_destroy_id(e->id);
+			rdma_ack_cm_event(e);
+			ctrl = true;
+		}
+		if ((e = ev_next(C, 10))) {
+			printf("gid-v: X after a REP with our own GID from node b: %s (status %d)\n",
+			       estr(e->event), e->status);
+			CHECK(e->event != RDMA_CM_EVENT_ESTABLISHED, "X ESTABLISHED by a REP with our own "
+			      "GID from node b");
+			rdma_ack_cm_event(e);
+			xdone = true;
+		}
+	}
+	CHECK(ctrl && xdone, "within 30 s: the control request %s, X's answer %s", ctrl ? "came" :
+	      "did not come", xdone ? "came" : "did not come");
+	printf("gid-v: ok\n");
+	return 0;
+}
+
 static int local(int port, const char *addr)
 {
 	who = "rdmacm_check local";
@@ -2416,6 +2569,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && !strcmp(argv[1], "probe"))
 		return probe();
+	if (argc == 5 && !strcmp(argv[1], "gid-v"))
+		return gid_v(atoi(argv[2]), argv[3], argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "gid-p"))
+		return gid_p(atoi(argv[2]), argv[3], argv[4]);
 	if (argc == 5 && !strcmp(argv[1], "h-passive"))
 		return h_passive(argv[2], atoi(argv[3]), argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "h-migrate"))
