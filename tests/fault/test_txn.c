@@ -62,6 +62,18 @@ static struct roshm *attach(int node)
 	return roshm_open(&p, &err);
 }
 
+/* @name opened, waiting up to 3 s for its record to reach this node: 0 or
+ * the error */
+static int open_wait(struct roshm *r, const char *name, uint32_t *h)
+{
+	int ret = -ENOENT;
+
+	for (int i = 0; i < 300 && ret == -ENOENT; i++)
+		if ((ret = roshm_region_open(r, name, h, NULL)) == -ENOENT)
+			usleep(10000);
+	return ret;
+}
+
 static int writer_main(void *arg)
 {
 	struct writer *x = arg;
@@ -71,10 +83,7 @@ static int writer_main(void *arg)
 	int ret = -ENOENT;
 
 	CHECK(r);
-	for (int i = 0; i < 300 && ret == -ENOENT; i++)
-		if ((ret = roshm_region_open(r, x->region, &h, NULL)) == -ENOENT)
-			usleep(10000);
-	CHECK_EQ(ret, 0);
+	CHECK_EQ(open_wait(r, x->region, &h), 0);
 	a = roshm_arena(r, NULL);
 	for (int i = 0; i < x->ntx; i++) {
 		uint64_t id = ((uint64_t)x->w << 32) | (uint64_t)i, off = ((uint64_t)x->w * MAXTX + (uint64_t)i) * REC;
@@ -307,10 +316,7 @@ static int big_main(void *arg)
 	int ret = -ENOENT;
 
 	CHECK(r);
-	for (int i = 0; i < 300 && ret == -ENOENT; i++)
-		if ((ret = roshm_region_open(r, region, &h, NULL)) == -ENOENT)
-			usleep(10000);
-	CHECK_EQ(ret, 0);
+	CHECK_EQ(open_wait(r, region, &h), 0);
 	a = roshm_arena(r, NULL);
 	for (uint32_t k = 0; k < sizeof(big_len) / sizeof(big_len[0]); k++) {
 		struct roshm_txn_write tw = { .off = (uint64_t)k * BIG_SLOT, .arena_off = 0,
@@ -373,13 +379,9 @@ static int mixed_main(void *arg)
 	struct roshm_txn_write tw = { .off = 0, .arena_off = 0, .len = 6000 };
 	uint32_t h;
 	uint8_t *a;
-	int ret = -ENOENT;
 
 	CHECK(r);
-	for (int i = 0; i < 300 && ret == -ENOENT; i++)
-		if ((ret = roshm_region_open(r, region, &h, NULL)) == -ENOENT)
-			usleep(10000);
-	CHECK_EQ(ret, 0);
+	CHECK_EQ(open_wait(r, region, &h), 0);
 	a = roshm_arena(r, NULL);
 	for (uint32_t i = 0; i < 12000; i++)
 		a[i] = big_pat(i, 9);
