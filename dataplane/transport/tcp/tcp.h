@@ -202,6 +202,7 @@ struct rd_dial {
 	int kind;                     /* tcp_ctl.c's */
 	struct rd_tcp_dial d;
 	struct rd_peer *peer;
+	struct rd_dial *next_dead;    /* ended: on rd_tcp_ctl's dial_dead */
 };
 
 struct rd_tcp_ctl {
@@ -210,6 +211,7 @@ struct rd_tcp_ctl {
 	struct rd_acc *accepting;     /* handshakes in progress, newest first */
 	struct rd_acc *acc_oldest;    /* ... and the last of them */
 	struct rd_acc *acc_dead;      /* evicted: freed after their batch of events */
+	struct rd_dial *dial_dead;    /* ended: freed after their batch of events */
 	uint32_t naccepting;
 	struct rd_acc_src srcs[RD_TCP_ACCEPT_MAX];  /* one per source of a handshake */
 	uint64_t refused_peers;       /* handshakes over their caps, evicted or refused */

@@ -100,6 +100,20 @@ static void acc_dead_free(void)
 	}
 }
 
+/* The same for ended dials: the control loop reads an event's tag before
+ * tcp_epoll_event looks it up, so a dial ended by an earlier event of the
+ * batch (today only its own event or the timer ends one) must still be
+ * memory then. */
+static void dial_dead_free(void)
+{
+	while (TC->dial_dead) {
+		struct rd_dial *d = TC->dial_dead;
+
+		TC->dial_dead = d->next_dead;
+		free(d);
+	}
+}
+
 static void acc_unlink(struct rd_control *ctl, struct rd_acc *acc, bool close_fd);
 
 /* Evict @acc: closed now, freed after this batch of events (acc_dead_free). */
@@ -140,6 +154,7 @@ static void tcp_cp_fini(struct rd_control *ctl, struct rd_provider *pv)
 	while (TC->accepting)
 		acc_free(ctl, TC->accepting, true);
 	acc_dead_free();
+	dial_dead_free();
 	if (TC->listen_fd >= 0)
 		close(TC->listen_fd);
 	OPENSSL_cleanse(&TC->secret, sizeof(TC->secret));
@@ -397,7 +412,9 @@ static void dial_free(struct rd_control *ctl, struct rd_peer *p)
 	if (!d)
 		return;
 	rd_control_epoll_del(ctl, d->d.fd);
-	free(d);
+	d->peer = NULL;
+	d->next_dead = TC->dial_dead;
+	TC->dial_dead = d;
 	TP(p)->dial = NULL;
 }
 
@@ -500,8 +517,9 @@ static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 
 	(void)events;
 	if (kind < 0) {
-		/* an accept that an earlier event of this batch ended is gone:
-		 * look it up before touching it */
+		/* an accept or dial that an earlier event of this batch ended is
+		 * on no list (its memory waits for the timer): look it up before
+		 * acting on it */
 		for (struct rd_acc *a = TC->accepting; a; a = a->next)
 			if ((void *)a == tag)
 				kind = TCP_TAG_ACCEPT;
@@ -528,6 +546,7 @@ static void tcp_epoll_event(struct rd_control *ctl, void *tag, uint32_t events)
 static void tcp_timer(struct rd_control *ctl, uint64_t now)
 {
 	acc_dead_free();   /* after the batch that evicted them */
+	dial_dead_free();
 	for (struct rd_acc *a = TC->accepting, *next; a; a = next) {
 		next = a->next;
 		if (a->wait_record) {
