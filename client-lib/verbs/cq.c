@@ -473,6 +473,7 @@ static void live_child(void)
 		pthread_mutex_init(&c->lock, NULL);
 	}
 	pthread_mutex_init(&live_lock, NULL);
+	rv_qpn_fork_child();
 }
 
 static void live_install(void)

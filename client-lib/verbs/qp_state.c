@@ -166,6 +166,7 @@ struct ibv_qp *rv_qp_create(struct ibv_context *ctx, struct ibv_pd *pd, struct i
 	}
 	q->next = c->qps;
 	c->qps = q;
+	rv_qpn_add(q);
 	rv_unlock(c);
 	return &q->qp;
 }
@@ -406,7 +407,7 @@ RV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		rv_peer_drop(c, q);
 		rv_grant_drop(c, q);
 		q->peer_status = IBV_WC_SUCCESS;
-		q->dest_qp_num = a->dest_qp_num;
+		__atomic_store_n(&q->dest_qp_num, a->dest_qp_num, __ATOMIC_RELAXED);   /* roshm_verbs_qpn_ours reads it */
 	}
 	/* our ring's header says whom we are connected to (rv_peer_resolve) */
 	if (mask & IBV_QP_DEST_QPN)
@@ -558,6 +559,7 @@ RV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		;
 	if (*pp)
 		*pp = q->next;
+	rv_qpn_del(q);
 	rv_peer_drop(c, q);
 	rv_grant_drop(c, q);
 	roshm_region_close(c->r, q->ring_handle);   /* peers' SENDs now fail (ESTALE) */

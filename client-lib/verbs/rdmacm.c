@@ -79,43 +79,77 @@ bool rc_active_qpn(uint32_t qpn)
 	return false;
 }
 
-/*
- * May the peer at the other end of @i's socket give @gid, in its REQ or REP,
- * as its port's? Our own port's GID only from an address of this node: the
- * address vector built from it names our own port, which is what lets a QP
- * of ours use a peer ring of our own client (rkey.c, av_is_ours), and so
- * our RDMA into our own MRs. A NIC's CM takes that GID from the packet's
- * own GRH, so a peer on another node cannot claim ours; here it is a field
- * the peer writes (no path resolution), and a peer elsewhere that claimed
- * it could connect two of our own QPs to each other (a REQ to our listener
- * naming the QP our active id connects to it with, then a REP to that id
- * naming our passive QP). An address is ours when a socket can be bound
- * to it in our network namespace.
- */
-bool rc_gid_claim_ok(const struct rc_id *i, const uint8_t gid[16])
+/* @a and @b the same endpoint (a v4-mapped address as its IPv4 one)? */
+static bool sa_same(struct sockaddr_storage *a, struct sockaddr_storage *b)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	bool mine = false, local;
-	union ibv_gid g;
-	int s;
-
-	for (int k = 0; rc_dev.verbs && k < rc_dev.gid_len && !mine; k++)
-		mine = !ibv_query_gid(rc_dev.verbs, 1, k, &g) && !memcmp(g.raw, gid, 16);
-	if (!mine)
-		return true;
-	if (getpeername(i->fd, (struct sockaddr *)&ss, &len) ||
-	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+	rc_sa_unmap(a);
+	rc_sa_unmap(b);
+	if (a->ss_family != b->ss_family)
 		return false;
-	if (ss.ss_family == AF_INET)
-		((struct sockaddr_in *)&ss)->sin_port = 0;
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-	s = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	local = s >= 0 && !bind(s, (struct sockaddr *)&ss, len);
-	if (s >= 0)
-		close(s);
-	return local;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+	}
+	return false;
+}
+
+/* Is the connection on @fd (accepted by a listener of ours) the one our
+ * active id that named @qpn in its REQ opened to it? */
+static bool active_loop(uint32_t qpn, int fd)
+{
+	struct sockaddr_storage peer, mine;
+	socklen_t pl = sizeof(peer);
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &pl))
+		return false;
+	for (const struct rc_id *x = rc_active_head; x; x = x->anext) {
+		socklen_t ml = sizeof(mine);
+		struct sockaddr_storage p = peer;
+
+		if (x->req_qpn == qpn && x->fd >= 0 &&
+		    !getsockname(x->fd, (struct sockaddr *)&mine, &ml) && sa_same(&p, &mine))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * May the peer of @i give @m's QPN and GID, in a REQ (@rep false) or a REP?
+ * The address vector built from them names our own port when the GID is
+ * ours (every pod of a node has the node's GID), and a QP of ours whose
+ * address vector names our port may use a peer ring of our own client
+ * (rkey.c, av_is_ours): its RDMA lands in our own MRs. A NIC's CM takes
+ * that GID from the packet's own GRH; here it is a field the peer writes
+ * (no path resolution), so a peer on another node that gave our GID and
+ * one of our QPNs could connect two of our own QPs to each other (a REQ to
+ * our listener naming the QP our active id connects to it with, then a REP
+ * to that id naming the passive QP we accepted with). So our own GID with
+ * a QPN of this process is taken only for a loopback of our own: a REQ
+ * that our active id of that QPN sent over this very connection, a REP
+ * naming a QP of ours that is connected to this id's. Our GID with
+ * another QPN is another pod of this node (or no QP at all): its ring is
+ * not ours, so the address vector lets nothing of ours in.
+ */
+bool rc_peer_claim_ok(const struct rc_id *i, const struct rc_msg *m, bool rep)
+{
+	bool mine = false;
+	union ibv_gid g;
+	uint32_t dest = 0;
+
+	if (rc_dev_get())
+		return false;   /* no device, no GID of ours to tell: refuse */
+	for (int k = 0; k < rc_dev.gid_len && !mine; k++)
+		mine = !ibv_query_gid(rc_dev.verbs, 1, k, &g) && !memcmp(g.raw, m->gid, 16);
+	if (!mine || !roshm_verbs_qpn_ours(m->qpn, &dest))
+		return true;
+	return rep ? dest == (i->req_qpn & 0xffffff) : active_loop(m->qpn & 0xffffff, i->fd);
 }
 
 uint64_t rc_now_ms(void)

@@ -157,7 +157,9 @@ extern pthread_mutex_t rc_lock;
 void rc_active_add(struct rc_id *i, uint32_t qpn);
 void rc_active_del(struct rc_id *i);
 bool rc_active_qpn(uint32_t qpn);
-bool rc_gid_claim_ok(const struct rc_id *i, const uint8_t gid[16]);
+bool rc_peer_claim_ok(const struct rc_id *i, const struct rc_msg *m, bool rep);
+/* libroshm-verbs' (recv.c): is @qpn a QP of this process, connected to @dest? */
+bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest);
 
 /* The one device, opened on first need and kept for the process (like
  * librdmacm, which never closes its devices' contexts). */

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,61 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr)
 	q->ring_cons = 0;
 	q->qp.qp_num = qpn;
 	return 0;
+}
+
+/*
+ * The QPs of this process, every context's, by QPN: librdmacm asks whether
+ * a peer that gives our own GID names one of them (rc_peer_claim_ok), which
+ * would connect two of our QPs to each other through our own port. Its own
+ * lock, taken for a moment only (after a context's, never before one).
+ */
+static pthread_mutex_t qpns_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rv_qp *qpns;
+
+void rv_qpn_add(struct rv_qp *q)
+{
+	pthread_mutex_lock(&qpns_lock);
+	q->pprev = NULL;
+	q->pnext = qpns;
+	if (qpns)
+		qpns->pprev = q;
+	qpns = q;
+	pthread_mutex_unlock(&qpns_lock);
+}
+
+void rv_qpn_del(struct rv_qp *q)
+{
+	pthread_mutex_lock(&qpns_lock);
+	if (q->pprev)
+		q->pprev->pnext = q->pnext;
+	else if (qpns == q)
+		qpns = q->pnext;
+	if (q->pnext)
+		q->pnext->pprev = q->pprev;
+	q->pnext = q->pprev = NULL;
+	pthread_mutex_unlock(&qpns_lock);
+}
+
+/* Is @qpn a QP of this process? Then @dest: the QP it is connected to (0:
+ * none yet). Exported for our librdmacm (libibverbs.map). */
+RV_EXPORT bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&qpns_lock);
+	for (const struct rv_qp *q = qpns; q && !found; q = q->pnext)
+		if ((q->qp.qp_num & 0xffffff) == (qpn & 0xffffff)) {
+			found = true;
+			*dest = __atomic_load_n(&q->dest_qp_num, __ATOMIC_RELAXED) & 0xffffff;
+		}
+	pthread_mutex_unlock(&qpns_lock);
+	return found;
+}
+
+/* fork(): another thread may have held it */
+void rv_qpn_fork_child(void)
+{
+	pthread_mutex_init(&qpns_lock, NULL);
 }
 
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer)

@@ -439,6 +439,7 @@ struct rv_qp {
 		struct ibv_qp qp;
 		struct ibv_qp_ex qpx;
 	};
+	struct rv_qp *pnext, *pprev;   /* the process's QPs, every context's (roshm_verbs_qpn_ours) */
 	/* XRC_RECV: its domain; its SRQ (srq) is the one the message it
 	 * receives names, chosen at each message's first fragment */
 	struct rv_xrcd *xrcd;
@@ -779,6 +780,10 @@ static inline uint32_t rv_rkey_at(const struct rv_rkey *k, uint64_t va, uint64_t
 
 /* recv.c */
 int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
+void rv_qpn_add(struct rv_qp *q);
+void rv_qpn_del(struct rv_qp *q);
+bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest);
+void rv_qpn_fork_child(void);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
 void rv_ring_set_access(struct rv_qp *q, uint32_t acc);
 void rv_ring_set_peer(struct rv_qp *q, uint32_t dest_qpn);

@@ -5,8 +5,9 @@
 # and libibverbs.so.1 through LD_LIBRARY_PATH and nothing else.
 #   check_rdmacm.sh BUILD_ROOT VERBS_DIR RDMACM_CHECK cm|send [SANITIZE]
 # cm:   rdmacm_check server/client (the API across the nodes, RDMA through
-#       the QPs it connects), gid-v/gid-p (a peer on node b that gives node
-#       a's own GID as its own is refused) and local (hostile peers on both ends of the CM
+#       the QPs it connects; once more as two pods of node a in two network
+#       namespaces), gid-v/gid-p (a peer on node b that gives node a's own
+#       GID with its QPNs is refused) and local (hostile peers on both ends of the CM
 #       socket, IPv6 and dual stack, migrate, rdma_establish, timeouts,
 #       RDMA_PS_UDP's SIDR answers and datagrams, XRC);
 #       Debian's ucmatose -C 0 (connections without messages: several, then
@@ -43,8 +44,8 @@ d=$(th_tmpdir rdmacm)
 TN_PREFIX=$(th_prefix cm)
 . "$src/scripts/twonode.sh"
 srv=
-mra= mrb=
-trap 'th_stop "$srv"; th_stop "$mra"; th_stop "$mrb"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
+mra= mrb= gp=
+trap 'th_stop "$srv"; th_stop "$mra"; th_stop "$mrb"; th_stop "$gp"; twonode_down >/dev/null 2>&1; th_eal_rm "$TN_PREFIX-a"; th_eal_rm "$TN_PREFIX-b"; th_rmdir "$d"' EXIT
 fail() { echo "FAIL: $*"; tail -n 20 "$d"/node-*.log; exit 1; }
 twonode_up "$build" "$d" 0 || fail "roshmd nodes did not start"
 # Debian's binaries (ASan runtime preloaded in an ASan build) and ours
@@ -90,13 +91,25 @@ if [[ $mode == cm ]]; then
   in_a timeout 200 $ca "$check" local 7700 "$ADDR_A" >"$d/check.local" 2>&1 ||
     { cat "$d/check.local"; fail "rdmacm_check local"; }
   cat "$d/check.local"
-  # a peer on node b that gives node a's own GID as its own (rc_gid_claim_ok)
-  bg_a timeout 120 $ca "$check" gid-v 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.v" 2>&1
+  # two pods of node a (node a's roshmd, node a's GID) in two network
+  # namespaces: the server in ns a, the client in ns b
+  bg_a timeout 120 $ca "$check" server "$ADDR_A" 7610 >"$d/pods.server" 2>&1
   srv=$BG_PID
-  in_b timeout 120 $cb "$check" gid-p 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.p" 2>&1 ||
-    { cat "$d/gid.p" "$d/gid.v"; fail "rdmacm_check gid-p"; }
+  in_b timeout 120 $ca "$check" client "$ADDR_A" 7610 >"$d/pods.client" 2>&1 ||
+    { cat "$d/pods.client" "$d/pods.server"; fail "rdmacm_check client, a pod of node a in ns b"; }
   wait "$srv"; rc=$?; srv=
-  [[ $rc == 0 ]] || { cat "$d/gid.v" "$d/gid.p"; fail "rdmacm_check gid-v exited $rc"; }
+  [[ $rc == 0 ]] || { cat "$d/pods.server" "$d/pods.client"; fail "rdmacm_check server exited $rc (two pods of node a)"; }
+  echo "two pods of node a in two network namespaces: connected"
+  # a peer on node b that gives node a's own GID with its QPNs
+  # (rc_peer_claim_ok); P listens first, for V's active id
+  bg_b timeout 120 $cb "$check" gid-p 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.p" 2>&1
+  gp=$BG_PID
+  in_b bash -c 'for i in $(seq 100); do ss -ltn | grep -q ":7761 " && exit 0; sleep 0.1; done; exit 1' ||
+    fail "rdmacm_check gid-p did not listen"
+  in_a timeout 120 $ca "$check" gid-v 7760 "$ADDR_A" "$ADDR_B" >"$d/gid.v" 2>&1 ||
+    { cat "$d/gid.v" "$d/gid.p"; fail "rdmacm_check gid-v"; }
+  wait "$gp"; rc=$?; gp=
+  [[ $rc == 0 ]] || { cat "$d/gid.p" "$d/gid.v"; fail "rdmacm_check gid-p exited $rc"; }
   cat "$d/gid.v" "$d/gid.p"
 
   # ucmatose's listener first gets garbage, then half a REQ from a peer that

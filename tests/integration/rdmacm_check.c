@@ -2328,18 +2328,22 @@ static void loop_rep(int port)
 
 /*
  * A peer on another node (P, node b: plain TCP speaking the CM's wire
- * format) that gives our own port's GID as its own: V (node a) has a
- * listener on ADDR_A:PORT and an active id X connecting to P at
+ * format) that gives our own GID (node a's) with our own QPNs: V (node a)
+ * has a listener on ADDR_A:PORT and an active id X connecting to P at
  * ADDR_B:PORT+1. P learns X's QPN and V's GID from X's REQ, and
  *   1. sends V's listener a REQ naming X's QPN with V's GID: refused unseen
  *      (a REJ to P, no CONNECT_REQUEST at V). Before, V's accept made a QP
- *      connected to X whose address vector named V's own port, and P's REP
- *      to X naming that QP connected two of V's QPs to each other: X's RDMA
+ *      Y connected to X whose address vector named V's own port, and P's
+ *      REP to X naming Y connected two of V's QPs to each other: X's RDMA
  *      WRITE to "P's buffer" landed in V's own MR;
- *   2. sends the same REQ with another GID (private data "ctrl"): it comes
- *      to V as a CONNECT_REQUEST, which V rejects (the listener works);
- *   3. answers X's REQ with a REP with V's GID: X gets CONNECT_ERROR, not
- *      ESTABLISHED.
+ *   2. sends the same REQ with another GID and a QPN not V's (private data
+ *      "ctrl"): it comes to V as a CONNECT_REQUEST, which V accepts with a
+ *      QP Z (connected to that QPN); P reads Z's QPN from the REP;
+ *   3. answers X's REQ with a REP naming Z with V's GID: X gets
+ *      CONNECT_ERROR, not ESTABLISHED (Z is V's, and connected elsewhere).
+ * A REQ or REP with V's GID that names no QP of V's (another pod of node a)
+ * still connects: check_rdmacm's run of server and client as two pods of
+ * node a in different network namespaces.
  *   rdmacm_check gid-v PORT ADDR_A ADDR_B   (node a)
  *   rdmacm_check gid-p PORT ADDR_A ADDR_B   (node b)
  */
@@ -2412,23 +2416,25 @@ static int gid_p(int port, const char *addr_a, const char *addr_b)
 	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REQ with V's own GID from node b: answered %u, "
 	      "not refused", a.type);
 	close(vc);
-	/* 2: another GID */
+	/* 2: another GID, a QPN not V's */
 	vc = tcp_to(addr_a, port, false);
+	m = conn_msg(RC_MSG_REQ, 0x123456);
+	memcpy(m.gid, reqx.gid, 16);
 	m.gid[15] ^= 1;
 	memcpy(m.pd, "ctrl", 5);
 	m.pd_len = 5;
 	n = frame(&m, b);
 	CHECK(send(vc, b, (size_t)n, 0) == n, "send the control REQ");
 	a = raw_next(vc);
-	CHECK(a.type == RC_MSG_REJ, "the control REQ: answered %u, not V's REJ", a.type);
-	close(vc);
-	/* 3: a REP to X with V's GID */
-	m = conn_msg(RC_MSG_REP, 0x123456);
+	CHECK(a.type == RC_MSG_REP, "the control REQ: answered %u, not V's REP", a.type);
+	/* 3: a REP to X naming V's QP Z (a.qpn) with V's GID */
+	m = conn_msg(RC_MSG_REP, a.qpn);
 	memcpy(m.gid, reqx.gid, 16);
 	n = frame(&m, b);
 	CHECK(send(xc, b, (size_t)n, 0) == n, "send the REP");
 	a = raw_next(xc);
 	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REP with V's own GID: answered %u", a.type);
+	close(vc);
 	printf("gid-p: ok\n");
 	return 0;
 }
@@ -2437,7 +2443,7 @@ static int gid_v(int port, const char *addr_a, const char *addr_b)
 {
 	struct rdma_event_channel *L = rdma_create_event_channel(), *C = rdma_create_event_channel();
 	struct rdma_addrinfo *r = ai(addr_a, port, true);
-	struct rdma_cm_id *lid, *x;
+	struct rdma_cm_id *lid, *x, *z = NULL;
 	struct rdma_cm_event *e;
 
 	who = "gid-v";
@@ -2453,15 +2459,18 @@ static int gid_v(int port, const char *addr_a, const char *addr_b)
 	bool ctrl = false, xdone = false;
 
 	for (uint64_t end = now_ms() + 30000; (!ctrl || !xdone) && now_ms() < end;) {
-		if ((e = ev_next(L, 10))) {
+		if (!ctrl && (e = ev_next(L, 10))) {
 			CHECK(e->event == RDMA_CM_EVENT_CONNECT_REQUEST, "listener: %s", estr(e->event));
 			CHECK(e->param.conn.private_data_len >= 5 &&
 			      !memcmp(e->param.conn.private_data, "ctrl", 5),
 			      "a REQ from node b that gives our own GID came as a CONNECT_REQUEST "
 			      "(\"%.6s\")", (const char *)e->param.conn.private_data);
-			CHECK(!rdma_reject(e->id, NULL, 0), "rdma_reject: %s", strerror(errno));
-			rdma_destroy_id(e->id);
+			z = e->id;
 			rdma_ack_cm_event(e);
+			cm_qp(z);
+			CHECK(!rdma_accept(z, &(struct rdma_conn_param){ .responder_resources = 1,
+				.initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7 }),
+			      "rdma_accept: %s", strerror(errno));
 			ctrl = true;
 		}
 		if ((e = ev_next(C, 10))) {
