@@ -262,7 +262,16 @@ static int one_answer(struct rd_txn *t, int32_t st, uint64_t res)
 	case -EAGAIN: /* nothing happened: log full or draining */
 		retry_later(t);
 		return 0;
-	case -EMSGSIZE:   /* nothing ran */
+	case -EMSGSIZE:
+		/* Nothing of this request ran (refused on its length before
+		 * anything: tcp_rx.c). But when it asked after an attempt whose
+		 * answer was lost (a node restarted with a smaller max_msg
+		 * since), that attempt may have committed: unknowable, say so
+		 * (a new attempt could apply it twice). */
+		if (t->again) {
+			rd_txn_finish(t, -EIO);
+			return -1;
+		}
 		too_long(t);
 		return t->state == T_FREE ? -1 : 0;
 	case -ESTALE: case -EIO: case -EOPNOTSUPP: case -EACCES:
