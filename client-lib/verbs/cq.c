@@ -452,10 +452,12 @@ static pthread_once_t live_once = PTHREAD_ONCE_INIT;
 static void live_prepare(void)
 {
 	pthread_mutex_lock(&live_lock);
+	rv_qpn_fork_prepare();
 }
 
 static void live_parent(void)
 {
+	rv_qpn_fork_parent();
 	pthread_mutex_unlock(&live_lock);
 }
 

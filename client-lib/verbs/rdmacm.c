@@ -24,6 +24,8 @@
  * held. See docs/verbs-compat.md, "librdmacm".
  */
 #define _GNU_SOURCE
+#include <sys/random.h>
+
 #include "rdmacm_int.h"
 
 int rc_err(int e)
@@ -48,8 +50,11 @@ static struct rc_id *rc_active_head;
 void rc_active_add(struct rc_id *i, uint32_t qpn)
 {
 	i->req_qpn = qpn;
+	i->loop_qpn = 0;
 	if (i->active_listed || !qpn)
 		return;
+	if (getrandom(&i->cookie, sizeof(i->cookie), 0) != sizeof(i->cookie) || !i->cookie)
+		i->cookie = (((uint64_t)rc_new_psn() << 32) ^ rc_new_psn() ^ (uintptr_t)i) | 1;
 	i->active_listed = true;
 	i->aprev = NULL;
 	i->anext = rc_active_head;
@@ -94,62 +99,77 @@ static bool sa_same(struct sockaddr_storage *a, struct sockaddr_storage *b)
 	if (a->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
 
-		return x->sin6_port == y->sin6_port &&
+		return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
 		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
 	}
 	return false;
 }
 
-/* Is the connection on @fd (accepted by a listener of ours) the one our
- * active id that named @qpn in its REQ opened to it? */
-static bool active_loop(uint32_t qpn, int fd)
+/* The active id of ours that named @qpn in its REQ and whose TCP
+ * connection is the one on @fd (accepted by a listener of ours): both ends
+ * the same, as one network namespace has one connection of a pair of
+ * endpoints (one end alone another socket could bind with SO_REUSEADDR). */
+static struct rc_id *active_loop(uint32_t qpn, int fd)
 {
-	struct sockaddr_storage peer, mine;
-	socklen_t pl = sizeof(peer);
+	struct sockaddr_storage fpeer, fself;
+	socklen_t pl = sizeof(fpeer), sl = sizeof(fself);
 
-	if (getpeername(fd, (struct sockaddr *)&peer, &pl))
-		return false;
-	for (const struct rc_id *x = rc_active_head; x; x = x->anext) {
-		socklen_t ml = sizeof(mine);
-		struct sockaddr_storage p = peer;
+	if (getpeername(fd, (struct sockaddr *)&fpeer, &pl) ||
+	    getsockname(fd, (struct sockaddr *)&fself, &sl))
+		return NULL;
+	for (struct rc_id *x = rc_active_head; x; x = x->anext) {
+		struct sockaddr_storage xpeer, xself, a = fpeer, b = fself;
+		socklen_t xl = sizeof(xself), yl = sizeof(xpeer);
 
-		if (x->req_qpn == qpn && x->fd >= 0 &&
-		    !getsockname(x->fd, (struct sockaddr *)&mine, &ml) && sa_same(&p, &mine))
-			return true;
+		if ((x->req_qpn & 0xffffff) == qpn && x->fd >= 0 &&
+		    !getsockname(x->fd, (struct sockaddr *)&xself, &xl) &&
+		    !getpeername(x->fd, (struct sockaddr *)&xpeer, &yl) &&
+		    sa_same(&a, &xself) && sa_same(&b, &xpeer))
+			return x;
 	}
-	return false;
+	return NULL;
 }
 
 /*
- * May the peer of @i give @m's QPN and GID, in a REQ (@rep false) or a REP?
- * The address vector built from them names our own port when the GID is
- * ours (every pod of a node has the node's GID), and a QP of ours whose
- * address vector names our port may use a peer ring of our own client
- * (rkey.c, av_is_ours): its RDMA lands in our own MRs. A NIC's CM takes
- * that GID from the packet's own GRH; here it is a field the peer writes
- * (no path resolution), so a peer on another node that gave our GID and
- * one of our QPNs could connect two of our own QPs to each other (a REQ to
- * our listener naming the QP our active id connects to it with, then a REP
- * to that id naming the passive QP we accepted with). So our own GID with
- * a QPN of this process is taken only for a loopback of our own: a REQ
- * that our active id of that QPN sent over this very connection, a REP
- * naming a QP of ours that is connected to this id's. Our GID with
- * another QPN is another pod of this node (or no QP at all): its ring is
- * not ours, so the address vector lets nothing of ours in.
+ * May the peer of @i name @m's QPN, in a REQ (@rep false) or a REP? Not one
+ * of this process's QPs (any context's), unless it is our own loopback. A
+ * QPN is unique in the tenant (its ring's name), so an honest peer
+ * elsewhere, on our node or another, never names one of ours; a peer that
+ * does would connect our QPs to each other: with our own GID in the address
+ * vector (here the peer's word: no path resolution, where a NIC's CM takes
+ * it from the packet's GRH), our QP may use a ring of our own client (rkey.c,
+ * av_is_ours) and its RDMA lands in our own MRs. Review found the way: a
+ * REQ to our listener naming the QP our active id connects to the peer
+ * with, then a REP to that id naming the passive QP we accepted with. Our
+ * own loopback is a REQ that our active id of that QPN sent over this very
+ * connection (@i then remembers that id), and a REP to that id naming the
+ * QP our passive id answered it with (rc_loop_rep).
  */
-bool rc_peer_claim_ok(const struct rc_id *i, const struct rc_msg *m, bool rep)
+bool rc_peer_claim_ok(struct rc_id *i, const struct rc_msg *m, bool rep)
 {
-	bool mine = false;
-	union ibv_gid g;
-	uint32_t dest = 0;
+	uint32_t qpn = m->qpn & 0xffffff, dest;
+	struct rc_id *x;
 
-	if (rc_dev_get())
-		return false;   /* no device, no GID of ours to tell: refuse */
-	for (int k = 0; k < rc_dev.gid_len && !mine; k++)
-		mine = !ibv_query_gid(rc_dev.verbs, 1, k, &g) && !memcmp(g.raw, m->gid, 16);
-	if (!mine || !roshm_verbs_qpn_ours(m->qpn, &dest))
+	if (!roshm_verbs_qpn_ours(qpn, &dest))
 		return true;
-	return rep ? dest == (i->req_qpn & 0xffffff) : active_loop(m->qpn & 0xffffff, i->fd);
+	if (rep)
+		return i->loop_qpn && (i->loop_qpn & 0xffffff) == qpn;
+	x = active_loop(qpn, i->fd);
+	if (!x)
+		return false;
+	i->loop_cookie = x->cookie;
+	return true;
+}
+
+/* Passive id @i answers with a REP naming @qpn: when its REQ was our own
+ * active id's (a loopback), that id may take a REP naming @qpn. */
+void rc_loop_rep(const struct rc_id *i, uint32_t qpn)
+{
+	if (!i->loop_cookie)
+		return;
+	for (struct rc_id *x = rc_active_head; x; x = x->anext)
+		if (x->cookie == i->loop_cookie)
+			x->loop_qpn = qpn & 0xffffff;
 }
 
 uint64_t rc_now_ms(void)

@@ -480,6 +480,7 @@ RC_EXPORT int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 		goto out;
 	rc_local_conn(i, &m, RC_MSG_REP, i->id.qp ? i->id.qp->qp_num : (p ? p->qp_num : 0),
 		   i->id.qp ? !!i->id.qp->srq : (p ? p->srq : 0));
+	rc_loop_rep(i, m.qpn);   /* our own active id's REQ: its REP names this QP */
 	m.flow_control = p && p->flow_control ? 1 : 0;
 	if (plen)
 		memcpy(m.pd, p->private_data, plen);

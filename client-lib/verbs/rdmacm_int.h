@@ -142,6 +142,12 @@ struct rc_id {
 	bool active_listed;
 	uint32_t req_qpn;
 	struct rc_id *anext, *aprev;
+	/* a loopback of our own (rc_peer_claim_ok): an active id's random
+	 * cookie; a passive id, the cookie of the active id of ours whose REQ
+	 * it took over that id's own connection; the active id, the QPN our
+	 * passive id answered it with */
+	uint64_t cookie, loop_cookie;
+	uint32_t loop_qpn;
 };
 
 struct rc_evt {
@@ -157,7 +163,8 @@ extern pthread_mutex_t rc_lock;
 void rc_active_add(struct rc_id *i, uint32_t qpn);
 void rc_active_del(struct rc_id *i);
 bool rc_active_qpn(uint32_t qpn);
-bool rc_peer_claim_ok(const struct rc_id *i, const struct rc_msg *m, bool rep);
+bool rc_peer_claim_ok(struct rc_id *i, const struct rc_msg *m, bool rep);
+void rc_loop_rep(const struct rc_id *i, uint32_t qpn);
 /* libroshm-verbs' (recv.c): is @qpn a QP of this process, connected to @dest? */
 bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest);
 

@@ -35,8 +35,8 @@ static bool rx_hidden_req(struct rc_id *i, const struct rc_msg *m)
 		rc_hidden_drop(i);
 		return true;
 	}
-	/* our own GID with a QPN of ours, not our own loopback
-	 * (rc_peer_claim_ok): refused unseen */
+	/* a QPN of ours, not our own loopback (rc_peer_claim_ok): refused
+	 * unseen */
 	if (!ud && !rc_peer_claim_ok(i, m, false)) {
 		rc_send_simple(i, RC_MSG_REJ, RC_REJ_CONSUMER);
 		rc_hidden_drop(i);
@@ -122,9 +122,9 @@ static bool rx_rep(struct rc_id *i, const struct rc_msg *m)
 		return true;
 	}
 	/* a REP naming our own QP, or another QP of ours that is connecting
-	 * out: a peer looping us back to ourselves (rc_active_qpn); or our
-	 * own GID with a QPN of ours not connected to this id
-	 * (rc_peer_claim_ok) */
+	 * out: a peer looping us back to ourselves (rc_active_qpn); or any
+	 * other QP of ours than the one our own listener answered this id's
+	 * REQ with (rc_peer_claim_ok) */
 	if (rc_active_qpn(m->qpn) || !rc_peer_claim_ok(i, m, true)) {
 		rc_send_simple(i, RC_MSG_REJ, RC_REJ_CONSUMER);
 		rc_conn_end(i, RDMA_CM_EVENT_CONNECT_ERROR, -EPROTO);

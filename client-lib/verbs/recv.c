@@ -124,7 +124,18 @@ RV_EXPORT bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest)
 	return found;
 }
 
-/* fork(): another thread may have held it */
+/* fork(): held across it (after the contexts' list lock: it is a leaf
+ * lock), so that the child's list is whole; the child makes it anew */
+void rv_qpn_fork_prepare(void)
+{
+	pthread_mutex_lock(&qpns_lock);
+}
+
+void rv_qpn_fork_parent(void)
+{
+	pthread_mutex_unlock(&qpns_lock);
+}
+
 void rv_qpn_fork_child(void)
 {
 	pthread_mutex_init(&qpns_lock, NULL);

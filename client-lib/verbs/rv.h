@@ -783,6 +783,8 @@ int rv_ring_create(struct rv_ctx *c, struct rv_qp *q, uint32_t max_recv_wr);
 void rv_qpn_add(struct rv_qp *q);
 void rv_qpn_del(struct rv_qp *q);
 bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest);
+void rv_qpn_fork_prepare(void);
+void rv_qpn_fork_parent(void);
 void rv_qpn_fork_child(void);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
 void rv_ring_set_access(struct rv_qp *q, uint32_t acc);

@@ -188,6 +188,8 @@ RV_EXPORT int ibv_close_device(struct ibv_context *ctx)
 
 	rv_ctx_untrack(c);
 	rv_notifier_stop(c);
+	for (struct rv_qp *q = c->qps; q; q = q->next)
+		rv_qpn_del(q);   /* their QPNs are no longer ours (another may draw one) */
 	roshm_close(c->r);   /* closes every region: nothing stays behind in roshmd */
 	while (c->mrs) {
 		struct rv_mr *m = c->mrs;

@@ -2335,7 +2335,8 @@ static void loop_rep(int port)
  *      (a REJ to P, no CONNECT_REQUEST at V). Before, V's accept made a QP
  *      Y connected to X whose address vector named V's own port, and P's
  *      REP to X naming Y connected two of V's QPs to each other: X's RDMA
- *      WRITE to "P's buffer" landed in V's own MR;
+ *      WRITE to "P's buffer" landed in V's own MR; and the same with P's
+ *      own GID (then P's REP to X gives V's);
  *   2. sends the same REQ with another GID and a QPN not V's (private data
  *      "ctrl"): it comes to V as a CONNECT_REQUEST, which V accepts with a
  *      QP Z (connected to that QPN); P reads Z's QPN from the REP;
@@ -2416,6 +2417,20 @@ static int gid_p(int port, const char *addr_a, const char *addr_b)
 	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REQ with V's own GID from node b: answered %u, "
 	      "not refused", a.type);
 	close(vc);
+	/* 1b: X's QPN with another GID (P's): V's QP accepted with it would be
+	 * connected to X, and a REP to X naming that QP with V's GID would
+	 * connect X to it (a review found it past the first version of the
+	 * check, which looked at the GID only) */
+	vc = tcp_to(addr_a, port, false);
+	m.gid[15] ^= 1;
+	memcpy(m.pd, "forge2", 7);
+	n = frame(&m, b);
+	CHECK(send(vc, b, (size_t)n, 0) == n, "send the forged REQ with P's GID");
+	a = raw_next(vc);
+	printf("gid-p: a REQ naming X's QPN with another GID: answered %u\n", a.type);
+	CHECK(a.type == RC_MSG_REJ || a.type == 0, "a REQ naming X's QPN with another GID: answered "
+	      "%u, not refused", a.type);
+	close(vc);
 	/* 2: another GID, a QPN not V's */
 	vc = tcp_to(addr_a, port, false);
 	m = conn_msg(RC_MSG_REQ, 0x123456);
@@ -2463,7 +2478,7 @@ static int gid_v(int port, const char *addr_a, const char *addr_b)
 			CHECK(e->event == RDMA_CM_EVENT_CONNECT_REQUEST, "listener: %s", estr(e->event));
 			CHECK(e->param.conn.private_data_len >= 5 &&
 			      !memcmp(e->param.conn.private_data, "ctrl", 5),
-			      "a REQ from node b that gives our own GID came as a CONNECT_REQUEST "
+			      "a REQ from node b naming our active id's QP came as a CONNECT_REQUEST "
 			      "(\"%.6s\")", (const char *)e->param.conn.private_data);
 			z = e->id;
 			rdma_ack_cm_event(e);
