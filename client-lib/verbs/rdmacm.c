@@ -161,6 +161,18 @@ bool rc_peer_claim_ok(struct rc_id *i, const struct rc_msg *m, bool rep)
 	return true;
 }
 
+/* May @i connect a QP to the QPN of its peer's REQ or REP: not one of this
+ * process's, or our own loopback (a passive id that took our active id's
+ * REQ; an active id whose REP named the QP our passive id answered with). */
+bool rc_loop_ok(const struct rc_id *i)
+{
+	uint32_t qpn = i->peer.qpn & 0xffffff, dest;
+
+	if (!roshm_verbs_qpn_ours(qpn, &dest))
+		return true;
+	return i->loop_cookie || (i->loop_qpn && (i->loop_qpn & 0xffffff) == qpn);
+}
+
 /* Passive id @i answers with a REP naming @qpn: when its REQ was our own
  * active id's (a loopback), that id may take a REP naming @qpn. */
 void rc_loop_rep(const struct rc_id *i, uint32_t qpn)
@@ -754,6 +766,11 @@ int rc_init_qp_attr(struct rc_id *i, struct ibv_qp_attr *a, int *mask)
 	case IBV_QPS_RTR:
 		if (!i->have_peer)
 			return EINVAL;
+		/* the peer's QPN is one of ours now, though it was not when its
+		 * REQ or REP came (a QP made since drew it): our own loopback
+		 * only, as there (rc_peer_claim_ok) */
+		if (!rc_loop_ok(i))
+			return EPROTO;
 		a->qp_state = IBV_QPS_RTR;
 		a->path_mtu = (enum ibv_mtu)(i->peer.mtu < rc_dev.mtu ? i->peer.mtu : rc_dev.mtu);
 		a->dest_qp_num = i->peer.qpn;

@@ -165,6 +165,7 @@ void rc_active_del(struct rc_id *i);
 bool rc_active_qpn(uint32_t qpn);
 bool rc_peer_claim_ok(struct rc_id *i, const struct rc_msg *m, bool rep);
 void rc_loop_rep(const struct rc_id *i, uint32_t qpn);
+bool rc_loop_ok(const struct rc_id *i);
 /* libroshm-verbs' (recv.c): is @qpn a QP of this process, connected to @dest? */
 bool roshm_verbs_qpn_ours(uint32_t qpn, uint32_t *dest);
 

@@ -2466,6 +2466,7 @@ static int gid_v(int port, const char *addr_a, const char *addr_b)
 	nonblock(C);
 	CHECK(!rdma_create_id(L, &lid, NULL, RDMA_PS_TCP) && !rdma_bind_addr(lid, r->ai_src_addr) &&
 	      !rdma_listen(lid, 4), "listener: %s", strerror(errno));
+	rdma_freeaddrinfo(r);
 	x = resolve(C, addr_b, port + 1);
 	cm_qp(x);
 	CHECK(!rdma_connect(x, NULL), "rdma_connect: %s", strerror(errno));
