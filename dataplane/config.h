@@ -15,6 +15,10 @@
 enum rd_idle { RD_IDLE_ADAPTIVE, RD_IDLE_BUSY };
 enum rd_hugepages { RD_HUGE_AUTO, RD_HUGE_ON, RD_HUGE_OFF };
 
+/* The least transport.tcp.max_msg a node may have: every node takes frames
+ * of this length (a transaction's pieces when nodes differ, txn_attempt.c). */
+#define RD_TCP_MAX_MSG_MIN 4096u
+
 /* What one tenant may hold on this node (quota group, or a tenant's own). */
 struct rd_quota {
 	uint32_t clients;        /* attached clients */

@@ -70,7 +70,7 @@ static const struct key schema[] = {
 	{ "transport.tcp.port", K_INT, 1, 65535 },
 	{ "transport.tcp.advertise", K_STR, 0, RD_HOST_MAX - 1 },
 	{ "transport.tcp.secret_file", K_STR, 1, RD_PATH_MAX - 1 },
-	{ "transport.tcp.max_msg", K_INT, 4096, 64 << 20 },
+	{ "transport.tcp.max_msg", K_INT, RD_TCP_MAX_MSG_MIN, 64 << 20 },
 	{ "transport.tcp.max_inflight", K_INT, 1, 65536 },
 	{ "transport.tcp.connect_timeout_ms", K_INT, 10, 60000 },
 	{ "transport.verbs", K_GROUP, 0, 0 },

@@ -152,8 +152,8 @@ int rd_txn_step(struct rd_txn *t, int32_t *st, uint64_t *res)
 
 		uint32_t max = t->region->xport->max_msg;
 
-		if (t->small && max > TCP_MSG_FLOOR)
-			max = TCP_MSG_FLOOR;
+		if (t->small && max > RD_TCP_MAX_MSG_MIN)
+			max = RD_TCP_MAX_MSG_MIN;
 
 		if (!t->stage_done) {
 			sl->seq = t->seq;
@@ -242,7 +242,7 @@ static inline enum txn_state stage_or_wait(const struct rd_txn *t)
  */
 static void too_long(struct rd_txn *t)
 {
-	if (!t->small && t->staged_len > TCP_MSG_FLOOR) {
+	if (!t->small && t->staged_len > RD_TCP_MAX_MSG_MIN) {
 		t->small = true;
 		RD_STAT_ADD(t->e->p->stats.txn_replayed, 1);
 		rd_txn_fresh_attempt(t);

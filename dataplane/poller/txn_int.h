@@ -45,7 +45,7 @@ struct rd_txn {
 	bool cas_sent;                /* the commit CAS of this attempt went out */
 	int32_t stage_err;            /* the staging WRITE failed */
 	uint32_t stage_done;          /* T_STAGE: bytes of the record sent so far */
-	bool small;                   /* the owner's node took no TXN_COMMIT this long: pieces of TCP_MSG_FLOOR */
+	bool small;                   /* the owner's node took no TXN_COMMIT this long: pieces of RD_TCP_MAX_MSG_MIN */
 	bool have_last;
 	int32_t last_st;              /* the answer that drives the next step */
 	uint64_t last_res;
@@ -77,9 +77,6 @@ struct rd_txn_engine {
 };
 
 #define RETRY_US 200
-/* The least transport.tcp.max_msg a node may have (config_schema.h): every
- * node takes frames of this length. */
-#define TCP_MSG_FLOOR 4096u
 /* Steps one transaction may take in one call when they complete at once
  * (local regions): a hostile owner's header must not keep the poller. */
 #define STEPS_PER_ROUND 8

@@ -334,21 +334,34 @@ static int big_main(void *arg)
 	return 0;
 }
 
-static void test_remote_big_record(void **state)
+/* A region of 8 slots of BIG_SLOT on node 1 (this process, its owner), @fn
+ * run in node @node's namespace with the region's name, its log drained. */
+static struct roshm *big_region(const char *name, int node, int (*fn)(void *), uint8_t **d,
+				struct roshm_region_hdr **hdr)
 {
 	struct roshm_region_opts o = { .txn_slots = 8, .slot_size = BIG_SLOT };
 	struct roshm *owner = attach(1);
-	struct roshm_region_hdr *hdr;
+	char full[128];
 	uint32_t h;
+
+	assert_non_null(owner);
+	assert_int_equal(roshm_region_create(owner, name, DATA_SIZE, &o, &h), 0);
+	*d = roshm_region_data(owner, h, NULL);
+	*hdr = (struct roshm_region_hdr *)(void *)(*d - roshm_region_data_off(8, BIG_SLOT));
+	snprintf(full, sizeof(full), "default/%s", name);
+	assert_int_equal(th_wait(th_spawn_ns(nodes[node].netns, fn, full)), 0);
+	wait_applied(*hdr);
+	return owner;
+}
+
+static void test_remote_big_record(void **state)
+{
+	struct roshm_region_hdr *hdr;
+	struct roshm *owner;
 	uint8_t *d;
 
 	(void)state;
-	assert_non_null(owner);
-	assert_int_equal(roshm_region_create(owner, "txn-big", DATA_SIZE, &o, &h), 0);
-	d = roshm_region_data(owner, h, NULL);
-	hdr = (struct roshm_region_hdr *)(void *)(d - roshm_region_data_off(8, BIG_SLOT));
-	assert_int_equal(th_wait(th_spawn_ns(nodes[2].netns, big_main, "default/txn-big")), 0);
-	wait_applied(hdr);
+	owner = big_region("txn-big", 2, big_main, &d, &hdr);
 	for (uint32_t k = 0; k < sizeof(big_len) / sizeof(big_len[0]); k++)
 		for (uint32_t i = 0; i < big_len[k]; i++)
 			if (d[(uint64_t)k * BIG_SLOT + i] != big_pat(i, k))
@@ -406,19 +419,12 @@ static int mixed_main(void *arg)
 
 static void test_mixed_max_msg(void **state)
 {
-	struct roshm_region_opts o = { .txn_slots = 8, .slot_size = BIG_SLOT };
-	struct roshm *owner = attach(1);
 	struct roshm_region_hdr *hdr;
-	uint32_t h;
+	struct roshm *owner;
 	uint8_t *d;
 
 	(void)state;
-	assert_non_null(owner);
-	assert_int_equal(roshm_region_create(owner, "txn-mixed", DATA_SIZE, &o, &h), 0);
-	d = roshm_region_data(owner, h, NULL);
-	hdr = (struct roshm_region_hdr *)(void *)(d - roshm_region_data_off(8, BIG_SLOT));
-	assert_int_equal(th_wait(th_spawn_ns(nodes[3].netns, mixed_main, "default/txn-mixed")), 0);
-	wait_applied(hdr);
+	owner = big_region("txn-mixed", 3, mixed_main, &d, &hdr);
 	/* where each write put arena bytes 0.. (the WRITE, then the records) */
 	static const uint32_t at[][2] = { { 0, 4096 }, { 4096, 3000 }, { 8192, 6000 }, { 16384, 12000 } };
 
