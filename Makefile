@@ -12,7 +12,7 @@ DEPS := meson ninja-build gcc pkg-config libdpdk-dev dpdk-dev libconfig-dev \
         libcmocka-dev libjansson-dev libssl-dev libibverbs-dev librdmacm-dev \
         libcurl4-openssl-dev etcd-server curl redis-server redis-tools \
         iproute2 procps qemu-system-x86 busybox-static kmod cpio rdma-core \
-        ibverbs-utils perftest qperf rdmacm-utils ucx-utils openmpi-bin netpipe-openmpi python3-mpi4py mpich libmpich-dev netpipe-mpich2 libfabric-bin \
+        ibverbs-utils perftest qperf fio rdmacm-utils ucx-utils openmpi-bin netpipe-openmpi python3-mpi4py mpich libmpich-dev netpipe-mpich2 libfabric-bin \
         prometheus python3 python3-yaml \
         clang-14 libclang-rt-14-dev g++ gnuplot-nox gdb
 

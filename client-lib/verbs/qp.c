@@ -22,8 +22,10 @@
  * atomic of the QP completed, so a receiver never sees a SEND or an
  * immediate ahead of data that did not land. Credits are the ring's consumer
  * index, READ from the peer when half the ring is in use or a fragment does
- * not fit; a ring that stays full is RNR (rnr_retry, the peer's
- * min_rnr_timer), as on a NIC.
+ * not fit (with them, how many RECVs wait at the owner); a ring that stays
+ * full while none waits is RNR (rnr_retry, the peer's min_rnr_timer), as on
+ * a NIC, and one full of messages that RECVs wait for only holds the sender
+ * until the owner's library drains it into them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -65,6 +67,9 @@ static enum ibv_wc_status ring_status(int st)
 		return rv_wc_status(st);
 	}
 }
+
+/* A full ring whose owner has RECVs waiting: read its credits again after this. */
+#define RV_RING_FULL_WAIT_NS 100000ull
 
 /* min_rnr_timer (IB spec table) in units of 10 us; 0 is the longest. */
 static uint64_t rnr_ns(uint8_t t)
@@ -246,9 +251,10 @@ static void credit_request(struct rv_ctx *c, struct rv_qp *q)
 	if (!rv_room(c, &sqe, 1))
 		return;
 	slot = rv_take_slot(c);
-	roshm_prep_read(sqe, q->peer_handle, RV_RING_CREDIT, slot * c->slot_size, 16);
+	roshm_prep_read(sqe, q->peer_handle, RV_RING_CREDIT, slot * c->slot_size, RV_RING_CREDIT_LEN);
 	roshm_sqe_set_data(sqe, slot);
-	c->ops[slot] = (struct rv_op){ .qp = q, .len = 16, .kind = RV_OP_CREDIT, .refs = 1 };
+	c->ops[slot] = (struct rv_op){ .qp = q, .len = RV_RING_CREDIT_LEN, .kind = RV_OP_CREDIT,
+				       .refs = 1 };
 	q->inflight++;
 	q->credit_inflight = true;
 }
@@ -257,8 +263,8 @@ static void credit_request(struct rv_ctx *c, struct rv_qp *q)
 static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 {
 	struct rv_swr *w = &q->swr[q->issue & q->mask];
-	uint64_t cons;
-	uint32_t timer;
+	uint64_t cons, rq;
+	uint32_t timer, waiting;
 
 	q->credit_inflight = false;
 	if (status) {
@@ -273,14 +279,23 @@ static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 	}
 	memcpy(&cons, buf, 8);
 	memcpy(&timer, buf + 8, 4);
+	memcpy(&rq, buf + 16, 8);
 	/* Untrusted: the owner can only ever have consumed what we produced. */
 	if (cons > q->cons_known && cons <= q->prod)
 		q->cons_known = cons;
 	q->peer_rnr_timer = (uint8_t)(timer & 31);
 	if (!q->want || q->issue == q->tail)
 		return;
+	/* RECVs posted and not yet taken at the owner (its word: at worst we
+	 * wait for room as long as it says so, as behind a NIC that keeps
+	 * answering RNR with rnr_retry 7) */
+	waiting = (uint32_t)rq - (uint32_t)(rq >> 32);
 	if (q->prod + q->want - q->cons_known <= q->peer_n) {
 		q->rnr_count = 0;
+	} else if (waiting && waiting <= RV_MAX_WR) {
+		/* full, but its RECVs wait for what is in it: the owner's
+		 * library drains it into them soon; not an RNR NAK */
+		q->rnr_next_ns = rv_now_ns() + RV_RING_FULL_WAIT_NS;
 	} else if (q->rnr_retry < 7 && q->rnr_count >= q->rnr_retry) {
 		/* the ring stayed full through every retry: receiver not ready */
 		wr_fail(q, w, IBV_WC_RNR_RETRY_EXC_ERR);

@@ -217,6 +217,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	if (q->srq)
 		rv_srq_unwait(q);
 	q->rq_head = q->rq_tail = 0;
+	rv_ring_rq(q);
 	q->rm.in_msg = false;
 	rv_ring_discard(q);   /* the old connection's fragments */
 	rv_ring_set_peer(q, 0);

@@ -161,6 +161,22 @@ void rv_ring_set_peer(struct rv_qp *q, uint32_t dest_qpn)
 				 __ATOMIC_RELAXED);
 }
 
+/*
+ * Tell the connected peer how many RECVs wait here (its credit READ takes
+ * this word with cons): a ring that is full while RECVs wait for its
+ * messages is drained into them by this library soon (the application's
+ * next poll, or the notifier), as a NIC would place them at once, so the
+ * peer waits for room instead of counting an RNR NAK. An SRQ's QP and XRC
+ * QPs say nothing (0): their RECVs are the SRQ's. The peer's word is never
+ * trusted beyond that wait (qp.c, credit_done).
+ */
+void rv_ring_rq(struct rv_qp *q)
+{
+	if (q->ring && !q->srq)
+		__atomic_store_n(&q->ring->rq, (uint64_t)q->rq_head << 32 | q->rq_tail,
+				 __ATOMIC_RELAXED);
+}
+
 /* @frag_op: the message's RV_FRAG_* (its immediate, or the rkey it
  * invalidated), or 0 */
 static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opcode op,
@@ -184,6 +200,7 @@ static void rq_complete(struct rv_qp *q, enum ibv_wc_status st, enum ibv_wc_opco
 		wc.wc_flags = IBV_WC_WITH_INV;
 	}
 	q->rq_head++;
+	rv_ring_rq(q);
 	rv_cq_push(rv_qp_rcq(q), &wc);
 }
 
@@ -251,6 +268,7 @@ int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 		rv_rwr_set(c, r, sg, wr);
 		q->rq_tail++;
 	}
+	rv_ring_rq(q);
 	if (ret)
 		*bad = wr;
 	if (qp->state == IBV_QPS_ERR) {

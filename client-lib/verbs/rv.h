@@ -116,9 +116,14 @@ struct rv_ring_hdr {
 	uint32_t rnr_timer;     /* the owner's min_rnr_timer (0..31) */
 	uint32_t qp_access;     /* RV_QPACC_KNOWN | the owner's qp_access_flags'
 				 * IBV_ACCESS_REMOTE_*: what its peer may do */
-	uint64_t rsvd2[6];
+	uint64_t rq;            /* RECVs taken << 32 | RECVs posted (rv_ring_rq; 0 for
+				 * an SRQ's or XRC QP): a full ring whose owner has
+				 * RECVs waiting is not receiver-not-ready */
+	uint64_t rsvd2[5];
 };
 _Static_assert(sizeof(struct rv_ring_hdr) == 128, "ring header");
+#define RV_RING_CREDIT_LEN 24           /* cons, rnr_timer, qp_access, rq */
+_Static_assert(__builtin_offsetof(struct rv_ring_hdr, rq) == RV_RING_CREDIT + 16, "rq word");
 #define RV_QPACC_KNOWN (1u << 31)
 #define RV_RING_PEER (1u << 31)
 #define RV_REMOTE_ACCESS (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
@@ -789,6 +794,7 @@ void rv_qpn_fork_child(void);
 void rv_ring_set_rnr_timer(struct rv_qp *q, uint8_t timer);
 void rv_ring_set_access(struct rv_qp *q, uint32_t acc);
 void rv_ring_set_peer(struct rv_qp *q, uint32_t dest_qpn);
+void rv_ring_rq(struct rv_qp *q);
 int rv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 bool rv_deliver(struct rv_ctx *c, struct rv_qp *q);

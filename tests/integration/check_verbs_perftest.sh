@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Unmodified Debian perftest and qperf through libroshm-verbs: two roshmd
+# Unmodified Debian perftest, qperf and fio (its rdma engine) through
+# libroshm-verbs: two roshmd
 # nodes with the tcp transport (network namespaces as root,
 # scripts/twonode.sh), the server and client of each test in its node,
 # LD_LIBRARY_PATH naming our libibverbs.so.1 and nothing else changed. The
@@ -26,9 +27,9 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 # unmodified binaries around our instrumented libraries: the ASan runtime preloaded
 th_asan_pre "check_verbs_perftest" "$sanitize"
 pre=$TH_PRE
-for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf \
+for t in ib_write_lat ib_read_lat ib_atomic_lat ib_send_lat ib_send_bw ib_read_bw ib_atomic_bw qperf fio \
          ibv_devinfo ibv_rc_pingpong ibv_srq_pingpong ibv_uc_pingpong ibv_ud_pingpong ibv_xsrq_pingpong; do
-  command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, ibverbs-utils)"; exit 77; }
+  command -v $t >/dev/null || { echo "check_verbs_perftest: skipped: $t missing (Debian packages perftest, qperf, fio, ibverbs-utils)"; exit 77; }
 done
 [[ $(id -u) == 0 ]] && command -v ip >/dev/null || { echo "check_verbs_perftest: skipped: needs root and ip for network namespaces"; exit 77; }
 d=$(th_tmpdir vperf)
@@ -227,6 +228,26 @@ done
 ! grep -E 'errors|failed' "$d/qperf.client" || fail "qperf counted errors"
 echo "ok: qperf $qtests"
 
+# fio's rdma engine (rdma_cm, a storage benchmark's client): RDMA WRITE,
+# READ and SEND of 64 KiB blocks at depth 4 into a server that takes 16.
+# In send mode it connects with rnr_retry 0: its server's ring fills while
+# its RECVs wait (verbs_rnr below says why that is no RNR).
+for verb in write read send; do
+  bg_a $va fio --name=recv --ioengine=rdma --port=19000 --rw=read --bs=64k --size=8m \
+    --iodepth=16 >"$d/fio.$verb.server" 2>&1
+  srv=$BG_PID
+  listening 19000 "$srv"
+  if ! in_b timeout 60 $vb fio --name=send --ioengine=rdma --hostname="$ADDR_A" --port=19000 \
+       --verb=$verb --rw=write --bs=64k --size=8m --iodepth=4 >"$d/fio.$verb.client" 2>&1; then
+    cat "$d/fio.$verb.client" "$d/fio.$verb.server"; fail "fio --verb=$verb client failed"
+  fi
+  wait "$srv"; rc=$?; srv=
+  [[ $rc == 0 ]] || { cat "$d/fio.$verb.server"; fail "fio --verb=$verb server exited $rc"; }
+  grep -q 'err= 0' "$d/fio.$verb.client" && grep -q 'io=8192KiB' "$d/fio.$verb.client" ||
+    { cat "$d/fio.$verb.client"; fail "fio --verb=$verb did not move 8 MiB without error"; }
+  echo "ok: fio --ioengine=rdma --verb=$verb: $(grep -Eo '(write|read): IOPS=[^,]*, BW=[^ ]*' "$d/fio.$verb.client")"
+done
+
 vevents=$(dirname "$vcheck")/verbs_events
 if [[ -x $vevents ]]; then
   # async events, resize, fork, strings (verbs_events.c), in node a
@@ -242,6 +263,11 @@ if [[ -x $vunload ]]; then
   $ca ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 "$vunload" >"$d/unload" 2>&1 || { cat "$d/unload"; fail "verbs_unload"; }
   cat "$d/unload"
 fi
+# a full ring whose owner has RECVs waiting is not RNR (verbs_rnr.c: two
+# processes of node a, the sender at rnr_retry 0, as fio's rdma engine)
+$ca "$(dirname "$vcheck")/verbs_rnr" >"$d/rnr" 2>&1 || { cat "$d/rnr"; fail "verbs_rnr"; }
+cat "$d/rnr"
+grep -q 'verbs_rnr: ok' "$d/rnr" || fail "verbs_rnr did not finish"
 # ours_pair PROG PORT NAME [MODE]: PROG's MODE-server in node a (a second
 # tenant for its tenant checks), its MODE-client in node b; both must exit 0
 ours_pair() {

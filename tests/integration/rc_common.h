@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the RC verbs test programs share (verbs_check.c, verbs_events.c,
- * verbs_mw.c, verbs_xrc.c): waiting for a completion, connecting a QP to a
+ * verbs_mw.c, verbs_xrc.c, verbs_rnr.c): waiting for a completion, connecting a QP to a
  * peer QPN, reading its state, the out-of-band connection. Include after defining die(const char *what), which
  * does not return.
  */
@@ -79,8 +79,10 @@ static inline void rc_path(struct ibv_qp *qp, struct ibv_qp_attr *a, uint32_t de
 }
 
 /* RESET (unless it is there), INIT, RTR to @dest at @gid, RTS: remote
- * WRITE, READ and atomics allowed, RNR retried for good. */
-static inline void rc_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
+ * WRITE, READ and atomics allowed, RNR retried @rnr_retry times (7: for
+ * good). */
+static inline void rc_connect_rnr(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid,
+				  uint8_t rnr_retry)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
 
@@ -100,9 +102,15 @@ static inline void rc_connect_gid(struct ibv_qp *qp, uint32_t dest, const union 
 							    : RC_RTR_MASK))
 		die("modify_qp RTR");
 	a.qp_state = IBV_QPS_RTS;
-	a.rnr_retry = 7;
+	a.rnr_retry = rnr_retry;
 	if (ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_UC ? IBV_QP_STATE | IBV_QP_SQ_PSN : RC_RTS_MASK))
 		die("modify_qp RTS");
+}
+
+/* The same, RNR retried for good. */
+static inline void rc_connect_gid(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *gid)
+{
+	rc_connect_rnr(qp, dest, gid, 7);
 }
 
 /* The same to a QP of our own node (ours, or another pod's there). */
