@@ -68,8 +68,13 @@ static enum ibv_wc_status ring_status(int st)
 	}
 }
 
-/* A full ring whose owner has RECVs waiting: read its credits again after this. */
+/* A full ring whose owner has RECVs waiting: its credits are read again
+ * after 100 us, then twice as long each time up to 5 ms; an owner that
+ * took nothing for 1 s (stopped, stuck, or lying) is then answered as one
+ * without RECVs, RNR by RNR. */
 #define RV_RING_FULL_WAIT_NS 100000ull
+#define RV_RING_FULL_WAIT_MAX_NS 5000000ull
+#define RV_RING_FULL_STALL_NS 1000000000ull
 
 /* min_rnr_timer (IB spec table) in units of 10 us; 0 is the longest. */
 static uint64_t rnr_ns(uint8_t t)
@@ -259,12 +264,52 @@ static void credit_request(struct rv_ctx *c, struct rv_qp *q)
 	q->credit_inflight = true;
 }
 
+/*
+ * The ring is full. True when the owner says @waiting RECVs wait for its
+ * messages and it made progress (@moved: cons advanced, or it took RECVs)
+ * within RV_RING_FULL_STALL_NS: the credits are read again after a delay
+ * that backs off. False: answer it as an RNR NAK (until it makes progress
+ * again); but not on the read where the wait ends (its RECVs all taken),
+ * whose cons may be older than its count (the 24 bytes are not read at
+ * once): that one reads again.
+ */
+static bool full_wait(struct rv_qp *q, uint32_t waiting, uint32_t taken, bool moved)
+{
+	struct rv_full *f = &q->full;
+	uint64_t now = rv_now_ns();
+	bool progress = moved || taken != f->taken;
+
+	f->taken = taken;
+	if (!waiting || waiting > RV_MAX_WR) {
+		bool ended = f->since_ns && !f->stalled;
+
+		*f = (struct rv_full){ .taken = taken };
+		if (!ended)
+			return false;
+		q->rnr_next_ns = now + RV_RING_FULL_WAIT_NS;
+		return true;
+	}
+	if (!f->since_ns || progress) {
+		f->since_ns = now;
+		f->wait_ns = RV_RING_FULL_WAIT_NS;
+		f->stalled = false;
+	} else if (f->stalled || now - f->since_ns >= RV_RING_FULL_STALL_NS) {
+		f->stalled = true;
+		return false;
+	}
+	q->rnr_count = 0;
+	q->rnr_next_ns = now + f->wait_ns;
+	f->wait_ns = f->wait_ns * 2 < RV_RING_FULL_WAIT_MAX_NS ? f->wait_ns * 2 : RV_RING_FULL_WAIT_MAX_NS;
+	return true;
+}
+
 /* A credit READ came back. */
 static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 {
 	struct rv_swr *w = &q->swr[q->issue & q->mask];
 	uint64_t cons, rq;
 	uint32_t timer, waiting;
+	bool moved;
 
 	q->credit_inflight = false;
 	if (status) {
@@ -281,21 +326,21 @@ static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 	memcpy(&timer, buf + 8, 4);
 	memcpy(&rq, buf + 16, 8);
 	/* Untrusted: the owner can only ever have consumed what we produced. */
-	if (cons > q->cons_known && cons <= q->prod)
+	moved = cons > q->cons_known && cons <= q->prod;
+	if (moved)
 		q->cons_known = cons;
 	q->peer_rnr_timer = (uint8_t)(timer & 31);
 	if (!q->want || q->issue == q->tail)
 		return;
-	/* RECVs posted and not yet taken at the owner (its word: at worst we
-	 * wait for room as long as it says so, as behind a NIC that keeps
-	 * answering RNR with rnr_retry 7) */
+	/* RECVs posted and not yet taken at the owner (its word, trusted for
+	 * a wait of RV_RING_FULL_STALL_NS without progress at most) */
 	waiting = (uint32_t)rq - (uint32_t)(rq >> 32);
 	if (q->prod + q->want - q->cons_known <= q->peer_n) {
 		q->rnr_count = 0;
-	} else if (waiting && waiting <= RV_MAX_WR) {
+		q->full = (struct rv_full){ 0 };
+	} else if (full_wait(q, waiting, (uint32_t)(rq >> 32), moved)) {
 		/* full, but its RECVs wait for what is in it: the owner's
 		 * library drains it into them soon; not an RNR NAK */
-		q->rnr_next_ns = rv_now_ns() + RV_RING_FULL_WAIT_NS;
 	} else if (q->rnr_retry < 7 && q->rnr_count >= q->rnr_retry) {
 		/* the ring stayed full through every retry: receiver not ready */
 		wr_fail(q, w, IBV_WC_RNR_RETRY_EXC_ERR);

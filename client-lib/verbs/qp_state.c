@@ -210,6 +210,7 @@ static int qp_reset(struct rv_ctx *c, struct rv_qp *q)
 	q->ud_open = 0;
 	q->want = 0;            /* no timer of the notifier's left for it */
 	q->rnr_next_ns = 0;
+	q->full = (struct rv_full){ 0 };
 	q->broken = false;
 	q->xrc_last = false;    /* a new connection takes messages again */
 	if (q->srq && q->rq_head != q->rq_tail)

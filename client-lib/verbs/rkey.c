@@ -346,6 +346,7 @@ enum ibv_wc_status rv_peer_resolve(struct rv_ctx *c, struct rv_qp *q, int tries)
 	q->want = 0;
 	q->rnr_count = 0;
 	q->rnr_next_ns = 0;
+	q->full = (struct rv_full){ 0 };
 	return IBV_WC_SUCCESS;
 }
 

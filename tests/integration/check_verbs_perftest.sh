@@ -265,7 +265,7 @@ if [[ -x $vunload ]]; then
 fi
 # a full ring whose owner has RECVs waiting is not RNR (verbs_rnr.c: two
 # processes of node a, the sender at rnr_retry 0, as fio's rdma engine)
-$ca "$(dirname "$vcheck")/verbs_rnr" >"$d/rnr" 2>&1 || { cat "$d/rnr"; fail "verbs_rnr"; }
+$ca timeout 60 "$(dirname "$vcheck")/verbs_rnr" >"$d/rnr" 2>&1 || { cat "$d/rnr"; fail "verbs_rnr"; }
 cat "$d/rnr"
 grep -q 'verbs_rnr: ok' "$d/rnr" || fail "verbs_rnr did not finish"
 # ours_pair PROG PORT NAME [MODE]: PROG's MODE-server in node a (a second

@@ -198,10 +198,15 @@ int main(void)
 	pid = fork();
 	if (pid < 0)
 		die("fork");
+	/* each keeps its own ends only: a side that dies ends the other's read */
 	if (pid == 0) {
+		close(to_snd[1]);
+		close(to_rcv[0]);
 		sender(to_rcv[1], to_snd[0]);
 		return 0;
 	}
+	close(to_snd[0]);
+	close(to_rcv[1]);
 	receiver(to_snd[1], to_rcv[0]);
 	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		die("the sender failed");
