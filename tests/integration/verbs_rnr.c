@@ -15,7 +15,10 @@
  * sender, whose QP has rnr_retry 0, SENDs 24 messages of 8000 bytes. Every
  * SEND must succeed and every RECV hold its message, in order. Then the
  * receiver posts no more RECVs and the sender fills the ring again: the
- * SEND that does not fit gets IBV_WC_RNR_RETRY_EXC_ERR, as on a NIC.
+ * SEND that does not fit gets IBV_WC_RNR_RETRY_EXC_ERR, as on a NIC. Last,
+ * the receiver posts RECVs and is stopped (SIGSTOP): an owner that takes
+ * nothing for 1 s is answered as one without RECVs, so the SEND that does
+ * not fit is RNR after that second, and what fitted arrives once it runs.
  *   verbs_rnr    (ROSHM_SOCK: a roshmd; LD_LIBRARY_PATH: libroshm-verbs)
  */
 #define _GNU_SOURCE
@@ -23,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -100,6 +105,39 @@ static uint8_t pat(int msg, int i)
 	return (uint8_t)(msg * 31 + i * 7 + 1);
 }
 
+/* RECVs @first.. (@n of them) into buffer slots @slot.. */
+static void post_recvs(struct end *e, int first, int n, int slot)
+{
+	for (int k = 0; k < n; k++) {
+		struct ibv_sge sge = { (uintptr_t)e->buf + (size_t)(slot + k) * STRIDE, STRIDE,
+				       e->mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = (uint64_t)(first + k), .sg_list = &sge, .num_sge = 1 },
+				   *bad;
+
+		if (ibv_post_recv(e->qp, &wr, &bad))
+			die("ibv_post_recv");
+	}
+}
+
+/* @n RECV completions, wr_id @first.. in slots @slot.., holding messages @msg.. */
+static void expect_recvs(struct end *e, int first, int n, int slot, int msg)
+{
+	for (int k = 0; k < n; k++) {
+		struct ibv_wc wc = wait_wc(e->cq);
+		const uint8_t *b = e->buf + (size_t)(slot + k) * STRIDE;
+
+		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
+		    wc.wr_id != (uint64_t)(first + k) || wc.byte_len != MSG) {
+			fprintf(stderr, "RECV %d: wr_id %" PRIu64 " %s opcode %d byte_len %u\n", first + k,
+				wc.wr_id, ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len);
+			die("a RECV");
+		}
+		for (int i = 0; i < STRIDE; i++)
+			if (b[i] != (i < MSG ? pat(msg + k, i) : 0xee))
+				die("a RECV's bytes are not the message");
+	}
+}
+
 static void receiver(int wfd, int rfd)
 {
 	struct end e;
@@ -108,37 +146,77 @@ static void receiver(int wfd, int rfd)
 
 	who = "verbs_rnr receiver";
 	setenv("ROSHM_VERBS_RECV_RING", "65536", 1);
-	end_open(&e, (size_t)N * STRIDE);
-	memset(e.buf, 0xee, (size_t)N * STRIDE);
+	end_open(&e, (size_t)(N + 2 * FIT) * STRIDE);
+	memset(e.buf, 0xee, (size_t)(N + 2 * FIT) * STRIDE);
 	xchg(wfd, rfd, &e, &peer, &pg);
 	rc_connect_rnr(e.qp, peer, &pg, 7);
-	for (int m = 0; m < N; m++) {
-		struct ibv_sge sge = { (uintptr_t)e.buf + (size_t)m * STRIDE, STRIDE, e.mr->lkey };
-		struct ibv_recv_wr wr = { .wr_id = (uint64_t)m, .sg_list = &sge, .num_sge = 1 }, *bad;
-
-		if (ibv_post_recv(e.qp, &wr, &bad))
-			die("ibv_post_recv");
-	}
+	post_recvs(&e, 0, N, 0);
 	sync_pipe(wfd, rfd, 'r', 0);
 	/* the library moves the ring into the RECVs meanwhile; we poll nothing */
 	usleep(300000);
-	for (int m = 0; m < N; m++) {
-		struct ibv_wc wc = wait_wc(e.cq);
-
-		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || wc.wr_id != (uint64_t)m ||
-		    wc.byte_len != MSG) {
-			fprintf(stderr, "RECV %d: wr_id %" PRIu64 " %s opcode %d byte_len %u\n", m, wc.wr_id,
-				ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len);
-			die("a RECV");
-		}
-		for (int i = 0; i < STRIDE; i++)
-			if (e.buf[(size_t)m * STRIDE + i] != (i < MSG ? pat(m, i) : 0xee))
-				die("a RECV's bytes are not the message");
-	}
+	expect_recvs(&e, 0, N, 0, 0);
 	printf("verbs_rnr: %d SENDs through a ring of %d, RECVs waiting, all arrived in order\n",
 	       N, FIT);
 	/* no RECV posted now: the sender's ring fills and the next SEND is RNR */
 	sync_pipe(wfd, rfd, 'n', 'd');
+	/* the FIT messages that waited, then FIT RECVs left waiting while the
+	 * sender stops us (SIGSTOP) and fills the ring again */
+	post_recvs(&e, 100, 2 * FIT, N);
+	expect_recvs(&e, 100, FIT, N, N);
+	sync_pipe(wfd, rfd, 's', 'c');
+	expect_recvs(&e, 100 + FIT, FIT, N + FIT, N + FIT + 1);
+	printf("verbs_rnr: after the stop, the %d SENDs that fitted arrived\n", FIT);
+}
+
+static int send_batch(struct end *e, int from, int n)
+{
+	for (int m = from; m < from + n; m++)
+		rc_post(e->qp, IBV_WR_SEND, e->buf + (size_t)m * STRIDE, MSG, e->mr->lkey, 0, 0, 0, 0,
+			(uint64_t)m);
+	return from + n;
+}
+
+/* @n completions from @from on: @ok SUCCESS, then @last */
+static void expect_sends(struct end *e, int from, int n, int ok, enum ibv_wc_status last,
+			 const char *what)
+{
+	for (int m = from; m < from + n; m++) {
+		struct ibv_wc wc = wait_wc(e->cq);
+		enum ibv_wc_status want = m < from + ok ? IBV_WC_SUCCESS : last;
+
+		if (wc.status != want || wc.wr_id != (uint64_t)m) {
+			fprintf(stderr, "SEND %d: wr_id %" PRIu64 " %s, expected %s\n", m, wc.wr_id,
+				ibv_wc_status_str(wc.status), ibv_wc_status_str(want));
+			die(what);
+		}
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* until process @pid is stopped (/proc/PID/stat state T) */
+static void wait_stopped(pid_t pid)
+{
+	char path[64], st[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "r");
+		char *p = f && fgets(st, sizeof(st), f) ? strrchr(st, ')') : NULL;
+
+		if (f)
+			fclose(f);
+		if (p && p[1] == ' ' && p[2] == 'T')
+			return;
+		usleep(10000);
+	}
+	die("the receiver did not stop");
 }
 
 static void sender(int wfd, int rfd)
@@ -146,45 +224,43 @@ static void sender(int wfd, int rfd)
 	struct end e;
 	uint32_t peer;
 	union ibv_gid pg;
+	int m;
+	double t0, waited;
 
 	who = "verbs_rnr sender";
-	end_open(&e, (size_t)(N + FIT + 1) * STRIDE);
+	end_open(&e, (size_t)(N + 2 * (FIT + 1)) * STRIDE);
 	xchg(wfd, rfd, &e, &peer, &pg);
 	/* rnr_retry 0, as fio connects: the first RNR NAK fails the SEND */
 	rc_connect_rnr(e.qp, peer, &pg, 0);
-	for (int m = 0; m < N + FIT + 1; m++)
+	for (m = 0; m < N + 2 * (FIT + 1); m++)
 		for (int i = 0; i < MSG; i++)
 			e.buf[(size_t)m * STRIDE + i] = pat(m, i);
 	sync_pipe(wfd, rfd, 0, 'r');
-	for (int m = 0; m < N; m++)
-		rc_post(e.qp, IBV_WR_SEND, e.buf + (size_t)m * STRIDE, MSG, e.mr->lkey, 0, 0, 0, 0,
-			(uint64_t)m);
-	for (int m = 0; m < N; m++) {
-		struct ibv_wc wc = wait_wc(e.cq);
-
-		if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)m) {
-			fprintf(stderr, "SEND %d: wr_id %" PRIu64 " %s\n", m, wc.wr_id,
-				ibv_wc_status_str(wc.status));
-			die("a SEND into a full ring whose owner has RECVs waiting");
-		}
-	}
+	m = send_batch(&e, 0, N);
+	expect_sends(&e, 0, N, N, IBV_WC_SUCCESS, "a SEND into a full ring whose owner has RECVs waiting");
 	sync_pipe(wfd, rfd, 0, 'n');
-	for (int m = N; m < N + FIT + 1; m++)
-		rc_post(e.qp, IBV_WR_SEND, e.buf + (size_t)m * STRIDE, MSG, e.mr->lkey, 0, 0, 0, 0,
-			(uint64_t)m);
-	for (int m = N; m < N + FIT + 1; m++) {
-		struct ibv_wc wc = wait_wc(e.cq);
-		enum ibv_wc_status want = m < N + FIT ? IBV_WC_SUCCESS : IBV_WC_RNR_RETRY_EXC_ERR;
-
-		if (wc.status != want || wc.wr_id != (uint64_t)m) {
-			fprintf(stderr, "SEND %d: wr_id %" PRIu64 " %s, expected %s\n", m, wc.wr_id,
-				ibv_wc_status_str(wc.status), ibv_wc_status_str(want));
-			die("a SEND into a full ring with no RECV waiting");
-		}
-	}
+	m = send_batch(&e, m, FIT + 1);
+	expect_sends(&e, N, FIT + 1, FIT, IBV_WC_RNR_RETRY_EXC_ERR,
+		     "a SEND into a full ring with no RECV waiting");
 	printf("verbs_rnr: with no RECV waiting, %d SENDs filled the ring and the next got "
 	       "RNR_RETRY_EXC_ERR\n", FIT);
-	sync_pipe(wfd, rfd, 'd', 0);
+	/* A receiver with RECVs waiting that takes nothing (stopped): after
+	 * 1 s without progress the SEND that does not fit is RNR. */
+	sync_pipe(wfd, rfd, 'd', 's');
+	rc_connect_rnr(e.qp, peer, &pg, 0);   /* out of the error state */
+	kill(getppid(), SIGSTOP);
+	wait_stopped(getppid());
+	t0 = now_s();
+	send_batch(&e, m, FIT + 1);
+	expect_sends(&e, m, FIT + 1, FIT, IBV_WC_RNR_RETRY_EXC_ERR,
+		     "a SEND into the full ring of a stopped receiver with RECVs waiting");
+	waited = now_s() - t0;
+	kill(getppid(), SIGCONT);
+	if (waited < 0.9)
+		die("the stopped receiver's RNR came before its 1 s without progress");
+	printf("verbs_rnr: a stopped receiver with RECVs waiting: RNR_RETRY_EXC_ERR after %.1f s\n",
+	       waited);
+	sync_pipe(wfd, rfd, 'c', 0);
 }
 
 int main(void)
