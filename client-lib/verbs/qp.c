@@ -69,9 +69,9 @@ static enum ibv_wc_status ring_status(int st)
 }
 
 /* A full ring whose owner has RECVs waiting: its credits are read again
- * after 100 us, then twice as long each time up to 5 ms; an owner that
- * took nothing for 1 s (stopped, stuck, or lying) is then answered as one
- * without RECVs, RNR by RNR. */
+ * after 100 us, then twice as long each time up to 5 ms; an owner whose
+ * cons did not move for 1 s (stopped, stuck, or lying) is then answered
+ * as one without RECVs, RNR by RNR. */
 #define RV_RING_FULL_WAIT_NS 100000ull
 #define RV_RING_FULL_WAIT_MAX_NS 5000000ull
 #define RV_RING_FULL_STALL_NS 1000000000ull
@@ -266,38 +266,38 @@ static void credit_request(struct rv_ctx *c, struct rv_qp *q)
 
 /*
  * The ring is full. True when the owner says @waiting RECVs wait for its
- * messages and it made progress (@moved: cons advanced, or it took RECVs)
- * within RV_RING_FULL_STALL_NS: the credits are read again after a delay
- * that backs off. False: answer it as an RNR NAK (until it makes progress
- * again); but not on the read where the wait ends (its RECVs all taken),
- * whose cons may be older than its count (the 24 bytes are not read at
- * once): that one reads again.
+ * messages and its cons moved (@moved) within RV_RING_FULL_STALL_NS of the
+ * wait's start or of its last move: the credits are read again after a
+ * delay that backs off. False: answer it as an RNR NAK, and so on until its
+ * cons moves. A read that finds no RECV waiting any more reads once again
+ * before the RNR (its cons may be older than its count: the 24 bytes are
+ * not read at once); a count that comes back continues the wait, it does
+ * not start one.
  */
-static bool full_wait(struct rv_qp *q, uint32_t waiting, uint32_t taken, bool moved)
+static bool full_wait(struct rv_qp *q, uint32_t waiting, bool moved)
 {
 	struct rv_full *f = &q->full;
 	uint64_t now = rv_now_ns();
-	bool progress = moved || taken != f->taken;
+	bool some = waiting && waiting <= RV_MAX_WR;
 
-	f->taken = taken;
-	if (!waiting || waiting > RV_MAX_WR) {
-		bool ended = f->since_ns && !f->stalled;
-
-		*f = (struct rv_full){ .taken = taken };
-		if (!ended)
-			return false;
-		q->rnr_next_ns = now + RV_RING_FULL_WAIT_NS;
-		return true;
+	if (!f->since_ns && !some)
+		return false;
+	if (!f->since_ns || moved) {    /* a wait starts, or the owner took messages */
+		*f = (struct rv_full){ .since_ns = now, .wait_ns = RV_RING_FULL_WAIT_NS };
+		q->rnr_count = 0;
 	}
-	if (!f->since_ns || progress) {
-		f->since_ns = now;
-		f->wait_ns = RV_RING_FULL_WAIT_NS;
-		f->stalled = false;
-	} else if (f->stalled || now - f->since_ns >= RV_RING_FULL_STALL_NS) {
+	if (f->stalled || now - f->since_ns >= RV_RING_FULL_STALL_NS) {
 		f->stalled = true;
 		return false;
 	}
-	q->rnr_count = 0;
+	if (!some) {
+		if (f->ended)
+			return false;
+		f->ended = true;
+		q->rnr_next_ns = now + RV_RING_FULL_WAIT_NS;
+		return true;
+	}
+	f->ended = false;
 	q->rnr_next_ns = now + f->wait_ns;
 	f->wait_ns = f->wait_ns * 2 < RV_RING_FULL_WAIT_MAX_NS ? f->wait_ns * 2 : RV_RING_FULL_WAIT_MAX_NS;
 	return true;
@@ -333,12 +333,12 @@ static void credit_done(struct rv_qp *q, int status, const uint8_t *buf)
 	if (!q->want || q->issue == q->tail)
 		return;
 	/* RECVs posted and not yet taken at the owner (its word, trusted for
-	 * a wait of RV_RING_FULL_STALL_NS without progress at most) */
+	 * RV_RING_FULL_STALL_NS without its cons moving at most) */
 	waiting = (uint32_t)rq - (uint32_t)(rq >> 32);
 	if (q->prod + q->want - q->cons_known <= q->peer_n) {
 		q->rnr_count = 0;
 		q->full = (struct rv_full){ 0 };
-	} else if (full_wait(q, waiting, (uint32_t)(rq >> 32), moved)) {
+	} else if (full_wait(q, waiting, moved)) {
 		/* full, but its RECVs wait for what is in it: the owner's
 		 * library drains it into them soon; not an RNR NAK */
 	} else if (q->rnr_retry < 7 && q->rnr_count >= q->rnr_retry) {

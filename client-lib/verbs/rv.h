@@ -521,10 +521,10 @@ struct rv_qp {
 	uint64_t rnr_next_ns;   /* no credit read before this (RNR timer) */
 	/* a full ring whose owner says RECVs wait (qp.c, credit_done) */
 	struct rv_full {
-		uint64_t since_ns;      /* its owner's last progress (0: not waiting) */
+		uint64_t since_ns;      /* the wait's start or its cons' last move (0: none) */
 		uint64_t wait_ns;       /* the next re-read's delay (backs off) */
-		uint32_t taken;         /* RECVs taken, as last read */
-		bool stalled;           /* no progress for RV_RING_FULL_STALL_NS: RNR */
+		bool stalled;           /* cons still for RV_RING_FULL_STALL_NS: RNR */
+		bool ended;             /* the last read found no RECV waiting */
 	} full;
 
 	/* UD (ud.c): its Q_Key, where the owner looks next, and per slot what
